@@ -1,0 +1,119 @@
+"""Durations as people type them (``30``, ``1.5``, ``500ms``, ``5m``) and the wall clock.
+
+The public API takes seconds as floats; the store keeps integer milliseconds since the
+epoch (the file outlives reboots, so a monotonic clock would be meaningless there).
+This module is the one place that converts between the two spellings of time.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+import click
+
+__all__ = ["DURATION", "Duration", "UNITS", "format_duration", "now_ms", "parse_duration"]
+
+#: Seconds per unit suffix. A bare number means seconds, as in beanstalkd.
+UNITS: dict[str, float] = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+_DURATION_RE = re.compile(r"(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>ms|s|m|h|d)?")
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds since the epoch, the unit of every ``*_at``/``*_until`` column."""
+    return time.time_ns() // 1_000_000
+
+
+def parse_duration(text: str | float | int) -> float:
+    """Parse a duration into seconds.
+
+    Accepts a number of seconds (``30``, ``1.5``) or a number with one unit suffix:
+    ``ms``, ``s``, ``m``, ``h`` or ``d`` (``500ms``, ``10s``, ``5m``, ``2h``, ``1d``).
+    Units are case-insensitive and may be separated from the number by spaces.
+    Negative, infinite and NaN values are refused: every duration in sqlq (delay,
+    TTR, timeout, pause) is a length of time from now.
+
+    Args:
+        text: the duration as typed, or a number of seconds.
+
+    Returns:
+        The duration in seconds.
+
+    Raises:
+        ValueError: the text is not a duration; the message quotes it and lists the units.
+    """
+    if isinstance(text, bool):
+        raise TypeError("a duration must be a string or a number, not a bool")
+    if isinstance(text, (int, float)):
+        seconds = float(text)
+    else:
+        match = _DURATION_RE.fullmatch(text.strip().lower())
+        if match is None and text.strip().startswith("-"):
+            raise ValueError(f"{text!r} is not a duration: it must not be negative")
+        if match is None:
+            raise ValueError(
+                f"{text!r} is not a duration: use seconds (30, 1.5) "
+                "or a number with ms, s, m, h or d (500ms, 10s, 5m, 2h, 1d)"
+            )
+        seconds = float(match["number"]) * UNITS[match["unit"] or "s"]
+    if math.isnan(seconds) or math.isinf(seconds) or seconds < 0:
+        raise ValueError(f"{text!r} is not a duration: it must be a finite number >= 0")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """Render seconds compactly for people (``750ms``, ``42s``, ``5m03s``, ``2h10m``, ``3d4h``).
+
+    Used by ``sqlq top`` and plain-text stats, where columns must stay narrow.
+    """
+    if seconds < 0:
+        return "-" + format_duration(-seconds)
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    whole = int(seconds)
+    if whole < 60:
+        return f"{seconds:.0f}s" if seconds == whole or seconds >= 10 else f"{seconds:.1f}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours}h"
+
+
+if TYPE_CHECKING:  # click >= 8.3 makes ParamType generic; older clicks cannot subscript it
+    _ParamType = click.ParamType[float, Any]
+else:
+    _ParamType = click.ParamType
+
+
+class Duration(_ParamType):
+    """A click parameter type for durations, so a bad value is a usage error (exit 2).
+
+    click's ``fail()`` names the option in the message (``Invalid value for
+    '--delay': '5x' is not a duration ...``), which is exactly what a shell user needs.
+    """
+
+    name = "duration"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        """Turn the option's text (or a default number) into seconds, or fail as a usage error."""
+        try:
+            return parse_duration(value)
+        except (ValueError, TypeError) as exc:
+            self.fail(str(exc), param, ctx)
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        """Show ``DURATION`` in help, which the group's help text explains."""
+        return "DURATION"
+
+
+#: The shared instance for ``type=`` in click options.
+DURATION = Duration()
