@@ -1,0 +1,239 @@
+"""The database connection: the only module that imports apsw.
+
+Everything about talking to SQLite lives here: creating the file (atomically,
+mode 0600), pragmas, write transactions with the durability each one needs,
+waiting out SQLITE_BUSY, and turning driver errors into sqlq's one-line errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Literal, TypeVar
+
+import apsw
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
+
+from . import migrate
+from .errors import DatabaseError, Error, SchemaError
+
+T = TypeVar("T")
+Durability = Literal["full", "normal"]
+
+#: How long one attempt waits for the write lock before tenacity steps in.
+BUSY_TIMEOUT_S = 5.0
+#: How long a write may keep retrying before SQLITE_BUSY reaches the caller as an error.
+BUSY_GIVE_UP_S = 120.0
+JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
+
+
+@contextlib.contextmanager
+def translate_errors(path: str) -> Iterator[None]:
+    """Turn apsw's exceptions into sqlq errors whose text names the file and the cause."""
+    try:
+        yield
+    except Error:
+        raise
+    except apsw.NotADBError as e:
+        raise SchemaError(f"{path}: not a SQLite database") from e
+    except apsw.CorruptError as e:
+        raise DatabaseError(f"{path}: the database file is corrupt ({e})") from e
+    except apsw.FullError as e:
+        raise DatabaseError(f"{path}: disk full, nothing was written") from e
+    except apsw.ReadOnlyError as e:
+        raise DatabaseError(f"{path}: read-only (check the file's and directory's permissions)") from e
+    except apsw.CantOpenError as e:
+        raise DatabaseError(f"{path}: cannot open the database ({e})") from e
+    except apsw.BusyError as e:
+        raise DatabaseError(f"{path}: database is locked by another process for too long") from e
+    except apsw.IOError as e:
+        raise DatabaseError(f"{path}: I/O error ({e})") from e
+    except apsw.Error as e:
+        raise DatabaseError(f"{path}: {e}") from e
+
+
+def _create_file(path: str, now_ms: int) -> None:
+    """Create a new, fully migrated database file at path, or do nothing if one appears.
+
+    The schema is built in a private file which is then linked into place, so no
+    process ever sees a half-initialised database, and the file is 0600 from its
+    first byte (SQLite gives the -wal and -shm files the database file's mode).
+    """
+    tmp = f"{path}.sqlq-init-{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    os.close(fd)
+    try:
+        conn = apsw.Connection(tmp)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            migrate.migrate(conn, now_ms)
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)  # fails if another process created the file first
+        except FileExistsError:
+            pass
+        except OSError:
+            # A filesystem without hard links: rename, still atomic, and race-free
+            # enough here since the loser of a race only replaces an empty queue.
+            if not os.path.exists(path):
+                os.rename(tmp, path)
+    finally:
+        for leftover in (tmp, tmp + "-wal", tmp + "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+
+
+class Database:
+    """One apsw connection to a sqlq file, safe to share between threads.
+
+    Writes go through :meth:`write`, which runs a function inside ``BEGIN
+    IMMEDIATE`` and retries it whole when the lock cannot be had. In ``full``
+    durability only writes that must survive a power cut pay for an fsync;
+    the others (a claim, a touch, a release) commit with synchronous=NORMAL:
+    lost on power loss, such a write leaves a job that simply becomes ready
+    again, which TTR semantics allow.
+    """
+
+    def __init__(self, path: str, *, durability: Durability = "full", init: bool = False,
+                 clock: Callable[[], int]) -> None:
+        if durability not in ("full", "normal"):
+            raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
+        self.path = path
+        self.durability = durability
+        self._lock = threading.RLock()
+        self._busy_since = 0.0
+        with translate_errors(path):
+            self._check_file(init)
+            if not os.path.exists(path):
+                _create_file(path, clock())
+            self.conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE)
+            try:
+                self.conn.set_busy_handler(self._busy_handler)
+                migrate.migrate(self.conn, clock(), allow_foreign=init)
+                mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if mode != "wal":
+                    self.conn.execute("PRAGMA journal_mode = WAL")
+                self.conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+                self.conn.execute("PRAGMA temp_store = MEMORY")
+                self._sync = ""
+                self._set_sync(durable=True)
+            except BaseException:
+                self.conn.close()
+                raise
+        self._retrying = Retrying(
+            retry=retry_if_exception_type(apsw.BusyError),
+            wait=wait_random_exponential(multiplier=0.002, max=0.25),
+            stop=stop_after_delay(BUSY_GIVE_UP_S),
+            reraise=True,
+        )
+
+    def _check_file(self, init: bool) -> None:
+        """Refuse, before SQLite touches it, a path that cannot be a sqlq database."""
+        if os.path.isdir(self.path):
+            raise DatabaseError(f"{self.path}: is a directory")
+        parent = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(parent):
+            raise DatabaseError(f"{self.path}: directory {parent} does not exist")
+        if os.path.exists(self.path) and os.path.getsize(self.path) == 0 and not init:
+            raise SchemaError(f"{self.path}: empty file, not a sqlq database (init=True adopts it)")
+
+    def _busy_handler(self, attempts: int) -> bool:
+        # SQLite's own handler sleeps 1 ms and more, so a waiting process keeps
+        # losing the lock to one that commits every 100 µs. Short jittered sleeps
+        # give every process a fair turn; tenacity takes over after the timeout.
+        now = time.monotonic()
+        if attempts == 0:
+            self._busy_since = now
+        elif now - self._busy_since > BUSY_TIMEOUT_S:
+            return False
+        time.sleep(min(0.00005 * 2 ** min(attempts, 7), 0.005) * random.uniform(0.5, 1.5))
+        return True
+
+    def _set_sync(self, durable: bool) -> None:
+        level = "FULL" if durable and self.durability == "full" else "NORMAL"
+        if level != self._sync:
+            self.conn.execute(f"PRAGMA synchronous = {level}")
+            self._sync = level
+
+    def write(self, fn: Callable[[apsw.Connection], T], *, durable: bool = True) -> T:
+        """Run fn(conn) in one write transaction and commit; retried whole on SQLITE_BUSY.
+
+        Inside a transaction already open on this connection (Queue.transaction),
+        fn simply joins it.
+        """
+        with self._lock, translate_errors(self.path):
+            if not self.conn.get_autocommit():
+                return fn(self.conn)
+            try:
+                return self._transaction(fn, durable)
+            except apsw.BusyError:
+                return self._retrying(self._transaction, fn, durable)
+
+    def _transaction(self, fn: Callable[[apsw.Connection], T], durable: bool) -> T:
+        self._set_sync(durable)
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            if not conn.get_autocommit():
+                conn.execute("ROLLBACK")
+            raise
+        return result
+
+    def read(self, fn: Callable[[apsw.Connection], T]) -> T:
+        """Run fn(conn) in one read transaction: a consistent snapshot, no lock taken."""
+        with self._lock, translate_errors(self.path):
+            conn = self.conn
+            if not conn.get_autocommit():
+                return fn(conn)
+            conn.execute("BEGIN")
+            try:
+                return fn(conn)
+            finally:
+                if not conn.get_autocommit():
+                    conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[apsw.Connection]:
+        """A durable write transaction the caller fills; nested use takes a savepoint."""
+        with self._lock, translate_errors(self.path):
+            conn = self.conn
+            if not conn.get_autocommit():
+                name = f"sqlq_{secrets.token_hex(4)}"
+                conn.execute(f"SAVEPOINT {name}")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute(f"ROLLBACK TO {name}")
+                    conn.execute(f"RELEASE {name}")
+                    raise
+                conn.execute(f"RELEASE {name}")
+                return
+            self._set_sync(durable=True)
+            for attempt in self._retrying:
+                with attempt:
+                    conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if not conn.get_autocommit():
+                    conn.execute("ROLLBACK")
+                raise
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits: the cheap "did anything happen?"."""
+        with self._lock, translate_errors(self.path):
+            return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()

@@ -1,0 +1,53 @@
+"""The one error tree of sqlq.
+
+Every error a user can meet derives from :class:`Error`, so ``except sqlq.Error``
+catches them all. Each class's docstring is its default message, so raising the
+bare class still says something useful (an idea taken from procrastinate).
+"""
+
+from __future__ import annotations
+
+
+class Error(Exception):
+    """sqlq error."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip().splitlines()[0])
+
+
+class JobNotFound(Error):
+    """No such job (or not in a state that allows this operation)."""
+
+
+class JobLost(Error):
+    """The job's lease was lost: its TTR ran out or it was reserved again."""
+
+
+class JobTooBig(Error):
+    """The job body is larger than the maximum job size."""
+
+
+class JobBuried(Error):
+    """The job was buried instead of completing."""
+
+    def __init__(self, message: str | None = None, *, job_id: int | None = None,
+                 reason: str | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.reason = reason
+
+
+class Timeout(Error):
+    """Timed out."""
+
+
+class InvalidTube(Error, ValueError):
+    """Invalid tube name."""
+
+
+class SchemaError(Error):
+    """The database file is not a sqlq database this version can use."""
+
+
+class DatabaseError(Error):
+    """The database could not be read or written."""

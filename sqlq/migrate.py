@@ -1,0 +1,106 @@
+"""Schema migrations: numbered ``.sql`` files applied in order, each recorded.
+
+Migrations are forward-only and never edited once released (see CONTRIBUTING).
+A file stamped by a newer sqlq, or a database of another application, is refused
+before anything is written to it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+
+from .errors import SchemaError
+
+_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def migrations_dir() -> Path:
+    """The wheel ships migrations inside the package; a source checkout keeps them at the top."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "migrations", here.parent / "migrations"):
+        if candidate.is_dir():
+            return candidate
+    raise SchemaError("sqlq is installed without its migrations directory")
+
+
+def load_migrations(directory: Path | None = None) -> list[Migration]:
+    directory = directory or migrations_dir()
+    found = []
+    for path in sorted(directory.iterdir()):
+        match = _NAME.match(path.name)
+        if match:
+            found.append(Migration(int(match.group(1)), path.stem, path.read_text()))
+    versions = [m.version for m in found]
+    if versions != list(range(1, len(found) + 1)):
+        raise SchemaError(f"migrations are not numbered 1..n without gaps: {versions}")
+    return found
+
+
+LATEST = len(load_migrations())
+
+_CREATE_VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS sqlq_schema (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at INTEGER NOT NULL
+)"""
+
+
+def schema_version(conn: apsw.Connection, *, allow_foreign: bool = False) -> int:
+    """The version recorded in the file, 0 for a file sqlq may initialise.
+
+    Raises SchemaError for a file of another application (unless allow_foreign) or
+    a file written by a newer sqlq.
+    """
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "sqlq_schema" not in tables:
+        foreign = sorted(t for t in tables if not t.startswith(("sqlite_", "sqlq_")))
+        if foreign and not allow_foreign:
+            raise SchemaError(
+                f"it holds another application's tables ({', '.join(foreign[:3])}"
+                f"{', ...' if len(foreign) > 3 else ''}); pass init=True to add sqlq's tables"
+            )
+        return 0
+    row = conn.execute("SELECT max(version) FROM sqlq_schema").fetchone()
+    version = int(row[0] or 0)
+    if version > LATEST:
+        raise SchemaError(
+            f"it was written by a newer sqlq (schema {version}, this sqlq knows {LATEST}); "
+            "upgrade sqlq"
+        )
+    return version
+
+
+def migrate(conn: apsw.Connection, now_ms: int, *, allow_foreign: bool = False) -> int:
+    """Bring the schema up to date in one write transaction; return the version."""
+    if schema_version(conn, allow_foreign=allow_foreign) == LATEST:
+        return LATEST
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Re-read under the write lock: another process may have migrated meanwhile.
+        current = schema_version(conn, allow_foreign=allow_foreign)
+        conn.execute(_CREATE_VERSION_TABLE)
+        for migration in load_migrations():
+            if migration.version > current:
+                conn.execute(migration.sql)
+                conn.execute(
+                    "INSERT INTO sqlq_schema (version, name, applied_at) VALUES (?, ?, ?)",
+                    (migration.version, migration.name, now_ms),
+                )
+        conn.execute("COMMIT")
+    except BaseException:
+        if not conn.get_autocommit():
+            conn.execute("ROLLBACK")
+        raise
+    return LATEST

@@ -1,0 +1,217 @@
+"""The job model: states, the Job handle, and the rules arguments must follow."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .errors import InvalidTube, JobTooBig
+
+if TYPE_CHECKING:
+    from .queue import Queue
+
+READY, DELAYED, RESERVED, BURIED = 0, 1, 2, 3
+STATE_NAMES = ("ready", "delayed", "reserved", "buried")
+
+DEFAULT_TUBE = "default"
+DEFAULT_PRIORITY = 1024
+DEFAULT_TTR = 60.0
+MAX_PRIORITY = 2**32 - 1
+MAX_SECONDS = 2**32 - 1  # beanstalkd's limit on delay and ttr
+DEFAULT_MAX_JOB_SIZE = 1 << 20
+
+_TUBE = re.compile(r"[A-Za-z0-9\-+/;.$_()]{1,200}")
+
+
+class JobRow(NamedTuple):
+    """A job as store.select_job reads it (state as of now)."""
+
+    id: int
+    tube: str
+    priority: int
+    state: int
+    ttr: int
+    body: bytes
+    created_at: int
+    reserves: int
+    timeouts: int
+    releases: int
+    buries: int
+    kicks: int
+    delay_until: int | None
+    reserved_until: int | None
+    bury_reason: str | None
+    unique_key: str | None
+
+
+class Job:
+    """A job as returned by ``reserve`` or ``peek``.
+
+    A reserved Job carries the lease of that reservation: its ``delete``,
+    ``release``, ``bury``, ``touch`` and ``complete`` act only while the lease is
+    live and raise :class:`sqlq.JobLost` otherwise. A peeked Job has no lease;
+    use the Queue's by-id verbs to act on it as an administrator.
+    """
+
+    __slots__ = ("_queue", "id", "tube", "body", "priority", "ttr", "state", "reserves",
+                 "timeouts", "releases", "buries", "kicks", "lease", "created_at",
+                 "delay_until", "reserved_until", "bury_reason", "unique_key")
+
+    def __init__(self, queue: Queue, *, id: int, tube: str, body: bytes, priority: int,
+                 ttr_ms: int, state: str, reserves: int = 0, timeouts: int = 0,
+                 releases: int = 0, buries: int = 0, kicks: int = 0, lease: int | None = None,
+                 created_at: int = 0, delay_until: int | None = None,
+                 reserved_until: int | None = None, bury_reason: str | None = None,
+                 unique_key: str | None = None) -> None:
+        self._queue = queue
+        self.id = id
+        self.tube = tube
+        self.body = body
+        self.priority = priority
+        self.ttr = ttr_ms / 1000
+        self.state = state
+        self.reserves = reserves
+        self.timeouts = timeouts
+        self.releases = releases
+        self.buries = buries
+        self.kicks = kicks
+        self.lease = lease
+        self.created_at = created_at
+        self.delay_until = delay_until
+        self.reserved_until = reserved_until
+        self.bury_reason = bury_reason
+        self.unique_key = unique_key
+
+    @classmethod
+    def from_claim(cls, queue: Queue, row: tuple[Any, ...]) -> Job:
+        (id_, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+         kicks, lease, reserved_until, unique_key) = row
+        return cls(queue, id=id_, tube=tube, body=body, priority=priority, ttr_ms=ttr,
+                   state="reserved", reserves=reserves, timeouts=timeouts, releases=releases,
+                   buries=buries, kicks=kicks, lease=lease, created_at=created_at,
+                   reserved_until=reserved_until, unique_key=unique_key)
+
+    @classmethod
+    def from_row(cls, queue: Queue, row: JobRow) -> Job:
+        return cls(queue, id=row.id, tube=row.tube, body=row.body, priority=row.priority,
+                   ttr_ms=row.ttr, state=STATE_NAMES[row.state], reserves=row.reserves,
+                   timeouts=row.timeouts, releases=row.releases, buries=row.buries,
+                   kicks=row.kicks, created_at=row.created_at, delay_until=row.delay_until,
+                   reserved_until=row.reserved_until, bury_reason=row.bury_reason,
+                   unique_key=row.unique_key)
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id} tube={self.tube!r} state={self.state} priority={self.priority}>"
+
+    def json(self) -> Any:
+        """The body decoded as JSON."""
+        return json.loads(self.body)
+
+    def text(self) -> str:
+        """The body decoded as UTF-8."""
+        return self.body.decode()
+
+    def delete(self) -> None:
+        """Delete the job; it is done."""
+        self._queue.delete(self.id, lease=self._require_lease())
+        self.state = "deleted"
+
+    def release(self, priority: int | None = None, delay: float = 0) -> None:
+        """Put the reserved job back: ready, or delayed by ``delay`` seconds."""
+        self._queue.release(self.id, priority=priority, delay=delay, lease=self._require_lease())
+        self.state = "delayed" if delay else "ready"
+        self.lease = None
+
+    def bury(self, priority: int | None = None, reason: str | None = None) -> None:
+        """Park the job until someone kicks it; ``reason`` is kept and shown by peek."""
+        self._queue.bury(self.id, priority=priority, reason=reason, lease=self._require_lease())
+        self.state = "buried"
+        self.bury_reason = reason
+        self.lease = None
+
+    def touch(self) -> None:
+        """Ask for more time: the reservation now ends ttr seconds from now."""
+        self.reserved_until = self._queue.touch(self.id, lease=self._require_lease())
+
+    def complete(self, result: bytes | str = b"") -> None:
+        """Delete the job and store its result (see Queue.result), in one transaction."""
+        self._queue.complete(self.id, result, lease=self._require_lease())
+        self.state = "deleted"
+
+    def _require_lease(self) -> int:
+        if self.lease is None:
+            raise ValueError(f"job {self.id} is not reserved through this handle; "
+                             "use the Queue's by-id verbs")
+        return self.lease
+
+
+# -- argument rules ----------------------------------------------------------------------------
+
+def check_tube(tube: object, name: str = "tube") -> str:
+    if not isinstance(tube, str):
+        raise TypeError(f"{name} must be a str, not {type(tube).__name__}")
+    if not _TUBE.fullmatch(tube) or tube.startswith("-"):
+        raise InvalidTube(
+            f"invalid {name} {tube!r}: 1-200 characters of A-Z a-z 0-9 - + / ; . $ _ ( ), "
+            "not starting with -"
+        )
+    return tube
+
+
+def check_tubes(tubes: object) -> list[str]:
+    if tubes is None:
+        return [DEFAULT_TUBE]
+    if isinstance(tubes, str):
+        return [check_tube(tubes, "tubes")]
+    if isinstance(tubes, bytes):
+        raise TypeError("tubes must be a str or a sequence of str, not bytes")
+    try:
+        checked = [check_tube(t, "tubes") for t in tubes]  # type: ignore[attr-defined]
+    except TypeError:
+        raise TypeError(f"tubes must be a str or a sequence of str, not {type(tubes).__name__}"
+                        ) from None
+    if not checked:
+        raise ValueError("tubes must name at least one tube")
+    return list(dict.fromkeys(checked))
+
+
+def check_priority(priority: object, name: str = "priority") -> int:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"{name} must be an int, not {type(priority).__name__}")
+    if not 0 <= priority <= MAX_PRIORITY:
+        raise ValueError(f"{name} must be between 0 and {MAX_PRIORITY}, not {priority}")
+    return priority
+
+
+def seconds_to_ms(value: object, name: str, *, minimum: float = 0.0) -> int:
+    """Seconds (int or float) to whole milliseconds, rejecting what no queue could mean."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    if math.isnan(value) or value < 0 or value > MAX_SECONDS:
+        raise ValueError(f"{name} must be between 0 and {MAX_SECONDS} seconds, not {value}")
+    return max(math.ceil(value * 1000), int(minimum * 1000))
+
+
+def check_ttr(ttr: object) -> int:
+    """TTR in ms; like beanstalkd, anything under a second is raised to one second."""
+    return seconds_to_ms(ttr, "ttr", minimum=1.0)
+
+
+def check_body(body: object, max_size: int) -> bytes:
+    if isinstance(body, str):
+        body = body.encode()
+    elif isinstance(body, (bytearray, memoryview)):
+        body = bytes(body)
+    elif not isinstance(body, bytes):
+        raise TypeError(f"body must be bytes or str, not {type(body).__name__}")
+    if len(body) > max_size:
+        raise JobTooBig(f"job body is {len(body)} bytes, more than the maximum of {max_size}")
+    return body
+
+
+def check_unique_key(key: object) -> str | None:
+    if key is None or isinstance(key, str):
+        return key
+    raise TypeError(f"unique_key must be a str or None, not {type(key).__name__}")

@@ -1,0 +1,216 @@
+-- Every statement sqlq runs against its own tables, by name.
+--
+-- Format: a block starts with "-- name: NAME", then comment lines that say why
+-- the query is shaped as it is, then the SQL up to the next block. store.py is
+-- the only reader of this file. Parameters are always bound, never formatted.
+-- :now is the caller's clock in ms; :tubes is a JSON array of tube names.
+-- States: 0 ready, 1 delayed, 2 reserved, 3 buried.
+
+-- name: insert_job
+INSERT INTO sqlq_jobs (tube, priority, state, delay_until, ttr, body, created_at, unique_key)
+VALUES (:tube, :priority, :state, :delay_until, :ttr, :body, :now, :unique_key)
+RETURNING id;
+
+-- name: insert_unique_job
+-- A live job with the same key in the tube wins: nothing is inserted and the
+-- caller looks the live job up (find_unique_job).
+INSERT INTO sqlq_jobs (tube, priority, state, delay_until, ttr, body, created_at, unique_key)
+VALUES (:tube, :priority, :state, :delay_until, :ttr, :body, :now, :unique_key)
+ON CONFLICT (tube, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+RETURNING id;
+
+-- name: find_unique_job
+SELECT id FROM sqlq_jobs WHERE tube = :tube AND unique_key = :unique_key;
+
+-- name: promote_delayed
+-- Delayed jobs that are due become ready before a claim looks, so priority
+-- order holds between jobs that were put ready and jobs that just came due.
+UPDATE sqlq_jobs SET state = 0, delay_until = NULL
+ WHERE state = 1 AND tube IN (SELECT value FROM json_each(:tubes)) AND delay_until <= :now;
+
+-- name: expire_reservations
+-- Reservations whose TTR ran out go back to ready, counted as timeouts.
+UPDATE sqlq_jobs
+   SET state = 0, reserved_until = NULL, lease = NULL, owner = NULL, timeouts = timeouts + 1
+ WHERE state = 2 AND reserved_until <= :now;
+
+-- name: claim_job
+-- The most urgent ready job across the watched, unpaused tubes: one index probe
+-- per tube (the correlated subquery), then the best of those, in one statement.
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
+       lease = abs(random()), owner = :owner
+ WHERE id = (
+       SELECT j.id
+         FROM json_each(:tubes) AS t
+         JOIN sqlq_jobs AS j
+           ON j.id = (SELECT r.id FROM sqlq_jobs AS r
+                       WHERE r.state = 0 AND r.tube = t.value
+                       ORDER BY r.priority, r.id LIMIT 1)
+        WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
+                           WHERE p.name = t.value AND p.paused_until > :now)
+        ORDER BY j.priority, j.id
+        LIMIT 1)
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key;
+
+-- name: claim_job_by_id
+-- beanstalkd's reserve-job: any job that is not reserved under a live lease.
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
+       lease = abs(random()), owner = :owner, delay_until = NULL,
+       timeouts = timeouts + (state = 2)
+ WHERE id = :id AND NOT (state = 2 AND reserved_until > :now)
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key;
+
+-- name: has_ready_job
+-- A read-only probe a waiting worker makes before it asks for the write lock.
+SELECT 1
+  FROM json_each(:tubes) AS t
+ WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p WHERE p.name = t.value AND p.paused_until > :now)
+   AND (EXISTS (SELECT 1 FROM sqlq_jobs WHERE state = 0 AND tube = t.value)
+        OR EXISTS (SELECT 1 FROM sqlq_jobs
+                    WHERE state = 1 AND tube = t.value AND delay_until <= :now))
+ UNION ALL
+SELECT 1 FROM sqlq_jobs
+ WHERE state = 2 AND reserved_until <= :now AND tube IN (SELECT value FROM json_each(:tubes))
+ LIMIT 1;
+
+-- name: next_due
+-- When something in these tubes may next become ready: the earliest delayed job
+-- (one probe per tube), the earliest reservation deadline, the earliest end of a pause.
+SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
+                     WHERE state = 1 AND tube = t.value ORDER BY delay_until LIMIT 1))
+          FROM json_each(:tubes) AS t),
+       (SELECT min(reserved_until) FROM sqlq_jobs WHERE state = 2),
+       (SELECT min(paused_until) FROM sqlq_tubes
+         WHERE paused_until > :now AND name IN (SELECT value FROM json_each(:tubes)));
+
+-- name: delete_job
+DELETE FROM sqlq_jobs WHERE id = :id RETURNING state, reserved_until;
+
+-- name: delete_leased_job
+DELETE FROM sqlq_jobs
+ WHERE id = :id AND state = 2 AND lease = :lease AND reserved_until > :now
+RETURNING id;
+
+-- name: lease_state
+-- Why a leased operation changed nothing: the job is gone, or the lease is.
+SELECT state, lease, reserved_until FROM sqlq_jobs WHERE id = :id;
+
+-- name: release_job
+UPDATE sqlq_jobs
+   SET state = CASE WHEN :delay_until IS NULL THEN 0 ELSE 1 END,
+       delay_until = :delay_until, reserved_until = NULL, lease = NULL, owner = NULL,
+       priority = coalesce(:priority, priority), releases = releases + 1
+ WHERE id = :id AND state = 2 AND reserved_until > :now
+   AND (:lease IS NULL OR lease = :lease)
+RETURNING id;
+
+-- name: bury_job
+UPDATE sqlq_jobs
+   SET state = 3, reserved_until = NULL, lease = NULL, owner = NULL,
+       priority = coalesce(:priority, priority), buries = buries + 1, bury_reason = :reason
+ WHERE id = :id AND state = 2 AND reserved_until > :now
+   AND (:lease IS NULL OR lease = :lease)
+RETURNING id;
+
+-- name: touch_job
+UPDATE sqlq_jobs SET reserved_until = :now + ttr
+ WHERE id = :id AND state = 2 AND reserved_until > :now
+   AND (:lease IS NULL OR lease = :lease)
+RETURNING reserved_until;
+
+-- name: kick_buried
+UPDATE sqlq_jobs SET state = 0, kicks = kicks + 1, bury_reason = NULL
+ WHERE id IN (SELECT id FROM sqlq_jobs WHERE state = 3 AND tube = :tube ORDER BY id LIMIT :bound)
+RETURNING id;
+
+-- name: kick_delayed
+-- Only jobs still waiting: a due one is already ready as of now.
+UPDATE sqlq_jobs SET state = 0, delay_until = NULL, kicks = kicks + 1
+ WHERE id IN (SELECT id FROM sqlq_jobs
+               WHERE state = 1 AND tube = :tube AND delay_until > :now
+               ORDER BY delay_until, id LIMIT :bound)
+RETURNING id;
+
+-- name: kick_job
+UPDATE sqlq_jobs SET state = 0, delay_until = NULL, kicks = kicks + 1, bury_reason = NULL
+ WHERE id = :id AND (state = 3 OR (state = 1 AND delay_until > :now))
+RETURNING id;
+
+-- name: select_job
+-- A job as an observer sees it now: due delayed jobs and expired reservations
+-- read as ready (an expired reservation already counted as a timeout).
+SELECT id, tube, priority,
+       CASE WHEN state = 1 AND delay_until <= :now THEN 0
+            WHEN state = 2 AND reserved_until <= :now THEN 0
+            ELSE state END,
+       ttr, body, created_at, reserves,
+       timeouts + (state = 2 AND reserved_until <= :now), releases, buries, kicks,
+       CASE WHEN state = 1 AND delay_until > :now THEN delay_until END,
+       CASE WHEN state = 2 AND reserved_until > :now THEN reserved_until END,
+       bury_reason, unique_key
+  FROM sqlq_jobs WHERE id = :id;
+
+-- name: peek_ready_id
+-- Ready as of now: the best ready job, or a due delayed job, or an expired
+-- reservation, whichever is most urgent (peek ignores pauses, as in beanstalkd).
+SELECT id FROM (
+    SELECT * FROM (SELECT id, priority FROM sqlq_jobs WHERE state = 0 AND tube = :tube
+                    ORDER BY priority, id LIMIT 1)
+    UNION ALL
+    SELECT id, priority FROM sqlq_jobs WHERE state = 1 AND tube = :tube AND delay_until <= :now
+    UNION ALL
+    SELECT id, priority FROM sqlq_jobs WHERE state = 2 AND reserved_until <= :now AND tube = :tube)
+ ORDER BY priority, id LIMIT 1;
+
+-- name: peek_delayed_id
+SELECT id FROM sqlq_jobs WHERE state = 1 AND tube = :tube AND delay_until > :now
+ ORDER BY delay_until, id LIMIT 1;
+
+-- name: peek_buried_id
+SELECT id FROM sqlq_jobs WHERE state = 3 AND tube = :tube ORDER BY id LIMIT 1;
+
+-- name: count_jobs
+-- Jobs per tube and state as of now, for stats. One pass over the jobs table:
+-- stats are for people and monitors, not for the hot path.
+SELECT tube,
+       sum(state = 0 OR (state = 1 AND delay_until <= :now)
+           OR (state = 2 AND reserved_until <= :now)),
+       sum((state = 0 OR (state = 1 AND delay_until <= :now)
+            OR (state = 2 AND reserved_until <= :now)) AND priority < 1024),
+       sum(state = 2 AND reserved_until > :now),
+       sum(state = 1 AND delay_until > :now),
+       sum(state = 3)
+  FROM sqlq_jobs
+ WHERE :tube IS NULL OR tube = :tube
+ GROUP BY tube;
+
+-- name: total_jobs
+SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'sqlq_jobs'), 0);
+
+-- name: list_tubes
+SELECT DISTINCT tube FROM sqlq_jobs
+UNION
+SELECT name FROM sqlq_tubes WHERE paused_until > :now;
+
+-- name: pause_tube
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms) VALUES (:tube, :now + :pause_ms, :pause_ms)
+ON CONFLICT (name) DO UPDATE SET paused_until = excluded.paused_until, pause_ms = excluded.pause_ms;
+
+-- name: tube_pause
+SELECT paused_until, pause_ms FROM sqlq_tubes WHERE name = :tube;
+
+-- name: reserving_owners
+-- Processes that hold live reservations, for the dead-owner check.
+SELECT DISTINCT owner FROM sqlq_jobs
+ WHERE state = 2 AND reserved_until > :now AND owner IS NOT NULL AND owner != :owner;
+
+-- name: release_owner
+-- A process that died (or closed its queue) gives its reservations back at once,
+-- as beanstalkd does for a dropped connection.
+UPDATE sqlq_jobs SET state = 0, reserved_until = NULL, lease = NULL, owner = NULL
+ WHERE state = 2 AND owner = :owner
+RETURNING id;

@@ -1,0 +1,481 @@
+"""The Queue: sqlq's Python API (see SPEC.md for the contract of every name)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import apsw
+
+from . import owners, store
+from .db import Database, Durability
+from .durations import now_ms
+from .errors import JobNotFound
+from .model import (
+    DEFAULT_MAX_JOB_SIZE,
+    DEFAULT_PRIORITY,
+    DEFAULT_TTR,
+    DEFAULT_TUBE,
+    STATE_NAMES,
+    Job,
+    check_body,
+    check_priority,
+    check_tube,
+    check_tubes,
+    check_ttr,
+    check_unique_key,
+    seconds_to_ms,
+)
+from .wakeup import RECHECK_DELAYS, Events, Notifier, PollingNotifier, make_notifier
+
+from . import __version__
+
+
+def _timeout_deadline(timeout: float | None) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != timeout:
+        raise TypeError(f"timeout must be a number of seconds or None, not {timeout!r}")
+    if timeout < 0:
+        raise ValueError(f"timeout must be >= 0, not {timeout}")
+    return time.monotonic() + timeout
+
+
+class Queue:
+    """A durable job queue in one SQLite file, shared by any number of processes.
+
+    Args:
+        path: the database file; default ``$SQLQ_DB`` or ``./sqlq.db``. Created
+            (mode 0600, WAL) if missing.
+        durability: ``"full"`` fsyncs every put, delete and bury before it returns
+            (survives power loss); ``"normal"`` survives any process crash but may
+            lose the last commits on power loss, for about 3x the throughput.
+        max_job_size: the largest body accepted, in bytes (default 1 MiB).
+        result_ttl: seconds a job's result is kept (default 24 h).
+        init: add sqlq's tables to an existing database of another application
+            (or an empty file) instead of refusing it.
+        clock: a function returning the time in ms since the epoch (tests pass a fake).
+
+    A Queue may be shared between threads (calls are serialised); create it after
+    ``fork()``, not before.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *,
+                 durability: Durability = "full", max_job_size: int = DEFAULT_MAX_JOB_SIZE,
+                 result_ttl: float = 86400.0, init: bool = False,
+                 clock: Callable[[], int] | None = None) -> None:
+        if path is None:
+            path = os.environ.get("SQLQ_DB") or "sqlq.db"
+        if isinstance(max_job_size, bool) or not isinstance(max_job_size, int) \
+                or max_job_size < 0:
+            raise ValueError(f"max_job_size must be a non-negative int, not {max_job_size!r}")
+        self.path = os.fspath(path)
+        self.max_job_size = max_job_size
+        self.result_ttl_ms = seconds_to_ms(result_ttl, "result_ttl")
+        self._clock = clock or now_ms
+        self._db = Database(self.path, durability=durability, init=init, clock=self._clock)
+        self._owner: owners.Owner | None = None
+        self._notifier: Notifier | PollingNotifier | None = None
+        self._data_version = -1
+        self._counts: Counter[tuple[str, str]] = Counter()  # (counter, tube), since opened
+        self._closed = False
+
+    @property
+    def durability(self) -> Durability:
+        return self._db.durability
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Give back this Queue's reservations (as beanstalkd does for a closed connection)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._owner is not None:
+                token = self._owner.token
+                self._db.write(lambda c: store.release_owner(c, token), durable=False)
+        finally:
+            if self._owner is not None:
+                self._owner.close()
+            if self._notifier is not None:
+                self._notifier.close()
+            self._db.close()
+
+    def __enter__(self) -> Queue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<sqlq.Queue {self.path!r} durability={self.durability}>"
+
+    # -- put ---------------------------------------------------------------------------------
+
+    def put(self, body: bytes | str, *, tube: str = DEFAULT_TUBE,
+            priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
+            unique_key: str | None = None) -> int:
+        """Add a job and return its id (durable when this returns, in ``full`` mode).
+
+        With ``unique_key``, while a job with that key is live in the tube, return
+        that job's id and insert nothing.
+        """
+        body = check_body(body, self.max_job_size)
+        check_tube(tube)
+        check_priority(priority)
+        delay_ms = seconds_to_ms(delay, "delay")
+        ttr_ms = check_ttr(ttr)
+        check_unique_key(unique_key)
+        job_id = self._db.write(lambda c: store.insert_job(
+            c, self._clock(), tube, priority, delay_ms, ttr_ms, body, unique_key))
+        self._counts["total-jobs", tube] += 1
+        return job_id
+
+    def put_many(self, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
+                 priority: int = DEFAULT_PRIORITY, delay: float = 0,
+                 ttr: float = DEFAULT_TTR) -> list[int]:
+        """Add many jobs in one transaction (all or none); return their ids in order."""
+        if isinstance(bodies, (bytes, str)):
+            raise TypeError("bodies must be an iterable of bodies, not a single body")
+        checked = [check_body(b, self.max_job_size) for b in bodies]
+        check_tube(tube)
+        check_priority(priority)
+        delay_ms = seconds_to_ms(delay, "delay")
+        ttr_ms = check_ttr(ttr)
+        ids = self._db.write(lambda c: store.insert_jobs(
+            c, self._clock(), tube, priority, delay_ms, ttr_ms, checked))
+        self._counts["total-jobs", tube] += len(ids)
+        return ids
+
+    # -- reserve -----------------------------------------------------------------------------
+
+    def reserve(self, tubes: str | Sequence[str] | None = None, timeout: float | None = None,
+                *, delete: Job | None = None) -> Job | None:
+        """Reserve the most urgent ready job in ``tubes``; None if none came within ``timeout``.
+
+        ``timeout=None`` waits for ever, ``0`` returns at once. ``delete=job``
+        deletes that (reserved) job and claims the next one in the same
+        transaction: one commit per job instead of two, the worker's fast path.
+        """
+        names = check_tubes(tubes)
+        deadline = _timeout_deadline(timeout)
+        tubes_json = store.tubes_json(names)
+        owner = self._owner_token()
+        if timeout != 0:
+            self._ensure_notifier()  # watching before the first look: no commit slips by
+            self._db.read(self._note_data_version)
+        job = self._claim(tubes_json, owner, delete)
+        if job is not None or timeout == 0 and not self._reap_dead_owners():
+            return job
+        if timeout == 0:
+            return self._claim(tubes_json, owner, None)
+        return self._wait_and_claim(tubes_json, owner, deadline)
+
+    def try_reserve(self, tubes: str | Sequence[str] | None = None) -> Job | None:
+        """One non-blocking claim attempt (for event loops: see ``notifier``)."""
+        names = check_tubes(tubes)
+        return self._claim(store.tubes_json(names), self._owner_token(), None)
+
+    def reserve_job(self, job_id: int) -> Job:
+        """Reserve a specific job, whatever its state unless reserved (beanstalkd's reserve-job)."""
+        owner = self._owner_token()
+        row = self._db.write(lambda c: store.claim_by_id(c, self._clock(), job_id, owner),
+                             durable=False)
+        return Job.from_claim(self, row)
+
+    def _claim(self, tubes_json: str, owner: str, delete: Job | None) -> Job | None:
+        clock = self._clock
+        if delete is None:
+            row = self._db.write(lambda c: store.claim(c, clock(), tubes_json, owner),
+                                 durable=False)
+        else:
+            lease = delete._require_lease()
+
+            def delete_and_claim(c: apsw.Connection) -> Any:
+                now = clock()
+                store.delete(c, now, delete.id, lease)
+                return store.claim(c, now, tubes_json, owner)
+
+            row = self._db.write(delete_and_claim)
+            delete.state = "deleted"
+        return None if row is None else Job.from_claim(self, row)
+
+    def _wait_and_claim(self, tubes_json: str, owner: str, deadline: float | None) -> Job | None:
+        """Sleep on the notifier until a job can be claimed or the deadline passes.
+
+        Every wake-up first looks without the write lock (has_ready_job), so idle
+        workers woken by unrelated commits never contend with producers. A write
+        event that data_version does not confirm yet is looked at again on the
+        RECHECK_DELAYS schedule: the commit may not be published yet.
+        """
+        notifier = self._ensure_notifier()
+        unconfirmed = 0  # > 0: re-checking an unconfirmed write event, step number
+        while True:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return None
+            wait = None if deadline is None else deadline - now
+            due_ms = self._db.read(lambda c: store.next_due(c, self._clock(), tubes_json))
+            if due_ms is not None:
+                until_due = max((due_ms - self._clock()) / 1000, 0.0)
+                wait = until_due if wait is None else min(wait, until_due)
+            if unconfirmed:
+                step = RECHECK_DELAYS[unconfirmed - 1]
+                wait = step if wait is None else min(wait, step)
+            events = notifier.wait(wait) if wait is None or wait > 0 else Events()
+            if events.owner and self._reap_dead_owners():
+                job = self._claim(tubes_json, owner, None)
+                if job is not None:
+                    return job
+            changed, ready = self._db.read(lambda c: (
+                self._note_data_version(c), store.has_ready_job(c, self._clock(), tubes_json)))
+            if ready:
+                job = self._claim(tubes_json, owner, None)
+                if job is not None:
+                    return job
+            if changed:
+                unconfirmed = 0
+            elif events.commit:
+                unconfirmed = 1
+            elif unconfirmed:
+                unconfirmed = unconfirmed + 1 if unconfirmed < len(RECHECK_DELAYS) else 0
+
+    def _note_data_version(self, conn: apsw.Connection) -> bool:
+        """True if another connection committed since we last looked."""
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        changed = version != self._data_version
+        self._data_version = version
+        return bool(changed)
+
+    @property
+    def notifier(self) -> Notifier | PollingNotifier:
+        """The wakeup source: ``fileno()`` for an event loop, then ``drain()``."""
+        return self._ensure_notifier()
+
+    def next_wakeup(self, tubes: str | Sequence[str] | None = None) -> float | None:
+        """Seconds until a delayed job, a TTR or a pause may make a job ready in tubes."""
+        tubes_json = store.tubes_json(check_tubes(tubes))
+        due = self._db.read(lambda c: store.next_due(c, self._clock(), tubes_json))
+        return None if due is None else max((due - self._clock()) / 1000, 0.0)
+
+    def _owner_token(self) -> str:
+        if self._owner is None:
+            self._owner = owners.Owner(self.path)
+        return self._owner.token
+
+    def _ensure_notifier(self) -> Notifier | PollingNotifier:
+        if self._notifier is None:
+            self._notifier = make_notifier(self.path, owners.ensure_dir(self.path))
+        return self._notifier
+
+    def _reap_dead_owners(self) -> bool:
+        """Give back the reservations of processes that died; True if any came back."""
+        me = self._owner.token if self._owner else ""
+        held = self._db.read(lambda c: store.reserving_owners(c, self._clock(), me))
+        dead = [token for token in held if not owners.is_alive(self.path, token)]
+        if not dead:
+            return False
+        released = self._db.write(
+            lambda c: sum(store.release_owner(c, token) for token in dead), durable=False)
+        for token in dead:
+            owners.forget(self.path, token)
+        return released > 0
+
+    # -- verbs on jobs by id -----------------------------------------------------------------
+
+    def delete(self, job_id: int, *, lease: int | None = None) -> None:
+        """Delete a job in any state (an administrator's delete when no lease is given)."""
+        self._db.write(lambda c: store.delete(c, self._clock(), job_id, lease))
+        self._counts["cmd-delete", ""] += 1
+
+    def release(self, job_id: int, *, priority: int | None = None, delay: float = 0,
+                lease: int | None = None) -> None:
+        """Put a reserved job back, ready or delayed by ``delay`` seconds."""
+        if priority is not None:
+            check_priority(priority)
+        delay_ms = seconds_to_ms(delay, "delay")
+        self._db.write(lambda c: store.release(c, self._clock(), job_id, lease, priority,
+                                               delay_ms), durable=False)
+
+    def bury(self, job_id: int, *, priority: int | None = None, reason: str | None = None,
+             lease: int | None = None) -> None:
+        """Park a reserved job until kicked; ``reason`` is kept (peek shows it)."""
+        if priority is not None:
+            check_priority(priority)
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"reason must be a str or None, not {type(reason).__name__}")
+        self._db.write(lambda c: store.bury(c, self._clock(), job_id, lease, priority, reason))
+
+    def touch(self, job_id: int, *, lease: int | None = None) -> int:
+        """Restart a reservation's TTR; return the new deadline in ms."""
+        return self._db.write(lambda c: store.touch(c, self._clock(), job_id, lease),
+                              durable=False)
+
+    def kick(self, bound: int, tube: str = DEFAULT_TUBE) -> int:
+        """Move up to ``bound`` buried jobs (or, if none, delayed ones) to ready; return how many."""
+        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
+            raise ValueError(f"bound must be a non-negative int, not {bound!r}")
+        check_tube(tube)
+        return self._db.write(lambda c: store.kick(c, self._clock(), tube, bound))
+
+    def kick_job(self, job_id: int) -> None:
+        """Move one buried or delayed job to ready."""
+        self._db.write(lambda c: store.kick_job(c, self._clock(), job_id))
+
+    def pause_tube(self, tube: str, seconds: float) -> None:
+        """Reserve nothing from ``tube`` for ``seconds`` (0 ends a pause)."""
+        check_tube(tube)
+        pause_ms = seconds_to_ms(seconds, "seconds")
+        self._db.write(lambda c: store.pause_tube(c, self._clock(), tube, pause_ms))
+        self._counts["cmd-pause-tube", tube] += 1
+
+    # -- observers ---------------------------------------------------------------------------
+
+    def peek(self, job_id: int) -> Job | None:
+        """The job as of now, or None if there is no such job."""
+        row = self._db.read(lambda c: store.select_job(c, self._clock(), job_id))
+        return None if row is None else Job.from_row(self, row)
+
+    def _peek(self, which: str, tube: str) -> Job | None:
+        check_tube(tube)
+
+        def look(c: apsw.Connection) -> Any:
+            now = self._clock()
+            job_id = store.peek_id(c, now, which, tube)
+            return None if job_id is None else store.select_job(c, now, job_id)
+
+        row = self._db.read(look)
+        return None if row is None else Job.from_row(self, row)
+
+    def peek_ready(self, tube: str = DEFAULT_TUBE) -> Job | None:
+        """The job the next reserve on ``tube`` would get (pauses aside), or None."""
+        return self._peek("ready", tube)
+
+    def peek_delayed(self, tube: str = DEFAULT_TUBE) -> Job | None:
+        """The delayed job due soonest in ``tube``, or None."""
+        return self._peek("delayed", tube)
+
+    def peek_buried(self, tube: str = DEFAULT_TUBE) -> Job | None:
+        """The oldest buried job in ``tube``, or None."""
+        return self._peek("buried", tube)
+
+    def tubes(self) -> list[str]:
+        """Tubes that hold jobs or are paused, and ``default``, sorted."""
+        found = self._db.read(lambda c: store.list_tubes(c, self._clock()))
+        return sorted(set(found) | {DEFAULT_TUBE})
+
+    def stats(self) -> dict[str, Any]:
+        """Counts for the whole file, with beanstalkd's key names."""
+        def read(c: apsw.Connection) -> Any:
+            now = self._clock()
+            return store.count_jobs(c, now, None), store.total_jobs(c), store.list_tubes(c, now)
+
+        counts, total, tubes = self._db.read(read)
+        sums = [sum(v[i] for v in counts.values()) for i in range(5)]
+        return {
+            "current-jobs-urgent": sums[1],
+            "current-jobs-ready": sums[0],
+            "current-jobs-reserved": sums[2],
+            "current-jobs-delayed": sums[3],
+            "current-jobs-buried": sums[4],
+            "total-jobs": total,
+            "current-tubes": len(set(tubes) | {DEFAULT_TUBE}),
+            "max-job-size": self.max_job_size,
+            "pid": os.getpid(),
+            "version": __version__,
+            "hostname": socket.gethostname(),
+            "durability": self.durability,
+            "db": os.path.abspath(self.path),
+        }
+
+    def stats_tube(self, tube: str) -> dict[str, Any]:
+        """One tube's counts with beanstalkd's keys. ``total-jobs``, ``cmd-delete`` and
+        ``cmd-pause-tube`` count what this Queue did since it was opened, as beanstalkd
+        counts since its start. Raises JobNotFound for a tube that does not exist."""
+        check_tube(tube)
+
+        def read(c: apsw.Connection) -> Any:
+            now = self._clock()
+            return now, store.count_jobs(c, now, tube).get(tube), store.tube_pause(c, tube)
+
+        now, counts, pause = self._db.read(read)
+        paused_until, pause_ms = pause if pause else (0, 0)
+        paused = paused_until > now
+        if counts is None and not paused and tube != DEFAULT_TUBE:
+            raise JobNotFound(f"tube {tube!r} not found")
+        ready, urgent, reserved, delayed, buried = counts or [0, 0, 0, 0, 0]
+        return {
+            "name": tube,
+            "current-jobs-urgent": urgent,
+            "current-jobs-ready": ready,
+            "current-jobs-reserved": reserved,
+            "current-jobs-delayed": delayed,
+            "current-jobs-buried": buried,
+            "total-jobs": self._counts["total-jobs", tube],
+            "current-using": 0,
+            "current-watching": 0,
+            "current-waiting": 0,
+            "cmd-delete": self._counts["cmd-delete", tube],
+            "cmd-pause-tube": self._counts["cmd-pause-tube", tube],
+            "pause": pause_ms // 1000 if paused else 0,
+            "pause-time-left": max(0, (paused_until - now) // 1000) if paused else 0,
+        }
+
+    def stats_job(self, job_id: int) -> dict[str, Any]:
+        """One job's record with beanstalkd's keys (times in whole seconds)."""
+        def read(c: apsw.Connection) -> Any:
+            now = self._clock()
+            return now, store.select_job(c, now, job_id)
+
+        now, row = self._db.read(read)
+        if row is None:
+            raise JobNotFound(f"job {job_id} not found")
+        state = STATE_NAMES[row.state]
+        if state == "delayed" and row.delay_until is not None:
+            time_left = row.delay_until - now
+        elif state == "reserved" and row.reserved_until is not None:
+            time_left = row.reserved_until - now
+        else:
+            time_left = 0
+        return {
+            "id": row.id, "tube": row.tube, "state": state, "pri": row.priority,
+            "age": max(0, (now - row.created_at) // 1000),
+            "delay": (row.delay_until - row.created_at) // 1000 if row.delay_until else 0,
+            "ttr": row.ttr // 1000, "time-left": max(0, time_left // 1000), "file": 0,
+            "reserves": row.reserves, "timeouts": row.timeouts, "releases": row.releases,
+            "buries": row.buries, "kicks": row.kicks,
+        }
+
+    # -- transactions ------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """One durable write transaction for the application's SQL and sqlq's puts together."""
+        with self._db.transaction() as conn:
+            yield Transaction(self, conn)
+
+
+class Transaction:
+    """What ``with q.transaction() as tx`` hands out: SQL and puts in one commit."""
+
+    def __init__(self, queue: Queue, conn: apsw.Connection) -> None:
+        self.queue = queue
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+        """Run the application's own SQL in the transaction; return the rows."""
+        return list(self._conn.execute(sql, params))
+
+    def put(self, body: bytes | str, **options: Any) -> int:
+        """``Queue.put`` inside this transaction."""
+        return self.queue.put(body, **options)
+
+    def put_many(self, bodies: Iterable[bytes | str], **options: Any) -> list[int]:
+        """``Queue.put_many`` inside this transaction."""
+        return self.queue.put_many(bodies, **options)

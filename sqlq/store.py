@@ -1,0 +1,207 @@
+"""Storage: the only module that executes sqlq's SQL (``queries.sql``).
+
+Functions take an open apsw connection (inside the caller's transaction) and
+the time in ms, and do one thing to the jobs table. Keeping SQL and dialect
+details here means another backend (PostgreSQL) replaces this module and
+``db.py`` and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from .errors import JobLost, JobNotFound
+from .model import BURIED, DELAYED, READY, RESERVED, JobRow
+
+_BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
+
+
+def _load_queries() -> dict[str, str]:
+    text = (Path(__file__).parent / "queries.sql").read_text()
+    parts = _BLOCK.split(text)
+    return {name: sql.strip() for name, sql in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+Q = _load_queries()
+
+_JOB_COLUMNS = "id, tube, priority, state, ttr, body, created_at, reserves, timeouts, releases, " \
+    "buries, kicks, delay_until, reserved_until, bury_reason, unique_key"
+
+
+def tubes_json(tubes: Sequence[str]) -> str:
+    return json.dumps(list(tubes))
+
+
+# -- put ---------------------------------------------------------------------------------------
+
+def insert_job(conn: apsw.Connection, now: int, tube: str, priority: int, delay_ms: int,
+               ttr_ms: int, body: bytes, unique_key: str | None) -> int:
+    """Insert one job; with a unique_key already live in the tube, return that job's id."""
+    params = {
+        "tube": tube, "priority": priority, "state": DELAYED if delay_ms else READY,
+        "delay_until": now + delay_ms if delay_ms else None, "ttr": ttr_ms, "body": body,
+        "now": now, "unique_key": unique_key,
+    }
+    if unique_key is None:
+        return conn.execute(Q["insert_job"], params).fetchone()[0]  # type: ignore[no-any-return]
+    row = conn.execute(Q["insert_unique_job"], params).fetchone()
+    if row is None:
+        row = conn.execute(Q["find_unique_job"], params).fetchone()
+    return row[0]  # type: ignore[no-any-return]
+
+
+def insert_jobs(conn: apsw.Connection, now: int, tube: str, priority: int, delay_ms: int,
+                ttr_ms: int, bodies: Iterable[bytes]) -> list[int]:
+    state = DELAYED if delay_ms else READY
+    delay_until = now + delay_ms if delay_ms else None
+    sql = Q["insert_job"]
+    ids = []
+    for body in bodies:
+        ids.append(conn.execute(sql, {
+            "tube": tube, "priority": priority, "state": state, "delay_until": delay_until,
+            "ttr": ttr_ms, "body": body, "now": now, "unique_key": None,
+        }).fetchone()[0])
+    return ids
+
+
+# -- claim -------------------------------------------------------------------------------------
+
+def claim(conn: apsw.Connection, now: int, tubes: str, owner: str) -> tuple[Any, ...] | None:
+    """Reserve the most urgent ready job in the JSON list of tubes, or return None.
+
+    Due delayed jobs and expired reservations are written down as ready first,
+    in the same transaction, so no separate reaper is needed.
+    """
+    conn.execute(Q["promote_delayed"], {"tubes": tubes, "now": now})
+    conn.execute(Q["expire_reservations"], {"now": now})
+    return conn.execute(Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner}).fetchone()
+
+
+def claim_by_id(conn: apsw.Connection, now: int, job_id: int, owner: str) -> tuple[Any, ...]:
+    row = conn.execute(Q["claim_job_by_id"], {"id": job_id, "now": now, "owner": owner}).fetchone()
+    if row is None:
+        raise JobNotFound(f"job {job_id} not found or already reserved")
+    return row
+
+
+def has_ready_job(conn: apsw.Connection, now: int, tubes: str) -> bool:
+    return conn.execute(Q["has_ready_job"], {"tubes": tubes, "now": now}).fetchone() is not None
+
+
+def next_due(conn: apsw.Connection, now: int, tubes: str) -> int | None:
+    """The earliest time (ms) at which a job in these tubes may become ready, or None."""
+    row = conn.execute(Q["next_due"], {"tubes": tubes, "now": now}).fetchone()
+    times = [t for t in row if t is not None]
+    return min(times) if times else None
+
+
+# -- lease-checked and by-id verbs -------------------------------------------------------------
+
+def _lease_failure(conn: apsw.Connection, job_id: int, now: int, lease: int | None) -> Exception:
+    """Why a verb on a reserved job changed nothing: JobLost for a stale lease, else JobNotFound."""
+    row = conn.execute(Q["lease_state"], {"id": job_id}).fetchone()
+    if row is not None and lease is not None:
+        return JobLost(f"job {job_id}: lease lost (TTR expired or reserved again)")
+    if row is None:
+        return JobNotFound(f"job {job_id} not found")
+    return JobNotFound(f"job {job_id} is not reserved")
+
+
+def delete(conn: apsw.Connection, now: int, job_id: int, lease: int | None) -> None:
+    if lease is None:
+        if conn.execute(Q["delete_job"], {"id": job_id}).fetchone() is None:
+            raise JobNotFound(f"job {job_id} not found")
+        return
+    if conn.execute(Q["delete_leased_job"], {"id": job_id, "lease": lease, "now": now}
+                    ).fetchone() is None:
+        raise _lease_failure(conn, job_id, now, lease)
+
+
+def release(conn: apsw.Connection, now: int, job_id: int, lease: int | None,
+            priority: int | None, delay_ms: int) -> None:
+    params = {"id": job_id, "lease": lease, "now": now, "priority": priority,
+              "delay_until": now + delay_ms if delay_ms else None}
+    if conn.execute(Q["release_job"], params).fetchone() is None:
+        raise _lease_failure(conn, job_id, now, lease)
+
+
+def bury(conn: apsw.Connection, now: int, job_id: int, lease: int | None,
+         priority: int | None, reason: str | None) -> None:
+    params = {"id": job_id, "lease": lease, "now": now, "priority": priority, "reason": reason}
+    if conn.execute(Q["bury_job"], params).fetchone() is None:
+        raise _lease_failure(conn, job_id, now, lease)
+
+
+def touch(conn: apsw.Connection, now: int, job_id: int, lease: int | None) -> int:
+    row = conn.execute(Q["touch_job"], {"id": job_id, "lease": lease, "now": now}).fetchone()
+    if row is None:
+        raise _lease_failure(conn, job_id, now, lease)
+    return row[0]  # type: ignore[no-any-return]
+
+
+def kick(conn: apsw.Connection, now: int, tube: str, bound: int) -> int:
+    """Kick up to bound buried jobs in the tube; if there are none, delayed ones."""
+    params = {"tube": tube, "bound": bound, "now": now}
+    kicked = conn.execute(Q["kick_buried"], params).fetchall()
+    if not kicked:
+        kicked = conn.execute(Q["kick_delayed"], params).fetchall()
+    return len(kicked)
+
+
+def kick_job(conn: apsw.Connection, now: int, job_id: int) -> None:
+    if conn.execute(Q["kick_job"], {"id": job_id, "now": now}).fetchone() is None:
+        raise JobNotFound(f"job {job_id} not found or not buried or delayed")
+
+
+def pause_tube(conn: apsw.Connection, now: int, tube: str, pause_ms: int) -> None:
+    conn.execute(Q["pause_tube"], {"tube": tube, "now": now, "pause_ms": pause_ms})
+
+
+# -- dead owners -------------------------------------------------------------------------------
+
+def reserving_owners(conn: apsw.Connection, now: int, me: str) -> list[str]:
+    return [r[0] for r in conn.execute(Q["reserving_owners"], {"now": now, "owner": me})]
+
+
+def release_owner(conn: apsw.Connection, owner: str) -> int:
+    return len(conn.execute(Q["release_owner"], {"owner": owner}).fetchall())
+
+
+# -- observers ---------------------------------------------------------------------------------
+
+def select_job(conn: apsw.Connection, now: int, job_id: int) -> JobRow | None:
+    row = conn.execute(Q["select_job"], {"id": job_id, "now": now}).fetchone()
+    return JobRow(*row) if row else None
+
+
+def peek_id(conn: apsw.Connection, now: int, which: str, tube: str) -> int | None:
+    row = conn.execute(Q[f"peek_{which}_id"], {"tube": tube, "now": now}).fetchone()
+    return row[0] if row else None
+
+
+def count_jobs(conn: apsw.Connection, now: int, tube: str | None) -> dict[str, list[int]]:
+    """tube -> [ready, urgent, reserved, delayed, buried] as of now."""
+    return {r[0]: [int(x or 0) for x in r[1:]]
+            for r in conn.execute(Q["count_jobs"], {"now": now, "tube": tube})}
+
+
+def total_jobs(conn: apsw.Connection) -> int:
+    return int(conn.execute(Q["total_jobs"]).fetchone()[0])
+
+
+def list_tubes(conn: apsw.Connection, now: int) -> list[str]:
+    return sorted(r[0] for r in conn.execute(Q["list_tubes"], {"now": now}))
+
+
+def tube_pause(conn: apsw.Connection, tube: str) -> tuple[int, int] | None:
+    row = conn.execute(Q["tube_pause"], {"tube": tube}).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+__all__ = ["BURIED", "DELAYED", "READY", "RESERVED", "Q", "tubes_json"]

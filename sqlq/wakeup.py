@@ -1,0 +1,126 @@
+"""Waking blocked workers without busy polling.
+
+A blocked ``reserve`` (or ``result``) sleeps on inotify and wakes when:
+
+* any connection commits to the database, whatever library it uses: SQLite
+  appends the commit to the ``-wal`` file, and we watch the *directory* for
+  writes to that name. We never open the database, -wal or -shm files
+  ourselves: closing any descriptor of them would drop SQLite's POSIX locks for
+  the whole process.
+* a process that held reservations closes its owner file (on exit or on
+  SIGKILL the kernel closes it for it), so its jobs can be taken back at once.
+
+The wake-up arrives when the commit frame is *written*, which is a moment
+before SQLite publishes it in the shared-memory index. The caller therefore
+confirms an event with ``PRAGMA data_version`` and, if nothing changed yet,
+looks again on a short back-off schedule (:data:`RECHECK_DELAYS`) instead of
+going back to sleep: no wakeup is lost to that race.
+
+Without inotify (macOS, BSD, network filesystems with ``SQLQ_POLL=1``) the
+notifier falls back to polling ``data_version`` every :data:`POLL_INTERVAL`
+seconds, which costs a little CPU and up to that much latency.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+from dataclasses import dataclass
+
+#: Polling period of the fallback notifier.
+POLL_INTERVAL = 0.05
+#: After an unconfirmed write event, look again after these many seconds.
+RECHECK_DELAYS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+#: Even with no event at all, a sleeper looks once in this many seconds.
+MAX_SLEEP = 30.0
+
+
+@dataclass
+class Events:
+    commit: bool = False   #: the -wal file was written: a commit may be visible
+    owner: bool = False    #: a process holding reservations may have exited
+
+    def __bool__(self) -> bool:
+        return self.commit or self.owner
+
+
+class Notifier:
+    """inotify watches on the database directory and the owners directory."""
+
+    def __init__(self, db_path: str, owners_dir: str) -> None:
+        from inotify_simple import INotify, flags
+
+        self._flags = flags
+        self._wal_name = os.path.basename(db_path) + "-wal"
+        self._inotify = INotify(nonblocking=True)
+        db_dir = os.path.dirname(os.path.abspath(db_path))
+        self._db_wd = self._inotify.add_watch(db_dir, flags.MODIFY | flags.CREATE)
+        self._owners_wd = self._inotify.add_watch(owners_dir, flags.CLOSE_WRITE)
+
+    def fileno(self) -> int | None:
+        return int(self._inotify.fileno())
+
+    def drain(self) -> Events:
+        """Consume pending events without blocking."""
+        found = Events()
+        try:
+            pending = self._inotify.read(timeout=0)
+        except BlockingIOError:
+            return found
+        for event in pending:
+            if event.mask & self._flags.Q_OVERFLOW:
+                found.commit = found.owner = True
+            elif event.wd == self._db_wd:
+                if event.name == self._wal_name:
+                    found.commit = True
+            elif event.wd == self._owners_wd:
+                found.owner = True
+        return found
+
+    def wait(self, timeout: float | None) -> Events:
+        """Sleep until an event or timeout seconds; return what happened (empty on timeout)."""
+        timeout = MAX_SLEEP if timeout is None else min(max(timeout, 0.0), MAX_SLEEP)
+        poller = select.poll()
+        poller.register(self._inotify.fileno(), select.POLLIN)
+        if poller.poll(timeout * 1000):
+            return self.drain()
+        return Events()
+
+    def close(self) -> None:
+        self._inotify.close()
+
+
+class PollingNotifier:
+    """The fallback: no events, so every wait ends after POLL_INTERVAL with "maybe"."""
+
+    def __init__(self, interval: float = POLL_INTERVAL) -> None:
+        self._interval = interval
+
+    def fileno(self) -> int | None:
+        return None
+
+    def drain(self) -> Events:
+        return Events(commit=True, owner=True)
+
+    def wait(self, timeout: float | None) -> Events:
+        import time
+
+        if timeout is not None and timeout < self._interval:
+            time.sleep(max(timeout, 0.0))
+            return Events()
+        time.sleep(self._interval)
+        return Events(commit=True, owner=True)
+
+    def close(self) -> None:
+        pass
+
+
+def make_notifier(db_path: str, owners_dir: str) -> Notifier | PollingNotifier:
+    """inotify where the platform has it, polling elsewhere or when SQLQ_POLL=1."""
+    if sys.platform.startswith("linux") and os.environ.get("SQLQ_POLL") != "1":
+        try:
+            return Notifier(db_path, owners_dir)
+        except (ImportError, OSError):
+            pass
+    return PollingNotifier()
