@@ -1,0 +1,699 @@
+"""The ``sqlq`` command: one thin click command per Queue method.
+
+Every command opens the queue with :func:`queue_from_ctx`, makes one call and prints
+the result through :func:`emit`, so plain text and ``--json`` stay consistent across
+commands. Errors become exit codes in one place, :meth:`SqlqGroup.main`:
+
+    0 ok, 1 error, 2 usage, 3 not found (JobNotFound), 4 timed out (Timeout)
+
+and are printed as one line on stderr, never a traceback (``SQLQ_DEBUG=1`` shows it).
+
+Adding a command (``result``, ``work``, ``serve`` ...) is one decorated function::
+
+    @cli.command()
+    @tube_option
+    @json_option
+    @click.pass_context
+    def frob(ctx: click.Context, tube: str, as_json: bool) -> None:
+        \"\"\"Frob a tube.
+
+        Example:
+
+            sqlq frob --tube emails
+        \"\"\"
+        emit(queue_from_ctx(ctx).frob(tube), as_json)
+
+Body display: ``reserve`` and ``peek`` show a body as text when it is printable UTF-8
+and escape everything else (control characters, invalid UTF-8) as ``\\xNN`` so that a
+binary body can never garble or drive the terminal. ``--raw`` writes exactly the body
+bytes and nothing else; ``--json`` gives ``body`` as text with ``"body_encoding":
+"utf-8"``, or base64 with ``"body_encoding": "base64"`` when it is not UTF-8.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+import click
+
+import sqlq
+from sqlq.durations import DURATION, format_duration, now_ms
+from sqlq.model import check_tube
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: How many characters of a body the plain display shows before it cuts (``--raw`` for all).
+BODY_PREVIEW = 2000
+#: The database path when neither ``--db`` nor ``$SQLQ_DB`` says otherwise.
+DEFAULT_DB = "sqlq.db"
+
+# --- errors -> exit codes ----------------------------------------------------------------
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_TIMEOUT = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # as a shell reports SIGINT / SIGPIPE deaths
+
+
+def _one_line(text: str) -> str:
+    """Collapse a message to one line: scripts read stderr line by line."""
+    return " ".join(str(text).split())
+
+
+def exit_code_for(exc: BaseException) -> tuple[int, str]:
+    """Map an exception to ``(exit code, one-line message)``; the single mapping point."""
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        return EXIT_OK, exc.format_message()  # plain `sqlq` is a request for help
+    if isinstance(exc, click.UsageError):
+        path = exc.ctx.command_path if exc.ctx else "sqlq"
+        return EXIT_USAGE, f"{path}: {_one_line(exc.format_message())} (see '{path} --help')"
+    if isinstance(exc, click.ClickException):
+        return exc.exit_code, f"sqlq: {_one_line(exc.format_message())}"
+    if isinstance(exc, (click.Abort, KeyboardInterrupt, EOFError)):
+        return EXIT_INTERRUPTED, "sqlq: interrupted"
+    if isinstance(exc, sqlq.JobNotFound):
+        return EXIT_NOT_FOUND, f"sqlq: {_one_line(str(exc))}"
+    if isinstance(exc, sqlq.Timeout):
+        return EXIT_TIMEOUT, f"sqlq: {_one_line(str(exc))}"
+    if isinstance(exc, (sqlq.InvalidTube, ValueError)):
+        # Queue validates its arguments with messages that name them: a usage error.
+        return EXIT_USAGE, f"sqlq: {_one_line(str(exc))}"
+    if isinstance(exc, sqlq.Error):
+        return EXIT_ERROR, f"sqlq: {_one_line(str(exc))}"
+    if isinstance(exc, OSError):
+        where = f": {exc.filename}" if exc.filename else ""
+        return EXIT_ERROR, f"sqlq: {_one_line(exc.strerror or str(exc))}{where}"
+    return EXIT_ERROR, f"sqlq: {type(exc).__name__}: {_one_line(str(exc))}"
+
+
+class SqlqGroup(click.Group):
+    """A click group whose ``main`` turns every error into an exit code and one stderr line.
+
+    Doing it here rather than in a wrapper means ``CliRunner.invoke(cli, ...)`` in the
+    tests sees exactly what a shell user sees.
+    """
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - see class docstring
+        standalone = kwargs.pop("standalone_mode", True)
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+            code = rv if isinstance(rv, int) else EXIT_OK
+            sys.stdout.flush()  # surface a broken pipe here, not at interpreter exit
+        except BrokenPipeError:
+            # The reader went away (`sqlq peek --raw 1 | head -c 10`): exit like a tool
+            # killed by SIGPIPE, silently, and keep Python from complaining at exit.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            code = EXIT_BROKEN_PIPE
+        except Exception as exc:  # noqa: BLE001 - the one place that maps every error
+            code, message = exit_code_for(exc)
+            if os.environ.get("SQLQ_DEBUG"):
+                traceback.print_exc()
+            click.echo(message, err=code != EXIT_OK)
+        except KeyboardInterrupt as exc:
+            code, message = exit_code_for(exc)
+            click.echo(message, err=True)
+        if standalone:
+            sys.exit(code)
+        return code
+
+
+# --- shared options and types -----------------------------------------------------------------------
+
+
+if TYPE_CHECKING:  # click >= 8.3 makes ParamType generic; older clicks cannot subscript it
+    _StrParamType = click.ParamType[str, Any]
+else:
+    _StrParamType = click.ParamType
+
+
+class TubeName(_StrParamType):
+    """A tube name checked by the model's rule, so a bad one is a usage error naming --tube."""
+
+    name = "tube"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> str:
+        """Return the name if the model accepts it, else fail with the model's message."""
+        try:
+            return check_tube(value)
+        except (ValueError, TypeError) as exc:
+            self.fail(str(exc), param, ctx)
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        """Show ``TUBE`` in help."""
+        return "TUBE"
+
+
+TUBE = TubeName()
+
+
+def db_option(f: F) -> F:
+    """``--db PATH``, else ``$SQLQ_DB``, else ``./sqlq.db`` (for the group)."""
+    return click.option(
+        "--db",
+        "db_path",
+        envvar="SQLQ_DB",
+        default=DEFAULT_DB,
+        show_default=True,
+        metavar="PATH",
+        help="The database file (also $SQLQ_DB).",
+    )(f)
+
+
+def tube_option(f: F) -> F:
+    """``--tube T``: the one tube a command acts on, ``default`` unless given."""
+    return click.option(
+        "--tube", "-t", type=TUBE, default="default", show_default=True, help="The tube to use."
+    )(f)
+
+
+def tubes_option(f: F) -> F:
+    """``--tube T`` repeatable: the tubes to watch (``reserve``, ``work``)."""
+    return click.option(
+        "--tube",
+        "-t",
+        "tubes",
+        type=TUBE,
+        multiple=True,
+        help="A tube to watch; repeat for several. [default: default]",
+    )(f)
+
+
+def json_option(f: F) -> F:
+    """``--json``: machine output, one JSON object per line."""
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print JSON (one object per line for lists)."
+    )(f)
+
+
+def raw_option(f: F) -> F:
+    """``--raw``: the job's body bytes exactly, nothing else (for pipes)."""
+    return click.option(
+        "--raw", is_flag=True, help="Write only the body, byte for byte, with no newline added."
+    )(f)
+
+
+def priority_option(default: int | None) -> Callable[[F], F]:
+    """``--priority N`` (0 most urgent .. 2**32-1); None as default means "keep the job's"."""
+    return click.option(
+        "--priority",
+        "-p",
+        type=click.IntRange(0, 2**32 - 1),
+        default=default,
+        show_default=default is not None,
+        help="0 is the most urgent, 4294967295 the least.",
+    )
+
+
+def delay_option(f: F) -> F:
+    """``--delay DURATION`` before the job becomes ready."""
+    return click.option(
+        "--delay", "-d", type=DURATION, default=0.0, help="Wait this long before it is ready."
+    )(f)
+
+
+def ttr_option(f: F) -> F:
+    """``--ttr DURATION``: how long a reservation lasts before the job is ready again."""
+    return click.option(
+        "--ttr", type=DURATION, default=60.0, show_default=True,
+        help="Time to run: a reservation lasts this long (at least 1s).",
+    )(f)
+
+
+def put_options(f: F) -> F:
+    """The options every producing command shares: tube, priority, delay, ttr."""
+    for decorate in (ttr_option, delay_option, priority_option(1024), tube_option):
+        f = decorate(f)
+    return f
+
+
+def job_id_argument(f: F) -> F:
+    """The ``ID`` argument of by-id commands."""
+    return click.argument("job_id", metavar="ID", type=click.IntRange(min=1))(f)
+
+
+# --- opening the queue --------------------------------------------------------------------
+
+
+def queue_from_ctx(ctx: click.Context, *, create: bool = True) -> sqlq.Queue:
+    """The Queue for this invocation, opened once and closed when the command ends.
+
+    Args:
+        ctx: any click context of the invocation.
+        create: False for commands that only look or act on existing jobs, so that a
+            typo in ``--db`` is an error instead of a new empty database.
+    """
+    root = ctx.find_root()
+    root.ensure_object(dict)
+    queue: sqlq.Queue | None = root.obj.get("queue")
+    if queue is None:
+        path: str = root.params.get("db_path") or DEFAULT_DB
+        if not create and not os.path.exists(path):
+            raise sqlq.Error(f"no database at {path} (use --db PATH or $SQLQ_DB)")
+        queue = sqlq.Queue(path, **root.obj.get("queue_options", {}))
+        root.obj["queue"] = queue
+        root.call_on_close(queue.close)
+    return queue
+
+
+# --- output -------------------------------------------------------------------------------
+
+
+def display_text(value: str | bytes, limit: int | None = BODY_PREVIEW) -> str:
+    """Text safe to print on a terminal: printable characters pass, the rest is escaped.
+
+    Escaping control characters (ESC above all) keeps a hostile or binary body from
+    moving the cursor or retitling the terminal; invalid UTF-8 bytes show as ``\\xNN``.
+    """
+    text = value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
+    out = []
+    for ch in text[:limit] if limit is not None else text:
+        if ch.isprintable() or ch in "\n\t":
+            out.append(ch)
+        elif ord(ch) < 0x100:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(f"\\u{ord(ch):04x}")
+    if limit is not None and len(text) > limit:
+        out.append(f"... ({len(value)} bytes in all; --raw writes them)")
+    return "".join(out)
+
+
+def job_record(job: Any) -> dict[str, Any]:
+    """A Job as a JSON-ready dict; the body is UTF-8 text or base64, said by ``body_encoding``."""
+    body: bytes = job.body
+    try:
+        text, encoding = body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        text, encoding = base64.b64encode(body).decode("ascii"), "base64"
+    record = {
+        key: getattr(job, key, None)
+        for key in ("id", "tube", "state", "priority", "ttr", "reserves", "timeouts",
+                    "releases", "buries", "kicks", "created_at", "delay_until",
+                    "reserved_until", "bury_reason", "unique_key")
+    }
+    record.update(body=text, body_encoding=encoding, body_size=len(body))
+    return record
+
+
+def _job_lines(job: Any) -> list[tuple[str, str]]:
+    """The fields a person wants to see about a job, in reading order."""
+    now = now_ms()
+    rows = [("id", str(job.id)), ("tube", job.tube), ("state", str(job.state)),
+            ("priority", str(job.priority)), ("ttr", format_duration(job.ttr))]
+    if job.created_at:
+        rows.append(("age", format_duration(max(0, now - job.created_at) / 1000)))
+    if job.state == "delayed" and job.delay_until:
+        rows.append(("ready in", format_duration(max(0, job.delay_until - now) / 1000)))
+    if job.state == "reserved" and job.reserved_until:
+        rows.append(("time left", format_duration(max(0, job.reserved_until - now) / 1000)))
+    counters = ("reserves", "timeouts", "releases", "buries", "kicks")
+    rows.append(("counters", " ".join(f"{k}={getattr(job, k, 0)}" for k in counters)))
+    if job.bury_reason:
+        rows.append(("reason", display_text(job.bury_reason)))
+    if getattr(job, "unique_key", None):
+        rows.append(("unique key", display_text(job.unique_key)))
+    try:
+        job.body.decode("utf-8")
+        kind = f"{len(job.body)} bytes"
+    except UnicodeDecodeError:
+        kind = f"{len(job.body)} bytes, binary"
+    rows.append(("body", f"({kind})"))
+    return rows
+
+
+def _aligned(rows: Iterable[tuple[str, str]]) -> str:
+    """``key  value`` lines with the values in one column; continuation lines indented."""
+    rows = list(rows)
+    width = max((len(k) for k, _ in rows), default=0) + 2
+    lines = []
+    for key, value in rows:
+        first, *rest = str(value).split("\n") or [""]
+        lines.append(f"{key}:".ljust(width + 1) + first)
+        lines.extend(" " * (width + 1) + line for line in rest)
+    return "\n".join(lines)
+
+
+def emit(value: Any, as_json: bool = False, *, raw: bool = False, text: str | None = None) -> None:
+    """Print a command's result: the one output path of every command.
+
+    Args:
+        value: a Job, a mapping, a list of either, or a scalar.
+        as_json: print JSON; a list prints one object per line (JSON Lines).
+        raw: for a Job, write exactly its body bytes to stdout and nothing else.
+        text: what to print for people instead of the generic rendering of ``value``.
+    """
+    items = value if isinstance(value, list) else [value]
+    if raw:
+        out: IO[bytes] = sys.stdout.buffer
+        for item in items:
+            out.write(item.body if isinstance(item, sqlq.Job) else str(item).encode())
+        out.flush()
+        return
+    if as_json:
+        for item in items:
+            record = job_record(item) if isinstance(item, sqlq.Job) else item
+            click.echo(json.dumps(record, ensure_ascii=False, default=str))
+        return
+    if text is not None:
+        click.echo(text)
+        return
+    for item in items:
+        if isinstance(item, sqlq.Job):
+            body = display_text(item.body)
+            click.echo(_aligned(_job_lines(item)))
+            click.echo(body)
+        elif isinstance(item, Mapping):
+            click.echo(_aligned((str(k), display_text(str(v))) for k, v in item.items()))
+        else:
+            click.echo(display_text(str(item)))
+
+
+def _read_body(body: str | None) -> bytes:
+    """The body from the argument (exact argv bytes) or, for ``-`` or none, from stdin."""
+    if body is not None and body != "-":
+        return os.fsencode(body)  # undoes the surrogateescape of non-UTF-8 argv bytes
+    stdin = sys.stdin.buffer
+    if body is None and stdin.isatty():
+        raise click.UsageError("give the BODY as an argument, or '-' to read it from stdin")
+    return stdin.read()
+
+
+# --- the group and its commands -----------------------------------------------------------
+
+
+@click.group("sqlq", cls=SqlqGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@db_option
+@click.version_option(sqlq.__version__, "--version", "-V", prog_name="sqlq")
+@click.pass_context
+def cli(ctx: click.Context, db_path: str) -> None:
+    """sqlq: a durable job queue in one SQLite file, with beanstalkd's verbs.
+
+    Jobs live in tubes; a worker reserves the most urgent ready job, then deletes,
+    releases or buries it. DURATION values are seconds (30, 1.5) or carry a unit:
+    500ms, 10s, 5m, 2h, 1d. Exit codes: 0 ok, 1 error, 2 usage, 3 not found,
+    4 timed out.
+
+    Example:
+
+        sqlq put 'resize photo 7' --tube thumbs && sqlq reserve --tube thumbs
+    """
+    ctx.ensure_object(dict)
+
+
+@cli.command()
+@click.argument("body", required=False)
+@put_options
+@click.option("--unique-key", "-u", help="Insert nothing if a live job in the tube has this key.")
+@json_option
+@click.pass_context
+def put(ctx: click.Context, body: str | None, tube: str, priority: int, delay: float,
+        ttr: float, unique_key: str | None, as_json: bool) -> None:
+    """Put a job into a tube and print its id.
+
+    BODY is the job's body; '-' (or no BODY with a pipe on stdin) reads it from stdin,
+    byte for byte.
+
+    Example:
+
+        sqlq put '{"to": "a@example.com"}' --tube emails --delay 5m
+        gzip -c report.csv | sqlq put - --tube reports
+    """
+    jid = queue_from_ctx(ctx).put(_read_body(body), tube=tube, priority=priority, delay=delay,
+                                  ttr=ttr, unique_key=unique_key)
+    emit({"id": jid}, as_json, text=str(jid))
+
+
+@cli.command("put-many")
+@click.argument("file", type=click.File("rb"), default="-")
+@put_options
+@click.option("--null", "-0", "null", is_flag=True,
+              help="Bodies end with NUL instead of newline (as with find -print0).")
+@json_option
+@click.pass_context
+def put_many(ctx: click.Context, file: IO[bytes], tube: str, priority: int, delay: float,
+             ttr: float, null: bool, as_json: bool) -> None:
+    """Put one job per line of FILE (default stdin) in one transaction; print the ids.
+
+    Empty lines are skipped. With --null, bodies are separated by NUL bytes, so they
+    may contain newlines.
+
+    Example:
+
+        seq 1 100 | sqlq put-many --tube numbers
+        find /srv/in -name '*.jpg' -print0 | sqlq put-many -0 --tube thumbs
+    """
+    sep = b"\0" if null else b"\n"
+    bodies = [b for b in file.read().split(sep) if b]
+    ids = queue_from_ctx(ctx).put_many(bodies, tube=tube, priority=priority, delay=delay,
+                                       ttr=ttr)
+    emit([{"id": i} for i in ids], as_json, text="\n".join(map(str, ids)) if ids else None)
+
+
+@cli.command()
+@tubes_option
+@click.option("--timeout", type=DURATION, default=None,
+              help="Give up after this long (exit 4); 0 means do not wait.  [default: forever]")
+@click.option("--id-only", is_flag=True, help="Print only the job's id.")
+@raw_option
+@json_option
+@click.pass_context
+def reserve(ctx: click.Context, tubes: Sequence[str], timeout: float | None, id_only: bool,
+            raw: bool, as_json: bool) -> None:
+    """Reserve the most urgent ready job and show it; exit 4 if --timeout passes first.
+
+    The job stays reserved for its TTR after sqlq exits: delete, release or bury it by
+    id. Plain output shows the body escaped where it is not printable text; --raw
+    writes only the exact body bytes; --id-only only the id, for scripts.
+
+    Example:
+
+        id=$(sqlq reserve --tube thumbs --timeout 30s --id-only) && sqlq peek "$id" --raw
+    """
+    watched = list(tubes) or ["default"]
+    job = queue_from_ctx(ctx).reserve(watched, timeout=timeout, **_reserve_options(ctx))
+    if job is None:
+        waited = f"within {format_duration(timeout)}" if timeout else "now"
+        raise sqlq.Timeout(f"no job ready {waited} in tube {', '.join(watched)}")
+    emit(job, as_json, raw=raw, text=str(job.id) if id_only else None)
+
+
+def _reserve_options(ctx: click.Context) -> dict[str, Any]:
+    """Extra keywords for ``Queue.reserve`` from the CLI: none yet (see the report)."""
+    return {}
+
+
+@cli.command()
+@job_id_argument
+@json_option
+@click.pass_context
+def delete(ctx: click.Context, job_id: int, as_json: bool) -> None:
+    """Delete a job by id, whatever its state (exit 3 if there is none).
+
+    Example:
+
+        sqlq delete 42
+    """
+    queue_from_ctx(ctx, create=False).delete(job_id)
+    emit({"id": job_id, "deleted": True}, as_json, text=f"deleted job {job_id}")
+
+
+@cli.command()
+@job_id_argument
+@priority_option(None)
+@delay_option
+@json_option
+@click.pass_context
+def release(ctx: click.Context, job_id: int, priority: int | None, delay: float,
+            as_json: bool) -> None:
+    """Put a reserved job back: ready, or delayed with --delay.
+
+    Example:
+
+        sqlq release 42 --delay 30s --priority 10
+    """
+    queue_from_ctx(ctx, create=False).release(job_id, priority=priority, delay=delay)
+    state = f"delayed {format_duration(delay)}" if delay else "ready"
+    emit({"id": job_id, "released": True}, as_json, text=f"released job {job_id} ({state})")
+
+
+@cli.command()
+@job_id_argument
+@priority_option(None)
+@click.option("--reason", "-r", help="Why: shown by peek and stats.")
+@json_option
+@click.pass_context
+def bury(ctx: click.Context, job_id: int, priority: int | None, reason: str | None,
+         as_json: bool) -> None:
+    """Bury a reserved job: park it until someone kicks it.
+
+    Example:
+
+        sqlq bury 42 --reason 'bad input: no address'
+    """
+    queue_from_ctx(ctx, create=False).bury(job_id, priority=priority, reason=reason)
+    emit({"id": job_id, "buried": True}, as_json, text=f"buried job {job_id}")
+
+
+@cli.command()
+@click.argument("bound", type=click.IntRange(min=0))
+@tube_option
+@json_option
+@click.pass_context
+def kick(ctx: click.Context, bound: int, tube: str, as_json: bool) -> None:
+    """Kick up to BOUND buried jobs back to ready (or delayed ones, if none is buried).
+
+    Example:
+
+        sqlq kick 100 --tube emails
+    """
+    count = queue_from_ctx(ctx, create=False).kick(bound, tube=tube)
+    emit({"kicked": count}, as_json, text=f"kicked {count} job{'s' * (count != 1)}")
+
+
+@cli.command("kick-job")
+@job_id_argument
+@json_option
+@click.pass_context
+def kick_job(ctx: click.Context, job_id: int, as_json: bool) -> None:
+    """Kick one buried or delayed job by id to ready.
+
+    Example:
+
+        sqlq kick-job 42
+    """
+    queue_from_ctx(ctx, create=False).kick_job(job_id)
+    emit({"id": job_id, "kicked": True}, as_json, text=f"kicked job {job_id}")
+
+
+@cli.command()
+@job_id_argument
+@json_option
+@click.pass_context
+def touch(ctx: click.Context, job_id: int, as_json: bool) -> None:
+    """Give a reserved job a fresh TTR, so a slow worker keeps it.
+
+    Example:
+
+        sqlq touch 42
+    """
+    queue_from_ctx(ctx, create=False).touch(job_id)
+    emit({"id": job_id, "touched": True}, as_json, text=f"touched job {job_id}")
+
+
+@cli.command()
+@click.argument("job_id", metavar="[ID]", required=False, type=click.IntRange(min=1))
+@click.option("--ready", "which", flag_value="ready", help="The next job to be reserved.")
+@click.option("--delayed", "which", flag_value="delayed", help="The delayed job due first.")
+@click.option("--buried", "which", flag_value="buried", help="The oldest buried job.")
+@tube_option
+@raw_option
+@json_option
+@click.pass_context
+def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, raw: bool,
+         as_json: bool) -> None:
+    """Show a job without reserving it: by ID, or the next --ready/--delayed/--buried.
+
+    Exit 3 if there is no such job.
+
+    Example:
+
+        sqlq peek 42
+        sqlq peek --buried --tube emails --json
+    """
+    if (job_id is None) == (which is None):
+        raise click.UsageError("give a job ID or one of --ready, --delayed, --buried")
+    queue = queue_from_ctx(ctx, create=False)
+    if job_id is not None:
+        job, missing = queue.peek(job_id), f"job {job_id} not found"
+    else:
+        job, missing = getattr(queue, f"peek_{which}")(tube), f"no {which} job in tube {tube}"
+    if job is None:
+        raise sqlq.JobNotFound(missing)
+    emit(job, as_json, raw=raw)
+
+
+@cli.command()
+@click.option("--tube", "-t", type=TUBE, help="Statistics of this tube.")
+@click.option("--job", "-j", "job_id", type=click.IntRange(min=1), help="Statistics of this job.")
+@json_option
+@click.pass_context
+def stats(ctx: click.Context, tube: str | None, job_id: int | None, as_json: bool) -> None:
+    """Show statistics of the whole file, of one --tube, or of one --job.
+
+    The keys are beanstalkd's (current-jobs-ready, total-jobs, ...).
+
+    Example:
+
+        sqlq stats --tube emails --json
+    """
+    if tube is not None and job_id is not None:
+        raise click.UsageError("give --tube or --job, not both")
+    queue = queue_from_ctx(ctx, create=False)
+    if job_id is not None:
+        emit(queue.stats_job(job_id), as_json)
+    elif tube is not None:
+        emit(queue.stats_tube(tube), as_json)
+    else:
+        emit(queue.stats(), as_json)
+
+
+@cli.command()
+@json_option
+@click.pass_context
+def tubes(ctx: click.Context, as_json: bool) -> None:
+    """List the tubes that hold jobs (or are paused), one per line.
+
+    Example:
+
+        sqlq tubes --json
+    """
+    names = queue_from_ctx(ctx, create=False).tubes()
+    emit([{"name": name} for name in names], as_json, text="\n".join(names) or None)
+
+
+@cli.command()
+@click.argument("tube", type=TUBE)
+@click.argument("duration", type=DURATION)
+@json_option
+@click.pass_context
+def pause(ctx: click.Context, tube: str, duration: float, as_json: bool) -> None:
+    """Stop reserves from TUBE for DURATION (0 un-pauses it).
+
+    Example:
+
+        sqlq pause emails 10m
+    """
+    queue_from_ctx(ctx).pause_tube(tube, duration)
+    text = f"paused tube {tube} for {format_duration(duration)}" if duration else (
+        f"unpaused tube {tube}")
+    emit({"tube": tube, "paused": duration}, as_json, text=text)
+
+
+@cli.command()
+@click.option("--interval", "-i", type=DURATION, default=1.0, show_default=True,
+              help="Time between refreshes.")
+@click.option("--once", is_flag=True, help="Print one snapshot and exit (no terminal needed).")
+@click.pass_context
+def top(ctx: click.Context, interval: float, once: bool) -> None:
+    """A live view of every tube: job counts and throughput; q or Ctrl-C quits.
+
+    Plain ANSI escapes only, so it works over ssh in any terminal.
+
+    Example:
+
+        sqlq --db /var/lib/app/jobs.db top --interval 2s
+    """
+    from sqlq.top import run_top  # only this command needs it
+
+    run_top(queue_from_ctx(ctx, create=False), interval=max(interval, 0.05), once=once)
+
+
+def main() -> None:
+    """The ``sqlq`` console script and ``python -m sqlq``."""
+    cli.main(prog_name="sqlq")
