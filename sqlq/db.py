@@ -32,29 +32,32 @@ BUSY_GIVE_UP_S = 120.0
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
 
 
+def translate(path: str, error: apsw.Error) -> Error:
+    """The sqlq error, with a one-line message naming the file, for an apsw error."""
+    if isinstance(error, apsw.NotADBError):
+        return SchemaError(f"{path}: not a SQLite database")
+    if isinstance(error, apsw.CorruptError):
+        return DatabaseError(f"{path}: the database file is corrupt ({error})")
+    if isinstance(error, apsw.FullError):
+        return DatabaseError(f"{path}: disk full, nothing was written")
+    if isinstance(error, apsw.ReadOnlyError):
+        return DatabaseError(f"{path}: read-only (check the file's and directory's permissions)")
+    if isinstance(error, apsw.CantOpenError):
+        return DatabaseError(f"{path}: cannot open the database ({error})")
+    if isinstance(error, apsw.BusyError):
+        return DatabaseError(f"{path}: database is locked by another process for too long")
+    if isinstance(error, apsw.IOError):
+        return DatabaseError(f"{path}: I/O error ({error})")
+    return DatabaseError(f"{path}: {error}")
+
+
 @contextlib.contextmanager
 def translate_errors(path: str) -> Iterator[None]:
-    """Turn apsw's exceptions into sqlq errors whose text names the file and the cause."""
+    """Turn apsw's exceptions raised in the block into sqlq errors."""
     try:
         yield
-    except Error:
-        raise
-    except apsw.NotADBError as e:
-        raise SchemaError(f"{path}: not a SQLite database") from e
-    except apsw.CorruptError as e:
-        raise DatabaseError(f"{path}: the database file is corrupt ({e})") from e
-    except apsw.FullError as e:
-        raise DatabaseError(f"{path}: disk full, nothing was written") from e
-    except apsw.ReadOnlyError as e:
-        raise DatabaseError(f"{path}: read-only (check the file's and directory's permissions)") from e
-    except apsw.CantOpenError as e:
-        raise DatabaseError(f"{path}: cannot open the database ({e})") from e
-    except apsw.BusyError as e:
-        raise DatabaseError(f"{path}: database is locked by another process for too long") from e
-    except apsw.IOError as e:
-        raise DatabaseError(f"{path}: I/O error ({e})") from e
     except apsw.Error as e:
-        raise DatabaseError(f"{path}: {e}") from e
+        raise translate(path, e) from e
 
 
 def _create_file(path: str, now_ms: int) -> None:
@@ -106,6 +109,7 @@ class Database:
             raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
         self.path = path
         self.durability = durability
+        self._full = durability == "full"
         self._lock = threading.RLock()
         self._busy_since = 0.0
         with translate_errors(path):
@@ -121,7 +125,7 @@ class Database:
                     self.conn.execute("PRAGMA journal_mode = WAL")
                 self.conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
                 self.conn.execute("PRAGMA temp_store = MEMORY")
-                self._sync = ""
+                self._durable_now = True
                 self._set_sync(durable=True)
             except BaseException:
                 self.conn.close()
@@ -156,28 +160,34 @@ class Database:
         return True
 
     def _set_sync(self, durable: bool) -> None:
+        # In normal durability every transaction is "durable" as far as it goes.
         level = "FULL" if durable and self.durability == "full" else "NORMAL"
-        if level != self._sync:
-            self.conn.execute(f"PRAGMA synchronous = {level}")
-            self._sync = level
+        self.conn.execute(f"PRAGMA synchronous = {level}")
+        self._durable_now = durable
 
     def write(self, fn: Callable[[apsw.Connection], T], *, durable: bool = True) -> T:
         """Run fn(conn) in one write transaction and commit; retried whole on SQLITE_BUSY.
 
         Inside a transaction already open on this connection (Queue.transaction),
-        fn simply joins it.
+        fn simply joins it. This is the hot path of every put and claim: it is
+        written flat, without context-manager helpers.
         """
-        with self._lock, translate_errors(self.path):
-            if not self.conn.get_autocommit():
-                return fn(self.conn)
+        with self._lock:
+            conn = self.conn
             try:
-                return self._transaction(fn, durable)
-            except apsw.BusyError:
-                return self._retrying(self._transaction, fn, durable)
+                if not conn.get_autocommit():
+                    return fn(conn)
+                try:
+                    return self._transaction(fn, durable)
+                except apsw.BusyError:
+                    return self._retrying(self._transaction, fn, durable)
+            except apsw.Error as e:
+                raise translate(self.path, e) from e
 
     def _transaction(self, fn: Callable[[apsw.Connection], T], durable: bool) -> T:
-        self._set_sync(durable)
         conn = self.conn
+        if self._full and durable is not self._durable_now:
+            self._set_sync(durable)
         conn.execute("BEGIN IMMEDIATE")
         try:
             result = fn(conn)

@@ -149,7 +149,12 @@ class Job:
 
 # -- argument rules ----------------------------------------------------------------------------
 
+_known_tubes: set[str] = set()
+
+
 def check_tube(tube: object, name: str = "tube") -> str:
+    if tube in _known_tubes:  # the hot path: a put to a tube already seen
+        return tube  # type: ignore[return-value]
     if not isinstance(tube, str):
         raise TypeError(f"{name} must be a str, not {type(tube).__name__}")
     if not _TUBE.fullmatch(tube) or tube.startswith("-"):
@@ -157,6 +162,8 @@ def check_tube(tube: object, name: str = "tube") -> str:
             f"invalid {name} {tube!r}: 1-200 characters of A-Z a-z 0-9 - + / ; . $ _ ( ), "
             "not starting with -"
         )
+    if len(_known_tubes) < 10_000:
+        _known_tubes.add(tube)
     return tube
 
 
@@ -187,6 +194,8 @@ def check_priority(priority: object, name: str = "priority") -> int:
 
 def seconds_to_ms(value: object, name: str, *, minimum: float = 0.0) -> int:
     """Seconds (int or float) to whole milliseconds, rejecting what no queue could mean."""
+    if value.__class__ is int and 0 <= value <= MAX_SECONDS:  # type: ignore[operator]
+        return max(value * 1000, int(minimum * 1000))  # type: ignore[operator]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
     if math.isnan(value) or value < 0 or value > MAX_SECONDS:
@@ -196,6 +205,8 @@ def seconds_to_ms(value: object, name: str, *, minimum: float = 0.0) -> int:
 
 def check_ttr(ttr: object) -> int:
     """TTR in ms; like beanstalkd, anything under a second is raised to one second."""
+    if ttr == DEFAULT_TTR and ttr.__class__ is float:
+        return int(DEFAULT_TTR * 1000)
     return seconds_to_ms(ttr, "ttr", minimum=1.0)
 
 

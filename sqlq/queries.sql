@@ -22,17 +22,19 @@ RETURNING id;
 -- name: find_unique_job
 SELECT id FROM sqlq_jobs WHERE tube = :tube AND unique_key = :unique_key;
 
--- name: promote_delayed
--- Delayed jobs that are due become ready before a claim looks, so priority
--- order holds between jobs that were put ready and jobs that just came due.
-UPDATE sqlq_jobs SET state = 0, delay_until = NULL
- WHERE state = 1 AND tube IN (SELECT value FROM json_each(:tubes)) AND delay_until <= :now;
-
--- name: expire_reservations
--- Reservations whose TTR ran out go back to ready, counted as timeouts.
+-- name: promote_due
+-- Before a claim looks, delayed jobs that came due in the watched tubes and
+-- reservations whose TTR ran out (counted as timeouts) are written down as
+-- ready, so priority order holds between them and jobs put ready. One
+-- statement, two index range probes that find nothing in the common case.
 UPDATE sqlq_jobs
-   SET state = 0, reserved_until = NULL, lease = NULL, owner = NULL, timeouts = timeouts + 1
- WHERE state = 2 AND reserved_until <= :now;
+   SET state = 0, delay_until = NULL, reserved_until = NULL, lease = NULL, owner = NULL,
+       timeouts = timeouts + (state = 2)
+ WHERE id IN (SELECT id FROM sqlq_jobs
+               WHERE state = 1 AND tube IN (SELECT value FROM json_each(:tubes))
+                 AND delay_until <= :now
+              UNION ALL
+              SELECT id FROM sqlq_jobs WHERE state = 2 AND reserved_until <= :now);
 
 -- name: claim_job
 -- The most urgent ready job across the watched, unpaused tubes: one index probe

@@ -156,17 +156,20 @@ class Queue:
     # -- reserve -----------------------------------------------------------------------------
 
     def reserve(self, tubes: str | Sequence[str] | None = None, timeout: float | None = None,
-                *, delete: Job | None = None) -> Job | None:
+                *, delete: Job | None = None, detach: bool = False) -> Job | None:
         """Reserve the most urgent ready job in ``tubes``; None if none came within ``timeout``.
 
         ``timeout=None`` waits for ever, ``0`` returns at once. ``delete=job``
         deletes that (reserved) job and claims the next one in the same
         transaction: one commit per job instead of two, the worker's fast path.
+        ``detach=True`` ties the reservation to no process: it lasts its TTR even
+        after this Queue closes or the process exits (``sqlq reserve`` hands the job
+        to a shell script and exits at once).
         """
         names = check_tubes(tubes)
         deadline = _timeout_deadline(timeout)
         tubes_json = store.tubes_json(names)
-        owner = self._owner_token()
+        owner = None if detach else self._owner_token()
         if timeout != 0:
             self._ensure_notifier()  # watching before the first look: no commit slips by
             self._db.read(self._note_data_version)
@@ -189,7 +192,7 @@ class Queue:
                              durable=False)
         return Job.from_claim(self, row)
 
-    def _claim(self, tubes_json: str, owner: str, delete: Job | None) -> Job | None:
+    def _claim(self, tubes_json: str, owner: str | None, delete: Job | None) -> Job | None:
         clock = self._clock
         if delete is None:
             row = self._db.write(lambda c: store.claim(c, clock(), tubes_json, owner),
@@ -206,7 +209,8 @@ class Queue:
             delete.state = "deleted"
         return None if row is None else Job.from_claim(self, row)
 
-    def _wait_and_claim(self, tubes_json: str, owner: str, deadline: float | None) -> Job | None:
+    def _wait_and_claim(self, tubes_json: str, owner: str | None,
+                        deadline: float | None) -> Job | None:
         """Sleep on the notifier until a job can be claimed or the deadline passes.
 
         Every wake-up first looks without the write lock (has_ready_job), so idle

@@ -8,6 +8,7 @@ details here means another backend (PostgreSQL) replaces this module and
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -30,12 +31,19 @@ def _load_queries() -> dict[str, str]:
 
 Q = _load_queries()
 
-_JOB_COLUMNS = "id, tube, priority, state, ttr, body, created_at, reserves, timeouts, releases, " \
-    "buries, kicks, delay_until, reserved_until, bury_reason, unique_key"
+
+_PROMOTE_DUE = Q["promote_due"]
+_CLAIM_JOB = Q["claim_job"]
+
+
+@functools.lru_cache(maxsize=1024)
+def _tubes_json(tubes: tuple[str, ...]) -> str:
+    return json.dumps(tubes)
 
 
 def tubes_json(tubes: Sequence[str]) -> str:
-    return json.dumps(list(tubes))
+    """The :tubes parameter: a JSON array (cached: a worker asks for the same tubes)."""
+    return _tubes_json(tuple(tubes))
 
 
 # -- put ---------------------------------------------------------------------------------------
@@ -72,15 +80,16 @@ def insert_jobs(conn: apsw.Connection, now: int, tube: str, priority: int, delay
 
 # -- claim -------------------------------------------------------------------------------------
 
-def claim(conn: apsw.Connection, now: int, tubes: str, owner: str) -> tuple[Any, ...] | None:
+def claim(conn: apsw.Connection, now: int, tubes: str, owner: str | None
+          ) -> tuple[Any, ...] | None:
     """Reserve the most urgent ready job in the JSON list of tubes, or return None.
 
     Due delayed jobs and expired reservations are written down as ready first,
     in the same transaction, so no separate reaper is needed.
     """
-    conn.execute(Q["promote_delayed"], {"tubes": tubes, "now": now})
-    conn.execute(Q["expire_reservations"], {"now": now})
-    return conn.execute(Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner}).fetchone()
+    params = {"tubes": tubes, "now": now, "owner": owner}
+    conn.execute(_PROMOTE_DUE, params)
+    return conn.execute(_CLAIM_JOB, params).fetchone()  # type: ignore[no-any-return]
 
 
 def claim_by_id(conn: apsw.Connection, now: int, job_id: int, owner: str) -> tuple[Any, ...]:
