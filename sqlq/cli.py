@@ -73,7 +73,7 @@ def exit_code_for(exc: BaseException) -> tuple[int, str]:
         return EXIT_USAGE, f"{path}: {_one_line(exc.format_message())} (see '{path} --help')"
     if isinstance(exc, click.ClickException):
         return exc.exit_code, f"sqlq: {_one_line(exc.format_message())}"
-    if isinstance(exc, (click.Abort, KeyboardInterrupt, EOFError)):
+    if isinstance(exc, (Interrupted, click.Abort, KeyboardInterrupt)):
         return EXIT_INTERRUPTED, "sqlq: interrupted"
     if isinstance(exc, sqlq.JobNotFound):
         return EXIT_NOT_FOUND, f"sqlq: {_one_line(str(exc))}"
@@ -88,6 +88,10 @@ def exit_code_for(exc: BaseException) -> tuple[int, str]:
         where = f": {exc.filename}" if exc.filename else ""
         return EXIT_ERROR, f"sqlq: {_one_line(exc.strerror or str(exc))}{where}"
     return EXIT_ERROR, f"sqlq: {type(exc).__name__}: {_one_line(str(exc))}"
+
+
+class Interrupted(Exception):
+    """Ctrl-C, carried past click's own handler (which would print a bare newline)."""
 
 
 class SqlqGroup(click.Group):
@@ -120,6 +124,15 @@ class SqlqGroup(click.Group):
         if standalone:
             sys.exit(code)
         return code
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; Ctrl-C leaves as :class:`Interrupted` for :meth:`main`."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            if sys.stderr.isatty():
+                sys.stderr.write("\n")  # past the terminal's "^C"
+            raise Interrupted() from None
 
 
 # --- shared options and types -----------------------------------------------------------------------
@@ -269,18 +282,21 @@ def display_text(value: str | bytes, limit: int | None = BODY_PREVIEW) -> str:
 
     Escaping control characters (ESC above all) keeps a hostile or binary body from
     moving the cursor or retitling the terminal; invalid UTF-8 bytes show as ``\\xNN``.
+    ``limit`` caps the characters printed (escapes included); the rest is summarised.
     """
     text = value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
-    out = []
-    for ch in text[:limit] if limit is not None else text:
+    out: list[str] = []
+    size = 0
+    for ch in text:
         if ch.isprintable() or ch in "\n\t":
-            out.append(ch)
-        elif ord(ch) < 0x100:
-            out.append(f"\\x{ord(ch):02x}")
+            piece = ch
         else:
-            out.append(f"\\u{ord(ch):04x}")
-    if limit is not None and len(text) > limit:
-        out.append(f"... ({len(value)} bytes in all; --raw writes them)")
+            piece = f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+        size += len(piece)
+        if limit is not None and size > limit:
+            out.append(f"... ({len(value)} bytes in all; --raw writes them)")
+            break
+        out.append(piece)
     return "".join(out)
 
 
@@ -476,16 +492,12 @@ def reserve(ctx: click.Context, tubes: Sequence[str], timeout: float | None, id_
         id=$(sqlq reserve --tube thumbs --timeout 30s --id-only) && sqlq peek "$id" --raw
     """
     watched = list(tubes) or ["default"]
-    job = queue_from_ctx(ctx).reserve(watched, timeout=timeout, **_reserve_options(ctx))
+    # detach: this process exits at once, the reservation must outlive it (for its TTR).
+    job = queue_from_ctx(ctx).reserve(watched, timeout=timeout, detach=True)
     if job is None:
         waited = f"within {format_duration(timeout)}" if timeout else "now"
         raise sqlq.Timeout(f"no job ready {waited} in tube {', '.join(watched)}")
     emit(job, as_json, raw=raw, text=str(job.id) if id_only else None)
-
-
-def _reserve_options(ctx: click.Context) -> dict[str, Any]:
-    """Extra keywords for ``Queue.reserve`` from the CLI: none yet (see the report)."""
-    return {}
 
 
 @cli.command()

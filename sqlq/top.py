@@ -142,6 +142,17 @@ def _wait_for_quit(keys: IO[str] | None, timeout: float) -> bool:
     return False
 
 
+def _terminal_size(out: IO[str]) -> os.terminal_size:
+    """The size of the terminal drawn on, asked afresh each frame so a resize shows.
+
+    $COLUMNS/$LINES (which shutil prefers) are a snapshot from the shell's start.
+    """
+    try:
+        return os.get_terminal_size(out.fileno())
+    except (OSError, ValueError, AttributeError):
+        return shutil.get_terminal_size()
+
+
 def run_top(queue: Any, *, interval: float = 1.0, once: bool = False,
             out: IO[str] | None = None) -> None:
     """Show the live view until q or Ctrl-C; on a non-terminal, print snapshots instead.
@@ -153,16 +164,16 @@ def run_top(queue: Any, *, interval: float = 1.0, once: bool = False,
         out: where to draw; stdout by default.
     """
     out = out or sys.stdout
-    title = f"sqlq top  {getattr(queue, 'path', '')}"
+    path = getattr(queue, "path", "")
     samples: deque[Sample] = deque()
 
     def sample() -> list[str]:
         samples.append(take_sample(queue))
         while len(samples) > 2 and samples[-1].at - samples[1].at >= RATE_WINDOW:
             samples.popleft()
-        size = shutil.get_terminal_size()
+        size = _terminal_size(out)
         clock = time.strftime("%H:%M:%S")
-        head = f"{title}  {clock}  every {format_duration(interval)}  q: quit"
+        head = f"sqlq top  {clock}  every {format_duration(interval)}  q: quit  {path}"
         return render(samples, head, size.columns, size.lines - 1)
 
     interactive = not once and out.isatty()

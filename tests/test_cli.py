@@ -117,7 +117,7 @@ def test_put_many_lines_and_nul(db: Path) -> None:
 def test_put_many_from_file(db: Path, tmp_path: Path) -> None:
     (tmp_path / "bodies").write_bytes(b"x\ny\n")
     assert run(db, "put-many", str(tmp_path / "bodies")).stdout.split() == ["1", "2"]
-    assert "bodies" in run(db, "put-many", str(tmp_path / "missing"), code=2).stderr
+    assert "missing" in run(db, "put-many", str(tmp_path / "missing"), code=2).stderr
 
 
 # --- reserve ---------------------------------------------------------------------------------
@@ -220,9 +220,9 @@ def test_stats(db: Path) -> None:
 def test_tubes(db: Path) -> None:
     put(db, "a", "--tube", "b-tube")
     put(db, "a", "--tube", "a-tube")
-    assert set(run(db, "tubes").stdout.split()) == {"a-tube", "b-tube"}
-    names = {json.loads(line)["name"] for line in run(db, "tubes", "--json").stdout.splitlines()}
-    assert names == {"a-tube", "b-tube"}
+    assert run(db, "tubes").stdout.split() == ["a-tube", "b-tube", "default"]
+    names = [json.loads(line)["name"] for line in run(db, "tubes", "--json").stdout.splitlines()]
+    assert names == ["a-tube", "b-tube", "default"]
 
 
 def test_pause(db: Path) -> None:
