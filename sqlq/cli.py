@@ -33,6 +33,7 @@ bytes and nothing else; ``--json`` gives ``body`` as text with ``"body_encoding"
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import sys
@@ -101,17 +102,20 @@ class SqlqGroup(click.Group):
     tests sees exactly what a shell user sees.
     """
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - see class docstring
-        standalone = kwargs.pop("standalone_mode", True)
+    def main(
+        self, args: Sequence[str] | None = None, prog_name: str | None = None,
+        complete_var: str | None = None, standalone_mode: bool = True, **extra: Any,
+    ) -> Any:
+        """Run the command line; exit (or, with standalone_mode=False, return) its code."""
         try:
-            rv = super().main(*args, standalone_mode=False, **kwargs)
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else EXIT_OK
             sys.stdout.flush()  # surface a broken pipe here, not at interpreter exit
         except BrokenPipeError:
             # The reader went away (`sqlq peek --raw 1 | head -c 10`): exit like a tool
             # killed by SIGPIPE, silently, and keep Python from complaining at exit.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             code = EXIT_BROKEN_PIPE
         except Exception as exc:  # noqa: BLE001 - the one place that maps every error
             code, message = exit_code_for(exc)
@@ -121,7 +125,7 @@ class SqlqGroup(click.Group):
         except KeyboardInterrupt as exc:
             code, message = exit_code_for(exc)
             click.echo(message, err=True)
-        if standalone:
+        if standalone_mode:
             sys.exit(code)
         return code
 
@@ -135,7 +139,7 @@ class SqlqGroup(click.Group):
             raise Interrupted() from None
 
 
-# --- shared options and types -----------------------------------------------------------------------
+# --- shared options and types ------------------------------------------------------------
 
 
 if TYPE_CHECKING:  # click >= 8.3 makes ParamType generic; older clicks cannot subscript it

@@ -89,14 +89,15 @@ def render(samples: deque[Sample], title: str, width: int = 100, height: int = 4
     for name in sorted(new.tubes):
         stats = new.tubes[name]
         counts = [_num(stats, k) for k in _COUNTS]
-        totals = [a + b for a, b in zip(totals, counts)]
+        totals = [a + b for a, b in zip(totals, counts, strict=True)]
         left = _num(stats, "pause-time-left")
         rows.append((name, *map(str, counts), format_duration(left) if left else ""))
     rows.append(("ALL", *map(str, totals), ""))
     widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADER))]
     lines = [title, f"jobs: {_num(new.total, 'total-jobs')} put in all  {speed}", ""]
     for row in rows:
-        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        cells = [row[0].ljust(widths[0])]
+        cells += [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
         lines.append("  ".join(cells).rstrip())
     if len(lines) > height:  # keep the header; say how many rows did not fit
         hidden = len(lines) - height + 1

@@ -429,3 +429,45 @@ def test_subprocess_read_only_directory(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert_one_line_error(done.stderr.decode())
     assert b"q.db" in done.stderr
+
+
+# --- the worker loop of docs/shell.md, run as written -----------------------------------------
+
+
+def test_shell_worker_loop_from_the_docs(tmp_path: Path) -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "shell.md").read_text()
+    loop = next(block for block in re.findall(r"```sh\n(.*?)```", doc, re.S)
+                if "while id=" in block)
+    assert len(loop.strip().splitlines()) <= 10
+    db = tmp_path / "jobs.db"
+    handler = tmp_path / "make-thumbnail"
+    handler.write_text(f"#!/bin/sh\nbody=$(cat)\necho \"$body\" >> {tmp_path}/done\n"
+                       "[ \"$body\" != bad ]\n")
+    handler.chmod(0o755)
+    script = loop.replace("/var/lib/app/jobs.db", str(db)).replace("./make-thumbnail",
+                                                                     str(handler))
+    env = {**os.environ, "PATH": f"{BIN_DIR}{os.pathsep}{os.environ['PATH']}"}
+    if not (BIN_DIR / "sqlq").exists():  # no console script installed: a stand-in
+        (tmp_path / "bin").mkdir()
+        (tmp_path / "bin" / "sqlq").write_text(f"#!/bin/sh\nexec {sys.executable} -m sqlq \"$@\"\n")
+        (tmp_path / "bin" / "sqlq").chmod(0o755)
+        env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}"
+    worker = subprocess.Popen(["sh", "-c", script], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        CliRunner().invoke(cli, ["--db", str(db), "put-many", "--tube", "thumbs"],
+                           input="one\nbad\ntwo\n")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            counts = json.loads(run(db, "stats", "--json").stdout)
+            if counts["current-jobs-buried"] == 1 and counts["current-jobs-ready"] == 0 \
+                    and counts["current-jobs-reserved"] == 0:
+                break
+            time.sleep(0.1)
+        assert (tmp_path / "done").read_text().split() == ["one", "bad", "two"]
+        buried = job(db, 2)
+        assert buried["state"] == "buried" and buried["bury_reason"] == "make-thumbnail failed"
+        assert counts["current-jobs-ready"] == 0
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=10)
