@@ -1,33 +1,23 @@
 """The ``sqlq`` command: one thin click command per Queue method.
 
-Every command opens the queue with :func:`queue_from_ctx`, makes one call and prints
-the result through :func:`emit`, so plain text and ``--json`` stay consistent across
-commands. Errors become exit codes in one place, :meth:`SqlqGroup.main`:
-
-    0 ok, 1 error, 2 usage, 3 not found (JobNotFound), 4 timed out (Timeout)
-
-and are printed as one line on stderr, never a traceback (``SQLQ_DEBUG=1`` shows it).
-
-Adding a command (``result``, ``work``, ``serve`` ...) is one decorated function::
+Each command gets the queue from :func:`queue_from_ctx`, makes one call and prints the
+result through :func:`emit`, so plain text and ``--json`` agree across commands. Errors
+become exit codes in one place, :meth:`SqlqGroup.main` (0 ok, 1 error, 2 usage, 3 not
+found, 4 timed out), printed as one line on stderr, never a traceback (``SQLQ_DEBUG=1``
+shows it). A new command is one function using the shared decorators below::
 
     @cli.command()
     @tube_option
     @json_option
     @click.pass_context
     def frob(ctx: click.Context, tube: str, as_json: bool) -> None:
-        \"\"\"Frob a tube.
-
-        Example:
-
-            sqlq frob --tube emails
-        \"\"\"
+        \"\"\"Frob a tube.  Example:  sqlq frob --tube emails\"\"\"
         emit(queue_from_ctx(ctx).frob(tube), as_json)
 
-Body display: ``reserve`` and ``peek`` show a body as text when it is printable UTF-8
-and escape everything else (control characters, invalid UTF-8) as ``\\xNN`` so that a
-binary body can never garble or drive the terminal. ``--raw`` writes exactly the body
-bytes and nothing else; ``--json`` gives ``body`` as text with ``"body_encoding":
-"utf-8"``, or base64 with ``"body_encoding": "base64"`` when it is not UTF-8.
+Bodies: plain output shows printable UTF-8 as it is and escapes the rest (``\\xNN``) so
+a binary body cannot garble or drive the terminal; ``--raw`` writes the exact bytes and
+nothing else; ``--json`` gives ``body`` as text (``"body_encoding": "utf-8"``) or base64
+(``"base64"``). See docs/shell.md.
 """
 
 from __future__ import annotations
@@ -49,26 +39,23 @@ from sqlq.model import check_tube
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: How many characters of a body the plain display shows before it cuts (``--raw`` for all).
-BODY_PREVIEW = 2000
-#: The database path when neither ``--db`` nor ``$SQLQ_DB`` says otherwise.
+BODY_PREVIEW = 2000  # characters of a body that plain output shows; --raw writes all
 DEFAULT_DB = "sqlq.db"
-
-# --- errors -> exit codes ----------------------------------------------------------------
-
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_TIMEOUT = 0, 1, 2, 3, 4
-EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # as a shell reports SIGINT / SIGPIPE deaths
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # what a shell reports for SIGINT / SIGPIPE
 
 
-def _one_line(text: str) -> str:
-    """Collapse a message to one line: scripts read stderr line by line."""
-    return " ".join(str(text).split())
+# --- errors -> exit codes -----------------------------------------------------------------
+
+
+class Interrupted(Exception):
+    """Ctrl-C, carried past click's own handler (which would print a bare newline)."""
 
 
 def exit_code_for(exc: BaseException) -> tuple[int, str]:
-    """Map an exception to ``(exit code, one-line message)``; the single mapping point."""
+    """Map an exception to ``(exit code, one-line message)``: the single mapping point."""
     if isinstance(exc, click.exceptions.NoArgsIsHelpError):
-        return EXIT_OK, exc.format_message()  # plain `sqlq` is a request for help
+        return EXIT_OK, exc.format_message()  # a bare `sqlq` asks for help
     if isinstance(exc, click.UsageError):
         path = exc.ctx.command_path if exc.ctx else "sqlq"
         return EXIT_USAGE, f"{path}: {_one_line(exc.format_message())} (see '{path} --help')"
@@ -76,55 +63,48 @@ def exit_code_for(exc: BaseException) -> tuple[int, str]:
         return exc.exit_code, f"sqlq: {_one_line(exc.format_message())}"
     if isinstance(exc, (Interrupted, click.Abort, KeyboardInterrupt)):
         return EXIT_INTERRUPTED, "sqlq: interrupted"
-    if isinstance(exc, sqlq.JobNotFound):
-        return EXIT_NOT_FOUND, f"sqlq: {_one_line(str(exc))}"
-    if isinstance(exc, sqlq.Timeout):
-        return EXIT_TIMEOUT, f"sqlq: {_one_line(str(exc))}"
-    if isinstance(exc, (sqlq.InvalidTube, ValueError)):
-        # Queue validates its arguments with messages that name them: a usage error.
-        return EXIT_USAGE, f"sqlq: {_one_line(str(exc))}"
-    if isinstance(exc, sqlq.Error):
-        return EXIT_ERROR, f"sqlq: {_one_line(str(exc))}"
-    if isinstance(exc, OSError):
+    if isinstance(exc, OSError) and not isinstance(exc, sqlq.Error):
         where = f": {exc.filename}" if exc.filename else ""
         return EXIT_ERROR, f"sqlq: {_one_line(exc.strerror or str(exc))}{where}"
-    return EXIT_ERROR, f"sqlq: {type(exc).__name__}: {_one_line(str(exc))}"
+    code = (EXIT_NOT_FOUND if isinstance(exc, sqlq.JobNotFound)
+            else EXIT_TIMEOUT if isinstance(exc, sqlq.Timeout)
+            # The Queue checks its arguments with messages naming them: usage errors.
+            else EXIT_USAGE if isinstance(exc, (sqlq.InvalidTube, ValueError))
+            else EXIT_ERROR)
+    name = "" if isinstance(exc, (sqlq.Error, ValueError)) else f"{type(exc).__name__}: "
+    return code, f"sqlq: {name}{_one_line(str(exc))}"
 
 
-class Interrupted(Exception):
-    """Ctrl-C, carried past click's own handler (which would print a bare newline)."""
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
 
 
 class SqlqGroup(click.Group):
     """A click group whose ``main`` turns every error into an exit code and one stderr line.
 
-    Doing it here rather than in a wrapper means ``CliRunner.invoke(cli, ...)`` in the
-    tests sees exactly what a shell user sees.
+    Doing it here, not in a wrapper, means ``CliRunner.invoke(cli, ...)`` in the tests
+    sees exactly what a shell user sees.
     """
 
-    def main(
-        self, args: Sequence[str] | None = None, prog_name: str | None = None,
-        complete_var: str | None = None, standalone_mode: bool = True, **extra: Any,
-    ) -> Any:
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
         """Run the command line; exit (or, with standalone_mode=False, return) its code."""
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else EXIT_OK
-            sys.stdout.flush()  # surface a broken pipe here, not at interpreter exit
+            sys.stdout.flush()  # meet a broken pipe here, not at interpreter exit
         except BrokenPipeError:
-            # The reader went away (`sqlq peek --raw 1 | head -c 10`): exit like a tool
-            # killed by SIGPIPE, silently, and keep Python from complaining at exit.
+            # The reader left (`sqlq peek 1 --raw | head -c 9`): exit as if killed by
+            # SIGPIPE, silently, and keep Python from complaining at exit.
             with contextlib.suppress(OSError, ValueError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             code = EXIT_BROKEN_PIPE
-        except Exception as exc:  # noqa: BLE001 - the one place that maps every error
+        except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the one mapping point
             code, message = exit_code_for(exc)
             if os.environ.get("SQLQ_DEBUG"):
                 traceback.print_exc()
             click.echo(message, err=code != EXIT_OK)
-        except KeyboardInterrupt as exc:
-            code, message = exit_code_for(exc)
-            click.echo(message, err=True)
         if standalone_mode:
             sys.exit(code)
         return code
@@ -139,8 +119,7 @@ class SqlqGroup(click.Group):
             raise Interrupted() from None
 
 
-# --- shared options and types ------------------------------------------------------------
-
+# --- shared options and types -------------------------------------------------------------
 
 if TYPE_CHECKING:  # click >= 8.3 makes ParamType generic; older clicks cannot subscript it
     _StrParamType = click.ParamType[str, Any]
@@ -153,8 +132,8 @@ class TubeName(_StrParamType):
 
     name = "tube"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-                ) -> str:
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> str:
         """Return the name if the model accepts it, else fail with the model's message."""
         try:
             return check_tube(value)
@@ -162,84 +141,42 @@ class TubeName(_StrParamType):
             self.fail(str(exc), param, ctx)
 
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        """Show ``TUBE`` in help."""
+        """``TUBE`` in help."""
         return "TUBE"
 
 
 TUBE = TubeName()
 
-
-def db_option(f: F) -> F:
-    """``--db PATH``, else ``$SQLQ_DB``, else ``./sqlq.db`` (for the group)."""
-    return click.option(
-        "--db",
-        "db_path",
-        envvar="SQLQ_DB",
-        default=DEFAULT_DB,
-        show_default=True,
-        metavar="PATH",
-        help="The database file (also $SQLQ_DB).",
-    )(f)
-
-
-def tube_option(f: F) -> F:
-    """``--tube T``: the one tube a command acts on, ``default`` unless given."""
-    return click.option(
-        "--tube", "-t", type=TUBE, default="default", show_default=True, help="The tube to use."
-    )(f)
-
-
-def tubes_option(f: F) -> F:
-    """``--tube T`` repeatable: the tubes to watch (``reserve``, ``work``)."""
-    return click.option(
-        "--tube",
-        "-t",
-        "tubes",
-        type=TUBE,
-        multiple=True,
-        help="A tube to watch; repeat for several. [default: default]",
-    )(f)
-
-
-def json_option(f: F) -> F:
-    """``--json``: machine output, one JSON object per line."""
-    return click.option(
-        "--json", "as_json", is_flag=True, help="Print JSON (one object per line for lists)."
-    )(f)
-
-
-def raw_option(f: F) -> F:
-    """``--raw``: the job's body bytes exactly, nothing else (for pipes)."""
-    return click.option(
-        "--raw", is_flag=True, help="Write only the body, byte for byte, with no newline added."
-    )(f)
+#: --db PATH, else $SQLQ_DB, else ./sqlq.db (an option of the group, before the command).
+db_option = click.option("--db", "db_path", envvar="SQLQ_DB", default=DEFAULT_DB,
+                         show_default=True, metavar="PATH", help="The database file ($SQLQ_DB).")
+#: --tube T: the one tube a command acts on.
+tube_option = click.option("--tube", "-t", type=TUBE, default="default", show_default=True,
+                           help="The tube to use.")
+#: --tube T, repeatable: the tubes to watch (reserve, work).
+tubes_option = click.option("--tube", "-t", "tubes", type=TUBE, multiple=True,
+                            help="A tube to watch; repeat for several.  [default: default]")
+#: --json: output for scripts, one object per line for lists.
+json_option = click.option("--json", "as_json", is_flag=True,
+                           help="Print JSON (one object per line for lists).")
+#: --raw: a job's body, byte for byte, and nothing else.
+raw_option = click.option("--raw", is_flag=True,
+                          help="Write only the body, byte for byte, with no newline added.")
+#: --delay DURATION before a job is ready.
+delay_option = click.option("--delay", "-d", type=DURATION, default=0.0,
+                            help="Wait this long before it is ready.")
+#: --ttr DURATION: how long a reservation lasts.
+ttr_option = click.option("--ttr", type=DURATION, default="60s", show_default=True,
+                          help="Time to run: a reservation lasts this long (at least 1s).")
+#: The ID argument of by-id commands.
+job_id_argument = click.argument("job_id", metavar="ID", type=click.IntRange(min=1))
 
 
 def priority_option(default: int | None) -> Callable[[F], F]:
-    """``--priority N`` (0 most urgent .. 2**32-1); None as default means "keep the job's"."""
-    return click.option(
-        "--priority",
-        "-p",
-        type=click.IntRange(0, 2**32 - 1),
-        default=default,
-        show_default=default is not None,
-        help="0 is the most urgent, 4294967295 the least.",
-    )
-
-
-def delay_option(f: F) -> F:
-    """``--delay DURATION`` before the job becomes ready."""
-    return click.option(
-        "--delay", "-d", type=DURATION, default=0.0, help="Wait this long before it is ready."
-    )(f)
-
-
-def ttr_option(f: F) -> F:
-    """``--ttr DURATION``: how long a reservation lasts before the job is ready again."""
-    return click.option(
-        "--ttr", type=DURATION, default=60.0, show_default=True,
-        help="Time to run: a reservation lasts this long (at least 1s).",
-    )(f)
+    """``--priority N``; a None default means "keep the job's own" (release, bury)."""
+    return click.option("--priority", "-p", type=click.IntRange(0, 2**32 - 1), default=default,
+                        show_default=default is not None, metavar="N",
+                        help="0 is the most urgent, 4294967295 the least.")
 
 
 def put_options(f: F) -> F:
@@ -249,21 +186,13 @@ def put_options(f: F) -> F:
     return f
 
 
-def job_id_argument(f: F) -> F:
-    """The ``ID`` argument of by-id commands."""
-    return click.argument("job_id", metavar="ID", type=click.IntRange(min=1))(f)
-
-
-# --- opening the queue --------------------------------------------------------------------
-
-
 def queue_from_ctx(ctx: click.Context, *, create: bool = True) -> sqlq.Queue:
-    """The Queue for this invocation, opened once and closed when the command ends.
+    """The Queue of this invocation, opened once and closed when the command ends.
 
     Args:
         ctx: any click context of the invocation.
-        create: False for commands that only look or act on existing jobs, so that a
-            typo in ``--db`` is an error instead of a new empty database.
+        create: False for commands that only look at or act on existing jobs, so that a
+            typo in ``--db`` is an error instead of a new, empty database.
     """
     root = ctx.find_root()
     root.ensure_object(dict)
@@ -272,8 +201,7 @@ def queue_from_ctx(ctx: click.Context, *, create: bool = True) -> sqlq.Queue:
         path: str = root.params.get("db_path") or DEFAULT_DB
         if not create and not os.path.exists(path):
             raise sqlq.Error(f"no database at {path} (use --db PATH or $SQLQ_DB)")
-        queue = sqlq.Queue(path, **root.obj.get("queue_options", {}))
-        root.obj["queue"] = queue
+        queue = root.obj["queue"] = sqlq.Queue(path, **root.obj.get("queue_options", {}))
         root.call_on_close(queue.close)
     return queue
 
@@ -282,11 +210,10 @@ def queue_from_ctx(ctx: click.Context, *, create: bool = True) -> sqlq.Queue:
 
 
 def display_text(value: str | bytes, limit: int | None = BODY_PREVIEW) -> str:
-    """Text safe to print on a terminal: printable characters pass, the rest is escaped.
+    """Text safe for a terminal: printable characters pass, others become ``\\xNN``.
 
     Escaping control characters (ESC above all) keeps a hostile or binary body from
-    moving the cursor or retitling the terminal; invalid UTF-8 bytes show as ``\\xNN``.
-    ``limit`` caps the characters printed (escapes included); the rest is summarised.
+    moving the cursor or retitling the terminal. ``limit`` caps the characters shown.
     """
     text = value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
     out: list[str] = []
@@ -304,59 +231,51 @@ def display_text(value: str | bytes, limit: int | None = BODY_PREVIEW) -> str:
     return "".join(out)
 
 
-def job_record(job: Any) -> dict[str, Any]:
-    """A Job as a JSON-ready dict; the body is UTF-8 text or base64, said by ``body_encoding``."""
-    body: bytes = job.body
+_JOB_FIELDS = ("id", "tube", "state", "priority", "ttr", "reserves", "timeouts", "releases",
+               "buries", "kicks", "created_at", "delay_until", "reserved_until", "bury_reason",
+               "unique_key")
+
+
+def job_record(job: sqlq.Job) -> dict[str, Any]:
+    """A Job as a JSON-ready dict; the body is UTF-8 text or base64, per ``body_encoding``."""
+    record = {key: getattr(job, key, None) for key in _JOB_FIELDS}
     try:
-        text, encoding = body.decode("utf-8"), "utf-8"
+        record.update(body=job.body.decode("utf-8"), body_encoding="utf-8")
     except UnicodeDecodeError:
-        text, encoding = base64.b64encode(body).decode("ascii"), "base64"
-    record = {
-        key: getattr(job, key, None)
-        for key in ("id", "tube", "state", "priority", "ttr", "reserves", "timeouts",
-                    "releases", "buries", "kicks", "created_at", "delay_until",
-                    "reserved_until", "bury_reason", "unique_key")
-    }
-    record.update(body=text, body_encoding=encoding, body_size=len(body))
+        record.update(body=base64.b64encode(job.body).decode("ascii"), body_encoding="base64")
+    record["body_size"] = len(job.body)
     return record
 
 
-def _job_lines(job: Any) -> list[tuple[str, str]]:
+def _job_rows(job: sqlq.Job) -> Iterable[tuple[str, str]]:
     """The fields a person wants to see about a job, in reading order."""
     now = now_ms()
-    rows = [("id", str(job.id)), ("tube", job.tube), ("state", str(job.state)),
-            ("priority", str(job.priority)), ("ttr", format_duration(job.ttr))]
-    if job.created_at:
-        rows.append(("age", format_duration(max(0, now - job.created_at) / 1000)))
-    if job.state == "delayed" and job.delay_until:
-        rows.append(("ready in", format_duration(max(0, job.delay_until - now) / 1000)))
-    if job.state == "reserved" and job.reserved_until:
-        rows.append(("time left", format_duration(max(0, job.reserved_until - now) / 1000)))
-    counters = ("reserves", "timeouts", "releases", "buries", "kicks")
-    rows.append(("counters", " ".join(f"{k}={getattr(job, k, 0)}" for k in counters)))
+
+    def since(ms: int | None, sign: int = 1) -> str:
+        return format_duration(max(0, sign * (now - (ms or now))) / 1000)
+
+    yield from (("id", str(job.id)), ("tube", job.tube), ("state", job.state),
+                ("priority", str(job.priority)), ("ttr", format_duration(job.ttr)),
+                ("age", since(job.created_at)))
+    if job.state == "delayed":
+        yield "ready in", since(job.delay_until, -1)
+    if job.state == "reserved":
+        yield "time left", since(job.reserved_until, -1)
+    yield "counters", " ".join(f"{k}={getattr(job, k)}" for k in _JOB_FIELDS[5:10])
     if job.bury_reason:
-        rows.append(("reason", display_text(job.bury_reason)))
-    if getattr(job, "unique_key", None):
-        rows.append(("unique key", display_text(job.unique_key)))
-    try:
-        job.body.decode("utf-8")
-        kind = f"{len(job.body)} bytes"
-    except UnicodeDecodeError:
-        kind = f"{len(job.body)} bytes, binary"
-    rows.append(("body", f"({kind})"))
-    return rows
+        yield "reason", display_text(job.bury_reason)
+    if job.unique_key:
+        yield "unique key", display_text(job.unique_key)
+    binary = job_record(job)["body_encoding"] != "utf-8"
+    yield "body", f"({len(job.body)} bytes{', binary' if binary else ''})"
 
 
 def _aligned(rows: Iterable[tuple[str, str]]) -> str:
-    """``key  value`` lines with the values in one column; continuation lines indented."""
+    """``key:  value`` lines with the values in one column."""
     rows = list(rows)
-    width = max((len(k) for k, _ in rows), default=0) + 2
-    lines = []
-    for key, value in rows:
-        first, *rest = str(value).split("\n") or [""]
-        lines.append(f"{key}:".ljust(width + 1) + first)
-        lines.extend(" " * (width + 1) + line for line in rest)
-    return "\n".join(lines)
+    width = max((len(k) for k, _ in rows), default=0) + 3
+    return "\n".join(f"{key}:".ljust(width) + value.replace("\n", "\n" + " " * width)
+                     for key, value in rows)
 
 
 def emit(value: Any, as_json: bool = False, *, raw: bool = False, text: str | None = None) -> None:
@@ -365,7 +284,7 @@ def emit(value: Any, as_json: bool = False, *, raw: bool = False, text: str | No
     Args:
         value: a Job, a mapping, a list of either, or a scalar.
         as_json: print JSON; a list prints one object per line (JSON Lines).
-        raw: for a Job, write exactly its body bytes to stdout and nothing else.
+        raw: write exactly the bodies of Jobs to stdout, and nothing else.
         text: what to print for people instead of the generic rendering of ``value``.
     """
     items = value if isinstance(value, list) else [value]
@@ -374,34 +293,29 @@ def emit(value: Any, as_json: bool = False, *, raw: bool = False, text: str | No
         for item in items:
             out.write(item.body if isinstance(item, sqlq.Job) else str(item).encode())
         out.flush()
-        return
-    if as_json:
+    elif as_json:
         for item in items:
             record = job_record(item) if isinstance(item, sqlq.Job) else item
             click.echo(json.dumps(record, ensure_ascii=False, default=str))
-        return
-    if text is not None:
+    elif text is not None:
         click.echo(text)
-        return
-    for item in items:
-        if isinstance(item, sqlq.Job):
-            body = display_text(item.body)
-            click.echo(_aligned(_job_lines(item)))
-            click.echo(body)
-        elif isinstance(item, Mapping):
-            click.echo(_aligned((str(k), display_text(str(v))) for k, v in item.items()))
-        else:
-            click.echo(display_text(str(item)))
+    else:
+        for item in items:
+            if isinstance(item, sqlq.Job):
+                click.echo(_aligned(_job_rows(item)) + "\n" + display_text(item.body))
+            elif isinstance(item, Mapping):
+                click.echo(_aligned((str(k), display_text(str(v))) for k, v in item.items()))
+            else:
+                click.echo(display_text(str(item)))
 
 
 def _read_body(body: str | None) -> bytes:
     """The body from the argument (exact argv bytes) or, for ``-`` or none, from stdin."""
     if body is not None and body != "-":
         return os.fsencode(body)  # undoes the surrogateescape of non-UTF-8 argv bytes
-    stdin = sys.stdin.buffer
-    if body is None and stdin.isatty():
+    if body is None and sys.stdin.isatty():
         raise click.UsageError("give the BODY as an argument, or '-' to read it from stdin")
-    return stdin.read()
+    return sys.stdin.buffer.read()
 
 
 # --- the group and its commands -----------------------------------------------------------
@@ -421,6 +335,7 @@ def cli(ctx: click.Context, db_path: str) -> None:
 
     Example:
 
+    \b
         sqlq put 'resize photo 7' --tube thumbs && sqlq reserve --tube thumbs
     """
     ctx.ensure_object(dict)
@@ -441,6 +356,7 @@ def put(ctx: click.Context, body: str | None, tube: str, priority: int, delay: f
 
     Example:
 
+    \b
         sqlq put '{"to": "a@example.com"}' --tube emails --delay 5m
         gzip -c report.csv | sqlq put - --tube reports
     """
@@ -458,13 +374,15 @@ def put(ctx: click.Context, body: str | None, tube: str, priority: int, delay: f
 @click.pass_context
 def put_many(ctx: click.Context, file: IO[bytes], tube: str, priority: int, delay: float,
              ttr: float, null: bool, as_json: bool) -> None:
-    """Put one job per line of FILE (default stdin) in one transaction; print the ids.
+    """Put one job per line of FILE (or stdin) at once; print the ids.
 
+    All the jobs are put in one transaction: all or none.
     Empty lines are skipped. With --null, bodies are separated by NUL bytes, so they
     may contain newlines.
 
     Example:
 
+    \b
         seq 1 100 | sqlq put-many --tube numbers
         find /srv/in -name '*.jpg' -print0 | sqlq put-many -0 --tube thumbs
     """
@@ -485,14 +403,15 @@ def put_many(ctx: click.Context, file: IO[bytes], tube: str, priority: int, dela
 @click.pass_context
 def reserve(ctx: click.Context, tubes: Sequence[str], timeout: float | None, id_only: bool,
             raw: bool, as_json: bool) -> None:
-    """Reserve the most urgent ready job and show it; exit 4 if --timeout passes first.
+    """Reserve the most urgent ready job and show it.
 
-    The job stays reserved for its TTR after sqlq exits: delete, release or bury it by
+    Waits for one, or exits with code 4 once --timeout has passed. The job stays reserved for its TTR after sqlq exits: delete, release or bury it by
     id. Plain output shows the body escaped where it is not printable text; --raw
     writes only the exact body bytes; --id-only only the id, for scripts.
 
     Example:
 
+    \b
         id=$(sqlq reserve --tube thumbs --timeout 30s --id-only) && sqlq peek "$id" --raw
     """
     watched = list(tubes) or ["default"]
@@ -509,10 +428,11 @@ def reserve(ctx: click.Context, tubes: Sequence[str], timeout: float | None, id_
 @json_option
 @click.pass_context
 def delete(ctx: click.Context, job_id: int, as_json: bool) -> None:
-    """Delete a job by id, whatever its state (exit 3 if there is none).
+    """Delete a job by id, in any state (exit 3 if there is none).
 
     Example:
 
+    \b
         sqlq delete 42
     """
     queue_from_ctx(ctx, create=False).delete(job_id)
@@ -531,6 +451,7 @@ def release(ctx: click.Context, job_id: int, priority: int | None, delay: float,
 
     Example:
 
+    \b
         sqlq release 42 --delay 30s --priority 10
     """
     queue_from_ctx(ctx, create=False).release(job_id, priority=priority, delay=delay)
@@ -550,6 +471,7 @@ def bury(ctx: click.Context, job_id: int, priority: int | None, reason: str | No
 
     Example:
 
+    \b
         sqlq bury 42 --reason 'bad input: no address'
     """
     queue_from_ctx(ctx, create=False).bury(job_id, priority=priority, reason=reason)
@@ -562,10 +484,11 @@ def bury(ctx: click.Context, job_id: int, priority: int | None, reason: str | No
 @json_option
 @click.pass_context
 def kick(ctx: click.Context, bound: int, tube: str, as_json: bool) -> None:
-    """Kick up to BOUND buried jobs back to ready (or delayed ones, if none is buried).
+    """Kick up to BOUND buried jobs to ready (if none, delayed ones).
 
     Example:
 
+    \b
         sqlq kick 100 --tube emails
     """
     count = queue_from_ctx(ctx, create=False).kick(bound, tube=tube)
@@ -581,6 +504,7 @@ def kick_job(ctx: click.Context, job_id: int, as_json: bool) -> None:
 
     Example:
 
+    \b
         sqlq kick-job 42
     """
     queue_from_ctx(ctx, create=False).kick_job(job_id)
@@ -596,6 +520,7 @@ def touch(ctx: click.Context, job_id: int, as_json: bool) -> None:
 
     Example:
 
+    \b
         sqlq touch 42
     """
     queue_from_ctx(ctx, create=False).touch(job_id)
@@ -613,12 +538,13 @@ def touch(ctx: click.Context, job_id: int, as_json: bool) -> None:
 @click.pass_context
 def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, raw: bool,
          as_json: bool) -> None:
-    """Show a job without reserving it: by ID, or the next --ready/--delayed/--buried.
+    """Show a job by ID, or the next --ready/--delayed/--buried one.
 
-    Exit 3 if there is no such job.
+    The job is not reserved. Exit 3 if there is no such job.
 
     Example:
 
+    \b
         sqlq peek 42
         sqlq peek --buried --tube emails --json
     """
@@ -640,23 +566,20 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, r
 @json_option
 @click.pass_context
 def stats(ctx: click.Context, tube: str | None, job_id: int | None, as_json: bool) -> None:
-    """Show statistics of the whole file, of one --tube, or of one --job.
+    """Show the counters of the file, of one --tube or of one --job.
 
     The keys are beanstalkd's (current-jobs-ready, total-jobs, ...).
 
     Example:
 
+    \b
         sqlq stats --tube emails --json
     """
     if tube is not None and job_id is not None:
         raise click.UsageError("give --tube or --job, not both")
     queue = queue_from_ctx(ctx, create=False)
-    if job_id is not None:
-        emit(queue.stats_job(job_id), as_json)
-    elif tube is not None:
-        emit(queue.stats_tube(tube), as_json)
-    else:
-        emit(queue.stats(), as_json)
+    emit(queue.stats_job(job_id) if job_id is not None else queue.stats_tube(tube)
+         if tube is not None else queue.stats(), as_json)
 
 
 @cli.command()
@@ -667,6 +590,7 @@ def tubes(ctx: click.Context, as_json: bool) -> None:
 
     Example:
 
+    \b
         sqlq tubes --json
     """
     names = queue_from_ctx(ctx, create=False).tubes()
@@ -683,12 +607,12 @@ def pause(ctx: click.Context, tube: str, duration: float, as_json: bool) -> None
 
     Example:
 
+    \b
         sqlq pause emails 10m
     """
-    queue_from_ctx(ctx).pause_tube(tube, duration)
-    text = f"paused tube {tube} for {format_duration(duration)}" if duration else (
-        f"unpaused tube {tube}")
-    emit({"tube": tube, "paused": duration}, as_json, text=text)
+    queue_from_ctx(ctx, create=False).pause_tube(tube, duration)
+    text = f"paused tube {tube} for {format_duration(duration)}" if duration else None
+    emit({"tube": tube, "paused": duration}, as_json, text=text or f"unpaused tube {tube}")
 
 
 @cli.command()
@@ -697,12 +621,13 @@ def pause(ctx: click.Context, tube: str, duration: float, as_json: bool) -> None
 @click.option("--once", is_flag=True, help="Print one snapshot and exit (no terminal needed).")
 @click.pass_context
 def top(ctx: click.Context, interval: float, once: bool) -> None:
-    """A live view of every tube: job counts and throughput; q or Ctrl-C quits.
+    """A live view of every tube, like top; q or Ctrl-C quits.
 
-    Plain ANSI escapes only, so it works over ssh in any terminal.
+    Job counts per tube and the throughput of the file. Plain ANSI escapes only, so it works over ssh in any terminal.
 
     Example:
 
+    \b
         sqlq --db /var/lib/app/jobs.db top --interval 2s
     """
     from sqlq.top import run_top  # only this command needs it
