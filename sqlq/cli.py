@@ -405,9 +405,10 @@ def reserve(ctx: click.Context, tubes: Sequence[str], timeout: float | None, id_
             raw: bool, as_json: bool) -> None:
     """Reserve the most urgent ready job and show it.
 
-    Waits for one, or exits with code 4 once --timeout has passed. The job stays reserved for its TTR after sqlq exits: delete, release or bury it by
-    id. Plain output shows the body escaped where it is not printable text; --raw
-    writes only the exact body bytes; --id-only only the id, for scripts.
+    Waits for one, or exits with code 4 once --timeout has passed. The job stays
+    reserved for its TTR after sqlq exits: delete, release or bury it by id. Plain
+    output escapes what is not printable text in the body; --raw writes only the
+    exact body bytes; --id-only only the id, for scripts.
 
     Example:
 
@@ -623,7 +624,8 @@ def pause(ctx: click.Context, tube: str, duration: float, as_json: bool) -> None
 def top(ctx: click.Context, interval: float, once: bool) -> None:
     """A live view of every tube, like top; q or Ctrl-C quits.
 
-    Job counts per tube and the throughput of the file. Plain ANSI escapes only, so it works over ssh in any terminal.
+    Job counts per tube and the throughput of the file. Plain ANSI escapes only, so
+    it works over ssh in any terminal.
 
     Example:
 
