@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from sqlq.errors import Error
 
@@ -458,7 +459,7 @@ class Flags:
         return f"{host}:{self.port}"
 
     @property
-    def durability(self) -> str:
+    def durability(self) -> Literal["full", "normal"]:
         """``-f 0`` asks for an fsync per commit; beanstalkd's default (-f 50), -F: normal."""
         return "full" if self.fsync_ms == 0 and not self.never_fsync else "normal"
 

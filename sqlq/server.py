@@ -1,0 +1,905 @@
+"""``sqlq serve`` and ``sqlq-beanstalkd``: the beanstalkd protocol over a Queue.
+
+One thread runs one ``selectors`` loop, the shape of beanstalkd itself. Each
+connection is a small state machine (a line, maybe a body, a reply); a reserve
+that finds nothing parks the connection in a FIFO of waiters, served again
+when a job may have become ready: a put or release through this server, a
+commit by another process (the Queue's notifier fd becomes readable), or a
+timer (a delayed job coming due, a TTR or pause running out, the reserve's own
+timeout, the DEADLINE_SOON margin). SQLite statements take well under a
+millisecond, so they run inline on the loop.
+
+Why not asyncio: a drop-in beanstalkd must answer soon after exec (clients,
+and greenstalk's test suite, connect 100 ms after starting it, and time
+replies to 50 ms), and importing asyncio costs 20-50 ms on a small machine.
+A selector loop costs nothing to import, and an idle connection is one object
+with two byte buffers.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import os
+import selectors
+import signal
+import socket
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlq import beanstalk as bs
+from sqlq.beanstalk import Command, ProtocolError, Reply, Verb
+from sqlq.errors import Error, JobLost, JobNotFound, JobTooBig
+
+if TYPE_CHECKING:
+    from sqlq.model import Job
+    from sqlq.queue import Queue
+
+log = logging.getLogger("sqlq.server")
+
+DEFAULT_LISTEN = "127.0.0.1:11300"
+READ_SIZE = 65536
+HIGH_WATER = 1 << 20
+"""Stop reading a client's commands while this many reply bytes wait for it."""
+FALLBACK_RECHECK = 1.0
+"""Waiters look again at least this often, whatever the notifier says."""
+NOTIFY_RECHECKS = (0.002, 0.02)
+"""After a commit event, look again: the commit may not be visible yet."""
+_DEFAULT = "default"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# ---- listening ---------------------------------------------------------------------------------
+
+
+def bind(listen: str) -> socket.socket:
+    """A non-blocking listening socket for ``HOST:PORT``, ``[V6]:PORT``, ``HOST`` or ``unix:PATH``.
+
+    Raises:
+        ValueError: ``listen`` is not of one of those forms.
+        OSError: the address cannot be bound.
+    """
+    if listen.startswith("unix:"):
+        path = listen[5:]
+        if not path:
+            raise ValueError("listen: unix: needs a path")
+        try:
+            if os.path.exists(path) and not os.path.isfile(path):
+                os.unlink(path)  # a stale socket of an earlier run, as beanstalkd does
+        except OSError:
+            pass
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(path)
+    else:
+        host, port = _host_port(listen)
+        family, kind, proto, _, addr = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+def _host_port(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or "]" in port:
+        host, port = listen, str(bs.DEFAULT_PORT)
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"listen must be HOST:PORT or unix:PATH, not {listen!r}")
+    return host, int(port)
+
+
+def address_of(sock: socket.socket) -> str:
+    """The bound address in ``--listen`` form (the real port when 0 was asked for)."""
+    name = sock.getsockname()
+    if sock.family == socket.AF_UNIX:
+        return f"unix:{name}"
+    host = f"[{name[0]}]" if sock.family == socket.AF_INET6 else name[0]
+    return f"{host}:{name[1]}"
+
+
+# ---- the loop ----------------------------------------------------------------------------------
+
+
+class Timer:
+    """A pending call; cancelled timers stay in the heap and are skipped."""
+
+    __slots__ = ("when", "fn", "cancelled")
+
+    def __init__(self, when: float, fn: Callable[[], None]) -> None:
+        self.when, self.fn, self.cancelled = when, fn, False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Loop:
+    """A selector and a heap of timers: all the event loop beanstalkd needs."""
+
+    def __init__(self) -> None:
+        self.selector = selectors.DefaultSelector()
+        self._timers: list[tuple[float, int, Timer]] = []
+        self._seq = itertools.count()
+        self.stopping = False
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self.selector.register(self._wake_r, selectors.EVENT_READ, self._drain_wakeups)
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> Timer:
+        timer = Timer(time.monotonic() + max(delay, 0.0), fn)
+        heapq.heappush(self._timers, (timer.when, next(self._seq), timer))
+        return timer
+
+    def stop(self) -> None:
+        """Stop the loop; safe from a signal handler or another thread."""
+        self.stopping = True
+        try:
+            self._wake_w.send(b"\0")
+        except OSError:
+            pass
+
+    def wakeup_fd(self) -> int:
+        return self._wake_w.fileno()
+
+    def _drain_wakeups(self, mask: int) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except OSError:
+            pass
+
+    def run(self) -> None:
+        while not self.stopping:
+            timeout = None
+            while self._timers and self._timers[0][2].cancelled:
+                heapq.heappop(self._timers)
+            if self._timers:
+                timeout = max(self._timers[0][0] - time.monotonic(), 0.0)
+            for key, mask in self.selector.select(timeout):
+                key.data(mask)
+            now = time.monotonic()
+            while self._timers and self._timers[0][0] <= now and not self.stopping:
+                _, _, timer = heapq.heappop(self._timers)
+                if not timer.cancelled:
+                    timer.cancelled = True
+                    timer.fn()
+
+    def close(self) -> None:
+        self.selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+
+# ---- a client connection -----------------------------------------------------------------------
+
+
+@dataclass
+class Held:
+    """A job this connection reserved: what it needs to act on it and to time it."""
+
+    lease: int
+    until: int  # reserved_until, ms since the epoch
+    tube: str
+
+
+@dataclass
+class Wait:
+    """A reserve waiting for a job."""
+
+    tubes: tuple[str, ...]
+    deadline: float | None  # time.monotonic() of TIMED_OUT, None: wait for ever
+
+
+class Conn:
+    """One client: its buffers, where it is in the protocol, and its use/watch state."""
+
+    def __init__(self, server: Server, sock: socket.socket) -> None:
+        self.server = server
+        self.sock = sock
+        self.inbuf = bytearray()
+        self.outbuf = bytearray()
+        self.mask = 0
+        self.eof = False         # the client sent FIN: answer what is buffered, then close
+        self.closing = False     # close once outbuf is flushed
+        self.closed = False
+        self.overlong = False    # discarding a line longer than LINE_MAX up to its CRLF
+        self.pending: Command | None = None  # a put whose body is still arriving
+        self.discard = 0         # bytes of a too-big body still to throw away
+        self.discard_reply = b""
+        self.waiting = False
+        self.use = _DEFAULT
+        self.watch = [_DEFAULT]
+        self.reserved: dict[int, Held] = {}
+        self.producer = False
+        self.worker = False
+
+    # -- I/O --
+
+    def on_event(self, mask: int) -> None:
+        if self.closed:  # closed by an earlier callback of the same select() round
+            return
+        if mask & selectors.EVENT_WRITE:
+            self._flush()
+        if mask & selectors.EVENT_READ and not self.closed:
+            self._read()
+        self._update()
+
+    def _read(self) -> None:
+        try:
+            data = self.sock.recv(READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close()
+            return
+        if not data:
+            self.eof = True
+            if self.waiting:  # beanstalkd answers a half-closed waiter at once
+                self.server.answer(self, Reply.TIMED_OUT)
+        self.inbuf += data
+        self.process()
+
+    def process(self) -> None:
+        """Run every complete command in the input, in order, until one has to wait."""
+        while not (self.closed or self.closing or self.waiting) and len(self.outbuf) < HIGH_WATER:
+            if self.discard:
+                n = min(self.discard, len(self.inbuf))
+                del self.inbuf[:n]
+                self.discard -= n
+                if self.discard:
+                    break
+                self.send(self.discard_reply)
+            elif self.pending is not None:
+                need = self.pending.ints[3] + 2
+                if len(self.inbuf) < need:
+                    break
+                body = bytes(self.inbuf[:need])
+                del self.inbuf[:need]
+                cmd, self.pending = self.pending, None
+                self.send(self.server.put(self, cmd, body))
+            else:
+                end = self.inbuf.find(b"\r\n")
+                if end < 0:
+                    if len(self.inbuf) > bs.LINE_MAX:  # keep a last byte: it may be the \r
+                        del self.inbuf[:-1]
+                        self.overlong = True
+                    break
+                line = bytes(self.inbuf[:end])
+                del self.inbuf[:end + 2]
+                if self.overlong:
+                    self.overlong = False
+                    self.send(Reply.BAD_FORMAT)
+                else:
+                    self.server.dispatch(self, line)
+        if self.eof and not self.waiting and not self.closed:
+            self.close_after_flush()
+
+    def send(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if not self.outbuf:
+            try:
+                sent = self.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                self.close()
+                return
+            data = data[sent:]
+        self.outbuf += data
+
+    def _flush(self) -> None:
+        try:
+            sent = self.sock.send(self.outbuf)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close()
+            return
+        blocked = len(self.outbuf) >= HIGH_WATER
+        del self.outbuf[:sent]
+        if self.closing and not self.outbuf:
+            self.close()
+        elif blocked and len(self.outbuf) < HIGH_WATER:
+            self.process()
+
+    def _update(self) -> None:
+        """Ask the selector for what this connection can use next."""
+        if self.closed:
+            return
+        limit = READ_SIZE + bs.LINE_MAX + (self.pending.ints[3] + 2 if self.pending else 0)
+        mask = 0
+        if not self.eof and not self.closing and len(self.inbuf) < limit:
+            mask |= selectors.EVENT_READ
+        if self.outbuf:
+            mask |= selectors.EVENT_WRITE
+        if mask == self.mask:
+            return
+        sel = self.server.loop.selector
+        if not self.mask:
+            sel.register(self.sock, mask, self.on_event)
+        elif not mask:
+            sel.unregister(self.sock)
+        else:
+            sel.modify(self.sock, mask, self.on_event)
+        self.mask = mask
+
+    def close_after_flush(self) -> None:
+        self.closing = True
+        if not self.outbuf:
+            self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.mask:
+            self.server.loop.selector.unregister(self.sock)
+            self.mask = 0
+        self.sock.close()
+        self.server.on_close(self)
+
+
+# ---- the server --------------------------------------------------------------------------------
+
+
+class Server:
+    """beanstalkd's commands over one Queue, for any number of connections.
+
+    Counters that beanstalkd keeps in memory (``cmd-*``, ``total-jobs``, the
+    per-tube ``cmd-delete``...) live here and start at zero; job counts come
+    from the file, so they include what library users and other servers did.
+    """
+
+    def __init__(self, queue: Queue, *, max_job_size: int | None = None) -> None:
+        self.q = queue
+        self.max_job_size = queue.max_job_size if max_job_size is None else max_job_size
+        self.loop = Loop()
+        self.conns: set[Conn] = set()
+        self.waiters: dict[Conn, Wait] = {}  # in arrival order: the first waiter is served first
+        self.draining = False
+        self.cmds: Counter[str] = Counter()
+        self.tube_counts: Counter[tuple[str, str]] = Counter()
+        self.total_jobs = 0
+        self.total_connections = 0
+        self.job_timeouts = 0
+        self.started = time.monotonic()
+        self.instance_id = os.urandom(8).hex()
+        self.listeners: list[socket.socket] = []
+        self._timer: Timer | None = None
+        self._dirty = False      # a job may have become ready since the last pass
+        self._rechecking = False
+        self._handlers: dict[Verb, Callable[[Conn, Command], bytes]] = {
+            Verb.PEEK: self._peek, Verb.PEEK_READY: self._peek_in_tube,
+            Verb.PEEK_DELAYED: self._peek_in_tube, Verb.PEEK_BURIED: self._peek_in_tube,
+            Verb.RESERVE_JOB: self._reserve_job, Verb.DELETE: self._delete,
+            Verb.RELEASE: self._release, Verb.BURY: self._bury, Verb.TOUCH: self._touch,
+            Verb.KICK: self._kick, Verb.KICK_JOB: self._kick_job, Verb.STATS: self._stats,
+            Verb.STATS_JOB: self._stats_job, Verb.STATS_TUBE: self._stats_tube,
+            Verb.USE: self._use, Verb.WATCH: self._watch, Verb.IGNORE: self._ignore,
+            Verb.LIST_TUBES: self._list_tubes, Verb.LIST_TUBE_USED: self._list_tube_used,
+            Verb.LIST_TUBES_WATCHED: self._list_tubes_watched, Verb.PAUSE_TUBE: self._pause_tube,
+        }
+
+    # -- lifecycle --
+
+    def listen(self, listen: str | None = None, sock: socket.socket | None = None) -> str:
+        """Start accepting on ``sock`` or a new socket bound to ``listen``; return the address."""
+        sock = sock if sock is not None else bind(listen or DEFAULT_LISTEN)
+        self.listeners.append(sock)
+        self.loop.selector.register(sock, selectors.EVENT_READ, lambda _: self._accept(sock))
+        return address_of(sock)
+
+    def run(self) -> None:
+        """Serve until ``stop()``; then close every connection (their jobs go back)."""
+        fd = self.q.notifier.fileno()
+        if fd is not None:
+            self.loop.selector.register(fd, selectors.EVENT_READ, self._on_notify)
+        try:
+            self.loop.run()
+        finally:
+            for conn in list(self.conns):
+                conn.close()
+            for sock in self.listeners:
+                if sock.family == socket.AF_UNIX:
+                    try:
+                        os.unlink(sock.getsockname())
+                    except OSError:
+                        pass
+                sock.close()
+            self.loop.close()
+
+    def stop(self) -> None:
+        """Make ``run()`` return; callable from a signal handler or another thread."""
+        self.loop.stop()
+
+    def drain(self) -> None:
+        """Enter drain mode (SIGUSR1): puts answer DRAINING from now on."""
+        self.draining = True
+
+    def _accept(self, listener: socket.socket) -> None:
+        for _ in range(64):
+            try:
+                sock, _addr = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:  # EMFILE and friends: try again on the next event
+                log.warning("accept: %s", e)
+                return
+            sock.setblocking(False)
+            if sock.family != socket.AF_UNIX:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = Conn(self, sock)
+            self.conns.add(conn)
+            self.total_connections += 1
+            conn._update()
+
+    def on_close(self, conn: Conn) -> None:
+        """A closed connection's reservations go back to ready at once, as in beanstalkd."""
+        self.conns.discard(conn)
+        self.waiters.pop(conn, None)
+        for job_id, held in conn.reserved.items():
+            try:
+                self.q.release(job_id, lease=held.lease)
+            except Error:
+                pass  # its TTR ran out, or it was deleted meanwhile
+        if conn.reserved:
+            conn.reserved.clear()
+            self._poke()
+
+    # -- commands --
+
+    def dispatch(self, conn: Conn, line: bytes) -> None:
+        """Run one command line and send its reply (a reserve may answer later)."""
+        try:
+            cmd = bs.parse_command(line, self.max_job_size)
+        except ProtocolError as e:
+            if e.verb is not None:
+                self.cmds[e.verb.value] += 1
+            if e.discard:
+                conn.discard, conn.discard_reply = e.discard, e.reply
+            else:
+                conn.send(e.reply)
+            return
+        self.cmds[cmd.verb.value] += 1
+        if cmd.verb is Verb.PUT:
+            conn.producer = True
+            conn.pending = cmd
+        elif cmd.verb is Verb.QUIT:
+            conn.inbuf.clear()
+            conn.close_after_flush()
+        elif cmd.verb is Verb.RESERVE:
+            self._reserve(conn, None)
+        elif cmd.verb is Verb.RESERVE_WITH_TIMEOUT:
+            self._reserve(conn, cmd.ints[0])
+        else:
+            conn.send(self._guarded(self._handlers[cmd.verb], conn, cmd))
+
+    def _guarded(self, handler: Callable[[Conn, Command], bytes], conn: Conn,
+                 cmd: Command) -> bytes:
+        """A failing database answers INTERNAL_ERROR to that one command; the server goes on."""
+        try:
+            return handler(conn, cmd)
+        except Exception:
+            log.exception("%s failed", cmd.verb.value)
+            return Reply.INTERNAL_ERROR
+
+    def put(self, conn: Conn, cmd: Command, body: bytes) -> bytes:
+        """The second half of put, once its body has arrived."""
+        if body[-2:] != b"\r\n":
+            return Reply.EXPECTED_CRLF
+        if self.draining:
+            return Reply.DRAINING
+        return self._guarded(lambda c, m: self._insert(c, m, body[:-2]), conn, cmd)
+
+    def _insert(self, conn: Conn, cmd: Command, body: bytes) -> bytes:
+        pri, delay, ttr, _ = cmd.ints
+        try:
+            job_id = self.q.put(body, tube=conn.use, priority=pri, delay=delay, ttr=max(ttr, 1))
+        except JobTooBig:
+            return Reply.JOB_TOO_BIG
+        self.total_jobs += 1
+        self.tube_counts["total-jobs", conn.use] += 1
+        self._poke()
+        return bs.inserted(job_id)
+
+    def _hold(self, conn: Conn, job: Job) -> bytes:
+        assert job.lease is not None and job.reserved_until is not None
+        conn.reserved[job.id] = Held(job.lease, job.reserved_until, job.tube)
+        return bs.reserved(job.id, job.body)
+
+    def _claim(self, conn: Conn, tubes: list[str] | tuple[str, ...]) -> bytes | None:
+        """Reserve the best ready job for ``conn`` (timeout=0 also frees dead owners' jobs)."""
+        try:
+            job = self.q.reserve(list(tubes), timeout=0)
+        except Exception:
+            log.exception("reserve failed")
+            return None
+        return None if job is None else self._hold(conn, job)
+
+    def _reserve(self, conn: Conn, timeout: int | None) -> None:
+        conn.worker = True
+        soon = self._deadline_soon(conn, now_ms())
+        reply = self._claim(conn, conn.watch)
+        if reply is None and soon:
+            reply = Reply.DEADLINE_SOON
+        elif reply is None and (timeout == 0 or conn.eof):
+            reply = Reply.TIMED_OUT
+        if reply is not None:
+            conn.send(reply)
+            return
+        conn.waiting = True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self.waiters[conn] = Wait(tuple(conn.watch), deadline)
+        self._arm()
+
+    def answer(self, conn: Conn, reply: bytes) -> None:
+        """End a waiting reserve with ``reply`` and go on with the client's next commands."""
+        self.waiters.pop(conn, None)
+        conn.waiting = False
+        conn.send(reply)
+        conn.process()
+        conn._update()
+
+    def _deadline_soon(self, conn: Conn, now: int) -> bool:
+        """True if a job this connection holds is in the last second of its TTR."""
+        for job_id, held in list(conn.reserved.items()):
+            if held.until <= now:  # timed out: the Queue already treats it as ready
+                del conn.reserved[job_id]
+                self.job_timeouts += 1
+        return any(h.until - bs.SAFETY_MARGIN_MS <= now for h in conn.reserved.values())
+
+    def _reserve_job(self, conn: Conn, cmd: Command) -> bytes:
+        conn.worker = True
+        try:
+            return self._hold(conn, self.q.reserve_job(cmd.ints[0]))
+        except JobNotFound:
+            return Reply.NOT_FOUND
+
+    def _delete(self, conn: Conn, cmd: Command) -> bytes:
+        job_id = cmd.ints[0]
+        held = conn.reserved.pop(job_id, None)
+        if held is not None:
+            try:
+                self.q.delete(job_id, lease=held.lease)
+                self.tube_counts["cmd-delete", held.tube] += 1
+                return Reply.DELETED
+            except (JobLost, JobNotFound):
+                pass  # its TTR ran out: it may still be deleted as a ready job
+        # Ready, delayed and buried jobs may be deleted by anyone, reserved ones only by
+        # their holder. (A tiny race with another process reserving it in between.)
+        job = self.q.peek(job_id)
+        if job is None or job.state == "reserved":
+            return Reply.NOT_FOUND
+        try:
+            self.q.delete(job_id)
+        except JobNotFound:
+            return Reply.NOT_FOUND
+        self.tube_counts["cmd-delete", job.tube] += 1
+        return Reply.DELETED
+
+    def _release(self, conn: Conn, cmd: Command) -> bytes:
+        job_id, pri, delay = cmd.ints
+        held = conn.reserved.pop(job_id, None)
+        if held is None:
+            return Reply.NOT_FOUND
+        try:
+            self.q.release(job_id, priority=pri, delay=delay, lease=held.lease)
+        except (JobLost, JobNotFound):
+            return Reply.NOT_FOUND
+        self._poke()
+        return Reply.RELEASED
+
+    def _bury(self, conn: Conn, cmd: Command) -> bytes:
+        job_id, pri = cmd.ints
+        held = conn.reserved.pop(job_id, None)
+        if held is None:
+            return Reply.NOT_FOUND
+        try:
+            self.q.bury(job_id, priority=pri, lease=held.lease)
+        except (JobLost, JobNotFound):
+            return Reply.NOT_FOUND
+        return Reply.BURIED
+
+    def _touch(self, conn: Conn, cmd: Command) -> bytes:
+        held = conn.reserved.get(cmd.ints[0])
+        if held is None:
+            return Reply.NOT_FOUND
+        try:
+            held.until = self.q.touch(cmd.ints[0], lease=held.lease)
+        except (JobLost, JobNotFound):
+            del conn.reserved[cmd.ints[0]]
+            return Reply.NOT_FOUND
+        if conn in self.waiters:
+            self._arm()
+        return Reply.TOUCHED
+
+    def _peek(self, conn: Conn, cmd: Command) -> bytes:
+        job = self.q.peek(cmd.ints[0])
+        return Reply.NOT_FOUND if job is None else bs.found(job.id, job.body)
+
+    def _peek_in_tube(self, conn: Conn, cmd: Command) -> bytes:
+        peek = {Verb.PEEK_READY: self.q.peek_ready, Verb.PEEK_DELAYED: self.q.peek_delayed,
+                Verb.PEEK_BURIED: self.q.peek_buried}[cmd.verb]
+        job = peek(conn.use)
+        return Reply.NOT_FOUND if job is None else bs.found(job.id, job.body)
+
+    def _kick(self, conn: Conn, cmd: Command) -> bytes:
+        count = self.q.kick(cmd.ints[0], tube=conn.use)
+        if count:
+            self._poke()
+        return bs.kicked(count)
+
+    def _kick_job(self, conn: Conn, cmd: Command) -> bytes:
+        try:
+            self.q.kick_job(cmd.ints[0])
+        except JobNotFound:
+            return Reply.NOT_FOUND
+        self._poke()
+        return Reply.KICKED
+
+    def _use(self, conn: Conn, cmd: Command) -> bytes:
+        conn.use = cmd.tube
+        return bs.using(conn.use)
+
+    def _watch(self, conn: Conn, cmd: Command) -> bytes:
+        if cmd.tube not in conn.watch:
+            conn.watch.append(cmd.tube)
+        return bs.watching(len(conn.watch))
+
+    def _ignore(self, conn: Conn, cmd: Command) -> bytes:
+        if cmd.tube in conn.watch:
+            if len(conn.watch) < 2:
+                return Reply.NOT_IGNORED
+            conn.watch.remove(cmd.tube)
+        return bs.watching(len(conn.watch))
+
+    def _list_tubes(self, conn: Conn, cmd: Command) -> bytes:
+        return bs.ok(bs.yaml_list(self.tubes()))
+
+    def _list_tube_used(self, conn: Conn, cmd: Command) -> bytes:
+        return bs.using(conn.use)
+
+    def _list_tubes_watched(self, conn: Conn, cmd: Command) -> bytes:
+        return bs.ok(bs.yaml_list(conn.watch))
+
+    def _pause_tube(self, conn: Conn, cmd: Command) -> bytes:
+        if cmd.tube not in self.tubes():
+            return Reply.NOT_FOUND
+        self.q.pause_tube(cmd.tube, cmd.ints[0])
+        self.tube_counts["cmd-pause-tube", cmd.tube] += 1
+        self._poke()
+        return Reply.PAUSED
+
+    # -- stats --
+
+    def tubes(self) -> list[str]:
+        """Tubes as beanstalkd sees them: ``default``, those with jobs, those a client names."""
+        names = dict.fromkeys([_DEFAULT, *self.q.tubes()])
+        for conn in self.conns:
+            names.update(dict.fromkeys([conn.use, *conn.watch]))
+        return list(names)
+
+    def _stats(self, conn: Conn, cmd: Command) -> bytes:
+        file_stats = self.q.stats()
+        usage = _rusage()
+        uname = os.uname()
+        values: dict[str, bs.Scalar] = {
+            k: file_stats[k] for k in bs.STATS_KEYS if k.startswith("current-jobs-")}
+        values.update({k: self.cmds[k[4:]] for k in bs.STATS_KEYS if k.startswith("cmd-")})
+        values.update({
+            "job-timeouts": self.job_timeouts, "total-jobs": self.total_jobs,
+            "max-job-size": self.max_job_size, "current-tubes": len(self.tubes()),
+            "current-connections": len(self.conns),
+            "current-producers": sum(c.producer for c in self.conns),
+            "current-workers": sum(c.worker for c in self.conns),
+            "current-waiting": len(self.waiters), "total-connections": self.total_connections,
+            "pid": os.getpid(), "version": _version(), "rusage-utime": usage[0],
+            "rusage-stime": usage[1], "uptime": int(time.monotonic() - self.started),
+            "binlog-oldest-index": 0, "binlog-current-index": 0, "binlog-records-migrated": 0,
+            "binlog-records-written": 0, "binlog-max-size": 10485760,
+            "draining": self.draining, "id": self.instance_id, "hostname": uname.nodename,
+            "os": uname.version, "platform": uname.machine,
+        })
+        return bs.ok(bs.yaml_dict(bs.STATS_KEYS, values))
+
+    def _stats_job(self, conn: Conn, cmd: Command) -> bytes:
+        try:
+            values = self.q.stats_job(cmd.ints[0])
+        except JobNotFound:
+            return Reply.NOT_FOUND
+        values["file"] = 0
+        return bs.ok(bs.yaml_dict(bs.STATS_JOB_KEYS, values))
+
+    def _stats_tube(self, conn: Conn, cmd: Command) -> bytes:
+        tube = cmd.tube
+        if tube not in self.tubes():
+            return Reply.NOT_FOUND
+        try:
+            values = self.q.stats_tube(tube)
+        except JobNotFound:  # named by a client, nothing in the file yet
+            values = dict.fromkeys(bs.STATS_TUBE_KEYS, 0)
+        values.update({
+            "name": tube, "total-jobs": self.tube_counts["total-jobs", tube],
+            "current-using": sum(c.use == tube for c in self.conns),
+            "current-watching": sum(tube in c.watch for c in self.conns),
+            "current-waiting": sum(tube in w.tubes for w in self.waiters.values()),
+            "cmd-delete": self.tube_counts["cmd-delete", tube],
+            "cmd-pause-tube": self.tube_counts["cmd-pause-tube", tube],
+        })
+        return bs.ok(bs.yaml_dict(bs.STATS_TUBE_KEYS, values))
+
+    # -- serving waiters --
+
+    def _poke(self) -> None:
+        """Something here may have made a job ready: serve the waiters on the next turn."""
+        self._dirty = True
+        timer = self._timer
+        if self.waiters and (timer is None or timer.cancelled or timer.when > time.monotonic()):
+            self._set_timer(0.0)
+
+    def _on_notify(self, mask: int) -> None:
+        """Another process committed (or one holding reservations died)."""
+        events = self.q.notifier.drain()
+        if not (events and self.waiters):
+            return
+        self._serve_waiters()
+        if not self._rechecking:
+            self._rechecking = True
+            for delay in NOTIFY_RECHECKS:
+                self.loop.call_later(delay, self._serve_waiters)
+            self.loop.call_later(NOTIFY_RECHECKS[-1], self._end_recheck)
+
+    def _end_recheck(self) -> None:
+        self._rechecking = False
+
+    def _serve_waiters(self) -> None:
+        """Hand out jobs to waiters in arrival order; time out those whose time has come."""
+        self._dirty = False
+        now, mono = now_ms(), time.monotonic()
+        empty: set[frozenset[str]] = set()
+        for conn, wait in list(self.waiters.items()):
+            if conn not in self.waiters:
+                continue
+            key = frozenset(wait.tubes)
+            reply = None
+            if key not in empty:
+                reply = self._claim(conn, wait.tubes)
+                if reply is None:
+                    empty.add(key)
+            if reply is None and self._deadline_soon(conn, now):
+                reply = Reply.DEADLINE_SOON
+            elif reply is None and wait.deadline is not None and mono >= wait.deadline:
+                reply = Reply.TIMED_OUT
+            if reply is not None:
+                self.answer(conn, reply)
+        self._arm()
+
+    def _arm(self) -> None:
+        """Set the one timer to the next moment a waiter may need serving."""
+        if not self.waiters:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            return
+        now, mono = now_ms(), time.monotonic()
+        delay = FALLBACK_RECHECK if self.q.notifier.fileno() is not None else 0.05
+        for key in {frozenset(w.tubes) for w in self.waiters.values()}:
+            due = self.q.next_wakeup(sorted(key))
+            if due is not None:
+                delay = min(delay, due)
+        for conn, wait in self.waiters.items():
+            if wait.deadline is not None:
+                delay = min(delay, wait.deadline - mono)
+            for held in conn.reserved.values():
+                delay = min(delay, (held.until - bs.SAFETY_MARGIN_MS - now) / 1000)
+        self._set_timer(0.0 if self._dirty else max(delay, 0.001))
+
+    def _set_timer(self, delay: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self.loop.call_later(delay, self._serve_waiters)
+
+
+def _rusage() -> tuple[float, float]:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime, usage.ru_stime
+
+
+def _version() -> str:
+    from sqlq import __version__
+
+    return f"{bs.PROTOCOL_VERSION}+sqlq.{__version__}"
+
+
+# ---- entry points ------------------------------------------------------------------------------
+
+
+def serve(queue: Queue, listen: str = DEFAULT_LISTEN, *, max_job_size: int | None = None,
+          sock: socket.socket | None = None, ready: Callable[[str], Any] | None = None,
+          handle_signals: bool = True) -> None:
+    """Serve the beanstalkd protocol over ``queue`` until SIGTERM or SIGINT.
+
+    The protocol has no authentication: anyone who can connect can read,
+    delete and add jobs. The default address is loopback only.
+
+    Args:
+        queue: the Queue to serve; its file may be shared with library users.
+        listen: ``HOST:PORT``, ``[V6]:PORT`` or ``unix:PATH`` (port 0: any free port).
+        max_job_size: the largest body a put may announce; default the queue's.
+        sock: an already bound listening socket, instead of ``listen``.
+        ready: called with the bound address once clients can connect.
+        handle_signals: SIGTERM/SIGINT stop, SIGUSR1 enters drain mode (main thread only).
+    """
+    server = Server(queue, max_job_size=max_job_size)
+    address = server.listen(listen, sock)
+    if handle_signals:
+        signal.set_wakeup_fd(server.loop.wakeup_fd(), warn_on_full_buffer=False)
+        signal.signal(signal.SIGTERM, lambda *_: server.stop())
+        signal.signal(signal.SIGINT, lambda *_: server.stop())
+        signal.signal(signal.SIGUSR1, lambda *_: server.drain())
+    log.info("listening on %s", address)
+    if ready is not None:
+        ready(address)
+    try:
+        server.run()
+    finally:
+        if handle_signals:
+            signal.set_wakeup_fd(-1)
+
+
+def beanstalkd_main(argv: list[str] | None = None) -> None:
+    """``sqlq-beanstalkd``: beanstalkd's command line, served from a SQLite file."""
+    try:
+        flags = bs.parse_flags(sys.argv[1:] if argv is None else argv)
+    except bs.UsageError as e:
+        sys.stderr.write(f"sqlq-beanstalkd: {e}\n{bs.USAGE}")
+        sys.exit(5)
+    if flags.show_help:
+        sys.stdout.write(bs.USAGE)
+        return
+    if flags.show_version:
+        print(f"beanstalkd {_version()}")
+        return
+    logging.basicConfig(level=logging.WARNING - 10 * min(flags.verbose, 2),
+                        format="sqlq-beanstalkd: %(message)s")
+    try:
+        # Listen before the heavier imports and the file: clients may connect at once.
+        sock = bind(flags.listen)
+    except (OSError, ValueError) as e:
+        sys.stderr.write(f"sqlq-beanstalkd: cannot listen on {flags.listen}: {e}\n")
+        sys.exit(1)
+    import shutil
+    import tempfile
+
+    from sqlq.queue import Queue
+
+    temp = None if flags.binlog_dir else tempfile.mkdtemp(prefix="sqlq-beanstalkd-")
+    directory = flags.binlog_dir or temp
+    assert directory is not None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, "sqlq.db")
+        with Queue(path, durability=flags.durability, max_job_size=flags.max_job_size) as queue:
+            serve(queue, sock=sock, max_job_size=flags.max_job_size)
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    beanstalkd_main()
