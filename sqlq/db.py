@@ -8,8 +8,10 @@ waiting out SQLITE_BUSY, and turning driver errors into sqlq's one-line errors.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
+import re
 import secrets
 import threading
 import time
@@ -30,6 +32,58 @@ BUSY_TIMEOUT_S = 5.0
 #: How long a write may keep retrying before SQLITE_BUSY reaches the caller as an error.
 BUSY_GIVE_UP_S = 120.0
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
+#: Filesystem types on which SQLite's WAL (shared memory, POSIX locks) is not safe.
+NETWORK_FILESYSTEMS = frozenset({
+    "nfs", "nfs4", "cifs", "smb", "smb3", "smbfs", "fuse.sshfs", "sshfs", "afs", "ceph",
+    "glusterfs", "fuse.glusterfs", "lustre", "gpfs", "9p", "ncpfs", "davfs", "fuse.rclone",
+})
+
+log = logging.getLogger("sqlq")
+_warned_network: set[str] = set()
+
+
+def _unescape_mount(field: str) -> str:
+    # /proc/mounts writes space, tab, newline and backslash as octal escapes.
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def network_filesystem(path: str, mounts: str = "/proc/mounts") -> str | None:
+    """The filesystem type holding path if it is a network filesystem, else None.
+
+    SQLite's WAL mode needs the -shm file mapped by every process and working
+    POSIX locks; neither holds across machines on NFS, SMB or sshfs, where the
+    file can be corrupted. The longest mount point that contains path wins, as
+    the kernel resolves it. Without a readable mount table (macOS, BSD) we
+    cannot tell and say nothing.
+    """
+    try:
+        with open(mounts, encoding="utf-8", errors="replace") as f:
+            table = f.read().splitlines()
+    except OSError:
+        return None
+    target = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    best, best_type = "", ""
+    for line in table:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point, fstype = _unescape_mount(fields[1]), fields[2]
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, best_type = point, fstype
+    return best_type if best_type in NETWORK_FILESYSTEMS else None
+
+
+def warn_if_network_filesystem(path: str, mounts: str = "/proc/mounts") -> str | None:
+    """Log a warning (once per file per process) when path is on a network filesystem."""
+    fstype = network_filesystem(path, mounts)
+    key = os.path.abspath(path)
+    if fstype is not None and key not in _warned_network:
+        _warned_network.add(key)
+        log.warning("%s is on a network filesystem (%s): SQLite's WAL mode needs a local "
+                    "disk, the file may be corrupted; keep it on a local filesystem",
+                    path, fstype)
+    return fstype
 
 
 def translate(path: str, error: apsw.Error) -> Error:
@@ -60,7 +114,7 @@ def translate_errors(path: str) -> Iterator[None]:
         raise translate(path, e) from e
 
 
-def _create_file(path: str, now_ms: int) -> None:
+def _create_file(path: str, now_ms: int, vfs: str | None = None) -> None:
     """Create a new, fully migrated database file at path, or do nothing if one appears.
 
     The schema is built in a private file which is then linked into place, so no
@@ -71,7 +125,7 @@ def _create_file(path: str, now_ms: int) -> None:
     fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     os.close(fd)
     try:
-        conn = apsw.Connection(tmp)
+        conn = apsw.Connection(tmp, vfs=vfs)
         try:
             conn.execute("PRAGMA journal_mode = WAL")
             migrate.migrate(conn, now_ms)
@@ -86,10 +140,26 @@ def _create_file(path: str, now_ms: int) -> None:
             # enough here since the loser of a race only replaces an empty queue.
             if not os.path.exists(path):
                 os.rename(tmp, path)
+        _fsync_directory(path)
     finally:
         for leftover in (tmp, tmp + "-wal", tmp + "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(leftover)
+
+
+def _fsync_directory(path: str) -> None:
+    """Make the new file's directory entry durable: a put acknowledged in
+    ``full`` mode must not vanish with the file on power loss."""
+    try:
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on a directory; nothing more we can do
+    finally:
+        os.close(fd)
 
 
 class Database:
@@ -104,7 +174,7 @@ class Database:
     """
 
     def __init__(self, path: str, *, durability: Durability = "full", init: bool = False,
-                 clock: Callable[[], int]) -> None:
+                 clock: Callable[[], int], vfs: str | None = None) -> None:
         if durability not in ("full", "normal"):
             raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
         self.path = path
@@ -114,9 +184,10 @@ class Database:
         self._busy_since = 0.0
         with translate_errors(path):
             self._check_file(init)
+            warn_if_network_filesystem(path)
             if not os.path.exists(path):
-                _create_file(path, clock())
-            self.conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE)
+                _create_file(path, clock(), vfs)
+            self.conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE, vfs=vfs)
             try:
                 self.conn.set_busy_handler(self._busy_handler)
                 migrate.migrate(self.conn, clock(), allow_foreign=init)

@@ -60,6 +60,8 @@ class Queue:
         init: add sqlq's tables to an existing database of another application
             (or an empty file) instead of refusing it.
         clock: a function returning the time in ms since the epoch (tests pass a fake).
+        vfs: the name of a registered SQLite VFS to open the file with (the power-cut
+            tests pass one that forgets unsynced writes); default: SQLite's own.
 
     A Queue may be shared between threads (calls are serialised); create it after
     ``fork()``, not before.
@@ -68,7 +70,7 @@ class Queue:
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
                  durability: Durability = "full", max_job_size: int = DEFAULT_MAX_JOB_SIZE,
                  result_ttl: float = 86400.0, init: bool = False,
-                 clock: Callable[[], int] | None = None) -> None:
+                 clock: Callable[[], int] | None = None, vfs: str | None = None) -> None:
         if path is None:
             path = os.environ.get("SQLQ_DB") or "sqlq.db"
         if isinstance(max_job_size, bool) or not isinstance(max_job_size, int) \
@@ -78,7 +80,8 @@ class Queue:
         self.max_job_size = max_job_size
         self.result_ttl_ms = seconds_to_ms(result_ttl, "result_ttl")
         self._clock = clock or now_ms
-        self._db = Database(self.path, durability=durability, init=init, clock=self._clock)
+        self._db = Database(self.path, durability=durability, init=init, clock=self._clock,
+                            vfs=vfs)
         self._owner: owners.Owner | None = None
         self._notifier: Notifier | PollingNotifier | None = None
         self._data_version = -1
