@@ -11,15 +11,8 @@ INSERT INTO sqlq_jobs (tube, priority, state, delay_until, ttr, body, created_at
 VALUES (:tube, :priority, :state, :delay_until, :ttr, :body, :now, :unique_key)
 RETURNING id;
 
--- name: insert_unique_job
--- A live job with the same key in the tube wins: nothing is inserted and the
--- caller looks the live job up (find_unique_job).
-INSERT INTO sqlq_jobs (tube, priority, state, delay_until, ttr, body, created_at, unique_key)
-VALUES (:tube, :priority, :state, :delay_until, :ttr, :body, :now, :unique_key)
-ON CONFLICT (tube, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-RETURNING id;
-
 -- name: find_unique_job
+-- The live job holding a unique key in a tube (sqlq_jobs_unique makes it one at most).
 SELECT id FROM sqlq_jobs WHERE tube = :tube AND unique_key = :unique_key;
 
 -- name: promote_due
@@ -194,9 +187,12 @@ SELECT tube,
 SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'sqlq_jobs'), 0);
 
 -- name: list_tubes
+-- A tube subscribed to a topic is listed even while empty: publish fills it.
 SELECT DISTINCT tube FROM sqlq_jobs
 UNION
-SELECT name FROM sqlq_tubes WHERE paused_until > :now;
+SELECT name FROM sqlq_tubes WHERE paused_until > :now
+UNION
+SELECT tube FROM sqlq_subscriptions;
 
 -- name: pause_tube
 INSERT INTO sqlq_tubes (name, paused_until, pause_ms) VALUES (:tube, :now + :pause_ms, :pause_ms)
@@ -216,3 +212,43 @@ SELECT DISTINCT owner FROM sqlq_jobs
 UPDATE sqlq_jobs SET state = 0, reserved_until = NULL, lease = NULL, owner = NULL
  WHERE state = 2 AND owner = :owner
 RETURNING id;
+
+-- name: insert_result
+-- complete(): the job's row was deleted in this same transaction, so a reader
+-- sees the job or its result, never neither. Ids are never reused: no conflict.
+INSERT INTO sqlq_results (job_id, result, expires_at) VALUES (:id, :result, :expires_at);
+
+-- name: purge_results
+-- Expired results go a few at a time, piggybacked on complete(): a bounded
+-- range probe on sqlq_results_expires that finds nothing in the common case.
+DELETE FROM sqlq_results
+ WHERE job_id IN (SELECT job_id FROM sqlq_results WHERE expires_at <= :now
+                   ORDER BY expires_at LIMIT :limit);
+
+-- name: result_outcome
+-- What result() waits on, in one snapshot: the unexpired result, else the job's
+-- state (pending, or buried with its reason), else nothing (gone).
+SELECT (SELECT result FROM sqlq_results WHERE job_id = :id AND expires_at > :now),
+       j.state, j.bury_reason
+  FROM (SELECT 1) LEFT JOIN sqlq_jobs AS j ON j.id = :id;
+
+-- name: subscribe
+INSERT INTO sqlq_subscriptions (topic, tube) VALUES (:topic, :tube) ON CONFLICT DO NOTHING;
+
+-- name: unsubscribe
+DELETE FROM sqlq_subscriptions WHERE topic = :topic AND tube = :tube RETURNING tube;
+
+-- name: topic_tubes
+-- The tubes publish() fills, in a stable order (the ids it returns follow it).
+SELECT tube FROM sqlq_subscriptions WHERE topic = :topic ORDER BY tube;
+
+-- name: list_subscriptions
+SELECT topic, tube FROM sqlq_subscriptions
+ WHERE :topic IS NULL OR topic = :topic
+ ORDER BY topic, tube;
+
+-- name: count_topics
+SELECT count(DISTINCT topic) FROM sqlq_subscriptions;
+
+-- name: tube_subscribed
+SELECT 1 FROM sqlq_subscriptions WHERE tube = :tube LIMIT 1;

@@ -177,10 +177,10 @@ class Queue:
             self._ensure_notifier()  # watching before the first look: no commit slips by
             self._db.read(self._note_data_version)
         job = self._claim(tubes_json, owner, delete)
-        if job is not None or timeout == 0 and not self._reap_dead_owners():
+        if job is None and self._reap_dead_owners():
+            job = self._claim(tubes_json, owner, None)
+        if job is not None or timeout == 0:
             return job
-        if timeout == 0:
-            return self._claim(tubes_json, owner, None)
         return self._wait_and_claim(tubes_json, owner, deadline)
 
     def try_reserve(self, tubes: str | Sequence[str] | None = None) -> Job | None:

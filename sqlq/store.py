@@ -56,12 +56,13 @@ def insert_job(conn: apsw.Connection, now: int, tube: str, priority: int, delay_
         "delay_until": now + delay_ms if delay_ms else None, "ttr": ttr_ms, "body": body,
         "now": now, "unique_key": unique_key,
     }
-    if unique_key is None:
-        return conn.execute(Q["insert_job"], params).fetchone()[0]  # type: ignore[no-any-return]
-    row = conn.execute(Q["insert_unique_job"], params).fetchone()
-    if row is None:
+    if unique_key is not None:
+        # Look first (we hold the write lock): an INSERT that conflicts would
+        # still use up an id, and total-jobs counts ids.
         row = conn.execute(Q["find_unique_job"], params).fetchone()
-    return row[0]  # type: ignore[no-any-return]
+        if row is not None:
+            return row[0]  # type: ignore[no-any-return]
+    return conn.execute(Q["insert_job"], params).fetchone()[0]  # type: ignore[no-any-return]
 
 
 def insert_jobs(conn: apsw.Connection, now: int, tube: str, priority: int, delay_ms: int,
@@ -211,6 +212,58 @@ def list_tubes(conn: apsw.Connection, now: int) -> list[str]:
 def tube_pause(conn: apsw.Connection, tube: str) -> tuple[int, int] | None:
     row = conn.execute(Q["tube_pause"], {"tube": tube}).fetchone()
     return (row[0], row[1]) if row else None
+
+
+# -- results -----------------------------------------------------------------------------------
+
+#: Expired results purged per complete(): more than one, so purging outpaces expiry.
+PURGE_BATCH = 64
+
+
+def complete(conn: apsw.Connection, now: int, job_id: int, lease: int | None, result: bytes,
+             expires_at: int) -> None:
+    """Delete the job (as :func:`delete`) and keep its result until expires_at.
+
+    A few expired results are purged on the way, so the table stays bounded
+    without a reaper and without touching the claim path.
+    """
+    delete(conn, now, job_id, lease)
+    conn.execute(Q["insert_result"], {"id": job_id, "result": result, "expires_at": expires_at})
+    conn.execute(Q["purge_results"], {"now": now, "limit": PURGE_BATCH})
+
+
+def result_outcome(conn: apsw.Connection, now: int, job_id: int
+                   ) -> tuple[bytes | None, int | None, str | None]:
+    """(result, job state, bury reason): the result if kept, else what the job is, else Nones."""
+    row = conn.execute(Q["result_outcome"], {"id": job_id, "now": now}).fetchone()
+    return row[0], row[1], row[2]
+
+
+# -- topics ------------------------------------------------------------------------------------
+
+def subscribe(conn: apsw.Connection, topic: str, tube: str) -> None:
+    conn.execute(Q["subscribe"], {"topic": topic, "tube": tube})
+
+
+def unsubscribe(conn: apsw.Connection, topic: str, tube: str) -> bool:
+    """True if the tube was subscribed to the topic."""
+    return conn.execute(Q["unsubscribe"], {"topic": topic, "tube": tube}).fetchone() is not None
+
+
+def topic_tubes(conn: apsw.Connection, topic: str) -> list[str]:
+    return [r[0] for r in conn.execute(Q["topic_tubes"], {"topic": topic})]
+
+
+def list_subscriptions(conn: apsw.Connection, topic: str | None) -> list[tuple[str, str]]:
+    return [(r[0], r[1]) for r in conn.execute(Q["list_subscriptions"], {"topic": topic})]
+
+
+def count_topics(conn: apsw.Connection) -> int:
+    return int(conn.execute(Q["count_topics"]).fetchone()[0])
+
+
+def tube_subscribed(conn: apsw.Connection, tube: str) -> bool:
+    return conn.execute(Q["tube_subscribed"], {"tube": tube}).fetchone() is not None
 
 
 __all__ = ["BURIED", "DELAYED", "READY", "RESERVED", "Q", "tubes_json"]

@@ -1,0 +1,100 @@
+"""Many processes on one file: exactly-once claims, and instant recovery of a dead holder."""
+
+from __future__ import annotations
+
+import collections
+import signal
+import time
+
+from sqlq import Queue
+
+from .conftest import spawn
+
+DRAINER = """
+import sys, sqlq
+q = sqlq.Queue(sys.argv[1], durability=sys.argv[2])
+got = []
+job = q.reserve(timeout=2)
+while job is not None:
+    got.append(job.id)
+    job = q.reserve(timeout=1, delete=job)
+print(" ".join(map(str, got)))
+"""
+
+
+def test_four_processes_drain_5000_jobs_exactly_once(db_path: str) -> None:
+    with Queue(db_path, durability="normal") as q:
+        ids = q.put_many([b"job %d" % i for i in range(5000)])
+    workers = [spawn(DRAINER, db_path, "normal") for _ in range(4)]
+    outputs = [w.communicate(timeout=120) for w in workers]
+    for w, (_, err) in zip(workers, outputs, strict=True):
+        assert w.returncode == 0, err
+        assert err == ""
+    claimed = [int(x) for out, _ in outputs for x in out.split()]
+    counts = collections.Counter(claimed)
+    assert sorted(counts) == ids
+    assert max(counts.values()) == 1
+    shares = sorted(len(out.split()) for out, _ in outputs)
+    print(f"\nshares of 5000 jobs across 4 processes: {shares}")
+    with Queue(db_path) as q:
+        assert q.stats()["current-jobs-ready"] == 0
+        assert q._db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+HOLDER = """
+import sys, time, sqlq
+q = sqlq.Queue(sys.argv[1])
+job = q.reserve(timeout=5)
+print(job.id, flush=True)
+time.sleep(600)
+"""
+
+
+def test_sigkilled_holder_gives_job_back_within_a_second(db_path: str) -> None:
+    with Queue(db_path) as q:
+        jid = q.put(b"precious", ttr=60)
+        holder = spawn(HOLDER, db_path)
+        assert int(holder.stdout.readline()) == jid
+        assert q.reserve(timeout=0) is None  # held by a live process
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(5)
+        start = time.monotonic()
+        job = q.reserve(timeout=5)
+        assert job is not None and job.id == jid and job.body == b"precious"
+        assert time.monotonic() - start < 1.0
+        assert job.reserves == 2
+
+
+def test_blocked_reserver_notices_a_holder_dying(db_path: str) -> None:
+    """The waiter is already asleep when the holder dies: the owner file's close wakes it."""
+    with Queue(db_path) as q:
+        jid = q.put(b"x", ttr=60)
+        holder = spawn(HOLDER, db_path)
+        assert int(holder.stdout.readline()) == jid
+        waiter = spawn("""
+            import sys, time, sqlq
+            q = sqlq.Queue(sys.argv[1])
+            print("ready", flush=True)
+            job = q.reserve(timeout=20)
+            print(job.id, time.time(), flush=True)
+        """, db_path)
+        assert waiter.stdout.readline().strip() == "ready"
+        time.sleep(0.3)
+        killed_at = time.time()
+        holder.send_signal(signal.SIGKILL)
+        got, woke_at = waiter.stdout.readline().split()
+        assert int(got) == jid
+        assert float(woke_at) - killed_at < 1.0
+        waiter.wait(5)
+
+
+def test_live_holder_keeps_its_job(db_path: str) -> None:
+    with Queue(db_path) as q:
+        q.put(b"x")
+        holder = spawn(HOLDER, db_path)
+        holder.stdout.readline()
+        try:
+            assert q.reserve(timeout=0.5) is None
+        finally:
+            holder.kill()
+            holder.wait(5)
