@@ -22,9 +22,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from hypothesis import given
+from hypothesis import strategies as st
 
 import sqlq
-from sqlq.cli import cli
+from sqlq.cli import cli, display_text
+from sqlq.durations import format_duration, parse_duration
 
 BINARY = bytes(range(256)) + b"\r\n\x1b[2J\x00end"
 BIN_DIR = Path(sys.executable).parent
@@ -473,3 +476,33 @@ def test_shell_worker_loop_from_the_docs(tmp_path: Path) -> None:
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=10)
+
+
+# --- durations and safe display, as units ------------------------------------------------------
+
+
+@given(st.integers(min_value=0, max_value=10**9), st.sampled_from(["ms", "s", "m", "h", "d"]))
+def test_parse_duration_units(number: int, unit: str) -> None:
+    factor = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
+    assert parse_duration(f"{number}{unit}") == pytest.approx(number * factor)
+    assert parse_duration(f" {number} {unit.upper()} ") == pytest.approx(number * factor)
+
+
+@pytest.mark.parametrize("text", ["", "-1", "5x", "1e3", "inf", "nan", "1.2.3", "ms", "1 h 2m"])
+def test_parse_duration_refuses(text: str) -> None:
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(0.25, "250ms"), (1.5, "1.5s"), (42, "42s"),
+                                               (303, "5m03s"), (7800, "2h10m"), (300000, "3d11h")])
+def test_format_duration(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+
+
+def test_display_text_is_safe_for_a_terminal() -> None:
+    assert display_text("plain text\nwith\ttabs é") == "plain text\nwith\ttabs é"
+    assert display_text(b"\x1b]0;owned\x07\xff") == "\\x1b]0;owned\\x07\\xff"
+    assert display_text("\u202e") == "\\u202e"  # right-to-left override: not shown raw
+    long = display_text(b"\x00" * 5000)
+    assert len(long) < 2100 and long.endswith("(5000 bytes in all; --raw writes them)")

@@ -11,15 +11,17 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 import sqlq
+from sqlq.top import Sample, rates, render
 
 TMUX = shutil.which("tmux")
-pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux not found: apt-get install tmux")
+needs_tmux = pytest.mark.skipif(TMUX is None, reason="tmux not found: apt-get install tmux")
 
 Tmux = Callable[..., str]
 
@@ -67,6 +69,7 @@ def wait_for(tmux: Tmux, predicate: Callable[[str], bool], timeout: float = 15.0
     raise AssertionError(f"the screen never matched:\n{screen}")
 
 
+@needs_tmux
 def test_top_shows_every_tube_and_quits_on_q(tmux: Tmux, db: Path) -> None:
     start_top(tmux, db, "--interval", "200ms")
     screen = wait_for(tmux, lambda s: "thumbs" in s)
@@ -92,6 +95,7 @@ def test_top_shows_every_tube_and_quits_on_q(tmux: Tmux, db: Path) -> None:
     assert "TUBE" not in screen  # the alternate screen is gone, the shell's is back
 
 
+@needs_tmux
 def test_top_quits_on_ctrl_c(tmux: Tmux, db: Path) -> None:
     start_top(tmux, db, "--interval", "1s")
     wait_for(tmux, lambda s: "emails" in s)
@@ -100,7 +104,36 @@ def test_top_quits_on_ctrl_c(tmux: Tmux, db: Path) -> None:
     assert "top exited 0" in screen and "Traceback" not in screen
 
 
+@needs_tmux
 def test_top_on_a_missing_database_is_an_error(tmux: Tmux, tmp_path: Path) -> None:
     start_top(tmux, tmp_path / "missing.db")
     screen = wait_for(tmux, lambda s: "top exited" in s)
     assert "no database at" in screen and "top exited 1" in screen
+
+
+# --- the screen, without a terminal -----------------------------------------------------------
+
+
+def sample(at: float, total: int, ready: int, tubes: dict[str, dict[str, int]]) -> Sample:
+    return Sample(at, {"total-jobs": total, "current-jobs-ready": ready}, tubes)
+
+
+def test_rates_come_from_successive_samples() -> None:
+    old = sample(10.0, total=10, ready=10, tubes={})
+    new = sample(12.0, total=30, ready=15, tubes={})
+    assert rates(None, new) is None
+    assert rates(old, new) == (10.0, 7.5)  # 20 puts in 2 s; 15 of them already done
+
+
+def test_render_rows_totals_and_small_screens() -> None:
+    tubes = {"b": {"current-jobs-ready": 2, "current-jobs-buried": 1},
+             "a": {"current-jobs-delayed": 3, "pause-time-left": 90}}
+    samples = deque([sample(0.0, 3, 2, tubes), sample(1.0, 5, 2, tubes)])
+    lines = render(samples, "title", width=80, height=40)
+    assert lines[0] == "title" and "2.0 put/s  2.0 done/s" in lines[1]
+    assert [line.split()[0] for line in lines[3:]] == ["TUBE", "a", "b", "ALL"]
+    assert lines[4].split() == ["a", "0", "0", "0", "3", "0", "1m30s"]
+    assert lines[6].split() == ["ALL", "2", "0", "0", "3", "1"]
+    short = render(samples, "title", width=12, height=5)
+    assert len(short) == 5 and all(len(line) <= 12 for line in short)
+    assert short[-1].startswith("... 3 more")
