@@ -1,0 +1,80 @@
+"""The PNG next to the table: throughput per system, and reserve latency against depth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from report import Row
+
+BAR_METRICS = ["put, 1 per tx", "drain, 1 process", "drain, 4 processes"]
+
+
+def plot(rows: list[Row], system_order: list[str], path: Path, title: str) -> str | None:
+    """Write the PNG; returns None, or why no plot was made."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed"
+    by_key = {(r.metric, r.system): r for r in rows}
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6.5), gridspec_kw={"width_ratios": [3, 2]})
+
+    # left: grouped horizontal bars, one group per system
+    systems = [s for s in system_order
+               if any((m, s) in by_key and by_key[(m, s)].median for m in BAR_METRICS)]
+    height = 0.8 / len(BAR_METRICS)
+    for k, metric in enumerate(BAR_METRICS):
+        ys, xs = [], []
+        for i, s in enumerate(systems):
+            r = by_key.get((metric, s))
+            if r is not None and r.median:
+                ys.append(i + (k - (len(BAR_METRICS) - 1) / 2) * height)
+                xs.append(r.median)
+        ax1.barh(ys, xs, height=height, label=metric)
+    if not systems:
+        ax1.set_axis_off()
+    ax1.set_yticks(range(len(systems)))
+    ax1.set_yticklabels(systems)
+    ax1.invert_yaxis()
+    if systems:
+        ax1.set_xscale("log")
+    ax1.set_xlabel("jobs/s (log scale, medians)")
+    ax1.set_title("throughput (higher is better)")
+    ax1.grid(axis="x", which="both", alpha=0.3)
+    ax1.legend(loc="lower right", fontsize=8)
+
+    # right: reserve+delete latency against queue depth
+    depth_rows = [r for r in rows if r.metric.startswith("reserve @") and r.median]
+    plotted = False
+    for s in system_order:
+        pts = []
+        delayed = []
+        for r in depth_rows:
+            if r.system != s:
+                continue
+            size = r.metric.split("@", 1)[1].split()[0]
+            n = int(size[:-1]) * (1_000_000 if size.endswith("M") else 1000)
+            (delayed if "delayed" in r.metric else pts).append((n, r.median))
+        if pts:
+            pts.sort()
+            line = ax2.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=s)[0]
+            plotted = True
+            for n, v in delayed:
+                ax2.scatter([n], [v], marker="x", s=80, color=line.get_color())
+    if plotted:
+        ax2.set_xscale("log")
+        ax2.set_yscale("log")
+        ax2.set_xlabel("jobs queued (x: same count, delayed)")
+        ax2.set_ylabel("µs per reserve+delete (median)")
+        ax2.set_title("reserve cost against depth (lower is better)")
+        ax2.grid(which="both", alpha=0.3)
+        ax2.legend(fontsize=8)
+    else:
+        ax2.set_axis_off()
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None

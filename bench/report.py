@@ -1,0 +1,198 @@
+"""The table: medians of the runs, their spread, and each row's ratio to sqlq.
+
+The ratio column ("sqlq vs it") always reads the same way: above 1 means sqlq is
+better (more jobs/s, or less latency, CPU or disk), below 1 means the row beats
+sqlq. Each row is compared with sqlq of the same durability class: full rows
+(beanstalkd -f 0, peers at synchronous=FULL) with sqlq-full, normal and
+memory-only rows with sqlq-normal. sqlq's own rows show their ratio to the raw
+apsw floor of the same class in the notes.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Metric:
+    name: str
+    unit: str
+    higher_is_better: bool
+    fmt: str  # python format for the value
+
+
+# Display order and units. A metric not listed here is shown after these, in jobs/s.
+METRICS: list[Metric] = [
+    Metric("put, 1 per tx", "jobs/s", True, "{:,.0f}"),
+    Metric("put_many, 1000/tx", "jobs/s", True, "{:,.0f}"),
+    Metric("drain, 1 process", "jobs/s", True, "{:,.0f}"),
+    Metric("drain, 2 processes", "jobs/s", True, "{:,.0f}"),
+    Metric("drain, 4 processes", "jobs/s", True, "{:,.0f}"),
+    Metric("wake p50", "ms", False, "{:.2f}"),
+    Metric("wake p99", "ms", False, "{:.2f}"),
+    Metric("idle CPU", "s/10 s", False, "{:.4f}"),
+]
+DEPTH_UNIT = Metric("", "µs/op", False, "{:,.0f}")
+DISK_UNIT = Metric("", "MiB", False, "{:.1f}")
+WORK_UNIT = Metric("", "jobs/s", True, "{:,.0f}")
+
+
+def metric_info(name: str) -> Metric:
+    for m in METRICS:
+        if m.name == name:
+            return m
+    if name.startswith("reserve @"):
+        return Metric(name, DEPTH_UNIT.unit, False, DEPTH_UNIT.fmt)
+    if name.startswith("disk after"):
+        return Metric(name, DISK_UNIT.unit, False, DISK_UNIT.fmt)
+    return Metric(name, WORK_UNIT.unit, True, WORK_UNIT.fmt)
+
+
+def metric_order(name: str) -> tuple[int, str]:
+    for i, m in enumerate(METRICS):
+        if m.name == name:
+            return (i, "")
+    if name.startswith("reserve @"):
+        size = name.split("@", 1)[1].split()[0]
+        mult = 1_000_000 if size.endswith("M") else 1000
+        delayed = "delayed" in name
+        return (100, f"{int(delayed)}{int(size[:-1]) * mult:012d}")
+    if name.startswith("disk after"):
+        return (200, name)
+    return (300, name)
+
+
+@dataclass
+class Row:
+    metric: str
+    system: str
+    durability: str
+    values: list[float]
+    notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.values) if self.values else None
+
+    @property
+    def spread(self) -> float | None:
+        """Half the range of the runs, as a fraction of the median."""
+        m = self.median
+        if m is None or len(self.values) < 2 or m == 0:
+            return None
+        return (max(self.values) - min(self.values)) / 2 / abs(m)
+
+    def note(self) -> str:
+        if self.errors and not self.values:
+            return "error: " + self.errors[0]
+        # the note of the run whose value is the median (or nearest to it)
+        parts = []
+        if self.notes:
+            m = self.median
+            if m is not None and len(self.notes) == len(self.values):
+                i = min(range(len(self.values)), key=lambda k: abs(self.values[k] - m))
+                parts.append(self.notes[i])
+            else:
+                parts.append(self.notes[0])
+        if self.errors:
+            parts.append(f"{len(self.errors)} run(s) failed: {self.errors[0]}")
+        return "; ".join(p for p in parts if p)
+
+
+def ratio(row: Row, ref: Row | None) -> float | None:
+    if ref is None or row.median is None or ref.median is None or row.median == 0:
+        return None
+    if ref.median == 0:
+        return None
+    info = metric_info(row.metric)
+    return ref.median / row.median if info.higher_is_better else row.median / ref.median
+
+
+def sqlq_ref_name(durability: str) -> str:
+    return "sqlq-full" if durability == "full" else "sqlq-normal"
+
+
+def raw_ref_name(durability: str) -> str:
+    return "raw-full" if durability == "full" else "raw-normal"
+
+
+def build_table(rows: list[Row], system_order: list[str]) -> list[dict[str, str]]:
+    by_key = {(r.metric, r.system): r for r in rows}
+    order = {name: i for i, name in enumerate(system_order)}
+    out: list[dict[str, str]] = []
+    for r in sorted(rows, key=lambda r: (metric_order(r.metric), order.get(r.system, 99))):
+        info = metric_info(r.metric)
+        med = r.median
+        notes = r.note()
+        if r.system.startswith("sqlq"):
+            raw = by_key.get((r.metric, raw_ref_name(r.durability)))
+            if raw is not None and raw.median and med is not None:
+                # sqlq / floor: throughput share of the floor, or cost as a multiple of it
+                floor = f"{med / raw.median:.2f}× raw"
+                notes = f"{floor}; {notes}" if notes else floor
+            x_txt = "—"
+        else:
+            ref = by_key.get((r.metric, sqlq_ref_name(r.durability)))
+            x = ratio(r, ref)
+            x_txt = f"{x:.2f}" if x is not None else ""
+        sp = r.spread
+        out.append({
+            "workload": r.metric,
+            "system": r.system,
+            "class": r.durability,
+            "median": info.fmt.format(med) if med is not None else "n/a",
+            "unit": info.unit,
+            "spread": f"±{sp * 100:.0f}%" if sp is not None else "",
+            "runs": str(len(r.values)),
+            "sqlq vs it": x_txt,
+            "notes": notes,
+        })
+    return out
+
+
+COLUMNS = ["workload", "system", "class", "median", "unit", "spread", "runs", "sqlq vs it", "notes"]
+RIGHT = {"median", "spread", "runs", "sqlq vs it"}
+
+
+def text_table(table: list[dict[str, str]], notes_width: int = 60) -> str:
+    widths = {c: len(c) for c in COLUMNS}
+    for row in table:
+        for c in COLUMNS:
+            v = row[c] if c != "notes" else row[c][:notes_width]
+            widths[c] = max(widths[c], len(v))
+    lines = []
+
+    def fmt(row: dict[str, str]) -> str:
+        cells = []
+        for c in COLUMNS:
+            v = row[c] if c != "notes" else row[c][:notes_width]
+            cells.append(v.rjust(widths[c]) if c in RIGHT else v.ljust(widths[c]))
+        return "  ".join(cells).rstrip()
+
+    lines.append(fmt({c: c for c in COLUMNS}))
+    lines.append("  ".join("-" * widths[c] for c in COLUMNS))
+    last = None
+    for row in table:
+        shown = dict(row)
+        if row["workload"] == last:
+            shown["workload"] = ""
+        elif last is not None:
+            lines.append("")
+        last = row["workload"]
+        lines.append(fmt(shown))
+    return "\n".join(lines)
+
+
+def markdown_table(table: list[dict[str, str]]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |",
+             "|" + "|".join("---:" if c in RIGHT else "---" for c in COLUMNS) + "|"]
+    last = None
+    for row in table:
+        cells = [row[c].replace("|", "/") for c in COLUMNS]
+        if row["workload"] == last:
+            cells[0] = ""
+        last = row["workload"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

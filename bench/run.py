@@ -1,0 +1,308 @@
+"""sqlq side by side with its peers, in one run: ``make bench`` / ``make bench-quick``.
+
+    .venv/bin/python bench/run.py [--quick] [--systems sqlq,raw,...] [--workloads put,drain,...]
+
+Started from any Python, it builds .venv-bench (see env.py) and re-executes
+itself there. Prints one table (medians of several runs, spread, ratio to
+sqlq) and writes RESULTS.md, results.png and results.json (the full run into
+bench/, the quick run into bench/.work/quick/ unless --out says otherwise).
+bench/README.md explains the workloads and the fairness choices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import fnmatch
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import env  # noqa: E402
+
+WORKLOADS = ["put", "put_many", "drain", "wake", "idle", "depth", "filesize", "work"]
+
+PROFILES: dict[str, dict[str, object]] = {
+    "full": {
+        "runs": 5, "put_n": 5000, "put_many_n": 100_000,
+        "drain_n": 10_000, "drain_runs": 3, "drain_procs": [1, 2, 4],
+        "wake_samples": 200, "wake_budget": 5.0, "wake_runs": 3,
+        "idle_window": 10.0, "idle_runs": 3,
+        "depths": [10_000, 100_000, 1_000_000], "delayed": 1_000_000, "peer_depth_max": 100_000,
+        "depth_ops": 1000, "depth_runs": 3,
+        "cycles": 100_000, "work_n": 5000, "work_runs": 3, "work_procs": [1, 2],
+    },
+    "quick": {
+        "runs": 3, "put_n": 1000, "put_many_n": 20_000,
+        "drain_n": 2000, "drain_runs": 1, "drain_procs": [1, 4],
+        "wake_samples": 40, "wake_budget": 1.5, "wake_runs": 1,
+        "idle_window": 5.0, "idle_runs": 1,
+        "depths": [10_000, 100_000], "delayed": 100_000, "peer_depth_max": 0,
+        "depth_ops": 300, "depth_runs": 2,
+        "cycles": 10_000, "work_n": 1000, "work_runs": 1, "work_procs": [1],
+    },
+}
+
+# Which systems each workload runs (by name; absent systems are skipped).
+NORMAL_PEERS = ["beanstalkd-f50", "huey-normal", "persist-queue-normal", "litequeue-normal"]
+DEPTH_SYSTEMS = ["sqlq-normal", "raw-normal", *NORMAL_PEERS]
+FILESIZE_SYSTEMS = ["sqlq-normal", "raw-normal", *NORMAL_PEERS]
+BATCH_FAMILIES = {"sqlq", "raw"}  # the systems with a batched put
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="the one-minute version")
+    p.add_argument("--systems", default="", help="comma-separated names or globs (sqlq*,raw*)")
+    p.add_argument("--workloads", default="", help="comma-separated: " + ",".join(WORKLOADS))
+    p.add_argument("--runs", type=int, default=0, help="override the number of runs")
+    p.add_argument("--out", default="", help="directory for RESULTS.md/results.png/json")
+    p.add_argument("--no-install", action="store_true", help="do not apt-get install beanstalkd")
+    p.add_argument("--retry-honker", action="store_true", help="try pip install honker again")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    if not env.in_bench_venv():
+        env.ensure_venv(log, retry_honker=args.retry_honker)
+        env.reexec_in_venv(argv)  # does not return
+    return bench(args, argv)
+
+
+def bench(args: argparse.Namespace, argv: list[str]) -> int:
+    import plot
+    import report
+    import workloads as wl
+    from systems import all_systems
+
+    t_start = time.monotonic()
+    profile = dict(PROFILES["quick" if args.quick else "full"])
+    if args.runs:
+        for k in list(profile):
+            if k.endswith("runs"):
+                profile[k] = args.runs
+    selected = [w.strip() for w in args.workloads.split(",") if w.strip()] or WORKLOADS
+    unknown = set(selected) - set(WORKLOADS)
+    if unknown:
+        log(f"unknown workload(s): {', '.join(sorted(unknown))}; known: {', '.join(WORKLOADS)}")
+        return 2
+    out_dir = Path(args.out) if args.out else (HERE / ".work" / "quick" if args.quick else HERE)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    bs_path, bs_note = env.ensure_beanstalkd(log, install=not args.no_install)
+    systems = all_systems(bs_path, bs_note, env.honker_note())
+    if args.systems:
+        pats = [p.strip() for p in args.systems.split(",") if p.strip()]
+        systems = [s for s in systems if any(fnmatch.fnmatch(s.name, p) or p == s.family
+                                             for p in pats)]
+    skipped: dict[str, str] = {}
+    live = []
+    for s in systems:
+        why = s.unavailable()
+        if why:
+            skipped[s.name] = why
+        else:
+            live.append(s)
+    order = [s.name for s in live]
+
+    facts = env.machine_facts()
+    facts["fsync rate (/tmp, 4 KiB appends)"] = f"{wl.fsync_rate(wl.TMP_ROOT):,.0f}/s"
+    versions = {s.name: s.version() for s in live}
+    log(f"\nsqlq bench ({'quick' if args.quick else 'full'}), {dt.datetime.now():%Y-%m-%d %H:%M}")
+    for k, v in facts.items():
+        log(f"  {k}: {v}")
+    log("systems:")
+    for s in live:
+        log(f"  {s.name:22} {versions[s.name]}   [blocked consumer: {s.wait}]")
+    for name, why in skipped.items():
+        log(f"  SKIPPED {name}: {why}")
+
+    rows: dict[tuple[str, str], report.Row] = {}
+    by_name = {s.name: s for s in live}
+
+    def record(system_name: str, samples: list[wl.Sample]) -> None:
+        s = by_name[system_name]
+        for smp in samples:
+            row = rows.setdefault((smp.metric, s.name),
+                                  report.Row(smp.metric, s.name, s.durability, []))
+            if smp.value is None:
+                row.errors.append(smp.notes or "no value")
+            else:
+                row.values.append(smp.value)
+                row.notes.append(smp.notes)
+            info = report.metric_info(smp.metric)
+            val = info.fmt.format(smp.value) if smp.value is not None else "n/a"
+            log(f"    {s.name:22} {smp.metric:26} {val:>12} {info.unit:7} {smp.notes[:70]}")
+
+    def fail(system_name: str, metric: str, exc: BaseException) -> None:
+        s = by_name[system_name]
+        msg = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        rows.setdefault((metric, s.name), report.Row(metric, s.name, s.durability, [])) \
+            .errors.append(msg)
+        log(f"    {s.name:22} {metric:26}        ERROR {msg}")
+        detail = str(exc).strip().splitlines()[1:]
+        if detail:
+            log("      " + "\n      ".join(detail[-6:]))
+
+    def repeat(metric: str, names: list[str], runs: int, fn, *a) -> None:  # type: ignore[no-untyped-def]
+        for name in names:
+            if name not in by_name:
+                continue
+            for _ in range(runs):
+                try:
+                    record(name, fn(by_name[name], *a))
+                except Exception as exc:  # noqa: BLE001 - one failing peer must not stop the run
+                    fail(name, metric, exc)
+                    break
+
+    P = profile
+    runs = int(P["runs"])  # type: ignore[arg-type]
+    if "put" in selected:
+        log(f"\n== put, one per transaction: {P['put_n']} jobs x {runs} runs")
+        repeat("put, 1 per tx", order, runs, wl.run_put_one, P["put_n"])
+    if "put_many" in selected:
+        names = [s.name for s in live if s.family in BATCH_FAMILIES]
+        log(f"\n== put_many, {wl.BATCH} per transaction: {P['put_many_n']} jobs x {runs} runs"
+            " (peers have no batch put)")
+        repeat("put_many, 1000/tx", names, runs, wl.run_put_many, P["put_many_n"])
+    if "drain" in selected:
+        for procs in P["drain_procs"]:  # type: ignore[attr-defined]
+            log(f"\n== drain {P['drain_n']} jobs with {procs} process(es) x {P['drain_runs']} runs")
+            repeat(f"drain, {procs} process{'es' if procs > 1 else ''}", order,
+                   int(P["drain_runs"]), wl.run_drain, P["drain_n"], procs)  # type: ignore[arg-type]
+    if "wake" in selected:
+        log(f"\n== wake latency: up to {P['wake_samples']} jobs or {P['wake_budget']} s"
+            f" x {P['wake_runs']} runs (producer and blocked consumer in two processes)")
+        repeat("wake p50", order, int(P["wake_runs"]), wl.run_wake,  # type: ignore[arg-type]
+               P["wake_samples"], P["wake_budget"])
+    if "idle" in selected:
+        log(f"\n== idle CPU of a blocked consumer over {P['idle_window']} s"
+            f" (all systems side by side) x {P['idle_runs']} runs")
+        for _ in range(int(P["idle_runs"])):  # type: ignore[arg-type]
+            for name, samples in wl.run_idle_all(live, float(P["idle_window"])).items():  # type: ignore[arg-type]
+                record(name, samples)
+    if "depth" in selected:
+        depth_jobs: list[tuple[int, bool]] = [(d, False) for d in P["depths"]]  # type: ignore[attr-defined]
+        if P["delayed"]:
+            depth_jobs.append((int(P["delayed"]), True))  # type: ignore[arg-type]
+        log(f"\n== reserve+delete latency against depth: {P['depth_ops']} ops x"
+            f" {P['depth_runs']} runs per queue (built with put_many, durability normal)")
+        for depth, delayed in depth_jobs:
+            for name in DEPTH_SYSTEMS:
+                if name not in by_name:
+                    continue
+                s = by_name[name]
+                if s.family not in BATCH_FAMILIES and (delayed or depth > int(P["peer_depth_max"])):  # type: ignore[arg-type]
+                    continue
+                label = f"reserve @{wl._short(depth)} {'delayed' if delayed else 'ready'}"
+                try:
+                    for samples in wl.run_depth(s, depth, delayed, int(P["depth_ops"]),  # type: ignore[arg-type]
+                                                int(P["depth_runs"])):  # type: ignore[arg-type]
+                        record(name, samples)
+                except Exception as exc:  # noqa: BLE001
+                    fail(name, label, exc)
+    if "filesize" in selected:
+        log(f"\n== file size after {P['cycles']:,} put/delete cycles (batches of {wl.BATCH})")
+        metric = f"disk after {wl._short(int(P['cycles']))} put/delete"  # type: ignore[arg-type]
+        repeat(metric, FILESIZE_SYSTEMS, 1, wl.run_filesize, P["cycles"])
+    if "work" in selected:
+        log("\n== sqlq work, no-op task throughput")
+        why = wl.sqlq_work_available() if "sqlq-normal" in by_name else "sqlq is not available"
+        if why:
+            log(f"    SKIPPED: {why}")
+            skipped["sqlq work"] = why
+        else:
+            for procs in P["work_procs"]:  # type: ignore[attr-defined]
+                repeat(f"sqlq work no-op, {procs} proc", ["sqlq-normal"], int(P["work_runs"]),  # type: ignore[arg-type]
+                       wl.run_sqlq_work, P["work_n"], procs)
+
+    elapsed = time.monotonic() - t_start
+    all_rows = list(rows.values())
+    table = report.build_table(all_rows, order)
+    log("\n" + report.text_table(table, notes_width=70))
+    log("\nsqlq vs it: > 1 means sqlq is better (faster, or less latency/CPU/disk), compared with"
+        " sqlq of the same durability class; sqlq rows show their ratio to the raw apsw floor.")
+    cmd = "make bench-quick" if args.quick else "make bench"
+    if argv:
+        cmd = "bench/run.py " + " ".join(argv)
+    title = (f"sqlq bench ({'quick' if args.quick else 'full'}) {dt.date.today()}: "
+             f"{facts.get('cores')} cores, {facts.get('cpu', '?')}, "
+             f"fsync {facts['fsync rate (/tmp, 4 KiB appends)']}")
+    png = out_dir / "results.png"
+    try:
+        why_no_plot = plot.plot(all_rows, order, png, title)
+    except Exception as exc:  # noqa: BLE001 - a plot problem must not lose the table
+        why_no_plot = f"plot failed: {type(exc).__name__}: {exc}"
+    write_results(out_dir / "RESULTS.md", table, facts, versions, skipped, live, profile, cmd,
+                  elapsed, png if why_no_plot is None else None, report)
+    (out_dir / "results.json").write_text(json.dumps({
+        "date": dt.datetime.now().isoformat(timespec="seconds"), "command": cmd,
+        "profile": profile, "facts": facts, "versions": versions, "skipped": skipped,
+        "rows": [asdict(r) for r in all_rows],
+    }, indent=1, default=str))
+    log(f"\nwrote {out_dir / 'RESULTS.md'}, {png if why_no_plot is None else why_no_plot},"
+        f" {out_dir / 'results.json'} in {elapsed:.0f} s")
+    return 0
+
+
+def write_results(path: Path, table: list[dict[str, str]], facts: dict[str, str],
+                  versions: dict[str, str], skipped: dict[str, str], live: list[object],
+                  profile: dict[str, object], cmd: str, elapsed: float, png: Path | None,
+                  report: object) -> None:
+    md = [
+        "# sqlq benchmark results",
+        "",
+        f"Measured {dt.datetime.now():%Y-%m-%d %H:%M} with `{cmd}` in {elapsed / 60:.1f} min.",
+        "How each workload is measured and why it is fair: [README.md](README.md).",
+        "",
+        "## Machine",
+        "",
+        *[f"- {k}: {v}" for k, v in facts.items()],
+        "",
+        "## Systems",
+        "",
+        "| system | class | version | blocked consumer waits by |",
+        "|---|---|---|---|",
+        *[f"| {s.name} | {s.durability} | {versions[s.name]} | {s.wait} |"  # type: ignore[attr-defined]
+          for s in live],
+        "",
+        *[f"- skipped **{k}**: {v}" for k, v in skipped.items()],
+        "",
+        "## Results",
+        "",
+        "Medians of the runs; spread = half the range of the runs over the median.",
+        "**sqlq vs it** > 1 means sqlq is better (more jobs/s, or less latency, CPU or disk)",
+        "than that row, compared with sqlq of the same durability class (full: fsync per",
+        "commit, beanstalkd `-f 0`; normal: no fsync per commit, beanstalkd `-f 50`; memory:",
+        "beanstalkd without binlog, compared with sqlq-normal). sqlq's own rows give their",
+        "ratio to the raw apsw loop running the same SQL (the floor).",
+        "",
+        report.markdown_table(table),  # type: ignore[attr-defined]
+        "",
+    ]
+    if png is not None:
+        md += [f"![throughput and reserve latency]({png.name})", ""]
+    md += [
+        "## Parameters",
+        "",
+        "```",
+        json.dumps(profile),
+        "```",
+        "",
+    ]
+    path.write_text("\n".join(md))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

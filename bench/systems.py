@@ -1,0 +1,767 @@
+"""The systems under test: one small adapter class each, all with the same interface.
+
+A ``System`` is a recipe: ``start(workdir)`` makes a fresh, empty instance (a new
+database file, or a new beanstalkd server with a fresh binlog directory),
+``client()`` opens a connection to it (called inside the measuring process, after
+fork), ``stop()`` tears it down. A ``Client`` has the verbs the workloads use:
+
+    put(body)                  one job, one transaction
+    put_many(bodies)           one batch, one transaction (NotSupported if none)
+    put_delayed_many(bodies)   a batch delayed by an hour (NotSupported if none)
+    take(prev, timeout)        finish ``prev`` (delete/ack; None = nothing) and claim
+                               the next job; None if none came within ``timeout``
+                               (0 = do not wait). Returns an opaque handle.
+    finish(handle)             delete/ack without claiming another
+    body(handle) -> bytes
+    close()
+
+Every peer library is imported lazily, inside its adapter, so a missing peer
+only removes that peer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+TUBE = "bench"
+DELAY_S = 3600  # "delayed" jobs in the depth workload wait an hour
+
+
+class NotSupported(Exception):
+    """The system has no such verb (shown as n/a in the table)."""
+
+
+def _dist_version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def _files_bytes(paths: list[Path]) -> int:
+    total = 0
+    for p in paths:
+        with contextlib.suppress(FileNotFoundError):
+            total += p.stat().st_size
+    return total
+
+
+def _sqlite_files(db: Path) -> list[Path]:
+    return [db, Path(f"{db}-wal"), Path(f"{db}-shm")]
+
+
+class Client:
+    def put(self, body: bytes) -> None:
+        raise NotImplementedError
+
+    def put_many(self, bodies: list[bytes]) -> None:
+        raise NotSupported("no batched put")
+
+    def put_delayed_many(self, bodies: list[bytes]) -> None:
+        raise NotSupported("no batched delayed put")
+
+    def take(self, prev: object, timeout: float) -> object | None:
+        raise NotImplementedError
+
+    def finish(self, handle: object) -> None:
+        raise NotImplementedError
+
+    def body(self, handle: object) -> bytes:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class System:
+    name = "?"          # row label, e.g. "sqlq-full"
+    family = "?"        # sqlq, raw, beanstalkd, huey, persist-queue, litequeue, honker
+    durability = "?"    # full | normal | memory
+    wait = "?"          # how a blocked consumer waits (shown in the README/RESULTS)
+
+    def unavailable(self) -> str | None:
+        """None when the system can run here, else why not (printed as a skip line)."""
+        return None
+
+    def version(self) -> str:
+        return "?"
+
+    def start(self, workdir: Path) -> None:
+        self.workdir = workdir
+
+    def stop(self) -> None:
+        pass
+
+    def client(self, *, setup: bool = False) -> Client:
+        """``setup=True``: a client for filling a queue fast (durability normal)."""
+        raise NotImplementedError
+
+    def disk_bytes(self) -> int:
+        return 0
+
+    def server_pids(self) -> list[int]:
+        return []
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+# --------------------------------------------------------------------------- sqlq
+
+
+class SqlqClient(Client):
+    def __init__(self, path: Path, durability: str) -> None:
+        import sqlq
+
+        self.q = sqlq.Queue(str(path), durability=durability)
+
+    def put(self, body: bytes) -> None:
+        self.q.put(body, tube=TUBE)
+
+    def put_many(self, bodies: list[bytes]) -> None:
+        self.q.put_many(bodies, tube=TUBE)
+
+    def put_delayed_many(self, bodies: list[bytes]) -> None:
+        self.q.put_many(bodies, tube=TUBE, delay=DELAY_S)
+
+    def take(self, prev: object, timeout: float) -> object | None:
+        # The worker fast path: delete the previous job and claim the next in one
+        # transaction (SPEC/internals: reserve(..., delete=job)).
+        return self.q.reserve([TUBE], timeout=timeout, delete=prev)
+
+    def finish(self, handle: object) -> None:
+        handle.delete()  # type: ignore[attr-defined]
+
+    def body(self, handle: object) -> bytes:
+        return handle.body  # type: ignore[attr-defined,no-any-return]
+
+    def close(self) -> None:
+        self.q.close()
+
+
+class Sqlq(System):
+    family = "sqlq"
+    wait = "inotify (sqlq.wakeup)"
+
+    def __init__(self, durability: str) -> None:
+        self.durability = durability
+        self.name = f"sqlq-{durability}"
+
+    def unavailable(self) -> str | None:
+        try:
+            import sqlq
+        except Exception as exc:  # noqa: BLE001 - any import failure means "not yet"
+            return f"`import sqlq` failed ({type(exc).__name__}: {exc})"
+        if not hasattr(sqlq, "Queue"):
+            return "sqlq has no Queue yet"
+        return None
+
+    def version(self) -> str:
+        import apsw
+
+        import sqlq
+
+        return f"sqlq {getattr(sqlq, '__version__', '?')} (SQLite {apsw.sqlite_lib_version()})"
+
+    def start(self, workdir: Path) -> None:
+        super().start(workdir)
+        self.path = workdir / "sqlq.db"
+
+    def client(self, *, setup: bool = False) -> Client:
+        return SqlqClient(self.path, "normal" if setup else self.durability)
+
+    def disk_bytes(self) -> int:
+        return _files_bytes(_sqlite_files(self.path))
+
+
+# ------------------------------------------------------------------ raw apsw floor
+
+# The same table and partial indexes as sqlq's migration 0001, so rows and index
+# entries cost the same; the floor differs only in the Python around the SQL.
+RAW_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, tube TEXT NOT NULL, priority INTEGER NOT NULL,
+    state INTEGER NOT NULL, delay_until INTEGER, reserved_until INTEGER,
+    ttr INTEGER NOT NULL, body BLOB NOT NULL, created_at INTEGER NOT NULL,
+    reserves INTEGER NOT NULL DEFAULT 0, timeouts INTEGER NOT NULL DEFAULT 0,
+    releases INTEGER NOT NULL DEFAULT 0, buries INTEGER NOT NULL DEFAULT 0,
+    kicks INTEGER NOT NULL DEFAULT 0, lease INTEGER, owner TEXT, bury_reason TEXT,
+    unique_key TEXT);
+CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (tube, priority, id) WHERE state = 0;
+CREATE INDEX IF NOT EXISTS jobs_delayed ON jobs (tube, delay_until) WHERE state = 1;
+CREATE INDEX IF NOT EXISTS jobs_reserved ON jobs (reserved_until) WHERE state = 2;
+CREATE INDEX IF NOT EXISTS jobs_buried ON jobs (tube, id) WHERE state = 3;
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_unique ON jobs (tube, unique_key)
+    WHERE unique_key IS NOT NULL;
+"""
+RAW_INSERT = (
+    "INSERT INTO jobs (tube, priority, state, delay_until, ttr, body, created_at)"
+    " VALUES (?, 1024, ?, ?, 60000, ?, ?)"
+)
+RAW_CLAIM = """
+UPDATE jobs SET state = 2, reserved_until = ?1 + ttr, reserves = reserves + 1,
+       lease = abs(random()), owner = ?2
+ WHERE id = (SELECT id FROM jobs WHERE state = 0 AND tube = ?3 ORDER BY priority, id LIMIT 1)
+RETURNING id, body
+"""
+RAW_DELETE = "DELETE FROM jobs WHERE id = ?"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _fine_busy(tries: int) -> bool:
+    time.sleep(0.00005)
+    return tries < 100_000
+
+
+class DirWatch:
+    """Wake on any write in a directory (inotify), for the raw loop's blocking take.
+
+    Falls back to a 5 ms poll where inotify_simple is missing.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        try:
+            import inotify_simple as ino
+        except ImportError:
+            self.ino = None
+            return
+        self.ino = ino.INotify()
+        mask = ino.flags.MODIFY | ino.flags.CREATE | ino.flags.MOVED_TO | ino.flags.CLOSE_WRITE
+        self.ino.add_watch(str(directory), mask)
+
+    def wait(self, timeout: float) -> None:
+        if self.ino is None:
+            time.sleep(min(timeout, 0.005))
+            return
+        r, _, _ = select.select([self.ino], [], [], max(0.0, timeout))
+        if r:
+            self.ino.read(timeout=0)
+
+    def close(self) -> None:
+        if self.ino is not None:
+            self.ino.close()
+
+
+class RawClient(Client):
+    def __init__(self, path: Path, durability: str) -> None:
+        import apsw
+
+        self.conn = apsw.Connection(str(path))
+        self.conn.setbusytimeout(10_000)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+        self.owner = str(os.getpid())
+        self.watch: DirWatch | None = None
+        self.dir = path.parent
+
+    def put(self, body: bytes) -> None:
+        self.conn.execute(RAW_INSERT, (TUBE, 0, None, body, _now_ms()))
+
+    def put_many(self, bodies: list[bytes], state: int = 0, delay_until: int | None = None) -> None:
+        now = _now_ms()
+        with self.conn:
+            self.conn.executemany(RAW_INSERT, [(TUBE, state, delay_until, b, now) for b in bodies])
+
+    def put_delayed_many(self, bodies: list[bytes]) -> None:
+        self.put_many(bodies, 1, _now_ms() + DELAY_S * 1000)
+
+    def _claim(self, prev: object) -> object | None:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            if prev is not None:
+                self.conn.execute(RAW_DELETE, (prev[0],))  # type: ignore[index]
+            row = self.conn.execute(RAW_CLAIM, (_now_ms(), self.owner, TUBE)).fetchone()
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+        return row
+
+    def take(self, prev: object, timeout: float) -> object | None:
+        row = self._claim(prev)
+        if row is not None or timeout <= 0:
+            return row
+        if self.watch is None:
+            self.watch = DirWatch(self.dir)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self.watch.wait(min(left, 1.0))  # a write in the directory, or 1 s
+            # The -wal write fires before the writer's fsync and before its commit is
+            # visible. Take the write lock with a fine-grained busy handler (50 us
+            # steps instead of SQLite's 1, 2, 5, 10 ms sleeps): once we hold it, the
+            # writer has committed and its job is visible.
+            self.conn.setbusyhandler(_fine_busy)
+            try:
+                row = self._claim(None)
+            finally:
+                self.conn.setbusytimeout(10_000)
+            if row is not None:
+                return row
+
+    def finish(self, handle: object) -> None:
+        self.conn.execute(RAW_DELETE, (handle[0],))  # type: ignore[index]
+
+    def body(self, handle: object) -> bytes:
+        return handle[1]  # type: ignore[index,no-any-return]
+
+    def close(self) -> None:
+        if self.watch is not None:
+            self.watch.close()
+        self.conn.close()
+
+
+class Raw(System):
+    family = "raw"
+    wait = "inotify on the directory, then the write lock with a 50 µs busy handler"
+
+    def __init__(self, durability: str) -> None:
+        self.durability = durability
+        self.name = f"raw-{durability}"
+
+    def unavailable(self) -> str | None:
+        try:
+            import apsw  # noqa: F401
+        except ImportError:
+            return "apsw is not installed"
+        return None
+
+    def version(self) -> str:
+        import apsw
+
+        return f"apsw {apsw.apsw_version()} (SQLite {apsw.sqlite_lib_version()})"
+
+    def start(self, workdir: Path) -> None:
+        import apsw
+
+        super().start(workdir)
+        self.path = workdir / "raw.db"
+        conn = apsw.Connection(str(self.path))
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(RAW_SCHEMA)
+        conn.close()
+
+    def client(self, *, setup: bool = False) -> Client:
+        return RawClient(self.path, "normal" if setup else self.durability)
+
+    def disk_bytes(self) -> int:
+        return _files_bytes(_sqlite_files(self.path))
+
+
+# --------------------------------------------------------------------- beanstalkd
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class BeanstalkdClient(Client):
+    def __init__(self, port: int) -> None:
+        import greenstalk
+
+        self.gs = greenstalk
+        self.c = greenstalk.Client(("127.0.0.1", port), encoding=None, use=TUBE, watch=TUBE)
+
+    def put(self, body: bytes) -> None:
+        self.c.put(body)
+
+    def put_delayed_many(self, bodies: list[bytes]) -> None:
+        raise NotSupported("no batched put in the protocol")
+
+    def take(self, prev: object, timeout: float) -> object | None:
+        if prev is not None:
+            self.c.delete(prev)  # type: ignore[arg-type]
+        try:
+            # reserve-with-timeout takes whole seconds
+            return self.c.reserve(timeout=int(timeout + 0.999) if timeout > 0 else 0)
+        except self.gs.TimedOutError:
+            return None
+
+    def finish(self, handle: object) -> None:
+        self.c.delete(handle)  # type: ignore[arg-type]
+
+    def body(self, handle: object) -> bytes:
+        return handle.body  # type: ignore[attr-defined,no-any-return]
+
+    def close(self) -> None:
+        self.c.close()
+
+
+class Beanstalkd(System):
+    family = "beanstalkd"
+    wait = "blocking reserve on the socket"
+
+    def __init__(self, mode: str, binary: str | None, why_missing: str = "") -> None:
+        self.mode = mode  # "f0", "f50", "mem"
+        self.binary = binary
+        self.why_missing = why_missing
+        self.durability = {"f0": "full", "f50": "normal", "mem": "memory"}[mode]
+        self.name = {"f0": "beanstalkd-f0", "f50": "beanstalkd-f50", "mem": "beanstalkd-nobinlog"}[
+            mode
+        ]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def unavailable(self) -> str | None:
+        if not self.binary:
+            return self.why_missing or "beanstalkd binary not found"
+        try:
+            import greenstalk  # noqa: F401
+        except ImportError:
+            return "greenstalk is not installed"
+        return None
+
+    def version(self) -> str:
+        out = subprocess.run([self.binary or "beanstalkd", "-v"], capture_output=True, text=True)
+        return f"{out.stdout.strip()} via greenstalk {_dist_version('greenstalk')}"
+
+    def start(self, workdir: Path) -> None:
+        super().start(workdir)
+        self.port = free_port()
+        cmd = [str(self.binary), "-l", "127.0.0.1", "-p", str(self.port)]
+        if self.mode != "mem":
+            self.binlog = workdir / "binlog"
+            self.binlog.mkdir()
+            cmd += ["-b", str(self.binlog), "-f", "0" if self.mode == "f0" else "50"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                    raise RuntimeError(f"beanstalkd did not start: {err.strip()}") from None
+                time.sleep(0.01)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+    def client(self, *, setup: bool = False) -> Client:
+        return BeanstalkdClient(self.port)
+
+    def disk_bytes(self) -> int:
+        if self.mode == "mem":
+            return 0
+        return _files_bytes(list(self.binlog.iterdir()))
+
+    def server_pids(self) -> list[int]:
+        return [self.proc.pid] if self.proc else []
+
+
+# --------------------------------------------------------------------------- huey
+
+
+class HueyClient(Client):
+    """huey's storage layer, the calls its consumer makes (no task pickling).
+
+    A blocked consumer waits as huey's own consumer does at its defaults: poll,
+    then sleep 0.1 s growing x1.15 per empty poll up to 10 s, reset on a job.
+    """
+
+    INITIAL, BACKOFF, MAX = 0.1, 1.15, 10.0
+
+    def __init__(self, path: Path, durability: str, setup: bool) -> None:
+        from huey import SqliteHuey
+
+        self.huey = SqliteHuey(name=TUBE, filename=str(path))
+        self.storage = self.huey.storage
+        if durability == "normal" or setup:
+            self.storage.conn.execute("PRAGMA synchronous=NORMAL")
+        self.delay = self.INITIAL
+
+    def put(self, body: bytes) -> None:
+        self.storage.enqueue(body)
+
+    def take(self, prev: object, timeout: float) -> object | None:
+        data = self.storage.dequeue()  # dequeue deletes: prev needs no ack
+        if data is not None or timeout <= 0:
+            self.delay = self.INITIAL
+            return data
+        deadline = time.monotonic() + timeout
+        while data is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            time.sleep(min(self.delay, self.MAX, left))
+            self.delay = min(self.delay * self.BACKOFF, self.MAX)
+            data = self.storage.dequeue()
+        self.delay = self.INITIAL
+        return data
+
+    def finish(self, handle: object) -> None:
+        pass
+
+    def body(self, handle: object) -> bytes:
+        return bytes(handle)  # type: ignore[call-overload]
+
+    def close(self) -> None:
+        self.storage.close()
+
+
+class Huey(System):
+    family = "huey"
+    wait = "huey consumer polling: 0.1 s x1.15 up to 10 s"
+
+    def __init__(self, durability: str) -> None:
+        self.durability = durability
+        self.name = f"huey-{durability}"
+
+    def unavailable(self) -> str | None:
+        try:
+            import huey  # noqa: F401
+        except ImportError:
+            return "huey is not installed"
+        return None
+
+    def version(self) -> str:
+        import sqlite3
+
+        return f"huey {_dist_version('huey')} SqliteHuey (SQLite {sqlite3.sqlite_version})"
+
+    def start(self, workdir: Path) -> None:
+        super().start(workdir)
+        self.path = workdir / "huey.db"
+        self.client().close()  # create the schema
+
+    def client(self, *, setup: bool = False) -> Client:
+        return HueyClient(self.path, self.durability, setup)
+
+    def disk_bytes(self) -> int:
+        return _files_bytes(_sqlite_files(self.path))
+
+
+# ------------------------------------------------------------------ persist-queue
+
+POLL_S = 0.01  # how peers without a cross-process wakeup are polled by a blocked consumer
+
+
+class PersistQueueClient(Client):
+    def __init__(self, directory: Path, durability: str, setup: bool) -> None:
+        import persistqueue
+
+        self.empty = persistqueue.Empty
+        self.q = persistqueue.SQLiteAckQueue(str(directory), auto_commit=True)
+        if durability == "normal" or setup:
+            self.q._conn.execute("PRAGMA synchronous=NORMAL")
+
+    def put(self, body: bytes) -> None:
+        self.q.put(body)
+
+    def _get(self) -> object | None:
+        try:
+            return self.q.get(block=False, raw=True)
+        except self.empty:
+            return None
+
+    def take(self, prev: object, timeout: float) -> object | None:
+        if prev is not None:
+            self.q.ack(id=prev["pqid"])  # type: ignore[index]
+        item = self._get()
+        if item is not None or timeout <= 0:
+            return item
+        # get(block=True) only wakes on a put in the same process and otherwise
+        # sleeps TICK_FOR_WAIT (10 s); a cross-process consumer polls instead.
+        deadline = time.monotonic() + timeout
+        while item is None and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+            item = self._get()
+        return item
+
+    def finish(self, handle: object) -> None:
+        self.q.ack(id=handle["pqid"])  # type: ignore[index]
+
+    def body(self, handle: object) -> bytes:
+        return handle["data"]  # type: ignore[index,no-any-return]
+
+    def cleanup(self) -> None:
+        self.q.clear_acked_data()  # its documented housekeeping, default arguments
+
+    def close(self) -> None:
+        self.q.close()
+
+
+class PersistQueue(System):
+    family = "persist-queue"
+    wait = f"poll every {POLL_S * 1000:.0f} ms (get(block=True) polls every 10 s)"
+
+    def __init__(self, durability: str) -> None:
+        self.durability = durability
+        self.name = f"persist-queue-{durability}"
+
+    def unavailable(self) -> str | None:
+        try:
+            import persistqueue  # noqa: F401
+        except ImportError:
+            return "persist-queue is not installed"
+        return None
+
+    def version(self) -> str:
+        import sqlite3
+
+        return (
+            f"persist-queue {_dist_version('persist-queue')} SQLiteAckQueue"
+            f" (SQLite {sqlite3.sqlite_version})"
+        )
+
+    def start(self, workdir: Path) -> None:
+        super().start(workdir)
+        self.dir = workdir / "pq"
+        self.client().close()
+
+    def client(self, *, setup: bool = False) -> Client:
+        return PersistQueueClient(self.dir, self.durability, setup)
+
+    def disk_bytes(self) -> int:
+        return _files_bytes(_sqlite_files(self.dir / "data.db"))
+
+
+# ---------------------------------------------------------------------- litequeue
+
+
+class LitequeueClient(Client):
+    def __init__(self, path: Path, durability: str, setup: bool) -> None:
+        from litequeue import LiteQueue
+
+        self.q = LiteQueue(str(path))  # sets synchronous=NORMAL itself
+        if durability == "full" and not setup:
+            self.q.conn.execute("PRAGMA synchronous=FULL")
+
+    def put(self, body: bytes) -> None:
+        self.q.put(body.decode("ascii"))  # litequeue stores TEXT
+
+    def take(self, prev: object, timeout: float) -> object | None:
+        if prev is not None:
+            self.q.done(prev.message_id)  # type: ignore[attr-defined]
+        msg = self.q.pop()
+        if msg is not None or timeout <= 0:
+            return msg
+        deadline = time.monotonic() + timeout
+        while msg is None and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+            msg = self.q.pop()
+        return msg
+
+    def finish(self, handle: object) -> None:
+        self.q.done(handle.message_id)  # type: ignore[attr-defined]
+
+    def body(self, handle: object) -> bytes:
+        return handle.data.encode("ascii")  # type: ignore[attr-defined,no-any-return]
+
+    def cleanup(self) -> None:
+        self.q.prune()
+
+    def close(self) -> None:
+        self.q.close()
+
+
+class Litequeue(System):
+    family = "litequeue"
+    wait = f"poll every {POLL_S * 1000:.0f} ms (no blocking get)"
+
+    def __init__(self, durability: str) -> None:
+        self.durability = durability
+        self.name = f"litequeue-{durability}"
+
+    def unavailable(self) -> str | None:
+        try:
+            import litequeue  # noqa: F401
+        except ImportError:
+            return "litequeue is not installed"
+        return None
+
+    def version(self) -> str:
+        import sqlite3
+
+        return f"litequeue {_dist_version('litequeue')} (SQLite {sqlite3.sqlite_version})"
+
+    def start(self, workdir: Path) -> None:
+        super().start(workdir)
+        self.path = workdir / "lq.db"
+        self.client().close()
+
+    def client(self, *, setup: bool = False) -> Client:
+        return LitequeueClient(self.path, self.durability, setup)
+
+    def disk_bytes(self) -> int:
+        return _files_bytes(_sqlite_files(self.path))
+
+
+# ------------------------------------------------------------------------- honker
+
+
+class Honker(System):
+    """Listed so that the table says why it is absent when it does not install.
+
+    honker ships only an sdist on PyPI; building it needs Rust crates from
+    crates.io, which an offline machine cannot reach. When it does install, its
+    adapter still has to be written against its API (left for that day).
+    """
+
+    family = "honker"
+    durability = "normal"
+    name = "honker"
+
+    def __init__(self, install_note: str) -> None:
+        self.install_note = install_note
+
+    def unavailable(self) -> str | None:
+        try:
+            import honker  # noqa: F401
+        except ImportError:
+            return self.install_note or "not installed"
+        return "installed, but no adapter yet (bench/systems.py: Honker)"
+
+
+# ------------------------------------------------------------------------ registry
+
+
+def beanstalkd_binary() -> str | None:
+    return shutil.which("beanstalkd")
+
+
+def all_systems(beanstalkd: str | None, beanstalkd_note: str, honker_note: str) -> list[System]:
+    systems: list[System] = [
+        Sqlq("full"),
+        Sqlq("normal"),
+        Raw("full"),
+        Raw("normal"),
+        Beanstalkd("f0", beanstalkd, beanstalkd_note),
+        Beanstalkd("f50", beanstalkd, beanstalkd_note),
+        Beanstalkd("mem", beanstalkd, beanstalkd_note),
+        Huey("full"),
+        Huey("normal"),
+        PersistQueue("full"),
+        PersistQueue("normal"),
+        Litequeue("full"),
+        Litequeue("normal"),
+        Honker(honker_note),
+    ]
+    return systems
+
+
+def python_info() -> str:
+    return f"Python {sys.version.split()[0]}"
