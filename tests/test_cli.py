@@ -217,6 +217,7 @@ def test_stats(db: Path) -> None:
     record = json.loads(run(db, "stats", "--job", "1", "--json").stdout)
     assert record["id"] == 1 and record["tube"] == "emails" and record["state"] == "ready"
     run(db, "stats", "--job", "99", code=3)
+    assert "nosuch" in run(db, "stats", "--tube", "nosuch", code=3).stderr
     run(db, "stats", "--job", "1", "--tube", "emails", code=2)
 
 
@@ -382,10 +383,29 @@ def test_subprocess_round_trip(how: str, db: Path) -> None:
             assert_one_line_error(done.stderr.decode())
 
 
+def test_subprocess_put_without_body_on_a_terminal_is_a_usage_error(db: Path) -> None:
+    import pty
+
+    controller, terminal = pty.openpty()
+    try:
+        done = spawn([sys.executable, "-m", "sqlq"], db, "put", stdin=terminal)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert done.returncode == 2
+    assert_one_line_error(done.stderr.decode())
+    assert b"BODY" in done.stderr
+
+
 def test_subprocess_ctrl_c_while_waiting(db: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "sqlq", "--db", str(db), "reserve"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(1.0)
+    # Wait until it is waiting (its queue has made the sidecar directory it watches),
+    # so the signal meets sqlq's handler rather than Python's start-up.
+    deadline = time.monotonic() + 20
+    while not Path(f"{db}-sqlq").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 130
