@@ -186,13 +186,14 @@ def put_options(f: F) -> F:
     return f
 
 
-def queue_from_ctx(ctx: click.Context, *, create: bool = True) -> sqlq.Queue:
+def queue_from_ctx(ctx: click.Context, *, create: bool = True, **options: Any) -> sqlq.Queue:
     """The Queue of this invocation, opened once and closed when the command ends.
 
     Args:
         ctx: any click context of the invocation.
         create: False for commands that only look at or act on existing jobs, so that a
             typo in ``--db`` is an error instead of a new, empty database.
+        options: keywords for ``sqlq.Queue`` (``max_job_size=``, ``durability=`` ...).
     """
     root = ctx.find_root()
     root.ensure_object(dict)
@@ -201,7 +202,7 @@ def queue_from_ctx(ctx: click.Context, *, create: bool = True) -> sqlq.Queue:
         path: str = root.params.get("db_path") or DEFAULT_DB
         if not create and not os.path.exists(path):
             raise sqlq.Error(f"no database at {path} (use --db PATH or $SQLQ_DB)")
-        queue = root.obj["queue"] = sqlq.Queue(path, **root.obj.get("queue_options", {}))
+        queue = root.obj["queue"] = sqlq.Queue(path, **options)
         root.call_on_close(queue.close)
     return queue
 
