@@ -1,0 +1,149 @@
+"""A producer or worker process for the chaos test (tests/test_chaos.py).
+
+    python tests/chaos_agent.py producer DB LOG SEED
+    python tests/chaos_agent.py worker   DB LOG SEED
+
+Each runs until it is killed (the test sends SIGKILL at random moments) and
+writes one line per event to LOG, appended and flushed line by line: the
+kernel keeps a flushed line even when the process is killed right after, so
+only the last line can be torn, and the checker ignores a line without its
+newline. No fsync: the chaos test kills processes, not the machine.
+
+Producer lines (``put`` returned, so the job is *acknowledged*; logged right
+after, so a kill in between leaves a job that is in the file but not in the log,
+which the checker allows):
+
+    P <id> <tag>
+
+Worker lines, for a job reserved under lease L:
+
+    R <id> <L> <tag>   reserved (tag read from the body: the checker matches it to P)
+    D <id> <L>         about to delete: written *before* the delete starts
+    C <id> <L>         the delete succeeded: completed
+    F <id> <L>         the delete failed with JobLost/JobNotFound (lease no longer live)
+    X <id> <L>         released;  B <id> <L> buried;  T <id> <L> touched
+    K <n>              kicked n buried jobs back to ready
+
+A ``D`` with nothing after it from the same worker means the worker was killed
+during the delete, which may or may not have committed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from typing import TextIO
+
+import sqlq
+
+TUBES = ["chaos-a", "chaos-b"]
+
+
+def _open(db: str, rng: random.Random) -> sqlq.Queue:
+    return sqlq.Queue(db, durability=rng.choice(["full", "normal"]))
+
+
+def emit(log: TextIO, *fields: object) -> None:
+    log.write(" ".join(map(str, fields)) + "\n")
+    log.flush()
+
+
+def producer(db: str, log: TextIO, rng: random.Random) -> None:
+    q = _open(db, rng)
+    tag_base = f"p{os.getpid()}"
+    seq = 0
+    while True:
+        tube = rng.choice(TUBES)
+        # Short TTRs so that stale leases and expired reservations really happen.
+        ttr = rng.choice([1, 1, 2, 30])
+        priority = rng.choice([0, 10, 1024, 2**32 - 1])
+        delay = rng.choice([0, 0, 0, 0, 0.05, 0.3])
+        if rng.random() < 0.1:
+            tags = [f"{tag_base}-{seq + i}" for i in range(rng.randint(2, 8))]
+            seq += len(tags)
+            bodies = [_body(t, rng) for t in tags]
+            ids = q.put_many(bodies, tube=tube, priority=priority, delay=delay, ttr=ttr)
+            for job_id, tag in zip(ids, tags, strict=True):
+                emit(log, "P", job_id, tag)
+        else:
+            tag = f"{tag_base}-{seq}"
+            seq += 1
+            job_id = q.put(_body(tag, rng), tube=tube, priority=priority, delay=delay, ttr=ttr)
+            emit(log, "P", job_id, tag)
+        if rng.random() < 0.3:
+            time.sleep(rng.uniform(0, 0.01))
+
+
+def _body(tag: str, rng: random.Random) -> bytes:
+    # Mostly small bodies; some spill into overflow pages.
+    size = rng.choice([0, 10, 100, 3000, 20000])
+    return tag.encode() + b" " + bytes(rng.getrandbits(8) for _ in range(min(size, 64))) \
+        + b"x" * max(0, size - 64)
+
+
+def worker(db: str, log: TextIO, rng: random.Random) -> None:
+    q = _open(db, rng)
+    pending: sqlq.Job | None = None  # a job to delete through the fast path
+    while True:
+        if pending is not None:
+            emit(log, "D", pending.id, pending.lease)
+            try:
+                job = q.reserve(TUBES, timeout=0.5, delete=pending)
+                emit(log, "C", pending.id, pending.lease)
+            except (sqlq.JobLost, sqlq.JobNotFound):
+                emit(log, "F", pending.id, pending.lease)
+                job = None
+            pending = None
+        else:
+            job = q.reserve(TUBES, timeout=0.5)
+        if job is None:
+            if rng.random() < 0.3:
+                kicked = sum(q.kick(20, tube) for tube in TUBES)
+                if kicked:
+                    emit(log, "K", kicked)
+            continue
+        lease = job.lease
+        emit(log, "R", job.id, lease, job.body.split(b" ", 1)[0].decode())
+        try:
+            r = rng.random()
+            if r < 0.05:
+                job.release(delay=rng.choice([0, 0.1]))
+                emit(log, "X", job.id, lease)
+                continue
+            if r < 0.08:
+                job.bury(reason="chaos")
+                emit(log, "B", job.id, lease)
+                continue
+            if r < 0.11 and job.ttr <= 1:
+                # Outlive the lease, then try to finish anyway: must fail, since another
+                # worker may hold the job under a new, live lease by now.
+                time.sleep(job.ttr + 0.15)
+            elif r < 0.15:
+                job.touch()
+                emit(log, "T", job.id, lease)
+        except (sqlq.JobLost, sqlq.JobNotFound):
+            # A one-second TTR can run out on a loaded machine: the lease is gone.
+            emit(log, "F", job.id, lease)
+            continue
+        if rng.random() < 0.5:
+            pending = job
+            continue
+        emit(log, "D", job.id, lease)
+        try:
+            job.delete()
+            emit(log, "C", job.id, lease)
+        except (sqlq.JobLost, sqlq.JobNotFound):
+            emit(log, "F", job.id, lease)
+
+
+def main() -> None:
+    role, db, log_path, seed = sys.argv[1:5]
+    rng = random.Random(int(seed))
+    with open(log_path, "a", encoding="utf-8") as log:
+        {"producer": producer, "worker": worker}[role](db, log, rng)
+
+
+if __name__ == "__main__":
+    main()

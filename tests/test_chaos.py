@@ -1,0 +1,202 @@
+"""Chaos: producers and workers on one file, killed with SIGKILL at random moments.
+
+For SQLQ_CHAOS_SECONDS (10 in ``make test``, 60 in ``make test-chaos``) the test
+runs rounds of a few seconds. In a round, three producer and three worker
+processes (tests/chaos_agent.py, each with a random durability) share one
+file; every 50-400 ms one of them, chosen at random, is killed with SIGKILL and
+a fresh one takes its place; at the end of the round all of them are killed.
+After every round tests/chaos_checker.py reads the file and all the logs so
+far and proves: no acknowledged job lost, no job completed twice (only a live
+lease can delete), ``PRAGMA integrity_check`` ok. After the last round a clean
+worker drains the file, which shows that what was left (reserved by dead
+processes, delayed, buried) can still be worked.
+
+One summary line is printed, even without ``-s``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import apsw
+import pytest
+
+import sqlq
+
+from . import chaos_checker
+from .chaos_agent import TUBES
+
+AGENT = Path(__file__).with_name("chaos_agent.py")
+ROOT = AGENT.parent.parent
+PRODUCERS = 3
+WORKERS = 3
+ROUND_SECONDS = 2.5
+
+
+class Fleet:
+    """The agent processes of one round, and the kills done to them."""
+
+    def __init__(self, db: Path, log_dir: Path, rng: random.Random, round_no: int) -> None:
+        self.db, self.log_dir, self.rng, self.round_no = db, log_dir, rng, round_no
+        self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.started = 0
+        self.kills = 0
+
+    def start(self, role: str) -> None:
+        self.started += 1
+        log = self.log_dir / f"r{self.round_no:03d}-{self.started:04d}-{role}.log"
+        proc = subprocess.Popen(
+            [sys.executable, str(AGENT), role, str(self.db), str(log),
+             str(self.rng.getrandbits(32))],
+            env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE)
+        self.procs.append((role, proc))
+
+    def kill_one(self) -> None:
+        index = self.rng.randrange(len(self.procs))
+        role, proc = self.procs.pop(index)
+        self._kill(proc)
+        self.start(role)
+
+    def kill_all(self) -> None:
+        for _, proc in self.procs:
+            self._kill(proc)
+        self.procs.clear()
+
+    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            self.kills += 1
+        proc.wait()
+        assert proc.stderr is not None
+        err = proc.stderr.read().decode(errors="replace")
+        proc.stderr.close()
+        # An agent that died by itself (a traceback) is a failure: only SIGKILL may stop one.
+        assert proc.returncode == -signal.SIGKILL, f"agent exited {proc.returncode}: {err}"
+
+
+def drain(db: Path, log_dir: Path, deadline: float) -> None:
+    """Finish every job left in the file, logging like a worker (the checker counts it)."""
+    with sqlq.Queue(str(db), durability="normal") as q, \
+            open(log_dir / "zz-drain.log", "w", encoding="utf-8") as log:
+        while time.monotonic() < deadline:
+            for tube in TUBES:
+                q.kick(1000, tube)
+            job = q.reserve(TUBES, timeout=0.5)
+            if job is None:
+                stats = q.stats()
+                left = sum(stats[f"current-jobs-{s}"]
+                           for s in ("ready", "reserved", "delayed", "buried"))
+                if left == 0:
+                    return
+                continue
+            tag = job.body.split(b" ", 1)[0].decode()
+            chaos_agent_line(log, "R", job.id, job.lease, tag)
+            chaos_agent_line(log, "D", job.id, job.lease)
+            job.delete()
+            chaos_agent_line(log, "C", job.id, job.lease)
+
+
+def chaos_agent_line(log: object, *fields: object) -> None:
+    log.write(" ".join(map(str, fields)) + "\n")  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(0)
+def test_chaos(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seconds = float(os.environ.get("SQLQ_CHAOS_SECONDS", "10"))
+    seed = int(os.environ.get("SQLQ_CHAOS_SEED", str(random.randrange(2**32))))
+    rng = random.Random(seed)
+    db = tmp_path / "chaos.db"
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    sqlq.Queue(str(db)).close()  # created once, before the first process races for it
+
+    summary = chaos_checker.Summary()
+    started = time.monotonic()
+    end = started + seconds
+    round_no = 0
+    while True:
+        round_no += 1
+        fleet = Fleet(db, log_dir, rng, round_no)
+        for _ in range(PRODUCERS):
+            fleet.start("producer")
+        for _ in range(WORKERS):
+            fleet.start("worker")
+        round_end = min(time.monotonic() + ROUND_SECONDS, end)
+        try:
+            while (now := time.monotonic()) < round_end:
+                time.sleep(min(rng.uniform(0.05, 0.4), round_end - now))
+                fleet.kill_one()
+        finally:
+            fleet.kill_all()
+        summary.kills += fleet.kills
+        summary.add(chaos_checker.check(db, log_dir))
+        if time.monotonic() >= end - 0.5:
+            break
+
+    drain(db, log_dir, time.monotonic() + 30)
+    final = chaos_checker.check(db, log_dir)
+    summary.add(final)
+    summary.rounds -= 1  # the drain's look is not a round of kills
+    line = summary.line(time.monotonic() - started) + f" seed={seed}"
+    with capsys.disabled():
+        print("\n" + line)
+    assert summary.ok, "\n".join([line, *summary.problems[:20]])
+    assert final.in_file == 0, f"the drain left {final.in_file} jobs in the file"
+    assert summary.acknowledged > 0 and summary.completed > 0, line
+
+
+def test_checker_finds_lost_jobs_duplicates_and_bad_leases(tmp_path: Path) -> None:
+    """The checker is only worth its zeros if it reports what it is meant to catch."""
+    db = tmp_path / "c.db"
+    with sqlq.Queue(str(db), durability="normal") as q:
+        kept = q.put(b"p1-0 kept", tube="chaos-a")
+        done = q.put(b"p1-1 done", tube="chaos-a")
+        twice = q.put(b"p1-2 twice", tube="chaos-a")
+        dangling = q.put(b"p1-3 dangling", tube="chaos-a")
+        lost = q.put(b"p1-4 lost", tube="chaos-a")
+        for job_id in (done, twice, dangling, lost):
+            q.delete(job_id)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "p.log").write_text("".join(f"P {j} p1-{i}\n" for i, j in
+                                        enumerate((kept, done, twice, dangling, lost)))
+                                + "P 999 p1-torn")  # torn: not acknowledged
+    (logs / "w1.log").write_text(f"R {done} 11 p1-1\nD {done} 11\nC {done} 11\n"
+                                 f"R {twice} 12 p1-2\nD {twice} 12\nC {twice} 12\n")
+    (logs / "w2.log").write_text(f"R {twice} 13 p1-2\nD {twice} 13\nC {twice} 99\n"
+                                 f"R {dangling} 14 p1-3\nD {dangling} 14\n" + "C 4")  # torn
+    verdict = chaos_checker.check(db, logs)
+    assert verdict.integrity_ok
+    assert verdict.acknowledged == 5 and verdict.in_file == 1
+    assert verdict.lost == [lost]
+    assert verdict.duplicates == [twice]
+    assert any("not the one it reserved" in p for p in verdict.problems), verdict.problems
+
+
+def test_checker_reads_a_corrupt_file_as_an_integrity_failure(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    with sqlq.Queue(str(db), durability="normal") as q:
+        q.put_many([b"p1-%d " % i + b"x" * 3000 for i in range(200)], tube="chaos-a")
+    conn = apsw.Connection(str(db))
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'sqlq_jobs_ready'"
+                        ).fetchone()[0]
+    conn.close()
+    data = bytearray(db.read_bytes())
+    # Scribble over the cells of an index's root page: the b-tree check must notice.
+    start = (root - 1) * page + 8
+    data[start:start + 64] = bytes(range(64))
+    db.write_bytes(bytes(data))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    verdict = chaos_checker.check(db, logs)
+    assert not verdict.integrity_ok
+    assert verdict.problems[0].startswith("integrity_check: "), verdict.problems
