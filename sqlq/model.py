@@ -122,14 +122,12 @@ class Job:
         """Put the reserved job back: ready, or delayed by ``delay`` seconds."""
         self._queue.release(self.id, priority=priority, delay=delay, lease=self._require_lease())
         self.state = "delayed" if delay else "ready"
-        self.lease = None
 
     def bury(self, priority: int | None = None, reason: str | None = None) -> None:
         """Park the job until someone kicks it; ``reason`` is kept and shown by peek."""
         self._queue.bury(self.id, priority=priority, reason=reason, lease=self._require_lease())
         self.state = "buried"
         self.bury_reason = reason
-        self.lease = None
 
     def touch(self) -> None:
         """Ask for more time: the reservation now ends ttr seconds from now."""
