@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Literal
 
 from sqlq.errors import Error
+
+# Not `typing`/`dataclasses`: sqlq-beanstalkd imports this module before it listens,
+# and every millisecond counts there (see server.py). mypy honours this idiom.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Literal
 
 LINE_MAX = 224
 """Bytes in a command line, CRLF included (beanstalkd's LINE_BUF_SIZE)."""
@@ -147,13 +151,23 @@ GRAMMAR: tuple[tuple[bytes, Verb, Args], ...] = (
 )
 
 
-@dataclass(frozen=True)
 class Command:
     """One parsed command line: its verb, integer arguments and tube name."""
 
-    verb: Verb
-    ints: tuple[int, ...] = ()
-    tube: str = ""
+    __slots__ = ("verb", "ints", "tube")
+
+    def __init__(self, verb: Verb, ints: tuple[int, ...] = (), tube: str = "") -> None:
+        self.verb, self.ints, self.tube = verb, ints, tube
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Command) and (self.verb, self.ints, self.tube) == (
+            other.verb, other.ints, other.tube)
+
+    def __hash__(self) -> int:
+        return hash((self.verb, self.ints, self.tube))
+
+    def __repr__(self) -> str:
+        return f"Command({self.verb}, {self.ints}, {self.tube!r})"
 
 
 class ProtocolError(Error):
@@ -436,19 +450,19 @@ class UsageError(Error):
     """Bad command line flags."""
 
 
-@dataclass
 class Flags:
     """beanstalkd's command line, as ``sqlq-beanstalkd`` understands it."""
 
-    address: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
-    binlog_dir: str | None = None
-    max_job_size: int = DEFAULT_MAX_JOB_SIZE
-    fsync_ms: int | None = None
-    never_fsync: bool = False
-    verbose: int = 0
-    show_version: bool = False
-    show_help: bool = False
+    def __init__(self) -> None:
+        self.address = "127.0.0.1"
+        self.port = DEFAULT_PORT
+        self.binlog_dir: str | None = None
+        self.max_job_size = DEFAULT_MAX_JOB_SIZE
+        self.fsync_ms: int | None = None
+        self.never_fsync = False
+        self.verbose = 0
+        self.show_version = False
+        self.show_help = False
 
     @property
     def listen(self) -> str:

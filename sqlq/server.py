@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import logging
 import os
 import selectors
 import signal
@@ -29,18 +28,20 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from sqlq import beanstalk as bs
 from sqlq.beanstalk import Command, ProtocolError, Reply, Verb
 from sqlq.errors import Error, JobLost, JobNotFound, JobTooBig
 
+# No typing, dataclasses or logging at import time: sqlq-beanstalkd imports this
+# module before it can listen, and each of those costs milliseconds.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import logging
+    from typing import Any
+
     from sqlq.model import Job
     from sqlq.queue import Queue
-
-log = logging.getLogger("sqlq.server")
 
 DEFAULT_LISTEN = "127.0.0.1:11300"
 READ_SIZE = 65536
@@ -55,6 +56,12 @@ _DEFAULT = "default"
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _log() -> logging.Logger:
+    import logging
+
+    return logging.getLogger("sqlq.server")
 
 
 # ---- listening ---------------------------------------------------------------------------------
@@ -185,21 +192,25 @@ class Loop:
 # ---- a client connection -----------------------------------------------------------------------
 
 
-@dataclass
 class Held:
     """A job this connection reserved: what it needs to act on it and to time it."""
 
-    lease: int
-    until: int  # reserved_until, ms since the epoch
-    tube: str
+    __slots__ = ("lease", "until", "tube")
+
+    def __init__(self, lease: int, until: int, tube: str) -> None:
+        self.lease = lease
+        self.until = until  # reserved_until, ms since the epoch
+        self.tube = tube
 
 
-@dataclass
 class Wait:
     """A reserve waiting for a job."""
 
-    tubes: tuple[str, ...]
-    deadline: float | None  # time.monotonic() of TIMED_OUT, None: wait for ever
+    __slots__ = ("tubes", "deadline")
+
+    def __init__(self, tubes: tuple[str, ...], deadline: float | None) -> None:
+        self.tubes = tubes
+        self.deadline = deadline  # time.monotonic() of TIMED_OUT, None: wait for ever
 
 
 class Conn:
@@ -436,7 +447,7 @@ class Server:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:  # EMFILE and friends: try again on the next event
-                log.warning("accept: %s", e)
+                _log().warning("accept: %s", e)
                 return
             sock.setblocking(False)
             if sock.family != socket.AF_UNIX:
@@ -493,7 +504,7 @@ class Server:
         try:
             return handler(conn, cmd)
         except Exception:
-            log.exception("%s failed", cmd.verb.value)
+            _log().exception("%s failed", cmd.verb.value)
             return Reply.INTERNAL_ERROR
 
     def put(self, conn: Conn, cmd: Command, body: bytes) -> bytes:
@@ -525,7 +536,7 @@ class Server:
         try:
             job = self.q.reserve(list(tubes), timeout=0)
         except Exception:
-            log.exception("reserve failed")
+            _log().exception("reserve failed")
             return None
         return None if job is None else self._hold(conn, job)
 
@@ -852,7 +863,7 @@ def serve(queue: Queue, listen: str = DEFAULT_LISTEN, *, max_job_size: int | Non
         signal.signal(signal.SIGTERM, lambda *_: server.stop())
         signal.signal(signal.SIGINT, lambda *_: server.stop())
         signal.signal(signal.SIGUSR1, lambda *_: server.drain())
-    log.info("listening on %s", address)
+    _log().info("listening on %s", address)
     if ready is not None:
         ready(address)
     try:
@@ -875,8 +886,11 @@ def beanstalkd_main(argv: list[str] | None = None) -> None:
     if flags.show_version:
         print(f"beanstalkd {_version()}")
         return
-    logging.basicConfig(level=logging.WARNING - 10 * min(flags.verbose, 2),
-                        format="sqlq-beanstalkd: %(message)s")
+    if flags.verbose:
+        import logging
+
+        logging.basicConfig(level=logging.WARNING - 10 * min(flags.verbose, 2),
+                            format="sqlq-beanstalkd: %(message)s")
     try:
         # Listen before the heavier imports and the file: clients may connect at once.
         sock = bind(flags.listen)

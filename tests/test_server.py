@@ -1,0 +1,484 @@
+"""The beanstalkd-protocol server over real sockets: raw bytes and the greenstalk client."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import greenstalk
+import pytest
+
+import sqlq
+from sqlq.server import Server
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Running:
+    """A Server on 127.0.0.1:<free port>, in a thread of the test process."""
+
+    def __init__(self, path: str, max_job_size: int = 65535) -> None:
+        self.path = path
+        self.queue = sqlq.Queue(path, durability="normal", max_job_size=max_job_size)
+        self.server = Server(self.queue, max_job_size=max_job_size)
+        host, port = self.server.listen("127.0.0.1:0").rsplit(":", 1)
+        self.address = (host, int(port))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.stop()
+        self.thread.join(10)
+        self.queue.close()
+
+
+class Raw:
+    """A client that speaks bytes, to check every reply byte for byte."""
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.sock = socket.create_connection(address, timeout=10)
+        self.buf = b""
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def line(self) -> bytes:
+        while b"\r\n" not in self.buf:
+            data = self.sock.recv(65536)
+            if not data:
+                raise EOFError(self.buf)
+            self.buf += data
+        line, _, self.buf = self.buf.partition(b"\r\n")
+        return line + b"\r\n"
+
+    def exactly(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            data = self.sock.recv(65536)
+            if not data:
+                raise EOFError(self.buf)
+            self.buf += data
+        data, self.buf = self.buf[:n], self.buf[n:]
+        return data
+
+    def cmd(self, line: bytes) -> bytes:
+        """Send one command line; return the reply line and its data chunk if it has one."""
+        self.send(line + b"\r\n")
+        return self.reply()
+
+    def reply(self) -> bytes:
+        head = self.line()
+        word, *args = head.split()
+        if word in (b"OK", b"FOUND", b"RESERVED"):
+            return head + self.exactly(int(args[-1]) + 2)
+        return head
+
+    def closed_by_server(self) -> bool:
+        self.sock.settimeout(2)
+        return self.sock.recv(1) == b""
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def srv(tmp_path: Path) -> Iterator[Running]:
+    running = Running(str(tmp_path / "served.db"))
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def raw(srv: Running) -> Iterator[Raw]:
+    client = Raw(srv.address)
+    yield client
+    client.close()
+
+
+def stats(client: Raw, line: bytes = b"stats") -> dict[str, str]:
+    body = client.cmd(line).split(b"\r\n", 1)[1]
+    assert body.startswith(b"---\n") and body.endswith(b"\n\r\n")
+    pairs = (row.split(": ", 1) for row in body[4:-2].decode().splitlines())
+    return {k: v for k, v in pairs}
+
+
+# ---- every command, byte for byte ------------------------------------------------------------
+
+
+def test_producer_and_worker_commands(raw: Raw) -> None:
+    assert raw.cmd(b"use jobs") == b"USING jobs\r\n"
+    assert raw.cmd(b"list-tube-used") == b"USING jobs\r\n"
+    raw.send(b"put 10 0 60 5\r\nhello\r\n")
+    assert raw.reply() == b"INSERTED 1\r\n"
+    assert raw.cmd(b"peek 1") == b"FOUND 1 5\r\nhello\r\n"
+    assert raw.cmd(b"peek-ready") == b"FOUND 1 5\r\nhello\r\n"
+    assert raw.cmd(b"watch jobs") == b"WATCHING 2\r\n"
+    assert raw.cmd(b"ignore default") == b"WATCHING 1\r\n"
+    assert raw.cmd(b"list-tubes-watched") == b"OK 11\r\n---\n- jobs\n\r\n"
+    assert raw.cmd(b"reserve") == b"RESERVED 1 5\r\nhello\r\n"
+    assert raw.cmd(b"touch 1") == b"TOUCHED\r\n"
+    assert raw.cmd(b"release 1 5 0") == b"RELEASED\r\n"
+    assert raw.cmd(b"reserve-with-timeout 0") == b"RESERVED 1 5\r\nhello\r\n"
+    assert raw.cmd(b"bury 1 7") == b"BURIED\r\n"
+    assert raw.cmd(b"peek-buried") == b"FOUND 1 5\r\nhello\r\n"
+    assert raw.cmd(b"kick 10") == b"KICKED 1\r\n"
+    assert raw.cmd(b"reserve-job 1") == b"RESERVED 1 5\r\nhello\r\n"
+    assert raw.cmd(b"release 1 7 100") == b"RELEASED\r\n"
+    assert raw.cmd(b"peek-delayed") == b"FOUND 1 5\r\nhello\r\n"
+    assert raw.cmd(b"kick-job 1") == b"KICKED\r\n"
+    job = stats(raw, b"stats-job 1")
+    assert job == {
+        "id": "1", "tube": '"jobs"', "state": "ready", "pri": "7", "age": "0", "delay": "0",
+        "ttr": "60", "time-left": "0", "file": "0", "reserves": "3", "timeouts": "0",
+        "releases": "2", "buries": "1", "kicks": "2",
+    }
+    assert raw.cmd(b"delete 1") == b"DELETED\r\n"
+    assert raw.cmd(b"peek 1") == b"NOT_FOUND\r\n"
+    assert raw.cmd(b"list-tubes") == b"OK 21\r\n---\n- default\n- jobs\n\r\n"
+    assert raw.cmd(b"pause-tube jobs 0") == b"PAUSED\r\n"
+    tube = stats(raw, b"stats-tube jobs")
+    assert (tube["name"], tube["total-jobs"], tube["cmd-delete"], tube["cmd-pause-tube"]) == (
+        '"jobs"', "1", "1", "1")
+    assert (tube["current-using"], tube["current-watching"]) == ("1", "1")
+    raw.send(b"quit\r\n")
+    assert raw.closed_by_server()
+
+
+def test_fresh_server_counts_from_zero(raw: Raw) -> None:
+    s = stats(raw)
+    assert s["cmd-stats"] == "1"
+    assert all(v == "0" for k, v in s.items() if k.startswith("cmd-") and k != "cmd-stats")
+    assert (s["total-jobs"], s["current-connections"], s["total-connections"]) == ("0", "1", "1")
+    assert (s["current-tubes"], s["draining"], s["uptime"], s["max-job-size"]) == (
+        "1", "false", "0", "65535")
+    assert s["version"].startswith('"1.12')
+    assert list(s)[:2] == ["current-jobs-urgent", "current-jobs-ready"]
+
+
+def test_pipelined_commands_in_one_write(raw: Raw) -> None:
+    raw.send(b"use a\r\nput 0 0 1 1\r\nx\r\nput 0 0 1 0\r\n\r\nlist-tube-used\r\nstats-job 2\r\n")
+    assert [raw.reply() for _ in range(4)][:4] == [
+        b"USING a\r\n", b"INSERTED 1\r\n", b"INSERTED 2\r\n", b"USING a\r\n"]
+    assert raw.reply().startswith(b"OK ")
+
+
+# ---- every error reply ------------------------------------------------------------------------
+
+
+def test_bad_format_and_unknown_command(raw: Raw) -> None:
+    for line in (b"put 1 2", b"put 1 2 3", b"peek x", b"reservex", b"use -x", b"stats x", b"release 1",
+                 b"bury 1", b"kick x", b"reserve-with-timeout -1", b"use " + b"a" * 201):
+        assert raw.cmd(line) == b"BAD_FORMAT\r\n", line
+    for line in (b"", b"PUT 0 0 1 1", b"peek", b"delete", b"hello"):
+        assert raw.cmd(line) == b"UNKNOWN_COMMAND\r\n", line
+    raw.send(b"use " + b"a" * 300 + b"\r\n")  # longer than beanstalkd's 224-byte line
+    assert raw.reply() == b"BAD_FORMAT\r\n"
+    raw.send(b"x" * 100_000 + b"\r\n")
+    assert raw.reply() == b"BAD_FORMAT\r\n"
+    assert raw.cmd(b"list-tube-used") == b"USING default\r\n"
+
+
+def test_expected_crlf_and_job_too_big(raw: Raw) -> None:
+    raw.send(b"put 0 0 1 3\r\nabcXY")
+    assert raw.reply() == b"EXPECTED_CRLF\r\n"
+    raw.send(b"put 0 0 1 65536\r\n" + b"z" * 65536 + b"\r\n")
+    assert raw.reply() == b"JOB_TOO_BIG\r\n"
+    raw.send(b"put 0 0 1 65535\r\n" + b"z" * 65535 + b"\r\n")
+    assert raw.reply() == b"INSERTED 1\r\n"
+    assert stats(raw)["cmd-put"] == "3"
+
+
+def test_not_found_replies(raw: Raw) -> None:
+    for line in (b"peek 9", b"delete 9", b"release 9 0 0", b"bury 9 0", b"touch 9",
+                 b"kick-job 9", b"stats-job 9", b"reserve-job 9", b"peek-ready",
+                 b"peek-delayed", b"peek-buried", b"stats-tube nope", b"pause-tube nope 1"):
+        assert raw.cmd(line) == b"NOT_FOUND\r\n", line
+    raw.send(b"put 0 0 1 1\r\nx\r\n")
+    assert raw.reply() == b"INSERTED 1\r\n"
+    for line in (b"release 1 0 0", b"bury 1 0", b"touch 1", b"kick-job 1"):
+        assert raw.cmd(line) == b"NOT_FOUND\r\n", line  # not reserved by this client
+
+
+def test_not_ignored(raw: Raw) -> None:
+    assert raw.cmd(b"ignore default") == b"NOT_IGNORED\r\n"
+    assert raw.cmd(b"ignore other") == b"WATCHING 1\r\n"
+
+
+def test_timed_out(raw: Raw) -> None:
+    assert raw.cmd(b"reserve-with-timeout 0") == b"TIMED_OUT\r\n"
+    start = time.monotonic()
+    assert raw.cmd(b"reserve-with-timeout 1") == b"TIMED_OUT\r\n"
+    assert 0.99 <= time.monotonic() - start < 1.5
+
+
+def test_deadline_soon(raw: Raw) -> None:
+    raw.send(b"put 0 0 1 1\r\nx\r\n")
+    assert raw.reply() == b"INSERTED 1\r\n"
+    assert raw.cmd(b"reserve") == b"RESERVED 1 1\r\nx\r\n"
+    assert raw.cmd(b"reserve") == b"DEADLINE_SOON\r\n"  # a 1 s TTR is all safety margin
+    raw.send(b"put 0 0 2 1\r\ny\r\n")
+    assert raw.reply() == b"INSERTED 2\r\n"
+    assert raw.cmd(b"delete 1") == b"DELETED\r\n"
+    assert raw.cmd(b"reserve") == b"RESERVED 2 1\r\ny\r\n"
+    start = time.monotonic()
+    assert raw.cmd(b"reserve") == b"DEADLINE_SOON\r\n"  # when the last second begins
+    assert 0.9 <= time.monotonic() - start < 1.3
+
+
+def test_draining(srv: Running, raw: Raw) -> None:
+    srv.server.drain()
+    raw.send(b"put 0 0 1 1\r\nx\r\n")
+    assert raw.reply() == b"DRAINING\r\n"
+    assert stats(raw)["draining"] == "true"
+
+
+# ---- blocking, concurrency, disconnects ---------------------------------------------------------
+
+
+def test_reserve_blocks_only_its_own_connection(srv: Running) -> None:
+    waiter, other = Raw(srv.address), Raw(srv.address)
+    waiter.send(b"reserve\r\n")
+    time.sleep(0.1)
+    assert other.cmd(b"list-tube-used") == b"USING default\r\n"
+    assert stats(other)["current-waiting"] == "1"
+    start = time.monotonic()
+    other.send(b"put 0 0 10 2\r\nhi\r\n")
+    assert other.reply() == b"INSERTED 1\r\n"
+    assert waiter.reply() == b"RESERVED 1 2\r\nhi\r\n"
+    assert time.monotonic() - start < 0.2
+    waiter.close()
+    other.close()
+
+
+def test_closed_connection_releases_its_jobs_at_once(srv: Running) -> None:
+    holder, other = Raw(srv.address), Raw(srv.address)
+    holder.send(b"put 0 0 60 1\r\nx\r\n")
+    assert holder.reply() == b"INSERTED 1\r\n"
+    assert holder.cmd(b"reserve") == b"RESERVED 1 1\r\nx\r\n"
+    other.send(b"reserve-with-timeout 5\r\n")
+    time.sleep(0.05)
+    start = time.monotonic()
+    holder.close()
+    assert other.reply() == b"RESERVED 1 1\r\nx\r\n"
+    assert time.monotonic() - start < 0.5
+    other.close()
+
+
+def test_half_closed_waiter_times_out(srv: Running) -> None:
+    client = Raw(srv.address)
+    client.send(b"reserve\r\n")
+    time.sleep(0.05)
+    client.sock.shutdown(socket.SHUT_WR)
+    assert client.reply() == b"TIMED_OUT\r\n"
+    assert client.closed_by_server()
+
+
+def test_delete_of_a_job_reserved_by_another_client(srv: Running) -> None:
+    with greenstalk.Client(srv.address) as a, greenstalk.Client(srv.address) as b:
+        a.put("x")
+        job = b.reserve()
+        with pytest.raises(greenstalk.NotFoundError):
+            a.delete(job)
+        with pytest.raises(greenstalk.NotFoundError):
+            a.reserve_job(job.id)
+        b.delete(job)
+
+
+def test_ttr_expiry_gives_the_job_to_another_client(srv: Running) -> None:
+    with greenstalk.Client(srv.address) as a, greenstalk.Client(srv.address) as b:
+        a.put("x", ttr=1)
+        job = a.reserve()
+        start = time.monotonic()
+        assert b.reserve(timeout=3).id == job.id
+        assert 0.9 <= time.monotonic() - start < 1.5
+        assert b.stats_job(job.id)["timeouts"] == 1
+        with pytest.raises(greenstalk.NotFoundError):
+            a.release(job)  # its lease is gone
+        b.delete(job)
+
+
+def test_delays_and_pauses_are_timed(srv: Running) -> None:
+    with greenstalk.Client(srv.address) as c:
+        start = time.monotonic()
+        c.put("later", delay=1)
+        assert c.peek_delayed().body == "later"
+        assert c.reserve(timeout=3).body == "later"
+        assert 0.99 <= time.monotonic() - start < 1.2
+        c.release(c.peek(1), delay=0)
+        c.pause_tube("default", 1)
+        start = time.monotonic()
+        assert c.reserve(timeout=3).body == "later"
+        assert 0.99 <= time.monotonic() - start < 1.2
+
+
+def test_greenstalk_round_trip_and_stats(srv: Running) -> None:
+    with greenstalk.Client(srv.address, use="emails", watch=["emails", "sms"]) as c:
+        ids = [c.put(f"job {i}", priority=100 - i) for i in range(3)]
+        assert [c.reserve(timeout=0).id for _ in ids] == ids[::-1]
+        assert c.stats_tube("emails")["current-jobs-reserved"] == 3
+        assert c.stats_tube("sms")["current-watching"] == 1
+        assert set(c.tubes()) == {"default", "emails", "sms"}
+        assert c.stats()["current-jobs-reserved"] == 3
+        assert c.stats()["current-workers"] == 1
+
+
+def test_slow_client_does_not_stall_others(srv: Running) -> None:
+    slow, fast = Raw(srv.address), Raw(srv.address)
+    body = b"b" * 60_000
+    slow.send(b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
+    assert slow.reply() == b"INSERTED 1\r\n"
+    slow.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.send(b"peek 1\r\n" * 200)  # 12 MB of replies it never reads
+    time.sleep(0.2)
+    start = time.monotonic()
+    for _ in range(20):
+        assert fast.cmd(b"list-tube-used") == b"USING default\r\n"
+    assert time.monotonic() - start < 0.5
+    slow.close()
+    assert fast.cmd(b"peek 1").startswith(b"FOUND 1 60000\r\n")
+    fast.close()
+
+
+def test_hundreds_of_idle_connections_cost_nothing(srv: Running) -> None:
+    clients = [socket.create_connection(srv.address) for _ in range(300)]
+    time.sleep(0.2)
+    cpu = time.process_time()
+    time.sleep(1.0)
+    assert time.process_time() - cpu < 0.05  # this process includes the server's thread
+    with greenstalk.Client(srv.address) as c:
+        assert c.stats()["current-connections"] == 301
+    for sock in clients:
+        sock.close()
+
+
+def test_a_waiting_reserve_costs_no_cpu(srv: Running) -> None:
+    waiters = [Raw(srv.address) for _ in range(20)]
+    for i, w in enumerate(waiters):
+        w.send(b"watch t%d\r\nreserve\r\n" % (i % 3))
+    time.sleep(0.2)
+    cpu = time.process_time()
+    time.sleep(1.0)
+    assert time.process_time() - cpu < 0.05
+    for w in waiters:
+        w.close()
+
+
+# ---- library users in other processes -----------------------------------------------------------
+
+_LIBRARY_USER = """
+import sys, sqlq
+with sqlq.Queue(sys.argv[1], durability="normal") as q:
+    q.put(b"from the library", tube="shared")
+    job = q.reserve("back", timeout=10)
+    print(job.body.decode(), flush=True)
+    job.delete()
+    held = q.reserve("held", timeout=10)
+    print(held.id, flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_interop_with_library_users_in_another_process(srv: Running) -> None:
+    with greenstalk.Client(srv.address, use="held", watch="shared") as c:
+        held_id = c.put("to be held by the library")
+        user = subprocess.Popen(
+            [sys.executable, "-c", _LIBRARY_USER, srv.path], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        try:
+            job = c.reserve(timeout=10)
+            assert job.body == "from the library"
+            c.delete(job)
+            c.use("back")
+            c.put("from the server")
+            assert user.stdout is not None
+            assert user.stdout.readline() == "from the server\n"
+            assert user.stdout.readline() == f"{held_id}\n"
+            with pytest.raises(greenstalk.NotFoundError):
+                c.delete(held_id)  # reserved by someone else
+            assert c.stats_job(held_id)["state"] == "reserved"
+        finally:
+            user.kill()  # SIGKILL: its reservation comes back without waiting for the TTR
+            user.wait()
+        c.watch("held")
+        assert c.reserve(timeout=5).id == held_id
+
+
+# ---- the drop-in binary ---------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(args: list[str], address: object) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-m", "sqlq.server", *args], cwd=ROOT)
+    for _ in range(500):
+        try:
+            family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
+            with socket.socket(family) as s:
+                s.connect(address)  # type: ignore[arg-type]
+                return proc
+        except OSError:
+            time.sleep(0.01)
+    proc.kill()
+    raise AssertionError("sqlq-beanstalkd did not start")
+
+
+def test_beanstalkd_flags_binlog_dir_and_first_job_id(tmp_path: Path) -> None:
+    port = _free_port()
+    proc = _start(["-l", "127.0.0.1", "-p", str(port), "-b", str(tmp_path), "-z", "10", "-f0"],
+                  ("127.0.0.1", port))
+    try:
+        with greenstalk.Client(("127.0.0.1", port), encoding=None) as c:
+            assert c.put(b"0123456789") == 1
+            with pytest.raises(greenstalk.JobTooBigError):
+                c.put(b"01234567890")
+            assert c.stats()["max-job-size"] == 10
+        with apsw.Connection(str(tmp_path / "sqlq.db"), flags=apsw.SQLITE_OPEN_READONLY) as db:
+            assert db.execute("SELECT count(*) FROM sqlq_jobs").fetchone()[0] == 1
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
+
+
+def test_beanstalkd_unix_socket_temp_dir_and_drain_on_sigusr1(tmp_path: Path) -> None:
+    path = str(tmp_path / "bs.sock")
+    proc = _start(["-l", f"unix:{path}"], path)
+    try:
+        with greenstalk.Client(path) as c:
+            assert c.put("first") == 1
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(0.2)
+            with pytest.raises(greenstalk.DrainingError):
+                c.put("second")
+            assert c.stats()["draining"] == "true"
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
+    assert not os.path.exists(path)
+
+
+def test_beanstalkd_help_version_and_bad_flags() -> None:
+    run = [sys.executable, "-m", "sqlq.server"]
+    out = subprocess.run([*run, "-h"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and "no authentication" in out.stdout
+    out = subprocess.run([*run, "-v"], capture_output=True, text=True, cwd=ROOT)
+    assert out.stdout.startswith("beanstalkd 1.12")
+    out = subprocess.run([*run, "-x"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 5 and "unknown flag" in out.stderr
+
+
+def test_server_module_does_not_import_the_queue_before_it_listens() -> None:
+    """sqlq-beanstalkd binds first: clients (and greenstalk's suite) connect 100 ms after exec."""
+    code = "import sys, sqlq.server; print(sorted(m for m in sys.modules if m.startswith('sqlq')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.stdout.strip() == "['sqlq', 'sqlq.beanstalk', 'sqlq.errors', 'sqlq.server']"
