@@ -116,7 +116,8 @@ def test_malformed_lines_get_an_error(line: bytes) -> None:
 
 
 @pytest.mark.parametrize(
-    "line", [b"", b"PUT 1 2 3 4", b"put", b"peek", b"delete", b"foo", b" stats", b"\xff", b"pause", b"q"]
+    "line",
+    [b"", b"PUT 1 2 3 4", b"put", b"peek", b"delete", b"foo", b" stats", b"\xff", b"pause", b"q"],
 )
 def test_unknown_commands(line: bytes) -> None:
     assert err(line).reply == Reply.UNKNOWN_COMMAND

@@ -173,8 +173,9 @@ def test_pipelined_commands_in_one_write(raw: Raw) -> None:
 
 
 def test_bad_format_and_unknown_command(raw: Raw) -> None:
-    for line in (b"put 1 2", b"put 1 2 3", b"peek x", b"reservex", b"use -x", b"stats x", b"release 1",
-                 b"bury 1", b"kick x", b"reserve-with-timeout -1", b"use " + b"a" * 201):
+    for line in (b"put 1 2", b"put 1 2 3", b"peek x", b"reservex", b"use -x", b"stats x",
+                 b"release 1", b"bury 1", b"kick x", b"reserve-with-timeout -1",
+                 b"use " + b"a" * 201):
         assert raw.cmd(line) == b"BAD_FORMAT\r\n", line
     for line in (b"", b"PUT 0 0 1 1", b"peek", b"delete", b"hello"):
         assert raw.cmd(line) == b"UNKNOWN_COMMAND\r\n", line
@@ -410,7 +411,7 @@ def test_interop_with_library_users_in_another_process(srv: Running) -> None:
         assert c.reserve(timeout=5).id == held_id
 
 
-# ---- the drop-in binary ---------------------------------------------------------------------------
+# ---- the drop-in binary -----------------------------------------------------------------------
 
 
 def _free_port() -> int:
