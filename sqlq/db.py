@@ -122,7 +122,10 @@ def _create_file(path: str, now_ms: int, vfs: str | None = None) -> None:
     first byte (SQLite gives the -wal and -shm files the database file's mode).
     """
     tmp = f"{path}.sqlq-init-{secrets.token_hex(4)}"
-    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    try:
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except OSError as e:
+        raise DatabaseError(f"{path}: cannot create the database ({e.strerror})") from e
     os.close(fd)
     try:
         conn = apsw.Connection(tmp, vfs=vfs)

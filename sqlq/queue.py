@@ -8,11 +8,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import apsw
 
-from . import owners, store
+from . import owners, results, store, topics
 from .db import Database, Durability
 from .durations import now_ms
 from .errors import JobNotFound
@@ -33,7 +33,10 @@ from .model import (
 )
 from .wakeup import RECHECK_DELAYS, Events, Notifier, PollingNotifier, make_notifier
 
-from . import __version__
+from . import __version__, durations
+
+
+_T = TypeVar("_T")
 
 
 def _timeout_deadline(timeout: float | None) -> float | None:
@@ -217,9 +220,32 @@ class Queue:
         """Sleep on the notifier until a job can be claimed or the deadline passes.
 
         Every wake-up first looks without the write lock (has_ready_job), so idle
-        workers woken by unrelated commits never contend with producers. A write
+        workers woken by unrelated commits never contend with producers.
+        """
+        def look(events: Events) -> tuple[bool, Job | None]:
+            if events.owner and self._reap_dead_owners():
+                job = self._claim(tubes_json, owner, None)
+                if job is not None:
+                    return True, job
+            changed, ready = self._db.read(lambda c: (
+                self._note_data_version(c), store.has_ready_job(c, self._clock(), tubes_json)))
+            return changed, self._claim(tubes_json, owner, None) if ready else None
+
+        def due() -> int | None:
+            return self._db.read(lambda c: store.next_due(c, self._clock(), tubes_json))
+
+        return self._wait(look, deadline, due)
+
+    def _wait(self, look: Callable[[Events], tuple[bool, _T | None]], deadline: float | None,
+              due: Callable[[], int | None] | None = None) -> _T | None:
+        """Sleep on the notifier until ``look`` finds something or the deadline passes.
+
+        The one wait loop behind reserve and result. ``look(events)`` returns, from
+        one read snapshot, whether another connection committed since the last look
+        (``_note_data_version``) and what it found (None: keep waiting). A write
         event that data_version does not confirm yet is looked at again on the
-        RECHECK_DELAYS schedule: the commit may not be published yet.
+        RECHECK_DELAYS schedule: the commit may not be published yet. ``due()``
+        gives the time (ms) something may change without a commit (a delayed job).
         """
         notifier = self._ensure_notifier()
         unconfirmed = 0  # > 0: re-checking an unconfirmed write event, step number
@@ -228,7 +254,7 @@ class Queue:
             if deadline is not None and now >= deadline:
                 return None
             wait = None if deadline is None else deadline - now
-            due_ms = self._db.read(lambda c: store.next_due(c, self._clock(), tubes_json))
+            due_ms = None if due is None else due()
             if due_ms is not None:
                 until_due = max((due_ms - self._clock()) / 1000, 0.0)
                 wait = until_due if wait is None else min(wait, until_due)
@@ -236,16 +262,9 @@ class Queue:
                 step = RECHECK_DELAYS[unconfirmed - 1]
                 wait = step if wait is None else min(wait, step)
             events = notifier.wait(wait) if wait is None or wait > 0 else Events()
-            if events.owner and self._reap_dead_owners():
-                job = self._claim(tubes_json, owner, None)
-                if job is not None:
-                    return job
-            changed, ready = self._db.read(lambda c: (
-                self._note_data_version(c), store.has_ready_job(c, self._clock(), tubes_json)))
-            if ready:
-                job = self._claim(tubes_json, owner, None)
-                if job is not None:
-                    return job
+            changed, found = look(events)
+            if found is not None:
+                return found
             if changed:
                 unconfirmed = 0
             elif events.commit:
@@ -342,6 +361,55 @@ class Queue:
         self._db.write(lambda c: store.pause_tube(c, self._clock(), tube, pause_ms))
         self._counts["cmd-pause-tube", tube] += 1
 
+    # -- results and fan-out (logic in results.py, topics.py) --------------------------------
+
+    def complete(self, job_id: int, result: bytes | str = b"", *,
+                 lease: int | None = None) -> None:
+        """Delete the job and keep its result for ``result_ttl`` seconds, in one durable commit.
+
+        Lease-checked like :meth:`delete`. Expired results are purged a few at a
+        time here, so the file stays bounded without a reaper process.
+        """
+        results.complete(self, job_id, result, lease)
+        self._counts["cmd-delete", ""] += 1
+
+    def result(self, job_id: int, timeout: float | None = None) -> bytes:
+        """Wait for a job's result and return it; it can be read again until it expires.
+
+        Sleeps on the same notifier as :meth:`reserve`. ``timeout=None`` waits for
+        ever, ``0`` only looks.
+
+        Raises:
+            JobBuried: the job was buried (``.reason`` says why).
+            Timeout: no result within ``timeout`` seconds.
+            JobNotFound: no such id was issued, or its result expired, or the job was
+                deleted without a result.
+        """
+        return results.wait(self, job_id, timeout)
+
+    def subscribe(self, topic: str, tube: str) -> None:
+        """Have :meth:`publish` to ``topic`` put a copy into ``tube`` (idempotent)."""
+        topics.subscribe(self, topic, tube)
+
+    def unsubscribe(self, topic: str, tube: str) -> bool:
+        """Stop copying ``topic`` into ``tube``; True if it was subscribed."""
+        return topics.unsubscribe(self, topic, tube)
+
+    def subscriptions(self, topic: str | None = None) -> list[tuple[str, str]]:
+        """The ``(topic, tube)`` subscriptions, sorted; only ``topic``'s when given."""
+        return topics.subscriptions(self, topic)
+
+    def publish(self, topic: str, body: bytes | str, *, priority: int = DEFAULT_PRIORITY,
+                delay: float = 0, ttr: float = DEFAULT_TTR,
+                unique_key: str | None = None) -> list[int]:
+        """Put one copy of a job into every tube subscribed to ``topic``, in one transaction.
+
+        Returns the ids in tube-name order; ``[]`` when nothing is subscribed.
+        Subscribers pull: a worker that was down finds every copy in its tube.
+        """
+        return topics.publish(self, topic, body, priority=priority, delay=delay, ttr=ttr,
+                              unique_key=unique_key)
+
     # -- observers ---------------------------------------------------------------------------
 
     def peek(self, job_id: int) -> Job | None:
@@ -381,9 +449,10 @@ class Queue:
         """Counts for the whole file, with beanstalkd's key names."""
         def read(c: apsw.Connection) -> Any:
             now = self._clock()
-            return store.count_jobs(c, now, None), store.total_jobs(c), store.list_tubes(c, now)
+            return (store.count_jobs(c, now, None), store.total_jobs(c), store.list_tubes(c, now),
+                    store.count_topics(c))
 
-        counts, total, tubes = self._db.read(read)
+        counts, total, tubes, n_topics = self._db.read(read)
         sums = [sum(v[i] for v in counts.values()) for i in range(5)]
         return {
             "current-jobs-urgent": sums[1],
@@ -393,6 +462,7 @@ class Queue:
             "current-jobs-buried": sums[4],
             "total-jobs": total,
             "current-tubes": len(set(tubes) | {DEFAULT_TUBE}),
+            "current-topics": n_topics,
             "max-job-size": self.max_job_size,
             "pid": os.getpid(),
             "version": __version__,
@@ -409,12 +479,13 @@ class Queue:
 
         def read(c: apsw.Connection) -> Any:
             now = self._clock()
-            return now, store.count_jobs(c, now, tube).get(tube), store.tube_pause(c, tube)
+            return (now, store.count_jobs(c, now, tube).get(tube), store.tube_pause(c, tube),
+                    store.tube_subscribed(c, tube))
 
-        now, counts, pause = self._db.read(read)
+        now, counts, pause, subscribed = self._db.read(read)
         paused_until, pause_ms = pause if pause else (0, 0)
         paused = paused_until > now
-        if counts is None and not paused and tube != DEFAULT_TUBE:
+        if counts is None and not paused and not subscribed and tube != DEFAULT_TUBE:
             raise JobNotFound(f"tube {tube!r} not found")
         ready, urgent, reserved, delayed, buried = counts or [0, 0, 0, 0, 0]
         return {
@@ -486,3 +557,7 @@ class Transaction:
     def put_many(self, bodies: Iterable[bytes | str], **options: Any) -> list[int]:
         """``Queue.put_many`` inside this transaction."""
         return self.queue.put_many(bodies, **options)
+
+    def publish(self, topic: str, body: bytes | str, **options: Any) -> list[int]:
+        """``Queue.publish`` inside this transaction."""
+        return self.queue.publish(topic, body, **options)
