@@ -638,6 +638,42 @@ def top(ctx: click.Context, interval: float, once: bool) -> None:
     run_top(queue_from_ctx(ctx, create=False), interval=max(interval, 0.05), once=once)
 
 
+@cli.command()
+@click.option("--listen", "-l", default="127.0.0.1:11300", show_default=True,
+              metavar="HOST:PORT|unix:PATH", help="Where beanstalkd clients connect.")
+@click.option("--max-job-size", type=click.IntRange(min=0), default=None,
+              help="Largest job body in bytes (default 1 MiB).")
+@click.pass_context
+def serve(ctx: click.Context, listen: str, max_job_size: int | None) -> None:
+    """Serve the file over the beanstalkd protocol (1.12), for clients in any language.
+
+    The protocol has NO AUTHENTICATION: whoever can connect can read, add and delete
+    every job. It listens on loopback unless --listen says otherwise; exposing it
+    beyond a trusted network is your decision. Library users and workers keep using
+    the same file meanwhile. SIGUSR1 refuses new puts (drain mode); SIGTERM or Ctrl-C
+    stop the server and give reserved jobs back.
+
+    Example:
+
+    \b
+        sqlq --db jobs.db serve --listen 127.0.0.1:11300
+    """
+    from sqlq.server import serve as serve_forever
+
+    options: dict[str, Any] = {} if max_job_size is None else {"max_job_size": max_job_size}
+    queue = queue_from_ctx(ctx, **options)
+
+    def ready(address: str) -> None:
+        click.echo(f"sqlq serve: {queue.path} on {address} (no authentication)", err=True)
+
+    try:
+        serve_forever(queue, listen, ready=ready)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--listen") from None
+    except OSError as e:
+        raise sqlq.Error(f"cannot listen on {listen}: {e.strerror or e}") from None
+
+
 def main() -> None:
     """The ``sqlq`` console script and ``python -m sqlq``."""
     cli.main(prog_name="sqlq")
