@@ -54,6 +54,7 @@ NORMAL_PEERS = ["beanstalkd-f50", "huey-normal", "persist-queue-normal", "litequ
 DEPTH_SYSTEMS = ["sqlq-normal", "raw-normal", *NORMAL_PEERS]
 FILESIZE_SYSTEMS = ["sqlq-normal", "raw-normal", *NORMAL_PEERS]
 BATCH_FAMILIES = {"sqlq", "raw"}  # the systems with a batched put
+FSYNC = "fsync rate (/tmp, 4 KiB appends)"
 
 
 def log(msg: str) -> None:
@@ -117,7 +118,8 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
     order = [s.name for s in live]
 
     facts = env.machine_facts()
-    facts["fsync rate (/tmp, 4 KiB appends)"] = f"{wl.fsync_rate(wl.TMP_ROOT):,.0f}/s"
+    fsync_start = wl.fsync_rate(wl.TMP_ROOT)
+    facts[FSYNC] = f"{fsync_start:,.0f}/s"
     versions = {s.name: s.version() for s in live}
     log(f"\nsqlq bench ({'quick' if args.quick else 'full'}), {dt.datetime.now():%Y-%m-%d %H:%M}")
     for k, v in facts.items():
@@ -227,6 +229,8 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
                 repeat(f"sqlq work no-op, {procs} proc", ["sqlq-normal"], int(P["work_runs"]),  # type: ignore[arg-type]
                        wl.run_sqlq_work, P["work_n"], procs)
 
+    fsync_end = wl.fsync_rate(wl.TMP_ROOT)
+    facts[FSYNC] = f"{fsync_start:,.0f}/s at the start, {fsync_end:,.0f}/s at the end"
     elapsed = time.monotonic() - t_start
     all_rows = list(rows.values())
     table = report.build_table(all_rows, order)
@@ -238,7 +242,7 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
         cmd = "bench/run.py " + " ".join(argv)
     title = (f"sqlq bench ({'quick' if args.quick else 'full'}) {dt.date.today()}: "
              f"{facts.get('cores')} cores, {facts.get('cpu', '?')}, "
-             f"fsync {facts['fsync rate (/tmp, 4 KiB appends)']}")
+             f"fsync {facts[FSYNC]}")
     png = out_dir / "results.png"
     try:
         why_no_plot = plot.plot(all_rows, order, png, title)
