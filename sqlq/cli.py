@@ -674,6 +674,59 @@ def serve(ctx: click.Context, listen: str, max_job_size: int | None) -> None:
         raise sqlq.Error(f"cannot listen on {listen}: {e.strerror or e}") from None
 
 
+@cli.command(context_settings={"allow_interspersed_args": False})
+@click.option("--import", "-i", "imports", multiple=True, metavar="MODULE",
+              help="A module that declares @q.task functions; repeat for several.")
+@tubes_option
+@click.option("--processes", "-n", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes, under a supervisor that restarts crashed ones.")
+@click.option("--burst", is_flag=True, help="Exit when no job is ready (delayed ones are "
+              "not waited for).")
+@click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Runs after a failed first one, for COMMAND (a task sets its own).")
+@click.option("--backoff", type=DURATION, default=1.0, show_default=True,
+              help="Wait before COMMAND's first retry; doubles, with jitter, each time.")
+@click.option("--grace", type=DURATION, default=30.0, show_default=True,
+              help="On SIGTERM/SIGINT, let running jobs finish this long, then release them.")
+@click.option("--keepalive", is_flag=True,
+              help="Touch COMMAND's job at 80% of its TTR instead of killing it at the TTR.")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
+              case_sensitive=False), default="INFO", show_default=True)
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="json: one object per line (job, tube, task, outcome...).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND ARGS...]")
+@click.pass_context
+def work(ctx: click.Context, imports: tuple[str, ...], tubes: tuple[str, ...], processes: int,
+         burst: bool, retries: int, backoff: float, grace: float, keepalive: bool,
+         log_level: str, log_format: str, command: tuple[str, ...]) -> None:
+    """Run jobs: task functions from --import modules, or COMMAND once per job.
+
+    Tasks are dispatched by the name in the job's body; a failure is retried with
+    exponential backoff, then buried with the error (see 'sqlq peek --buried').
+    COMMAND gets the body on stdin and SQLQ_JOB_ID, SQLQ_TUBE, SQLQ_ATTEMPT in its
+    environment; exit 0 deletes the job, anything else retries then buries it, and
+    it is killed when its TTR runs out (unless --keepalive). Without --db, a task
+    worker uses the file its tasks' Queue opened. SIGTERM or Ctrl-C: stop reserving,
+    finish running jobs within --grace, release the rest, exit 0.
+
+    Examples:
+
+    \b
+        sqlq work --import myapp.tasks --processes 4
+        sqlq --db jobs.db work --tube thumbs -- ./make-thumbnail.sh
+    """
+    from sqlq import worker
+
+    root = ctx.find_root()
+    source = root.get_parameter_source("db_path")
+    given = source is not None and source.name != "DEFAULT"
+    config = worker.WorkConfig(
+        db=root.params["db_path"] if given else None, imports=imports, tubes=tubes,
+        command=command, processes=processes, burst=burst, retries=retries, backoff=backoff,
+        grace=grace, keepalive=keepalive, log_level=log_level.upper(), log_format=log_format)
+    ctx.exit(worker.run(config))
+
+
 def main() -> None:
     """The ``sqlq`` console script and ``python -m sqlq``."""
     cli.main(prog_name="sqlq")

@@ -1,0 +1,98 @@
+"""What the worker loop asks of a way to run jobs (task functions, shell commands).
+
+The loop in :mod:`sqlq.worker` knows nothing about Python functions or child
+processes: a :class:`Runner` starts a job and hands back a :class:`Running`, which
+the loop polls while it keeps the job alive, watches the TTR and the stop flag.
+How the run ended is an :class:`Outcome`; what to do about a failure (release with
+a delay, or bury) is the retry policy's decision, taken by the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from .model import Job
+from .retry import RetryPolicy
+
+
+def kill_margin(ttr: float) -> float:
+    """Seconds before the TTR runs out at which a run that can be killed is stopped.
+
+    Killing a little early, not at the TTR itself, means the worker still holds the
+    job afterwards and can retry or bury it with the reason; after the TTR the job
+    would already be someone else's. Half the margin goes to SIGTERM, half to SIGKILL.
+    """
+    return min(2.0, 0.2 * ttr)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended.
+
+    ``done``: delete the job (storing ``result`` when it is not None). ``failed``:
+    retry under ``policy`` or bury with ``reason``. ``bury``: bury at once with
+    ``reason``; running it again cannot help (unknown task, malformed body).
+    """
+
+    status: Literal["done", "failed", "bury"]
+    result: bytes | None = None
+    reason: str = ""
+    policy: RetryPolicy | None = None
+
+
+def done(result: bytes | None = None) -> Outcome:
+    """The job succeeded; ``result`` (JSON bytes) is stored when not None."""
+    return Outcome("done", result=result)
+
+
+def failed(reason: str, policy: RetryPolicy) -> Outcome:
+    """The job failed and may be retried under ``policy``."""
+    return Outcome("failed", reason=reason, policy=policy)
+
+
+def bury(reason: str) -> Outcome:
+    """The job can never succeed as it is: bury it with ``reason``."""
+    return Outcome("bury", reason=reason)
+
+
+class Running(Protocol):
+    """One job being run."""
+
+    #: What runs, for the log line: the task's name or the command.
+    name: str
+    #: Touch the job at 80% of its TTR while it runs.
+    keepalive: bool
+
+    def wait(self, timeout: float) -> Outcome | None:
+        """Wait up to ``timeout`` seconds; the outcome if the run ended, else None."""
+
+    def kill(self, reason: str) -> Outcome | None:
+        """Stop the run now if it can be stopped: its outcome, or None if it cannot."""
+
+
+class Runner(Protocol):
+    """Starts jobs."""
+
+    def start(self, job: Job) -> Running:
+        """Start running ``job`` (reserved by the caller) and return at once."""
+
+    def close(self) -> None:
+        """Release what the runner holds (threads, processes)."""
+
+
+@dataclass
+class Finished:
+    """A run that ended before it started (a body that names no known task)."""
+
+    outcome: Outcome
+    name: str = "?"
+    keepalive: bool = False
+
+    def wait(self, timeout: float) -> Outcome | None:
+        """The outcome, at once."""
+        return self.outcome
+
+    def kill(self, reason: str) -> Outcome | None:
+        """Nothing to stop."""
+        return self.outcome

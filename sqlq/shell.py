@@ -1,0 +1,161 @@
+"""``sqlq work -- COMMAND ARGS...``: one child process per job (rq's fork-and-kill "horse").
+
+The child gets the body on stdin and ``SQLQ_JOB_ID``, ``SQLQ_TUBE``,
+``SQLQ_ATTEMPT`` (1 on the first run) and ``SQLQ_DB`` in its environment, so a
+script can ``sqlq touch "$SQLQ_JOB_ID"`` or put follow-up jobs. Exit status 0
+deletes the job; anything else is a failure, retried with backoff and finally
+buried with the exit status and the last line the command wrote to stderr.
+
+The child runs in its own session, hence its own process group: killing the group
+at the TTR also stops whatever the command started (``sh -c 'a | b'``), and a
+Ctrl-C meant for the worker does not reach it, so a stopping worker lets it finish
+within the grace period instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from typing import IO
+
+from . import runner
+from .model import Job
+from .retry import RetryPolicy
+
+#: How long the reader thread may lag behind the child's exit (stderr held open by a
+#: grandchild must not hold the worker up).
+_READER_JOIN = 0.2
+
+
+def describe_status(code: int) -> str:
+    """``exit status 3`` or ``killed by SIGKILL``, as a shell would put it."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+class _Stderr:
+    """Copies the child's stderr to ours as it comes and keeps its last non-empty line."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.last_line = ""
+        self._stream = stream
+        self._thread = threading.Thread(target=self._pump, name="sqlq-stderr", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        out = getattr(sys.stderr, "buffer", None)
+        for line in iter(self._stream.readline, b""):
+            text = line.decode("utf-8", "replace").strip()
+            if text:
+                self.last_line = text
+            if out is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    out.write(line)
+                    out.flush()
+        self._stream.close()
+
+    def join(self) -> None:
+        self._thread.join(_READER_JOIN)
+
+
+def _feed(stream: IO[bytes], body: bytes) -> None:
+    # A command that never reads its stdin is fine: it gets EPIPE, we don't care.
+    with contextlib.suppress(OSError, ValueError):
+        stream.write(body)
+    with contextlib.suppress(OSError, ValueError):
+        stream.close()
+
+
+class _ShellRun:
+    """One child process running one job."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], job: Job, name: str, policy: RetryPolicy,
+                 keepalive: bool) -> None:
+        self.name = name
+        self.keepalive = keepalive
+        self._proc = proc
+        self._policy = policy
+        self._term_wait = runner.kill_margin(job.ttr) / 2
+        assert proc.stdin is not None and proc.stderr is not None
+        self._stderr = _Stderr(proc.stderr)
+        if job.body:
+            threading.Thread(target=_feed, args=(proc.stdin, job.body), name="sqlq-stdin",
+                             daemon=True).start()
+        else:
+            _feed(proc.stdin, b"")
+
+    def wait(self, timeout: float) -> runner.Outcome | None:
+        try:
+            code = self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self._stderr.join()
+        if code == 0:
+            return runner.done(None)
+        reason = describe_status(code)
+        if self._stderr.last_line:
+            reason += f": {self._stderr.last_line}"
+        return runner.failed(reason, self._policy)
+
+    def kill(self, reason: str) -> runner.Outcome | None:
+        """SIGTERM to the process group, SIGKILL if it is still there a moment later."""
+        self._signal(signal.SIGTERM)
+        try:
+            self._proc.wait(self._term_wait)
+        except subprocess.TimeoutExpired:
+            self._signal(signal.SIGKILL)
+            self._proc.wait()
+        self._signal(signal.SIGKILL)  # whatever the command left behind in its group
+        self._stderr.join()
+        return runner.failed(reason, self._policy)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, sig)
+
+
+class ShellRunner:
+    """Runs each job as ``command`` in a child process.
+
+    Args:
+        command: the program and its arguments (no shell involved: use ``sh -c`` for one).
+        policy: retries and backoff for failed runs (``--retries``, ``--backoff``).
+        keepalive: touch jobs while they run instead of killing them at the TTR.
+        db_path: exported as ``SQLQ_DB`` so the command's own ``sqlq`` calls find the file.
+    """
+
+    def __init__(self, command: Sequence[str], policy: RetryPolicy, *, keepalive: bool = False,
+                 db_path: str | None = None) -> None:
+        if not command:
+            raise ValueError("command must name a program")
+        self.command = list(command)
+        self.policy = policy
+        self.keepalive = keepalive
+        self.name = os.path.basename(self.command[0])
+        self._env = dict(os.environ)
+        if db_path is not None:
+            self._env["SQLQ_DB"] = os.path.abspath(db_path)
+
+    def start(self, job: Job) -> _ShellRun | runner.Finished:
+        env = dict(self._env, SQLQ_JOB_ID=str(job.id), SQLQ_TUBE=job.tube,
+                   SQLQ_ATTEMPT=str(job.reserves))
+        try:
+            proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env=env, start_new_session=True, close_fds=True)
+        except OSError as exc:
+            # Maybe a deploy in progress: a failure like any other, retried then buried.
+            reason = f"cannot run {self.command[0]}: {exc.strerror or exc}"
+            return runner.Finished(runner.failed(reason, self.policy), name=self.name)
+        return _ShellRun(proc, job, self.name, self.policy, self.keepalive)
+
+    def close(self) -> None:
+        """Nothing held between jobs."""

@@ -1,0 +1,204 @@
+"""``sqlq work --processes N``: N worker processes under one supervisor (huey's consumer).
+
+Each worker is a fresh ``python -m sqlq work --processes 1 ...`` child: no fork
+of a process that has a Queue (SQLite connections and locks do not survive it),
+and a crashed child costs nothing but a restart. The supervisor itself opens no
+Queue; a SIGKILLed child's reservations come back at once through the core's
+owner files.
+
+The supervisor sleeps in ``select`` on the signal wake-up pipe: SIGCHLD (a child
+ended), SIGTERM/SIGINT (stop), or the time of a scheduled restart. Handlers only
+set flags. A child that dies is restarted after a back-off that doubles with each
+quick death (a module that fails to import costs a few lines a minute, not a
+spinning CPU) and resets once a child has run for a while.
+
+Stopping: SIGTERM or SIGINT is passed on to every child once; each stops
+reserving, lets its running job finish within ``--grace`` and releases it
+otherwise. Children that are still there a little after that are killed, and
+the supervisor exits 0. Children live in their own process group, so a Ctrl-C
+at the terminal reaches them once, through the supervisor, not twice; and they
+stop by themselves if the supervisor disappears.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from types import FrameType
+
+from .worker import WorkConfig
+
+log = logging.getLogger("sqlq.supervisor")
+
+#: Restart back-off: first delay, cap (seconds), and the run time that resets it.
+RESTART_FIRST, RESTART_MAX, RESTART_RESET = 0.5, 30.0, 10.0
+#: Seconds past the grace period before children that did not exit are killed.
+KILL_SLACK = 5.0
+#: Set in children's environment: the supervisor's pid (see Worker's orphan check).
+SUPERVISOR_ENV = "SQLQ_SUPERVISOR_PID"
+
+
+@dataclass
+class _Slot:
+    """One of the N places for a worker process."""
+
+    index: int
+    proc: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    failures: int = 0
+    restart_at: float | None = 0.0   # when to (re)start it; None: do not
+    exited: bool = False             # ended with status 0 in burst mode: finished
+
+
+class Supervisor:
+    """Runs ``config.processes`` workers on ``db`` until stopped.
+
+    Args:
+        config: the ``sqlq work`` options, passed on to every child.
+        db: the database file the children open.
+    """
+
+    def __init__(self, config: WorkConfig, db: str) -> None:
+        self.config = config
+        self.db = db
+        self.slots = [_Slot(i) for i in range(config.processes)]
+        self.stopping = False
+        self.signals = 0
+        self._forwarded = 0
+
+    # -- signals -----------------------------------------------------------------------------
+
+    def _on_stop(self, signum: int, frame: FrameType | None) -> None:
+        self.stopping = True
+        self.signals += 1
+
+    def _on_child(self, signum: int, frame: FrameType | None) -> None:
+        pass  # the wake-up fd has done the work: select returns
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Supervise until stopped (or, with ``--burst``, until every child finished); 0."""
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        previous = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        handlers = {sig: signal.signal(sig, handler) for sig, handler in (
+            (signal.SIGTERM, self._on_stop), (signal.SIGINT, self._on_stop),
+            (signal.SIGCHLD, self._on_child))}
+        log.info("supervisor %d: %d workers on %s", os.getpid(), len(self.slots), self.db,
+                 extra={"pid": os.getpid()})
+        try:
+            self._loop(wake_r)
+        finally:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+            signal.set_wakeup_fd(previous)
+            os.close(wake_r)
+            os.close(wake_w)
+        log.info("supervisor %d stopped", os.getpid(), extra={"pid": os.getpid()})
+        return 0
+
+    def _loop(self, wake_r: int) -> None:
+        kill_at: float | None = None  # when stopping: when to SIGKILL what is left
+        while True:
+            self._reap()
+            now = time.monotonic()
+            if self.stopping:
+                if self.signals > self._forwarded:  # pass each stop signal on, once
+                    self._forwarded = self.signals
+                    self._signal_children(signal.SIGTERM)
+                    if kill_at is None:
+                        kill_at = now + self.config.grace + KILL_SLACK
+                if not self._alive():
+                    return
+                if kill_at is not None and now >= kill_at:
+                    log.warning("workers still running %.0fs after the grace period: killing "
+                                "them", KILL_SLACK)
+                    self._signal_children(signal.SIGKILL)
+                    kill_at = None  # wait for their SIGCHLD now
+            else:
+                self._start_due(now)
+                if self.config.burst and all(s.exited for s in self.slots):
+                    return
+            timeout = self._next_event(kill_at)
+            with contextlib.suppress(InterruptedError):
+                select.select([wake_r], [], [], timeout)
+            with contextlib.suppress(BlockingIOError):
+                while os.read(wake_r, 512):
+                    pass
+
+    def _next_event(self, kill_at: float | None) -> float | None:
+        if self.stopping:
+            times = [kill_at] if kill_at is not None else []
+        else:
+            times = [s.restart_at for s in self.slots
+                     if s.proc is None and s.restart_at is not None]
+        if not times:
+            return None
+        return max(0.0, min(times) - time.monotonic())
+
+    def _alive(self) -> bool:
+        return any(s.proc is not None for s in self.slots)
+
+    def _start_due(self, now: float) -> None:
+        for slot in self.slots:
+            if slot.proc is None and slot.restart_at is not None and slot.restart_at <= now:
+                self._start(slot)
+
+    def _start(self, slot: _Slot) -> None:
+        env = dict(os.environ, **{SUPERVISOR_ENV: str(os.getpid())})
+        try:
+            slot.proc = subprocess.Popen(self.config.child_argv(self.db), env=env,
+                                         start_new_session=True)
+        except OSError as exc:
+            log.error("cannot start worker %d: %s", slot.index, exc)
+            self._schedule_restart(slot, time.monotonic())
+            return
+        slot.started = time.monotonic()
+        slot.restart_at = None
+        log.debug("worker %d started (pid %d)", slot.index, slot.proc.pid,
+                  extra={"pid": slot.proc.pid})
+
+    def _reap(self) -> None:
+        for slot in self.slots:
+            if slot.proc is None or slot.proc.poll() is None:
+                continue
+            code, pid = slot.proc.returncode, slot.proc.pid
+            slot.proc = None
+            now = time.monotonic()
+            if self.stopping:
+                continue
+            if code == 0 and self.config.burst:
+                slot.exited = True
+                continue
+            self._schedule_restart(slot, now)
+            log.warning("worker %d (pid %d) ended with %s; restarting it in %.1fs",
+                        slot.index, pid, _status(code), (slot.restart_at or now) - now,
+                        extra={"pid": pid, "exit": code})
+
+    def _schedule_restart(self, slot: _Slot, now: float) -> None:
+        if now - slot.started >= RESTART_RESET:
+            slot.failures = 0
+        delay = min(RESTART_MAX, RESTART_FIRST * 2 ** slot.failures)
+        slot.failures += 1
+        slot.restart_at = now + delay
+
+    def _signal_children(self, sig: signal.Signals) -> None:
+        for slot in self.slots:
+            if slot.proc is not None and slot.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    slot.proc.send_signal(sig)
+
+
+def _status(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"signal {signal.Signals(-code).name}"
+    return f"exit status {code}"

@@ -1,0 +1,275 @@
+"""``@q.task``: Python functions as jobs, with JSON arguments (never pickle).
+
+A task is registered under a name (module-qualified by default) in one process-wide
+registry, because the process that runs it is not the one that enqueued it: ``sqlq
+work --import myapp.tasks`` imports the module, which decorates its functions again,
+and the worker looks jobs' task names up here. A job's body is::
+
+    {"task": "myapp.tasks.send_email", "args": ["a@example.com"], "kwargs": {"subject": "hi"}}
+
+so any language (or ``sqlq put``) can enqueue a task. Arguments are checked against
+the function's signature and for JSON when they are put, where the caller can still
+fix them, not when a worker runs them hours later.
+
+The worker side of tasks (:class:`TaskRunner`) is here too: it decodes a body,
+finds the function and runs it in one worker thread, so the worker's main thread
+stays free to heartbeat, watch signals and honour the grace period.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from . import runner
+from .model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, Job, check_priority, check_tube
+from .retry import DEFAULT_BACKOFF, DEFAULT_RETRIES, Backoff, RetryPolicy
+
+if TYPE_CHECKING:
+    from .periodic import Schedule
+    from .queue import Queue
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: Every task declared in this process, by name.
+REGISTRY: dict[str, Task[Any, Any]] = {}
+
+
+# -- the body: a JSON call ---------------------------------------------------------------------
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def encode_call(name: str, args: Sequence[Any], kwargs: dict[str, Any],
+                signature: inspect.Signature | None = None) -> bytes:
+    """The job body for calling task ``name``; TypeError names an argument JSON cannot carry."""
+    try:
+        return json.dumps({"task": name, "args": list(args), "kwargs": kwargs},
+                          separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError):
+        pass
+    # Find the culprit, by parameter name where the signature tells it.
+    labelled: list[tuple[str, Any]] = []
+    if signature is not None:
+        bound = signature.bind(*args, **kwargs)
+        labelled = [(f"argument {key!r}", value) for key, value in bound.arguments.items()]
+    else:
+        labelled = [(f"argument {i}", a) for i, a in enumerate(args)]
+        labelled += [(f"argument {k!r}", v) for k, v in kwargs.items()]
+    for label, value in labelled:
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise TypeError(f"{name}: {label} ({_type_name(value)} {value!r:.60}) cannot be "
+                            "sent as JSON; sqlq never pickles task arguments") from None
+    raise TypeError(f"{name}: the arguments cannot be sent as JSON")
+
+
+def decode_call(body: bytes) -> tuple[str, list[Any], dict[str, Any]]:
+    """``(task name, args, kwargs)`` from a job body; ValueError says what is wrong."""
+    try:
+        call = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"the body is not JSON ({exc})") from None
+    if not isinstance(call, dict) or not isinstance(call.get("task"), str):
+        raise ValueError('the body is not a task call: {"task": NAME, "args": [...], '
+                         '"kwargs": {...}} expected')
+    args, kwargs = call.get("args", []), call.get("kwargs", {})
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise ValueError("the body's args must be a list and kwargs an object")
+    return call["task"], args, kwargs
+
+
+def default_name(fn: Callable[..., Any]) -> str:
+    """``module.qualname``; a script run as ``__main__`` is named after its file, so that
+    ``python app.py`` and ``sqlq work --import app`` agree on the names."""
+    module = fn.__module__
+    if module == "__main__":
+        main = sys.modules.get("__main__")
+        spec = getattr(main, "__spec__", None)
+        if spec is not None and spec.name:
+            module = spec.name
+        elif isinstance(path := getattr(main, "__file__", None), str):
+            module = os.path.splitext(os.path.basename(path))[0]
+    return f"{module}.{fn.__qualname__}"
+
+
+# -- the decorator's product -------------------------------------------------------------------
+
+class Task(Generic[P, R]):
+    """A function that can also be enqueued: ``fn(...)`` runs it here, ``fn.put(...)`` there.
+
+    Made by ``@q.task``; see :meth:`sqlq.Queue.task` for the options.
+    """
+
+    def __init__(self, queue: Queue, fn: Callable[P, R], *, name: str | None = None,
+                 tube: str = DEFAULT_TUBE, priority: int = DEFAULT_PRIORITY,
+                 ttr: float = DEFAULT_TTR, retries: int = DEFAULT_RETRIES,
+                 backoff: Backoff = DEFAULT_BACKOFF, keepalive: bool = False,
+                 schedule: Schedule | None = None) -> None:
+        if not callable(fn):
+            raise TypeError(f"@task decorates a function, not {_type_name(fn)}")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise TypeError(f"name must be a non-empty str, not {name!r}")
+        self.queue = queue
+        self.fn = fn
+        self.name = name or default_name(fn)
+        self.tube = check_tube(tube)
+        self.priority = check_priority(priority)
+        self.ttr = ttr
+        self.policy = RetryPolicy(retries, backoff)
+        self.keepalive = bool(keepalive)
+        self.schedule = schedule
+        try:
+            self.signature: inspect.Signature | None = inspect.signature(fn)
+        except (TypeError, ValueError):  # some builtins have none
+            self.signature = None
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", self.name)
+        self.__wrapped__ = fn
+        REGISTRY[self.name] = self  # a re-import (reload) replaces the old entry
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run the function here and now, as if it were not a task."""
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<sqlq.Task {self.name} tube={self.tube!r}>"
+
+    def message(self, *args: Any, **kwargs: Any) -> bytes:
+        """The job body that calls this task with these arguments (checked, JSON)."""
+        if self.signature is not None:
+            try:
+                self.signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise TypeError(f"{self.name}: {exc}") from None
+        return encode_call(self.name, args, kwargs, self.signature)
+
+    def put(self, *args: P.args, **kwargs: P.kwargs) -> int:
+        """Enqueue a call with these arguments (JSON); return the job's id."""
+        return self.queue.put(self.message(*args, **kwargs), tube=self.tube,
+                              priority=self.priority, ttr=self.ttr)
+
+    def options(self, *, delay: float = 0, priority: int | None = None,
+                ttr: float | None = None, unique_key: str | None = None,
+                tube: str | None = None) -> TaskOptions[P]:
+        """The same task with other put options for one call: ``.options(delay=30).put(...)``."""
+        return TaskOptions(self, delay=delay, unique_key=unique_key,
+                           priority=self.priority if priority is None else priority,
+                           ttr=self.ttr if ttr is None else ttr,
+                           tube=self.tube if tube is None else tube)
+
+
+class TaskOptions(Generic[P]):
+    """A task with put options bound, made by :meth:`Task.options`."""
+
+    def __init__(self, task: Task[P, Any], *, delay: float, priority: int, ttr: float,
+                 unique_key: str | None, tube: str) -> None:
+        self.task = task
+        self.delay, self.priority, self.ttr = delay, priority, ttr
+        self.unique_key, self.tube = unique_key, tube
+
+    def put(self, *args: P.args, **kwargs: P.kwargs) -> int:
+        """Enqueue a call with these arguments and the bound options; return the job id."""
+        return self.task.queue.put(self.task.message(*args, **kwargs), tube=self.tube,
+                                   priority=self.priority, delay=self.delay, ttr=self.ttr,
+                                   unique_key=self.unique_key)
+
+
+def import_modules(names: Sequence[str]) -> None:
+    """Import the modules that declare tasks (``--import``), from the current directory too."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)  # as `python -m` would: `sqlq` is a script in .venv/bin
+    for name in names:
+        importlib.import_module(name)
+
+
+# -- the worker side ---------------------------------------------------------------------------
+
+def _last_line(exc: BaseException) -> str:
+    """The traceback's last line (``ValueError: bad input``): the bury reason."""
+    lines = traceback.format_exception_only(type(exc), exc)
+    text = "".join(lines).strip().splitlines()
+    return text[-1] if text else type(exc).__name__
+
+
+class _TaskRun:
+    """A task call running in the runner's thread."""
+
+    def __init__(self, task: Task[Any, Any], future: Future[Any]) -> None:
+        self.task = task
+        self.name = task.name
+        self.keepalive = task.keepalive
+        self._future = future
+
+    def wait(self, timeout: float) -> runner.Outcome | None:
+        try:
+            value = self._future.result(timeout=timeout)
+        except FutureTimeout:
+            return None
+        except Exception as exc:  # noqa: BLE001 - a task's failure is data, not our crash
+            return runner.failed(_last_line(exc), self.task.policy)
+        if value is None:
+            return runner.done(None)  # nothing to store: the worker's one-commit fast path
+        try:
+            return runner.done(json.dumps(value, allow_nan=False).encode())
+        except (TypeError, ValueError) as exc:
+            return runner.bury(f"the return value cannot be stored as JSON: {exc}")
+
+    def kill(self, reason: str) -> runner.Outcome | None:
+        return None  # a Python thread cannot be stopped; the worker gives the job back
+
+
+class TaskRunner:
+    """Runs task calls by name from the registry, one at a time, in one thread."""
+
+    def __init__(self, registry: dict[str, Task[Any, Any]] | None = None) -> None:
+        self.registry = REGISTRY if registry is None else registry
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlq-task")
+
+    def start(self, job: Job) -> runner.Running | runner.Finished:
+        try:
+            name, args, kwargs = decode_call(job.body)
+        except ValueError as exc:
+            return runner.Finished(runner.bury(str(exc)))
+        task = self.registry.get(name)
+        if task is None:
+            return runner.Finished(runner.bury(f"unknown task {name!r} (not imported by this "
+                                               "worker: check --import)"), name=name)
+        if task.signature is not None:
+            try:
+                task.signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                return runner.Finished(runner.bury(f"bad arguments: {exc}"), name=name)
+        return _TaskRun(task, self._pool.submit(task.fn, *args, **kwargs))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def decorator(queue: Queue, fn: Callable[P, R] | None, *, periodic: Schedule | None = None,
+              **options: Any) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
+    """What ``Queue.task`` and ``Queue.periodic`` return: a Task, or a decorator making one."""
+
+    def make(f: Callable[P, R]) -> Task[P, R]:
+        task = Task(queue, f, schedule=periodic, **options)
+        if periodic is not None and task.signature is not None:
+            try:
+                task.signature.bind()
+            except TypeError:
+                raise TypeError(f"periodic task {task.name} must take no arguments: "
+                                "it is called with none") from None
+        return task
+
+    return make if fn is None else make(fn)
