@@ -16,7 +16,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import apsw
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
@@ -114,6 +114,12 @@ def translate_errors(path: str) -> Iterator[None]:
         raise translate(path, e) from e
 
 
+def data_version(conn: apsw.Connection) -> int:
+    """Changes whenever another connection commits: the cheap "did anything happen?"."""
+    row: Any = conn.execute("PRAGMA data_version").fetchall()[0]
+    return int(row[0])
+
+
 def _create_file(path: str, now_ms: int, vfs: str | None = None) -> None:
     """Create a new, fully migrated database file at path, or do nothing if one appears.
 
@@ -194,7 +200,7 @@ class Database:
             try:
                 self.conn.set_busy_handler(self._busy_handler)
                 migrate.migrate(self.conn, clock(), allow_foreign=init)
-                mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
+                mode = self.conn.execute("PRAGMA journal_mode").fetchall()[0][0]
                 if mode != "wal":
                     self.conn.execute("PRAGMA journal_mode = WAL")
                 self.conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
@@ -254,7 +260,8 @@ class Database:
                 try:
                     return self._transaction(fn, durable)
                 except apsw.BusyError:
-                    return self._retrying(self._transaction, fn, durable)
+                    result: T = self._retrying(self._transaction, fn, durable)
+                    return result
             except apsw.Error as e:
                 raise translate(self.path, e) from e
 
@@ -312,11 +319,6 @@ class Database:
                 if not conn.get_autocommit():
                     conn.execute("ROLLBACK")
                 raise
-
-    def data_version(self) -> int:
-        """Changes whenever another connection commits: the cheap "did anything happen?"."""
-        with self._lock, translate_errors(self.path):
-            return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
     def close(self) -> None:
         with self._lock:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import apsw
 
@@ -72,8 +73,8 @@ def schema_version(conn: apsw.Connection, *, allow_foreign: bool = False) -> int
                 f"{', ...' if len(foreign) > 3 else ''}); pass init=True to add sqlq's tables"
             )
         return 0
-    row = conn.execute("SELECT max(version) FROM sqlq_schema").fetchone()
-    version = int(row[0] or 0)
+    rows: Any = conn.execute("SELECT coalesce(max(version), 0) FROM sqlq_schema").fetchall()
+    version = int(rows[0][0])
     if version > LATEST:
         raise SchemaError(
             f"it was written by a newer sqlq (schema {version}, this sqlq knows {LATEST}); "

@@ -152,7 +152,7 @@ _known_tubes: set[str] = set()
 
 def check_tube(tube: object, name: str = "tube") -> str:
     if tube in _known_tubes:  # the hot path: a put to a tube already seen
-        return tube  # type: ignore[return-value]
+        return tube
     if not isinstance(tube, str):
         raise TypeError(f"{name} must be a str, not {type(tube).__name__}")
     if not _TUBE.fullmatch(tube) or tube.startswith("-"):
@@ -192,8 +192,8 @@ def check_priority(priority: object, name: str = "priority") -> int:
 
 def seconds_to_ms(value: object, name: str, *, minimum: float = 0.0) -> int:
     """Seconds (int or float) to whole milliseconds, rejecting what no queue could mean."""
-    if value.__class__ is int and 0 <= value <= MAX_SECONDS:  # type: ignore[operator]
-        return max(value * 1000, int(minimum * 1000))  # type: ignore[operator]
+    if value.__class__ is int and 0 <= value <= MAX_SECONDS:
+        return max(value * 1000, int(minimum * 1000))
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
     if math.isnan(value) or value < 0 or value > MAX_SECONDS:

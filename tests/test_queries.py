@@ -27,7 +27,8 @@ def test_query_plan_uses_indexes(q: Queue, name: str) -> None:
 
 
 def test_every_query_is_used_by_store() -> None:
-    source = open(store.__file__).read()
+    with open(store.__file__) as f:
+        source = f.read()
     unused = [name for name in store.Q
               if f'"{name}"' not in source and f"_{name.upper()}" not in source
               and "peek_" not in name]
