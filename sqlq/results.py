@@ -1,0 +1,102 @@
+"""Job results: ``complete`` stores one, ``result`` waits for it.
+
+A result lives in ``sqlq_results`` from the commit that deletes its job until
+``expires_at``. Because the delete and the insert are one transaction, a reader
+sees, for any job id, exactly one of: the job (still pending, or buried), its
+result, or nothing (never issued, expired, or deleted without a result). That
+is what lets :func:`wait` decide from one snapshot, and sleep on the same
+notifier as ``reserve`` in between.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import apsw
+
+from . import store
+from .errors import JobBuried, JobNotFound, JobTooBig, Timeout
+from .model import BURIED
+
+if TYPE_CHECKING:
+    from .queue import Queue
+
+#: One read's verdict: the result bytes, or None while the job is still pending.
+_Outcome = tuple[bool, bytes | None]
+
+
+def check_result(result: object, max_size: int) -> bytes:
+    """The result as bytes (str is UTF-8 encoded); as large as a job body may be at most."""
+    if isinstance(result, str):
+        result = result.encode()
+    elif isinstance(result, (bytearray, memoryview)):
+        result = bytes(result)
+    elif not isinstance(result, bytes):
+        raise TypeError(f"result must be bytes or str, not {type(result).__name__}")
+    if len(result) > max_size:
+        raise JobTooBig(f"result is {len(result)} bytes, more than the maximum of {max_size}")
+    return result
+
+
+def check_job_id(job_id: object) -> int:
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
+        raise TypeError(f"job_id must be an int, not {type(job_id).__name__}")
+    if job_id < 1:
+        raise ValueError(f"job_id must be >= 1, not {job_id}")
+    return job_id
+
+
+def complete(queue: Queue, job_id: int, result: bytes | str, lease: int | None) -> None:
+    """Delete the job and store its result, in one durable transaction (see Queue.complete)."""
+    data = check_result(result, queue.max_job_size)
+    ttl_ms = queue.result_ttl_ms
+    clock = queue._clock
+
+    def write(c: apsw.Connection) -> None:
+        now = clock()
+        store.complete(c, now, job_id, lease, data, now + ttl_ms)
+
+    queue._db.write(write)
+
+
+def _look(queue: Queue, job_id: int) -> _Outcome:
+    """(another connection committed since the last look, the result or None if pending).
+
+    Raises JobBuried or JobNotFound when the job will never have a result.
+    """
+    def read(c: apsw.Connection) -> tuple[bool, tuple[bytes | None, int | None, str | None], int]:
+        now = queue._clock()
+        outcome = store.result_outcome(c, now, job_id)
+        issued = store.total_jobs(c) if outcome == (None, None, None) else job_id
+        return queue._note_data_version(c), outcome, issued
+
+    changed, (result, state, reason), issued = queue._db.read(read)
+    if result is not None:
+        return changed, result
+    if state == BURIED:
+        raise JobBuried(f"job {job_id} was buried" + (f": {reason}" if reason else ""),
+                        job_id=job_id, reason=reason)
+    if state is None:
+        if job_id > issued:
+            raise JobNotFound(f"job {job_id} not found (no such id was ever issued)")
+        raise JobNotFound(f"job {job_id} has no result (expired, or deleted without one)")
+    return changed, None
+
+
+def wait(queue: Queue, job_id: int, timeout: float | None) -> bytes:
+    """Block until job_id has a result and return it (see Queue.result)."""
+    from .queue import _timeout_deadline
+
+    check_job_id(job_id)
+    deadline = _timeout_deadline(timeout)
+    if timeout != 0:
+        queue._ensure_notifier()  # watching before the first look: no commit slips by
+    _, found = _look(queue, job_id)
+    if found is None and timeout != 0:
+        found = queue._wait(lambda events: _look(queue, job_id), deadline)
+    if found is None:
+        raise Timeout(f"job {job_id}: no result within {timeout:g} s")
+    return found
+
+
+__all__ = ["check_job_id", "check_result", "complete", "wait"]
