@@ -97,6 +97,10 @@ def translate(path: str, error: apsw.Error) -> Error:
     if isinstance(error, apsw.ReadOnlyError):
         return DatabaseError(f"{path}: read-only (check the file's and directory's permissions)")
     if isinstance(error, apsw.CantOpenError):
+        parent = os.path.dirname(os.path.abspath(path))
+        if os.path.exists(path) and not os.access(parent, os.W_OK):
+            return DatabaseError(f"{path}: cannot open the database: its directory is read-only "
+                                 "and SQLite's WAL mode keeps its -wal and -shm files there")
         return DatabaseError(f"{path}: cannot open the database ({error})")
     if isinstance(error, apsw.BusyError):
         return DatabaseError(f"{path}: database is locked by another process for too long")
@@ -199,7 +203,10 @@ class Database:
             self.conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE, vfs=vfs)
             try:
                 self.conn.set_busy_handler(self._busy_handler)
-                migrate.migrate(self.conn, clock(), allow_foreign=init)
+                try:
+                    migrate.migrate(self.conn, clock(), allow_foreign=init)
+                except SchemaError as e:  # one line that names the file, as every other error
+                    raise SchemaError(f"{path}: {e}") from None
                 mode = self.conn.execute("PRAGMA journal_mode").fetchall()[0][0]
                 if mode != "wal":
                     self.conn.execute("PRAGMA journal_mode = WAL")
