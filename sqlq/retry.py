@@ -36,7 +36,7 @@ def exponential_jitter(initial: float = DEFAULT_BACKOFF, maximum: float = MAX_BA
     The jitter is proportional to the first delay so that a short backoff stays short
     (tests) and many jobs failing together (a database down) spread their retries.
     """
-    return tenacity.wait_exponential_jitter(initial=initial, max=maximum, jitter=initial)
+    return tenacity.wait_exponential_jitter(multiplier=initial, max=maximum, jitter=initial)
 
 
 def _wait_strategy(backoff: Backoff) -> wait_base:
@@ -72,6 +72,15 @@ class RetryPolicy:
     def should_retry(self, attempt: int) -> bool:
         """True if a job whose run number ``attempt`` (1-based) failed should run again."""
         return attempt <= self.retries
+
+    def exhausted(self, attempt: int) -> bool:
+        """True if run number ``attempt`` is one more than the policy allows.
+
+        Failures that the worker sees are counted by :meth:`should_retry`; this catches
+        runs it never saw end: a job that outlived its TTR or killed its worker again
+        and again is reserved once more, and is then buried instead of run.
+        """
+        return attempt > self.retries + 1
 
     def delay_for(self, attempt: int) -> float:
         """Seconds to wait before the run after failed run number ``attempt``."""

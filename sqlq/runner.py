@@ -56,6 +56,19 @@ def bury(reason: str) -> Outcome:
     return Outcome("bury", reason=reason)
 
 
+def exhausted(job: Job, policy: RetryPolicy) -> Outcome | None:
+    """A ``bury`` outcome if ``job`` already had every run its policy allows, else None.
+
+    Its earlier runs ended without a verdict (TTR ran out, worker killed), so the job
+    is buried rather than run once more, and the reason says so.
+    """
+    if not policy.exhausted(job.reserves):
+        return None
+    runs = job.reserves - 1
+    return bury(f"gave up after {runs} run{'s' if runs != 1 else ''} that did not finish "
+                f"(timeouts: {job.timeouts}, TTR {job.ttr:g}s)")
+
+
 class Running(Protocol):
     """One job being run."""
 

@@ -146,6 +146,9 @@ class ShellRunner:
             self._env["SQLQ_DB"] = os.path.abspath(db_path)
 
     def start(self, job: Job) -> _ShellRun | runner.Finished:
+        given_up = runner.exhausted(job, self.policy)
+        if given_up is not None:
+            return runner.Finished(given_up, name=self.name)
         env = dict(self._env, SQLQ_JOB_ID=str(job.id), SQLQ_TUBE=job.tube,
                    SQLQ_ATTEMPT=str(job.reserves))
         try:

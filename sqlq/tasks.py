@@ -247,6 +247,9 @@ class TaskRunner:
         if task is None:
             return runner.Finished(runner.bury(f"unknown task {name!r} (not imported by this "
                                                "worker: check --import)"), name=name)
+        given_up = runner.exhausted(job, task.policy)
+        if given_up is not None:
+            return runner.Finished(given_up, name=name)
         if task.signature is not None:
             try:
                 task.signature.bind(*args, **kwargs)

@@ -56,7 +56,7 @@ def flaky(path: str, failures: int) -> str:
     return f"ok after {runs} runs"
 
 
-@q.task(tube="slow", ttr=1, retries=0)
+@q.task(tube="slow", ttr=1, retries=1)
 def slow(path: str, seconds: float) -> None:
     """Run longer than the TTR without a heartbeat."""
     _append(path, f"start {os.getpid()}")
@@ -67,6 +67,14 @@ def slow(path: str, seconds: float) -> None:
 @q.task(tube="slow", ttr=1, retries=0, keepalive=True)
 def slow_alive(path: str, seconds: float) -> None:
     """Run longer than the TTR, kept alive by the worker's heartbeat."""
+    _append(path, f"start {os.getpid()}")
+    time.sleep(seconds)
+    _append(path, f"end {os.getpid()}")
+
+
+@q.task(tube="slow", ttr=30, retries=1)
+def nap(path: str, seconds: float) -> None:
+    """Note the start, sleep, note the end: for stop, grace and SIGKILL tests."""
     _append(path, f"start {os.getpid()}")
     time.sleep(seconds)
     _append(path, f"end {os.getpid()}")

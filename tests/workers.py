@@ -1,0 +1,120 @@
+"""Helpers for tests that run real ``sqlq work`` processes (not a test module itself)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "") -> Any:
+    """Poll ``predicate`` until it returns something true; fail the test after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(0.02)
+
+
+def lines(path: Path) -> list[str]:
+    """A file's lines, or none if it does not exist yet."""
+    try:
+        return path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def children(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+class Work:
+    """``python -m sqlq --db DB work ARGS...`` as a child process, logging to a file."""
+
+    def __init__(self, db: str | Path, *args: str, log: Path | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.db = str(db)
+        self.log_path = log or Path(f"{db}.{time.monotonic_ns()}.log")
+        full_env = dict(os.environ, SQLQ_DB=self.db, PYTHONPATH=str(ROOT), **(env or {}))
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in wait()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sqlq", "--db", self.db, "work", *args],
+            stdout=self._log, stderr=subprocess.STDOUT, env=full_env, cwd=ROOT)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def text(self) -> str:
+        """Everything it logged so far."""
+        return self.log_path.read_text(errors="replace")
+
+    def records(self) -> list[dict[str, Any]]:
+        """Its log lines parsed as JSON (for ``--log-format json``)."""
+        out = []
+        for line in self.text().splitlines():
+            if line.startswith("{"):
+                out.append(json.loads(line))
+        return out
+
+    def wait_log(self, needle: str, timeout: float = 15.0, count: int = 1) -> None:
+        """Wait until ``needle`` appears ``count`` times in the log."""
+        wait_for(lambda: self.text().count(needle) >= count, timeout,
+                 f"{needle!r} x{count} in the log:\n{self.text()}")
+
+    def signal(self, sig: int = signal.SIGTERM) -> None:
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 20.0) -> int:
+        """Wait for it to exit; its exit status."""
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._log.close()
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM, then wait; its exit status."""
+        if self.proc.poll() is None:
+            self.signal(signal.SIGTERM)
+        return self.wait(timeout)
+
+    def __enter__(self) -> Work:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
