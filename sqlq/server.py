@@ -390,6 +390,7 @@ class Server:
         self.instance_id = os.urandom(8).hex()
         self.listeners: list[socket.socket] = []
         self._timer: Timer | None = None
+        self._watching_file = False  # the notifier is set up when a reserve first waits
         self._dirty = False      # a job may have become ready since the last pass
         self._rechecking = False
         self._handlers: dict[Verb, Callable[[Conn, Command], bytes]] = {
@@ -415,9 +416,6 @@ class Server:
 
     def run(self) -> None:
         """Serve until ``stop()``; then close every connection (their jobs go back)."""
-        fd = self.q.notifier.fileno()
-        if fd is not None:
-            self.loop.selector.register(fd, selectors.EVENT_READ, self._on_notify)
         try:
             self.loop.run()
         finally:
@@ -542,6 +540,9 @@ class Server:
 
     def _reserve(self, conn: Conn, timeout: int | None) -> None:
         conn.worker = True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if timeout != 0:
+            self._watch_file()  # before the first look, so that no commit slips by
         soon = self._deadline_soon(conn, now_ms())
         reply = self._claim(conn, conn.watch)
         if reply is None and soon:
@@ -552,7 +553,6 @@ class Server:
             conn.send(reply)
             return
         conn.waiting = True
-        deadline = None if timeout is None else time.monotonic() + timeout
         self.waiters[conn] = Wait(tuple(conn.watch), deadline)
         self._arm()
 
@@ -760,6 +760,18 @@ class Server:
         timer = self._timer
         if self.waiters and (timer is None or timer.cancelled or timer.when > time.monotonic()):
             self._set_timer(0.0)
+
+    def _watch_file(self) -> None:
+        """Learn of other processes' commits, from the first waiting reserve on.
+
+        Not at start: inotify costs milliseconds to set up (a drop-in beanstalkd must
+        answer quickly), and a server nobody waits on has no use for the events.
+        """
+        if not self._watching_file:
+            self._watching_file = True
+            fd = self.q.notifier.fileno()
+            if fd is not None:
+                self.loop.selector.register(fd, selectors.EVENT_READ, self._on_notify)
 
     def _on_notify(self, mask: int) -> None:
         """Another process committed (or one holding reservations died)."""
