@@ -107,13 +107,15 @@ def enqueue_slot(queue: Queue, task: Task[Any, Any], slot_ms: int) -> int | None
     """Put ``task``'s job for the slot starting at ``slot_ms``, unless that slot (or a later
     one) was enqueued already; the new job's id, or None."""
     body = task.message()
-    with queue.transaction() as tx:
-        claimed = tx.execute(store.Q["claim_periodic_slot"],
-                             {"name": task.name, "slot": slot_ms, "now": now_ms()})
-        if not claimed:
+
+    def write(conn: Any) -> int | None:
+        if not store.claim_periodic_slot(conn, now_ms(), task.name, slot_ms):
             return None
-        return tx.put(body, tube=task.tube, priority=task.priority, ttr=task.ttr,
-                      unique_key=slot_key(task, slot_ms))
+        # Joins this transaction: the slot is recorded if and only if its job is put.
+        return queue.put(body, tube=task.tube, priority=task.priority, ttr=task.ttr,
+                         unique_key=slot_key(task, slot_ms))
+
+    return queue._db.write(write)
 
 
 class Scheduler:

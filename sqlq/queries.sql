@@ -252,3 +252,13 @@ SELECT count(DISTINCT topic) FROM sqlq_subscriptions;
 
 -- name: tube_subscribed
 SELECT 1 FROM sqlq_subscriptions WHERE tube = :tube LIMIT 1;
+
+-- name: claim_periodic_slot
+-- Record that a periodic task's slot is being enqueued, only if it is later
+-- than the last one recorded: a row comes back to the one caller that may put
+-- the slot's job (in the same transaction). See migrations/0003.
+INSERT INTO sqlq_periodic (name, last_slot, enqueued_at) VALUES (:name, :slot, :now)
+ON CONFLICT (name) DO UPDATE SET last_slot = excluded.last_slot,
+                                 enqueued_at = excluded.enqueued_at
+ WHERE excluded.last_slot > sqlq_periodic.last_slot
+RETURNING last_slot;

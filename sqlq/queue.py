@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 import apsw
 
@@ -37,6 +37,13 @@ from . import __version__, durations
 
 
 _T = TypeVar("_T")
+
+if TYPE_CHECKING:
+    from .retry import Backoff
+    from .tasks import Task
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 def _timeout_deadline(timeout: float | None) -> float | None:
@@ -529,6 +536,44 @@ class Queue:
             "reserves": row.reserves, "timeouts": row.timeouts, "releases": row.releases,
             "buries": row.buries, "kicks": row.kicks,
         }
+
+    # -- tasks (logic in tasks.py, periodic.py; run by `sqlq work`) ---------------------------
+
+    @overload
+    def task(self, fn: Callable[_P, _R], /) -> Task[_P, _R]: ...
+
+    @overload
+    def task(self, fn: None = None, /, *, name: str | None = None, tube: str = DEFAULT_TUBE,
+             priority: int = DEFAULT_PRIORITY, ttr: float = DEFAULT_TTR, retries: int = 3,
+             backoff: Backoff = 1.0, keepalive: bool = False,
+             ) -> Callable[[Callable[_P, _R]], Task[_P, _R]]: ...
+
+    def task(self, fn: Callable[_P, _R] | None = None, /, **options: Any) -> Any:
+        """Make a function a task: ``f(...)`` still runs it here, ``f.put(...)`` enqueues it.
+
+        Arguments travel as JSON (never pickle) and are checked when put; a return value
+        other than None is stored as the job's JSON result (``q.result(id)``).
+
+        Args:
+            name: the registry name (default ``module.qualname``), what a job's body names.
+            tube, priority, ttr: the defaults of its jobs (``.options()`` overrides them).
+            retries: runs after a failed first one, with backoff, before burying.
+            backoff: seconds before the first retry (doubling, jittered) or a tenacity wait.
+            keepalive: touch the job at 80% of its TTR while it runs (long tasks).
+        """
+        from .tasks import decorator
+
+        return decorator(self, fn, **options)
+
+    def periodic(self, fn: Callable[[], _R] | None = None, /, *, every: float | None = None,
+                 cron: str | None = None, **options: Any) -> Any:
+        """A task without arguments that workers enqueue once per slot: ``every`` seconds
+        or on a ``cron`` expression (local time), however many workers share the file.
+        Other options are :meth:`task`'s."""
+        from .periodic import Schedule
+        from .tasks import decorator
+
+        return decorator(self, fn, periodic=Schedule(every, cron), **options)
 
     # -- transactions ------------------------------------------------------------------------
 

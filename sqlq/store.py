@@ -266,4 +266,13 @@ def tube_subscribed(conn: apsw.Connection, tube: str) -> bool:
     return conn.execute(Q["tube_subscribed"], {"tube": tube}).fetchone() is not None
 
 
+# -- periodic tasks ----------------------------------------------------------------------------
+
+def claim_periodic_slot(conn: apsw.Connection, now: int, name: str, slot: int) -> bool:
+    """True if ``slot`` is later than the last slot recorded for periodic task ``name``
+    (and is now recorded): the caller, and nobody else, puts the slot's job."""
+    params = {"name": name, "slot": slot, "now": now}
+    return conn.execute(Q["claim_periodic_slot"], params).fetchone() is not None
+
+
 __all__ = ["BURIED", "DELAYED", "READY", "RESERVED", "Q", "tubes_json"]
