@@ -21,6 +21,8 @@ import os
 import secrets
 import weakref
 
+from .errors import DatabaseError
+
 _live: weakref.WeakSet[Owner] = weakref.WeakSet()
 
 
@@ -30,8 +32,12 @@ def owners_dir(db_path: str) -> str:
 
 def ensure_dir(db_path: str) -> str:
     path = owners_dir(db_path)
-    with contextlib.suppress(FileExistsError):
+    try:
         os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:  # a read-only directory, a full disk: one line, not a traceback
+        raise DatabaseError(f"{db_path}: cannot create {path} ({e.strerror})") from e
     return path
 
 
@@ -45,10 +51,22 @@ class Owner:
         # Lock under a private name, then rename into place: a checker never sees
         # an owner file that is not locked yet (it would take it for a dead one).
         tmp = self.path + ".new"
-        self._fd: int | None = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        os.write(self._fd, f"pid {os.getpid()}\n".encode())
-        os.rename(tmp, self.path)
+        self._fd: int | None = None
+        try:
+            self._fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            with contextlib.suppress(OSError):  # for people only; a full disk may refuse it
+                os.write(self._fd, f"pid {os.getpid()}\n".encode())
+            os.rename(tmp, self.path)
+        except OSError as e:
+            # Leave no descriptor (it would keep a dead owner alive) and no stray file.
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise DatabaseError(f"{db_path}: cannot register this process as an owner of "
+                                f"reservations in {directory} ({e.strerror})") from e
         _live.add(self)
 
     def close(self) -> None:
