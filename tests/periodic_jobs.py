@@ -1,0 +1,19 @@
+"""A periodic task for tests/test_periodic.py (kept apart from tests/jobs.py so that the
+other worker tests do not run a scheduler)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+import sqlq
+
+q = sqlq.Queue(os.environ.get("SQLQ_DB") or os.path.join(tempfile.gettempdir(), "sqlq-jobs.db"))
+
+
+@q.periodic(every=1, tube="ticks")
+def tick() -> None:
+    """Note who ran it and when."""
+    with open(os.environ["TICKS"], "a") as f:
+        f.write(f"{os.getpid()} {time.time():.3f}\n")
