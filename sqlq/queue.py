@@ -15,7 +15,7 @@ import apsw
 from . import owners, results, store, topics
 from .db import Database, Durability
 from .durations import now_ms
-from .errors import JobNotFound
+from .errors import Error, JobNotFound
 from .model import (
     DEFAULT_MAX_JOB_SIZE,
     DEFAULT_PRIORITY,
@@ -112,7 +112,13 @@ class Queue:
         try:
             if self._owner is not None:
                 token = self._owner.token
-                self._db.write(lambda c: store.release_owner(c, token), durable=False)
+                try:
+                    self._db.write(lambda c: store.release_owner(c, token), durable=False)
+                except Error:
+                    # A read-only file, a full disk: closing must not fail. Our owner
+                    # file is unlocked below, so the next reserve anywhere gives these
+                    # reservations back all the same.
+                    pass
         finally:
             if self._owner is not None:
                 self._owner.close()
