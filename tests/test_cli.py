@@ -26,8 +26,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sqlq
-from sqlq.cli import cli, display_text
+from sqlq.cli import cli
 from sqlq.durations import format_duration, parse_duration
+from sqlq.output import display_text
 
 BINARY = bytes(range(256)) + b"\r\n\x1b[2J\x00end"
 BIN_DIR = Path(sys.executable).parent

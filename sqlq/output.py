@@ -1,0 +1,122 @@
+"""How the ``sqlq`` command prints: one path for plain text, ``--json`` and ``--raw``.
+
+Plain output shows printable UTF-8 as it is and escapes the rest (``\\xNN``) so a
+binary body cannot garble or drive the terminal; ``--raw`` writes the exact bytes and
+nothing else; ``--json`` gives ``body`` as text (``"body_encoding": "utf-8"``) or base64
+(``"base64"``), one object per line for lists.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from typing import IO, Any
+
+import click
+
+import sqlq
+from sqlq.durations import format_duration, now_ms
+
+BODY_PREVIEW = 2000  # characters of a body that plain output shows; --raw writes all
+
+
+def display_text(value: str | bytes, limit: int | None = BODY_PREVIEW) -> str:
+    """Text safe for a terminal: printable characters pass, others become ``\\xNN``.
+
+    Escaping control characters (ESC above all) keeps a hostile or binary body from
+    moving the cursor or retitling the terminal. ``limit`` caps the characters shown.
+    """
+    text = value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
+    out: list[str] = []
+    size = 0
+    for ch in text:
+        if ch.isprintable() or ch in "\n\t":
+            piece = ch
+        else:
+            piece = f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+        size += len(piece)
+        if limit is not None and size > limit:
+            out.append(f"... ({len(value)} bytes in all; --raw writes them)")
+            break
+        out.append(piece)
+    return "".join(out)
+
+
+_JOB_FIELDS = ("id", "tube", "state", "priority", "ttr", "reserves", "timeouts", "releases",
+               "buries", "kicks", "created_at", "delay_until", "reserved_until", "bury_reason",
+               "unique_key")
+
+
+def job_record(job: sqlq.Job) -> dict[str, Any]:
+    """A Job as a JSON-ready dict; the body is UTF-8 text or base64, per ``body_encoding``."""
+    record = {key: getattr(job, key, None) for key in _JOB_FIELDS}
+    try:
+        record.update(body=job.body.decode("utf-8"), body_encoding="utf-8")
+    except UnicodeDecodeError:
+        record.update(body=base64.b64encode(job.body).decode("ascii"), body_encoding="base64")
+    record["body_size"] = len(job.body)
+    return record
+
+
+def _job_rows(job: sqlq.Job) -> Iterable[tuple[str, str]]:
+    """The fields a person wants to see about a job, in reading order."""
+    now = now_ms()
+
+    def since(ms: int | None, sign: int = 1) -> str:
+        return format_duration(max(0, sign * (now - (ms or now))) / 1000)
+
+    yield from (("id", str(job.id)), ("tube", job.tube), ("state", job.state),
+                ("priority", str(job.priority)), ("ttr", format_duration(job.ttr)),
+                ("age", since(job.created_at)))
+    if job.state == "delayed":
+        yield "ready in", since(job.delay_until, -1)
+    if job.state == "reserved":
+        yield "time left", since(job.reserved_until, -1)
+    yield "counters", " ".join(f"{k}={getattr(job, k)}" for k in _JOB_FIELDS[5:10])
+    if job.bury_reason:
+        yield "reason", display_text(job.bury_reason)
+    if job.unique_key:
+        yield "unique key", display_text(job.unique_key)
+    binary = job_record(job)["body_encoding"] != "utf-8"
+    yield "body", f"({len(job.body)} bytes{', binary' if binary else ''})"
+
+
+def _aligned(rows: Iterable[tuple[str, str]]) -> str:
+    """``key:  value`` lines with the values in one column."""
+    rows = list(rows)
+    width = max((len(k) for k, _ in rows), default=0) + 3
+    return "\n".join(f"{key}:".ljust(width) + value.replace("\n", "\n" + " " * width)
+                     for key, value in rows)
+
+
+def emit(value: Any, as_json: bool = False, *, raw: bool = False, text: str | None = None) -> None:
+    """Print a command's result: the one output path of every command.
+
+    Args:
+        value: a Job, a mapping, a list of either, or a scalar.
+        as_json: print JSON; a list prints one object per line (JSON Lines).
+        raw: write exactly the bodies of Jobs to stdout, and nothing else.
+        text: what to print for people instead of the generic rendering of ``value``.
+    """
+    items = value if isinstance(value, list) else [value]
+    if raw:
+        out: IO[bytes] = sys.stdout.buffer
+        for item in items:
+            out.write(item.body if isinstance(item, sqlq.Job) else str(item).encode())
+        out.flush()
+    elif as_json:
+        for item in items:
+            record = job_record(item) if isinstance(item, sqlq.Job) else item
+            click.echo(json.dumps(record, ensure_ascii=False, default=str))
+    elif text is not None:
+        click.echo(text)
+    else:
+        for item in items:
+            if isinstance(item, sqlq.Job):
+                click.echo(_aligned(_job_rows(item)) + "\n" + display_text(item.body))
+            elif isinstance(item, Mapping):
+                click.echo(_aligned((str(k), display_text(str(v))) for k, v in item.items()))
+            else:
+                click.echo(display_text(str(item)))
