@@ -1,0 +1,561 @@
+"""Bad input: every one is refused with one clear line, and the file is left as it was.
+
+Files that are not sqlq databases (garbage, empty, truncated, another
+application's, a newer sqlq's), files sqlq cannot write (read-only file,
+read-only directory, full disk), a file on a network filesystem (a warning),
+and arguments out of range. Each is checked through the Python API (a
+``sqlq.Error`` or ``ValueError``/``TypeError`` with a one-line message) and,
+where a user meets it from the shell, through ``sqlq`` (exit 1 or 2, one line on
+stderr, no traceback).
+
+The tests run as root in CI, where permission bits stop nothing: read-only
+files and directories are made with read-only mounts (a bind mount of the file,
+a tmpfs remounted read-only) and a full disk with a 256 KiB tmpfs. Where
+mounting is not allowed (no root, a container without CAP_SYS_ADMIN, or
+SQLQ_TEST_NO_MOUNT=1) plain permission bits are used when not root, a VFS that
+answers SQLITE_FULL stands in for the full disk, and what cannot be faked is
+skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import apsw
+import pytest
+
+import sqlq
+from sqlq import db as sqlq_db
+
+SQLQ = str(Path(sys.executable).parent / "sqlq")
+MIB = 1 << 20
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+def snapshot(path: Path) -> tuple[bytes, int]:
+    return path.read_bytes(), path.stat().st_mtime_ns
+
+
+def listing(directory: Path) -> dict[str, tuple[bytes, int] | None]:
+    """Every entry of the directory, with the bytes and mtime of the files."""
+    return {p.name: snapshot(p) if p.is_file() else None for p in sorted(directory.iterdir())}
+
+
+def one_line(message: str) -> str:
+    assert "Traceback" not in message, message
+    lines = message.strip().splitlines()
+    assert len(lines) == 1, message
+    return lines[0]
+
+
+def cli(db: Path, *args: str, input: bytes | None = None, code: int = 1) -> str:
+    """Run the real ``sqlq`` console script; check its exit code and its one-line error."""
+    result = subprocess.run([SQLQ, "--db", str(db), *args], input=input, capture_output=True,
+                            timeout=60)
+    stderr = result.stderr.decode(errors="replace")
+    assert result.returncode == code, (result.returncode, stderr)
+    if code:
+        line = one_line(stderr)
+        assert line.startswith("sqlq"), line
+        return line
+    return result.stdout.decode(errors="replace")
+
+
+def refused(path: Path, error: type[Exception], match: str, **options: object) -> str:
+    """Opening path with sqlq fails with error, in one line that names the file."""
+    with pytest.raises(error, match=match) as info:
+        sqlq.Queue(str(path), **options)  # type: ignore[arg-type]
+    message = one_line(str(info.value))
+    assert str(path) in message, message
+    return message
+
+
+def make_queue(path: Path, jobs: int = 20, body: bytes = b"x" * 3000) -> list[int]:
+    with sqlq.Queue(str(path), durability="normal") as q:
+        return q.put_many([body] * jobs)
+
+
+# -- mounts (root only) ------------------------------------------------------------------------
+
+@functools.cache
+def can_mount() -> str | None:
+    """None if this process may mount filesystems, else why not."""
+    if os.environ.get("SQLQ_TEST_NO_MOUNT"):
+        return "SQLQ_TEST_NO_MOUNT is set"
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        return "not root"
+    probe = tempfile.mkdtemp(prefix="sqlq-mount-probe-")
+    try:
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", probe],
+                          capture_output=True).returncode != 0:
+            return "mount is not permitted here (no CAP_SYS_ADMIN?)"
+        subprocess.run(["umount", probe], check=True)
+        return None
+    finally:
+        os.rmdir(probe)
+
+
+class Mounts:
+    """Mounts made by one test, undone when it ends."""
+
+    def __init__(self) -> None:
+        self.points: list[str] = []
+
+    def run(self, *args: str) -> None:
+        subprocess.run(["mount", *args], check=True, capture_output=True)
+
+    def tmpfs(self, directory: Path, size: str) -> None:
+        directory.mkdir(exist_ok=True)
+        self.run("-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(directory))
+        self.points.append(str(directory))
+
+    def read_only_file(self, path: Path) -> None:
+        self.run("--bind", str(path), str(path))
+        self.points.append(str(path))
+        self.run("-o", "remount,ro,bind", str(path))
+
+    def remount_read_only(self, directory: Path) -> None:
+        self.run("-o", "remount,ro", str(directory))
+
+    def undo(self) -> None:
+        for point in reversed(self.points):
+            if subprocess.run(["umount", point], capture_output=True).returncode:
+                subprocess.run(["umount", "-l", point], capture_output=True)
+
+
+@pytest.fixture
+def mounts() -> Iterator[Mounts]:
+    reason = can_mount()
+    if reason:
+        pytest.skip(f"needs mount: {reason}")
+    m = Mounts()
+    yield m
+    m.undo()
+
+
+# -- files that are not sqlq databases ---------------------------------------------------------
+
+def test_not_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"Dear diary, today I stored my jobs in a text file.\n" * 200)
+    before = listing(tmp_path)
+    refused(path, sqlq.SchemaError, "not a SQLite database")
+    assert "not a SQLite database" in cli(path, "stats")
+    assert listing(tmp_path) == before
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "empty.db"
+    path.touch()
+    before = listing(tmp_path)
+    refused(path, sqlq.SchemaError, "empty file")
+    assert "empty file" in cli(path, "stats")
+    assert listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("keep", [16, 100, 4096, 0.5])
+def test_truncated_database(tmp_path: Path, keep: float) -> None:
+    whole = tmp_path / "whole.db"
+    make_queue(whole, jobs=200)
+    data = whole.read_bytes()
+    path = tmp_path / "cut" / "q.db"
+    path.parent.mkdir()
+    path.write_bytes(data[: int(len(data) * keep) if keep < 1 else int(keep)])
+    before = listing(path.parent)
+    message = refused(path, sqlq.Error, "corrupt|not a SQLite database|malformed")
+    assert "Traceback" not in message
+    cli(path, "stats")
+    assert listing(path.parent) == before
+
+
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+def test_another_applications_database(tmp_path: Path, journal: str) -> None:
+    path = tmp_path / "app.db"
+    conn = apsw.Connection(str(path))
+    conn.execute(f"PRAGMA journal_mode = {journal}").fetchall()
+    conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);"
+                 "INSERT INTO users VALUES (1, 'ada'), (2, 'grace')")
+    conn.close()
+    before = listing(tmp_path)
+    message = refused(path, sqlq.SchemaError, "another application's tables")
+    assert "users" in message
+    assert "users" in cli(path, "stats")
+    assert listing(tmp_path) == before
+
+
+def test_adopting_another_applications_database_leaves_its_tables_alone(tmp_path: Path) -> None:
+    """With init=True sqlq adds its own tables, and never reads or writes the others."""
+    path = tmp_path / "app.db"
+    conn = apsw.Connection(str(path))
+    conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);"
+                 "CREATE TABLE jobs (id INTEGER PRIMARY KEY, what TEXT);"  # a name sqlq could want
+                 "INSERT INTO users VALUES (1, 'ada'); INSERT INTO jobs VALUES (7, 'theirs')")
+
+    def theirs() -> list[object]:
+        return [conn.execute("SELECT sql FROM sqlite_master WHERE name IN ('users', 'jobs') "
+                             "ORDER BY name").fetchall(),
+                conn.execute("SELECT * FROM users").fetchall(),
+                conn.execute("SELECT * FROM jobs").fetchall()]
+
+    before = theirs()
+    with sqlq.Queue(str(path), init=True, durability="normal") as q:
+        job_id = q.put(b"hello")
+        job = q.reserve(timeout=0)
+        assert job is not None and job.id == job_id
+        job.delete()
+        q.stats()
+    assert theirs() == before
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {n for n in names if not n.startswith(("sqlq_", "sqlite_"))} == {"users", "jobs"}
+    conn.close()
+
+
+def test_newer_schema(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    make_queue(path, jobs=3)
+    conn = apsw.Connection(str(path))
+    conn.execute("INSERT INTO sqlq_schema (version, name, applied_at) "
+                 "VALUES (999, '0999_from_the_future', 0)")
+    conn.close()
+    before = listing(tmp_path)
+    refused(path, sqlq.SchemaError, "newer sqlq")
+    assert "newer sqlq" in cli(path, "stats")
+    assert listing(tmp_path) == before
+
+
+def test_a_directory_or_a_missing_directory(tmp_path: Path) -> None:
+    refused(tmp_path, sqlq.DatabaseError, "is a directory")
+    refused(tmp_path / "nowhere" / "q.db", sqlq.DatabaseError, "does not exist")
+    assert not (tmp_path / "nowhere").exists()
+
+
+# -- files sqlq cannot write -------------------------------------------------------------------
+
+def _check_read_only_file(path: Path) -> None:
+    before = snapshot(path)
+    with sqlq.Queue(str(path)) as q:  # reading a read-only queue is allowed: stats, peek
+        assert q.stats()["current-jobs-ready"] == 5
+        assert q.peek_ready() is not None
+        with pytest.raises(sqlq.DatabaseError, match="read-only") as info:
+            q.put(b"more")
+        one_line(str(info.value))
+        with pytest.raises(sqlq.DatabaseError, match="read-only"):
+            q.reserve(timeout=0)
+    assert "current-jobs-ready" in cli(path, "stats", code=0)
+    assert "read-only" in cli(path, "put", "more")
+    assert snapshot(path) == before
+    wal = Path(f"{path}-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
+
+
+def test_read_only_file(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    make_queue(path, jobs=5)
+    if os.geteuid() != 0:
+        path.chmod(0o400)
+        _check_read_only_file(path)
+        return
+    reason = can_mount()
+    if reason is None:
+        m = Mounts()
+        try:
+            m.read_only_file(path)
+            _check_read_only_file(path)
+        finally:
+            m.undo()
+        return
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode == 0:
+        try:
+            _check_read_only_file(path)
+        finally:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        return
+    pytest.skip(f"root ignores permission bits, and neither a read-only mount ({reason}) "
+                "nor chattr +i is available")
+
+
+def test_read_only_directory(tmp_path: Path) -> None:
+    directory = tmp_path / "ro"
+    m = Mounts()
+    if os.geteuid() == 0:
+        reason = can_mount()
+        if reason:
+            pytest.skip(f"root ignores permission bits and a read-only mount needs: {reason}")
+        m.tmpfs(directory, "1m")
+    else:
+        directory.mkdir()
+    try:
+        path = directory / "q.db"
+        make_queue(path, jobs=5)
+        if os.geteuid() == 0:
+            m.remount_read_only(directory)
+        else:
+            directory.chmod(0o500)
+        before = listing(directory)
+        refused(path, sqlq.DatabaseError, "read-only")
+        assert "read-only" in cli(path, "stats")
+        refused(directory / "new.db", sqlq.DatabaseError, "cannot create")
+        assert listing(directory) == before
+    finally:
+        if os.geteuid() != 0:
+            directory.chmod(0o700)
+        m.undo()
+
+
+def _fill_and_check(q: sqlq.Queue, path: Path, fill: Callable[[], None],
+                    free: Callable[[], None]) -> None:
+    """Puts fail with 'disk full' and change nothing; once space is back all is well."""
+    kept = q.put_many([b"k" * 1000] * 10)
+    fill()
+    for body in (b"y" * 200_000, b"z"):
+        with pytest.raises(sqlq.DatabaseError, match="disk full") as info:
+            q.put(body)
+        one_line(str(info.value))
+    with pytest.raises(sqlq.DatabaseError, match="disk full"):  # a claim is a write too
+        q.reserve(timeout=0)
+    free()
+    assert q.put(b"after") > max(kept)
+    conn = apsw.Connection(str(path))
+    assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    ids = [r[0] for r in conn.execute("SELECT id FROM sqlq_jobs ORDER BY id")]
+    conn.close()
+    assert set(kept) <= set(ids) and len(ids) == len(kept) + 1
+
+
+def test_full_disk(tmp_path: Path, mounts: Mounts) -> None:
+    directory = tmp_path / "small"
+    mounts.tmpfs(directory, "256k")
+    path = directory / "q.db"
+    filler = directory / "filler"
+
+    def fill() -> None:
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while True:
+                os.write(fd, b"\0" * 4096)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    with sqlq.Queue(str(path)) as q:
+        _fill_and_check(q, path, fill, filler.unlink)
+    fill()
+    assert one_line(cli(path, "put", "x" * 100_000)).startswith("sqlq")
+    filler.unlink()
+
+
+class FullVFS(apsw.VFS):
+    """SQLite's own VFS, except that while ``full`` is set every write answers SQLITE_FULL."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, "")
+        self.full = False
+
+    def xOpen(self, name: object, flags: list[int]) -> apsw.VFSFile:
+        return FullFile(self, name, flags)
+
+
+class FullFile(apsw.VFSFile):
+    def __init__(self, vfs: FullVFS, name: object, flags: list[int]) -> None:
+        super().__init__("", name, flags)  # type: ignore[arg-type]
+        self._vfs = vfs
+
+    def xWrite(self, data: bytes, offset: int) -> None:
+        if self._vfs.full:
+            raise apsw.FullError("disk full (simulated)")
+        super().xWrite(data, offset)
+
+    def xTruncate(self, newsize: int) -> None:
+        if self._vfs.full:
+            raise apsw.FullError("disk full (simulated)")
+        super().xTruncate(newsize)
+
+
+def test_full_disk_simulated(tmp_path: Path) -> None:
+    """The same as test_full_disk, anywhere: a VFS that answers SQLITE_FULL."""
+    name = f"full-{os.getpid()}"
+    vfs = FullVFS(name)
+    try:
+        path = tmp_path / "q.db"
+        with sqlq.Queue(str(path), vfs=name) as q:
+            _fill_and_check(q, path, lambda: setattr(vfs, "full", True),
+                            lambda: setattr(vfs, "full", False))
+    finally:
+        vfs.unregister()
+
+
+def test_owner_registration_failure_is_one_line(tmp_path: Path) -> None:
+    """A reserve that cannot register its process (no room, no directory) says so in one line."""
+    path = tmp_path / "q.db"
+    make_queue(path, jobs=1)
+    Path(f"{path}-sqlq").write_text("not a directory")
+    with sqlq.Queue(str(path)) as q:
+        with pytest.raises(sqlq.DatabaseError, match="cannot register") as info:
+            q.reserve(timeout=0)
+        one_line(str(info.value))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.db", "q.db-sqlq"]
+
+
+# -- network filesystems -----------------------------------------------------------------------
+
+MOUNTS = """\
+sysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0
+/dev/sda1 / ext4 rw,relatime 0 0
+server:/export /mnt/nfs nfs4 rw,relatime,vers=4.2 0 0
+/dev/sdb1 /mnt/nfs/local ext4 rw 0 0
+//nas/share /mnt/my\\040share cifs rw 0 0
+user@host:/home /home/me/remote fuse.sshfs rw,nosuid,nodev 0 0
+tmpfs /mnt/nfsdata tmpfs rw 0 0
+"""
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ("/mnt/nfs/q.db", "nfs4"),
+    ("/mnt/nfs/deep/er/q.db", "nfs4"),
+    ("/mnt/nfs/local/q.db", None),         # a local disk mounted inside the NFS tree
+    ("/mnt/nfsdata/q.db", None),           # a prefix of the name is not a parent directory
+    ("/mnt/my share/q.db", "cifs"),        # \040 in the mount table is a space
+    ("/home/me/remote/jobs/q.db", "fuse.sshfs"),
+    ("/var/lib/q.db", None),
+])
+def test_network_filesystem_detection(tmp_path: Path, path: str, expected: str | None) -> None:
+    table = tmp_path / "mounts"
+    table.write_text(MOUNTS)
+    assert sqlq_db.network_filesystem(path, str(table)) == expected
+
+
+def test_network_filesystem_is_warned_once(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    table = tmp_path / "mounts"
+    table.write_text(MOUNTS + f"server:/q {tmp_path} nfs rw 0 0\n")
+    path = tmp_path / "q.db"
+    with caplog.at_level(logging.WARNING, logger="sqlq"):
+        assert sqlq_db.warn_if_network_filesystem(str(path), str(table)) == "nfs"
+        assert sqlq_db.warn_if_network_filesystem(str(path), str(table)) == "nfs"
+    warnings = [r for r in caplog.records if "network filesystem" in r.getMessage()]
+    assert len(warnings) == 1 and str(path) in warnings[0].getMessage()
+    assert sqlq_db.network_filesystem(str(path), str(tmp_path / "no-such-table")) is None
+
+    # Opening a Queue there warns and still works (the warning is advice, not a refusal).
+    caplog.clear()
+    real = sqlq_db.network_filesystem
+    monkeypatch.setattr(sqlq_db, "network_filesystem",
+                        lambda p, mounts="/proc/mounts": real(p, str(table)))
+    other = tmp_path / "other.db"
+    with caplog.at_level(logging.WARNING, logger="sqlq"), sqlq.Queue(str(other)) as q:
+        q.put(b"x")
+    assert any(str(other) in r.getMessage() for r in caplog.records)
+
+
+def test_this_machine_local_tmp_is_not_network(tmp_path: Path) -> None:
+    fstype = sqlq_db.network_filesystem(str(tmp_path / "q.db"))
+    assert fstype is None or fstype in sqlq_db.NETWORK_FILESYSTEMS
+
+
+# -- bodies and arguments ----------------------------------------------------------------------
+
+def test_body_at_and_over_the_limit(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    with sqlq.Queue(str(path), durability="normal") as q:
+        job_id = q.put(b"\x00" * MIB)  # exactly the limit: accepted
+        assert len(q.peek(job_id).body) == MIB  # type: ignore[union-attr]
+        before = snapshot(path), snapshot(Path(f"{path}-wal"))
+        for body in (b"\x00" * (MIB + 1), "é" * (MIB // 2 + 1)):  # str counts encoded bytes
+            with pytest.raises(sqlq.JobTooBig) as info:
+                q.put(body)
+            assert str(MIB) in one_line(str(info.value))
+        with pytest.raises(sqlq.JobTooBig):
+            q.put_many([b"ok", b"\x00" * (MIB + 1)])  # all or nothing
+        assert q.stats()["total-jobs"] == 1
+        assert (snapshot(path), snapshot(Path(f"{path}-wal"))) == before
+    with sqlq.Queue(str(tmp_path / "small.db"), max_job_size=100) as q:
+        q.put(b"x" * 100)
+        with pytest.raises(sqlq.JobTooBig):
+            q.put(b"x" * 101)
+    assert cli(path, "put", "-", input=b"\x01" * MIB, code=0).strip().isdigit()
+    assert "sqlq" in cli(path, "put", "-", input=b"\x01" * (MIB + 1))
+
+
+BAD_ARGUMENTS: list[tuple[str, dict[str, object], type[Exception], str]] = [
+    ("put", {"tube": ""}, sqlq.InvalidTube, "tube"),
+    ("put", {"tube": "-starts-with-dash"}, sqlq.InvalidTube, "tube"),
+    ("put", {"tube": "has space"}, sqlq.InvalidTube, "tube"),
+    ("put", {"tube": "x" * 201}, sqlq.InvalidTube, "tube"),
+    ("put", {"tube": "caf\u00e9"}, sqlq.InvalidTube, "tube"),
+    ("put", {"tube": "nul\x00"}, sqlq.InvalidTube, "tube"),
+    ("put", {"tube": b"bytes"}, TypeError, "tube"),
+    ("put", {"priority": -1}, ValueError, "priority"),
+    ("put", {"priority": 2**32}, ValueError, "priority"),
+    ("put", {"priority": 1.5}, TypeError, "priority"),
+    ("put", {"priority": True}, TypeError, "priority"),
+    ("put", {"priority": "1"}, TypeError, "priority"),
+    ("put", {"delay": -1}, ValueError, "delay"),
+    ("put", {"delay": math.nan}, ValueError, "delay"),
+    ("put", {"delay": math.inf}, ValueError, "delay"),
+    ("put", {"delay": 2**32}, ValueError, "delay"),
+    ("put", {"delay": "5s"}, TypeError, "delay"),
+    ("put", {"ttr": -1}, ValueError, "ttr"),
+    ("put", {"ttr": math.nan}, ValueError, "ttr"),
+    ("put", {"ttr": None}, TypeError, "ttr"),
+    ("put", {"unique_key": 7}, TypeError, "unique_key"),
+    ("reserve", {"timeout": -1}, ValueError, "timeout"),
+    ("reserve", {"timeout": "soon"}, TypeError, "timeout"),
+    ("reserve", {"timeout": math.nan}, TypeError, "timeout"),
+    ("reserve", {"tubes": []}, ValueError, "tubes"),
+    ("reserve", {"tubes": ["ok", "not ok"]}, sqlq.InvalidTube, "tubes"),
+    ("kick", {"bound": -1}, ValueError, "bound"),
+    ("pause_tube", {"seconds": -5}, ValueError, "seconds"),
+    ("pause_tube", {"seconds": math.nan}, ValueError, "seconds"),
+]
+
+
+@pytest.mark.parametrize(("method", "kwargs", "error", "name"), BAD_ARGUMENTS,
+                         ids=[f"{m}-{next(iter(k))}-{next(iter(k.values()))!r}"[:60]
+                              for m, k, _, _ in BAD_ARGUMENTS])
+def test_invalid_arguments(q: sqlq.Queue, method: str, kwargs: dict[str, object],
+                           error: type[Exception], name: str) -> None:
+    path = Path(q.path)
+    q.put(b"there is one job")
+    before = snapshot(path), snapshot(Path(f"{path}-wal"))
+    call: dict[str, Callable[..., object]] = {
+        "put": lambda **kw: q.put(b"body", **kw),
+        "reserve": lambda **kw: q.reserve(**{"timeout": 0, **kw}),
+        "kick": lambda **kw: q.kick(**kw),
+        "pause_tube": lambda **kw: q.pause_tube("default", **kw),
+    }
+    with pytest.raises(error) as info:
+        call[method](**kwargs)
+    assert name in one_line(str(info.value)), info.value
+    assert (snapshot(path), snapshot(Path(f"{path}-wal"))) == before
+    assert q.stats()["total-jobs"] == 1
+
+
+@pytest.mark.parametrize("args", [
+    ["put", "--tube", "-bad", "x"],
+    ["put", "--tube", "a b", "x"],
+    ["put", "--priority", "-1", "x"],
+    ["put", "--priority", "4294967296", "x"],
+    ["put", "--delay", "5x", "x"],
+    ["put", "--delay", "-1", "x"],
+    ["put", "--ttr", "abc", "x"],
+    ["put", "--ttr", "nan", "x"],
+    ["reserve", "--timeout", "forever-ish"],
+    ["pause", "default", "1y"],
+])
+def test_invalid_arguments_from_the_shell(tmp_path: Path, args: list[str]) -> None:
+    path = tmp_path / "q.db"
+    make_queue(path, jobs=1)
+    before = listing(tmp_path)
+    cli(path, *args, code=2)
+    assert listing(tmp_path) == before
