@@ -606,13 +606,13 @@ def work(ctx: click.Context, imports: tuple[str, ...], tubes: tuple[str, ...], p
     worker uses the file its tasks' Queue opened. SIGTERM or Ctrl-C: stop reserving,
     finish running jobs within --grace, release the rest, exit 0.
 
-    Examples:
+    Example:
 
     \b
         sqlq work --import myapp.tasks --processes 4
         sqlq --db jobs.db work --tube thumbs -- ./make-thumbnail.sh
     """
-    from sqlq import worker
+    from sqlq import work as worker
 
     root = ctx.find_root()
     source = root.get_parameter_source("db_path")

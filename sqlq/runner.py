@@ -76,6 +76,9 @@ class Running(Protocol):
     name: str
     #: Touch the job at 80% of its TTR while it runs.
     keepalive: bool
+    #: True: ``wait`` runs the job in the calling thread, to the end (a task); the worker
+    #: arms its watchdog meanwhile. False: the job runs elsewhere (a child process).
+    inline: bool
 
     def wait(self, timeout: float) -> Outcome | None:
         """Wait up to ``timeout`` seconds; the outcome if the run ended, else None."""
@@ -101,6 +104,7 @@ class Finished:
     outcome: Outcome
     name: str = "?"
     keepalive: bool = False
+    inline: bool = False
 
     def wait(self, timeout: float) -> Outcome | None:
         """The outcome, at once."""

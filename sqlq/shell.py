@@ -78,6 +78,8 @@ def _feed(stream: IO[bytes], body: bytes) -> None:
 class _ShellRun:
     """One child process running one job."""
 
+    inline = False
+
     def __init__(self, proc: subprocess.Popen[bytes], job: Job, name: str, policy: RetryPolicy,
                  keepalive: bool) -> None:
         self.name = name

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from types import FrameType
 
-from .worker import WorkConfig
+from .work import WorkConfig
 
 log = logging.getLogger("sqlq.supervisor")
 

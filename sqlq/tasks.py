@@ -12,8 +12,8 @@ the function's signature and for JSON when they are put, where the caller can st
 fix them, not when a worker runs them hours later.
 
 The worker side of tasks (:class:`TaskRunner`) is here too: it decodes a body,
-finds the function and runs it in one worker thread, so the worker's main thread
-stays free to heartbeat, watch signals and honour the grace period.
+finds the function and calls it in the worker's main thread, while the worker's
+watchdog thread heartbeats and keeps the grace period (see watchdog.py).
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from . import runner
@@ -205,19 +203,20 @@ def _last_line(exc: BaseException) -> str:
 
 
 class _TaskRun:
-    """A task call running in the runner's thread."""
+    """A task call, run in the caller's thread when the worker waits for it (see watchdog.py)."""
 
-    def __init__(self, task: Task[Any, Any], future: Future[Any]) -> None:
+    inline = True
+
+    def __init__(self, task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> None:
         self.task = task
         self.name = task.name
         self.keepalive = task.keepalive
-        self._future = future
+        self._call = (args, kwargs)
 
     def wait(self, timeout: float) -> runner.Outcome | None:
+        args, kwargs = self._call
         try:
-            value = self._future.result(timeout=timeout)
-        except FutureTimeout:
-            return None
+            value = self.task.fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - a task's failure is data, not our crash
             return runner.failed(_last_line(exc), self.task.policy)
         if value is None:
@@ -228,15 +227,14 @@ class _TaskRun:
             return runner.bury(f"the return value cannot be stored as JSON: {exc}")
 
     def kill(self, reason: str) -> runner.Outcome | None:
-        return None  # a Python thread cannot be stopped; the worker gives the job back
+        return None  # a Python call cannot be stopped from outside
 
 
 class TaskRunner:
-    """Runs task calls by name from the registry, one at a time, in one thread."""
+    """Runs task calls by name from the registry, one at a time, in the worker's thread."""
 
     def __init__(self, registry: dict[str, Task[Any, Any]] | None = None) -> None:
         self.registry = REGISTRY if registry is None else registry
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlq-task")
 
     def start(self, job: Job) -> runner.Running | runner.Finished:
         try:
@@ -255,10 +253,10 @@ class TaskRunner:
                 task.signature.bind(*args, **kwargs)
             except TypeError as exc:
                 return runner.Finished(runner.bury(f"bad arguments: {exc}"), name=name)
-        return _TaskRun(task, self._pool.submit(task.fn, *args, **kwargs))
+        return _TaskRun(task, args, kwargs)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Nothing held between jobs."""
 
 
 def decorator(queue: Queue, fn: Callable[P, R] | None, *, periodic: Schedule | None = None,

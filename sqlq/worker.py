@@ -1,9 +1,9 @@
 """The worker loop: reserve, run, then delete, release with a delay, or bury.
 
 One worker process runs one job at a time (``--processes N`` runs N of them under
-:mod:`sqlq.supervisor`). The main thread never runs the job itself: a task runs
-in the runner's thread and a shell command in a child process, and the main thread
-watches it. That keeps three promises cheap:
+:mod:`sqlq.supervisor`). A task runs in the main thread, watched by the
+:class:`~sqlq.watchdog.Watchdog` thread; a shell command runs in a child process,
+watched by the main thread. Either way three promises hold:
 
 * the heartbeat: a job that opted in is touched at 80% of its TTR (goqite's rule),
   so a long job is never handed to a second worker while this one lives;
@@ -11,7 +11,8 @@ watches it. That keeps three promises cheap:
   the worker can still retry or bury it itself;
 * stopping: SIGTERM and SIGINT handlers only set flags (huey's rule). The loop
   stops reserving, lets the running job finish within ``grace`` seconds, gives it
-  back to the queue if it does not, and returns. A second signal skips the grace.
+  back to the queue if it does not, and returns (a task that cannot be stopped
+  makes the process exit). A second signal skips the grace.
 
 A job that succeeds without a result is deleted by the next ``reserve`` in the same
 transaction as the next claim (``reserve(delete=job)``): one commit per job.
@@ -23,28 +24,24 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from . import logs, runner
+from . import runner
 from .durations import now_ms
-from .errors import Error, JobLost
+from .errors import JobLost
 from .model import Job, check_tubes
 from .queue import Queue
 from .retry import RetryPolicy
+from .watchdog import HEARTBEAT, POLL, Watchdog
 
 log = logging.getLogger("sqlq.worker")
 
 #: An idle worker looks at its stop flag this often (seconds): one cheap wake-up.
 IDLE_CHECK = 1.0
-#: While a job runs, the stop flag is looked at this often (seconds).
-POLL = 0.25
-#: A job with keepalive is touched when this fraction of its TTR has passed.
-HEARTBEAT = 0.8
 #: Seconds a stopping worker lets its running job finish, unless told otherwise.
 DEFAULT_GRACE = 30.0
 
@@ -82,6 +79,8 @@ class Worker:
         self.processed = 0
         supervisor = os.environ.get("SQLQ_SUPERVISOR_PID", "")
         self._supervisor = int(supervisor) if supervisor.isdigit() else None
+        self._signal_fd: int | None = None
+        self._watchdog: Watchdog | None = None
 
     # -- stopping ----------------------------------------------------------------------------
 
@@ -99,9 +98,24 @@ class Worker:
         return self._supervisor is not None and os.getppid() != self._supervisor
 
     def install_signal_handlers(self) -> None:
-        """SIGTERM and SIGINT request a stop (a second one hurries it)."""
+        """SIGTERM and SIGINT request a stop (a second one hurries it); main thread only.
+
+        The signal wake-up fd tells the watchdog at once, even while the main thread
+        is busy in a task's C code and the Python handler has not run yet.
+        """
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        os.set_blocking(write, False)
+        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        self._signal_fd = read
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
+
+    def close(self) -> None:
+        """Stop the watchdog thread."""
+        if self._watchdog is not None:
+            self._watchdog.close()
+            self._watchdog = None
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -158,11 +172,25 @@ class Worker:
     def _run(self, job: Job) -> _Done | None:
         started = time.monotonic()
         running = self.runner.start(job)
-        outcome = self._watch(job, running)
+        if running.inline:
+            watchdog = self._ensure_watchdog()
+            watchdog.arm(job, running.name, running.keepalive)
+            try:
+                outcome: runner.Outcome | None = running.wait(float("inf"))
+            finally:
+                watchdog.disarm()
+        else:
+            outcome = self._watch(job, running)
         duration = time.monotonic() - started
         if outcome is None:
             return None  # given back to the queue: the grace period ran out
         return self._finish(job, running.name, outcome, duration)
+
+    def _ensure_watchdog(self) -> Watchdog:
+        if self._watchdog is None:
+            self._watchdog = Watchdog(self.grace, lambda: (self.stopping, self.hurry),
+                                      self._give_back, self._signal_fd)
+        return self._watchdog
 
     def _until_kill(self, job: Job) -> float:
         """Seconds until a killable run of ``job`` must be stopped (see runner.kill_margin)."""
@@ -171,7 +199,7 @@ class Worker:
         return (job.reserved_until - now_ms()) / 1000 - runner.kill_margin(job.ttr)
 
     def _watch(self, job: Job, running: runner.Running) -> runner.Outcome | None:
-        """Wait for the run to end, meanwhile heartbeating, enforcing the TTR and the grace."""
+        """Wait for a run elsewhere to end, heartbeating, enforcing the TTR and the grace."""
         keepalive = running.keepalive
         next_touch = time.monotonic() + HEARTBEAT * job.ttr
         kill_tried = False
@@ -289,130 +317,3 @@ class Worker:
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f}ms" if seconds < 10 else f"{seconds:.1f}s"
-
-
-# -- `sqlq work`: configuration and the one-process entry point ----------------------------------
-
-@dataclass
-class WorkConfig:
-    """Everything ``sqlq work`` was told; a supervisor passes it on to its children."""
-
-    db: str | None = None
-    imports: tuple[str, ...] = ()
-    tubes: tuple[str, ...] = ()
-    command: tuple[str, ...] = ()
-    processes: int = 1
-    burst: bool = False
-    retries: int = 3
-    backoff: float = 1.0
-    grace: float = DEFAULT_GRACE
-    keepalive: bool = False
-    log_level: str = "INFO"
-    log_format: str = "text"
-
-    def child_argv(self, db: str) -> list[str]:
-        """The command line of one worker process with this configuration."""
-        argv = [sys.executable, "-m", "sqlq", "--db", db, "work", "--processes", "1",
-                "--retries", str(self.retries), "--backoff", repr(self.backoff),
-                "--grace", repr(self.grace), "--log-level", self.log_level,
-                "--log-format", self.log_format]
-        for module in self.imports:
-            argv += ["--import", module]
-        for tube in self.tubes:
-            argv += ["--tube", tube]
-        if self.burst:
-            argv.append("--burst")
-        if self.keepalive:
-            argv.append("--keepalive")
-        if self.command:
-            argv += ["--", *self.command]
-        return argv
-
-
-def resolve(config: WorkConfig) -> tuple[str, list[str]]:
-    """The database path and tubes to use, after the task modules are imported.
-
-    Without ``--db``/``$SQLQ_DB``, a worker of task modules uses the file their Queue
-    opened, so ``sqlq work --import app`` needs no path repeated. Without ``--tube`` it
-    watches every tube its tasks use.
-    """
-    from .tasks import REGISTRY
-
-    queues = {os.path.realpath(t.queue.path): t.queue.path for t in REGISTRY.values()}
-    if config.db is not None:
-        db = config.db
-    elif config.imports and len(queues) == 1:
-        db = next(iter(queues.values()))
-    elif config.imports and len(queues) > 1:
-        raise Error(f"the imported tasks use {len(queues)} database files; choose one with --db")
-    else:
-        db = os.environ.get("SQLQ_DB") or "sqlq.db"
-    if config.tubes:
-        tubes = list(config.tubes)
-    elif config.imports:
-        tubes = sorted({t.tube for t in REGISTRY.values()})
-        if not tubes:
-            raise Error(f"no tasks found in {', '.join(config.imports)}: declare them with "
-                        "@q.task, or say which tubes to watch with --tube")
-    else:
-        tubes = ["default"]
-    return db, tubes
-
-
-def prepare(config: WorkConfig) -> tuple[str, list[str]]:
-    """Configure logging and import the task modules; return the database and tubes."""
-    logs.configure(config.log_level, config.log_format)
-    if config.imports and config.command:
-        raise Error("give task modules (--import) or a command (-- COMMAND), not both")
-    if not config.imports and not config.command:
-        raise Error("nothing to run: give --import MODULE or -- COMMAND ARGS...")
-    if config.imports:
-        from .tasks import import_modules
-
-        import_modules(config.imports)
-    return resolve(config)
-
-
-def run(config: WorkConfig) -> int:
-    """``sqlq work``: one worker here, or a supervisor of ``--processes`` workers."""
-    db, tubes = prepare(config)
-    if config.processes > 1:
-        from .supervisor import Supervisor
-
-        return Supervisor(config, db).run()
-    return run_worker(config, db, tubes)
-
-
-def run_worker(config: WorkConfig, db: str, tubes: Sequence[str]) -> int:
-    """Run one worker in this process until it is stopped; the exit status (0)."""
-    from . import periodic
-    from .shell import ShellRunner
-    from .tasks import REGISTRY, TaskRunner
-
-    queue = Queue(db)
-    job_runner: runner.Runner
-    if config.command:
-        policy = RetryPolicy(config.retries, config.backoff)
-        job_runner = ShellRunner(config.command, policy, keepalive=config.keepalive, db_path=db)
-    else:
-        job_runner = TaskRunner()
-    worker = Worker(queue, job_runner, tubes, burst=config.burst, grace=config.grace)
-    worker.install_signal_handlers()
-    scheduler = None if config.burst else periodic.start_scheduler(queue, REGISTRY.values())
-    log.info("worker %d watching %s on %s", os.getpid(), ", ".join(worker.tubes), db,
-             extra={"pid": os.getpid()})
-    try:
-        worker.run()
-    finally:
-        if scheduler is not None:
-            scheduler.stop()
-        job_runner.close()
-    log.info("worker %d stopped after %d job%s", os.getpid(), worker.processed,
-             "" if worker.processed == 1 else "s", extra={"pid": os.getpid()})
-    queue.close()
-    if worker.abandoned:
-        # A task thread is still running and cannot be stopped; its job is back in the
-        # queue. Leave without waiting for it (and without running its atexit code).
-        logging.shutdown()
-        os._exit(0)
-    return 0

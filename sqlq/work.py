@@ -1,0 +1,148 @@
+"""``sqlq work``: what the command was told, and the process it becomes.
+
+:func:`run` configures logging, imports the task modules, works out the database
+file and the tubes, then becomes one worker (:func:`run_worker`) or the supervisor
+of ``--processes`` workers, each started with :meth:`WorkConfig.child_argv`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from . import logs, runner
+from .errors import Error
+from .queue import Queue
+from .retry import RetryPolicy
+from .worker import DEFAULT_GRACE, Worker
+
+log = logging.getLogger("sqlq.worker")
+
+@dataclass
+class WorkConfig:
+    """Everything ``sqlq work`` was told; a supervisor passes it on to its children."""
+
+    db: str | None = None
+    imports: tuple[str, ...] = ()
+    tubes: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    processes: int = 1
+    burst: bool = False
+    retries: int = 3
+    backoff: float = 1.0
+    grace: float = DEFAULT_GRACE
+    keepalive: bool = False
+    log_level: str = "INFO"
+    log_format: str = "text"
+    durability: str = "full"
+
+    def child_argv(self, db: str) -> list[str]:
+        """The command line of one worker process with this configuration."""
+        argv = [sys.executable, "-m", "sqlq", "--db", db, "work", "--processes", "1",
+                "--retries", str(self.retries), "--backoff", repr(self.backoff),
+                "--grace", repr(self.grace), "--log-level", self.log_level,
+                "--log-format", self.log_format, "--durability", self.durability]
+        for module in self.imports:
+            argv += ["--import", module]
+        for tube in self.tubes:
+            argv += ["--tube", tube]
+        if self.burst:
+            argv.append("--burst")
+        if self.keepalive:
+            argv.append("--keepalive")
+        if self.command:
+            argv += ["--", *self.command]
+        return argv
+
+
+def resolve(config: WorkConfig) -> tuple[str, list[str]]:
+    """The database path and tubes to use, after the task modules are imported.
+
+    Without ``--db``/``$SQLQ_DB``, a worker of task modules uses the file their Queue
+    opened, so ``sqlq work --import app`` needs no path repeated. Without ``--tube`` it
+    watches every tube its tasks use.
+    """
+    from .tasks import REGISTRY
+
+    queues = {os.path.realpath(t.queue.path): t.queue.path for t in REGISTRY.values()}
+    if config.db is not None:
+        db = config.db
+    elif config.imports and len(queues) == 1:
+        db = next(iter(queues.values()))
+    elif config.imports and len(queues) > 1:
+        raise Error(f"the imported tasks use {len(queues)} database files; choose one with --db")
+    else:
+        db = os.environ.get("SQLQ_DB") or "sqlq.db"
+    if config.tubes:
+        tubes = list(config.tubes)
+    elif config.imports:
+        tubes = sorted({t.tube for t in REGISTRY.values()})
+        if not tubes:
+            raise Error(f"no tasks found in {', '.join(config.imports)}: declare them with "
+                        "@q.task, or say which tubes to watch with --tube")
+    else:
+        tubes = ["default"]
+    return db, tubes
+
+
+def prepare(config: WorkConfig) -> tuple[str, list[str]]:
+    """Configure logging and import the task modules; return the database and tubes."""
+    logs.configure(config.log_level, config.log_format)
+    if config.imports and config.command:
+        raise Error("give task modules (--import) or a command (-- COMMAND), not both")
+    if not config.imports and not config.command:
+        raise Error("nothing to run: give --import MODULE or -- COMMAND ARGS...")
+    if config.imports:
+        from .tasks import import_modules
+
+        import_modules(config.imports)
+    return resolve(config)
+
+
+def run(config: WorkConfig) -> int:
+    """``sqlq work``: one worker here, or a supervisor of ``--processes`` workers."""
+    db, tubes = prepare(config)
+    if config.processes > 1:
+        from .supervisor import Supervisor
+
+        return Supervisor(config, db).run()
+    return run_worker(config, db, tubes)
+
+
+def run_worker(config: WorkConfig, db: str, tubes: Sequence[str]) -> int:
+    """Run one worker in this process until it is stopped; the exit status (0)."""
+    from . import periodic
+    from .shell import ShellRunner
+    from .tasks import REGISTRY, TaskRunner
+
+    queue = Queue(db, durability="normal" if config.durability == "normal" else "full")
+    job_runner: runner.Runner
+    if config.command:
+        policy = RetryPolicy(config.retries, config.backoff)
+        job_runner = ShellRunner(config.command, policy, keepalive=config.keepalive, db_path=db)
+    else:
+        job_runner = TaskRunner()
+    worker = Worker(queue, job_runner, tubes, burst=config.burst, grace=config.grace)
+    worker.install_signal_handlers()
+    scheduler = None if config.burst else periodic.start_scheduler(queue, REGISTRY.values())
+    log.info("worker %d watching %s on %s", os.getpid(), ", ".join(worker.tubes), db,
+             extra={"pid": os.getpid()})
+    try:
+        worker.run()
+    finally:
+        if scheduler is not None:
+            scheduler.stop()
+        worker.close()
+        job_runner.close()
+    log.info("worker %d stopped after %d job%s", os.getpid(), worker.processed,
+             "" if worker.processed == 1 else "s", extra={"pid": os.getpid()})
+    queue.close()
+    if worker.abandoned:
+        # A task thread is still running and cannot be stopped; its job is back in the
+        # queue. Leave without waiting for it (and without running its atexit code).
+        logging.shutdown()
+        os._exit(0)
+    return 0
