@@ -19,7 +19,7 @@ Worker lines, for a job reserved under lease L:
 
     R <id> <L> <tag>   reserved (tag read from the body: the checker matches it to P)
     D <id> <L>         about to delete: written *before* the delete starts
-    C <id> <L>         the delete succeeded: completed
+    C <id> <L>         the delete (or complete) succeeded: completed
     F <id> <L>         the delete failed with JobLost/JobNotFound (lease no longer live)
     X <id> <L>         released;  B <id> <L> buried;  T <id> <L> touched
     K <n>              kicked n buried jobs back to ready
@@ -132,7 +132,10 @@ def worker(db: str, log: TextIO, rng: random.Random) -> None:
             continue
         emit(log, "D", job.id, lease)
         try:
-            job.delete()
+            if rng.random() < 0.3:
+                job.complete(result=job.body[:64])  # delete + result in one commit
+            else:
+                job.delete()
             emit(log, "C", job.id, lease)
         except (sqlq.JobLost, sqlq.JobNotFound):
             emit(log, "F", job.id, lease)
