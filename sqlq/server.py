@@ -139,6 +139,7 @@ class Loop:
         self._timers: list[tuple[float, int, Timer]] = []
         self._seq = itertools.count()
         self.stopping = False
+        self._calls: list[Callable[[], None]] = []  # from other threads, run on the loop
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -149,9 +150,16 @@ class Loop:
         heapq.heappush(self._timers, (timer.when, next(self._seq), timer))
         return timer
 
+    def call_soon_threadsafe(self, fn: Callable[[], None]) -> None:
+        self._calls.append(fn)
+        self._wake()
+
     def stop(self) -> None:
         """Stop the loop; safe from a signal handler or another thread."""
         self.stopping = True
+        self._wake()
+
+    def _wake(self) -> None:
         try:
             self._wake_w.send(b"\0")
         except OSError:
@@ -166,6 +174,8 @@ class Loop:
                 pass
         except OSError:
             pass
+        while self._calls:
+            self._calls.pop(0)()
 
     def run(self) -> None:
         while not self.stopping:
@@ -230,6 +240,7 @@ class Conn:
         self.discard = 0         # bytes of a too-big body still to throw away
         self.discard_reply = b""
         self.waiting = False
+        self.arrived: float | None = None  # when unanswered input came in before the file was open
         self.use = _DEFAULT
         self.watch = [_DEFAULT]
         self.reserved: dict[int, Held] = {}
@@ -259,11 +270,15 @@ class Conn:
             self.eof = True
             if self.waiting:  # beanstalkd answers a half-closed waiter at once
                 self.server.answer(self, Reply.TIMED_OUT)
+        if self.arrived is None and not self.server.ready:
+            self.arrived = time.monotonic()
         self.inbuf += data
         self.process()
 
     def process(self) -> None:
         """Run every complete command in the input, in order, until one has to wait."""
+        if not self.server.ready:
+            return
         while not (self.closed or self.closing or self.waiting) and len(self.outbuf) < HIGH_WATER:
             if self.discard:
                 n = min(self.discard, len(self.inbuf))
@@ -374,9 +389,13 @@ class Server:
     from the file, so they include what library users and other servers did.
     """
 
-    def __init__(self, queue: Queue, *, max_job_size: int | None = None) -> None:
-        self.q = queue
-        self.max_job_size = queue.max_job_size if max_job_size is None else max_job_size
+    def __init__(self, queue: Queue | None, *, max_job_size: int | None = None) -> None:
+        self._queue = queue
+        if max_job_size is None:
+            assert queue is not None, "max_job_size is needed until the queue is attached"
+            max_job_size = queue.max_job_size
+        self.max_job_size = max_job_size
+        self._skew = 0.0  # seconds a command waited for the file to open (see attach)
         self.loop = Loop()
         self.conns: set[Conn] = set()
         self.waiters: dict[Conn, Wait] = {}  # in arrival order: the first waiter is served first
@@ -406,6 +425,31 @@ class Server:
         }
 
     # -- lifecycle --
+
+    @property
+    def ready(self) -> bool:
+        return self._queue is not None
+
+    @property
+    def q(self) -> Queue:
+        assert self._queue is not None, "no queue attached yet"
+        return self._queue
+
+    def attach(self, queue: Queue) -> None:
+        """Start answering with ``queue``, for a server that listened before its file was open.
+
+        Commands that came in meanwhile are timed from their arrival: a ``put`` with
+        a delay, a ``reserve-with-timeout`` and a ``pause-tube`` count the time
+        they waited for the file, so the client sees beanstalkd's timings.
+        """
+        self._queue = queue
+        for conn in list(self.conns):
+            if conn.arrived is not None:
+                self._skew = max(time.monotonic() - conn.arrived, 0.0)
+                conn.arrived = None
+                conn.process()
+                conn._update()
+        self._skew = 0.0
 
     def listen(self, listen: str | None = None, sock: socket.socket | None = None) -> str:
         """Start accepting on ``sock`` or a new socket bound to ``listen``; return the address."""
@@ -516,7 +560,8 @@ class Server:
     def _insert(self, conn: Conn, cmd: Command, body: bytes) -> bytes:
         pri, delay, ttr, _ = cmd.ints
         try:
-            job_id = self.q.put(body, tube=conn.use, priority=pri, delay=delay, ttr=max(ttr, 1))
+            job_id = self.q.put(body, tube=conn.use, priority=pri, ttr=max(ttr, 1),
+                                delay=max(delay - self._skew, 0.0) if delay else 0)
         except JobTooBig:
             return Reply.JOB_TOO_BIG
         self.total_jobs += 1
@@ -540,7 +585,7 @@ class Server:
 
     def _reserve(self, conn: Conn, timeout: int | None) -> None:
         conn.worker = True
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else time.monotonic() + timeout - self._skew
         if timeout != 0:
             self._watch_file()  # before the first look, so that no commit slips by
         soon = self._deadline_soon(conn, now_ms())
@@ -689,7 +734,8 @@ class Server:
     def _pause_tube(self, conn: Conn, cmd: Command) -> bytes:
         if cmd.tube not in self.tubes():
             return Reply.NOT_FOUND
-        self.q.pause_tube(cmd.tube, cmd.ints[0])
+        delay = cmd.ints[0]
+        self.q.pause_tube(cmd.tube, max(delay - self._skew, 0.001) if delay else 0)
         self.tube_counts["cmd-pause-tube", cmd.tube] += 1
         self._poke()
         return Reply.PAUSED
@@ -870,14 +916,18 @@ def serve(queue: Queue, listen: str = DEFAULT_LISTEN, *, max_job_size: int | Non
     """
     server = Server(queue, max_job_size=max_job_size)
     address = server.listen(listen, sock)
+    _log().info("listening on %s", address)
+    if ready is not None:
+        ready(address)
+    _run(server, handle_signals)
+
+
+def _run(server: Server, handle_signals: bool) -> None:
     if handle_signals:
         signal.set_wakeup_fd(server.loop.wakeup_fd(), warn_on_full_buffer=False)
         signal.signal(signal.SIGTERM, lambda *_: server.stop())
         signal.signal(signal.SIGINT, lambda *_: server.stop())
         signal.signal(signal.SIGUSR1, lambda *_: server.drain())
-    _log().info("listening on %s", address)
-    if ready is not None:
-        ready(address)
     try:
         server.run()
     finally:
@@ -886,7 +936,12 @@ def serve(queue: Queue, listen: str = DEFAULT_LISTEN, *, max_job_size: int | Non
 
 
 def beanstalkd_main(argv: list[str] | None = None) -> None:
-    """``sqlq-beanstalkd``: beanstalkd's command line, served from a SQLite file."""
+    """``sqlq-beanstalkd``: beanstalkd's command line, served from a SQLite file.
+
+    It listens first and opens the file in a thread meanwhile: clients may connect
+    as soon as it is started (greenstalk's tests do, 100 ms after), and the imports
+    and the schema take longer than that on a small machine.
+    """
     try:
         flags = bs.parse_flags(sys.argv[1:] if argv is None else argv)
     except bs.UsageError as e:
@@ -898,33 +953,55 @@ def beanstalkd_main(argv: list[str] | None = None) -> None:
     if flags.show_version:
         print(f"beanstalkd {_version()}")
         return
+    try:
+        sock = bind(flags.listen)
+    except (OSError, ValueError) as e:
+        sys.stderr.write(f"sqlq-beanstalkd: cannot listen on {flags.listen}: {e}\n")
+        sys.exit(1)
+    server = Server(None, max_job_size=flags.max_job_size)
+    server.listen(sock=sock)
+    import tempfile
+    import threading
+
+    temp = None if flags.binlog_dir else tempfile.mkdtemp(prefix="sqlq-beanstalkd-")
+    directory = flags.binlog_dir or temp
+    assert directory is not None
+    opened: list[Queue] = []
+    failed: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            from sqlq.queue import Queue
+
+            os.makedirs(directory, exist_ok=True)
+            queue = Queue(os.path.join(directory, "sqlq.db"), durability=flags.durability,
+                          max_job_size=flags.max_job_size)
+            opened.append(queue)
+            server.loop.call_soon_threadsafe(lambda: server.attach(queue))
+        except BaseException as e:  # reported below, once the loop has stopped
+            failed.append(e)
+            server.stop()
+
+    loader = threading.Thread(target=load, name="sqlq-open", daemon=True)
+    loader.start()
     if flags.verbose:
         import logging
 
         logging.basicConfig(level=logging.WARNING - 10 * min(flags.verbose, 2),
                             format="sqlq-beanstalkd: %(message)s")
     try:
-        # Listen before the heavier imports and the file: clients may connect at once.
-        sock = bind(flags.listen)
-    except (OSError, ValueError) as e:
-        sys.stderr.write(f"sqlq-beanstalkd: cannot listen on {flags.listen}: {e}\n")
-        sys.exit(1)
-    import shutil
-    import tempfile
-
-    from sqlq.queue import Queue
-
-    temp = None if flags.binlog_dir else tempfile.mkdtemp(prefix="sqlq-beanstalkd-")
-    directory = flags.binlog_dir or temp
-    assert directory is not None
-    try:
-        os.makedirs(directory, exist_ok=True)
-        path = os.path.join(directory, "sqlq.db")
-        with Queue(path, durability=flags.durability, max_job_size=flags.max_job_size) as queue:
-            serve(queue, sock=sock, max_job_size=flags.max_job_size)
+        _run(server, handle_signals=True)
     finally:
+        loader.join()
+        for queue in opened:
+            queue.close()
         if temp is not None:
+            import shutil
+
             shutil.rmtree(temp, ignore_errors=True)
+    if failed:
+        sys.stderr.write(f"sqlq-beanstalkd: {failed[0]}\n")
+        sys.exit(1)
 
 
 if __name__ == "__main__":

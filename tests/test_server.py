@@ -468,6 +468,28 @@ def test_beanstalkd_unix_socket_temp_dir_and_drain_on_sigusr1(tmp_path: Path) ->
     assert not os.path.exists(path)
 
 
+def test_commands_sent_while_the_file_opens_are_timed_from_their_arrival() -> None:
+    """It listens before its file is open; a client that connects at once sees exact timers."""
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "sqlq.server", "-l", "127.0.0.1", "-p",
+                             str(port)], cwd=ROOT)
+    try:
+        for _ in range(500):
+            try:
+                client = Raw(("127.0.0.1", port))
+                break
+            except OSError:
+                time.sleep(0.002)
+        start = time.monotonic()
+        client.send(b"reserve-with-timeout 1\r\n")
+        assert client.reply() == b"TIMED_OUT\r\n"
+        assert 0.99 <= time.monotonic() - start < 1.1
+        client.close()
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
+
+
 def test_beanstalkd_help_version_and_bad_flags() -> None:
     run = [sys.executable, "-m", "sqlq.server"]
     out = subprocess.run([*run, "-h"], capture_output=True, text=True, cwd=ROOT)
