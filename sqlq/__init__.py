@@ -22,8 +22,28 @@ from .errors import (
     SchemaError,
     Timeout,
 )
-from .model import Job
-from .queue import Queue, Transaction
+
+TYPE_CHECKING = False  # not `typing`: see __getattr__
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .model import Job
+    from .queue import Queue, Transaction
+
+_LAZY = {"Job": ".model", "Queue": ".queue", "Transaction": ".queue"}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the Queue on first use, not with the package: ``sqlq-beanstalkd``
+    must listen within 100 ms of exec (beanstalkd clients connect that soon),
+    which leaves no time for the queue's dependencies before it binds."""
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "DatabaseError",
