@@ -73,14 +73,15 @@ class RetryPolicy:
         """True if a job whose run number ``attempt`` (1-based) failed should run again."""
         return attempt <= self.retries
 
-    def exhausted(self, attempt: int) -> bool:
-        """True if run number ``attempt`` is one more than the policy allows.
+    def exhausted(self, unfinished: int) -> bool:
+        """True if a job had ``unfinished`` runs that ended without a verdict, more than
+        the retries allow.
 
         Failures that the worker sees are counted by :meth:`should_retry`; this catches
         runs it never saw end: a job that outlived its TTR or killed its worker again
         and again is reserved once more, and is then buried instead of run.
         """
-        return attempt > self.retries + 1
+        return unfinished > self.retries
 
     def delay_for(self, attempt: int) -> float:
         """Seconds to wait before the run after failed run number ``attempt``."""

@@ -57,16 +57,18 @@ def bury(reason: str) -> Outcome:
 
 
 def exhausted(job: Job, policy: RetryPolicy) -> Outcome | None:
-    """A ``bury`` outcome if ``job`` already had every run its policy allows, else None.
+    """A ``bury`` outcome if ``job``'s earlier runs ended without a verdict too often.
 
-    Its earlier runs ended without a verdict (TTR ran out, worker killed), so the job
-    is buried rather than run once more, and the reason says so.
+    Every run a worker saw end left a trace, a release (retry, or given back when
+    the worker stopped) or a burial (kicked since); the other earlier reservations
+    ran out of TTR or died with their worker. More of those than the policy's
+    retries, and the job is buried rather than run once more.
     """
-    if not policy.exhausted(job.reserves):
+    unfinished = job.reserves - 1 - job.releases - job.buries
+    if not policy.exhausted(unfinished):
         return None
-    runs = job.reserves - 1
-    return bury(f"gave up after {runs} run{'s' if runs != 1 else ''} that did not finish "
-                f"(timeouts: {job.timeouts}, TTR {job.ttr:g}s)")
+    return bury(f"gave up after {unfinished} run{'s' if unfinished != 1 else ''} that did not "
+                f"finish (TTR {job.ttr:g}s ran out {job.timeouts} times, or the worker died)")
 
 
 class Running(Protocol):

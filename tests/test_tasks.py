@@ -96,7 +96,7 @@ def test_codec_round_trip_and_bad_bodies() -> None:
 def test_retry_policy_counts_attempts_and_backs_off_exponentially() -> None:
     policy = RetryPolicy(retries=3, backoff=2.0)
     assert [policy.should_retry(n) for n in (1, 2, 3, 4)] == [True, True, True, False]
-    assert not policy.exhausted(4) and policy.exhausted(5)
+    assert not policy.exhausted(3) and policy.exhausted(4)
     for attempt, base in ((1, 2.0), (2, 4.0), (3, 8.0)):
         delays = [policy.delay_for(attempt) for _ in range(50)]
         assert all(base <= d <= base + 2.0 for d in delays), (attempt, delays)
@@ -135,4 +135,8 @@ def test_worker_loop_in_process(q: sqlq.Queue) -> None:
     job = q.peek(bad)
     assert job is not None and job.state == "buried"
     assert job.bury_reason == "ValueError: negative: -1"
+    q.kick_job(bad)  # a kick is one more run (not "gave up": those runs did finish)
+    assert Worker(q, runner, ["inproc"], burst=True).run() == 1
+    assert calls == [3, -1, -1, -1]
+    assert q.peek(bad).bury_reason == "ValueError: negative: -1"  # type: ignore[union-attr]
     runner.close()
