@@ -200,12 +200,22 @@ def test_adopting_another_applications_database_leaves_its_tables_alone(tmp_path
     conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);"
                  "CREATE TABLE jobs (id INTEGER PRIMARY KEY, what TEXT);"  # a name sqlq could want
                  "INSERT INTO users VALUES (1, 'ada'); INSERT INTO jobs VALUES (7, 'theirs')")
+    conn.close()
 
     def theirs() -> list[object]:
-        return [conn.execute("SELECT sql FROM sqlite_master WHERE name IN ('users', 'jobs') "
-                             "ORDER BY name").fetchall(),
-                conn.execute("SELECT * FROM users").fetchall(),
-                conn.execute("SELECT * FROM jobs").fetchall()]
+        # Opened and closed around sqlq: one process must not hold the file through two
+        # SQLite handles that sqlq does not know about.
+        conn = apsw.Connection(str(path))
+        try:
+            return [conn.execute("SELECT sql FROM sqlite_master WHERE name IN ('users', 'jobs') "
+                                 "ORDER BY name").fetchall(),
+                    conn.execute("SELECT * FROM users").fetchall(),
+                    conn.execute("SELECT * FROM jobs").fetchall(),
+                    {r[0] for r in conn.execute(
+                        "SELECT name FROM sqlite_master WHERE type = 'table'")
+                     if not r[0].startswith(("sqlq_", "sqlite_"))}]
+        finally:
+            conn.close()
 
     before = theirs()
     with sqlq.Queue(str(path), init=True, durability="normal") as q:
@@ -215,9 +225,7 @@ def test_adopting_another_applications_database_leaves_its_tables_alone(tmp_path
         job.delete()
         q.stats()
     assert theirs() == before
-    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {n for n in names if not n.startswith(("sqlq_", "sqlite_"))} == {"users", "jobs"}
-    conn.close()
+    assert before[3] == {"users", "jobs"}
 
 
 def test_newer_schema(tmp_path: Path) -> None:
