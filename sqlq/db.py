@@ -15,6 +15,7 @@ import re
 import secrets
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeVar
 
@@ -175,6 +176,47 @@ def _fsync_directory(path: str) -> None:
         os.close(fd)
 
 
+# Files this process has open through sqlq (apsw's SQLite), by (st_dev, st_ino).
+_open_here: Counter[tuple[int, int]] = Counter()
+_open_here_lock = threading.Lock()
+
+
+def _file_key(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def open_through_sqlq(path: str) -> bool:
+    """True if this process has a sqlq Queue open on the file at path."""
+    key = _file_key(path)
+    return key is not None and _open_here[key] > 0
+
+
+def _open_by_another_library(key: tuple[int, int]) -> bool:
+    """Whether some descriptor of this process already holds the database file open.
+
+    apsw carries its own copy of SQLite. Two copies in one process do not see each
+    other's POSIX locks (locks never conflict within a process, and each copy
+    tracks only its own), so both could write at once, and one closing its
+    descriptor drops the other's locks: the corruption SQLite's "how to corrupt"
+    page warns of. Looking costs a stat per open descriptor, once per Queue.
+    """
+    fd_dir = "/proc/self/fd"
+    if not os.path.isdir(fd_dir):
+        return False
+    for name in os.listdir(fd_dir):
+        try:
+            st = os.stat(os.path.join(fd_dir, name))
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == key:
+            return True
+    return False
+
+
 class Database:
     """One apsw connection to a sqlq file, safe to share between threads.
 
@@ -200,6 +242,16 @@ class Database:
             warn_if_network_filesystem(path)
             if not os.path.exists(path):
                 _create_file(path, clock(), vfs)
+            self._key = _file_key(path)
+            with _open_here_lock:
+                if self._key and not _open_here[self._key] and _open_by_another_library(self._key):
+                    raise DatabaseError(
+                        f"{path}: already open in this process through another SQLite library "
+                        "(Python's sqlite3?); two SQLite copies in one process ignore each "
+                        "other's locks and can corrupt the file. Use sqlq.put(conn) with that "
+                        "connection, or only sqlq.Queue, in this process")
+                if self._key:
+                    _open_here[self._key] += 1
             self.conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE, vfs=vfs)
             try:
                 self.conn.set_busy_handler(self._busy_handler)
@@ -216,6 +268,7 @@ class Database:
                 self._set_sync(durable=True)
             except BaseException:
                 self.conn.close()
+                self._forget()
                 raise
         self._retrying = Retrying(
             retry=retry_if_exception_type(apsw.BusyError),
@@ -327,6 +380,13 @@ class Database:
                     conn.execute("ROLLBACK")
                 raise
 
+    def _forget(self) -> None:
+        with _open_here_lock:
+            if self._key and _open_here[self._key] > 0:
+                _open_here[self._key] -= 1
+            self._key = None
+
     def close(self) -> None:
         with self._lock:
             self.conn.close()
+            self._forget()

@@ -83,7 +83,7 @@ def test_wakes_when_delayed_job_comes_due(q: Queue) -> None:
     job = q.reserve(timeout=5)
     elapsed = time.monotonic() - start
     assert job is not None
-    assert 0.29 <= elapsed < 0.5
+    assert 0.29 <= elapsed < 1.0
 
 
 def test_wakes_when_ttr_expires(db_path: str) -> None:
