@@ -138,11 +138,11 @@ class Watchdog:
     def _check(self, watch: _Watch) -> None:
         now = time.monotonic()
         stopping, hurry = self._stop_state()
-        if stopping and (hurry or now >= (self._stop_at or now) + self.grace):
-            if self._watch is watch:  # not finished meanwhile
-                self._give_back(watch.job, "the grace period ran out")
-                logging.shutdown()
-                os._exit(0)
+        grace_over = hurry or now >= (self._stop_at or now) + self.grace
+        if stopping and grace_over and self._watch is watch:  # and not finished meanwhile
+            self._give_back(watch.job, "the grace period ran out")
+            logging.shutdown()
+            os._exit(0)
         if watch.keepalive and now >= watch.next_touch:
             watch.next_touch = now + HEARTBEAT * watch.job.ttr
             try:

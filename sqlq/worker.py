@@ -147,6 +147,7 @@ class Worker:
         finally:
             if pending is not None:
                 self._delete(pending)
+            self.close()
         return self.processed
 
     def _delete_and_reserve(self, done: _Done) -> Job | None:

@@ -183,3 +183,14 @@ def test_usage_errors_are_one_line(db_path: str) -> None:
     with Work(db_path, "--import", "tests.no_such_module") as w:
         assert w.wait() == 1
     assert "no_such_module" in w.text() and len(w.text().strip().splitlines()) == 1
+
+
+def test_a_worker_that_cannot_start_is_restarted_with_backoff_not_in_a_loop(
+        db_path: str) -> None:
+    with Work(db_path, "--import", "tests.crashy_jobs", "--processes", "2") as w:
+        time.sleep(4)
+        restarts = w.text().count("restarting it in")
+        assert w.stop() == 0
+    # Back-off 0.5, 1, 2 s per worker: at most a handful in 4 s, not hundreds.
+    assert 2 <= restarts <= 10, w.text()
+    assert "restarting it in 2.0s" in w.text() or "restarting it in 1.0s" in w.text()
