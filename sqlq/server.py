@@ -119,6 +119,14 @@ def address_of(sock: socket.socket) -> str:
 # ---- the loop ----------------------------------------------------------------------------------
 
 
+def _guard(fn: Callable[..., None], *args: int) -> None:
+    """A bug or an I/O error in one callback is logged; the server goes on serving."""
+    try:
+        fn(*args)
+    except Exception:
+        _log().exception("internal error")
+
+
 class Timer:
     """A pending call; cancelled timers stay in the heap and are skipped."""
 
@@ -185,13 +193,13 @@ class Loop:
             if self._timers:
                 timeout = max(self._timers[0][0] - time.monotonic(), 0.0)
             for key, mask in self.selector.select(timeout):
-                key.data(mask)
+                _guard(key.data, mask)
             now = time.monotonic()
             while self._timers and self._timers[0][0] <= now and not self.stopping:
                 _, _, timer = heapq.heappop(self._timers)
                 if not timer.cancelled:
                     timer.cancelled = True
-                    timer.fn()
+                    _guard(timer.fn)
 
     def close(self) -> None:
         self.selector.close()
@@ -252,11 +260,15 @@ class Conn:
     def on_event(self, mask: int) -> None:
         if self.closed:  # closed by an earlier callback of the same select() round
             return
-        if mask & selectors.EVENT_WRITE:
-            self._flush()
-        if mask & selectors.EVENT_READ and not self.closed:
-            self._read()
-        self._update()
+        try:
+            if mask & selectors.EVENT_WRITE:
+                self._flush()
+            if mask & selectors.EVENT_READ and not self.closed:
+                self._read()
+            self._update()
+        except Exception:
+            self.close()  # this client only: its state can no longer be trusted
+            raise
 
     def _read(self) -> None:
         try:

@@ -240,6 +240,21 @@ def test_draining(srv: Running, raw: Raw) -> None:
     assert stats(raw)["draining"] == "true"
 
 
+def test_internal_errors_do_not_take_the_server_down(srv: Running, raw: Raw,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise sqlq.DatabaseError("disk on fire")
+
+    monkeypatch.setattr(srv.queue, "peek", broken)
+    assert raw.cmd(b"peek 1") == b"INTERNAL_ERROR\r\n"
+    monkeypatch.setattr(srv.server, "_deadline_soon", broken)
+    raw.send(b"reserve\r\n")  # a bug outside any command: that client is dropped
+    assert raw.closed_by_server()
+    monkeypatch.undo()
+    with greenstalk.Client(srv.address) as c:
+        assert c.using() == "default"
+
+
 # ---- blocking, concurrency, disconnects ---------------------------------------------------------
 
 
