@@ -971,7 +971,7 @@ def beanstalkd_main(argv: list[str] | None = None) -> None:
         sys.stderr.write(f"sqlq-beanstalkd: cannot listen on {flags.listen}: {e}\n")
         sys.exit(1)
     server = Server(None, max_job_size=flags.max_job_size)
-    server.listen(sock=sock)
+    address = server.listen(sock=sock)
     import tempfile
     import threading
 
@@ -990,6 +990,7 @@ def beanstalkd_main(argv: list[str] | None = None) -> None:
                           max_job_size=flags.max_job_size)
             opened.append(queue)
             server.loop.call_soon_threadsafe(lambda: server.attach(queue))
+            _log().info("listening on %s, jobs in %s (%s)", address, queue.path, queue.durability)
         except BaseException as e:  # reported below, once the loop has stopped
             failed.append(e)
             server.stop()
