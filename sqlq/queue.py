@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 import apsw
 
-from . import owners, results, store, topics
-from .db import Database, Durability
+from . import __version__, owners, results, store, topics
+from .db import Database, Durability, data_version
 from .durations import now_ms
 from .errors import Error, JobNotFound
 from .model import (
@@ -25,16 +25,13 @@ from .model import (
     Job,
     check_body,
     check_priority,
+    check_ttr,
     check_tube,
     check_tubes,
-    check_ttr,
     check_unique_key,
     seconds_to_ms,
 )
 from .wakeup import RECHECK_DELAYS, Events, Notifier, PollingNotifier, make_notifier
-
-from . import __version__, durations
-
 
 _T = TypeVar("_T")
 
@@ -97,6 +94,7 @@ class Queue:
         self._data_version = -1
         self._counts: Counter[tuple[str, str]] = Counter()  # (counter, tube), since opened
         self._closed = False
+        self._tubes_cache: dict[object, str] = {}
 
     @property
     def durability(self) -> Durability:
@@ -185,13 +183,11 @@ class Queue:
         after this Queue closes or the process exits (``sqlq reserve`` hands the job
         to a shell script and exits at once).
         """
-        names = check_tubes(tubes)
+        tubes_json = self._tubes_param(tubes)
         deadline = _timeout_deadline(timeout)
-        tubes_json = store.tubes_json(names)
         owner = None if detach else self._owner_token()
         if timeout != 0:
             self._ensure_notifier()  # watching before the first look: no commit slips by
-            self._db.read(self._note_data_version)
         job = self._claim(tubes_json, owner, delete)
         if job is None and self._reap_dead_owners():
             job = self._claim(tubes_json, owner, None)
@@ -201,8 +197,7 @@ class Queue:
 
     def try_reserve(self, tubes: str | Sequence[str] | None = None) -> Job | None:
         """One non-blocking claim attempt (for event loops: see ``notifier``)."""
-        names = check_tubes(tubes)
-        return self._claim(store.tubes_json(names), self._owner_token(), None)
+        return self._claim(self._tubes_param(tubes), self._owner_token(), None)
 
     def reserve_job(self, job_id: int) -> Job:
         """Reserve a specific job, whatever its state unless reserved (beanstalkd's reserve-job)."""
@@ -213,18 +208,23 @@ class Queue:
 
     def _claim(self, tubes_json: str, owner: str | None, delete: Job | None) -> Job | None:
         clock = self._clock
+
+        def claim(c: apsw.Connection) -> Any:
+            now = clock()
+            if delete is not None:
+                store.delete(c, now, delete.id, lease)
+            row = store.claim(c, now, tubes_json, owner)
+            if row is None:
+                # The baseline a waiter compares data_version with must come from
+                # the snapshot that found nothing, or a commit could slip between.
+                self._note_data_version(c)
+            return row
+
         if delete is None:
-            row = self._db.write(lambda c: store.claim(c, clock(), tubes_json, owner),
-                                 durable=False)
+            row = self._db.write(claim, durable=False)
         else:
             lease = delete._require_lease()
-
-            def delete_and_claim(c: apsw.Connection) -> Any:
-                now = clock()
-                store.delete(c, now, delete.id, lease)
-                return store.claim(c, now, tubes_json, owner)
-
-            row = self._db.write(delete_and_claim)
+            row = self._db.write(claim)
             delete.state = "deleted"
         return None if row is None else Job.from_claim(self, row)
 
@@ -287,7 +287,7 @@ class Queue:
 
     def _note_data_version(self, conn: apsw.Connection) -> bool:
         """True if another connection committed since we last looked."""
-        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        version = data_version(conn)
         changed = version != self._data_version
         self._data_version = version
         return bool(changed)
@@ -299,9 +299,23 @@ class Queue:
 
     def next_wakeup(self, tubes: str | Sequence[str] | None = None) -> float | None:
         """Seconds until a delayed job, a TTR or a pause may make a job ready in tubes."""
-        tubes_json = store.tubes_json(check_tubes(tubes))
+        tubes_json = self._tubes_param(tubes)
         due = self._db.read(lambda c: store.next_due(c, self._clock(), tubes_json))
         return None if due is None else max((due - self._clock()) / 1000, 0.0)
+
+    def _tubes_param(self, tubes: str | Sequence[str] | None) -> str:
+        """The :tubes JSON for a reserve, checked once per distinct argument (a worker
+        asks for the same tubes on every call)."""
+        try:
+            key = tubes if tubes is None or tubes.__class__ is str else tuple(tubes)
+            found = self._tubes_cache.get(key)
+        except TypeError:  # not iterable, or unhashable items: check_tubes says what is wrong
+            return store.tubes_json(check_tubes(tubes))
+        if found is None:
+            found = store.tubes_json(check_tubes(tubes))
+            if len(self._tubes_cache) < 256:
+                self._tubes_cache[key] = found
+        return found
 
     def _owner_token(self) -> str:
         if self._owner is None:
@@ -357,7 +371,7 @@ class Queue:
                               durable=False)
 
     def kick(self, bound: int, tube: str = DEFAULT_TUBE) -> int:
-        """Move up to ``bound`` buried jobs (or, if none, delayed ones) to ready; return how many."""
+        """Move up to ``bound`` buried jobs (or, if none, delayed ones) to ready; say how many."""
         if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
             raise ValueError(f"bound must be a non-negative int, not {bound!r}")
         check_tube(tube)
@@ -597,7 +611,8 @@ class Transaction:
         self.queue = queue
         self._conn = conn
 
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+    def execute(self, sql: str,
+                params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         """Run the application's own SQL in the transaction; return the rows."""
         return list(self._conn.execute(sql, params))
 

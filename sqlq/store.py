@@ -32,6 +32,11 @@ def _load_queries() -> dict[str, str]:
 Q = _load_queries()
 
 
+def _one(conn: apsw.Connection, sql: str, params: dict[str, Any] | None = None) -> Any:
+    """The first row of a statement, or None (typed Any: rows are tuples of SQL values)."""
+    return conn.execute(sql, params or {}).fetchone()
+
+
 _PROMOTE_DUE = Q["promote_due"]
 _CLAIM_JOB = Q["claim_job"]
 
@@ -59,10 +64,10 @@ def insert_job(conn: apsw.Connection, now: int, tube: str, priority: int, delay_
     if unique_key is not None:
         # Look first (we hold the write lock): an INSERT that conflicts would
         # still use up an id, and total-jobs counts ids.
-        row = conn.execute(Q["find_unique_job"], params).fetchone()
+        row = _one(conn, Q["find_unique_job"], params)
         if row is not None:
-            return row[0]  # type: ignore[no-any-return]
-    return conn.execute(Q["insert_job"], params).fetchone()[0]  # type: ignore[no-any-return]
+            return int(row[0])
+    return int(_one(conn, Q["insert_job"], params)[0])
 
 
 def insert_jobs(conn: apsw.Connection, now: int, tube: str, priority: int, delay_ms: int,
@@ -72,17 +77,16 @@ def insert_jobs(conn: apsw.Connection, now: int, tube: str, priority: int, delay
     sql = Q["insert_job"]
     ids = []
     for body in bodies:
-        ids.append(conn.execute(sql, {
+        ids.append(_one(conn, sql, {
             "tube": tube, "priority": priority, "state": state, "delay_until": delay_until,
             "ttr": ttr_ms, "body": body, "now": now, "unique_key": None,
-        }).fetchone()[0])
+        })[0])
     return ids
 
 
 # -- claim -------------------------------------------------------------------------------------
 
-def claim(conn: apsw.Connection, now: int, tubes: str, owner: str | None
-          ) -> tuple[Any, ...] | None:
+def claim(conn: apsw.Connection, now: int, tubes: str, owner: str | None) -> Any:
     """Reserve the most urgent ready job in the JSON list of tubes, or return None.
 
     Due delayed jobs and expired reservations are written down as ready first,
@@ -90,23 +94,23 @@ def claim(conn: apsw.Connection, now: int, tubes: str, owner: str | None
     """
     params = {"tubes": tubes, "now": now, "owner": owner}
     conn.execute(_PROMOTE_DUE, params)
-    return conn.execute(_CLAIM_JOB, params).fetchone()  # type: ignore[no-any-return]
+    return _one(conn, _CLAIM_JOB, params)
 
 
-def claim_by_id(conn: apsw.Connection, now: int, job_id: int, owner: str) -> tuple[Any, ...]:
-    row = conn.execute(Q["claim_job_by_id"], {"id": job_id, "now": now, "owner": owner}).fetchone()
+def claim_by_id(conn: apsw.Connection, now: int, job_id: int, owner: str | None) -> Any:
+    row = _one(conn, Q["claim_job_by_id"], {"id": job_id, "now": now, "owner": owner})
     if row is None:
         raise JobNotFound(f"job {job_id} not found or already reserved")
     return row
 
 
 def has_ready_job(conn: apsw.Connection, now: int, tubes: str) -> bool:
-    return conn.execute(Q["has_ready_job"], {"tubes": tubes, "now": now}).fetchone() is not None
+    return _one(conn, Q["has_ready_job"], {"tubes": tubes, "now": now}) is not None
 
 
 def next_due(conn: apsw.Connection, now: int, tubes: str) -> int | None:
     """The earliest time (ms) at which a job in these tubes may become ready, or None."""
-    row = conn.execute(Q["next_due"], {"tubes": tubes, "now": now}).fetchone()
+    row = _one(conn, Q["next_due"], {"tubes": tubes, "now": now})
     times = [t for t in row if t is not None]
     return min(times) if times else None
 
@@ -115,7 +119,7 @@ def next_due(conn: apsw.Connection, now: int, tubes: str) -> int | None:
 
 def _lease_failure(conn: apsw.Connection, job_id: int, now: int, lease: int | None) -> Exception:
     """Why a verb on a reserved job changed nothing: JobLost for a stale lease, else JobNotFound."""
-    row = conn.execute(Q["lease_state"], {"id": job_id}).fetchone()
+    row = _one(conn, Q["lease_state"], {"id": job_id})
     if row is not None and lease is not None:
         return JobLost(f"job {job_id}: lease lost (TTR expired or reserved again)")
     if row is None:
@@ -125,11 +129,11 @@ def _lease_failure(conn: apsw.Connection, job_id: int, now: int, lease: int | No
 
 def delete(conn: apsw.Connection, now: int, job_id: int, lease: int | None) -> None:
     if lease is None:
-        if conn.execute(Q["delete_job"], {"id": job_id}).fetchone() is None:
+        if _one(conn, Q["delete_job"], {"id": job_id}) is None:
             raise JobNotFound(f"job {job_id} not found")
         return
-    if conn.execute(Q["delete_leased_job"], {"id": job_id, "lease": lease, "now": now}
-                    ).fetchone() is None:
+    if _one(conn, Q["delete_leased_job"], {"id": job_id, "lease": lease, "now": now}
+                    ) is None:
         raise _lease_failure(conn, job_id, now, lease)
 
 
@@ -137,22 +141,22 @@ def release(conn: apsw.Connection, now: int, job_id: int, lease: int | None,
             priority: int | None, delay_ms: int) -> None:
     params = {"id": job_id, "lease": lease, "now": now, "priority": priority,
               "delay_until": now + delay_ms if delay_ms else None}
-    if conn.execute(Q["release_job"], params).fetchone() is None:
+    if _one(conn, Q["release_job"], params) is None:
         raise _lease_failure(conn, job_id, now, lease)
 
 
 def bury(conn: apsw.Connection, now: int, job_id: int, lease: int | None,
          priority: int | None, reason: str | None) -> None:
     params = {"id": job_id, "lease": lease, "now": now, "priority": priority, "reason": reason}
-    if conn.execute(Q["bury_job"], params).fetchone() is None:
+    if _one(conn, Q["bury_job"], params) is None:
         raise _lease_failure(conn, job_id, now, lease)
 
 
 def touch(conn: apsw.Connection, now: int, job_id: int, lease: int | None) -> int:
-    row = conn.execute(Q["touch_job"], {"id": job_id, "lease": lease, "now": now}).fetchone()
+    row = _one(conn, Q["touch_job"], {"id": job_id, "lease": lease, "now": now})
     if row is None:
         raise _lease_failure(conn, job_id, now, lease)
-    return row[0]  # type: ignore[no-any-return]
+    return int(row[0])
 
 
 def kick(conn: apsw.Connection, now: int, tube: str, bound: int) -> int:
@@ -165,7 +169,7 @@ def kick(conn: apsw.Connection, now: int, tube: str, bound: int) -> int:
 
 
 def kick_job(conn: apsw.Connection, now: int, job_id: int) -> None:
-    if conn.execute(Q["kick_job"], {"id": job_id, "now": now}).fetchone() is None:
+    if _one(conn, Q["kick_job"], {"id": job_id, "now": now}) is None:
         raise JobNotFound(f"job {job_id} not found or not buried or delayed")
 
 
@@ -186,12 +190,12 @@ def release_owner(conn: apsw.Connection, owner: str) -> int:
 # -- observers ---------------------------------------------------------------------------------
 
 def select_job(conn: apsw.Connection, now: int, job_id: int) -> JobRow | None:
-    row = conn.execute(Q["select_job"], {"id": job_id, "now": now}).fetchone()
+    row = _one(conn, Q["select_job"], {"id": job_id, "now": now})
     return JobRow(*row) if row else None
 
 
 def peek_id(conn: apsw.Connection, now: int, which: str, tube: str) -> int | None:
-    row = conn.execute(Q[f"peek_{which}_id"], {"tube": tube, "now": now}).fetchone()
+    row = _one(conn, Q[f"peek_{which}_id"], {"tube": tube, "now": now})
     return row[0] if row else None
 
 
@@ -202,7 +206,7 @@ def count_jobs(conn: apsw.Connection, now: int, tube: str | None) -> dict[str, l
 
 
 def total_jobs(conn: apsw.Connection) -> int:
-    return int(conn.execute(Q["total_jobs"]).fetchone()[0])
+    return int(_one(conn, Q["total_jobs"])[0])
 
 
 def list_tubes(conn: apsw.Connection, now: int) -> list[str]:
@@ -210,7 +214,7 @@ def list_tubes(conn: apsw.Connection, now: int) -> list[str]:
 
 
 def tube_pause(conn: apsw.Connection, tube: str) -> tuple[int, int] | None:
-    row = conn.execute(Q["tube_pause"], {"tube": tube}).fetchone()
+    row = _one(conn, Q["tube_pause"], {"tube": tube})
     return (row[0], row[1]) if row else None
 
 
@@ -235,7 +239,7 @@ def complete(conn: apsw.Connection, now: int, job_id: int, lease: int | None, re
 def result_outcome(conn: apsw.Connection, now: int, job_id: int
                    ) -> tuple[bytes | None, int | None, str | None]:
     """(result, job state, bury reason): the result if kept, else what the job is, else Nones."""
-    row = conn.execute(Q["result_outcome"], {"id": job_id, "now": now}).fetchone()
+    row = _one(conn, Q["result_outcome"], {"id": job_id, "now": now})
     return row[0], row[1], row[2]
 
 
@@ -247,7 +251,7 @@ def subscribe(conn: apsw.Connection, topic: str, tube: str) -> None:
 
 def unsubscribe(conn: apsw.Connection, topic: str, tube: str) -> bool:
     """True if the tube was subscribed to the topic."""
-    return conn.execute(Q["unsubscribe"], {"topic": topic, "tube": tube}).fetchone() is not None
+    return _one(conn, Q["unsubscribe"], {"topic": topic, "tube": tube}) is not None
 
 
 def topic_tubes(conn: apsw.Connection, topic: str) -> list[str]:
@@ -259,11 +263,11 @@ def list_subscriptions(conn: apsw.Connection, topic: str | None) -> list[tuple[s
 
 
 def count_topics(conn: apsw.Connection) -> int:
-    return int(conn.execute(Q["count_topics"]).fetchone()[0])
+    return int(_one(conn, Q["count_topics"])[0])
 
 
 def tube_subscribed(conn: apsw.Connection, tube: str) -> bool:
-    return conn.execute(Q["tube_subscribed"], {"tube": tube}).fetchone() is not None
+    return _one(conn, Q["tube_subscribed"], {"tube": tube}) is not None
 
 
 # -- periodic tasks ----------------------------------------------------------------------------
