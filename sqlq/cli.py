@@ -591,11 +591,14 @@ def serve(ctx: click.Context, listen: str, max_job_size: int | None) -> None:
               show_default=True, help="json: one object per line (job, tube, task, outcome...).")
 @click.option("--durability", type=click.Choice(["full", "normal"]), default="full",
               show_default=True, help="normal: deletes are not fsynced (about 3x the jobs/s).")
+@click.option("--in-process", is_flag=True, hidden=True,
+              help="Be one worker, without a supervisor (how a supervisor starts its own).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND ARGS...]")
 @click.pass_context
 def work(ctx: click.Context, imports: tuple[str, ...], tubes: tuple[str, ...], processes: int,
          burst: bool, retries: int, backoff: float, grace: float, keepalive: bool,
-         log_level: str, log_format: str, durability: str, command: tuple[str, ...]) -> None:
+         log_level: str, log_format: str, durability: str, in_process: bool,
+         command: tuple[str, ...]) -> None:
     """Run jobs: task functions from --import modules, or COMMAND once per job.
 
     Tasks are dispatched by the name in the job's body; a failure is retried with
@@ -621,7 +624,7 @@ def work(ctx: click.Context, imports: tuple[str, ...], tubes: tuple[str, ...], p
         db=root.params["db_path"] if given else None, imports=imports, tubes=tubes,
         command=command, processes=processes, burst=burst, retries=retries, backoff=backoff,
         grace=grace, keepalive=keepalive, log_level=log_level.upper(), log_format=log_format,
-        durability=durability)
+        durability=durability, in_process=in_process)
     ctx.exit(worker.run(config))
 
 

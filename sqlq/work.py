@@ -1,8 +1,9 @@
 """``sqlq work``: what the command was told, and the process it becomes.
 
-:func:`run` configures logging, imports the task modules, works out the database
-file and the tubes, then becomes one worker (:func:`run_worker`) or the supervisor
-of ``--processes`` workers, each started with :meth:`WorkConfig.child_argv`.
+:func:`run` configures logging, imports the task modules (so a bad one fails at
+once, with one line), works out the database file and the tubes, then becomes the
+supervisor of ``--processes`` workers (default 1; a crashed one is restarted),
+each started with :meth:`WorkConfig.child_argv`, which runs :func:`run_worker`.
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ class WorkConfig:
     log_level: str = "INFO"
     log_format: str = "text"
     durability: str = "full"
+    in_process: bool = False  # be the worker, not a supervisor (a supervisor's children)
 
     def child_argv(self, db: str) -> list[str]:
         """The command line of one worker process with this configuration."""
-        argv = [sys.executable, "-m", "sqlq", "--db", db, "work", "--processes", "1",
+        argv = [sys.executable, "-m", "sqlq", "--db", db, "work", "--in-process",
                 "--retries", str(self.retries), "--backoff", repr(self.backoff),
                 "--grace", repr(self.grace), "--log-level", self.log_level,
                 "--log-format", self.log_format, "--durability", self.durability]
@@ -103,9 +105,9 @@ def prepare(config: WorkConfig) -> tuple[str, list[str]]:
 
 
 def run(config: WorkConfig) -> int:
-    """``sqlq work``: one worker here, or a supervisor of ``--processes`` workers."""
+    """``sqlq work``: a supervisor of ``--processes`` workers, or (``--in-process``) one."""
     db, tubes = prepare(config)
-    if config.processes > 1:
+    if not config.in_process:
         from .supervisor import Supervisor
 
         return Supervisor(config, db).run()
