@@ -73,7 +73,9 @@ def main(path: str) -> None:
                                 if k.startswith(("current-jobs", "total"))))
     if buried:
         print(f"buried: #{buried.id} {buried.body.decode()!r}, reason: {buried.bury_reason}")
-    print(f"\nTry: sqlq --db {path} stats   |   sqlq --db {path} peek --buried --tube emails")
+    sqlq_cmd = os.path.join(os.path.dirname(sys.executable), "sqlq")
+    print(f"\nTry: {sqlq_cmd} --db {path} stats")
+    print(f"     {sqlq_cmd} --db {path} peek --buried --tube emails")
 
 
 if __name__ == "__main__":
