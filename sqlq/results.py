@@ -78,7 +78,7 @@ def _look(queue: Queue, job_id: int) -> _Outcome:
                         job_id=job_id, reason=reason)
     if state is None:
         if job_id > issued:
-            raise JobNotFound(f"job {job_id} not found (no such id was ever issued)")
+            raise JobNotFound(f"job {job_id} not found (that id was never issued)")
         raise JobNotFound(f"job {job_id} has no result (expired, or deleted without one)")
     return changed, None
 

@@ -65,6 +65,9 @@ class _Rows:
     def fetchone(self) -> Any:
         return next(self._rows, None)
 
+    def fetchall(self) -> list[Any]:
+        return list(self._rows)
+
     def __iter__(self) -> Iterator[Any]:
         return self._rows
 
