@@ -47,7 +47,7 @@ DEFAULT_LISTEN = "127.0.0.1:11300"
 READ_SIZE = 65536
 HIGH_WATER = 1 << 20
 """Stop reading a client's commands while this many reply bytes wait for it."""
-FALLBACK_RECHECK = 1.0
+FALLBACK_RECHECK = 5.0
 """Waiters look again at least this often, whatever the notifier says."""
 NOTIFY_RECHECKS = (0.002, 0.02)
 """After a commit event, look again: the commit may not be visible yet."""
