@@ -51,7 +51,12 @@ FALLBACK_RECHECK = 5.0
 """Waiters look again at least this often, whatever the notifier says."""
 NOTIFY_RECHECKS = (0.002, 0.02)
 """After a commit event, look again: the commit may not be visible yet."""
+MIN_NOTIFY_GAP = 0.001
+"""Other processes' commits wake the waiters at most this often (a busy file stays cheap)."""
 _DEFAULT = "default"
+_MAX_ID = 2**63 - 1  # SQLite's integers: a larger id names no job
+_BY_ID = frozenset({Verb.PEEK, Verb.RESERVE_JOB, Verb.DELETE, Verb.RELEASE, Verb.BURY,
+                    Verb.TOUCH, Verb.KICK_JOB, Verb.STATS_JOB})
 
 
 def now_ms() -> int:
@@ -424,6 +429,9 @@ class Server:
         self._watching_file = False  # the notifier is set up when a reserve first waits
         self._dirty = False      # a job may have become ready since the last pass
         self._rechecking = False
+        self._reap = False       # look for dead reservation holders on the next pass
+        self._last_reap = 0.0
+        self._last_pass = 0.0
         self._handlers: dict[Verb, Callable[[Conn, Command], bytes]] = {
             Verb.PEEK: self._peek, Verb.PEEK_READY: self._peek_in_tube,
             Verb.PEEK_DELAYED: self._peek_in_tube, Verb.PEEK_BURIED: self._peek_in_tube,
@@ -549,6 +557,8 @@ class Server:
             self._reserve(conn, None)
         elif cmd.verb is Verb.RESERVE_WITH_TIMEOUT:
             self._reserve(conn, cmd.ints[0])
+        elif cmd.verb in _BY_ID and cmd.ints[0] > _MAX_ID:
+            conn.send(Reply.NOT_FOUND)
         else:
             conn.send(self._guarded(self._handlers[cmd.verb], conn, cmd))
 
@@ -586,10 +596,17 @@ class Server:
         conn.reserved[job.id] = Held(job.lease, job.reserved_until, job.tube)
         return bs.reserved(job.id, job.body)
 
-    def _claim(self, conn: Conn, tubes: list[str] | tuple[str, ...]) -> bytes | None:
-        """Reserve the best ready job for ``conn`` (timeout=0 also frees dead owners' jobs)."""
+    def _claim(self, conn: Conn, tubes: list[str] | tuple[str, ...],
+               reap: bool = True) -> bytes | None:
+        """Reserve the best ready job for ``conn``.
+
+        With ``reap``, and nothing ready, first give back the reservations of
+        processes that died (``reserve(timeout=0)`` does), which costs a look at
+        each process holding reservations.
+        """
         try:
-            job = self.q.reserve(list(tubes), timeout=0)
+            names = list(tubes)
+            job = self.q.reserve(names, timeout=0) if reap else self.q.try_reserve(names)
         except Exception:
             _log().exception("reserve failed")
             return None
@@ -815,9 +832,14 @@ class Server:
     def _poke(self) -> None:
         """Something here may have made a job ready: serve the waiters on the next turn."""
         self._dirty = True
+        self._serve_soon(0.0)
+
+    def _serve_soon(self, delay: float) -> None:
+        """Serve the waiters within ``delay`` seconds (keeping an earlier timer)."""
         timer = self._timer
-        if self.waiters and (timer is None or timer.cancelled or timer.when > time.monotonic()):
-            self._set_timer(0.0)
+        due = time.monotonic() + delay
+        if self.waiters and (timer is None or timer.cancelled or timer.when > due):
+            self._set_timer(delay)
 
     def _watch_file(self) -> None:
         """Learn of other processes' commits, from the first waiting reserve on.
@@ -836,7 +858,9 @@ class Server:
         events = self.q.notifier.drain()
         if not (events and self.waiters):
             return
-        self._serve_waiters()
+        self._dirty = True
+        self._reap = self._reap or events.owner
+        self._serve_soon(max(self._last_pass + MIN_NOTIFY_GAP - time.monotonic(), 0.0))
         if not self._rechecking:
             self._rechecking = True
             for delay in NOTIFY_RECHECKS:
@@ -850,6 +874,10 @@ class Server:
         """Hand out jobs to waiters in arrival order; time out those whose time has come."""
         self._dirty = False
         now, mono = now_ms(), time.monotonic()
+        self._last_pass = mono
+        reap = self._reap or mono - self._last_reap >= FALLBACK_RECHECK
+        if reap:
+            self._reap, self._last_reap = False, mono
         empty: set[frozenset[str]] = set()
         for conn, wait in list(self.waiters.items()):
             if conn not in self.waiters:
@@ -857,7 +885,7 @@ class Server:
             key = frozenset(wait.tubes)
             reply = None
             if key not in empty:
-                reply = self._claim(conn, wait.tubes)
+                reply = self._claim(conn, wait.tubes, reap)
                 if reply is None:
                     empty.add(key)
             if reply is None and self._deadline_soon(conn, now):

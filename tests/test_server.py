@@ -199,7 +199,8 @@ def test_expected_crlf_and_job_too_big(raw: Raw) -> None:
 def test_not_found_replies(raw: Raw) -> None:
     for line in (b"peek 9", b"delete 9", b"release 9 0 0", b"bury 9 0", b"touch 9",
                  b"kick-job 9", b"stats-job 9", b"reserve-job 9", b"peek-ready",
-                 b"peek-delayed", b"peek-buried", b"stats-tube nope", b"pause-tube nope 1"):
+                 b"peek-delayed", b"peek-buried", b"stats-tube nope", b"pause-tube nope 1",
+                 b"peek 18446744073709551615", b"delete 9223372036854775808"):
         assert raw.cmd(line) == b"NOT_FOUND\r\n", line
     raw.send(b"put 0 0 1 1\r\nx\r\n")
     assert raw.reply() == b"INSERTED 1\r\n"
