@@ -9,6 +9,10 @@ timer (a delayed job coming due, a TTR or pause running out, the reserve's own
 timeout, the DEADLINE_SOON margin). SQLite statements take well under a
 millisecond, so they run inline on the loop.
 
+``sqlq-beanstalkd`` listens before it has even imported the Queue, and opens
+its file in a thread while the loop already accepts and buffers commands;
+commands that came in meanwhile are timed from their arrival (``attach``).
+
 Why not asyncio: a drop-in beanstalkd must answer soon after exec (clients,
 and greenstalk's test suite, connect 100 ms after starting it, and time
 replies to 50 ms), and importing asyncio costs 20-50 ms on a small machine.
