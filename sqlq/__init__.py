@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 
     from .model import Job
     from .queue import Queue, Transaction
+    from .stdlib import put, put_many
 
-_LAZY = {"Job": ".model", "Queue": ".queue", "Transaction": ".queue"}
+_LAZY = {"Job": ".model", "Queue": ".queue", "Transaction": ".queue",
+         "put": ".stdlib", "put_many": ".stdlib"}
 
 
 def __getattr__(name: str) -> Any:
@@ -58,5 +60,7 @@ __all__ = [
     "SchemaError",
     "Timeout",
     "Transaction",
+    "put",
+    "put_many",
     "__version__",
 ]

@@ -22,6 +22,7 @@ nothing else; ``--json`` gives ``body`` as text (``"body_encoding": "utf-8"``) o
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import sys
@@ -34,7 +35,7 @@ import click
 import sqlq
 from sqlq.durations import DURATION, format_duration
 from sqlq.model import check_tube
-from sqlq.output import emit
+from sqlq.output import display_text, emit
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -483,7 +484,7 @@ def stats(ctx: click.Context, tube: str | None, job_id: int | None, as_json: boo
 @json_option
 @click.pass_context
 def tubes(ctx: click.Context, as_json: bool) -> None:
-    """List the tubes that hold jobs (or are paused), one per line.
+    """List the tubes that hold jobs (or are paused or subscribed to a topic), one per line.
 
     Example:
 
@@ -510,6 +511,122 @@ def pause(ctx: click.Context, tube: str, duration: float, as_json: bool) -> None
     queue_from_ctx(ctx, create=False).pause_tube(tube, duration)
     text = f"paused tube {tube} for {format_duration(duration)}" if duration else None
     emit({"tube": tube, "paused": duration}, as_json, text=text or f"unpaused tube {tube}")
+
+
+@cli.command()
+@job_id_argument
+@click.option("--timeout", type=DURATION, default=None,
+              help="Give up after this long (exit 4); 0 means do not wait.  [default: forever]")
+@raw_option
+@json_option
+@click.pass_context
+def result(ctx: click.Context, job_id: int, timeout: float | None, raw: bool,
+           as_json: bool) -> None:
+    """Wait for job ID's result and print it (a task's result is JSON).
+
+    Exit 4 on timeout, 3 if the job has no result (never put, deleted without one, or
+    expired), 1 if it was buried (the reason on stderr). Results can be read again
+    until they expire.
+
+    Example:
+
+    \b
+        id=$(sqlq put '{"n": 7}' --tube squares) && sqlq result "$id" --timeout 30s --raw
+    """
+    data = queue_from_ctx(ctx, create=False).result(job_id, timeout=timeout)
+    if raw:
+        click.echo(data, nl=False)
+        return
+    try:
+        record = {"id": job_id, "result": data.decode(), "result_encoding": "utf-8"}
+    except UnicodeDecodeError:
+        record = {"id": job_id, "result": base64.b64encode(data).decode("ascii"),
+                  "result_encoding": "base64"}
+    emit(record, as_json, text=display_text(data))
+
+
+@cli.command()
+@click.argument("topic", type=TUBE)
+@click.argument("body", required=False)
+@priority_option(1024)
+@delay_option
+@ttr_option
+@click.option("--unique-key", "-u", help="A tube holding a live job with this key gets no copy.")
+@json_option
+@click.pass_context
+def publish(ctx: click.Context, topic: str, body: str | None, priority: int, delay: float,
+            ttr: float, unique_key: str | None, as_json: bool) -> None:
+    """Put a copy of a job into every tube subscribed to TOPIC; print the ids.
+
+    All copies are put in one transaction. No subscriber: nothing is put, and nothing
+    printed. BODY '-' (or none, with a pipe on stdin) reads it from stdin.
+
+    Example:
+
+    \b
+        sqlq subscribe orders emails && sqlq publish orders '{"order": 7}'
+    """
+    ids = queue_from_ctx(ctx).publish(topic, _read_body(body), priority=priority, delay=delay,
+                                      ttr=ttr, unique_key=unique_key)
+    emit([{"id": i} for i in ids], as_json, text="\n".join(map(str, ids)) if ids else None)
+
+
+@cli.command()
+@click.argument("topic", type=TUBE)
+@click.argument("tube", type=TUBE)
+@json_option
+@click.pass_context
+def subscribe(ctx: click.Context, topic: str, tube: str, as_json: bool) -> None:
+    """Subscribe TUBE to TOPIC: every publish to TOPIC puts a copy into TUBE.
+
+    Subscriptions live in the file: the tube fills while its workers are down.
+
+    Example:
+
+    \b
+        sqlq subscribe orders audit
+    """
+    queue_from_ctx(ctx).subscribe(topic, tube)
+    emit({"topic": topic, "tube": tube, "subscribed": True}, as_json,
+         text=f"subscribed tube {tube} to topic {topic}")
+
+
+@cli.command()
+@click.argument("topic", type=TUBE)
+@click.argument("tube", type=TUBE)
+@json_option
+@click.pass_context
+def unsubscribe(ctx: click.Context, topic: str, tube: str, as_json: bool) -> None:
+    """Stop copying TOPIC into TUBE (exit 3 if it was not subscribed).
+
+    Jobs already in the tube stay there.
+
+    Example:
+
+    \b
+        sqlq unsubscribe orders audit
+    """
+    if not queue_from_ctx(ctx, create=False).unsubscribe(topic, tube):
+        raise sqlq.JobNotFound(f"tube {tube} is not subscribed to topic {topic}")
+    emit({"topic": topic, "tube": tube, "subscribed": False}, as_json,
+         text=f"unsubscribed tube {tube} from topic {topic}")
+
+
+@cli.command()
+@click.argument("topic", type=TUBE, required=False)
+@json_option
+@click.pass_context
+def subscriptions(ctx: click.Context, topic: str | None, as_json: bool) -> None:
+    """List subscriptions as "TOPIC TUBE" lines (only TOPIC's when given).
+
+    Example:
+
+    \b
+        sqlq subscriptions orders --json
+    """
+    pairs = queue_from_ctx(ctx, create=False).subscriptions(topic)
+    emit([{"topic": t, "tube": u} for t, u in pairs], as_json,
+         text="\n".join(f"{t} {u}" for t, u in pairs) or None)
 
 
 @cli.command()

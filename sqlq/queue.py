@@ -468,7 +468,7 @@ class Queue:
         return self._peek("buried", tube)
 
     def tubes(self) -> list[str]:
-        """Tubes that hold jobs or are paused, and ``default``, sorted."""
+        """Tubes that hold jobs, are paused or subscribed to a topic, and ``default``, sorted."""
         found = self._db.read(lambda c: store.list_tubes(c, self._clock()))
         return sorted(set(found) | {DEFAULT_TUBE})
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -206,3 +207,30 @@ def test_driver_worker_example_with_four_processes(tmp_path: Path) -> None:
     assert "1000 tasks, 4 worker processes" in run.stdout
     assert f"sum of squares {sum(n * n for n in range(1000))}" in run.stdout
     print("\n" + run.stdout.strip())
+
+
+# -- the command line --------------------------------------------------------------------------
+
+def test_cli_result_exit_codes(db_path: str) -> None:
+    from click.testing import CliRunner
+
+    from sqlq.cli import cli
+
+    def run(*args: str) -> tuple[int, str, str]:
+        r = CliRunner().invoke(cli, ["--db", db_path, *args])
+        return r.exit_code, r.stdout, r.stderr
+
+    with sqlq.Queue(db_path, durability="normal") as q:
+        done, buried, pending = q.put_many([b"a", b"b", b"c"])
+        _reserve(q).complete(b'{"square": 49}')
+        _reserve(q).bury(reason="no such user")
+    assert run("result", str(done)) == (0, '{"square": 49}\n', "")
+    assert run("result", str(done), "--raw")[1] == '{"square": 49}'
+    code, out, _ = run("result", str(done), "--json")
+    assert code == 0 and json.loads(out) == {"id": done, "result": '{"square": 49}',
+                                             "result_encoding": "utf-8"}
+    code, _, err = run("result", str(buried), "--timeout", "5s")
+    assert code == 1 and "no such user" in err and len(err.strip().splitlines()) == 1
+    assert run("result", str(pending), "--timeout", "0")[0] == 4
+    assert run("result", str(pending), "--timeout", "50ms")[0] == 4
+    assert run("result", "999", "--timeout", "5s")[0] == 3

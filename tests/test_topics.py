@@ -130,3 +130,30 @@ def test_a_subscriber_that_was_down_gets_everything(q: sqlq.Queue, db_path: str)
     assert len(drain(q, "emails")) == 50  # another subscriber went on meanwhile
     out, err = spawn(SUBSCRIBER, db_path).communicate(timeout=30)
     assert json.loads(out) == sent, err  # in order, nothing lost
+
+
+def test_cli_subscribe_publish_unsubscribe(db_path: str) -> None:
+    from click.testing import CliRunner
+
+    from sqlq.cli import cli
+
+    def run(*args: str, input: str | None = None) -> tuple[int, str, str]:
+        r = CliRunner().invoke(cli, ["--db", db_path, *args], input=input)
+        return r.exit_code, r.stdout, r.stderr
+
+    assert run("publish", "orders", "nobody")[:2] == (0, "")
+    assert run("subscribe", "orders", "emails")[0] == 0
+    assert run("subscribe", "orders", "audit")[0] == 0
+    code, out, _ = run("publish", "orders", "order 7", "--priority", "5")
+    assert code == 0 and len(out.split()) == 2
+    code, out, _ = run("publish", "orders", "-", "--json", input="from stdin")
+    assert code == 0 and [set(json.loads(line)) for line in out.splitlines()] == [{"id"}] * 2
+    assert run("subscriptions")[1] == "orders audit\norders emails\n"
+    assert run("tubes")[1] == "audit\ndefault\nemails\n"
+    assert run("unsubscribe", "orders", "audit")[0] == 0
+    code, _, err = run("unsubscribe", "orders", "audit")
+    assert code == 3 and "not subscribed" in err
+    assert run("subscribe", "-bad", "emails")[0] == 2
+    with sqlq.Queue(db_path) as q:
+        assert drain(q, "emails") == [b"order 7", b"from stdin"]
+        assert drain(q, "audit") == [b"order 7", b"from stdin"]
