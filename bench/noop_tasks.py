@@ -11,6 +11,7 @@ import os
 import sqlq
 
 q = sqlq.Queue(os.environ.get("SQLQ_BENCH_DB") or os.environ["SQLQ_DB"], durability="normal")
+# (the worker sets its own durability with --durability; puts here are setup)
 
 
 @q.task(tube="bench")

@@ -12,10 +12,15 @@ bench/README.md explains the workloads and the fairness choices.
 from __future__ import annotations
 
 import argparse
+import atexit
 import datetime as dt
 import fnmatch
 import json
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -29,23 +34,23 @@ import env  # noqa: E402
 WORKLOADS = ["put", "put_many", "drain", "wake", "idle", "depth", "filesize", "work"]
 
 PROFILES: dict[str, dict[str, object]] = {
-    "full": {
+    "full": {  # about 12-15 minutes on 2 cores
         "runs": 5, "put_n": 5000, "put_many_n": 100_000,
-        "drain_n": 10_000, "drain_runs": 3, "drain_procs": [1, 2, 4],
-        "wake_samples": 200, "wake_budget": 5.0, "wake_runs": 3,
+        "drain_n": 4000, "drain_runs": 3, "drain_procs": [1, 2, 4],
+        "wake_samples": 150, "wake_budget": 2.5, "wake_runs": 3,
         "idle_window": 10.0, "idle_runs": 3,
         "depths": [10_000, 100_000, 1_000_000], "delayed": 1_000_000, "peer_depth_max": 100_000,
-        "depth_ops": 1000, "depth_runs": 3,
-        "cycles": 100_000, "work_n": 5000, "work_runs": 3, "work_procs": [1, 2],
+        "depth_ops": 1000, "depth_runs": 3, "depth_budget": 4.0,
+        "cycles": 50_000, "work_n": 5000, "work_runs": 3, "work_procs": [1, 2],
     },
-    "quick": {
+    "quick": {  # about 1.5 minutes
         "runs": 3, "put_n": 1000, "put_many_n": 20_000,
-        "drain_n": 2000, "drain_runs": 1, "drain_procs": [1, 4],
-        "wake_samples": 40, "wake_budget": 1.5, "wake_runs": 1,
+        "drain_n": 1500, "drain_runs": 1, "drain_procs": [1, 4],
+        "wake_samples": 40, "wake_budget": 1.0, "wake_runs": 1,
         "idle_window": 5.0, "idle_runs": 1,
         "depths": [10_000, 100_000], "delayed": 100_000, "peer_depth_max": 0,
-        "depth_ops": 300, "depth_runs": 2,
-        "cycles": 10_000, "work_n": 1000, "work_runs": 1, "work_procs": [1],
+        "depth_ops": 200, "depth_runs": 2, "depth_budget": 2.0,
+        "cycles": 5000, "work_n": 1000, "work_runs": 1, "work_procs": [1],
     },
 }
 
@@ -81,7 +86,33 @@ def main(argv: list[str]) -> int:
     return bench(args, argv)
 
 
+def snapshot_sqlq() -> str:
+    """Copy sqlq/ and migrations/ to a temp dir first on sys.path; describe the source.
+
+    The bench then measures one consistent version even while sqlq/ is being
+    edited (forked workers and `sqlq work` subprocesses all import the copy).
+    """
+    snap = Path(tempfile.mkdtemp(prefix="sqlq-bench-src-"))
+    atexit.register(shutil.rmtree, snap, True)
+    for part in ("sqlq", "migrations"):
+        if (env.ROOT / part).is_dir():
+            shutil.copytree(env.ROOT / part, snap / part,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    sys.path.insert(0, str(snap))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(snap), os.environ.get("PYTHONPATH", "")) if p)
+
+    def git(*a: str) -> str:
+        r = subprocess.run(["git", "-C", str(env.ROOT), *a], capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "no commit"
+    dirty = git("status", "--porcelain", "--", "sqlq", "migrations")
+    return f"{commit}" + (" + uncommitted changes in sqlq/ or migrations/" if dirty else "")
+
+
 def bench(args: argparse.Namespace, argv: list[str]) -> int:
+    source = snapshot_sqlq()
     import plot
     import report
     import workloads as wl
@@ -118,6 +149,7 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
     order = [s.name for s in live]
 
     facts = env.machine_facts()
+    facts["sqlq source"] = source
     fsync_start = wl.fsync_rate(wl.TMP_ROOT)
     facts[FSYNC] = f"{fsync_start:,.0f}/s"
     versions = {s.name: s.version() for s in live}
@@ -210,7 +242,8 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
                 label = f"reserve @{wl._short(depth)} {'delayed' if delayed else 'ready'}"
                 try:
                     for samples in wl.run_depth(s, depth, delayed, int(P["depth_ops"]),  # type: ignore[arg-type]
-                                                int(P["depth_runs"])):  # type: ignore[arg-type]
+                                                int(P["depth_runs"]),  # type: ignore[arg-type]
+                                                float(P["depth_budget"])):  # type: ignore[arg-type]
                         record(name, samples)
                 except Exception as exc:  # noqa: BLE001
                     fail(name, label, exc)
@@ -220,13 +253,14 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
         repeat(metric, FILESIZE_SYSTEMS, 1, wl.run_filesize, P["cycles"])
     if "work" in selected:
         log("\n== sqlq work, no-op task throughput")
-        why = wl.sqlq_work_available() if "sqlq-normal" in by_name else "sqlq is not available"
+        names = [n for n in ("sqlq-full", "sqlq-normal") if n in by_name]
+        why = wl.sqlq_work_available() if names else "sqlq is not available"
         if why:
             log(f"    SKIPPED: {why}")
             skipped["sqlq work"] = why
         else:
             for procs in P["work_procs"]:  # type: ignore[attr-defined]
-                repeat(f"sqlq work no-op, {procs} proc", ["sqlq-normal"], int(P["work_runs"]),  # type: ignore[arg-type]
+                repeat(f"sqlq work no-op, {procs} proc", names, int(P["work_runs"]),  # type: ignore[arg-type]
                        wl.run_sqlq_work, P["work_n"], procs)
 
     fsync_end = wl.fsync_rate(wl.TMP_ROOT)
