@@ -648,7 +648,13 @@ class Server:
             if held.until <= now:  # timed out: the Queue already treats it as ready
                 del conn.reserved[job_id]
                 self.job_timeouts += 1
+            elif held.until - bs.SAFETY_MARGIN_MS <= now and not self._still_held(job_id, held):
+                del conn.reserved[job_id]  # deleted or released by an administrator meanwhile
         return any(h.until - bs.SAFETY_MARGIN_MS <= now for h in conn.reserved.values())
+
+    def _still_held(self, job_id: int, held: Held) -> bool:
+        job = self.q.peek(job_id)
+        return job is not None and job.state == "reserved" and job.reserved_until == held.until
 
     def _reserve_job(self, conn: Conn, cmd: Command) -> bytes:
         conn.worker = True

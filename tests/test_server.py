@@ -234,6 +234,15 @@ def test_deadline_soon(raw: Raw) -> None:
     assert 0.9 <= time.monotonic() - start < 1.3
 
 
+def test_no_deadline_soon_for_a_job_an_administrator_took_away(srv: Running, raw: Raw) -> None:
+    raw.send(b"put 0 0 1 1\r\nx\r\n")
+    assert raw.reply() == b"INSERTED 1\r\n"
+    assert raw.cmd(b"reserve") == b"RESERVED 1 1\r\nx\r\n"
+    with sqlq.Queue(srv.path) as admin:
+        admin.delete(1)  # as `sqlq delete 1` would, from another process
+    assert raw.cmd(b"reserve-with-timeout 0") == b"TIMED_OUT\r\n"
+
+
 def test_draining(srv: Running, raw: Raw) -> None:
     srv.server.drain()
     raw.send(b"put 0 0 1 1\r\nx\r\n")
