@@ -38,11 +38,11 @@ typecheck: $(STAMP)  ## mypy --strict on sqlq/
 
 check: lint typecheck test  ## everything CI cares about
 
-bench: $(STAMP)  ## sqlq against its peers, one table (bench/RESULTS.md)
-	$(BIN)/python bench/run.py
+bench: $(STAMP)  ## sqlq against its peers, one table (bench/RESULTS.md), ~15 min; BENCH_ARGS=--help
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
-bench-quick: $(STAMP)  ## a one-minute version of make bench
-	$(BIN)/python bench/run.py --quick
+bench-quick: $(STAMP)  ## a one-minute version of make bench (bench/.work/quick/)
+	$(BIN)/python bench/run.py --quick $(BENCH_ARGS)
 
 dist-check: $(STAMP)  ## build the wheel and check it ships the migrations
 	rm -rf dist && $(BIN)/pip wheel -q --no-deps -w dist .

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 from report import Row
@@ -38,12 +40,12 @@ def plot(rows: list[Row], system_order: list[str], path: Path, title: str) -> st
     ax1.set_yticks(range(len(systems)))
     ax1.set_yticklabels(systems)
     ax1.invert_yaxis()
-    if systems:
-        ax1.set_xscale("log")
-    ax1.set_xlabel("jobs/s (log scale, medians)")
+    ax1.set_xlabel("jobs/s (medians)")
     ax1.set_title("throughput (higher is better)")
-    ax1.grid(axis="x", which="both", alpha=0.3)
-    ax1.legend(loc="lower right", fontsize=8)
+    ax1.grid(axis="x", alpha=0.3)
+    if systems:
+        ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=len(BAR_METRICS),
+                   fontsize=8, frameon=False)
 
     # right: reserve+delete latency against queue depth
     depth_rows = [r for r in rows if r.metric.startswith("reserve @") and r.median]
@@ -65,7 +67,11 @@ def plot(rows: list[Row], system_order: list[str], path: Path, title: str) -> st
                 ax2.scatter([n], [v], marker="x", s=80, color=line.get_color())
     if plotted:
         ax2.set_xscale("log")
-        ax2.set_yscale("log")
+        values = [r.median for r in depth_rows if r.median]
+        if max(values) / min(values) > 20:
+            ax2.set_yscale("log")
+        else:
+            ax2.set_ylim(bottom=0)
         ax2.set_xlabel("jobs queued (x: same count, delayed)")
         ax2.set_ylabel("µs per reserve+delete (median)")
         ax2.set_title("reserve cost against depth (lower is better)")
@@ -78,3 +84,20 @@ def plot(rows: list[Row], system_order: list[str], path: Path, title: str) -> st
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return None
+
+
+def main(argv: list[str]) -> int:
+    """Redraw a PNG from a results.json: ``python bench/plot.py RESULTS_JSON OUT_PNG``."""
+    if len(argv) != 2:
+        print(main.__doc__)
+        return 2
+    data = json.loads(Path(argv[0]).read_text())
+    rows = [Row(**r) for r in data["rows"]]
+    order = list(data["versions"])
+    why = plot(rows, order, Path(argv[1]), f"sqlq bench {data['date'][:10]}")
+    print(why or f"wrote {argv[1]}")
+    return 0 if why is None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

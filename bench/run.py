@@ -4,8 +4,9 @@
 
 Started from any Python, it builds .venv-bench (see env.py) and re-executes
 itself there. Prints one table (medians of several runs, spread, ratio to
-sqlq) and writes RESULTS.md, results.png and results.json (the full run into
-bench/, the quick run into bench/.work/quick/ unless --out says otherwise).
+sqlq) and writes RESULTS.md and results.png (the full run into bench/, the
+quick run into bench/.work/quick/, unless --out says otherwise) and every run's
+value to results.json (bench/.work/, not committed, or --out).
 bench/README.md explains the workloads and the fairness choices.
 """
 
@@ -284,13 +285,15 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
         why_no_plot = f"plot failed: {type(exc).__name__}: {exc}"
     write_results(out_dir / "RESULTS.md", table, facts, versions, skipped, live, profile, cmd,
                   elapsed, png if why_no_plot is None else None, report)
-    (out_dir / "results.json").write_text(json.dumps({
+    json_path = (Path(args.out) if args.out else HERE / ".work") / "results.json"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps({
         "date": dt.datetime.now().isoformat(timespec="seconds"), "command": cmd,
         "profile": profile, "facts": facts, "versions": versions, "skipped": skipped,
         "rows": [asdict(r) for r in all_rows],
     }, indent=1, default=str))
     log(f"\nwrote {out_dir / 'RESULTS.md'}, {png if why_no_plot is None else why_no_plot},"
-        f" {out_dir / 'results.json'} in {elapsed:.0f} s")
+        f" {json_path} in {elapsed:.0f} s")
     return 0
 
 
