@@ -674,13 +674,13 @@ class Server:
             except (JobLost, JobNotFound):
                 pass  # its TTR ran out: it may still be deleted as a ready job
         # Ready, delayed and buried jobs may be deleted by anyone, reserved ones only by
-        # their holder. (A tiny race with another process reserving it in between.)
-        job = self.q.peek(job_id)
-        if job is None or job.state == "reserved":
-            return Reply.NOT_FOUND
+        # their holder: take the job unless someone holds it, then delete it under our
+        # own lease, so that a worker that reserves it in between keeps it.
         try:
-            self.q.delete(job_id)
-        except JobNotFound:
+            job = self.q.reserve_job(job_id)
+            assert job.lease is not None
+            self.q.delete(job_id, lease=job.lease)
+        except (JobLost, JobNotFound):
             return Reply.NOT_FOUND
         self.tube_counts["cmd-delete", job.tube] += 1
         return Reply.DELETED
