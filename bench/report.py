@@ -196,3 +196,90 @@ def markdown_table(table: list[dict[str, str]]) -> str:
         last = row["workload"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ summaries
+
+
+def _med(by_key: dict[tuple[str, str], Row], metric: str, system: str) -> float | None:
+    r = by_key.get((metric, system))
+    return r.median if r is not None else None
+
+
+def targets(rows: list[Row]) -> list[tuple[str, str, str]]:
+    """Issue 2's targets for sqlq, checked against this run: (target, measured, verdict)."""
+    by_key = {(r.metric, r.system): r for r in rows}
+    out: list[tuple[str, str, str]] = []
+
+    def check(target: str, measured: str, ok: bool | None) -> None:
+        out.append((target, measured, "n/a" if ok is None else ("met" if ok else "MISSED")))
+
+    for d in ("full", "normal"):
+        for metric in ("put, 1 per tx", "put_many, 1000/tx"):
+            s, r = _med(by_key, metric, f"sqlq-{d}"), _med(by_key, metric, f"raw-{d}")
+            if s and r:
+                check(f"{metric}, {d}: ≥ 0.9× raw", f"{s:,.0f} vs {r:,.0f} = {s / r:.2f}×",
+                      s / r >= 0.9)
+    for d, floor in (("full", 5000), ("normal", 13000)):
+        s = _med(by_key, "drain, 1 process", f"sqlq-{d}")
+        if s:
+            b = _med(by_key, "drain, 1 process", f"beanstalkd-{'f0' if d == 'full' else 'f50'}")
+            extra = f" (beanstalkd {b:,.0f})" if b else ""
+            check(f"drain 1 process, {d}: ≥ {floor:,}/s and ahead of beanstalkd",
+                  f"{s:,.0f}/s{extra}", s >= floor and (b is None or s >= b))
+        one, four = s, _med(by_key, "drain, 4 processes", f"sqlq-{d}")
+        if one and four:
+            check(f"drain 4 processes ≥ 1 process, {d}", f"{four:,.0f} vs {one:,.0f}/s",
+                  four >= one)
+        r = by_key.get(("drain, 4 processes", f"sqlq-{d}"))
+        if r is not None and r.notes:
+            check(f"drain 4 processes, {d}: exactly once, fair shares", r.note(), None)
+    for d in ("full", "normal"):
+        p50 = _med(by_key, "wake p50", f"sqlq-{d}")
+        p99 = _med(by_key, "wake p99", f"sqlq-{d}")
+        if p50 is not None and p99 is not None:
+            check(f"wake, {d}: p50 ≤ 0.5 ms, p99 ≤ 2 ms", f"p50 {p50:.2f} ms, p99 {p99:.2f} ms",
+                  p50 <= 0.5 and p99 <= 2.0)
+        idle = _med(by_key, "idle CPU", f"sqlq-{d}")
+        if idle is not None:
+            check(f"idle blocked worker, {d}: ≤ 0.01 s CPU per 10 s", f"{idle:.4f} s", idle <= 0.01)
+    depth = sorted((r for r in rows if r.system == "sqlq-normal"
+                    and r.metric.startswith("reserve @") and r.median),
+                   key=lambda r: metric_order(r.metric))
+    if len(depth) >= 2 and depth[0].median:
+        base = depth[0]
+        worst = max(depth[1:], key=lambda r: r.median or 0)
+        x = (worst.median or 0) / base.median  # type: ignore[operator]
+        check("reserve cost flat (≤ 1.5×) from the smallest queue to 1M and 1M delayed",
+              f"{base.metric}: {base.median:.0f} µs; worst {worst.metric}: {worst.median:.0f} µs"
+              f" = {x:.2f}×", x <= 1.5)
+    return out
+
+
+def summary(rows: list[Row]) -> list[str]:
+    """One line per workload: sqlq against the floor and the best peer of its class."""
+    by_key = {(r.metric, r.system): r for r in rows}
+    lines = []
+    for metric in sorted({r.metric for r in rows}, key=metric_order):
+        info = metric_info(metric)
+        parts = []
+        for d in ("full", "normal"):
+            s = by_key.get((metric, f"sqlq-{d}"))
+            if s is None or s.median is None:
+                continue
+            peers = [r for r in rows if r.metric == metric and r.median is not None
+                     and not r.system.startswith(("sqlq", "raw"))
+                     and r.durability == d]
+            txt = f"sqlq-{d} {info.fmt.format(s.median)} {info.unit}"
+            raw = by_key.get((metric, f"raw-{d}"))
+            if raw is not None and raw.median:
+                txt += f" ({s.median / raw.median:.2f}× raw)"
+            if peers:
+                best = (max if info.higher_is_better else min)(peers, key=lambda r: r.median or 0)
+                x = ratio(best, s)
+                txt += (f"; best peer {best.system} {info.fmt.format(best.median)}"
+                        f" (sqlq vs it {x:.2f})" if x is not None else "")
+            parts.append(txt)
+        if parts:
+            lines.append(f"- **{metric}**: " + ". ".join(parts) + ".")
+    return lines

@@ -25,6 +25,7 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -76,11 +77,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", default="", help="directory for RESULTS.md/results.png/json")
     p.add_argument("--no-install", action="store_true", help="do not apt-get install beanstalkd")
     p.add_argument("--retry-honker", action="store_true", help="try pip install honker again")
+    p.add_argument("--report-only", metavar="RESULTS_JSON", default="",
+                   help="rebuild RESULTS.md and the PNG from a results.json, measure nothing")
     return p.parse_args(argv)
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.report_only and env.in_bench_venv():
+        return report_only(args.report_only, args.out)
     if not env.in_bench_venv():
         env.ensure_venv(log, retry_honker=args.retry_honker)
         env.reexec_in_venv(argv)  # does not return
@@ -114,7 +119,6 @@ def snapshot_sqlq() -> str:
 
 def bench(args: argparse.Namespace, argv: list[str]) -> int:
     source = snapshot_sqlq()
-    import plot
     import report
     import workloads as wl
     from systems import all_systems
@@ -266,59 +270,73 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
 
     fsync_end = wl.fsync_rate(wl.TMP_ROOT)
     facts[FSYNC] = f"{fsync_start:,.0f}/s at the start, {fsync_end:,.0f}/s at the end"
-    elapsed = time.monotonic() - t_start
-    all_rows = list(rows.values())
-    table = report.build_table(all_rows, order)
-    log("\n" + report.text_table(table, notes_width=70))
-    log("\nsqlq vs it: > 1 means sqlq is better (faster, or less latency/CPU/disk), compared with"
-        " sqlq of the same durability class; sqlq rows show their ratio to the raw apsw floor.")
     cmd = "make bench-quick" if args.quick else "make bench"
     if argv:
         cmd = "bench/run.py " + " ".join(argv)
-    title = (f"sqlq bench ({'quick' if args.quick else 'full'}) {dt.date.today()}: "
-             f"{facts.get('cores')} cores, {facts.get('cpu', '?')}, "
-             f"fsync {facts[FSYNC]}")
-    png = out_dir / "results.png"
-    try:
-        why_no_plot = plot.plot(all_rows, order, png, title)
-    except Exception as exc:  # noqa: BLE001 - a plot problem must not lose the table
-        why_no_plot = f"plot failed: {type(exc).__name__}: {exc}"
-    write_results(out_dir / "RESULTS.md", table, facts, versions, skipped, live, profile, cmd,
-                  elapsed, png if why_no_plot is None else None, report)
+    data = {
+        "date": dt.datetime.now().isoformat(timespec="seconds"), "command": cmd,
+        "quick": bool(args.quick), "elapsed_s": time.monotonic() - t_start,
+        "profile": profile, "facts": facts, "versions": versions, "skipped": skipped,
+        "systems": [{"name": s.name, "durability": s.durability, "wait": s.wait} for s in live],
+        "rows": [asdict(r) for r in rows.values()],
+    }
     json_path = (Path(args.out) if args.out else HERE / ".work") / "results.json"
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps({
-        "date": dt.datetime.now().isoformat(timespec="seconds"), "command": cmd,
-        "profile": profile, "facts": facts, "versions": versions, "skipped": skipped,
-        "rows": [asdict(r) for r in all_rows],
-    }, indent=1, default=str))
-    log(f"\nwrote {out_dir / 'RESULTS.md'}, {png if why_no_plot is None else why_no_plot},"
-        f" {json_path} in {elapsed:.0f} s")
+    json_path.write_text(json.dumps(data, indent=1, default=str))
+    finish(data, out_dir)
+    log(f"every run's value: {json_path}")
     return 0
 
 
-def write_results(path: Path, table: list[dict[str, str]], facts: dict[str, str],
-                  versions: dict[str, str], skipped: dict[str, str], live: list[object],
-                  profile: dict[str, object], cmd: str, elapsed: float, png: Path | None,
-                  report: object) -> None:
+def finish(data: dict[str, Any], out_dir: Path) -> None:
+    """Print the table; write RESULTS.md and results.png into out_dir (from a results dict)."""
+    import plot
+    import report
+
+    rows = [report.Row(**r) for r in data["rows"]]
+    order = [s["name"] for s in data["systems"]]
+    table = report.build_table(rows, order)
+    log("\n" + report.text_table(table, notes_width=70))
+    log("\nsqlq vs it: > 1 means sqlq is better (faster, or less latency/CPU/disk), compared with"
+        " sqlq of the same durability class; sqlq rows show their ratio to the raw apsw floor.")
+    facts = data["facts"]
+    title = (f"sqlq bench ({'quick' if data['quick'] else 'full'}) {data['date'][:10]}: "
+             f"{facts.get('cores')} cores, {facts.get('cpu', '?')}, fsync {facts.get(FSYNC)}")
+    png = out_dir / "results.png"
+    try:
+        why_no_plot = plot.plot(rows, order, png, title)
+    except Exception as exc:  # noqa: BLE001 - a plot problem must not lose the table
+        why_no_plot = f"plot failed: {type(exc).__name__}: {exc}"
+    md = results_markdown(data, table, rows, png if why_no_plot is None else None)
+    (out_dir / "RESULTS.md").write_text(md)
+    log(f"\nwrote {out_dir / 'RESULTS.md'}, {png if why_no_plot is None else why_no_plot}"
+        f" ({data['elapsed_s'] / 60:.1f} min)")
+
+
+def results_markdown(data: dict[str, Any], table: list[dict[str, str]], rows: list[Any],
+                     png: Path | None) -> str:
+    import report
+
+    when = dt.datetime.fromisoformat(data["date"])
     md = [
         "# sqlq benchmark results",
         "",
-        f"Measured {dt.datetime.now():%Y-%m-%d %H:%M} with `{cmd}` in {elapsed / 60:.1f} min.",
+        f"Measured {when:%Y-%m-%d %H:%M} with `{data['command']}` in"
+        f" {data['elapsed_s'] / 60:.1f} min.",
         "How each workload is measured and why it is fair: [README.md](README.md).",
         "",
         "## Machine",
         "",
-        *[f"- {k}: {v}" for k, v in facts.items()],
+        *[f"- {k}: {v}" for k, v in data["facts"].items()],
         "",
         "## Systems",
         "",
         "| system | class | version | blocked consumer waits by |",
         "|---|---|---|---|",
-        *[f"| {s.name} | {s.durability} | {versions[s.name]} | {s.wait} |"  # type: ignore[attr-defined]
-          for s in live],
+        *[f"| {s['name']} | {s['durability']} | {data['versions'][s['name']]} | {s['wait']} |"
+          for s in data["systems"]],
         "",
-        *[f"- skipped **{k}**: {v}" for k, v in skipped.items()],
+        *[f"- skipped **{k}**: {v}" for k, v in data["skipped"].items()],
         "",
         "## Results",
         "",
@@ -329,20 +347,29 @@ def write_results(path: Path, table: list[dict[str, str]], facts: dict[str, str]
         "beanstalkd without binlog, compared with sqlq-normal). sqlq's own rows give their",
         "ratio to the raw apsw loop running the same SQL (the floor).",
         "",
-        report.markdown_table(table),  # type: ignore[attr-defined]
+        report.markdown_table(table),
         "",
     ]
     if png is not None:
         md += [f"![throughput and reserve latency]({png.name})", ""]
-    md += [
-        "## Parameters",
-        "",
-        "```",
-        json.dumps(profile),
-        "```",
-        "",
-    ]
-    path.write_text("\n".join(md))
+    goals = report.targets(rows)
+    if goals:
+        md += ["## sqlq against its targets (issue 2)", "",
+               "| target | measured | verdict |", "|---|---|---|",
+               *[f"| {t} | {m.replace('|', '/')} | {v} |" for t, m, v in goals], ""]
+    md += ["## Per workload: sqlq, the floor, and the best peer of the same class", "",
+           *report.summary(rows), ""]
+    md += ["## Parameters", "", "```", json.dumps(data["profile"]), "```", ""]
+    return "\n".join(md)
+
+
+def report_only(json_file: str, out: str) -> int:
+    """Rebuild RESULTS.md and the PNG from a results.json (no measuring)."""
+    data = json.loads(Path(json_file).read_text())
+    out_dir = Path(out) if out else Path(json_file).parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+    finish(data, out_dir)
+    return 0
 
 
 if __name__ == "__main__":
