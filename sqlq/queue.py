@@ -278,9 +278,10 @@ class Queue:
             changed, found = look(events)
             if found is not None:
                 return found
-            if changed:
-                unconfirmed = 0
-            elif events.commit:
+            if events.commit:
+                # Even when data_version moved (``changed``), the events drained together
+                # may include the write of a later commit not published yet (a waiter woken
+                # late drains both): only running the re-check schedule is sure to see it.
                 unconfirmed = 1
             elif unconfirmed:
                 unconfirmed = unconfirmed + 1 if unconfirmed < len(RECHECK_DELAYS) else 0
