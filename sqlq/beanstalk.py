@@ -527,7 +527,7 @@ def _apply(flags: Flags, flag: str, value: str) -> None:
         flags.binlog_dir = value
     elif flag == "s":
         _size(flag, value)
-    elif flag == "u":
+    elif flag in "ucn":  # -u USER, and -c/-n that beanstalkd still accepts after removing them
         pass
     elif flag == "V":
         flags.verbose += 1

@@ -190,6 +190,7 @@ def test_flags_like_beanstalkd() -> None:
     assert parse_flags(["-bdata"]).binlog_dir == "data"
     assert parse_flags(["-v"]).show_version
     assert parse_flags(["-h"]).show_help
+    assert parse_flags(["-c", "-n", "-u", "nobody", "-s", "10485760"]).port == 11300
     for bad in (["-p"], ["-x"], ["stray"], ["-z", "ten"], ["-p", "70000"]):
         with pytest.raises(UsageError):
             parse_flags(bad)
