@@ -436,6 +436,51 @@ def test_interop_with_library_users_in_another_process(srv: Running) -> None:
         assert c.reserve(timeout=5).id == held_id
 
 
+_LIBRARY_WORKER = """
+import sys, sqlq
+seen = []
+with sqlq.Queue(sys.argv[1], durability="normal") as q:
+    print("ready", flush=True)
+    while (job := q.reserve("mixed", timeout=1)) is not None:
+        seen.append(job.body.decode())
+        job.delete()
+print(" ".join(seen), flush=True)
+"""
+
+
+def test_protocol_clients_and_library_workers_share_a_tube_without_doubles(
+        srv: Running) -> None:
+    library = subprocess.Popen([sys.executable, "-c", _LIBRARY_WORKER, srv.path],
+                               stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert library.stdout is not None and library.stdout.readline() == "ready\n"
+    seen: list[list[str]] = []
+
+    def protocol_worker() -> None:
+        mine: list[str] = []
+        with greenstalk.Client(srv.address, watch="mixed") as c:
+            while True:
+                try:
+                    job = c.reserve(timeout=1)
+                except greenstalk.TimedOutError:
+                    break
+                mine.append(job.body)
+                c.delete(job)
+        seen.append(mine)
+
+    workers = [threading.Thread(target=protocol_worker) for _ in range(3)]
+    for w in workers:
+        w.start()
+    with greenstalk.Client(srv.address, use="mixed") as producer:
+        for i in range(300):
+            producer.put(str(i))
+    for w in workers:
+        w.join(30)
+    out, _ = library.communicate(timeout=30)
+    by_library, by_protocol = out.split(), [b for mine in seen for b in mine]
+    assert sorted(by_library + by_protocol, key=int) == [str(i) for i in range(300)]
+    assert by_library and by_protocol  # both sides took part; no job went to two of them
+
+
 # ---- the drop-in binary -----------------------------------------------------------------------
 
 
