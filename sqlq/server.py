@@ -55,6 +55,8 @@ FALLBACK_RECHECK = 5.0
 """Waiters look again at least this often, whatever the notifier says."""
 NOTIFY_RECHECKS = (0.002, 0.02)
 """After a commit event, look again: the commit may not be visible yet."""
+ACCEPT_PAUSE = 0.1
+"""How long to stop accepting when the process is out of file descriptors."""
 MIN_NOTIFY_GAP = 0.001
 """Other processes' commits wake the waiters at most this often (a busy file stays cheap)."""
 _DEFAULT = "default"
@@ -479,8 +481,11 @@ class Server:
         """Start accepting on ``sock`` or a new socket bound to ``listen``; return the address."""
         sock = sock if sock is not None else bind(listen or DEFAULT_LISTEN)
         self.listeners.append(sock)
-        self.loop.selector.register(sock, selectors.EVENT_READ, lambda _: self._accept(sock))
+        self._watch_listener(sock)
         return address_of(sock)
+
+    def _watch_listener(self, sock: socket.socket) -> None:
+        self.loop.selector.register(sock, selectors.EVENT_READ, lambda _: self._accept(sock))
 
     def run(self) -> None:
         """Serve until ``stop()``; then close every connection (their jobs go back)."""
@@ -512,8 +517,12 @@ class Server:
                 sock, _addr = listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError as e:  # EMFILE and friends: try again on the next event
-                _log().warning("accept: %s", e)
+            except OSError as e:
+                # Out of descriptors (EMFILE...): the listener stays readable, so stop
+                # watching it for a moment instead of spinning on it.
+                _log().warning("accept: %s; pausing accepts for %.1f s", e, ACCEPT_PAUSE)
+                self.loop.selector.unregister(listener)
+                self.loop.call_later(ACCEPT_PAUSE, lambda: self._watch_listener(listener))
                 return
             sock.setblocking(False)
             if sock.family != socket.AF_UNIX:
@@ -932,6 +941,18 @@ class Server:
         self._timer = self.loop.call_later(delay, self._serve_waiters)
 
 
+def _raise_fd_limit() -> None:
+    """One descriptor per client: allow as many as the hard limit does (often 1024 by default)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
+
+
 def _rusage() -> tuple[float, float]:
     import resource
 
@@ -973,6 +994,7 @@ def serve(queue: Queue, listen: str = DEFAULT_LISTEN, *, max_job_size: int | Non
 
 
 def _run(server: Server, handle_signals: bool) -> None:
+    _raise_fd_limit()
     if handle_signals:
         signal.set_wakeup_fd(server.loop.wakeup_fd(), warn_on_full_buffer=False)
         signal.signal(signal.SIGTERM, lambda *_: server.stop())

@@ -560,6 +560,46 @@ def test_commands_sent_while_the_file_opens_are_timed_from_their_arrival() -> No
         assert proc.wait(10) == 0
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="measures CPU in /proc")
+def test_out_of_file_descriptors_pauses_accepting_instead_of_spinning() -> None:
+    import resource
+
+    port = _free_port()
+
+    def few_fds() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
+
+    proc = subprocess.Popen([sys.executable, "-m", "sqlq.server", "-l", "127.0.0.1", "-p",
+                             str(port)], cwd=ROOT, preexec_fn=few_fds, stderr=subprocess.PIPE)
+    try:
+        first = None
+        for _ in range(500):
+            try:
+                first = Raw(("127.0.0.1", port))
+                break
+            except OSError:
+                time.sleep(0.01)
+        assert first is not None and first.cmd(b"list-tube-used") == b"USING default\r\n"
+        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(60)]
+        time.sleep(0.3)
+        with open(f"/proc/{proc.pid}/stat") as f:
+            before = sum(int(x) for x in f.read().split(")")[1].split()[11:13])
+        time.sleep(1.0)
+        with open(f"/proc/{proc.pid}/stat") as f:
+            after = sum(int(x) for x in f.read().split(")")[1].split()[11:13])
+        assert (after - before) / os.sysconf("SC_CLK_TCK") < 0.3  # not spinning on accept
+        for sock in clients:
+            sock.close()
+        assert first.cmd(b"list-tube-used") == b"USING default\r\n"
+        with greenstalk.Client(("127.0.0.1", port)) as late:
+            assert late.using() == "default"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        assert proc.stderr is not None
+        assert b"pausing accepts" in proc.stderr.read()
+
+
 def test_beanstalkd_help_version_and_bad_flags() -> None:
     run = [sys.executable, "-m", "sqlq.server"]
     out = subprocess.run([*run, "-h"], capture_output=True, text=True, cwd=ROOT)
