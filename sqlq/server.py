@@ -996,15 +996,20 @@ def serve(queue: Queue, listen: str = DEFAULT_LISTEN, *, max_job_size: int | Non
 def _run(server: Server, handle_signals: bool) -> None:
     _raise_fd_limit()
     if handle_signals:
-        signal.set_wakeup_fd(server.loop.wakeup_fd(), warn_on_full_buffer=False)
-        signal.signal(signal.SIGTERM, lambda *_: server.stop())
-        signal.signal(signal.SIGINT, lambda *_: server.stop())
-        signal.signal(signal.SIGUSR1, lambda *_: server.drain())
+        _handle_signals(server)
     try:
         server.run()
     finally:
         if handle_signals:
             signal.set_wakeup_fd(-1)
+
+
+def _handle_signals(server: Server) -> None:
+    """SIGTERM and SIGINT stop the server cleanly, SIGUSR1 enters drain mode."""
+    signal.set_wakeup_fd(server.loop.wakeup_fd(), warn_on_full_buffer=False)
+    signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    signal.signal(signal.SIGINT, lambda *_: server.stop())
+    signal.signal(signal.SIGUSR1, lambda *_: server.drain())
 
 
 def beanstalkd_main(argv: list[str] | None = None) -> None:
@@ -1025,13 +1030,13 @@ def beanstalkd_main(argv: list[str] | None = None) -> None:
     if flags.show_version:
         print(f"beanstalkd {_version()}")
         return
+    server = Server(None, max_job_size=flags.max_job_size)
+    _handle_signals(server)  # from the start: a SIGTERM must not leave a temporary directory
     try:
-        sock = bind(flags.listen)
+        address = server.listen(flags.listen)
     except (OSError, ValueError) as e:
         sys.stderr.write(f"sqlq-beanstalkd: cannot listen on {flags.listen}: {e}\n")
         sys.exit(1)
-    server = Server(None, max_job_size=flags.max_job_size)
-    address = server.listen(sock=sock)
     import tempfile
     import threading
 
@@ -1063,8 +1068,9 @@ def beanstalkd_main(argv: list[str] | None = None) -> None:
         logging.basicConfig(level=logging.WARNING - 10 * min(flags.verbose, 2),
                             format="sqlq-beanstalkd: %(message)s")
     try:
-        _run(server, handle_signals=True)
+        _run(server, handle_signals=False)
     finally:
+        signal.set_wakeup_fd(-1)
         loader.join()
         for queue in opened:
             queue.close()
