@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -90,7 +91,10 @@ class Queue:
         self._db = Database(self.path, durability=durability, init=init, clock=self._clock,
                             vfs=vfs)
         self._owner: owners.Owner | None = None
-        self._notifier: Notifier | PollingNotifier | None = None
+        # One notifier per thread: threads waiting on a shared Queue must not
+        # consume each other's events.
+        self._notifiers = threading.local()
+        self._all_notifiers: list[Notifier | PollingNotifier] = []
         self._data_version = -1
         self._counts: Counter[tuple[str, str]] = Counter()  # (counter, tube), since opened
         self._closed = False
@@ -120,8 +124,8 @@ class Queue:
         finally:
             if self._owner is not None:
                 self._owner.close()
-            if self._notifier is not None:
-                self._notifier.close()
+            for notifier in self._all_notifiers:
+                notifier.close()
             self._db.close()
 
     def __enter__(self) -> Queue:
@@ -324,9 +328,12 @@ class Queue:
         return self._owner.token
 
     def _ensure_notifier(self) -> Notifier | PollingNotifier:
-        if self._notifier is None:
-            self._notifier = make_notifier(self.path, owners.ensure_dir(self.path))
-        return self._notifier
+        notifier: Notifier | PollingNotifier | None = getattr(self._notifiers, "notifier", None)
+        if notifier is None:
+            notifier = make_notifier(self.path, owners.ensure_dir(self.path))
+            self._notifiers.notifier = notifier
+            self._all_notifiers.append(notifier)
+        return notifier
 
     def _reap_dead_owners(self) -> bool:
         """Give back the reservations of processes that died; True if any came back."""

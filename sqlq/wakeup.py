@@ -31,7 +31,9 @@ from dataclasses import dataclass
 #: Polling period of the fallback notifier.
 POLL_INTERVAL = 0.05
 #: After an unconfirmed write event, look again after these many seconds.
-RECHECK_DELAYS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+#: The tail covers a foreign writer whose fsync stalls for seconds on a busy disk.
+RECHECK_DELAYS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5,
+                  1.0, 2.0, 4.0)
 #: Even with no event at all, a sleeper looks once in this many seconds.
 MAX_SLEEP = 30.0
 
@@ -55,7 +57,9 @@ class Notifier:
         self._wal_name = os.path.basename(db_path) + "-wal"
         self._inotify = INotify(nonblocking=True)
         db_dir = os.path.dirname(os.path.abspath(db_path))
-        self._db_wd = self._inotify.add_watch(db_dir, flags.MODIFY | flags.CREATE)
+        # MODIFY: a commit was written. ATTRIB: sqlq touched the -wal after an
+        # fsync'd commit became visible (db.Database._published).
+        self._db_wd = self._inotify.add_watch(db_dir, flags.MODIFY | flags.CREATE | flags.ATTRIB)
         self._owners_wd = self._inotify.add_watch(owners_dir, flags.CLOSE_WRITE)
 
     def fileno(self) -> int | None:

@@ -249,3 +249,29 @@ def test_no_wakeup_lost_when_commit_is_published_late(db_path: str) -> None:
     print(f"\nlatency with commits published 60 ms after their last write: "
           f"max {max(lat) * 1000:.0f} ms")
     assert max(lat) < 2.0  # without the re-check it would be the 30 s fallback, or a timeout
+
+
+def test_threads_sharing_a_queue_each_wake(db_path: str) -> None:
+    """Each waiting thread has its own notifier: no thread eats another's wake-up."""
+    import threading
+    Queue(db_path).close()
+    with Queue(db_path) as q:
+        got: list[object] = []
+        threads = [threading.Thread(target=lambda: got.append(q.reserve(timeout=10)))
+                   for _ in range(3)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)
+        producer = spawn("""
+            import sys, time, sqlq
+            q = sqlq.Queue(sys.argv[1])
+            for _ in range(3):
+                q.put(b"x")
+                time.sleep(0.05)
+        """, db_path)
+        assert producer.wait(10) == 0
+        start = time.monotonic()
+        for t in threads:
+            t.join(5)
+        assert time.monotonic() - start < 2
+        assert len(got) == 3 and all(job is not None for job in got)
