@@ -33,7 +33,7 @@ from typing import Any, TypeVar, cast
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
 from . import migrate, store
-from .db import BUSY_GIVE_UP_S
+from .db import BUSY_GIVE_UP_S, open_through_sqlq
 from .durations import now_ms
 from .errors import DatabaseError, SchemaError
 from .model import (
@@ -120,6 +120,20 @@ def _check_schema(db: _Adapter) -> None:
                           "sqlq.Queue(path) (init=True to add sqlq to an existing database)")
 
 
+def _check_one_sqlite(db: _Adapter) -> None:
+    """Refuse a file this process also has open through sqlq.Queue (apsw's own SQLite).
+
+    Two copies of SQLite in one process ignore each other's locks (see db.py), so
+    this connection and a Queue could both write at once and corrupt the file.
+    """
+    for _, name, path in db.execute("PRAGMA database_list").fetchall():
+        if name == "main" and path and open_through_sqlq(path):
+            raise DatabaseError(
+                f"{path}: this process also has a sqlq.Queue open on it; two SQLite "
+                "libraries in one process ignore each other's locks. Use the Queue's "
+                "transaction() here, or sqlq.put(conn) in processes without a Queue")
+
+
 def _run(conn: sqlite3.Connection, fn: Callable[[Any], T]) -> T:
     """Run fn(adapter) in the caller's transaction, or in one we open (see module doc)."""
     if not isinstance(conn, sqlite3.Connection):
@@ -129,6 +143,7 @@ def _run(conn: sqlite3.Connection, fn: Callable[[Any], T]) -> T:
                             f"{'.'.join(map(str, MIN_SQLITE))} or newer")
     db = _Adapter(conn)
     try:
+        _check_one_sqlite(db)
         _check_schema(db)
         if conn.in_transaction:
             return fn(db)

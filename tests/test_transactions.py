@@ -126,89 +126,127 @@ def test_other_queues_see_the_jobs_only_after_commit(app: sqlq.Queue, db_path: s
 
 
 # -- sqlq.put on a stdlib sqlite3 connection ---------------------------------------------------
+#
+# A process uses one SQLite library per file: Python's sqlite3 here, so these tests
+# observe through a second sqlite3 connection and open a Queue only once the
+# application's connection is closed (sqlq refuses to mix the two, see db.py).
 
-def test_stdlib_put_joins_the_callers_transaction(app: sqlq.Queue, db_path: str) -> None:
-    conn = sqlite3.connect(db_path)  # legacy mode: INSERT opens a transaction, commit() ends it
+
+@pytest.fixture
+def app_file(db_path: str) -> str:
+    """A sqlq file that also holds the application's ``orders`` table; no Queue left open."""
+    with sqlq.Queue(db_path, durability="normal") as queue, queue.transaction() as tx:
+        tx.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)")
+    return db_path
+
+
+class Observer:
+    """What another connection sees: committed rows only."""
+
+    def __init__(self, path: str) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None)
+
+    def orders(self) -> list[int]:
+        return [r[0] for r in self.conn.execute("SELECT id FROM orders ORDER BY id")]
+
+    def has_job(self, job_id: int) -> bool:
+        return self.conn.execute("SELECT 1 FROM sqlq_jobs WHERE id = ?",
+                                 (job_id,)).fetchone() is not None
+
+    def jobs(self, tube: str = "emails") -> int:
+        return int(self.conn.execute("SELECT count(*) FROM sqlq_jobs WHERE tube = ?",
+                                     (tube,)).fetchone()[0])
+
+
+@pytest.fixture
+def seen(app_file: str) -> Iterator[Observer]:
+    observer = Observer(app_file)
+    yield observer
+    observer.conn.close()
+
+
+def test_stdlib_put_joins_the_callers_transaction(app_file: str, seen: Observer) -> None:
+    conn = sqlite3.connect(app_file)  # legacy mode: INSERT opens a transaction, commit() ends it
     conn.execute("INSERT INTO orders (id, item) VALUES (1, 'book')")
     jid = sqlq.put(conn, b"order 1 placed", tube="emails")
     assert conn.in_transaction
-    assert app.peek(jid) is None  # not visible before the caller commits
+    assert not seen.has_job(jid)  # not visible before the caller commits
     conn.commit()
-    assert orders(app) == [1]
-    assert app.peek(jid) is not None
+    assert seen.orders() == [1]
+    assert seen.has_job(jid)
     conn.close()
 
 
-def test_stdlib_rollback_drops_rows_and_jobs(app: sqlq.Queue, db_path: str) -> None:
-    conn = sqlite3.connect(db_path)
+def test_stdlib_rollback_drops_rows_and_jobs(app_file: str, seen: Observer) -> None:
+    conn = sqlite3.connect(app_file)
     conn.execute("INSERT INTO orders (id, item) VALUES (1, 'book')")
     sqlq.put_many(conn, [b"a", b"b"], tube="emails")
     conn.rollback()
-    assert orders(app) == [] and jobs(app) == 0
+    assert seen.orders() == [] and seen.jobs() == 0
     conn.close()
 
 
-def test_stdlib_exception_in_with_block_rolls_back(app: sqlq.Queue, db_path: str) -> None:
-    conn = sqlite3.connect(db_path)
+def test_stdlib_exception_in_with_block_rolls_back(app_file: str, seen: Observer) -> None:
+    conn = sqlite3.connect(app_file)
     with pytest.raises(Boom):
         with conn:  # sqlite3's own context manager: commit, or rollback on exception
             conn.execute("INSERT INTO orders (id, item) VALUES (1, 'book')")
             sqlq.put(conn, b"order 1 placed", tube="emails")
             raise Boom()
-    assert orders(app) == [] and jobs(app) == 0
+    assert seen.orders() == [] and seen.jobs() == 0
     with conn:
         conn.execute("INSERT INTO orders (id, item) VALUES (2, 'pen')")
         sqlq.put(conn, b"order 2 placed", tube="emails")
-    assert orders(app) == [2] and jobs(app) == 1
+    assert seen.orders() == [2] and seen.jobs() == 1
     conn.close()
 
 
-def test_stdlib_put_alone_leaves_the_commit_to_the_caller(app: sqlq.Queue,
-                                                          db_path: str) -> None:
-    conn = sqlite3.connect(db_path)
+def test_stdlib_put_alone_leaves_the_commit_to_the_caller(app_file: str,
+                                                          seen: Observer) -> None:
+    conn = sqlite3.connect(app_file)
     jid = sqlq.put(conn, b"x", tube="emails")  # as the caller's own INSERT would
-    assert conn.in_transaction and app.peek(jid) is None
+    assert conn.in_transaction and not seen.has_job(jid)
     conn.commit()
-    assert app.peek(jid) is not None
+    assert seen.has_job(jid)
     conn.close()
 
 
-def test_stdlib_autocommit_connection_commits_its_own_transaction(app: sqlq.Queue,
-                                                                  db_path: str) -> None:
-    conn = sqlite3.connect(db_path, isolation_level=None)
+def test_stdlib_autocommit_connection_commits_its_own_transaction(app_file: str,
+                                                                  seen: Observer) -> None:
+    conn = sqlite3.connect(app_file, isolation_level=None)
     ids = sqlq.put_many(conn, [b"a", b"b"], tube="emails")
     assert not conn.in_transaction
-    assert [app.peek(i) is not None for i in ids] == [True, True]
+    assert [seen.has_job(i) for i in ids] == [True, True]
     conn.execute("BEGIN")
     sqlq.put(conn, b"c", tube="emails")
     conn.execute("INSERT INTO orders (id, item) VALUES (1, 'book')")
     conn.execute("ROLLBACK")
-    assert jobs(app) == 2 and orders(app) == []
+    assert seen.jobs() == 2 and seen.orders() == []
     conn.close()
 
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="sqlite3 autocommit= is Python 3.12+")
-def test_stdlib_pep249_autocommit_false(app: sqlq.Queue, db_path: str) -> None:
-    conn = sqlite3.connect(db_path, autocommit=False)  # type: ignore[call-arg]
+def test_stdlib_pep249_autocommit_false(app_file: str, seen: Observer) -> None:
+    conn = sqlite3.connect(app_file, autocommit=False)  # type: ignore[call-arg]
     jid = sqlq.put(conn, b"x", tube="emails")
     conn.rollback()
-    assert app.peek(jid) is None
+    assert not seen.has_job(jid)
     jid = sqlq.put(conn, b"y", tube="emails")
     conn.commit()
-    assert app.peek(jid) is not None
+    assert seen.has_job(jid)
     conn.close()
 
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="sqlite3 autocommit= is Python 3.12+")
-def test_stdlib_pep249_autocommit_true(app: sqlq.Queue, db_path: str) -> None:
-    conn = sqlite3.connect(db_path, autocommit=True)  # type: ignore[call-arg]
+def test_stdlib_pep249_autocommit_true(app_file: str, seen: Observer) -> None:
+    conn = sqlite3.connect(app_file, autocommit=True)  # type: ignore[call-arg]
     jid = sqlq.put(conn, b"x", tube="emails")
-    assert app.peek(jid) is not None
+    assert seen.has_job(jid)
     conn.close()
 
 
-def test_stdlib_put_checks_like_queue_put(app: sqlq.Queue, db_path: str) -> None:
-    conn = sqlite3.connect(db_path)
+def test_stdlib_put_checks_like_queue_put(app_file: str) -> None:
+    conn = sqlite3.connect(app_file)
     conn.row_factory = sqlite3.Row  # whatever the application likes; sqlq reads tuples
     with pytest.raises(sqlq.InvalidTube):
         sqlq.put(conn, b"x", tube="-bad")
@@ -219,14 +257,35 @@ def test_stdlib_put_checks_like_queue_put(app: sqlq.Queue, db_path: str) -> None
     with pytest.raises(TypeError, match="bodies"):
         sqlq.put_many(conn, b"not a list")
     with pytest.raises(TypeError, match="sqlite3.Connection"):
-        sqlq.put(app, b"x")  # type: ignore[arg-type]
+        sqlq.put(object(), b"x")  # type: ignore[arg-type]
     assert not conn.in_transaction  # nothing half-done was left behind
     first = sqlq.put(conn, b"x", tube="emails", unique_key="k", delay=10, priority=5, ttr=30)
     assert sqlq.put(conn, b"y", tube="emails", unique_key="k") == first
     conn.commit()
-    job = app.peek(first)
-    assert job is not None and (job.state, job.priority, job.ttr) == ("delayed", 5, 30.0)
     conn.close()
+    with sqlq.Queue(app_file) as q:
+        job = q.peek(first)
+        assert job is not None and (job.state, job.priority, job.ttr) == ("delayed", 5, 30.0)
+
+
+def test_stdlib_put_refuses_a_file_a_queue_holds_in_this_process(app_file: str) -> None:
+    """Two SQLite libraries in one process ignore each other's locks: refused, clearly."""
+    with sqlq.Queue(app_file) as q:
+        conn = sqlite3.connect(app_file)
+        with pytest.raises(sqlq.DatabaseError, match="also has a sqlq.Queue open"):
+            sqlq.put(conn, b"x")
+        assert not conn.in_transaction
+        conn.close()
+        assert q.stats()["total-jobs"] == 0
+
+
+def test_queue_refuses_a_file_sqlite3_holds_in_this_process(app_file: str) -> None:
+    conn = sqlite3.connect(app_file)
+    conn.execute("SELECT count(*) FROM orders").fetchone()
+    with pytest.raises(sqlq.DatabaseError, match="another SQLite library"):
+        sqlq.Queue(app_file)
+    conn.close()
+    sqlq.Queue(app_file).close()
 
 
 def test_stdlib_put_refuses_a_file_without_sqlq(tmp_path: object) -> None:
@@ -251,8 +310,8 @@ q.close()
 """
 
 
-def test_worker_in_another_process_wakes_after_a_stdlib_commit(app: sqlq.Queue,
-                                                               db_path: str) -> None:
+def test_worker_in_another_process_wakes_after_a_stdlib_commit(app_file: str) -> None:
+    db_path = app_file
     rounds = 10
     worker = spawn(WAITER, db_path, str(rounds))
     assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
