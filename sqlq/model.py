@@ -44,6 +44,7 @@ class JobRow(NamedTuple):
     reserved_until: int | None
     bury_reason: str | None
     unique_key: str | None
+    delay: int  # ms, as last set by put or release
 
 
 class Job:

@@ -7,8 +7,9 @@
 -- States: 0 ready, 1 delayed, 2 reserved, 3 buried.
 
 -- name: insert_job
-INSERT INTO sqlq_jobs (tube, priority, state, delay_until, ttr, body, created_at, unique_key)
-VALUES (:tube, :priority, :state, :delay_until, :ttr, :body, :now, :unique_key)
+INSERT INTO sqlq_jobs (tube, priority, state, delay, delay_until, ttr, body, created_at,
+                       unique_key)
+VALUES (:tube, :priority, :state, :delay, :delay_until, :ttr, :body, :now, :unique_key)
 RETURNING id;
 
 -- name: find_unique_job
@@ -96,7 +97,7 @@ SELECT state, lease, reserved_until FROM sqlq_jobs WHERE id = :id;
 
 -- name: release_job
 UPDATE sqlq_jobs
-   SET state = CASE WHEN :delay_until IS NULL THEN 0 ELSE 1 END,
+   SET state = CASE WHEN :delay_until IS NULL THEN 0 ELSE 1 END, delay = :delay,
        delay_until = :delay_until, reserved_until = NULL, lease = NULL, owner = NULL,
        priority = coalesce(:priority, priority), releases = releases + 1
  WHERE id = :id AND state = 2 AND reserved_until > :now
@@ -146,7 +147,7 @@ SELECT id, tube, priority,
        timeouts + (state = 2 AND reserved_until <= :now), releases, buries, kicks,
        CASE WHEN state = 1 AND delay_until > :now THEN delay_until END,
        CASE WHEN state = 2 AND reserved_until > :now THEN reserved_until END,
-       bury_reason, unique_key
+       bury_reason, unique_key, delay
   FROM sqlq_jobs WHERE id = :id;
 
 -- name: peek_ready_id

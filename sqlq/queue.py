@@ -302,6 +302,11 @@ class Queue:
         """The wakeup source: ``fileno()`` for an event loop, then ``drain()``."""
         return self._ensure_notifier()
 
+    def has_ready(self, tubes: str | Sequence[str] | None = None) -> bool:
+        """Whether a reserve on ``tubes`` would find a job now; a read, no write lock."""
+        tubes_json = self._tubes_param(tubes)
+        return self._db.read(lambda c: store.has_ready_job(c, self._clock(), tubes_json))
+
     def next_wakeup(self, tubes: str | Sequence[str] | None = None) -> float | None:
         """Seconds until a delayed job, a TTR or a pause may make a job ready in tubes."""
         tubes_json = self._tubes_param(tubes)
@@ -559,7 +564,7 @@ class Queue:
         return {
             "id": row.id, "tube": row.tube, "state": state, "pri": row.priority,
             "age": max(0, (now - row.created_at) // 1000),
-            "delay": (row.delay_until - row.created_at) // 1000 if row.delay_until else 0,
+            "delay": row.delay // 1000,
             "ttr": row.ttr // 1000, "time-left": max(0, time_left // 1000), "file": 0,
             "reserves": row.reserves, "timeouts": row.timeouts, "releases": row.releases,
             "buries": row.buries, "kicks": row.kicks,

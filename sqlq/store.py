@@ -58,8 +58,8 @@ def insert_job(conn: apsw.Connection, now: int, tube: str, priority: int, delay_
     """Insert one job; with a unique_key already live in the tube, return that job's id."""
     params = {
         "tube": tube, "priority": priority, "state": DELAYED if delay_ms else READY,
-        "delay_until": now + delay_ms if delay_ms else None, "ttr": ttr_ms, "body": body,
-        "now": now, "unique_key": unique_key,
+        "delay": delay_ms, "delay_until": now + delay_ms if delay_ms else None,
+        "ttr": ttr_ms, "body": body, "now": now, "unique_key": unique_key,
     }
     if unique_key is not None:
         # Look first (we hold the write lock): an INSERT that conflicts would
@@ -78,8 +78,9 @@ def insert_jobs(conn: apsw.Connection, now: int, tube: str, priority: int, delay
     ids = []
     for body in bodies:
         ids.append(_one(conn, sql, {
-            "tube": tube, "priority": priority, "state": state, "delay_until": delay_until,
-            "ttr": ttr_ms, "body": body, "now": now, "unique_key": None,
+            "tube": tube, "priority": priority, "state": state, "delay": delay_ms,
+            "delay_until": delay_until, "ttr": ttr_ms, "body": body, "now": now,
+            "unique_key": None,
         })[0])
     return ids
 
@@ -140,7 +141,7 @@ def delete(conn: apsw.Connection, now: int, job_id: int, lease: int | None) -> N
 def release(conn: apsw.Connection, now: int, job_id: int, lease: int | None,
             priority: int | None, delay_ms: int) -> None:
     params = {"id": job_id, "lease": lease, "now": now, "priority": priority,
-              "delay_until": now + delay_ms if delay_ms else None}
+              "delay": delay_ms, "delay_until": now + delay_ms if delay_ms else None}
     if _one(conn, Q["release_job"], params) is None:
         raise _lease_failure(conn, job_id, now, lease)
 

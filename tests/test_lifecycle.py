@@ -356,3 +356,27 @@ def test_close_gives_reservations_back(db_path: str) -> None:
         assert producer.peek(jid).state == "reserved"  # type: ignore[union-attr]
         holder.close()
         assert producer.peek(jid).state == "ready"  # type: ignore[union-attr]
+
+
+def test_stats_job_delay_is_the_last_delay_set(fq: Queue, clock: FakeClock) -> None:
+    """As beanstalkd: put's or release's delay, kept after the job becomes ready or is kicked."""
+    jid = fq.put(b"x", delay=3)
+    clock.advance(3)
+    assert fq.stats_job(jid)["delay"] == 3
+    job = fq.reserve(timeout=0)
+    assert job is not None
+    job.release(delay=100)
+    fq.kick_job(jid)
+    info = fq.stats_job(jid)
+    assert (info["state"], info["delay"]) == ("ready", 100)
+
+
+def test_has_ready_looks_without_claiming(fq: Queue, clock: FakeClock) -> None:
+    assert not fq.has_ready()
+    fq.put(b"x", delay=1, tube="t")
+    assert not fq.has_ready("t")
+    clock.advance(1)
+    assert fq.has_ready(["other", "t"])
+    fq.pause_tube("t", 5)
+    assert not fq.has_ready("t")
+    assert fq.peek_ready("t") is not None

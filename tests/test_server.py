@@ -135,7 +135,7 @@ def test_producer_and_worker_commands(raw: Raw) -> None:
     assert raw.cmd(b"kick-job 1") == b"KICKED\r\n"
     job = stats(raw, b"stats-job 1")
     assert job == {
-        "id": "1", "tube": '"jobs"', "state": "ready", "pri": "7", "age": "0", "delay": "0",
+        "id": "1", "tube": '"jobs"', "state": "ready", "pri": "7", "age": "0", "delay": "100",
         "ttr": "60", "time-left": "0", "file": "0", "reserves": "3", "timeouts": "0",
         "releases": "2", "buries": "1", "kicks": "2",
     }
