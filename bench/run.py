@@ -195,15 +195,18 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
             log("      " + "\n      ".join(detail[-6:]))
 
     def repeat(metric: str, names: list[str], runs: int, fn, *a) -> None:  # type: ignore[no-untyped-def]
-        for name in names:
-            if name not in by_name:
-                continue
-            for _ in range(runs):
+        """Run i of every system, then run i+1 of every system: the systems share
+        the machine's slow and fast moments (fsync latency drifts on a shared VM)."""
+        failed: set[str] = set()
+        for _ in range(runs):
+            for name in names:
+                if name not in by_name or name in failed:
+                    continue
                 try:
                     record(name, fn(by_name[name], *a))
                 except Exception as exc:  # noqa: BLE001 - one failing peer must not stop the run
                     fail(name, metric, exc)
-                    break
+                    failed.add(name)
 
     P = profile
     runs = int(P["runs"])  # type: ignore[arg-type]
