@@ -33,7 +33,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import click
 
 import sqlq
-from sqlq.durations import DURATION, format_duration
+from sqlq.durations import format_duration, parse_duration
 from sqlq.model import check_tube
 from sqlq.output import display_text, emit
 
@@ -121,30 +121,35 @@ class SqlqGroup(click.Group):
 # --- shared options and types -------------------------------------------------------------
 
 if TYPE_CHECKING:  # click >= 8.3 makes ParamType generic; older clicks cannot subscript it
-    _StrParamType = click.ParamType[str, Any]
+    _ParamType = click.ParamType[Any, Any]
 else:
-    _StrParamType = click.ParamType
+    _ParamType = click.ParamType
 
 
-class TubeName(_StrParamType):
-    """A tube name checked by the model's rule, so a bad one is a usage error naming --tube."""
+class Checked(_ParamType):
+    """A value checked by one of sqlq's own rules, so a bad one is a usage error (exit 2)
+    whose message names the option (``Invalid value for '--delay': '5x' is not a
+    duration``): the library's check and message, the command line's exit code."""
 
-    name = "tube"
+    def __init__(self, name: str, check: Callable[[Any], Any]) -> None:
+        self.name = name
+        self._check = check
 
     def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> str:
-        """Return the name if the model accepts it, else fail with the model's message."""
+                ctx: click.Context | None) -> Any:
+        """The checked value, or a usage error with the check's own message."""
         try:
-            return check_tube(value)
+            return self._check(value)
         except (ValueError, TypeError) as exc:
             self.fail(str(exc), param, ctx)
 
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        """``TUBE`` in help."""
-        return "TUBE"
+        """``TUBE``, ``DURATION``: the group's help explains them."""
+        return self.name.upper()
 
 
-TUBE = TubeName()
+TUBE = Checked("tube", check_tube)
+DURATION = Checked("duration", parse_duration)
 
 #: --db PATH, else $SQLQ_DB, else ./sqlq.db (an option of the group, before the command).
 db_option = click.option("--db", "db_path", envvar="SQLQ_DB", default=DEFAULT_DB,

@@ -8,11 +8,11 @@ waiting out SQLITE_BUSY, and turning driver errors into sqlq's one-line errors.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import random
 import re
-import secrets
 import threading
 import time
 from collections import Counter
@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeVar
 
 import apsw
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
 from . import migrate
 from .errors import DatabaseError, Error, SchemaError
@@ -132,7 +131,7 @@ def _create_file(path: str, now_ms: int, vfs: str | None = None) -> None:
     process ever sees a half-initialised database, and the file is 0600 from its
     first byte (SQLite gives the -wal and -shm files the database file's mode).
     """
-    tmp = f"{path}.sqlq-init-{secrets.token_hex(4)}"
+    tmp = f"{path}.sqlq-init-{os.urandom(4).hex()}"
     try:
         fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except OSError as e:
@@ -271,7 +270,18 @@ class Database:
                 self.conn.close()
                 self._forget()
                 raise
-        self._retrying = Retrying(
+    @functools.cached_property
+    def _retrying(self) -> Any:
+        """tenacity's retry loop for a write lock held past BUSY_TIMEOUT_S, made (and
+        imported) only when first needed: most processes never need it, and every
+        `sqlq` command pays for what it imports."""
+        from tenacity import (
+            Retrying,
+            retry_if_exception_type,
+            stop_after_delay,
+            wait_random_exponential,
+        )
+        return Retrying(
             retry=retry_if_exception_type(apsw.BusyError),
             wait=wait_random_exponential(multiplier=0.002, max=0.25),
             stop=stop_after_delay(BUSY_GIVE_UP_S),
@@ -376,15 +386,16 @@ class Database:
         with self._lock, translate_errors(self.path):
             conn = self.conn
             if not conn.get_autocommit():
-                name = f"sqlq_{secrets.token_hex(4)}"
-                conn.execute(f"SAVEPOINT {name}")
+                # One name serves every depth: ROLLBACK TO and RELEASE act on the
+                # innermost savepoint of that name, which is this block's.
+                conn.execute("SAVEPOINT sqlq_nested")
                 try:
                     yield conn
                 except BaseException:
-                    conn.execute(f"ROLLBACK TO {name}")
-                    conn.execute(f"RELEASE {name}")
+                    conn.execute("ROLLBACK TO sqlq_nested")
+                    conn.execute("RELEASE sqlq_nested")
                     raise
-                conn.execute(f"RELEASE {name}")
+                conn.execute("RELEASE sqlq_nested")
                 return
             self._set_sync(durable=True)
             for attempt in self._retrying:

@@ -10,11 +10,8 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import TYPE_CHECKING, Any
 
-import click
-
-__all__ = ["DURATION", "Duration", "UNITS", "format_duration", "now_ms", "parse_duration"]
+__all__ = ["UNITS", "format_duration", "now_ms", "parse_duration"]
 
 #: Seconds per unit suffix. A bare number means seconds, as in beanstalkd.
 UNITS: dict[str, float] = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -84,36 +81,3 @@ def format_duration(seconds: float) -> str:
         return f"{hours}h{minutes:02d}m"
     days, hours = divmod(hours, 24)
     return f"{days}d{hours}h"
-
-
-if TYPE_CHECKING:  # click >= 8.3 makes ParamType generic; older clicks cannot subscript it
-    _ParamType = click.ParamType[float, Any]
-else:
-    _ParamType = click.ParamType
-
-
-class Duration(_ParamType):
-    """A click parameter type for durations, so a bad value is a usage error (exit 2).
-
-    click's ``fail()`` names the option in the message (``Invalid value for
-    '--delay': '5x' is not a duration ...``), which is exactly what a shell user needs.
-    """
-
-    name = "duration"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        """Turn the option's text (or a default number) into seconds, or fail as a usage error."""
-        try:
-            return parse_duration(value)
-        except (ValueError, TypeError) as exc:
-            self.fail(str(exc), param, ctx)
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        """Show ``DURATION`` in help, which the group's help text explains."""
-        return "DURATION"
-
-
-#: The shared instance for ``type=`` in click options.
-DURATION = Duration()

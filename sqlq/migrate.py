@@ -8,9 +8,8 @@ before anything is written to it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import apsw
 
@@ -19,8 +18,7 @@ from .errors import SchemaError
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
-@dataclass(frozen=True)
-class Migration:
+class Migration(NamedTuple):
     version: int
     name: str
     sql: str

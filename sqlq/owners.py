@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import secrets
 import weakref
 
 from .errors import DatabaseError
@@ -46,7 +45,7 @@ class Owner:
 
     def __init__(self, db_path: str) -> None:
         directory = ensure_dir(db_path)
-        self.token = f"{os.getpid()}-{secrets.token_hex(6)}"
+        self.token = f"{os.getpid()}-{os.urandom(6).hex()}"
         self.path = os.path.join(directory, f"owner-{self.token}")
         # Lock under a private name, then rename into place: a checker never sees
         # an owner file that is not locked yet (it would take it for a dead one).

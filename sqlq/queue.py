@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from collections import Counter
@@ -506,7 +505,7 @@ class Queue:
             "max-job-size": self.max_job_size,
             "pid": os.getpid(),
             "version": __version__,
-            "hostname": socket.gethostname(),
+            "hostname": os.uname().nodename,
             "durability": self.durability,
             "db": os.path.abspath(self.path),
         }

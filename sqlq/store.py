@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import apsw
@@ -24,7 +24,8 @@ _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
 
 
 def _load_queries() -> dict[str, str]:
-    text = (Path(__file__).parent / "queries.sql").read_text()
+    with open(os.path.join(os.path.dirname(__file__), "queries.sql")) as f:
+        text = f.read()
     parts = _BLOCK.split(text)
     return {name: sql.strip() for name, sql in zip(parts[1::2], parts[2::2], strict=True)}
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import select
 import sys
-from dataclasses import dataclass
 
 #: Polling period of the fallback notifier.
 POLL_INTERVAL = 0.05
@@ -38,10 +37,15 @@ RECHECK_DELAYS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.
 MAX_SLEEP = 30.0
 
 
-@dataclass
 class Events:
-    commit: bool = False   #: the -wal file was written: a commit may be visible
-    owner: bool = False    #: a process holding reservations may have exited
+    """What woke a waiter: a write to the -wal file (a commit may be visible), and/or a
+    process holding reservations closing its owner file (it may have exited)."""
+
+    __slots__ = ("commit", "owner")
+
+    def __init__(self, commit: bool = False, owner: bool = False) -> None:
+        self.commit = commit
+        self.owner = owner
 
     def __bool__(self) -> bool:
         return self.commit or self.owner
