@@ -457,11 +457,11 @@ def test_subprocess_read_only_directory(tmp_path: Path) -> None:
     assert b"q.db" in done.stderr
 
 
-# --- the worker loop of docs/shell.md, run as written -----------------------------------------
+# --- the worker loop of the README's "From the shell", run as written -------------------------
 
 
 def test_shell_worker_loop_from_the_docs(tmp_path: Path) -> None:
-    doc = (Path(__file__).parents[1] / "docs" / "shell.md").read_text()
+    doc = (Path(__file__).parents[1] / "README.md").read_text()
     loop = next(block for block in re.findall(r"```sh\n(.*?)```", doc, re.S)
                 if "while id=" in block)
     assert len(loop.strip().splitlines()) <= 10
