@@ -17,7 +17,7 @@ shows it). A new command is one function using the shared decorators below::
 Bodies: plain output shows printable UTF-8 as it is and escapes the rest (``\\xNN``) so
 a binary body cannot garble or drive the terminal; ``--raw`` writes the exact bytes and
 nothing else; ``--json`` gives ``body`` as text (``"body_encoding": "utf-8"``) or base64
-(``"base64"``). See docs/shell.md.
+(``"base64"``). See the README's "From the shell".
 """
 
 from __future__ import annotations
