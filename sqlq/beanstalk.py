@@ -1,27 +1,24 @@
 """beanstalkd protocol 1.12 without I/O: command lines in, reply bytes out.
 
-The server (``server.py``) owns the sockets and the Queue; this module only
-knows the wire format, so it can be tested byte by byte and fuzzed without a
-socket. beanstalkd's ``doc/protocol.txt`` and its parser are the reference: a
-client written against beanstalkd must get the same bytes from sqlq, quirks
-included (verbs are matched by prefix in beanstalkd's order, ``kick`` takes its
-bound the way ``strtoul`` does, a bad ``put`` line does not swallow the body).
-Where beanstalkd would hang instead of answering (a line with a stray ``\\r``)
+The server (``sqlq/server/``) owns the sockets and the Queue; this module only
+knows the wire format (the stats documents are in ``beanstalk_stats.py``), so
+it can be tested byte by byte and fuzzed without a socket. beanstalkd's
+``doc/protocol.txt`` and its parser are the reference: a client written
+against beanstalkd must get the same bytes from sqlq, quirks included (verbs
+are matched by prefix in beanstalkd's order, ``kick`` takes its bound the way
+``strtoul`` does, a bad ``put`` line does not swallow the body). Where
+beanstalkd would hang instead of answering (a line with a stray ``\\r``)
 sqlq answers an error: every line gets a reply.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
 
 from sqlq.errors import Error
 
 # Not `typing`/`dataclasses`: sqlq-beanstalkd imports this module before it listens,
-# and every millisecond counts there (see server.py). mypy honours this idiom.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Literal
+# and every millisecond counts there (see sqlq/server/). mypy honours this idiom.
 
 LINE_MAX = 224
 """Bytes in a command line, CRLF included (beanstalkd's LINE_BUF_SIZE)."""
@@ -33,6 +30,8 @@ URGENT_PRIORITY = 1024
 SAFETY_MARGIN_MS = 1000
 """The last second of a TTR: a reserve then answers DEADLINE_SOON."""
 DEFAULT_PORT = 11300
+DEFAULT_TUBE = "default"
+"""The tube a new connection uses and watches."""
 PROTOCOL_VERSION = "1.12"
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
@@ -41,6 +40,7 @@ INT_MAX = 2**31 - 1
 NAME_CHARS = frozenset(
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-+/;.$_()"
 )
+_SPACE = frozenset(b" ")
 _C_SPACE = frozenset(b" \t\n\v\f\r")  # what strtoul skips
 _DIGITS = frozenset(b"0123456789")
 
@@ -189,17 +189,21 @@ def _bad(verb: Verb | None = None) -> ProtocolError:
     return ProtocolError(Reply.BAD_FORMAT, verb)
 
 
+def _span(buf: bytes, start: int, chars: frozenset[int]) -> int:
+    """The index just past the run of ``chars`` that begins at ``start``."""
+    end = len(buf)
+    while start < end and buf[start] in chars:
+        start += 1
+    return start
+
+
 def _read_uint(buf: bytes, limit: int, final: bool) -> tuple[int, bytes]:
     """Read one unsigned decimal after optional spaces, as beanstalkd's read_u32/u64.
 
     A final number must end the line; otherwise the rest of the line is returned.
     """
-    i = 0
-    while i < len(buf) and buf[i] == 0x20:
-        i += 1
-    j = i
-    while j < len(buf) and buf[j] in _DIGITS:
-        j += 1
+    i = _span(buf, 0, _SPACE)
+    j = _span(buf, i, _DIGITS)
     if j == i:
         raise _bad()
     value = int(buf[i:j])
@@ -210,15 +214,11 @@ def _read_uint(buf: bytes, limit: int, final: bool) -> tuple[int, bytes]:
 
 def _read_bound(buf: bytes) -> int:
     """Read kick's bound as C's strtoul does (sign allowed, tail ignored), cut to 32 bits."""
-    i = 0
-    while i < len(buf) and buf[i] in _C_SPACE:
-        i += 1
+    i = _span(buf, 0, _C_SPACE)
     negative = i < len(buf) and buf[i] == 0x2D
     if i < len(buf) and buf[i] in b"+-":
         i += 1
-    j = i
-    while j < len(buf) and buf[j] in _DIGITS:
-        j += 1
+    j = _span(buf, i, _DIGITS)
     if j == i:
         raise _bad()
     value = int(buf[i:j])
@@ -245,12 +245,8 @@ def _tube(name: bytes) -> str:
 
 
 def _pause_args(rest: bytes) -> tuple[str, int]:
-    i = 0
-    while i < len(rest) and rest[i] == 0x20:
-        i += 1
-    j = i
-    while j < len(rest) and rest[j] in NAME_CHARS:
-        j += 1
+    i = _span(rest, 0, _SPACE)
+    j = _span(rest, i, NAME_CHARS)
     if j == i:
         raise _bad()
     delay, _ = _read_uint(rest[j:], U32_MAX, final=True)
@@ -365,175 +361,13 @@ def ok(data: bytes) -> bytes:
     return b"OK %d\r\n%s\r\n" % (len(data), data)
 
 
-# ---- YAML, as beanstalkd writes it ------------------------------------------
+def __getattr__(name: str) -> object:
+    """The binary's flags moved to ``beanstalk_flags``; the old names still resolve.
 
-STATS_KEYS = (
-    "current-jobs-urgent", "current-jobs-ready", "current-jobs-reserved",
-    "current-jobs-delayed", "current-jobs-buried", "cmd-put", "cmd-peek", "cmd-peek-ready",
-    "cmd-peek-delayed", "cmd-peek-buried", "cmd-reserve", "cmd-reserve-with-timeout",
-    "cmd-delete", "cmd-release", "cmd-use", "cmd-watch", "cmd-ignore", "cmd-bury", "cmd-kick",
-    "cmd-touch", "cmd-stats", "cmd-stats-job", "cmd-stats-tube", "cmd-list-tubes",
-    "cmd-list-tube-used", "cmd-list-tubes-watched", "cmd-pause-tube", "job-timeouts",
-    "total-jobs", "max-job-size", "current-tubes", "current-connections", "current-producers",
-    "current-workers", "current-waiting", "total-connections", "pid", "version",
-    "rusage-utime", "rusage-stime", "uptime", "binlog-oldest-index", "binlog-current-index",
-    "binlog-records-migrated", "binlog-records-written", "binlog-max-size", "draining", "id",
-    "hostname", "os", "platform",
-)
-STATS_TUBE_KEYS = (
-    "name", "current-jobs-urgent", "current-jobs-ready", "current-jobs-reserved",
-    "current-jobs-delayed", "current-jobs-buried", "total-jobs", "current-using",
-    "current-watching", "current-waiting", "cmd-delete", "cmd-pause-tube", "pause",
-    "pause-time-left",
-)
-STATS_JOB_KEYS = (
-    "id", "tube", "state", "pri", "age", "delay", "ttr", "time-left", "file", "reserves",
-    "timeouts", "releases", "buries", "kicks",
-)
-QUOTED_KEYS = frozenset({"name", "tube", "version", "hostname", "os", "platform"})
-"""Keys whose string values beanstalkd writes in double quotes."""
-
-Scalar = int | float | str | bool
-
-
-def _scalar(key: str, value: Scalar) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:.6f}"
-    if isinstance(value, str) and key in QUOTED_KEYS:
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return str(value)
-
-
-def yaml_dict(keys: Iterable[str], values: Mapping[str, Scalar]) -> bytes:
-    """A stats document: ``---`` then ``key: value`` lines in ``keys`` order."""
-    lines = ["---"] + [f"{k}: {_scalar(k, values[k])}" for k in keys]
-    return ("\n".join(lines) + "\n").encode("utf-8", "replace")
-
-
-def yaml_list(names: Iterable[str]) -> bytes:
-    """A list-tubes document: ``---`` then ``- name`` lines."""
-    return ("---\n" + "".join(f"- {n}\n" for n in names)).encode("ascii")
-
-
-# ---- the beanstalkd binary's flags -------------------------------------------
-
-USAGE = """\
-Use: sqlq-beanstalkd [OPTIONS]
-
-A drop-in beanstalkd (protocol 1.12) that keeps its jobs in one SQLite file.
-The protocol has no authentication: anyone who can connect can read and
-delete every job. It listens on loopback unless -l says otherwise.
-
-Options:
- -b DIR   keep the SQLite file (sqlq.db) in DIR; without it, a fresh
-          temporary directory is used and removed at exit
- -f MS    fsync at most once every MS milliseconds; -f0 fsyncs every commit
-          (durability "full"), any other value means durability "normal"
- -F       never fsync (durability "normal")
- -l ADDR  listen on address (default is 127.0.0.1), or unix:PATH
- -p PORT  listen on port (default is 11300)
- -u USER  accepted for compatibility, ignored (sqlq never changes user)
- -z BYTES set the maximum job size in bytes (default is 65535);
-          max allowed is 1073741824 bytes
- -s BYTES accepted for compatibility, ignored (there is no binlog)
- -v       show version information
- -V       increase verbosity
- -h       show this help
-"""
-
-_TAKES_VALUE = frozenset("plzsfub")
-
-
-class UsageError(Error):
-    """Bad command line flags."""
-
-
-class Flags:
-    """beanstalkd's command line, as ``sqlq-beanstalkd`` understands it."""
-
-    def __init__(self) -> None:
-        self.address = "127.0.0.1"
-        self.port = DEFAULT_PORT
-        self.binlog_dir: str | None = None
-        self.max_job_size = DEFAULT_MAX_JOB_SIZE
-        self.fsync_ms: int | None = None
-        self.never_fsync = False
-        self.verbose = 0
-        self.show_version = False
-        self.show_help = False
-
-    @property
-    def listen(self) -> str:
-        """The address in ``serve()``'s form: ``HOST:PORT`` or ``unix:PATH``."""
-        if self.address.startswith("unix:"):
-            return self.address
-        host = f"[{self.address}]" if ":" in self.address else self.address
-        return f"{host}:{self.port}"
-
-    @property
-    def durability(self) -> Literal["full", "normal"]:
-        """``-f 0`` asks for an fsync per commit; beanstalkd's default (-f 50), -F: normal."""
-        return "full" if self.fsync_ms == 0 and not self.never_fsync else "normal"
-
-
-def _size(flag: str, text: str) -> int:
-    if not text.isdigit():
-        raise UsageError(f"invalid size for -{flag}: {text}")
-    return int(text)
-
-
-def parse_flags(argv: list[str]) -> Flags:
-    """Parse beanstalkd's flags the way beanstalkd does: ``-VV``, ``-f0``, ``-p 11300``.
-
-    Raises:
-        UsageError: an unknown flag, a missing or bad value, a stray argument.
+    Typed ``object`` so that mypy still flags a misspelt name used from sqlq.
     """
-    flags = Flags()
-    args = iter(argv)
-    for arg in args:
-        if not arg.startswith("-") or arg == "-":
-            raise UsageError(f"unknown argument: {arg}")
-        rest = arg[1:]
-        while rest:
-            flag, rest = rest[0], rest[1:]
-            value = ""
-            if flag in _TAKES_VALUE:
-                value, rest = rest, ""
-                if not value:
-                    value = next(args, "")
-                    if not value:
-                        raise UsageError(f"flag requires an argument: -{flag}")
-            _apply(flags, flag, value)
-    return flags
+    if name in {"USAGE", "Flags", "UsageError", "parse_flags"}:
+        from sqlq import beanstalk_flags
 
-
-def _apply(flags: Flags, flag: str, value: str) -> None:
-    if flag == "p":
-        flags.port = _size(flag, value)
-        if flags.port > 65535:
-            raise UsageError(f"invalid port: {value}")
-    elif flag == "l":
-        flags.address = value
-    elif flag == "z":
-        flags.max_job_size = min(_size(flag, value), MAX_JOB_SIZE_LIMIT)
-    elif flag == "f":
-        flags.fsync_ms = _size(flag, value)
-        flags.never_fsync = False
-    elif flag == "F":
-        flags.never_fsync = True
-    elif flag == "b":
-        flags.binlog_dir = value
-    elif flag == "s":
-        _size(flag, value)
-    elif flag in "ucn":  # -u USER, and -c/-n that beanstalkd still accepts after removing them
-        pass
-    elif flag == "V":
-        flags.verbose += 1
-    elif flag == "v":
-        flags.show_version = True
-    elif flag == "h":
-        flags.show_help = True
-    else:
-        raise UsageError(f"unknown flag: -{flag}")
+        return getattr(beanstalk_flags, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

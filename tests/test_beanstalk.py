@@ -7,21 +7,18 @@ import pytest
 from sqlq.beanstalk import (
     GRAMMAR,
     LINE_MAX,
-    STATS_JOB_KEYS,
     Command,
     ProtocolError,
     Reply,
-    UsageError,
     Verb,
     found,
     ok,
     parse_command,
-    parse_flags,
     reserved,
     valid_tube,
-    yaml_dict,
-    yaml_list,
 )
+from sqlq.beanstalk_flags import UsageError, parse_flags
+from sqlq.beanstalk_stats import STATS_JOB_KEYS, yaml_dict, yaml_list
 
 
 def err(line: bytes, max_job_size: int = 65535) -> ProtocolError:

@@ -1,0 +1,33 @@
+"""``sqlq serve`` and ``sqlq-beanstalkd``: the beanstalkd protocol over a Queue.
+
+One thread runs one ``selectors`` loop, the shape of beanstalkd itself:
+
+========================  ===============================================================
+``main.py``               ``serve()`` and the ``sqlq-beanstalkd`` entry point (flags, signals)
+``core.py``               ``Server``: the Queue, listeners, connections, their lifecycle
+``connection.py``         ``Conn``: one client's buffers and protocol state, backpressure
+``commands.py``           the verbs: a parsed command line → a Queue call → reply bytes
+``waiters.py``            blocking reserves: the FIFO of waiters, notifier, timers, DEADLINE_SOON
+``stats.py``              the in-memory counters and the stats documents
+``loop.py``               the selector and the timer heap
+``net.py``                binding ``--listen`` addresses
+========================  ===============================================================
+
+The wire format (parsing, replies, the stats YAML, the binary's flags) is in
+``sqlq/beanstalk*.py``, without I/O. SQLite statements take well under a
+millisecond, so they run inline on the loop.
+
+Why not asyncio: a drop-in beanstalkd must answer soon after exec (clients,
+and greenstalk's test suite, connect 100 ms after starting it, and time
+replies to 50 ms), and importing asyncio costs 20-50 ms on a small machine.
+A selector loop costs nothing to import, and an idle connection is one object
+with two byte buffers. Nothing here imports the Queue before the server listens.
+"""
+
+from __future__ import annotations
+
+from sqlq.server.core import Server
+from sqlq.server.main import beanstalkd_main, serve
+from sqlq.server.net import DEFAULT_LISTEN, address_of, bind
+
+__all__ = ["DEFAULT_LISTEN", "Server", "address_of", "beanstalkd_main", "bind", "serve"]

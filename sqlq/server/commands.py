@@ -1,0 +1,247 @@
+"""The protocol's verbs: one parsed command line in, a Queue call, one reply out.
+
+Every handler takes the connection and the parsed ``Command`` and returns the
+reply bytes; ``reserve`` and ``reserve-with-timeout`` go to the waiters, which
+may answer later. A failing database answers INTERNAL_ERROR to that one
+command (``_guarded``) and the server goes on.
+"""
+
+from __future__ import annotations
+
+from sqlq import beanstalk as bs
+from sqlq.beanstalk import Command, ProtocolError, Reply, Verb
+from sqlq.beanstalk_stats import yaml_list
+from sqlq.errors import JobLost, JobNotFound, JobTooBig
+from sqlq.server.loop import log
+from sqlq.server.stats import tubes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sqlq.server.connection import Conn
+    from sqlq.server.core import Server
+
+_MAX_ID = 2**63 - 1  # SQLite's integers: a larger id names no job
+_BY_ID = frozenset({Verb.PEEK, Verb.RESERVE_JOB, Verb.DELETE, Verb.RELEASE, Verb.BURY,
+                    Verb.TOUCH, Verb.KICK_JOB, Verb.STATS_JOB})
+
+
+class Commands:
+    """beanstalkd's commands over the server's Queue, for any connection."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.stats = server.stats
+        self.waiters = server.waiters
+        self._handlers: dict[Verb, Callable[[Conn, Command], bytes]] = {
+            Verb.PEEK: self._peek, Verb.PEEK_READY: self._peek_in_tube,
+            Verb.PEEK_DELAYED: self._peek_in_tube, Verb.PEEK_BURIED: self._peek_in_tube,
+            Verb.RESERVE_JOB: self._reserve_job, Verb.DELETE: self._delete,
+            Verb.RELEASE: self._release, Verb.BURY: self._bury, Verb.TOUCH: self._touch,
+            Verb.KICK: self._kick, Verb.KICK_JOB: self._kick_job, Verb.STATS: self._stats,
+            Verb.STATS_JOB: self._stats_job, Verb.STATS_TUBE: self._stats_tube,
+            Verb.USE: self._use, Verb.WATCH: self._watch, Verb.IGNORE: self._ignore,
+            Verb.LIST_TUBES: self._list_tubes, Verb.LIST_TUBE_USED: self._list_tube_used,
+            Verb.LIST_TUBES_WATCHED: self._list_tubes_watched, Verb.PAUSE_TUBE: self._pause_tube,
+        }
+
+    def dispatch(self, conn: Conn, line: bytes) -> None:
+        """Run one command line and send its reply (a reserve may answer later)."""
+        try:
+            cmd = bs.parse_command(line, self.server.max_job_size)
+        except ProtocolError as e:
+            if e.verb is not None:
+                self.stats.cmds[e.verb.value] += 1
+            if e.discard:
+                conn.discard, conn.discard_reply = e.discard, e.reply
+            else:
+                conn.send(e.reply)
+            return
+        self.stats.cmds[cmd.verb.value] += 1
+        if cmd.verb is Verb.PUT:
+            conn.producer = True
+            conn.pending = cmd
+        elif cmd.verb is Verb.QUIT:
+            conn.inbuf.clear()
+            conn.close_after_flush()
+        elif cmd.verb is Verb.RESERVE:
+            self.waiters.reserve(conn, None)
+        elif cmd.verb is Verb.RESERVE_WITH_TIMEOUT:
+            self.waiters.reserve(conn, cmd.ints[0])
+        elif cmd.verb in _BY_ID and cmd.ints[0] > _MAX_ID:
+            conn.send(Reply.NOT_FOUND)
+        else:
+            conn.send(self._guarded(self._handlers[cmd.verb], conn, cmd))
+
+    def _guarded(self, handler: Callable[[Conn, Command], bytes], conn: Conn,
+                 cmd: Command) -> bytes:
+        """A failing database answers INTERNAL_ERROR to that one command; the server goes on."""
+        try:
+            return handler(conn, cmd)
+        except Exception:
+            log().exception("%s failed", cmd.verb.value)
+            return Reply.INTERNAL_ERROR
+
+    def put(self, conn: Conn, cmd: Command, body: bytes) -> bytes:
+        """The second half of put, once its body has arrived."""
+        if body[-2:] != b"\r\n":
+            return Reply.EXPECTED_CRLF
+        if self.server.draining:
+            return Reply.DRAINING
+        return self._guarded(lambda c, m: self._insert(c, m, body[:-2]), conn, cmd)
+
+    def _insert(self, conn: Conn, cmd: Command, body: bytes) -> bytes:
+        pri, delay, ttr, _ = cmd.ints
+        skew = self.server.skew
+        try:
+            job_id = self.server.q.put(body, tube=conn.use, priority=pri, ttr=max(ttr, 1),
+                                       delay=max(delay - skew, 0.0) if delay else 0)
+        except JobTooBig:
+            return Reply.JOB_TOO_BIG
+        self.stats.total_jobs += 1
+        self.stats.tube_counts["total-jobs", conn.use] += 1
+        self.waiters.poke()
+        return bs.inserted(job_id)
+
+    # -- a job by id --
+
+    def _reserve_job(self, conn: Conn, cmd: Command) -> bytes:
+        conn.worker = True
+        try:
+            return conn.hold(self.server.q.reserve_job(cmd.ints[0]))
+        except JobNotFound:
+            return Reply.NOT_FOUND
+
+    def _delete(self, conn: Conn, cmd: Command) -> bytes:
+        q = self.server.q
+        job_id = cmd.ints[0]
+        held = conn.reserved.pop(job_id, None)
+        if held is not None:
+            try:
+                q.delete(job_id, lease=held.lease)
+                self.stats.tube_counts["cmd-delete", held.tube] += 1
+                return Reply.DELETED
+            except (JobLost, JobNotFound):
+                pass  # its TTR ran out: it may still be deleted as a ready job
+        # Ready, delayed and buried jobs may be deleted by anyone, reserved ones only by
+        # their holder: take the job unless someone holds it, then delete it under our
+        # own lease, so that a worker that reserves it in between keeps it.
+        try:
+            job = q.reserve_job(job_id)
+            assert job.lease is not None
+            q.delete(job_id, lease=job.lease)
+        except (JobLost, JobNotFound):
+            return Reply.NOT_FOUND
+        self.stats.tube_counts["cmd-delete", job.tube] += 1
+        return Reply.DELETED
+
+    def _release(self, conn: Conn, cmd: Command) -> bytes:
+        job_id, pri, delay = cmd.ints
+        held = conn.reserved.pop(job_id, None)
+        if held is None:
+            return Reply.NOT_FOUND
+        try:
+            self.server.q.release(job_id, priority=pri, delay=delay, lease=held.lease)
+        except (JobLost, JobNotFound):
+            return Reply.NOT_FOUND
+        self.waiters.poke()
+        return Reply.RELEASED
+
+    def _bury(self, conn: Conn, cmd: Command) -> bytes:
+        job_id, pri = cmd.ints
+        held = conn.reserved.pop(job_id, None)
+        if held is None:
+            return Reply.NOT_FOUND
+        try:
+            self.server.q.bury(job_id, priority=pri, lease=held.lease)
+        except (JobLost, JobNotFound):
+            return Reply.NOT_FOUND
+        return Reply.BURIED
+
+    def _touch(self, conn: Conn, cmd: Command) -> bytes:
+        held = conn.reserved.get(cmd.ints[0])
+        if held is None:
+            return Reply.NOT_FOUND
+        try:
+            held.until = self.server.q.touch(cmd.ints[0], lease=held.lease)
+        except (JobLost, JobNotFound):
+            del conn.reserved[cmd.ints[0]]
+            return Reply.NOT_FOUND
+        if conn in self.waiters:
+            self.waiters.arm()
+        return Reply.TOUCHED
+
+    def _peek(self, conn: Conn, cmd: Command) -> bytes:
+        job = self.server.q.peek(cmd.ints[0])
+        return Reply.NOT_FOUND if job is None else bs.found(job.id, job.body)
+
+    def _kick_job(self, conn: Conn, cmd: Command) -> bytes:
+        try:
+            self.server.q.kick_job(cmd.ints[0])
+        except JobNotFound:
+            return Reply.NOT_FOUND
+        self.waiters.poke()
+        return Reply.KICKED
+
+    def _stats_job(self, conn: Conn, cmd: Command) -> bytes:
+        try:
+            return bs.ok(self.stats.job_doc(self.server, cmd.ints[0]))
+        except JobNotFound:
+            return Reply.NOT_FOUND
+
+    # -- tubes --
+
+    def _peek_in_tube(self, conn: Conn, cmd: Command) -> bytes:
+        q = self.server.q
+        peek = {Verb.PEEK_READY: q.peek_ready, Verb.PEEK_DELAYED: q.peek_delayed,
+                Verb.PEEK_BURIED: q.peek_buried}[cmd.verb]
+        job = peek(conn.use)
+        return Reply.NOT_FOUND if job is None else bs.found(job.id, job.body)
+
+    def _kick(self, conn: Conn, cmd: Command) -> bytes:
+        count = self.server.q.kick(cmd.ints[0], tube=conn.use)
+        if count:
+            self.waiters.poke()
+        return bs.kicked(count)
+
+    def _use(self, conn: Conn, cmd: Command) -> bytes:
+        conn.use = cmd.tube
+        return bs.using(conn.use)
+
+    def _watch(self, conn: Conn, cmd: Command) -> bytes:
+        if cmd.tube not in conn.watch:
+            conn.watch.append(cmd.tube)
+        return bs.watching(len(conn.watch))
+
+    def _ignore(self, conn: Conn, cmd: Command) -> bytes:
+        if cmd.tube in conn.watch:
+            if len(conn.watch) < 2:
+                return Reply.NOT_IGNORED
+            conn.watch.remove(cmd.tube)
+        return bs.watching(len(conn.watch))
+
+    def _list_tubes(self, conn: Conn, cmd: Command) -> bytes:
+        return bs.ok(yaml_list(tubes(self.server)))
+
+    def _list_tube_used(self, conn: Conn, cmd: Command) -> bytes:
+        return bs.using(conn.use)
+
+    def _list_tubes_watched(self, conn: Conn, cmd: Command) -> bytes:
+        return bs.ok(yaml_list(conn.watch))
+
+    def _pause_tube(self, conn: Conn, cmd: Command) -> bytes:
+        if cmd.tube not in tubes(self.server):
+            return Reply.NOT_FOUND
+        delay = cmd.ints[0]
+        self.server.q.pause_tube(cmd.tube, max(delay - self.server.skew, 0.001) if delay else 0)
+        self.stats.tube_counts["cmd-pause-tube", cmd.tube] += 1
+        self.waiters.poke()
+        return Reply.PAUSED
+
+    def _stats(self, conn: Conn, cmd: Command) -> bytes:
+        return bs.ok(self.stats.server_doc(self.server))
+
+    def _stats_tube(self, conn: Conn, cmd: Command) -> bytes:
+        doc = self.stats.tube_doc(self.server, cmd.tube)
+        return Reply.NOT_FOUND if doc is None else bs.ok(doc)

@@ -1,0 +1,204 @@
+"""One client connection: its buffers, where it is in the protocol, its use/watch state.
+
+A small state machine over an input buffer: a command line, or the body of a
+put still arriving, or the body of a too-big put being thrown away. Replies go
+straight to the socket when nothing is queued before them, else to ``outbuf``.
+Backpressure: a client that stops reading its replies stops being read
+(``HIGH_WATER``), and a client sending faster than it is served is read no
+further than one read beyond the command it is on.
+"""
+
+from __future__ import annotations
+
+import selectors
+import time
+
+from sqlq.beanstalk import DEFAULT_TUBE, LINE_MAX, Command, Reply, reserved
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import socket
+
+    from sqlq.model import Job
+    from sqlq.server.core import Server
+
+READ_SIZE = 65536
+HIGH_WATER = 1 << 20
+"""Stop reading a client's commands while this many reply bytes wait for it."""
+
+
+class Held:
+    """A job this connection reserved: what it needs to act on it and to time it."""
+
+    __slots__ = ("lease", "until", "tube")
+
+    def __init__(self, lease: int, until: int, tube: str) -> None:
+        self.lease = lease
+        self.until = until  # reserved_until, ms since the epoch
+        self.tube = tube
+
+
+class Conn:
+    """One client: its buffers, where it is in the protocol, and its use/watch state."""
+
+    def __init__(self, server: Server, sock: socket.socket) -> None:
+        self.server = server
+        self.sock = sock
+        self.inbuf = bytearray()
+        self.outbuf = bytearray()
+        self.mask = 0
+        self.eof = False         # the client sent FIN: answer what is buffered, then close
+        self.closing = False     # close once outbuf is flushed
+        self.closed = False
+        self.overlong = False    # discarding a line longer than LINE_MAX up to its CRLF
+        self.pending: Command | None = None  # a put whose body is still arriving
+        self.discard = 0         # bytes of a too-big body still to throw away
+        self.discard_reply = b""
+        self.waiting = False
+        self.arrived: float | None = None  # when unanswered input came in before the file was open
+        self.use = DEFAULT_TUBE
+        self.watch = [DEFAULT_TUBE]
+        self.reserved: dict[int, Held] = {}
+        self.producer = False
+        self.worker = False
+
+    def hold(self, job: Job) -> bytes:
+        """Remember a job this client just reserved; the RESERVED reply for it."""
+        assert job.lease is not None and job.reserved_until is not None
+        self.reserved[job.id] = Held(job.lease, job.reserved_until, job.tube)
+        return reserved(job.id, job.body)
+
+    # -- I/O --
+
+    def on_event(self, mask: int) -> None:
+        if self.closed:  # closed by an earlier callback of the same select() round
+            return
+        try:
+            if mask & selectors.EVENT_WRITE:
+                self._flush()
+            if mask & selectors.EVENT_READ and not self.closed:
+                self._read()
+            self.update()
+        except Exception:
+            self.close()  # this client only: its state can no longer be trusted
+            raise
+
+    def _read(self) -> None:
+        try:
+            data = self.sock.recv(READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close()
+            return
+        if not data:
+            self.eof = True
+            if self.waiting:  # beanstalkd answers a half-closed waiter at once
+                self.server.waiters.answer(self, Reply.TIMED_OUT)
+        if self.arrived is None and not self.server.ready:
+            self.arrived = time.monotonic()
+        self.inbuf += data
+        self.process()
+
+    def process(self) -> None:
+        """Run every complete command in the input, in order, until one has to wait."""
+        if not self.server.ready:
+            return
+        commands = self.server.commands
+        while not (self.closed or self.closing or self.waiting) and len(self.outbuf) < HIGH_WATER:
+            if self.discard:
+                n = min(self.discard, len(self.inbuf))
+                del self.inbuf[:n]
+                self.discard -= n
+                if self.discard:
+                    break
+                self.send(self.discard_reply)
+            elif self.pending is not None:
+                need = self.pending.ints[3] + 2
+                if len(self.inbuf) < need:
+                    break
+                body = bytes(self.inbuf[:need])
+                del self.inbuf[:need]
+                cmd, self.pending = self.pending, None
+                self.send(commands.put(self, cmd, body))
+            else:
+                end = self.inbuf.find(b"\r\n")
+                if end < 0:
+                    if len(self.inbuf) > LINE_MAX:  # keep a last byte: it may be the \r
+                        del self.inbuf[:-1]
+                        self.overlong = True
+                    break
+                line = bytes(self.inbuf[:end])
+                del self.inbuf[:end + 2]
+                if self.overlong:
+                    self.overlong = False
+                    self.send(Reply.BAD_FORMAT)
+                else:
+                    commands.dispatch(self, line)
+        if self.eof and not self.waiting and not self.closed:
+            self.close_after_flush()
+
+    def send(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if not self.outbuf:
+            try:
+                sent = self.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                self.close()
+                return
+            data = data[sent:]
+        self.outbuf += data
+
+    def _flush(self) -> None:
+        try:
+            sent = self.sock.send(self.outbuf)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close()
+            return
+        blocked = len(self.outbuf) >= HIGH_WATER
+        del self.outbuf[:sent]
+        if self.closing and not self.outbuf:
+            self.close()
+        elif blocked and len(self.outbuf) < HIGH_WATER:
+            self.process()
+
+    def update(self) -> None:
+        """Ask the selector for what this connection can use next."""
+        if self.closed:
+            return
+        limit = READ_SIZE + LINE_MAX + (self.pending.ints[3] + 2 if self.pending else 0)
+        mask = 0
+        if not self.eof and not self.closing and len(self.inbuf) < limit:
+            mask |= selectors.EVENT_READ
+        if self.outbuf:
+            mask |= selectors.EVENT_WRITE
+        if mask == self.mask:
+            return
+        sel = self.server.loop.selector
+        if not self.mask:
+            sel.register(self.sock, mask, self.on_event)
+        elif not mask:
+            sel.unregister(self.sock)
+        else:
+            sel.modify(self.sock, mask, self.on_event)
+        self.mask = mask
+
+    def close_after_flush(self) -> None:
+        self.closing = True
+        if not self.outbuf:
+            self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.mask:
+            self.server.loop.selector.unregister(self.sock)
+            self.mask = 0
+        self.sock.close()
+        self.server.on_close(self)

@@ -1,0 +1,135 @@
+"""The Server: one Queue, its listeners and connections, and their lifecycle.
+
+It wires the pieces together (``Loop``, ``Conn``, ``Commands``, ``Waiters``,
+``Stats``) and owns what spans connections: accepting, attaching the Queue
+once its file is open, giving a closed connection's jobs back, stopping.
+"""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import time
+
+from sqlq.errors import Error
+from sqlq.server.commands import Commands
+from sqlq.server.connection import Conn
+from sqlq.server.loop import Loop, log
+from sqlq.server.net import DEFAULT_LISTEN, address_of, bind, unlink_unix
+from sqlq.server.stats import Stats
+from sqlq.server.waiters import Waiters
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sqlq.queue import Queue
+
+ACCEPT_PAUSE = 0.1
+"""How long to stop accepting when the process is out of file descriptors."""
+
+
+class Server:
+    """beanstalkd's commands over one Queue, for any number of connections."""
+
+    def __init__(self, queue: Queue | None, *, max_job_size: int | None = None) -> None:
+        self._queue = queue
+        if max_job_size is None:
+            assert queue is not None, "max_job_size is needed until the queue is attached"
+            max_job_size = queue.max_job_size
+        self.max_job_size = max_job_size
+        self.skew = 0.0  # seconds a command waited for the file to open (see attach)
+        self.loop = Loop()
+        self.conns: set[Conn] = set()
+        self.draining = False
+        self.listeners: list[socket.socket] = []
+        self.stats = Stats()
+        self.waiters = Waiters(self)
+        self.commands = Commands(self)
+
+    @property
+    def ready(self) -> bool:
+        return self._queue is not None
+
+    @property
+    def q(self) -> Queue:
+        assert self._queue is not None, "no queue attached yet"
+        return self._queue
+
+    def attach(self, queue: Queue) -> None:
+        """Start answering with ``queue``, for a server that listened before its file was open.
+
+        Commands that came in meanwhile are timed from their arrival: a ``put`` with
+        a delay, a ``reserve-with-timeout`` and a ``pause-tube`` count the time
+        they waited for the file, so the client sees beanstalkd's timings.
+        """
+        self._queue = queue
+        for conn in list(self.conns):
+            if conn.arrived is not None:
+                self.skew = max(time.monotonic() - conn.arrived, 0.0)
+                conn.arrived = None
+                conn.process()
+                conn.update()
+        self.skew = 0.0
+
+    def listen(self, listen: str | None = None, sock: socket.socket | None = None) -> str:
+        """Start accepting on ``sock`` or a new socket bound to ``listen``; return the address."""
+        sock = sock if sock is not None else bind(listen or DEFAULT_LISTEN)
+        self.listeners.append(sock)
+        self._watch_listener(sock)
+        return address_of(sock)
+
+    def _watch_listener(self, sock: socket.socket) -> None:
+        self.loop.selector.register(sock, selectors.EVENT_READ, lambda _: self._accept(sock))
+
+    def run(self) -> None:
+        """Serve until ``stop()``; then close every connection (their jobs go back)."""
+        try:
+            self.loop.run()
+        finally:
+            for conn in list(self.conns):
+                conn.close()
+            for sock in self.listeners:
+                unlink_unix(sock)
+                sock.close()
+            self.loop.close()
+
+    def stop(self) -> None:
+        """Make ``run()`` return; callable from a signal handler or another thread."""
+        self.loop.stop()
+
+    def drain(self) -> None:
+        """Enter drain mode (SIGUSR1): puts answer DRAINING from now on."""
+        self.draining = True
+
+    def _accept(self, listener: socket.socket) -> None:
+        for _ in range(64):
+            try:
+                sock, _addr = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                # Out of descriptors (EMFILE...): the listener stays readable, so stop
+                # watching it for a moment instead of spinning on it.
+                log().warning("accept: %s; pausing accepts for %.1f s", e, ACCEPT_PAUSE)
+                self.loop.selector.unregister(listener)
+                self.loop.call_later(ACCEPT_PAUSE, lambda: self._watch_listener(listener))
+                return
+            sock.setblocking(False)
+            if sock.family != socket.AF_UNIX:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = Conn(self, sock)
+            self.conns.add(conn)
+            self.stats.total_connections += 1
+            conn.update()
+
+    def on_close(self, conn: Conn) -> None:
+        """A closed connection's reservations go back to ready at once, as in beanstalkd."""
+        self.conns.discard(conn)
+        self.waiters.forget(conn)
+        for job_id, held in conn.reserved.items():
+            try:
+                self.q.release(job_id, lease=held.lease)
+            except Error:
+                pass  # its TTR ran out, or it was deleted meanwhile
+        if conn.reserved:
+            conn.reserved.clear()
+            self.waiters.poke()

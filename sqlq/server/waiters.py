@@ -1,0 +1,221 @@
+"""Blocking reserves: the FIFO of waiting connections, and when to look at it again.
+
+A reserve that finds nothing parks its connection here. The waiters are served
+again, first come first served, when a job may have become ready: a put,
+release, kick or pause through this server (``poke``), a commit by another
+process (the Queue's notifier fd becomes readable), or a timer (a delayed job
+coming due, a TTR or a pause running out, a reserve's own timeout, the
+DEADLINE_SOON margin). One timer covers all of those (``arm``).
+"""
+
+from __future__ import annotations
+
+import selectors
+import time
+
+from sqlq.beanstalk import SAFETY_MARGIN_MS, Reply
+from sqlq.server.loop import log, now_ms
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sqlq.server.connection import Conn, Held
+    from sqlq.server.core import Server
+    from sqlq.server.loop import Timer
+
+FALLBACK_RECHECK = 5.0
+"""Waiters look again at least this often, whatever the notifier says."""
+NOTIFY_RECHECKS = (0.002, 0.02)
+"""After a commit event, look again: the commit may not be visible yet."""
+MIN_NOTIFY_GAP = 0.001
+"""Other processes' commits wake the waiters at most this often (a busy file stays cheap)."""
+
+
+class Wait:
+    """A reserve waiting for a job."""
+
+    __slots__ = ("tubes", "deadline")
+
+    def __init__(self, tubes: tuple[str, ...], deadline: float | None) -> None:
+        self.tubes = tubes
+        self.deadline = deadline  # time.monotonic() of TIMED_OUT, None: wait for ever
+
+
+class Waiters:
+    """The connections blocked in a reserve, in arrival order, and the timer that serves them."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.waiting: dict[Conn, Wait] = {}  # in arrival order: the first waiter is served first
+        self._timer: Timer | None = None
+        self._watching_file = False  # the notifier is set up when a reserve first waits
+        self._dirty = False      # a job may have become ready since the last pass
+        self._rechecking = False
+        self._reap = False       # look for dead reservation holders on the next pass
+        self._last_reap = 0.0
+        self._last_pass = 0.0
+
+    def __len__(self) -> int:
+        return len(self.waiting)
+
+    def __contains__(self, conn: Conn) -> bool:
+        return conn in self.waiting
+
+    def forget(self, conn: Conn) -> None:
+        """A closed connection waits no more."""
+        self.waiting.pop(conn, None)
+
+    # -- reserving --
+
+    def reserve(self, conn: Conn, timeout: int | None) -> None:
+        """``reserve`` (timeout None) or ``reserve-with-timeout``: answer now or park ``conn``."""
+        conn.worker = True
+        deadline = None if timeout is None else time.monotonic() + timeout - self.server.skew
+        if timeout != 0:
+            self._watch_file()  # before the first look, so that no commit slips by
+        soon = self.deadline_soon(conn, now_ms())
+        reply = self._claim(conn, conn.watch)
+        if reply is None and soon:
+            reply = Reply.DEADLINE_SOON
+        elif reply is None and (timeout == 0 or conn.eof):
+            reply = Reply.TIMED_OUT
+        if reply is not None:
+            conn.send(reply)
+            return
+        conn.waiting = True
+        self.waiting[conn] = Wait(tuple(conn.watch), deadline)
+        self.arm()
+
+    def _claim(self, conn: Conn, tubes: list[str] | tuple[str, ...],
+               reap: bool = True) -> bytes | None:
+        """Reserve the best ready job for ``conn``.
+
+        With ``reap``, and nothing ready, first give back the reservations of
+        processes that died (``reserve(timeout=0)`` does), which costs a look at
+        each process holding reservations.
+        """
+        q = self.server.q
+        try:
+            names = list(tubes)
+            job = q.reserve(names, timeout=0) if reap else q.try_reserve(names)
+        except Exception:
+            log().exception("reserve failed")
+            return None
+        return None if job is None else conn.hold(job)
+
+    def answer(self, conn: Conn, reply: bytes) -> None:
+        """End a waiting reserve with ``reply`` and go on with the client's next commands."""
+        self.waiting.pop(conn, None)
+        conn.waiting = False
+        conn.send(reply)
+        conn.process()
+        conn.update()
+
+    def deadline_soon(self, conn: Conn, now: int) -> bool:
+        """True if a job this connection holds is in the last second of its TTR."""
+        for job_id, held in list(conn.reserved.items()):
+            if held.until <= now:  # timed out: the Queue already treats it as ready
+                del conn.reserved[job_id]
+                self.server.stats.job_timeouts += 1
+            elif held.until - SAFETY_MARGIN_MS <= now and not self._still_held(job_id, held):
+                del conn.reserved[job_id]  # deleted or released by an administrator meanwhile
+        return any(h.until - SAFETY_MARGIN_MS <= now for h in conn.reserved.values())
+
+    def _still_held(self, job_id: int, held: Held) -> bool:
+        job = self.server.q.peek(job_id)
+        return job is not None and job.state == "reserved" and job.reserved_until == held.until
+
+    # -- when to serve them --
+
+    def poke(self) -> None:
+        """Something here may have made a job ready: serve the waiters on the next turn."""
+        self._dirty = True
+        self._serve_soon(0.0)
+
+    def _serve_soon(self, delay: float) -> None:
+        """Serve the waiters within ``delay`` seconds (keeping an earlier timer)."""
+        timer = self._timer
+        due = time.monotonic() + delay
+        if self.waiting and (timer is None or timer.cancelled or timer.when > due):
+            self._set_timer(delay)
+
+    def _watch_file(self) -> None:
+        """Learn of other processes' commits, from the first waiting reserve on.
+
+        Not at start: inotify costs milliseconds to set up (a drop-in beanstalkd must
+        answer quickly), and a server nobody waits on has no use for the events.
+        """
+        if not self._watching_file:
+            self._watching_file = True
+            fd = self.server.q.notifier.fileno()
+            if fd is not None:
+                self.server.loop.selector.register(fd, selectors.EVENT_READ, self._on_notify)
+
+    def _on_notify(self, mask: int) -> None:
+        """Another process committed (or one holding reservations died)."""
+        events = self.server.q.notifier.drain()
+        if not (events and self.waiting):
+            return
+        self._dirty = True
+        self._reap = self._reap or events.owner
+        self._serve_soon(max(self._last_pass + MIN_NOTIFY_GAP - time.monotonic(), 0.0))
+        if not self._rechecking:
+            self._rechecking = True
+            loop = self.server.loop
+            for delay in NOTIFY_RECHECKS:
+                loop.call_later(delay, self._serve)
+            loop.call_later(NOTIFY_RECHECKS[-1], self._end_recheck)
+
+    def _end_recheck(self) -> None:
+        self._rechecking = False
+
+    def _serve(self) -> None:
+        """Hand out jobs to waiters in arrival order; time out those whose time has come."""
+        self._dirty = False
+        now, mono = now_ms(), time.monotonic()
+        self._last_pass = mono
+        reap = self._reap or mono - self._last_reap >= FALLBACK_RECHECK
+        if reap:
+            self._reap, self._last_reap = False, mono
+        empty: set[frozenset[str]] = set()
+        for conn, wait in list(self.waiting.items()):
+            if conn not in self.waiting:
+                continue
+            key = frozenset(wait.tubes)
+            reply = None
+            if key not in empty:
+                reply = self._claim(conn, wait.tubes, reap)
+                if reply is None:
+                    empty.add(key)
+            if reply is None and self.deadline_soon(conn, now):
+                reply = Reply.DEADLINE_SOON
+            elif reply is None and wait.deadline is not None and mono >= wait.deadline:
+                reply = Reply.TIMED_OUT
+            if reply is not None:
+                self.answer(conn, reply)
+        self.arm()
+
+    def arm(self) -> None:
+        """Set the one timer to the next moment a waiter may need serving."""
+        if not self.waiting:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            return
+        q = self.server.q
+        now, mono = now_ms(), time.monotonic()
+        delay = FALLBACK_RECHECK if q.notifier.fileno() is not None else 0.05
+        for key in {frozenset(w.tubes) for w in self.waiting.values()}:
+            due = q.next_wakeup(sorted(key))
+            if due is not None:
+                delay = min(delay, due)
+        for conn, wait in self.waiting.items():
+            if wait.deadline is not None:
+                delay = min(delay, wait.deadline - mono)
+            for held in conn.reserved.values():
+                delay = min(delay, (held.until - SAFETY_MARGIN_MS - now) / 1000)
+        self._set_timer(0.0 if self._dirty else max(delay, 0.001))
+
+    def _set_timer(self, delay: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self.server.loop.call_later(delay, self._serve)
