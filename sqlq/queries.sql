@@ -84,12 +84,12 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
          WHERE paused_until > :now AND name IN (SELECT value FROM json_each(:tubes)));
 
 -- name: delete_job
-DELETE FROM sqlq_jobs WHERE id = :id RETURNING state, reserved_until;
+DELETE FROM sqlq_jobs WHERE id = :id RETURNING tube;
 
 -- name: delete_leased_job
 DELETE FROM sqlq_jobs
  WHERE id = :id AND state = 2 AND lease = :lease AND reserved_until > :now
-RETURNING id;
+RETURNING tube;
 
 -- name: lease_state
 -- Why a leased operation changed nothing: the job is gone, or the lease is.

@@ -12,16 +12,15 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 import apsw
 
-from . import __version__, owners, results, store, topics
+from . import owners, results, stats, store, topics
 from .db import Database, Durability, data_version
 from .durations import now_ms
-from .errors import Error, JobNotFound
+from .errors import Error
 from .model import (
     DEFAULT_MAX_JOB_SIZE,
     DEFAULT_PRIORITY,
     DEFAULT_TTR,
     DEFAULT_TUBE,
-    STATE_NAMES,
     Job,
     check_body,
     check_priority,
@@ -229,6 +228,7 @@ class Queue:
             lease = delete._require_lease()
             row = self._db.write(claim)
             delete.state = "deleted"
+            self._counts["cmd-delete", delete.tube] += 1
         return None if row is None else Job.from_claim(self, row)
 
     def _wait_and_claim(self, tubes_json: str, owner: str | None,
@@ -356,8 +356,8 @@ class Queue:
 
     def delete(self, job_id: int, *, lease: int | None = None) -> None:
         """Delete a job in any state (an administrator's delete when no lease is given)."""
-        self._db.write(lambda c: store.delete(c, self._clock(), job_id, lease))
-        self._counts["cmd-delete", ""] += 1
+        tube = self._db.write(lambda c: store.delete(c, self._clock(), job_id, lease))
+        self._counts["cmd-delete", tube] += 1
 
     def release(self, job_id: int, *, priority: int | None = None, delay: float = 0,
                 lease: int | None = None) -> None:
@@ -409,8 +409,8 @@ class Queue:
         Lease-checked like :meth:`delete`. Expired results are purged a few at a
         time here, so the file stays bounded without a reaper process.
         """
-        results.complete(self, job_id, result, lease)
-        self._counts["cmd-delete", ""] += 1
+        tube = results.complete(self, job_id, result, lease)
+        self._counts["cmd-delete", tube] += 1
 
     def result(self, job_id: int, timeout: float | None = None) -> bytes:
         """Wait for a job's result and return it; it can be read again until it expires.
@@ -485,89 +485,18 @@ class Queue:
         return sorted(set(found) | {DEFAULT_TUBE})
 
     def stats(self) -> dict[str, Any]:
-        """Counts for the whole file, with beanstalkd's key names."""
-        def read(c: apsw.Connection) -> Any:
-            now = self._clock()
-            return (store.count_jobs(c, now, None), store.total_jobs(c), store.list_tubes(c, now),
-                    store.count_topics(c))
-
-        counts, total, tubes, n_topics = self._db.read(read)
-        sums = [sum(v[i] for v in counts.values()) for i in range(5)]
-        return {
-            "current-jobs-urgent": sums[1],
-            "current-jobs-ready": sums[0],
-            "current-jobs-reserved": sums[2],
-            "current-jobs-delayed": sums[3],
-            "current-jobs-buried": sums[4],
-            "total-jobs": total,
-            "current-tubes": len(set(tubes) | {DEFAULT_TUBE}),
-            "current-topics": n_topics,
-            "max-job-size": self.max_job_size,
-            "pid": os.getpid(),
-            "version": __version__,
-            "hostname": os.uname().nodename,
-            "durability": self.durability,
-            "db": os.path.abspath(self.path),
-        }
+        """Counts for the whole file, with beanstalkd's key names (see stats.py)."""
+        return stats.file_stats(self)
 
     def stats_tube(self, tube: str) -> dict[str, Any]:
-        """One tube's counts with beanstalkd's keys. ``total-jobs``, ``cmd-delete`` and
-        ``cmd-pause-tube`` count what this Queue did since it was opened, as beanstalkd
-        counts since its start. Raises JobNotFound for a tube that does not exist."""
-        check_tube(tube)
-
-        def read(c: apsw.Connection) -> Any:
-            now = self._clock()
-            return (now, store.count_jobs(c, now, tube).get(tube), store.tube_pause(c, tube),
-                    store.tube_subscribed(c, tube))
-
-        now, counts, pause, subscribed = self._db.read(read)
-        paused_until, pause_ms = pause if pause else (0, 0)
-        paused = paused_until > now
-        if counts is None and not paused and not subscribed and tube != DEFAULT_TUBE:
-            raise JobNotFound(f"tube {tube!r} not found")
-        ready, urgent, reserved, delayed, buried = counts or [0, 0, 0, 0, 0]
-        return {
-            "name": tube,
-            "current-jobs-urgent": urgent,
-            "current-jobs-ready": ready,
-            "current-jobs-reserved": reserved,
-            "current-jobs-delayed": delayed,
-            "current-jobs-buried": buried,
-            "total-jobs": self._counts["total-jobs", tube],
-            "current-using": 0,
-            "current-watching": 0,
-            "current-waiting": 0,
-            "cmd-delete": self._counts["cmd-delete", tube],
-            "cmd-pause-tube": self._counts["cmd-pause-tube", tube],
-            "pause": pause_ms // 1000 if paused else 0,
-            "pause-time-left": max(0, (paused_until - now) // 1000) if paused else 0,
-        }
+        """One tube's counts with beanstalkd's keys; JobNotFound for a tube that does not
+        exist. ``total-jobs``, ``cmd-delete`` and ``cmd-pause-tube`` count what this
+        Queue did since it was opened, as beanstalkd counts since its start."""
+        return stats.tube_stats(self, tube)
 
     def stats_job(self, job_id: int) -> dict[str, Any]:
         """One job's record with beanstalkd's keys (times in whole seconds)."""
-        def read(c: apsw.Connection) -> Any:
-            now = self._clock()
-            return now, store.select_job(c, now, job_id)
-
-        now, row = self._db.read(read)
-        if row is None:
-            raise JobNotFound(f"job {job_id} not found")
-        state = STATE_NAMES[row.state]
-        if state == "delayed" and row.delay_until is not None:
-            time_left = row.delay_until - now
-        elif state == "reserved" and row.reserved_until is not None:
-            time_left = row.reserved_until - now
-        else:
-            time_left = 0
-        return {
-            "id": row.id, "tube": row.tube, "state": state, "pri": row.priority,
-            "age": max(0, (now - row.created_at) // 1000),
-            "delay": row.delay // 1000,
-            "ttr": row.ttr // 1000, "time-left": max(0, time_left // 1000), "file": 0,
-            "reserves": row.reserves, "timeouts": row.timeouts, "releases": row.releases,
-            "buries": row.buries, "kicks": row.kicks,
-        }
+        return stats.job_stats(self, job_id)
 
     # -- tasks (logic in tasks.py, periodic.py; run by `sqlq work`) ---------------------------
 

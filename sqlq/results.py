@@ -46,17 +46,18 @@ def check_job_id(job_id: object) -> int:
     return job_id
 
 
-def complete(queue: Queue, job_id: int, result: bytes | str, lease: int | None) -> None:
-    """Delete the job and store its result, in one durable transaction (see Queue.complete)."""
+def complete(queue: Queue, job_id: int, result: bytes | str, lease: int | None) -> str:
+    """Delete the job and store its result, in one durable transaction (see Queue.complete);
+    return the job's tube."""
     data = check_result(result, queue.max_job_size)
     ttl_ms = queue.result_ttl_ms
     clock = queue._clock
 
-    def write(c: apsw.Connection) -> None:
+    def write(c: apsw.Connection) -> str:
         now = clock()
-        store.complete(c, now, job_id, lease, data, now + ttl_ms)
+        return store.complete(c, now, job_id, lease, data, now + ttl_ms)
 
-    queue._db.write(write)
+    return queue._db.write(write)
 
 
 def _look(queue: Queue, job_id: int) -> _Outcome:

@@ -129,14 +129,18 @@ def _lease_failure(conn: apsw.Connection, job_id: int, now: int, lease: int | No
     return JobNotFound(f"job {job_id} is not reserved")
 
 
-def delete(conn: apsw.Connection, now: int, job_id: int, lease: int | None) -> None:
+def delete(conn: apsw.Connection, now: int, job_id: int, lease: int | None) -> str:
+    """Delete the job (any state without a lease, else only under that live lease);
+    return its tube."""
     if lease is None:
-        if _one(conn, Q["delete_job"], {"id": job_id}) is None:
+        row = _one(conn, Q["delete_job"], {"id": job_id})
+        if row is None:
             raise JobNotFound(f"job {job_id} not found")
-        return
-    if _one(conn, Q["delete_leased_job"], {"id": job_id, "lease": lease, "now": now}
-                    ) is None:
+        return str(row[0])
+    row = _one(conn, Q["delete_leased_job"], {"id": job_id, "lease": lease, "now": now})
+    if row is None:
         raise _lease_failure(conn, job_id, now, lease)
+    return str(row[0])
 
 
 def release(conn: apsw.Connection, now: int, job_id: int, lease: int | None,
@@ -227,15 +231,16 @@ PURGE_BATCH = 64
 
 
 def complete(conn: apsw.Connection, now: int, job_id: int, lease: int | None, result: bytes,
-             expires_at: int) -> None:
-    """Delete the job (as :func:`delete`) and keep its result until expires_at.
+             expires_at: int) -> str:
+    """Delete the job (as :func:`delete`) and keep its result until expires_at; return its tube.
 
     A few expired results are purged on the way, so the table stays bounded
     without a reaper and without touching the claim path.
     """
-    delete(conn, now, job_id, lease)
+    tube = delete(conn, now, job_id, lease)
     conn.execute(Q["insert_result"], {"id": job_id, "result": result, "expires_at": expires_at})
     conn.execute(Q["purge_results"], {"now": now, "limit": PURGE_BATCH})
+    return tube
 
 
 def result_outcome(conn: apsw.Connection, now: int, job_id: int

@@ -380,3 +380,15 @@ def test_has_ready_looks_without_claiming(fq: Queue, clock: FakeClock) -> None:
     fq.pause_tube("t", 5)
     assert not fq.has_ready("t")
     assert fq.peek_ready("t") is not None
+
+
+def test_command_counters_per_tube(q: Queue) -> None:
+    a = q.put(b"a", tube="t")
+    q.put_many([b"b", b"c"], tube="t")
+    q.delete(a)
+    job = q.reserve(tubes="t", timeout=0)
+    job = q.reserve(tubes="t", timeout=0, delete=job)
+    job.complete(b"done")  # type: ignore[union-attr]
+    q.pause_tube("t", 0)
+    stats = q.stats_tube("t")
+    assert (stats["total-jobs"], stats["cmd-delete"], stats["cmd-pause-tube"]) == (3, 3, 1)
