@@ -48,7 +48,10 @@ class Waiters:
         self.waiting: dict[Conn, Wait] = {}  # in arrival order: the first waiter is served first
         self._timer: Timer | None = None
         self._watching_file = False  # the notifier is set up when a reserve first waits
+        self._notify_fd: int | None = None  # its fd (None: a polling notifier)
+        self._listening = False  # the fd is in the selector (only while someone waits)
         self._dirty = False      # a job may have become ready since the last pass
+        self._poked = False      # ... because of a command on this server
         self._rechecking = False
         self._reap = False       # look for dead reservation holders on the next pass
         self._last_reap = 0.0
@@ -83,20 +86,28 @@ class Waiters:
             return
         conn.waiting = True
         self.waiting[conn] = Wait(tuple(conn.watch), deadline)
+        self._listen_file()
         self.arm()
 
     def _claim(self, conn: Conn, tubes: list[str] | tuple[str, ...],
-               reap: bool = True) -> bytes | None:
+               reap: bool = True, look: bool = False) -> bytes | None:
         """Reserve the best ready job for ``conn``.
 
         With ``reap``, and nothing ready, first give back the reservations of
         processes that died (``reserve(timeout=0)`` does), which costs a look at
-        each process holding reservations.
+        each process holding reservations. With ``look``, claim only if a read
+        (no write lock) finds a job: most wake-ups by other processes' commits
+        find nothing, and must not contend with the writers.
         """
         q = self.server.q
         try:
             names = list(tubes)
-            job = q.reserve(names, timeout=0) if reap else q.try_reserve(names)
+            if reap:
+                job = q.reserve(names, timeout=0)
+            elif look and not q.has_ready(names):
+                job = None
+            else:
+                job = q.try_reserve(names)
         except Exception:
             log().exception("reserve failed")
             return None
@@ -128,7 +139,7 @@ class Waiters:
 
     def poke(self) -> None:
         """Something here may have made a job ready: serve the waiters on the next turn."""
-        self._dirty = True
+        self._dirty = self._poked = True
         self._serve_soon(0.0)
 
     def _serve_soon(self, delay: float) -> None:
@@ -139,21 +150,38 @@ class Waiters:
             self._set_timer(delay)
 
     def _watch_file(self) -> None:
-        """Learn of other processes' commits, from the first waiting reserve on.
+        """Learn of other processes' commits, from the first reserve that may wait on.
 
-        Not at start: inotify costs milliseconds to set up (a drop-in beanstalkd must
-        answer quickly), and a server nobody waits on has no use for the events.
+        Called before that reserve's first look, so that no commit slips by. Not at
+        start: inotify costs milliseconds to set up (a drop-in beanstalkd must answer
+        quickly), and a server nobody waits on has no use for the events.
         """
         if not self._watching_file:
             self._watching_file = True
-            fd = self.server.q.notifier.fileno()
-            if fd is not None:
-                self.server.loop.selector.register(fd, selectors.EVENT_READ, self._on_notify)
+            self._notify_fd = self.server.q.notifier.fileno()
+
+    def _listen_file(self) -> None:
+        """Wake on the notifier while someone waits.
+
+        Events queue up in the kernel meanwhile (inotify coalesces repeats, and an
+        overflow reads as "anything may have changed"), so a waiter that parks
+        after its look still wakes for a commit made after that look.
+        """
+        if self._notify_fd is not None and not self._listening:
+            self._listening = True
+            self.server.loop.selector.register(
+                self._notify_fd, selectors.EVENT_READ, self._on_notify)
 
     def _on_notify(self, mask: int) -> None:
         """Another process committed (or one holding reservations died)."""
         events = self.server.q.notifier.drain()
-        if not (events and self.waiting):
+        if not self.waiting:
+            # Nobody waits: stop waking for every commit, this server's own included.
+            assert self._notify_fd is not None
+            self.server.loop.selector.unregister(self._notify_fd)
+            self._listening = False
+            return
+        if not events:
             return
         self._dirty = True
         self._reap = self._reap or events.owner
@@ -170,7 +198,8 @@ class Waiters:
 
     def _serve(self) -> None:
         """Hand out jobs to waiters in arrival order; time out those whose time has come."""
-        self._dirty = False
+        look = not self._poked  # nothing done here: a job is ready only if another did it
+        self._dirty = self._poked = False
         now, mono = now_ms(), time.monotonic()
         self._last_pass = mono
         reap = self._reap or mono - self._last_reap >= FALLBACK_RECHECK
@@ -183,7 +212,7 @@ class Waiters:
             key = frozenset(wait.tubes)
             reply = None
             if key not in empty:
-                reply = self._claim(conn, wait.tubes, reap)
+                reply = self._claim(conn, wait.tubes, reap, look)
                 if reply is None:
                     empty.add(key)
             if reply is None and self.deadline_soon(conn, now):
@@ -203,7 +232,7 @@ class Waiters:
             return
         q = self.server.q
         now, mono = now_ms(), time.monotonic()
-        delay = FALLBACK_RECHECK if q.notifier.fileno() is not None else 0.05
+        delay = FALLBACK_RECHECK if self._notify_fd is not None else 0.05
         for key in {frozenset(w.tubes) for w in self.waiting.values()}:
             due = q.next_wakeup(sorted(key))
             if due is not None:
