@@ -272,22 +272,43 @@ def parse_command(line: bytes, max_job_size: int = DEFAULT_MAX_JOB_SIZE) -> Comm
     """
     if len(line) + 2 > LINE_MAX or b"\0" in line:
         raise _bad()
-    for prefix, verb, shape in GRAMMAR:
-        if line.startswith(prefix):
-            return _parse_args(verb, shape, line, line[len(prefix):], max_job_size)
-    raise ProtocolError(Reply.UNKNOWN_COMMAND)
+    space = line.find(b" ")
+    entry = _BY_WORD.get(line if space < 0 else line[:space + 1])
+    if entry is None:
+        for entry in GRAMMAR:
+            if line.startswith(entry[0]):
+                break
+        else:
+            raise ProtocolError(Reply.UNKNOWN_COMMAND)
+    prefix, verb, shape = entry
+    return _parse_args(verb, shape, line, line[len(prefix):], max_job_size)
+
+
+def _first_match(word: bytes) -> tuple[bytes, Verb, Args]:
+    return next(entry for entry in GRAMMAR if word.startswith(entry[0]))
+
+
+# A line's first word (up to and with its first space, or the whole line) decides
+# which GRAMMAR prefix matches first: no prefix has a space but at its end. So the
+# scan runs once per known word here, not once per command line.
+_BY_WORD = {word: _first_match(word) for prefix, _, _ in GRAMMAR
+            for word in (prefix, prefix.rstrip(b" ") + b" ")}
 
 
 def _parse_args(verb: Verb, shape: Args, line: bytes, rest: bytes, max_job_size: int) -> Command:
+    if shape is Args.PUT:
+        return _put_args(verb, rest, max_job_size)
+    if shape is Args.ID:
+        if rest.isdigit() and int(rest) <= U64_MAX:  # the usual "<id>", no stray spaces
+            return Command(verb, (int(rest),))
+        job_id, _ = _read_uint(rest, U64_MAX, final=True)
+        return Command(verb, (job_id,))
     if shape is Args.NONE:
         if rest:
             raise _bad()
         return Command(verb)
     if shape is Args.ANY:
         return Command(verb)
-    if shape is Args.ID:
-        job_id, _ = _read_uint(rest, U64_MAX, final=True)
-        return Command(verb, (job_id,))
     if shape is Args.TUBE:
         return Command(verb, tube=_tube(rest))
     if shape is Args.TIMEOUT:
@@ -304,12 +325,21 @@ def _parse_args(verb: Verb, shape: Args, line: bytes, rest: bytes, max_job_size:
         job_id, rest = _read_uint(rest, U64_MAX, final=False)
         pri, _ = _read_uint(rest, U32_MAX, final=True)
         return Command(verb, (job_id, pri))
-    if shape is Args.RELEASE:
-        job_id, rest = _read_uint(rest, U64_MAX, final=False)
-        pri, rest = _read_uint(rest, U32_MAX, final=False)
-        delay, _ = _read_uint(rest, U32_MAX, final=True)
-        return Command(verb, (job_id, pri, delay))
-    assert shape is Args.PUT, shape
+    assert shape is Args.RELEASE, shape
+    job_id, rest = _read_uint(rest, U64_MAX, final=False)
+    pri, rest = _read_uint(rest, U32_MAX, final=False)
+    delay, _ = _read_uint(rest, U32_MAX, final=True)
+    return Command(verb, (job_id, pri, delay))
+
+
+def _put_args(verb: Verb, rest: bytes, max_job_size: int) -> Command:
+    words = rest.split(b" ")
+    if len(words) == 4 and all(w.isdigit() for w in words):  # the usual line: one pass
+        ints = tuple(map(int, words))
+        if max(ints) <= U32_MAX:
+            if ints[3] > max_job_size:
+                raise ProtocolError(Reply.JOB_TOO_BIG, verb, discard=ints[3] + 2)
+            return Command(verb, ints)
     pri, rest = _read_uint(rest, U32_MAX, final=False)
     delay, rest = _read_uint(rest, U32_MAX, final=False)
     ttr, rest = _read_uint(rest, U32_MAX, final=False)

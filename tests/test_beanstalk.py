@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Callable
 
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from sqlq import beanstalk as bs
 from sqlq.beanstalk import (
     GRAMMAR,
     LINE_MAX,
+    Args,
     Command,
     ProtocolError,
     Reply,
@@ -191,3 +197,65 @@ def test_flags_like_beanstalkd() -> None:
     for bad in (["-p"], ["-x"], ["stray"], ["-z", "ten"], ["-p", "70000"]):
         with pytest.raises(UsageError):
             parse_flags(bad)
+
+
+def _reference_parse(line: bytes, max_job_size: int) -> Command:
+    """parse_command without its shortcuts: the GRAMMAR scan on every line, and
+    the put and id arguments read number by number, as beanstalkd reads them."""
+    if len(line) + 2 > LINE_MAX or b"\0" in line:
+        raise ProtocolError(Reply.BAD_FORMAT)
+    for prefix, verb, shape in GRAMMAR:
+        if line.startswith(prefix):
+            rest = line[len(prefix):]
+            if shape is Args.ID:
+                job_id, _ = bs._read_uint(rest, bs.U64_MAX, final=True)
+                return Command(verb, (job_id,))
+            if shape is Args.PUT:
+                ints = []
+                for _ in range(4):
+                    value, rest = bs._read_uint(rest, bs.U32_MAX, final=False)
+                    ints.append(value)
+                if ints[3] > max_job_size:
+                    raise ProtocolError(Reply.JOB_TOO_BIG, verb, discard=ints[3] + 2)
+                if rest:
+                    raise ProtocolError(Reply.BAD_FORMAT, verb)
+                return Command(verb, tuple(ints))
+            return bs._parse_args(verb, shape, line, rest, max_job_size)
+    raise ProtocolError(Reply.UNKNOWN_COMMAND)
+
+
+def _outcome(parse: Callable[[bytes, int], Command], line: bytes) -> object:
+    try:
+        return parse(line, 100)
+    except ProtocolError as e:
+        return (e.reply, e.verb, e.discard)
+
+
+_WORDS = [p for p, _, _ in GRAMMAR] + [p.rstrip(b" ") for p, _, _ in GRAMMAR] + [b"peek-", b"x"]
+
+
+@given(st.sampled_from(_WORDS), st.lists(st.sampled_from(
+    [b" ", b"  ", b"0", b"7", b"100", b"4294967296", b"18446744073709551616", b"-", b"+",
+     b"a", b"\t", b"\r", b"ready", b"tube"]), max_size=10))
+@settings(max_examples=2000, deadline=None)
+def test_parse_shortcuts_agree_with_the_plain_scan(word: bytes, tail: list[bytes]) -> None:
+    line = word + b"".join(tail)
+    assert _outcome(parse_command, line) == _outcome(_reference_parse, line)
+
+
+_NUMBER = st.one_of(st.sampled_from([0, 99, 100, 101, 2**32 - 1, 2**32, 2**64 - 1, 2**64]),
+                    st.integers(0, 2**65)).map(lambda n: b"%d" % n)
+
+
+@given(st.sampled_from([b"put ", b"put  ", b"delete ", b"peek ", b"release ", b"bury "]),
+       st.lists(_NUMBER, min_size=0, max_size=5), st.sampled_from([b" ", b"  ", b"\t"]),
+       st.sampled_from([b"", b" ", b"x"]))
+@example(b"put ", [b"0", b"0", b"0", b"100"], b" ", b"")
+@example(b"put ", [b"0", b"0", b"0", b"101"], b" ", b"")
+@example(b"put ", [b"4294967296", b"0", b"0", b"101"], b" ", b"")
+@example(b"delete ", [b"18446744073709551616"], b" ", b"")
+@settings(max_examples=2000, deadline=None)
+def test_number_shortcuts_agree_with_the_plain_scan(word: bytes, numbers: list[bytes],
+                                                    sep: bytes, end: bytes) -> None:
+    line = word + sep.join(numbers) + end
+    assert _outcome(parse_command, line) == _outcome(_reference_parse, line)
