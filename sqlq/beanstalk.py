@@ -389,15 +389,3 @@ def kicked(count: int) -> bytes:
 def ok(data: bytes) -> bytes:
     """An ``OK <bytes>`` reply carrying a YAML document."""
     return b"OK %d\r\n%s\r\n" % (len(data), data)
-
-
-def __getattr__(name: str) -> object:
-    """The binary's flags moved to ``beanstalk_flags``; the old names still resolve.
-
-    Typed ``object`` so that mypy still flags a misspelt name used from sqlq.
-    """
-    if name in {"USAGE", "Flags", "UsageError", "parse_flags"}:
-        from sqlq import beanstalk_flags
-
-        return getattr(beanstalk_flags, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -152,7 +152,8 @@ class Queue:
         ttr_ms = check_ttr(ttr)
         check_unique_key(unique_key)
         job_id = self._db.write(lambda c: store.insert_job(
-            c, self._clock(), tube, priority, delay_ms, ttr_ms, body, unique_key))
+            c, self._clock(), tube, priority, delay_ms, ttr_ms, body, unique_key),
+            single=unique_key is None)
         self._counts["total-jobs", tube] += 1
         return job_id
 
@@ -356,7 +357,8 @@ class Queue:
 
     def delete(self, job_id: int, *, lease: int | None = None) -> None:
         """Delete a job in any state (an administrator's delete when no lease is given)."""
-        tube = self._db.write(lambda c: store.delete(c, self._clock(), job_id, lease))
+        tube = self._db.write(lambda c: store.delete(c, self._clock(), job_id, lease),
+                              single=True)
         self._counts["cmd-delete", tube] += 1
 
     def release(self, job_id: int, *, priority: int | None = None, delay: float = 0,
@@ -366,7 +368,7 @@ class Queue:
             check_priority(priority)
         delay_ms = seconds_to_ms(delay, "delay")
         self._db.write(lambda c: store.release(c, self._clock(), job_id, lease, priority,
-                                               delay_ms), durable=False)
+                                               delay_ms), durable=False, single=True)
 
     def bury(self, job_id: int, *, priority: int | None = None, reason: str | None = None,
              lease: int | None = None) -> None:
@@ -375,12 +377,13 @@ class Queue:
             check_priority(priority)
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f"reason must be a str or None, not {type(reason).__name__}")
-        self._db.write(lambda c: store.bury(c, self._clock(), job_id, lease, priority, reason))
+        self._db.write(lambda c: store.bury(c, self._clock(), job_id, lease, priority, reason),
+                       single=True)
 
     def touch(self, job_id: int, *, lease: int | None = None) -> int:
         """Restart a reservation's TTR; return the new deadline in ms."""
         return self._db.write(lambda c: store.touch(c, self._clock(), job_id, lease),
-                              durable=False)
+                              durable=False, single=True)
 
     def kick(self, bound: int, tube: str = DEFAULT_TUBE) -> int:
         """Move up to ``bound`` buried jobs (or, if none, delayed ones) to ready; say how many."""
@@ -391,7 +394,7 @@ class Queue:
 
     def kick_job(self, job_id: int) -> None:
         """Move one buried or delayed job to ready."""
-        self._db.write(lambda c: store.kick_job(c, self._clock(), job_id))
+        self._db.write(lambda c: store.kick_job(c, self._clock(), job_id), single=True)
 
     def pause_tube(self, tube: str, seconds: float) -> None:
         """Reserve nothing from ``tube`` for ``seconds`` (0 ends a pause)."""

@@ -34,8 +34,13 @@ Q = _load_queries()
 
 
 def _one(conn: apsw.Connection, sql: str, params: dict[str, Any] | None = None) -> Any:
-    """The first row of a statement, or None (typed Any: rows are tuples of SQL values)."""
-    return conn.execute(sql, params or {}).fetchone()
+    """The first row of a statement, or None (typed Any: rows are tuples of SQL values).
+
+    The statement is always run to its end, so an autocommit write (Database.write
+    with single=True) commits here, not whenever the cursor is collected.
+    """
+    rows = conn.execute(sql, params or {}).fetchall()
+    return rows[0] if rows else None
 
 
 _PROMOTE_DUE = Q["promote_due"]

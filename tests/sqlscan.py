@@ -228,6 +228,6 @@ def scan_source(source: str, file: str = "<source>") -> list[Finding]:
 
 def scan_package(directory: Path) -> list[Finding]:
     findings: list[Finding] = []
-    for path in sorted(directory.glob("*.py")):
+    for path in sorted(directory.rglob("*.py")):
         findings += scan_source(path.read_text(), path.name)
     return findings

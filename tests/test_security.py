@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 import sqlq
-from sqlq import beanstalk
+from sqlq import beanstalk_flags
 from sqlq.cli import cli as cli_group
 
 from . import sqlscan
@@ -97,7 +97,7 @@ def unsafe_imports(source: str) -> list[str]:
 
 
 def test_no_pickle_anywhere_in_sqlq() -> None:
-    sources = sorted(PACKAGE.glob("*.py"))
+    sources = sorted(PACKAGE.rglob("*.py"))
     assert len(sources) > 10
     offenders = {p.name: unsafe_imports(p.read_text()) for p in sources}
     assert not {k: v for k, v in offenders.items() if v}
@@ -161,7 +161,7 @@ def test_the_server_binds_loopback_by_default() -> None:
     assert server.DEFAULT_LISTEN.startswith("127.0.0.1:")
     serve_listen = next(p for p in cli_group.commands["serve"].params if p.name == "listen")
     assert str(serve_listen.default).startswith("127.0.0.1")
-    flags = beanstalk.parse_flags(["-p", "0"])  # sqlq-beanstalkd with only a port
+    flags = beanstalk_flags.parse_flags(["-p", "0"])  # sqlq-beanstalkd with only a port
     sock = server.bind(flags.listen)
     try:
         assert sock.getsockname()[0] == "127.0.0.1"
