@@ -38,7 +38,7 @@ WORKLOADS = ["put", "put_many", "drain", "wake", "idle", "depth", "filesize", "w
 PROFILES: dict[str, dict[str, object]] = {
     "full": {  # about 12-15 minutes on 2 cores
         "runs": 5, "put_n": 5000, "put_many_n": 100_000,
-        "drain_n": 4000, "drain_runs": 3, "drain_procs": [1, 2, 4],
+        "drain_n": 4000, "drain_runs": 5, "drain_procs": [1, 2, 4],
         "wake_samples": 150, "wake_budget": 2.5, "wake_runs": 3,
         "idle_window": 10.0, "idle_runs": 3,
         "depths": [10_000, 100_000, 1_000_000], "delayed": 1_000_000, "peer_depth_max": 100_000,
