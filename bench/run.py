@@ -283,7 +283,8 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
         "systems": [{"name": s.name, "durability": s.durability, "wait": s.wait} for s in live],
         "rows": [asdict(r) for r in rows.values()],
     }
-    json_path = (Path(args.out) if args.out else HERE / ".work") / "results.json"
+    # next to RESULTS.md, except in bench/ itself where only RESULTS.md and the PNG are kept
+    json_path = (HERE / ".work" if out_dir.resolve() == HERE else out_dir) / "results.json"
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(data, indent=1, default=str))
     finish(data, out_dir)
