@@ -12,6 +12,12 @@ INSERT INTO sqlq_jobs (tube, priority, state, delay, delay_until, ttr, body, cre
 VALUES (:tube, :priority, :state, :delay, :delay_until, :ttr, :body, :now, :unique_key)
 RETURNING id;
 
+-- name: insert_job_row
+-- put_many's statement, run by executemany: positional parameters bind faster,
+-- and the ids are counted from sqlite_sequence instead of returned row by row.
+INSERT INTO sqlq_jobs (tube, priority, state, delay, delay_until, ttr, body, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+
 -- name: find_unique_job
 -- The live job holding a unique key in a tube (sqlq_jobs_unique makes it one at most).
 SELECT id FROM sqlq_jobs WHERE tube = :tube AND unique_key = :unique_key;

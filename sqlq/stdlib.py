@@ -89,6 +89,13 @@ class _Adapter:
         finally:
             cursor.close()
 
+    def executemany(self, sql: str, seq_of_params: Iterable[Any]) -> None:
+        cursor = self._conn.cursor()
+        try:
+            cursor.executemany(sql, seq_of_params)
+        finally:
+            cursor.close()
+
 
 def _is_busy(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)

@@ -12,12 +12,12 @@ import functools
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import apsw
 
-from .errors import JobLost, JobNotFound
+from .errors import DatabaseError, JobLost, JobNotFound
 from .model import BURIED, DELAYED, READY, RESERVED, JobRow
 
 _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
@@ -77,18 +77,20 @@ def insert_job(conn: apsw.Connection, now: int, tube: str, priority: int, delay_
 
 
 def insert_jobs(conn: apsw.Connection, now: int, tube: str, priority: int, delay_ms: int,
-                ttr_ms: int, bodies: Iterable[bytes]) -> list[int]:
-    state = DELAYED if delay_ms else READY
-    delay_until = now + delay_ms if delay_ms else None
-    sql = Q["insert_job"]
-    ids = []
-    for body in bodies:
-        ids.append(_one(conn, sql, {
-            "tube": tube, "priority": priority, "state": state, "delay": delay_ms,
-            "delay_until": delay_until, "ttr": ttr_ms, "body": body, "now": now,
-            "unique_key": None,
-        })[0])
-    return ids
+                ttr_ms: int, bodies: Sequence[bytes]) -> list[int]:
+    """Insert many jobs with one prepared statement; return their ids, in order.
+
+    Under the write lock AUTOINCREMENT hands out consecutive ids, so they are
+    counted rather than returned row by row (the sequence is checked at the end).
+    """
+    row = (tube, priority, DELAYED if delay_ms else READY, delay_ms,
+           now + delay_ms if delay_ms else None, ttr_ms)
+    before = total_jobs(conn)
+    conn.executemany(Q["insert_job_row"], ((*row, body, now) for body in bodies))
+    after = total_jobs(conn)
+    if after - before != len(bodies):
+        raise DatabaseError(f"job ids were not consecutive ({before}..{after})")
+    return list(range(before + 1, after + 1))
 
 
 # -- claim -------------------------------------------------------------------------------------
