@@ -191,11 +191,11 @@ def test_polling_fallback_still_wakes(db_path: str, monkeypatch: pytest.MonkeyPa
 
 def test_reserve_is_not_fooled_by_unrelated_files(tmp_path, db_path: str) -> None:  # type: ignore[no-untyped-def]
     with Queue(db_path) as q:
-        q.put(b"x", delay=0.4)
-        (tmp_path / "noise.log").write_text("x")
         start = time.monotonic()
+        q.put(b"x", delay=0.4)
+        (tmp_path / "noise.log").write_text("x")  # wakes the watcher: it must not claim early
         job = q.reserve(timeout=3)
-        assert job is not None and time.monotonic() - start >= 0.39
+        assert job is not None and time.monotonic() - start >= 0.395
 
 
 def test_sqlq_error_hierarchy_used_for_db_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
