@@ -470,10 +470,10 @@ def sqlq_work_available() -> str | None:
     import importlib.util
 
     try:
-        if importlib.util.find_spec("sqlq.worker") is None:
-            return "sqlq.worker is not importable yet (the worker module comes later)"
+        if importlib.util.find_spec("sqlq.work.worker") is None:
+            return "sqlq.work.worker is not importable yet (the worker module comes later)"
     except Exception as exc:  # noqa: BLE001
-        return f"sqlq.worker: {exc}"
+        return f"sqlq.work.worker: {exc}"
     return None
 
 

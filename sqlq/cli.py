@@ -737,17 +737,17 @@ def work(ctx: click.Context, imports: tuple[str, ...], tubes: tuple[str, ...], p
         sqlq work --import myapp.tasks --processes 4
         sqlq --db jobs.db work --tube thumbs -- ./make-thumbnail.sh
     """
-    from sqlq import work as worker
+    from sqlq.work import WorkConfig, run
 
     root = ctx.find_root()
     source = root.get_parameter_source("db_path")
     given = source is not None and source.name != "DEFAULT"
-    config = worker.WorkConfig(
+    config = WorkConfig(
         db=root.params["db_path"] if given else None, imports=imports, tubes=tubes,
         command=command, processes=processes, burst=burst, retries=retries, backoff=backoff,
         grace=grace, keepalive=keepalive, log_level=log_level.upper(), log_format=log_format,
         durability=durability, in_process=in_process)
-    ctx.exit(worker.run(config))
+    ctx.exit(run(config))
 
 
 def main() -> None:

@@ -35,8 +35,8 @@ from .wakeup import RECHECK_DELAYS, Events, Notifier, PollingNotifier, make_noti
 _T = TypeVar("_T")
 
 if TYPE_CHECKING:
-    from .retry import Backoff
-    from .tasks import Task
+    from .work.retry import Backoff
+    from .work.tasks import Task
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -501,7 +501,7 @@ class Queue:
         """One job's record with beanstalkd's keys (times in whole seconds)."""
         return stats.job_stats(self, job_id)
 
-    # -- tasks (logic in tasks.py, periodic.py; run by `sqlq work`) ---------------------------
+    # -- tasks (logic in work/tasks.py, work/periodic.py; run by `sqlq work`) -----------------
 
     @overload
     def task(self, fn: Callable[_P, _R], /) -> Task[_P, _R]: ...
@@ -525,7 +525,7 @@ class Queue:
             backoff: seconds before the first retry (doubling, jittered) or a tenacity wait.
             keepalive: touch the job at 80% of its TTR while it runs (long tasks).
         """
-        from .tasks import decorator
+        from .work.tasks import decorator
 
         return decorator(self, fn, **options)
 
@@ -534,8 +534,8 @@ class Queue:
         """A task without arguments that workers enqueue once per slot: ``every`` seconds
         or on a ``cron`` expression (local time), however many workers share the file.
         Other options are :meth:`task`'s."""
-        from .periodic import Schedule
-        from .tasks import decorator
+        from .work.periodic import Schedule
+        from .work.tasks import decorator
 
         return decorator(self, fn, periodic=Schedule(every, cron), **options)
 

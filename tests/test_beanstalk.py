@@ -8,8 +8,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from sqlq import beanstalk as bs
-from sqlq.beanstalk import (
+from sqlq.server import protocol as bs
+from sqlq.server.flags import UsageError, parse_flags
+from sqlq.server.protocol import (
     GRAMMAR,
     LINE_MAX,
     Args,
@@ -23,8 +24,7 @@ from sqlq.beanstalk import (
     reserved,
     valid_tube,
 )
-from sqlq.beanstalk_flags import UsageError, parse_flags
-from sqlq.beanstalk_stats import STATS_JOB_KEYS, yaml_dict, yaml_list
+from sqlq.server.yaml import STATS_JOB_KEYS, yaml_dict, yaml_list
 
 
 def err(line: bytes, max_job_size: int = 65535) -> ProtocolError:

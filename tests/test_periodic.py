@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import sqlq
-from sqlq.periodic import Schedule, enqueue_slot, slot_key
+from sqlq.work.periodic import Schedule, enqueue_slot, slot_key
 from tests.workers import Work, lines
 
 pytestmark = pytest.mark.timeout(60)

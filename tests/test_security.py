@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 import sqlq
-from sqlq import beanstalk_flags
 from sqlq.cli import cli as cli_group
+from sqlq.server.flags import parse_flags
 
 from . import sqlscan
 
@@ -161,7 +161,7 @@ def test_the_server_binds_loopback_by_default() -> None:
     assert server.DEFAULT_LISTEN.startswith("127.0.0.1:")
     serve_listen = next(p for p in cli_group.commands["serve"].params if p.name == "listen")
     assert str(serve_listen.default).startswith("127.0.0.1")
-    flags = beanstalk_flags.parse_flags(["-p", "0"])  # sqlq-beanstalkd with only a port
+    flags = parse_flags(["-p", "0"])  # sqlq-beanstalkd with only a port
     sock = server.bind(flags.listen)
     try:
         assert sock.getsockname()[0] == "127.0.0.1"

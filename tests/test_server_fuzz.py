@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqlq.beanstalk import ERROR_REPLIES, GRAMMAR, ProtocolError, Verb, parse_command
+from sqlq.server.protocol import ERROR_REPLIES, GRAMMAR, ProtocolError, Verb, parse_command
 from tests.test_server import Raw, Running
 
 MAX_JOB_SIZE = 1000

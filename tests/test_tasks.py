@@ -13,9 +13,8 @@ import pytest
 import tenacity
 
 import sqlq
-from sqlq.retry import RetryPolicy
-from sqlq.tasks import REGISTRY, TaskRunner, decode_call, encode_call
-from sqlq.worker import Worker
+from sqlq.work import REGISTRY, RetryPolicy, TaskRunner, Worker
+from sqlq.work.tasks import decode_call, encode_call
 
 
 def test_a_task_still_runs_when_called(q: sqlq.Queue) -> None:

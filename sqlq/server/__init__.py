@@ -11,11 +11,14 @@ One thread runs one ``selectors`` loop, the shape of beanstalkd itself:
 ``stats.py``              the in-memory counters and the stats documents
 ``loop.py``               the selector and the timer heap
 ``net.py``                binding ``--listen`` addresses
+``protocol.py``           the wire format, no I/O: command lines in, reply bytes out
+``yaml.py``               the stats documents' key order and the YAML beanstalkd writes
+``flags.py``              ``sqlq-beanstalkd``'s command line, parsed as beanstalkd does
 ========================  ===============================================================
 
-The wire format (parsing, replies, the stats YAML, the binary's flags) is in
-``sqlq/beanstalk*.py``, without I/O. SQLite statements take well under a
-millisecond, so they run inline on the loop.
+The last three are pure functions and constants, tested byte by byte and fuzzed
+without a socket. SQLite statements take well under a millisecond, so they run
+inline on the loop.
 
 Why not asyncio: a drop-in beanstalkd must answer soon after exec (clients,
 and greenstalk's test suite, connect 100 ms after starting it, and time

@@ -8,12 +8,12 @@ command (``_guarded``) and the server goes on.
 
 from __future__ import annotations
 
-from sqlq import beanstalk as bs
-from sqlq.beanstalk import Command, ProtocolError, Reply, Verb
-from sqlq.beanstalk_stats import yaml_list
 from sqlq.errors import JobLost, JobNotFound, JobTooBig
+from sqlq.server import protocol as bs
 from sqlq.server.loop import log
+from sqlq.server.protocol import Command, ProtocolError, Reply, Verb
 from sqlq.server.stats import tubes
+from sqlq.server.yaml import yaml_list
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

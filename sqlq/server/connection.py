@@ -13,7 +13,7 @@ from __future__ import annotations
 import selectors
 import time
 
-from sqlq.beanstalk import DEFAULT_TUBE, LINE_MAX, Command, Reply, reserved
+from sqlq.server.protocol import DEFAULT_TUBE, LINE_MAX, Command, Reply, reserved
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ import os
 import signal
 import sys
 
-from sqlq.beanstalk_flags import USAGE, UsageError, parse_flags
 from sqlq.server.core import Server
+from sqlq.server.flags import USAGE, UsageError, parse_flags
 from sqlq.server.loop import log
 from sqlq.server.net import DEFAULT_LISTEN, raise_fd_limit
 from sqlq.server.stats import version

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 
-from sqlq.beanstalk import DEFAULT_PORT
+from sqlq.server.protocol import DEFAULT_PORT
 
 DEFAULT_LISTEN = "127.0.0.1:11300"
 """Loopback only: the protocol has no authentication."""

@@ -12,9 +12,9 @@ import os
 import time
 from collections import Counter
 
-from sqlq.beanstalk import DEFAULT_TUBE, PROTOCOL_VERSION
-from sqlq.beanstalk_stats import STATS_JOB_KEYS, STATS_KEYS, STATS_TUBE_KEYS, Scalar, yaml_dict
 from sqlq.errors import JobNotFound
+from sqlq.server.protocol import DEFAULT_TUBE, PROTOCOL_VERSION
+from sqlq.server.yaml import STATS_JOB_KEYS, STATS_KEYS, STATS_TUBE_KEYS, Scalar, yaml_dict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import selectors
 import time
 
-from sqlq.beanstalk import SAFETY_MARGIN_MS, Reply
 from sqlq.server.loop import log, now_ms
+from sqlq.server.protocol import SAFETY_MARGIN_MS, Reply
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,13 +1,13 @@
 """``sqlq-beanstalkd``'s command line: beanstalkd's flags, parsed the way beanstalkd does.
 
-Kept apart from the protocol (``beanstalk.py``): only the drop-in binary reads
+Kept apart from the protocol (``protocol.py``): only the drop-in binary reads
 flags; ``sqlq serve`` has its own click options.
 """
 
 from __future__ import annotations
 
-from sqlq.beanstalk import DEFAULT_MAX_JOB_SIZE, DEFAULT_PORT, MAX_JOB_SIZE_LIMIT
 from sqlq.errors import Error
+from sqlq.server.protocol import DEFAULT_MAX_JOB_SIZE, DEFAULT_PORT, MAX_JOB_SIZE_LIMIT
 
 # Not `typing`: sqlq-beanstalkd imports this module before it listens (see server/).
 TYPE_CHECKING = False

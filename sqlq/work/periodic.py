@@ -28,11 +28,11 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from . import store
-from .durations import now_ms
+from .. import store
+from ..durations import now_ms
 
 if TYPE_CHECKING:
-    from .queue import Queue
+    from ..queue import Queue
     from .tasks import Task
 
 log = logging.getLogger("sqlq.periodic")

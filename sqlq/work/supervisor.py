@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from types import FrameType
 
-from .work import WorkConfig
+from .command import WorkConfig
 
 log = logging.getLogger("sqlq.supervisor")
 

@@ -1,6 +1,6 @@
 """What the worker loop asks of a way to run jobs (task functions, shell commands).
 
-The loop in :mod:`sqlq.worker` knows nothing about Python functions or child
+The loop in :mod:`sqlq.work.worker` knows nothing about Python functions or child
 processes: a :class:`Runner` starts a job and hands back a :class:`Running`, which
 the loop polls while it keeps the job alive, watches the TTR and the stop flag.
 How the run ended is an :class:`Outcome`; what to do about a failure (release with
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from .model import Job
+from ..model import Job
 from .retry import RetryPolicy
 
 

@@ -23,8 +23,8 @@ import threading
 from collections.abc import Sequence
 from typing import IO
 
+from ..model import Job
 from . import runner
-from .model import Job
 from .retry import RetryPolicy
 
 #: How long the reader thread may lag behind the child's exit (stderr held open by a

@@ -27,13 +27,13 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
+from ..model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, Job, check_priority, check_tube
 from . import runner
-from .model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, Job, check_priority, check_tube
 from .retry import DEFAULT_BACKOFF, DEFAULT_RETRIES, Backoff, RetryPolicy
 
 if TYPE_CHECKING:
+    from ..queue import Queue
     from .periodic import Schedule
-    from .queue import Queue
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -1,8 +1,8 @@
 """The worker loop: reserve, run, then delete, release with a delay, or bury.
 
 One worker process runs one job at a time (``--processes N`` runs N of them under
-:mod:`sqlq.supervisor`). A task runs in the main thread, watched by the
-:class:`~sqlq.watchdog.Watchdog` thread; a shell command runs in a child process,
+:mod:`sqlq.work.supervisor`). A task runs in the main thread, watched by the
+:class:`~sqlq.work.watchdog.Watchdog` thread; a shell command runs in a child process,
 watched by the main thread. Either way three promises hold:
 
 * the heartbeat: a job that opted in is touched at 80% of its TTR (goqite's rule),
@@ -16,7 +16,7 @@ watched by the main thread. Either way three promises hold:
 
 A job that succeeds without a result is deleted by the next ``reserve`` in the same
 transaction as the next claim (``reserve(delete=job)``): one commit per job.
-Retry decisions belong to the job's :class:`~sqlq.retry.RetryPolicy`, not to this loop.
+Retry decisions belong to the job's :class:`~sqlq.work.retry.RetryPolicy`, not to this loop.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
+from ..durations import now_ms
+from ..errors import JobLost
+from ..model import Job, check_tubes
+from ..queue import Queue
 from . import runner
-from .durations import now_ms
-from .errors import JobLost
-from .model import Job, check_tubes
-from .queue import Queue
 from .retry import RetryPolicy
 from .watchdog import HEARTBEAT, POLL, Watchdog
 
@@ -60,7 +60,8 @@ class Worker:
 
     Args:
         queue: the queue to work on (this worker's own: it owns the reservations).
-        runner: starts jobs (:class:`sqlq.tasks.TaskRunner`, :class:`sqlq.shell.ShellRunner`).
+        runner: starts jobs (:class:`~sqlq.work.tasks.TaskRunner`,
+            :class:`~sqlq.work.shell.ShellRunner`).
         tubes: the tubes to watch.
         burst: return as soon as no job is ready, instead of waiting for more.
         grace: seconds a running job may go on after a stop is requested.

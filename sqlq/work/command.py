@@ -14,9 +14,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import Error
+from ..queue import Queue
 from . import logs, runner
-from .errors import Error
-from .queue import Queue
 from .retry import RetryPolicy
 from .worker import DEFAULT_GRACE, Worker
 

@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import JobLost
-from .model import Job
+from ..errors import JobLost
+from ..model import Job
 
 log = logging.getLogger("sqlq.worker")
 

@@ -1,7 +1,7 @@
 """beanstalkd protocol 1.12 without I/O: command lines in, reply bytes out.
 
-The server (``sqlq/server/``) owns the sockets and the Queue; this module only
-knows the wire format (the stats documents are in ``beanstalk_stats.py``), so
+The rest of the server package owns the sockets and the Queue; this module only
+knows the wire format (the stats documents are in ``yaml.py``), so
 it can be tested byte by byte and fuzzed without a socket. beanstalkd's
 ``doc/protocol.txt`` and its parser are the reference: a client written
 against beanstalkd must get the same bytes from sqlq, quirks included (verbs
@@ -18,7 +18,7 @@ import enum
 from sqlq.errors import Error
 
 # Not `typing`/`dataclasses`: sqlq-beanstalkd imports this module before it listens,
-# and every millisecond counts there (see sqlq/server/). mypy honours this idiom.
+# and every millisecond counts there (see sqlq/server/__init__.py). mypy honours this idiom.
 
 LINE_MAX = 224
 """Bytes in a command line, CRLF included (beanstalkd's LINE_BUF_SIZE)."""

@@ -1,0 +1,57 @@
+"""``sqlq work`` and ``@q.task``: the worker side, from a decorated function to N processes.
+
+``sqlq work`` (``cli.py``) calls :func:`run`, which becomes a :class:`Supervisor`; each
+of its children (``python -m sqlq work --in-process``) runs one :class:`Worker` loop,
+which hands every job it reserves to a runner: a :class:`TaskRunner` or a
+:class:`ShellRunner`.
+
+===================  ===========================================================================
+``command.py``       ``WorkConfig`` (what ``sqlq work`` was told), ``run()``, one worker's set-up
+``supervisor.py``    ``Supervisor``: N worker processes, restarted when they die, stopped together
+``worker.py``        ``Worker``, the loop: reserve, run, then delete, release with a delay, or bury
+``watchdog.py``      the thread that heartbeats and keeps the grace period while a task runs
+``runner.py``        what the loop asks of a way to run jobs: ``Runner``, ``Running``, ``Outcome``
+``tasks.py``         ``@q.task``: ``Task``, the JSON call in a job's body, the registry, TaskRunner
+``shell.py``         ``ShellRunner``: ``-- COMMAND``, one child process per job, killed at the TTR
+``retry.py``         ``RetryPolicy``: how many runs, and the backoff between them (tenacity)
+``periodic.py``      ``@q.periodic``: ``Schedule`` and the thread that puts each slot's job once
+``logs.py``          the log lines of ``sqlq work``: text, or one JSON object per line
+===================  ===========================================================================
+
+The names below are imported on first use, not with the package: an application
+that only declares tasks loads ``tasks.py`` and what it needs (``runner.py``,
+``retry.py``), not the worker, its threads and its subprocesses.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .command import WorkConfig, run
+    from .periodic import Schedule
+    from .retry import Backoff, RetryPolicy
+    from .shell import ShellRunner
+    from .supervisor import Supervisor
+    from .tasks import REGISTRY, Task, TaskRunner
+    from .worker import Worker
+
+_LAZY = {"WorkConfig": ".command", "run": ".command", "Schedule": ".periodic",
+         "Backoff": ".retry", "RetryPolicy": ".retry", "ShellRunner": ".shell",
+         "Supervisor": ".supervisor", "REGISTRY": ".tasks", "Task": ".tasks",
+         "TaskRunner": ".tasks", "Worker": ".worker"}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module that defines ``name`` (see the module docstring)."""
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["REGISTRY", "Backoff", "RetryPolicy", "Schedule", "ShellRunner", "Supervisor", "Task",
+           "TaskRunner", "WorkConfig", "Worker", "run"]
