@@ -78,11 +78,11 @@ def enqueue_rates(path: str, puts: int, durability: str) -> dict[str, float]:
         with q.transaction() as tx:
             tx.execute("CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, note TEXT)")
         start = time.perf_counter()
-        for i in range(puts):
+        for _ in range(puts):
             q.put(b"plain", tube="rates")
         rates["q.put (own transaction)"] = puts / (time.perf_counter() - start)
         start = time.perf_counter()
-        for i in range(puts):
+        for _ in range(puts):
             with q.transaction() as tx:
                 tx.execute("INSERT INTO orders (note) VALUES (?)", ("apsw",))
                 tx.put(b"tx", tube="rates")
@@ -90,7 +90,7 @@ def enqueue_rates(path: str, puts: int, durability: str) -> dict[str, float]:
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
     start = time.perf_counter()
-    for i in range(puts):
+    for _ in range(puts):
         conn.execute("INSERT INTO orders (note) VALUES (?)", ("sqlite3",))
         sqlq.put(conn, b"stdlib", tube="rates")
         conn.commit()
