@@ -1,6 +1,6 @@
 """A static check that sqlq never builds SQL out of values: every parameter is bound.
 
-The rule, precisely, for every ``sqlq/*.py``:
+The rule, precisely, for every ``.py`` file under ``sqlq/``:
 
 1. The first argument of every ``.execute(...)`` / ``.executemany(...)`` call
    is *static*: a string literal; a statement from ``queries.sql`` (``Q[...]``);
