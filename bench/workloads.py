@@ -466,15 +466,20 @@ NOOP_MODULE = "noop_tasks"
 
 
 def sqlq_work_available() -> str | None:
-    """None when ``sqlq work`` can be benchmarked, else why not."""
+    """None when ``sqlq work`` can be benchmarked, else why not.
+
+    The worker lived in ``sqlq.worker`` and now lives in the ``sqlq.work`` package;
+    either will do.
+    """
     import importlib.util
 
-    try:
-        if importlib.util.find_spec("sqlq.work.worker") is None:
-            return "sqlq.work.worker is not importable yet (the worker module comes later)"
-    except Exception as exc:  # noqa: BLE001
-        return f"sqlq.work.worker: {exc}"
-    return None
+    for name in ("sqlq.work.worker", "sqlq.worker"):
+        try:
+            if importlib.util.find_spec(name) is not None:
+                return None
+        except Exception:  # noqa: BLE001 - a parent package that fails to import
+            continue
+    return "neither sqlq.work.worker nor sqlq.worker is importable (no worker yet)"
 
 
 def _put_noop_tasks(db: str, n: int) -> None:
