@@ -23,6 +23,7 @@ import apsw
 
 from . import migrate
 from .errors import DatabaseError, Error, SchemaError
+from .wakeup import NOTIFY_NAME
 
 T = TypeVar("T")
 Durability = Literal["full", "normal"]
@@ -232,7 +233,6 @@ class Database:
         if durability not in ("full", "normal"):
             raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
         self.path = path
-        self._wal_path = path + "-wal"
         self.durability = durability
         self._full = durability == "full"
         self._lock = threading.RLock()
@@ -266,6 +266,7 @@ class Database:
                 self.conn.execute("PRAGMA temp_store = MEMORY")
                 self._durable_now = True
                 self._set_sync(durable=True)
+                self._notify_fd = self._open_notify() if self._full else None
             except BaseException:
                 self.conn.close()
                 self._forget()
@@ -367,15 +368,13 @@ class Database:
 
         A commit's -wal write wakes waiters before SQLite publishes the commit,
         and with synchronous=FULL an fsync, which a busy disk can stretch past a
-        second, sits in between. Touching the -wal file's times after COMMIT
-        returns raises one more inotify event, sent when the commit is surely
-        visible. utime() takes a path and opens no descriptor, so SQLite's locks
-        are safe. Commits without an fsync publish at once and skip this.
+        second, sits in between. Reading one byte of ``<db>-sqlq/notify`` after
+        COMMIT returns raises an inotify IN_ACCESS event when the commit is surely
+        visible, and writes nothing to disk (utime on the -wal, tried first, cost a
+        journal commit per put). Commits without an fsync publish at once and skip this.
         """
-        try:
-            os.utime(self._wal_path)
-        except OSError:
-            pass
+        if self._notify_fd is not None:
+            os.pread(self._notify_fd, 1, 0)
 
     def read(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run fn(conn) in one read transaction: a consistent snapshot, no lock taken."""
@@ -421,6 +420,22 @@ class Database:
             if self._full:
                 self._published()
 
+    def _open_notify(self) -> int | None:
+        """The descriptor _published reads, or None where the sidecar cannot be made
+        (waiters then rely on their re-checks). It is not a database file, so
+        opening and closing it cannot disturb SQLite's locks."""
+        directory = os.path.abspath(self.path) + "-sqlq"
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(directory, 0o700)
+            path = os.path.join(directory, NOTIFY_NAME)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            if os.fstat(fd).st_size == 0:
+                os.write(fd, b"\n")  # IN_ACCESS needs a byte to read
+            return fd
+        except OSError:
+            return None
+
     def _forget(self) -> None:
         with _open_here_lock:
             if self._key and _open_here[self._key] > 0:
@@ -430,4 +445,7 @@ class Database:
     def close(self) -> None:
         with self._lock:
             self.conn.close()
+            if self._notify_fd is not None:
+                os.close(self._notify_fd)
+                self._notify_fd = None
             self._forget()

@@ -7,16 +7,14 @@
 -- States: 0 ready, 1 delayed, 2 reserved, 3 buried.
 
 -- name: insert_job
+-- The one INSERT of every put, put_many and publish. The hottest statement, so
+-- its parameters are positional (they bind faster) and the new id is read from
+-- last_insert_rowid() instead of a RETURNING row: put_many runs it through
+-- executemany, and counts its ids from sqlite_sequence.
+-- Parameters: tube, priority, state, delay, delay_until, ttr, body, created_at, unique_key.
 INSERT INTO sqlq_jobs (tube, priority, state, delay, delay_until, ttr, body, created_at,
                        unique_key)
-VALUES (:tube, :priority, :state, :delay, :delay_until, :ttr, :body, :now, :unique_key)
-RETURNING id;
-
--- name: insert_job_row
--- put_many's statement, run by executemany: positional parameters bind faster,
--- and the ids are counted from sqlite_sequence instead of returned row by row.
-INSERT INTO sqlq_jobs (tube, priority, state, delay, delay_until, ttr, body, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: find_unique_job
 -- The live job holding a unique key in a tube (sqlq_jobs_unique makes it one at most).

@@ -89,6 +89,9 @@ class _Adapter:
         finally:
             cursor.close()
 
+    def last_insert_rowid(self) -> int:
+        return int(self._conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+
     def executemany(self, sql: str, seq_of_params: Iterable[Any]) -> None:
         cursor = self._conn.cursor()
         try:

@@ -43,6 +43,7 @@ def _one(conn: apsw.Connection, sql: str, params: dict[str, Any] | None = None) 
     return rows[0] if rows else None
 
 
+_INSERT_JOB = Q["insert_job"]
 _PROMOTE_DUE = Q["promote_due"]
 _CLAIM_JOB = Q["claim_job"]
 
@@ -62,18 +63,16 @@ def tubes_json(tubes: Sequence[str]) -> str:
 def insert_job(conn: apsw.Connection, now: int, tube: str, priority: int, delay_ms: int,
                ttr_ms: int, body: bytes, unique_key: str | None) -> int:
     """Insert one job; with a unique_key already live in the tube, return that job's id."""
-    params = {
-        "tube": tube, "priority": priority, "state": DELAYED if delay_ms else READY,
-        "delay": delay_ms, "delay_until": now + delay_ms if delay_ms else None,
-        "ttr": ttr_ms, "body": body, "now": now, "unique_key": unique_key,
-    }
     if unique_key is not None:
         # Look first (we hold the write lock): an INSERT that conflicts would
         # still use up an id, and total-jobs counts ids.
-        row = _one(conn, Q["find_unique_job"], params)
+        row = _one(conn, Q["find_unique_job"], {"tube": tube, "unique_key": unique_key})
         if row is not None:
             return int(row[0])
-    return int(_one(conn, Q["insert_job"], params)[0])
+    conn.execute(_INSERT_JOB, (tube, priority, DELAYED if delay_ms else READY, delay_ms,
+                               now + delay_ms if delay_ms else None, ttr_ms, body, now,
+                               unique_key))
+    return conn.last_insert_rowid()
 
 
 def insert_jobs(conn: apsw.Connection, now: int, tube: str, priority: int, delay_ms: int,
@@ -86,7 +85,7 @@ def insert_jobs(conn: apsw.Connection, now: int, tube: str, priority: int, delay
     row = (tube, priority, DELAYED if delay_ms else READY, delay_ms,
            now + delay_ms if delay_ms else None, ttr_ms)
     before = total_jobs(conn)
-    conn.executemany(Q["insert_job_row"], ((*row, body, now) for body in bodies))
+    conn.executemany(_INSERT_JOB, ((*row, body, now, None) for body in bodies))
     after = total_jobs(conn)
     if after - before != len(bodies):
         raise DatabaseError(f"job ids were not consecutive ({before}..{after})")

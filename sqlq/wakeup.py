@@ -27,6 +27,9 @@ import os
 import select
 import sys
 
+#: The file db.Database._published reads after an fsync'd commit (in the owners directory).
+NOTIFY_NAME = "notify"
+
 #: Polling period of the fallback notifier.
 POLL_INTERVAL = 0.05
 #: After an unconfirmed write event, look again after these many seconds.
@@ -61,10 +64,11 @@ class Notifier:
         self._wal_name = os.path.basename(db_path) + "-wal"
         self._inotify = INotify(nonblocking=True)
         db_dir = os.path.dirname(os.path.abspath(db_path))
-        # MODIFY: a commit was written. ATTRIB: sqlq touched the -wal after an
-        # fsync'd commit became visible (db.Database._published).
-        self._db_wd = self._inotify.add_watch(db_dir, flags.MODIFY | flags.CREATE | flags.ATTRIB)
-        self._owners_wd = self._inotify.add_watch(owners_dir, flags.CLOSE_WRITE)
+        # MODIFY: a commit was written to the -wal (maybe not published yet).
+        self._db_wd = self._inotify.add_watch(db_dir, flags.MODIFY | flags.CREATE)
+        # CLOSE_WRITE of an owner file: its process closed it (or died). ACCESS of
+        # "notify": an fsync'd commit is visible now (db.Database._published).
+        self._owners_wd = self._inotify.add_watch(owners_dir, flags.CLOSE_WRITE | flags.ACCESS)
 
     def fileno(self) -> int | None:
         return int(self._inotify.fileno())
@@ -83,7 +87,10 @@ class Notifier:
                 if event.name == self._wal_name:
                     found.commit = True
             elif event.wd == self._owners_wd:
-                found.owner = True
+                if event.name == NOTIFY_NAME:
+                    found.commit = found.commit or bool(event.mask & self._flags.ACCESS)
+                else:
+                    found.owner = True
         return found
 
     def wait(self, timeout: float | None) -> Events:
