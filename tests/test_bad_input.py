@@ -407,6 +407,7 @@ def test_owner_registration_failure_is_one_line(tmp_path: Path) -> None:
     """A reserve that cannot register its process (no room, no directory) says so in one line."""
     path = tmp_path / "q.db"
     make_queue(path, jobs=1)
+    shutil.rmtree(f"{path}-sqlq", ignore_errors=True)  # the sidecar the first open made
     Path(f"{path}-sqlq").write_text("not a directory")
     with sqlq.Queue(str(path)) as q:
         with pytest.raises(sqlq.DatabaseError, match="cannot register") as info:
