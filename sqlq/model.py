@@ -221,6 +221,15 @@ def check_body(body: object, max_size: int) -> bytes:
     return body
 
 
+def check_put_options(priority: object, delay: object, ttr: object,
+                      unique_key: object = None) -> tuple[int, int]:
+    """Check what every put takes besides its body and tube (Queue.put and put_many,
+    sqlq.put, publish): return (delay_ms, ttr_ms)."""
+    check_priority(priority)
+    check_unique_key(unique_key)
+    return seconds_to_ms(delay, "delay"), check_ttr(ttr)
+
+
 def check_unique_key(key: object) -> str | None:
     if key is None or isinstance(key, str):
         return key

@@ -24,10 +24,9 @@ from .model import (
     Job,
     check_body,
     check_priority,
-    check_ttr,
+    check_put_options,
     check_tube,
     check_tubes,
-    check_unique_key,
     seconds_to_ms,
 )
 from .wakeup import RECHECK_DELAYS, Events, Notifier, PollingNotifier, make_notifier
@@ -147,10 +146,7 @@ class Queue:
         """
         body = check_body(body, self.max_job_size)
         check_tube(tube)
-        check_priority(priority)
-        delay_ms = seconds_to_ms(delay, "delay")
-        ttr_ms = check_ttr(ttr)
-        check_unique_key(unique_key)
+        delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
         job_id = self._db.write(lambda c: store.insert_job(
             c, self._clock(), tube, priority, delay_ms, ttr_ms, body, unique_key),
             single=unique_key is None)
@@ -165,9 +161,7 @@ class Queue:
             raise TypeError("bodies must be an iterable of bodies, not a single body")
         checked = [check_body(b, self.max_job_size) for b in bodies]
         check_tube(tube)
-        check_priority(priority)
-        delay_ms = seconds_to_ms(delay, "delay")
-        ttr_ms = check_ttr(ttr)
+        delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
         ids = self._db.write(lambda c: store.insert_jobs(
             c, self._clock(), tube, priority, delay_ms, ttr_ms, checked))
         self._counts["total-jobs", tube] += len(ids)

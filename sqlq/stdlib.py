@@ -42,11 +42,8 @@ from .model import (
     DEFAULT_TTR,
     DEFAULT_TUBE,
     check_body,
-    check_priority,
-    check_ttr,
+    check_put_options,
     check_tube,
-    check_unique_key,
-    seconds_to_ms,
 )
 
 T = TypeVar("T")
@@ -196,10 +193,7 @@ def put(conn: sqlite3.Connection, body: bytes | str, *, tube: str = DEFAULT_TUBE
     """
     data = check_body(body, max_job_size)
     check_tube(tube)
-    check_priority(priority)
-    delay_ms = seconds_to_ms(delay, "delay")
-    ttr_ms = check_ttr(ttr)
-    check_unique_key(unique_key)
+    delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
     return _run(conn, lambda db: store.insert_job(db, now_ms(), tube, priority, delay_ms, ttr_ms,
                                                   data, unique_key))
 
@@ -215,9 +209,7 @@ def put_many(conn: sqlite3.Connection, bodies: Iterable[bytes | str], *,
         raise TypeError("bodies must be an iterable of bodies, not a single body")
     data = [check_body(b, max_job_size) for b in bodies]
     check_tube(tube)
-    check_priority(priority)
-    delay_ms = seconds_to_ms(delay, "delay")
-    ttr_ms = check_ttr(ttr)
+    delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
     return _run(conn, lambda db: store.insert_jobs(db, now_ms(), tube, priority, delay_ms,
                                                    ttr_ms, data))
 

@@ -14,11 +14,8 @@ import apsw
 from . import store
 from .model import (
     check_body,
-    check_priority,
-    check_ttr,
+    check_put_options,
     check_tube,
-    check_unique_key,
-    seconds_to_ms,
 )
 
 if TYPE_CHECKING:
@@ -55,10 +52,7 @@ def publish(queue: Queue, topic: str, body: bytes | str, *, priority: int, delay
     """
     check_tube(topic, "topic")
     data = check_body(body, queue.max_job_size)
-    check_priority(priority)
-    delay_ms = seconds_to_ms(delay, "delay")
-    ttr_ms = check_ttr(ttr)
-    check_unique_key(unique_key)
+    delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
     clock = queue._clock
 
     def fill(c: apsw.Connection) -> list[tuple[str, int]]:
