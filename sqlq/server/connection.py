@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from sqlq.model import Job
     from sqlq.server.core import Server
 
+_READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 READ_SIZE = 65536
 HIGH_WATER = 1 << 20
 """Stop reading a client's commands while this many reply bytes wait for it."""
@@ -74,9 +75,9 @@ class Conn:
         if self.closed:  # closed by an earlier callback of the same select() round
             return
         try:
-            if mask & selectors.EVENT_WRITE:
+            if mask & _WRITE:
                 self._flush()
-            if mask & selectors.EVENT_READ and not self.closed:
+            if mask & _READ and not self.closed:
                 self._read()
             self.update()
         except Exception:
@@ -171,21 +172,21 @@ class Conn:
         """Ask the selector for what this connection can use next."""
         if self.closed:
             return
-        limit = READ_SIZE + LINE_MAX + (self.pending.ints[3] + 2 if self.pending else 0)
         mask = 0
-        if not self.eof and not self.closing and len(self.inbuf) < limit:
-            mask |= selectors.EVENT_READ
+        if not self.eof and not self.closing and len(self.inbuf) < READ_SIZE + LINE_MAX + (
+                self.pending.ints[3] + 2 if self.pending else 0):
+            mask = _READ
         if self.outbuf:
-            mask |= selectors.EVENT_WRITE
+            mask |= _WRITE
         if mask == self.mask:
             return
-        sel = self.server.loop.selector
+        loop = self.server.loop
         if not self.mask:
-            sel.register(self.sock, mask, self.on_event)
+            loop.register(self.sock, mask, self.on_event)
         elif not mask:
-            sel.unregister(self.sock)
+            loop.unregister(self.sock)
         else:
-            sel.modify(self.sock, mask, self.on_event)
+            loop.modify(self.sock, mask, self.on_event)
         self.mask = mask
 
     def close_after_flush(self) -> None:
@@ -198,7 +199,7 @@ class Conn:
             return
         self.closed = True
         if self.mask:
-            self.server.loop.selector.unregister(self.sock)
+            self.server.loop.unregister(self.sock)
             self.mask = 0
         self.sock.close()
         self.server.on_close(self)

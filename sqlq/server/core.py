@@ -78,7 +78,7 @@ class Server:
         return address_of(sock)
 
     def _watch_listener(self, sock: socket.socket) -> None:
-        self.loop.selector.register(sock, selectors.EVENT_READ, lambda _: self._accept(sock))
+        self.loop.register(sock, selectors.EVENT_READ, lambda _: self._accept(sock))
 
     def run(self) -> None:
         """Serve until ``stop()``; then close every connection (their jobs go back)."""
@@ -110,7 +110,7 @@ class Server:
                 # Out of descriptors (EMFILE...): the listener stays readable, so stop
                 # watching it for a moment instead of spinning on it.
                 log().warning("accept: %s; pausing accepts for %.1f s", e, ACCEPT_PAUSE)
-                self.loop.selector.unregister(listener)
+                self.loop.unregister(listener)
                 self.loop.call_later(ACCEPT_PAUSE, lambda: self._watch_listener(listener))
                 return
             sock.setblocking(False)

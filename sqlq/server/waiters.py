@@ -123,6 +123,8 @@ class Waiters:
 
     def deadline_soon(self, conn: Conn, now: int) -> bool:
         """True if a job this connection holds is in the last second of its TTR."""
+        if not conn.reserved:  # the usual worker: it holds nothing when it reserves
+            return False
         for job_id, held in list(conn.reserved.items()):
             if held.until <= now:  # timed out: the Queue already treats it as ready
                 del conn.reserved[job_id]
@@ -144,9 +146,10 @@ class Waiters:
 
     def _serve_soon(self, delay: float) -> None:
         """Serve the waiters within ``delay`` seconds (keeping an earlier timer)."""
+        if not self.waiting:  # the usual case on a put: nobody to serve, no clock to read
+            return
         timer = self._timer
-        due = time.monotonic() + delay
-        if self.waiting and (timer is None or timer.cancelled or timer.when > due):
+        if timer is None or timer.cancelled or timer.when > time.monotonic() + delay:
             self._set_timer(delay)
 
     def _watch_file(self) -> None:
@@ -169,7 +172,7 @@ class Waiters:
         """
         if self._notify_fd is not None and not self._listening:
             self._listening = True
-            self.server.loop.selector.register(
+            self.server.loop.register(
                 self._notify_fd, selectors.EVENT_READ, self._on_notify)
 
     def _on_notify(self, mask: int) -> None:
@@ -178,7 +181,7 @@ class Waiters:
         if not self.waiting:
             # Nobody waits: stop waking for every commit, this server's own included.
             assert self._notify_fd is not None
-            self.server.loop.selector.unregister(self._notify_fd)
+            self.server.loop.unregister(self._notify_fd)
             self._listening = False
             return
         if not events:
