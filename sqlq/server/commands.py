@@ -23,8 +23,12 @@ if TYPE_CHECKING:
     from sqlq.server.core import Server
 
 _MAX_ID = 2**63 - 1  # SQLite's integers: a larger id names no job
-_BY_ID = frozenset({Verb.PEEK, Verb.RESERVE_JOB, Verb.DELETE, Verb.RELEASE, Verb.BURY,
-                    Verb.TOUCH, Verb.KICK_JOB, Verb.STATS_JOB})
+# Verbs go by their names (``_value_``) on the hot path: an Enum member hashes, and
+# reads ``.value``, through Python code, and reads through its class via the metaclass.
+_BY_ID = frozenset(v.value for v in (Verb.PEEK, Verb.RESERVE_JOB, Verb.DELETE, Verb.RELEASE,
+                                     Verb.BURY, Verb.TOUCH, Verb.KICK_JOB, Verb.STATS_JOB))
+_PUT, _QUIT, _RESERVE, _RESERVE_WITH_TIMEOUT = (
+    Verb.PUT, Verb.QUIT, Verb.RESERVE, Verb.RESERVE_WITH_TIMEOUT)
 
 
 class Commands:
@@ -34,7 +38,7 @@ class Commands:
         self.server = server
         self.stats = server.stats
         self.waiters = server.waiters
-        self._handlers: dict[Verb, Callable[[Conn, Command], bytes]] = {
+        handlers: dict[Verb, Callable[[Conn, Command], bytes]] = {
             Verb.PEEK: self._peek, Verb.PEEK_READY: self._peek_in_tube,
             Verb.PEEK_DELAYED: self._peek_in_tube, Verb.PEEK_BURIED: self._peek_in_tube,
             Verb.RESERVE_JOB: self._reserve_job, Verb.DELETE: self._delete,
@@ -45,6 +49,7 @@ class Commands:
             Verb.LIST_TUBES: self._list_tubes, Verb.LIST_TUBE_USED: self._list_tube_used,
             Verb.LIST_TUBES_WATCHED: self._list_tubes_watched, Verb.PAUSE_TUBE: self._pause_tube,
         }
+        self._handlers = {verb.value: fn for verb, fn in handlers.items()}
 
     def dispatch(self, conn: Conn, line: bytes) -> None:
         """Run one command line and send its reply (a reserve may answer later)."""
@@ -58,21 +63,23 @@ class Commands:
             else:
                 conn.send(e.reply)
             return
-        self.stats.cmds[cmd.verb.value] += 1
-        if cmd.verb is Verb.PUT:
+        verb = cmd.verb
+        name = verb._value_
+        self.stats.cmds[name] += 1
+        if verb is _PUT:
             conn.producer = True
             conn.pending = cmd
-        elif cmd.verb is Verb.QUIT:
+        elif verb is _RESERVE_WITH_TIMEOUT:
+            self.waiters.reserve(conn, cmd.ints[0])
+        elif verb is _RESERVE:
+            self.waiters.reserve(conn, None)
+        elif verb is _QUIT:
             conn.inbuf.clear()
             conn.close_after_flush()
-        elif cmd.verb is Verb.RESERVE:
-            self.waiters.reserve(conn, None)
-        elif cmd.verb is Verb.RESERVE_WITH_TIMEOUT:
-            self.waiters.reserve(conn, cmd.ints[0])
-        elif cmd.verb in _BY_ID and cmd.ints[0] > _MAX_ID:
+        elif name in _BY_ID and cmd.ints[0] > _MAX_ID:
             conn.send(Reply.NOT_FOUND)
         else:
-            conn.send(self._guarded(self._handlers[cmd.verb], conn, cmd))
+            conn.send(self._guarded(self._handlers[name], conn, cmd))
 
     def _guarded(self, handler: Callable[[Conn, Command], bytes], conn: Conn,
                  cmd: Command) -> bytes:
@@ -89,18 +96,23 @@ class Commands:
             return Reply.EXPECTED_CRLF
         if self.server.draining:
             return Reply.DRAINING
-        return self._guarded(lambda c, m: self._insert(c, m, body[:-2]), conn, cmd)
+        try:  # _guarded, written out: this is the hot path of every producer
+            return self._insert(conn, cmd, body[:-2])
+        except Exception:
+            log().exception("%s failed", cmd.verb.value)
+            return Reply.INTERNAL_ERROR
 
     def _insert(self, conn: Conn, cmd: Command, body: bytes) -> bytes:
         pri, delay, ttr, _ = cmd.ints
-        skew = self.server.skew
+        tube = conn.use
         try:
-            job_id = self.server.q.put(body, tube=conn.use, priority=pri, ttr=max(ttr, 1),
-                                       delay=max(delay - skew, 0.0) if delay else 0)
+            job_id = self.server.q.put(body, tube=tube, priority=pri, ttr=ttr or 1,
+                                       delay=max(delay - self.server.skew, 0.0) if delay else 0)
         except JobTooBig:
             return Reply.JOB_TOO_BIG
-        self.stats.total_jobs += 1
-        self.stats.tube_counts["total-jobs", conn.use] += 1
+        stats = self.stats
+        stats.total_jobs += 1
+        stats.tube_counts["total-jobs", tube] += 1
         self.waiters.poke()
         return bs.inserted(job_id)
 
