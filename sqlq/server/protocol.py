@@ -319,7 +319,8 @@ def _parse_args(verb: Verb, shape: Args, line: bytes, rest: bytes, max_job_size:
     if shape is _TUBE:
         return Command(verb, tube=_tube(rest))
     if shape is _TIMEOUT:
-        seconds, _ = _read_uint(rest, U32_MAX, final=False)
+        # the usual "<seconds>"; a number past U32_MAX is past INT_MAX too: BAD_FORMAT
+        seconds = int(rest) if rest.isdigit() else _read_uint(rest, U32_MAX, final=False)[0]
         if seconds > INT_MAX:
             raise _bad()
         return Command(verb, (seconds,))
