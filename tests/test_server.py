@@ -18,6 +18,7 @@ import pytest
 
 import sqlq
 from sqlq.server import Server
+from sqlq.server import waiters as waiters_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -434,6 +435,28 @@ def test_interop_with_library_users_in_another_process(srv: Running) -> None:
             user.wait()
         c.watch("held")
         assert c.reserve(timeout=5).id == held_id
+
+
+def test_the_notifier_is_open_only_around_waits(srv: Running,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every write queues inotify events while it is open: a server whose reserves find
+    jobs never opens it, and one closes it once nobody has waited for NOTIFIER_LINGER;
+    a waiter after that still wakes on another connection's commit."""
+    monkeypatch.setattr(waiters_module, "NOTIFIER_LINGER", 0.05)
+    waiters = srv.server.waiters
+    with greenstalk.Client(srv.address) as c, sqlq.Queue(srv.path, durability="normal") as q:
+        c.put("ready")
+        c.delete(c.reserve(timeout=5))
+        assert waiters._notifier is None  # found a job at once: nothing to watch
+        for round_ in range(2):
+            threading.Timer(0.2, q.put, [f"from the library {round_}"]).start()
+            job = c.reserve(timeout=5)  # waits: watching
+            assert job.body == f"from the library {round_}"
+            c.delete(job)
+            deadline = time.monotonic() + 5
+            while waiters._notifier is not None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert waiters._notifier is None  # nobody waited for the linger: closed
 
 
 _LIBRARY_WORKER = """

@@ -87,6 +87,7 @@ class Server:
         finally:
             for conn in list(self.conns):
                 conn.close()
+            self.waiters.close()
             for sock in self.listeners:
                 unlink_unix(sock)
                 sock.close()

@@ -3,7 +3,7 @@
 A reserve that finds nothing parks its connection here. The waiters are served
 again, first come first served, when a job may have become ready: a put,
 release, kick or pause through this server (``poke``), a commit by another
-process (the Queue's notifier fd becomes readable), or a timer (a delayed job
+process (a notifier's fd becomes readable), or a timer (a delayed job
 coming due, a TTR or a pause running out, a reserve's own timeout, the
 DEADLINE_SOON margin). One timer covers all of those (``arm``).
 """
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from sqlq.server.connection import Conn, Held
     from sqlq.server.core import Server
     from sqlq.server.loop import Timer
+    from sqlq.wakeup import Notifier, PollingNotifier
 
 FALLBACK_RECHECK = 5.0
 """Waiters look again at least this often, whatever the notifier says."""
@@ -28,6 +29,12 @@ NOTIFY_RECHECKS = (0.002, 0.02)
 """After a commit event, look again: the commit may not be visible yet."""
 MIN_NOTIFY_GAP = 0.001
 """Other processes' commits wake the waiters at most this often (a busy file stays cheap)."""
+NOTIFIER_LINGER = 1.0
+"""The notifier is closed once nobody has waited for about this long.
+
+While it is open, every write to the file (this server's own puts and deletes
+included) queues inotify events in the kernel: about 10 µs a put. A worker that
+waits again soon after keeps it; one that never waits never opens it."""
 
 
 class Wait:
@@ -47,8 +54,9 @@ class Waiters:
         self.server = server
         self.waiting: dict[Conn, Wait] = {}  # in arrival order: the first waiter is served first
         self._timer: Timer | None = None
-        self._watching_file = False  # the notifier is set up when a reserve first waits
-        self._notify_fd: int | None = None  # its fd (None: a polling notifier)
+        self._notifier: Notifier | PollingNotifier | None = None  # open while reserves wait
+        self._notify_fd: int | None = None  # its fd (None: none, or a polling notifier)
+        self._unwatch_timer: Timer | None = None
         self._listening = False  # the fd is in the selector (only while someone waits)
         self._dirty = False      # a job may have become ready since the last pass
         self._poked = False      # ... because of a command on this server
@@ -73,14 +81,15 @@ class Waiters:
         """``reserve`` (timeout None) or ``reserve-with-timeout``: answer now or park ``conn``."""
         conn.worker = True
         deadline = None if timeout is None else time.monotonic() + timeout - self.server.skew
-        if timeout != 0:
-            self._watch_file()  # before the first look, so that no commit slips by
         soon = self.deadline_soon(conn, now_ms())
         reply = self._claim(conn, conn.watch)
         if reply is None and soon:
             reply = Reply.DEADLINE_SOON
         elif reply is None and (timeout == 0 or conn.eof):
             reply = Reply.TIMED_OUT
+        elif reply is None and self._watch_file():
+            # Watching only from now on: look again, or a commit made since the look slips by.
+            reply = self._claim(conn, conn.watch, reap=False, look=True)
         if reply is not None:
             conn.send(reply)
             return
@@ -152,16 +161,48 @@ class Waiters:
         if timer is None or timer.cancelled or timer.when > time.monotonic() + delay:
             self._set_timer(delay)
 
-    def _watch_file(self) -> None:
-        """Learn of other processes' commits, from the first reserve that may wait on.
+    def _watch_file(self) -> bool:
+        """Learn of other processes' commits while reserves wait; True if it starts now.
 
-        Called before that reserve's first look, so that no commit slips by. Not at
-        start: inotify costs milliseconds to set up (a drop-in beanstalkd must answer
-        quickly), and a server nobody waits on has no use for the events.
+        The caller looks again after a start, so that no commit slips by. Not at
+        start-up: inotify costs milliseconds to set up the first time (a drop-in
+        beanstalkd must answer quickly), and a server nobody waits on has no use for
+        the events, which cost every write (NOTIFIER_LINGER). The server's own
+        notifier, not the Queue's: it is closed when nobody waits.
         """
-        if not self._watching_file:
-            self._watching_file = True
-            self._notify_fd = self.server.q.notifier.fileno()
+        if self._notifier is not None:
+            return False
+        from sqlq import owners
+        from sqlq.wakeup import make_notifier
+
+        path = self.server.q.path
+        self._notifier = make_notifier(path, owners.ensure_dir(path))
+        self._notify_fd = self._notifier.fileno()
+        return True
+
+    def _schedule_unwatch(self) -> None:
+        """Nobody waits: close the notifier unless someone waits again within the linger."""
+        timer = self._unwatch_timer
+        if self._notifier is not None and (timer is None or timer.cancelled):
+            self._unwatch_timer = self.server.loop.call_later(NOTIFIER_LINGER, self._unwatch)
+
+    def _unwatch(self) -> None:
+        if self.waiting or self._notifier is None:
+            return  # someone waits again: when nobody does, this is scheduled anew
+        if self._listening:
+            assert self._notify_fd is not None
+            self.server.loop.unregister(self._notify_fd)
+            self._listening = False
+        self._notifier.close()
+        self._notifier = self._notify_fd = None
+
+    def close(self) -> None:
+        """Close the notifier (the server stops)."""
+        if self._unwatch_timer is not None:
+            self._unwatch_timer.cancel()
+        if self._notifier is not None:
+            self._notifier.close()
+            self._notifier = self._notify_fd = None
 
     def _listen_file(self) -> None:
         """Wake on the notifier while someone waits.
@@ -177,12 +218,13 @@ class Waiters:
 
     def _on_notify(self, mask: int) -> None:
         """Another process committed (or one holding reservations died)."""
-        events = self.server.q.notifier.drain()
+        assert self._notifier is not None and self._notify_fd is not None
+        events = self._notifier.drain()
         if not self.waiting:
             # Nobody waits: stop waking for every commit, this server's own included.
-            assert self._notify_fd is not None
             self.server.loop.unregister(self._notify_fd)
             self._listening = False
+            self._schedule_unwatch()
             return
         if not events:
             return
@@ -232,6 +274,7 @@ class Waiters:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
+            self._schedule_unwatch()
             return
         q = self.server.q
         now, mono = now_ms(), time.monotonic()
