@@ -29,7 +29,7 @@ from .model import (
     check_tubes,
     seconds_to_ms,
 )
-from .wakeup import RECHECK_DELAYS, Events, Notifier, PollingNotifier, make_notifier
+from .wakeup import FIRST_RECHECKS, RECHECK_DELAYS, Events, Notifier, PollingNotifier, make_notifier
 
 _T = TypeVar("_T")
 
@@ -183,8 +183,6 @@ class Queue:
         tubes_json = self._tubes_param(tubes)
         deadline = _timeout_deadline(timeout)
         owner = None if detach else self._owner_token()
-        if timeout != 0:
-            self._ensure_notifier()  # watching before the first look: no commit slips by
         job = self._claim(tubes_json, owner, delete)
         if job is None and self._reap_dead_owners():
             job = self._claim(tubes_json, owner, None)
@@ -259,8 +257,38 @@ class Queue:
         gives the time (ms) something may change without a commit (a delayed job).
         """
         notifier = self._ensure_notifier()
+        notifier.resume()  # watches cost every write a kernel event: only while waiting
+        try:
+            return self._wait_watched(notifier, look, deadline, due)
+        finally:
+            notifier.pause()
+
+    def _wait_watched(self, notifier: Notifier | PollingNotifier,
+                      look: Callable[[Events], tuple[bool, _T | None]], deadline: float | None,
+                      due: Callable[[], int | None] | None) -> _T | None:
+        # The caller's last look ran before the watch began: a commit written then
+        # may still be unpublished, and its event is gone. So the first pass looks
+        # at once and treats that as a write event (the re-check schedule runs).
         unconfirmed = 0  # > 0: re-checking an unconfirmed write event, step number
+        steps = len(RECHECK_DELAYS)
+        events = Events(commit=True)
+        first = True
         while True:
+            changed, found = look(events)
+            if found is not None:
+                return found
+            if events.commit:
+                # Even when data_version moved (``changed``), the events drained together
+                # may include the write of a later commit not published yet (a waiter woken
+                # late drains both): only running the re-check schedule is sure to see it.
+                # The first pass has no event, only the chance of one missed: a few quick
+                # re-checks cover a commit being published (sqlq's fsync'd commits also
+                # signal once visible), so an idle worker's wait costs a handful of reads.
+                unconfirmed = 1
+                steps = FIRST_RECHECKS if first else len(RECHECK_DELAYS)
+            elif unconfirmed:
+                unconfirmed = unconfirmed + 1 if unconfirmed < steps else 0
+            first = False
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 return None
@@ -273,16 +301,6 @@ class Queue:
                 step = RECHECK_DELAYS[unconfirmed - 1]
                 wait = step if wait is None else min(wait, step)
             events = notifier.wait(wait) if wait is None or wait > 0 else Events()
-            changed, found = look(events)
-            if found is not None:
-                return found
-            if events.commit:
-                # Even when data_version moved (``changed``), the events drained together
-                # may include the write of a later commit not published yet (a waiter woken
-                # late drains both): only running the re-check schedule is sure to see it.
-                unconfirmed = 1
-            elif unconfirmed:
-                unconfirmed = unconfirmed + 1 if unconfirmed < len(RECHECK_DELAYS) else 0
 
     def _note_data_version(self, conn: apsw.Connection) -> bool:
         """True if another connection committed since we last looked."""
@@ -293,8 +311,11 @@ class Queue:
 
     @property
     def notifier(self) -> Notifier | PollingNotifier:
-        """The wakeup source: ``fileno()`` for an event loop, then ``drain()``."""
-        return self._ensure_notifier()
+        """The wakeup source: ``fileno()`` for an event loop, then ``drain()``; watching
+        from now on (look once more after taking it)."""
+        notifier = self._ensure_notifier()
+        notifier.resume()
+        return notifier
 
     def has_ready(self, tubes: str | Sequence[str] | None = None) -> bool:
         """Whether a reserve on ``tubes`` would find a job now; a read, no write lock."""

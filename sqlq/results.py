@@ -90,8 +90,6 @@ def wait(queue: Queue, job_id: int, timeout: float | None) -> bytes:
 
     check_job_id(job_id)
     deadline = _timeout_deadline(timeout)
-    if timeout != 0:
-        queue._ensure_notifier()  # watching before the first look: no commit slips by
     _, found = _look(queue, job_id)
     if found is None and timeout != 0:
         found = queue._wait(lambda events: _look(queue, job_id), deadline)
