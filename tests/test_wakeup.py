@@ -275,3 +275,12 @@ def test_threads_sharing_a_queue_each_wake(db_path: str) -> None:
             t.join(5)
         assert time.monotonic() - start < 2
         assert len(got) == 3 and all(job is not None for job in got)
+
+
+def test_watches_only_while_waiting(q: Queue) -> None:
+    """Between waits the watches are off: a busy worker's own commits cost no events."""
+    assert q.reserve(timeout=0.05) is None
+    notifier = q._ensure_notifier()
+    q.put(b"x")
+    assert not notifier.drain()
+    assert q.reserve(timeout=1) is not None  # and waiting still works
