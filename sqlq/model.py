@@ -209,15 +209,17 @@ def check_ttr(ttr: object) -> int:
     return seconds_to_ms(ttr, "ttr", minimum=1.0)
 
 
-def check_body(body: object, max_size: int) -> bytes:
+def check_body(body: object, max_size: int, name: str = "body") -> bytes:
+    """A job body (or result: ``name``) as bytes, str UTF-8 encoded; JobTooBig past max_size."""
     if isinstance(body, str):
         body = body.encode()
     elif isinstance(body, (bytearray, memoryview)):
         body = bytes(body)
     elif not isinstance(body, bytes):
-        raise TypeError(f"body must be bytes or str, not {type(body).__name__}")
+        raise TypeError(f"{name} must be bytes or str, not {type(body).__name__}")
     if len(body) > max_size:
-        raise JobTooBig(f"job body is {len(body)} bytes, more than the maximum of {max_size}")
+        raise JobTooBig(f"{'job body' if name == 'body' else name} is {len(body)} bytes, "
+                        f"more than the maximum of {max_size}")
     return body
 
 

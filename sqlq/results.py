@@ -15,27 +15,14 @@ from typing import TYPE_CHECKING
 import apsw
 
 from . import store
-from .errors import JobBuried, JobNotFound, JobTooBig, Timeout
-from .model import BURIED
+from .errors import JobBuried, JobNotFound, Timeout
+from .model import BURIED, check_body
 
 if TYPE_CHECKING:
     from .queue import Queue
 
 #: One read's verdict: the result bytes, or None while the job is still pending.
 _Outcome = tuple[bool, bytes | None]
-
-
-def check_result(result: object, max_size: int) -> bytes:
-    """The result as bytes (str is UTF-8 encoded); as large as a job body may be at most."""
-    if isinstance(result, str):
-        result = result.encode()
-    elif isinstance(result, (bytearray, memoryview)):
-        result = bytes(result)
-    elif not isinstance(result, bytes):
-        raise TypeError(f"result must be bytes or str, not {type(result).__name__}")
-    if len(result) > max_size:
-        raise JobTooBig(f"result is {len(result)} bytes, more than the maximum of {max_size}")
-    return result
 
 
 def check_job_id(job_id: object) -> int:
@@ -49,7 +36,7 @@ def check_job_id(job_id: object) -> int:
 def complete(queue: Queue, job_id: int, result: bytes | str, lease: int | None) -> str:
     """Delete the job and store its result, in one durable transaction (see Queue.complete);
     return the job's tube."""
-    data = check_result(result, queue.max_job_size)
+    data = check_body(result, queue.max_job_size, "result")
     ttl_ms = queue.result_ttl_ms
     clock = queue._clock
 
@@ -98,4 +85,4 @@ def wait(queue: Queue, job_id: int, timeout: float | None) -> bytes:
     return found
 
 
-__all__ = ["check_job_id", "check_result", "complete", "wait"]
+__all__ = ["check_job_id", "complete", "wait"]
