@@ -8,7 +8,6 @@ details here means another backend (PostgreSQL) replaces this module and
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -48,14 +47,9 @@ _PROMOTE_DUE = Q["promote_due"]
 _CLAIM_JOB = Q["claim_job"]
 
 
-@functools.lru_cache(maxsize=1024)
-def _tubes_json(tubes: tuple[str, ...]) -> str:
-    return json.dumps(tubes)
-
-
 def tubes_json(tubes: Sequence[str]) -> str:
-    """The :tubes parameter: a JSON array (cached: a worker asks for the same tubes)."""
-    return _tubes_json(tuple(tubes))
+    """The :tubes parameter: a JSON array (Queue caches it per distinct argument)."""
+    return json.dumps(list(tubes))
 
 
 # -- put ---------------------------------------------------------------------------------------

@@ -51,36 +51,36 @@ def test_reopening_applies_nothing_twice(db_path: str) -> None:
     conn.close()
 
 
-def test_newer_schema_is_refused_untouched(db_path: str) -> None:
-    sqlq.Queue(db_path).close()
-    conn = sqlite3.connect(db_path)
-    conn.execute("INSERT INTO sqlq_schema VALUES (999, '0999_future', 0)")
+def _write_with_sqlite3(path: str, *statements: str) -> None:
+    conn = sqlite3.connect(path)
+    for sql in statements:
+        conn.execute(sql)
     conn.commit()
     conn.close()
-    before = _digest(db_path)
-    with pytest.raises(sqlq.SchemaError, match="newer sqlq"):
-        sqlq.Queue(db_path)
-    assert _digest(db_path) == before
+
+
+def _assert_refused_untouched(path: str, match: str) -> None:
+    before = _digest(path)
+    with pytest.raises(sqlq.SchemaError, match=match):
+        sqlq.Queue(path)
+    assert _digest(path) == before
+
+
+def test_newer_schema_is_refused_untouched(db_path: str) -> None:
+    sqlq.Queue(db_path).close()
+    _write_with_sqlite3(db_path, "INSERT INTO sqlq_schema VALUES (999, '0999_future', 0)")
+    _assert_refused_untouched(db_path, "newer sqlq")
 
 
 def test_foreign_database_is_refused_untouched(db_path: str) -> None:
-    conn = sqlite3.connect(db_path)
-    conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, total REAL)")
-    conn.execute("INSERT INTO orders VALUES (1, 9.5)")
-    conn.commit()
-    conn.close()
-    before = _digest(db_path)
-    with pytest.raises(sqlq.SchemaError, match="another application's tables.*orders"):
-        sqlq.Queue(db_path)
-    assert _digest(db_path) == before
+    _write_with_sqlite3(db_path, "CREATE TABLE orders (id INTEGER PRIMARY KEY, total REAL)",
+                        "INSERT INTO orders VALUES (1, 9.5)")
+    _assert_refused_untouched(db_path, "another application's tables.*orders")
 
 
 def test_init_adds_sqlq_tables_beside_the_applications(db_path: str) -> None:
-    conn = sqlite3.connect(db_path)
-    conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
-    conn.execute("INSERT INTO orders VALUES (7)")
-    conn.commit()
-    conn.close()
+    _write_with_sqlite3(db_path, "CREATE TABLE orders (id INTEGER PRIMARY KEY)",
+                        "INSERT INTO orders VALUES (7)")
     with sqlq.Queue(db_path, init=True) as q:
         q.put(b"x")
     with sqlq.Queue(db_path) as q:  # no init needed any more
