@@ -46,7 +46,7 @@ bench-quick: $(STAMP)  ## a one-minute version of make bench (bench/.work/quick/
 
 dist-check: $(STAMP)  ## build the wheel and check it ships the migrations
 	rm -rf dist && $(BIN)/pip wheel -q --no-deps -w dist .
-	$(BIN)/python -c "import zipfile,glob,sys; n=zipfile.ZipFile(glob.glob('dist/*.whl')[0]).namelist(); m=[x for x in n if x.startswith('sqlq/migrations/') and x.endswith('.sql')]; print('\n'.join(m)); sys.exit(0 if m else 1)"
+	$(BIN)/python -c "import zipfile,glob,sys; n=zipfile.ZipFile(glob.glob('dist/*.whl')[0]).namelist(); m=[x for x in n if x.startswith('sqlq/backends/') and '/migrations/' in x and x.endswith('.sql')]; print('\n'.join(m)); sys.exit(0 if m else 1)"
 
 clean:  ## remove the venvs, caches and demo files
 	rm -rf $(VENV) .venv-bench demo dist build .pytest_cache .mypy_cache .ruff_cache .hypothesis

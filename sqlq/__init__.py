@@ -27,12 +27,12 @@ TYPE_CHECKING = False  # not `typing`: see __getattr__
 if TYPE_CHECKING:
     from typing import Any
 
+    from .enqueue import put, put_many
     from .model import Job
     from .queue import Queue, Transaction
-    from .stdlib import put, put_many
 
 _LAZY = {"Job": ".model", "Queue": ".queue", "Transaction": ".queue",
-         "put": ".stdlib", "put_many": ".stdlib"}
+         "put": ".enqueue", "put_many": ".enqueue"}
 
 
 def __getattr__(name: str) -> Any:

@@ -33,6 +33,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import click
 
 import sqlq
+from sqlq import backends
 from sqlq.durations import format_duration, parse_duration
 from sqlq.model import check_tube
 from sqlq.output import display_text, emit
@@ -204,7 +205,7 @@ def queue_from_ctx(ctx: click.Context, *, create: bool = True, **options: Any) -
     queue: sqlq.Queue | None = root.obj.get("queue")
     if queue is None:
         path: str = root.params.get("db_path") or DEFAULT_DB
-        if not create and not os.path.exists(path):
+        if not create and not backends.exists(path):
             raise sqlq.Error(f"no database at {path} (use --db PATH or $SQLQ_DB)")
         queue = root.obj["queue"] = sqlq.Queue(path, **options)
         root.call_on_close(queue.close)
@@ -681,7 +682,7 @@ def serve(ctx: click.Context, listen: str, max_job_size: int | None) -> None:
     queue = queue_from_ctx(ctx, **options)
 
     def ready(address: str) -> None:
-        click.echo(f"sqlq serve: {queue.path} on {address} (no authentication)", err=True)
+        click.echo(f"sqlq serve: {queue.location} on {address} (no authentication)", err=True)
 
     try:
         serve_forever(queue, listen, ready=ready)

@@ -22,6 +22,15 @@ MAX_PRIORITY = 2**32 - 1
 MAX_SECONDS = 2**32 - 1  # beanstalkd's limit on delay and ttr
 DEFAULT_MAX_JOB_SIZE = 1 << 20
 
+def check_job_id(job_id: object) -> int:
+    """A job id argument: an int >= 1 (TypeError or ValueError naming it otherwise)."""
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
+        raise TypeError(f"job_id must be an int, not {type(job_id).__name__}")
+    if job_id < 1:
+        raise ValueError(f"job_id must be >= 1, not {job_id}")
+    return job_id
+
+
 _TUBE = re.compile(r"[A-Za-z0-9\-+/;.$_()]{1,200}")
 
 

@@ -1,21 +1,23 @@
-"""The Queue: sqlq's Python API (see SPEC.md for the contract of every name)."""
+"""The Queue: sqlq's Python API (docs/spec.md is the contract of every name).
+
+The Queue checks arguments, keeps its own counters and waits; every read and
+write goes to its backend (``backends/``), which it never asks which one it is.
+"""
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-import apsw
-
-from . import owners, results, stats, store, topics
-from .db import Database, Durability, data_version
+from . import results, stats, topics
+from .backends import Backend, Events, Notifier, open_backend
+from .backends.base import Conn, Durability
 from .durations import now_ms
-from .errors import Error
+from .errors import Error, Timeout
 from .model import (
     DEFAULT_MAX_JOB_SIZE,
     DEFAULT_PRIORITY,
@@ -23,13 +25,14 @@ from .model import (
     DEFAULT_TUBE,
     Job,
     check_body,
+    check_job_id,
     check_priority,
     check_put_options,
     check_tube,
     check_tubes,
     seconds_to_ms,
 )
-from .wakeup import FIRST_RECHECKS, RECHECK_DELAYS, Events, Notifier, PollingNotifier, make_notifier
+from .waiting import timeout_deadline, wait_for
 
 _T = TypeVar("_T")
 
@@ -41,29 +44,21 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def _timeout_deadline(timeout: float | None) -> float | None:
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != timeout:
-        raise TypeError(f"timeout must be a number of seconds or None, not {timeout!r}")
-    if timeout < 0:
-        raise ValueError(f"timeout must be >= 0, not {timeout}")
-    return time.monotonic() + timeout
-
-
 class Queue:
-    """A durable job queue in one SQLite file, shared by any number of processes.
+    """A durable job queue in one SQLite file (or a PostgreSQL database), shared by any
+    number of processes.
 
     Args:
-        path: the database file; default ``$SQLQ_DB`` or ``./sqlq.db``. Created
-            (mode 0600, WAL) if missing.
+        path: the database: a file path (created, mode 0600, WAL, if missing) or a
+            ``postgresql://`` URL; default ``$SQLQ_DB`` or ``./sqlq.db``.
         durability: ``"full"`` fsyncs every put, delete and bury before it returns
             (survives power loss); ``"normal"`` survives any process crash but may
             lose the last commits on power loss, for about 3x the throughput.
         max_job_size: the largest body accepted, in bytes (default 1 MiB).
         result_ttl: seconds a job's result is kept (default 24 h).
         init: add sqlq's tables to an existing database of another application
-            (or an empty file) instead of refusing it.
+            (or an empty file) instead of refusing it. A PostgreSQL database always
+            gets its own ``sqlq`` tables created on first use.
         clock: a function returning the time in ms since the epoch (tests pass a fake).
         vfs: the name of a registered SQLite VFS to open the file with (the power-cut
             tests pass one that forgets unsynced writes); default: SQLite's own.
@@ -85,21 +80,31 @@ class Queue:
         self.max_job_size = max_job_size
         self.result_ttl_ms = seconds_to_ms(result_ttl, "result_ttl")
         self._clock = clock or now_ms
-        self._db = Database(self.path, durability=durability, init=init, clock=self._clock,
-                            vfs=vfs)
-        self._owner: owners.Owner | None = None
+        self._backend = open_backend(self.path, durability=durability, init=init,
+                                     clock=self._clock, vfs=vfs)
+        self._store = self._backend.store
         # One notifier per thread: threads waiting on a shared Queue must not
         # consume each other's events.
         self._notifiers = threading.local()
-        self._all_notifiers: list[Notifier | PollingNotifier] = []
-        self._data_version = -1
+        self._all_notifiers: list[Notifier] = []
         self._counts: Counter[tuple[str, str]] = Counter()  # (counter, tube), since opened
         self._closed = False
-        self._tubes_cache: dict[object, str] = {}
+        self._tubes_cache: dict[object, Any] = {}
 
     @property
     def durability(self) -> Durability:
-        return self._db.durability
+        return self._backend.durability
+
+    @property
+    def backend(self) -> Backend:
+        """The storage backend (``sqlq.backends``): for tools built on sqlq, such as the
+        beanstalkd server, that need a notifier of their own."""
+        return self._backend
+
+    @property
+    def location(self) -> str:
+        """The database as messages name it: the path, or the URL without a password."""
+        return self._backend.location
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -109,21 +114,20 @@ class Queue:
             return
         self._closed = True
         try:
-            if self._owner is not None:
-                token = self._owner.token
+            token = self._backend.current_owner()
+            if token is not None:
                 try:
-                    self._db.write(lambda c: store.release_owner(c, token), durable=False)
+                    self._backend.write(lambda c: self._store.release_owner(c, token),
+                                        durable=False)
                 except Error:
                     # A read-only file, a full disk: closing must not fail. Our owner
                     # file is unlocked below, so the next reserve anywhere gives these
                     # reservations back all the same.
                     pass
         finally:
-            if self._owner is not None:
-                self._owner.close()
             for notifier in self._all_notifiers:
                 notifier.close()
-            self._db.close()
+            self._backend.close()
 
     def __enter__(self) -> Queue:
         return self
@@ -132,7 +136,7 @@ class Queue:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<sqlq.Queue {self.path!r} durability={self.durability}>"
+        return f"<sqlq.Queue {self.location!r} durability={self.durability}>"
 
     # -- put ---------------------------------------------------------------------------------
 
@@ -147,7 +151,7 @@ class Queue:
         body = check_body(body, self.max_job_size)
         check_tube(tube)
         delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
-        job_id = self._db.write(lambda c: store.insert_job(
+        job_id = self._backend.write(lambda c: self._store.insert_job(
             c, self._clock(), tube, priority, delay_ms, ttr_ms, body, unique_key),
             single=unique_key is None)
         self._counts["total-jobs", tube] += 1
@@ -162,7 +166,7 @@ class Queue:
         checked = [check_body(b, self.max_job_size) for b in bodies]
         check_tube(tube)
         delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
-        ids = self._db.write(lambda c: store.insert_jobs(
+        ids = self._backend.write(lambda c: self._store.insert_jobs(
             c, self._clock(), tube, priority, delay_ms, ttr_ms, checked))
         self._counts["total-jobs", tube] += len(ids)
         return ids
@@ -180,137 +184,86 @@ class Queue:
         after this Queue closes or the process exits (``sqlq reserve`` hands the job
         to a shell script and exits at once).
         """
-        tubes_json = self._tubes_param(tubes)
-        deadline = _timeout_deadline(timeout)
-        owner = None if detach else self._owner_token()
-        job = self._claim(tubes_json, owner, delete)
+        tubes_param = self._tubes_param(tubes)
+        deadline = timeout_deadline(timeout)
+        owner = None if detach else self._backend.owner_token()
+        job = self._claim(tubes_param, owner, delete)
         if job is None and self._reap_dead_owners():
-            job = self._claim(tubes_json, owner, None)
+            job = self._claim(tubes_param, owner, None)
         if job is not None or timeout == 0:
             return job
-        return self._wait_and_claim(tubes_json, owner, deadline)
+        return self._wait_and_claim(tubes_param, owner, deadline)
 
     def try_reserve(self, tubes: str | Sequence[str] | None = None) -> Job | None:
         """One non-blocking claim attempt (for event loops: see ``notifier``)."""
-        return self._claim(self._tubes_param(tubes), self._owner_token(), None)
+        return self._claim(self._tubes_param(tubes), self._backend.owner_token(), None)
 
     def reserve_job(self, job_id: int) -> Job:
         """Reserve a specific job, whatever its state unless reserved (beanstalkd's reserve-job)."""
-        owner = self._owner_token()
-        row = self._db.write(lambda c: store.claim_by_id(c, self._clock(), job_id, owner),
-                             durable=False)
+        owner = self._backend.owner_token()
+        row = self._backend.write(
+            lambda c: self._store.claim_by_id(c, self._clock(), job_id, owner), durable=False)
         return Job.from_claim(self, row)
 
-    def _claim(self, tubes_json: str, owner: str | None, delete: Job | None) -> Job | None:
-        clock = self._clock
+    def _claim(self, tubes_param: Any, owner: str | None, delete: Job | None) -> Job | None:
+        clock, store = self._clock, self._store
 
-        def claim(c: apsw.Connection) -> Any:
+        def claim(c: Conn) -> Any:
             now = clock()
             if delete is not None:
                 store.delete(c, now, delete.id, lease)
-            row = store.claim(c, now, tubes_json, owner)
-            if row is None:
-                # The baseline a waiter compares data_version with must come from
-                # the snapshot that found nothing, or a commit could slip between.
-                self._note_data_version(c)
-            return row
+            return store.claim(c, now, tubes_param, owner)
 
         if delete is None:
-            row = self._db.write(claim, durable=False)
+            row = self._backend.write(claim, durable=False)
         else:
             lease = delete._require_lease()
-            row = self._db.write(claim)
+            row = self._backend.write(claim)
             delete.state = "deleted"
             self._counts["cmd-delete", delete.tube] += 1
         return None if row is None else Job.from_claim(self, row)
 
-    def _wait_and_claim(self, tubes_json: str, owner: str | None,
+    def _wait_and_claim(self, tubes_param: Any, owner: str | None,
                         deadline: float | None) -> Job | None:
         """Sleep on the notifier until a job can be claimed or the deadline passes.
 
         Every wake-up first looks without the write lock (has_ready_job), so idle
         workers woken by unrelated commits never contend with producers.
         """
-        def look(events: Events) -> tuple[bool, Job | None]:
-            if events.owner and self._reap_dead_owners():
-                job = self._claim(tubes_json, owner, None)
+        poll = self._backend.liveness_poll
+
+        def look(events: Events) -> Job | None:
+            if (events.owner or poll is not None) and self._reap_dead_owners():
+                job = self._claim(tubes_param, owner, None)
                 if job is not None:
-                    return True, job
-            changed, ready = self._db.read(lambda c: (
-                self._note_data_version(c), store.has_ready_job(c, self._clock(), tubes_json)))
-            return changed, self._claim(tubes_json, owner, None) if ready else None
+                    return job
+            ready = self._backend.read(
+                lambda c: self._store.has_ready_job(c, self._clock(), tubes_param))
+            return self._claim(tubes_param, owner, None) if ready else None
 
         def due() -> int | None:
-            return self._db.read(lambda c: store.next_due(c, self._clock(), tubes_json))
+            due_ms = self._backend.read(
+                lambda c: self._store.next_due(c, self._clock(), tubes_param))
+            if poll is not None and self._others_hold:
+                # A backend that cannot signal a holder's death is asked again soon.
+                check_ms = self._clock() + int(poll * 1000)
+                due_ms = check_ms if due_ms is None else min(due_ms, check_ms)
+            return due_ms
 
         return self._wait(look, deadline, due)
 
-    def _wait(self, look: Callable[[Events], tuple[bool, _T | None]], deadline: float | None,
+    def _wait(self, look: Callable[[Events], _T | None], deadline: float | None,
               due: Callable[[], int | None] | None = None) -> _T | None:
-        """Sleep on the notifier until ``look`` finds something or the deadline passes.
-
-        The one wait loop behind reserve and result. ``look(events)`` returns, from
-        one read snapshot, whether another connection committed since the last look
-        (``_note_data_version``) and what it found (None: keep waiting). A write
-        event that data_version does not confirm yet is looked at again on the
-        RECHECK_DELAYS schedule: the commit may not be published yet. ``due()``
-        gives the time (ms) something may change without a commit (a delayed job).
-        """
+        """The one wait loop behind reserve and result (see waiting.py)."""
         notifier = self._ensure_notifier()
-        notifier.resume()  # watches cost every write a kernel event: only while waiting
+        notifier.resume()  # a watch may cost every commit something: only while waiting
         try:
-            return self._wait_watched(notifier, look, deadline, due)
+            return wait_for(notifier, look, deadline, self._clock, due)
         finally:
             notifier.pause()
 
-    def _wait_watched(self, notifier: Notifier | PollingNotifier,
-                      look: Callable[[Events], tuple[bool, _T | None]], deadline: float | None,
-                      due: Callable[[], int | None] | None) -> _T | None:
-        # The caller's last look ran before the watch began: a commit written then
-        # may still be unpublished, and its event is gone. So the first pass looks
-        # at once and treats that as a write event (the re-check schedule runs).
-        unconfirmed = 0  # > 0: re-checking an unconfirmed write event, step number
-        steps = len(RECHECK_DELAYS)
-        events = Events(commit=True)
-        first = True
-        while True:
-            changed, found = look(events)
-            if found is not None:
-                return found
-            if events.commit:
-                # Even when data_version moved (``changed``), the events drained together
-                # may include the write of a later commit not published yet (a waiter woken
-                # late drains both): only running the re-check schedule is sure to see it.
-                # The first pass has no event, only the chance of one missed: a few quick
-                # re-checks cover a commit being published (sqlq's fsync'd commits also
-                # signal once visible), so an idle worker's wait costs a handful of reads.
-                unconfirmed = 1
-                steps = FIRST_RECHECKS if first else len(RECHECK_DELAYS)
-            elif unconfirmed:
-                unconfirmed = unconfirmed + 1 if unconfirmed < steps else 0
-            first = False
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                return None
-            wait = None if deadline is None else deadline - now
-            due_ms = None if due is None else due()
-            if due_ms is not None:
-                until_due = max((due_ms - self._clock()) / 1000, 0.0)
-                wait = until_due if wait is None else min(wait, until_due)
-            if unconfirmed:
-                step = RECHECK_DELAYS[unconfirmed - 1]
-                wait = step if wait is None else min(wait, step)
-            events = notifier.wait(wait) if wait is None or wait > 0 else Events()
-
-    def _note_data_version(self, conn: apsw.Connection) -> bool:
-        """True if another connection committed since we last looked."""
-        version = data_version(conn)
-        changed = version != self._data_version
-        self._data_version = version
-        return bool(changed)
-
     @property
-    def notifier(self) -> Notifier | PollingNotifier:
+    def notifier(self) -> Notifier:
         """The wakeup source: ``fileno()`` for an event loop, then ``drain()``; watching
         from now on (look once more after taking it)."""
         notifier = self._ensure_notifier()
@@ -319,60 +272,61 @@ class Queue:
 
     def has_ready(self, tubes: str | Sequence[str] | None = None) -> bool:
         """Whether a reserve on ``tubes`` would find a job now; a read, no write lock."""
-        tubes_json = self._tubes_param(tubes)
-        return self._db.read(lambda c: store.has_ready_job(c, self._clock(), tubes_json))
+        tubes_param = self._tubes_param(tubes)
+        return self._backend.read(
+            lambda c: self._store.has_ready_job(c, self._clock(), tubes_param))
 
     def next_wakeup(self, tubes: str | Sequence[str] | None = None) -> float | None:
         """Seconds until a delayed job, a TTR or a pause may make a job ready in tubes."""
-        tubes_json = self._tubes_param(tubes)
-        due = self._db.read(lambda c: store.next_due(c, self._clock(), tubes_json))
+        tubes_param = self._tubes_param(tubes)
+        due = self._backend.read(lambda c: self._store.next_due(c, self._clock(), tubes_param))
         return None if due is None else max((due - self._clock()) / 1000, 0.0)
 
-    def _tubes_param(self, tubes: str | Sequence[str] | None) -> str:
-        """The :tubes JSON for a reserve, checked once per distinct argument (a worker
-        asks for the same tubes on every call)."""
+    def _tubes_param(self, tubes: str | Sequence[str] | None) -> Any:
+        """The backend's :tubes parameter for a reserve, checked once per distinct
+        argument (a worker asks for the same tubes on every call)."""
         try:
             key = tubes if tubes is None or tubes.__class__ is str else tuple(tubes)
             found = self._tubes_cache.get(key)
         except TypeError:  # not iterable, or unhashable items: check_tubes says what is wrong
-            return store.tubes_json(check_tubes(tubes))
+            return self._store.tubes_param(check_tubes(tubes))
         if found is None:
-            found = store.tubes_json(check_tubes(tubes))
+            found = self._store.tubes_param(check_tubes(tubes))
             if len(self._tubes_cache) < 256:
                 self._tubes_cache[key] = found
         return found
 
-    def _owner_token(self) -> str:
-        if self._owner is None:
-            self._owner = owners.Owner(self.path)
-        return self._owner.token
-
-    def _ensure_notifier(self) -> Notifier | PollingNotifier:
-        notifier: Notifier | PollingNotifier | None = getattr(self._notifiers, "notifier", None)
+    def _ensure_notifier(self) -> Notifier:
+        notifier: Notifier | None = getattr(self._notifiers, "notifier", None)
         if notifier is None:
-            notifier = make_notifier(self.path, owners.ensure_dir(self.path))
+            notifier = self._backend.open_notifier()
             self._notifiers.notifier = notifier
             self._all_notifiers.append(notifier)
         return notifier
 
+    #: Whether, at the last look, other processes held reservations (see _wait_and_claim).
+    _others_hold = False
+
     def _reap_dead_owners(self) -> bool:
         """Give back the reservations of processes that died; True if any came back."""
-        me = self._owner.token if self._owner else ""
-        held = self._db.read(lambda c: store.reserving_owners(c, self._clock(), me))
-        dead = [token for token in held if not owners.is_alive(self.path, token)]
+        backend, store = self._backend, self._store
+        me = backend.current_owner() or ""
+        held = backend.read(lambda c: store.reserving_owners(c, self._clock(), me))
+        self._others_hold = bool(held)
+        dead = backend.dead_owners(held) if held else []
         if not dead:
             return False
-        released = self._db.write(
+        released = backend.write(
             lambda c: sum(store.release_owner(c, token) for token in dead), durable=False)
         for token in dead:
-            owners.forget(self.path, token)
+            backend.forget_owner(token)
         return released > 0
 
     # -- verbs on jobs by id -----------------------------------------------------------------
 
     def delete(self, job_id: int, *, lease: int | None = None) -> None:
         """Delete a job in any state (an administrator's delete when no lease is given)."""
-        tube = self._db.write(lambda c: store.delete(c, self._clock(), job_id, lease),
+        tube = self._backend.write(lambda c: self._store.delete(c, self._clock(), job_id, lease),
                               single=True)
         self._counts["cmd-delete", tube] += 1
 
@@ -382,7 +336,7 @@ class Queue:
         if priority is not None:
             check_priority(priority)
         delay_ms = seconds_to_ms(delay, "delay")
-        self._db.write(lambda c: store.release(c, self._clock(), job_id, lease, priority,
+        self._backend.write(lambda c: self._store.release(c, self._clock(), job_id, lease, priority,
                                                delay_ms), durable=False, single=True)
 
     def bury(self, job_id: int, *, priority: int | None = None, reason: str | None = None,
@@ -392,12 +346,13 @@ class Queue:
             check_priority(priority)
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f"reason must be a str or None, not {type(reason).__name__}")
-        self._db.write(lambda c: store.bury(c, self._clock(), job_id, lease, priority, reason),
+        self._backend.write(
+            lambda c: self._store.bury(c, self._clock(), job_id, lease, priority, reason),
                        single=True)
 
     def touch(self, job_id: int, *, lease: int | None = None) -> int:
         """Restart a reservation's TTR; return the new deadline in ms."""
-        return self._db.write(lambda c: store.touch(c, self._clock(), job_id, lease),
+        return self._backend.write(lambda c: self._store.touch(c, self._clock(), job_id, lease),
                               durable=False, single=True)
 
     def kick(self, bound: int, tube: str = DEFAULT_TUBE) -> int:
@@ -405,17 +360,17 @@ class Queue:
         if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
             raise ValueError(f"bound must be a non-negative int, not {bound!r}")
         check_tube(tube)
-        return self._db.write(lambda c: store.kick(c, self._clock(), tube, bound))
+        return self._backend.write(lambda c: self._store.kick(c, self._clock(), tube, bound))
 
     def kick_job(self, job_id: int) -> None:
         """Move one buried or delayed job to ready."""
-        self._db.write(lambda c: store.kick_job(c, self._clock(), job_id), single=True)
+        self._backend.write(lambda c: self._store.kick_job(c, self._clock(), job_id), single=True)
 
     def pause_tube(self, tube: str, seconds: float) -> None:
         """Reserve nothing from ``tube`` for ``seconds`` (0 ends a pause)."""
         check_tube(tube)
         pause_ms = seconds_to_ms(seconds, "seconds")
-        self._db.write(lambda c: store.pause_tube(c, self._clock(), tube, pause_ms))
+        self._backend.write(lambda c: self._store.pause_tube(c, self._clock(), tube, pause_ms))
         self._counts["cmd-pause-tube", tube] += 1
 
     # -- results and fan-out (logic in results.py, topics.py) --------------------------------
@@ -427,7 +382,9 @@ class Queue:
         Lease-checked like :meth:`delete`. Expired results are purged a few at a
         time here, so the file stays bounded without a reaper process.
         """
-        tube = results.complete(self, job_id, result, lease)
+        data = check_body(result, self.max_job_size, "result")
+        tube = results.complete(self._backend, self._clock, job_id, data, lease,
+                                self.result_ttl_ms)
         self._counts["cmd-delete", tube] += 1
 
     def result(self, job_id: int, timeout: float | None = None) -> bytes:
@@ -442,19 +399,30 @@ class Queue:
             JobNotFound: no such id was issued, or its result expired, or the job was
                 deleted without a result.
         """
-        return results.wait(self, job_id, timeout)
+        check_job_id(job_id)
+        deadline = timeout_deadline(timeout)
+
+        def look(events: Events) -> bytes | None:
+            return results.look(self._backend, self._clock, job_id)
+
+        found = look(Events())
+        if found is None and timeout != 0:
+            found = self._wait(look, deadline)
+        if found is None:
+            raise Timeout(f"job {job_id}: no result within {timeout:g} s")
+        return found
 
     def subscribe(self, topic: str, tube: str) -> None:
         """Have :meth:`publish` to ``topic`` put a copy into ``tube`` (idempotent)."""
-        topics.subscribe(self, topic, tube)
+        topics.subscribe(self._backend, topic, tube)
 
     def unsubscribe(self, topic: str, tube: str) -> bool:
         """Stop copying ``topic`` into ``tube``; True if it was subscribed."""
-        return topics.unsubscribe(self, topic, tube)
+        return topics.unsubscribe(self._backend, topic, tube)
 
     def subscriptions(self, topic: str | None = None) -> list[tuple[str, str]]:
         """The ``(topic, tube)`` subscriptions, sorted; only ``topic``'s when given."""
-        return topics.subscriptions(self, topic)
+        return topics.subscriptions(self._backend, topic)
 
     def publish(self, topic: str, body: bytes | str, *, priority: int = DEFAULT_PRIORITY,
                 delay: float = 0, ttr: float = DEFAULT_TTR,
@@ -464,25 +432,32 @@ class Queue:
         Returns the ids in tube-name order; ``[]`` when nothing is subscribed.
         Subscribers pull: a worker that was down finds every copy in its tube.
         """
-        return topics.publish(self, topic, body, priority=priority, delay=delay, ttr=ttr,
-                              unique_key=unique_key)
+        check_tube(topic, "topic")
+        data = check_body(body, self.max_job_size)
+        delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
+        put = topics.publish(self._backend, self._clock, topic, data, priority=priority,
+                             delay_ms=delay_ms, ttr_ms=ttr_ms, unique_key=unique_key)
+        for tube, _ in put:
+            self._counts["total-jobs", tube] += 1
+        return [job_id for _, job_id in put]
 
     # -- observers ---------------------------------------------------------------------------
 
     def peek(self, job_id: int) -> Job | None:
         """The job as of now, or None if there is no such job."""
-        row = self._db.read(lambda c: store.select_job(c, self._clock(), job_id))
+        row = self._backend.read(lambda c: self._store.select_job(c, self._clock(), job_id))
         return None if row is None else Job.from_row(self, row)
 
     def _peek(self, which: str, tube: str) -> Job | None:
         check_tube(tube)
+        store = self._store
 
-        def look(c: apsw.Connection) -> Any:
+        def look(c: Conn) -> Any:
             now = self._clock()
             job_id = store.peek_id(c, now, which, tube)
             return None if job_id is None else store.select_job(c, now, job_id)
 
-        row = self._db.read(look)
+        row = self._backend.read(look)
         return None if row is None else Job.from_row(self, row)
 
     def peek_ready(self, tube: str = DEFAULT_TUBE) -> Job | None:
@@ -499,22 +474,22 @@ class Queue:
 
     def tubes(self) -> list[str]:
         """Tubes that hold jobs, are paused or subscribed to a topic, and ``default``, sorted."""
-        found = self._db.read(lambda c: store.list_tubes(c, self._clock()))
+        found = self._backend.read(lambda c: self._store.list_tubes(c, self._clock()))
         return sorted(set(found) | {DEFAULT_TUBE})
 
     def stats(self) -> dict[str, Any]:
         """Counts for the whole file, with beanstalkd's key names (see stats.py)."""
-        return stats.file_stats(self)
+        return stats.file_stats(self._backend, self._clock(), self.max_job_size)
 
     def stats_tube(self, tube: str) -> dict[str, Any]:
         """One tube's counts with beanstalkd's keys; JobNotFound for a tube that does not
         exist. ``total-jobs``, ``cmd-delete`` and ``cmd-pause-tube`` count what this
         Queue did since it was opened, as beanstalkd counts since its start."""
-        return stats.tube_stats(self, tube)
+        return stats.tube_stats(self._backend, self._clock(), tube, self._counts)
 
     def stats_job(self, job_id: int) -> dict[str, Any]:
         """One job's record with beanstalkd's keys (times in whole seconds)."""
-        return stats.job_stats(self, job_id)
+        return stats.job_stats(self._backend, self._clock(), job_id)
 
     # -- tasks (logic in work/tasks.py, work/periodic.py; run by `sqlq work`) -----------------
 
@@ -554,26 +529,41 @@ class Queue:
 
         return decorator(self, fn, periodic=Schedule(every, cron), **options)
 
+    def enqueue_periodic(self, name: str, slot_ms: int, body: bytes, *, tube: str,
+                         priority: int, ttr: float, unique_key: str) -> int | None:
+        """Put a periodic task's job for the slot starting at ``slot_ms``, unless that
+        slot (or a later one) was enqueued already, by any process; the new job's id,
+        or None. The slot is recorded in the same transaction as the put."""
+        store = self._store
+
+        def write(conn: Conn) -> int | None:
+            if not store.claim_periodic_slot(conn, self._clock(), name, slot_ms):
+                return None
+            return self.put(body, tube=tube, priority=priority, ttr=ttr, unique_key=unique_key)
+
+        return self._backend.write(write)
+
     # -- transactions ------------------------------------------------------------------------
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
         """One durable write transaction for the application's SQL and sqlq's puts together."""
-        with self._db.transaction() as conn:
+        with self._backend.transaction() as conn:
             yield Transaction(self, conn)
 
 
 class Transaction:
     """What ``with q.transaction() as tx`` hands out: SQL and puts in one commit."""
 
-    def __init__(self, queue: Queue, conn: apsw.Connection) -> None:
+    def __init__(self, queue: Queue, conn: Conn) -> None:
         self.queue = queue
         self._conn = conn
 
     def execute(self, sql: str,
                 params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
-        """Run the application's own SQL in the transaction; return the rows."""
-        return list(self._conn.execute(sql, params))
+        """Run the application's own SQL in the transaction (the backend's dialect and
+        parameter style); return the rows."""
+        return self.queue.backend.execute_app(self._conn, sql, params)
 
     def put(self, body: bytes | str, **options: Any) -> int:
         """``Queue.put`` inside this transaction."""

@@ -1,66 +1,49 @@
-"""Job results: ``complete`` stores one, ``result`` waits for it.
+"""Job results: ``complete`` stores one, ``look`` reads what became of a job.
 
-A result lives in ``sqlq_results`` from the commit that deletes its job until
+A result lives in the results table from the commit that deletes its job until
 ``expires_at``. Because the delete and the insert are one transaction, a reader
 sees, for any job id, exactly one of: the job (still pending, or buried), its
-result, or nothing (never issued, expired, or deleted without a result). That
-is what lets :func:`wait` decide from one snapshot, and sleep on the same
-notifier as ``reserve`` in between.
+result, or nothing (never issued, expired, or deleted without a result). That is
+what lets :func:`look` decide from one snapshot, and ``Queue.result`` sleep on
+the same notifier as ``reserve`` in between.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-import apsw
-
-from . import store
-from .errors import JobBuried, JobNotFound, Timeout
-from .model import BURIED, check_body
-
-if TYPE_CHECKING:
-    from .queue import Queue
-
-#: One read's verdict: the result bytes, or None while the job is still pending.
-_Outcome = tuple[bool, bytes | None]
+from .backends import Backend
+from .backends.base import Conn
+from .errors import JobBuried, JobNotFound
+from .model import BURIED
 
 
-def check_job_id(job_id: object) -> int:
-    if isinstance(job_id, bool) or not isinstance(job_id, int):
-        raise TypeError(f"job_id must be an int, not {type(job_id).__name__}")
-    if job_id < 1:
-        raise ValueError(f"job_id must be >= 1, not {job_id}")
-    return job_id
-
-
-def complete(queue: Queue, job_id: int, result: bytes | str, lease: int | None) -> str:
-    """Delete the job and store its result, in one durable transaction (see Queue.complete);
-    return the job's tube."""
-    data = check_body(result, queue.max_job_size, "result")
-    ttl_ms = queue.result_ttl_ms
-    clock = queue._clock
-
-    def write(c: apsw.Connection) -> str:
+def complete(backend: Backend, clock: Callable[[], int], job_id: int, result: bytes,
+             lease: int | None, ttl_ms: int) -> str:
+    """Delete the job and store its result, in one durable transaction (see
+    Queue.complete); return the job's tube."""
+    def write(c: Conn) -> str:
         now = clock()
-        return store.complete(c, now, job_id, lease, data, now + ttl_ms)
+        return backend.store.complete(c, now, job_id, lease, result, now + ttl_ms)
 
-    return queue._db.write(write)
+    return backend.write(write)
 
 
-def _look(queue: Queue, job_id: int) -> _Outcome:
-    """(another connection committed since the last look, the result or None if pending).
+def look(backend: Backend, clock: Callable[[], int], job_id: int) -> bytes | None:
+    """The job's result, or None while it is pending.
 
     Raises JobBuried or JobNotFound when the job will never have a result.
     """
-    def read(c: apsw.Connection) -> tuple[bool, tuple[bytes | None, int | None, str | None], int]:
-        now = queue._clock()
-        outcome = store.result_outcome(c, now, job_id)
-        issued = store.total_jobs(c) if outcome == (None, None, None) else job_id
-        return queue._note_data_version(c), outcome, issued
+    store = backend.store
 
-    changed, (result, state, reason), issued = queue._db.read(read)
+    def read(c: Conn) -> tuple[tuple[bytes | None, int | None, str | None], int]:
+        outcome = store.result_outcome(c, clock(), job_id)
+        issued = store.total_jobs(c) if outcome == (None, None, None) else job_id
+        return outcome, issued
+
+    (result, state, reason), issued = backend.read(read)
     if result is not None:
-        return changed, result
+        return result
     if state == BURIED:
         raise JobBuried(f"job {job_id} was buried" + (f": {reason}" if reason else ""),
                         job_id=job_id, reason=reason)
@@ -68,21 +51,7 @@ def _look(queue: Queue, job_id: int) -> _Outcome:
         if job_id > issued:
             raise JobNotFound(f"job {job_id} not found (that id was never issued)")
         raise JobNotFound(f"job {job_id} has no result (expired, or deleted without one)")
-    return changed, None
+    return None
 
 
-def wait(queue: Queue, job_id: int, timeout: float | None) -> bytes:
-    """Block until job_id has a result and return it (see Queue.result)."""
-    from .queue import _timeout_deadline
-
-    check_job_id(job_id)
-    deadline = _timeout_deadline(timeout)
-    _, found = _look(queue, job_id)
-    if found is None and timeout != 0:
-        found = queue._wait(lambda events: _look(queue, job_id), deadline)
-    if found is None:
-        raise Timeout(f"job {job_id}: no result within {timeout:g} s")
-    return found
-
-
-__all__ = ["check_job_id", "complete", "wait"]
+__all__ = ["complete", "look"]

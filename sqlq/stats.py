@@ -10,25 +10,25 @@ file's, since it was created. The beanstalkd server keeps its own counters.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from collections import Counter
+from typing import Any
 
-from . import __version__, store
+from . import __version__
+from .backends import Backend
+from .backends.base import Conn
 from .errors import JobNotFound
 from .model import DEFAULT_TUBE, STATE_NAMES, check_tube
 
-if TYPE_CHECKING:
-    import apsw
 
-    from .queue import Queue
+def file_stats(backend: Backend, now: int, max_job_size: int) -> dict[str, Any]:
+    """The whole database's counts (``Queue.stats``)."""
+    store = backend.store
 
-
-def file_stats(queue: Queue) -> dict[str, Any]:
-    def read(c: apsw.Connection) -> Any:
-        now = queue._clock()
+    def read(c: Conn) -> Any:
         return (store.count_jobs(c, now, None), store.total_jobs(c), store.list_tubes(c, now),
                 store.count_topics(c))
 
-    counts, total, tubes, n_topics = queue._db.read(read)
+    counts, total, tubes, n_topics = backend.read(read)
     ready, urgent, reserved, delayed, buried = (sum(v[i] for v in counts.values())
                                                 for i in range(5))
     return {
@@ -40,24 +40,27 @@ def file_stats(queue: Queue) -> dict[str, Any]:
         "total-jobs": total,
         "current-tubes": len(set(tubes) | {DEFAULT_TUBE}),
         "current-topics": n_topics,
-        "max-job-size": queue.max_job_size,
+        "max-job-size": max_job_size,
         "pid": os.getpid(),
         "version": __version__,
         "hostname": os.uname().nodename,
-        "durability": queue.durability,
-        "db": os.path.abspath(queue.path),
+        "durability": backend.durability,
+        "db": backend.location,
     }
 
 
-def tube_stats(queue: Queue, tube: str) -> dict[str, Any]:
+def tube_stats(backend: Backend, now: int, tube: str,
+               counts_here: Counter[tuple[str, str]]) -> dict[str, Any]:
+    """One tube's counts (``Queue.stats_tube``); ``counts_here`` are the Queue's own
+    command counters, since it was opened."""
     check_tube(tube)
+    store = backend.store
 
-    def read(c: apsw.Connection) -> Any:
-        now = queue._clock()
-        return (now, store.count_jobs(c, now, tube).get(tube), store.tube_pause(c, tube),
+    def read(c: Conn) -> Any:
+        return (store.count_jobs(c, now, tube).get(tube), store.tube_pause(c, tube),
                 store.tube_subscribed(c, tube))
 
-    now, counts, pause, subscribed = queue._db.read(read)
+    counts, pause, subscribed = backend.read(read)
     paused_until, pause_ms = pause if pause else (0, 0)
     paused = paused_until > now
     if counts is None and not paused and not subscribed and tube != DEFAULT_TUBE:
@@ -70,23 +73,20 @@ def tube_stats(queue: Queue, tube: str) -> dict[str, Any]:
         "current-jobs-reserved": reserved,
         "current-jobs-delayed": delayed,
         "current-jobs-buried": buried,
-        "total-jobs": queue._counts["total-jobs", tube],
+        "total-jobs": counts_here["total-jobs", tube],
         "current-using": 0,
         "current-watching": 0,
         "current-waiting": 0,
-        "cmd-delete": queue._counts["cmd-delete", tube],
-        "cmd-pause-tube": queue._counts["cmd-pause-tube", tube],
+        "cmd-delete": counts_here["cmd-delete", tube],
+        "cmd-pause-tube": counts_here["cmd-pause-tube", tube],
         "pause": pause_ms // 1000 if paused else 0,
         "pause-time-left": max(0, (paused_until - now) // 1000) if paused else 0,
     }
 
 
-def job_stats(queue: Queue, job_id: int) -> dict[str, Any]:
-    def read(c: apsw.Connection) -> Any:
-        now = queue._clock()
-        return now, store.select_job(c, now, job_id)
-
-    now, row = queue._db.read(read)
+def job_stats(backend: Backend, now: int, job_id: int) -> dict[str, Any]:
+    """One job's record (``Queue.stats_job``)."""
+    row = backend.read(lambda c: backend.store.select_job(c, now, job_id))
     if row is None:
         raise JobNotFound(f"job {job_id} not found")
     state = STATE_NAMES[row.state]

@@ -34,7 +34,7 @@ import apsw
 import pytest
 
 import sqlq
-from sqlq import db as sqlq_db
+from sqlq.backends.sqlite import db as sqlq_db
 
 SQLQ = str(Path(sys.executable).parent / "sqlq")
 MIB = 1 << 20

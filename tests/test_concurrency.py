@@ -38,7 +38,7 @@ def test_four_processes_drain_5000_jobs_exactly_once(db_path: str) -> None:
     print(f"\nshares of 5000 jobs across 4 processes: {shares}")
     with Queue(db_path) as q:
         assert q.stats()["current-jobs-ready"] == 0
-        assert q._db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert q.backend.db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
 HOLDER = """

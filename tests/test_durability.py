@@ -104,7 +104,7 @@ def test_busy_database_waits_instead_of_failing(db_path: str) -> None:
 def test_lock_held_past_the_busy_timeout_is_retried(db_path: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Past one attempt's busy timeout, tenacity retries the whole transaction."""
-    from sqlq import db
+    from sqlq.backends.sqlite import db
     monkeypatch.setattr(db, "BUSY_TIMEOUT_S", 0.1)
     Queue(db_path).close()
     holder = spawn(HOLDER, db_path, "0.8")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import sqlq
-from sqlq import migrate
+from sqlq.backends.sqlite import migrate
 
 
 def _digest(path: str) -> str:

@@ -64,9 +64,9 @@ def record_workload(directory: Path, durability: str, operations: int, seed: int
     with recording_vfs(recording) as vfs:
         q = sqlq.Queue(str(path), durability=durability, vfs=vfs)
         # Checkpoint often and cut the WAL back: the riskiest writes, exercised many times.
-        q._db.conn.execute("PRAGMA wal_autocheckpoint = 16")
-        q._db.conn.execute("PRAGMA journal_size_limit = 65536")
-        recording.digests.append(q._db.read(powercut.state_digest))
+        q.backend.db.conn.execute("PRAGMA wal_autocheckpoint = 16")
+        q.backend.db.conn.execute("PRAGMA journal_size_limit = 65536")
+        recording.digests.append(q.backend.db.read(powercut.state_digest))
         held: list[sqlq.Job] = []
         order = 0
 
@@ -76,7 +76,7 @@ def record_workload(directory: Path, durability: str, operations: int, seed: int
                 fn()  # type: ignore[operator]
             except (sqlq.JobNotFound, sqlq.JobLost):
                 pass  # nothing changed: the state after it is the state before
-            recording.ack(index, q._db.read(powercut.state_digest))
+            recording.ack(index, q.backend.db.read(powercut.state_digest))
 
         def body() -> bytes:
             size = rng.choice([0, 20, 300, 2500, 9000, 9000, 70000])
@@ -111,13 +111,14 @@ def record_workload(directory: Path, durability: str, operations: int, seed: int
             take().complete(result=b"r" * rng.randrange(100))
 
         def delete_any() -> None:
-            ids = [r[0] for r in q._db.read(lambda c: list(c.execute(
+            ids = [r[0] for r in q.backend.db.read(lambda c: list(c.execute(
                 "SELECT id FROM sqlq_jobs ORDER BY id")))]
             if ids:
                 q.delete(rng.choice(ids))
 
         for _ in range(operations):
-            live = q._db.read(lambda c: c.execute("SELECT count(*) FROM sqlq_jobs").fetchone()[0])
+            live = q.backend.db.read(
+                lambda c: c.execute("SELECT count(*) FROM sqlq_jobs").fetchone()[0])
             choices: list[tuple[str, bool, object, int]] = [
                 ("put", True, put, 30 if live < 40 else 3),
                 ("put_many", True, lambda: q.put_many(

@@ -106,14 +106,12 @@ class QueueMachine(RuleBasedStateMachine):
         if job is None:
             return
         live = self.m.live_lease(job.id, job.lease, self.now)  # type: ignore[arg-type]
-        exists = job.id in self.m.jobs
         try:
             getattr(job, action[0])(*action[1:])
         except sqlq.JobLost:
-            assert exists and not live
-            return
-        except sqlq.JobNotFound:
-            assert not exists
+            # Whatever became of the job (expired, reserved again, deleted), a lease that
+            # is no longer live is lost: never JobNotFound for a Job handle.
+            assert not live
             return
         assert live, f"{action[0]} succeeded without a live lease"
         apply(self.m.jobs[job.id])

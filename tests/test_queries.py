@@ -6,21 +6,24 @@ import re
 
 import pytest
 
-from sqlq import Queue, store
+from sqlq import Queue
+from sqlq.backends import store as shared_store
+from sqlq.backends.sqlite import store
+from sqlq.backends.sqlite.store import SQLiteStore
 
 # Stats and the tube list are for people and monitors; they read every job once.
 MAY_SCAN = {"count_jobs", "list_tubes"}
 
 
-@pytest.mark.parametrize("name", sorted(store.Q))
+@pytest.mark.parametrize("name", sorted(SQLiteStore.Q))
 def test_query_plan_uses_indexes(q: Queue, name: str) -> None:
-    sql = store.Q[name]
+    sql = SQLiteStore.Q[name]
     params: dict[str, object] | tuple[None, ...] = {p: None for p in re.findall(r":(\w+)", sql)}
     if "tubes" in params:
         params["tubes"] = '["a", "b"]'  # type: ignore[call-overload]
     if not params:  # positional
         params = (None,) * sql.count("?")
-    plan = [row[3] for row in q._db.conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+    plan = [row[3] for row in q.backend.db.conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
     # Walking the reserved-jobs index is bounded by the reservations held, not the queue.
     scans = [step for step in plan if re.match(r"SCAN (sqlq_jobs|j|r)\b", step)
              and "INDEX sqlq_jobs_reserved" not in step]
@@ -29,9 +32,11 @@ def test_query_plan_uses_indexes(q: Queue, name: str) -> None:
 
 
 def test_every_query_is_used_by_store() -> None:
-    with open(store.__file__) as f:
-        source = f.read()
-    unused = [name for name in store.Q
-              if f'"{name}"' not in source and f"_{name.upper()}" not in source
+    source = ""
+    for module in (store, shared_store):
+        with open(module.__file__ or "") as f:
+            source += f.read()
+    unused = [name for name in SQLiteStore.Q
+              if f'"{name}"' not in source
               and "peek_" not in name]
     assert not unused, f"queries.sql blocks nobody runs: {unused}"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import sqlq
-from sqlq import store
+from sqlq.backends import store
 
 from .conftest import ROOT, FakeClock, spawn
 
@@ -130,12 +130,12 @@ def test_results_expire_and_are_purged_by_later_completes(db_path: str,
         clock.advance(1)
         with pytest.raises(sqlq.JobNotFound, match="no result"):
             q.result(first)
-        rows = q._db.read(lambda c: c.execute("SELECT count(*) FROM sqlq_results").fetchall())
+        rows = q.backend.read(lambda c: c.execute("SELECT count(*) FROM sqlq_results").fetchall())
         assert rows[0][0] == 1  # expired but not purged yet: no reaper ran
         ids = q.put_many([b"x"] * (store.PURGE_BATCH + 5))
         for _ in ids:
             _reserve(q).complete(b"r")
-        live = q._db.read(lambda c: c.execute("SELECT count(*) FROM sqlq_results").fetchall())
+        live = q.backend.read(lambda c: c.execute("SELECT count(*) FROM sqlq_results").fetchall())
         assert live[0][0] == len(ids)  # the expired one went, the fresh ones stay
 
 

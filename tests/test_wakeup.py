@@ -153,7 +153,7 @@ def test_posix_locks_survive_other_queues_closing(db_path: str) -> None:
     Queue's open read transaction (which would let a checkpoint overwrite pages under it)."""
     with Queue(db_path, durability="normal") as q:
         q.put_many([b"x" * 1000] * 200)
-        conn = q._db.conn
+        conn = q.backend.db.conn
         conn.execute("BEGIN")
         before = conn.execute("SELECT count(*), sum(length(body)) FROM sqlq_jobs").fetchone()
         for _ in range(5):
@@ -166,7 +166,7 @@ def test_posix_locks_survive_other_queues_closing(db_path: str) -> None:
                 q.put_many([b"y" * 1000] * 100)
                 job = q.reserve(timeout=0)
                 q.delete(job.id)
-            q._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            q.backend.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         """, db_path)
         assert writer.wait(30) == 0, writer.stderr.read()
         again = conn.execute("SELECT count(*), sum(length(body)) FROM sqlq_jobs").fetchone()

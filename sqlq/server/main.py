@@ -105,14 +105,18 @@ def beanstalkd_main(argv: list[str] | None = None) -> None:
 
     def load() -> None:
         try:
+            from sqlq.backends import is_url
             from sqlq.queue import Queue
 
-            os.makedirs(directory, exist_ok=True)
-            queue = Queue(os.path.join(directory, "sqlq.db"), durability=flags.durability,
+            if not is_url(directory):
+                os.makedirs(directory, exist_ok=True)
+            location = directory if is_url(directory) else os.path.join(directory, "sqlq.db")
+            queue = Queue(location, durability=flags.durability,
                           max_job_size=flags.max_job_size)
             opened.append(queue)
             server.loop.call_soon_threadsafe(lambda: server.attach(queue))
-            log().info("listening on %s, jobs in %s (%s)", address, queue.path, queue.durability)
+            log().info("listening on %s, jobs in %s (%s)", address, queue.location,
+                       queue.durability)
         except BaseException as e:  # reported below, once the loop has stopped
             failed.append(e)
             server.stop()

@@ -18,15 +18,13 @@ from sqlq.server.protocol import SAFETY_MARGIN_MS, Reply
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from sqlq.backends import Notifier
     from sqlq.server.connection import Conn, Held
     from sqlq.server.core import Server
     from sqlq.server.loop import Timer
-    from sqlq.wakeup import Notifier, PollingNotifier
 
 FALLBACK_RECHECK = 5.0
 """Waiters look again at least this often, whatever the notifier says."""
-NOTIFY_RECHECKS = (0.002, 0.02)
-"""After a commit event, look again: the commit may not be visible yet."""
 MIN_NOTIFY_GAP = 0.001
 """Other processes' commits wake the waiters at most this often (a busy file stays cheap)."""
 NOTIFIER_LINGER = 1.0
@@ -54,7 +52,7 @@ class Waiters:
         self.server = server
         self.waiting: dict[Conn, Wait] = {}  # in arrival order: the first waiter is served first
         self._timer: Timer | None = None
-        self._notifier: Notifier | PollingNotifier | None = None  # open while reserves wait
+        self._notifier: Notifier | None = None  # open while reserves wait
         self._notify_fd: int | None = None  # its fd (None: none, or a polling notifier)
         self._unwatch_timer: Timer | None = None
         self._listening = False  # the fd is in the selector (only while someone waits)
@@ -172,11 +170,7 @@ class Waiters:
         """
         if self._notifier is not None:
             return False
-        from sqlq import owners
-        from sqlq.wakeup import make_notifier
-
-        path = self.server.q.path
-        self._notifier = make_notifier(path, owners.ensure_dir(path))
+        self._notifier = self.server.q.backend.open_notifier()
         self._notify_fd = self._notifier.fileno()
         return True
 
@@ -232,11 +226,14 @@ class Waiters:
         self._reap = self._reap or events.owner
         self._serve_soon(max(self._last_pass + MIN_NOTIFY_GAP - time.monotonic(), 0.0))
         if not self._rechecking:
+            # The commit may not be visible yet: look again on the notifier's own
+            # schedule, the same one the library's waiters follow (waiting.py).
             self._rechecking = True
-            loop = self.server.loop
-            for delay in NOTIFY_RECHECKS:
-                loop.call_later(delay, self._serve)
-            loop.call_later(NOTIFY_RECHECKS[-1], self._end_recheck)
+            loop, at = self.server.loop, 0.0
+            for delay in self._notifier.recheck_delays(first=False):
+                at += delay
+                loop.call_later(at, self._serve)
+            loop.call_later(at, self._end_recheck)
 
     def _end_recheck(self) -> None:
         self._rechecking = False

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..backends import identity
 from ..errors import Error
 from ..queue import Queue
 from . import logs, runner
@@ -69,7 +70,7 @@ def resolve(config: WorkConfig) -> tuple[str, list[str]]:
     """
     from .tasks import REGISTRY
 
-    queues = {os.path.realpath(t.queue.path): t.queue.path for t in REGISTRY.values()}
+    queues = {identity(t.queue.path): t.queue.path for t in REGISTRY.values()}
     if config.db is not None:
         db = config.db
     elif config.imports and len(queues) == 1:
@@ -124,7 +125,8 @@ def run_worker(config: WorkConfig, db: str, tubes: Sequence[str]) -> int:
     job_runner: runner.Runner
     if config.command:
         policy = RetryPolicy(config.retries, config.backoff)
-        job_runner = ShellRunner(config.command, policy, keepalive=config.keepalive, db_path=db)
+        job_runner = ShellRunner(config.command, policy, keepalive=config.keepalive,
+                                 db_path=queue.backend.child_location())
     else:
         job_runner = TaskRunner()
     worker = Worker(queue, job_runner, tubes, burst=config.burst, grace=config.grace)

@@ -28,7 +28,6 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .. import store
 from ..durations import now_ms
 
 if TYPE_CHECKING:
@@ -106,16 +105,9 @@ def slot_key(task: Task[Any, Any], slot_ms: int) -> str:
 def enqueue_slot(queue: Queue, task: Task[Any, Any], slot_ms: int) -> int | None:
     """Put ``task``'s job for the slot starting at ``slot_ms``, unless that slot (or a later
     one) was enqueued already; the new job's id, or None."""
-    body = task.message()
-
-    def write(conn: Any) -> int | None:
-        if not store.claim_periodic_slot(conn, now_ms(), task.name, slot_ms):
-            return None
-        # Joins this transaction: the slot is recorded if and only if its job is put.
-        return queue.put(body, tube=task.tube, priority=task.priority, ttr=task.ttr,
-                         unique_key=slot_key(task, slot_ms))
-
-    return queue._db.write(write)
+    return queue.enqueue_periodic(task.name, slot_ms, task.message(), tube=task.tube,
+                                  priority=task.priority, ttr=task.ttr,
+                                  unique_key=slot_key(task, slot_ms))
 
 
 class Scheduler:

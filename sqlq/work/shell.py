@@ -145,7 +145,7 @@ class ShellRunner:
         self.name = os.path.basename(self.command[0])
         self._env = dict(os.environ)
         if db_path is not None:
-            self._env["SQLQ_DB"] = os.path.abspath(db_path)
+            self._env["SQLQ_DB"] = db_path
 
     def start(self, job: Job) -> _ShellRun | runner.Finished:
         given_up = runner.exhausted(job, self.policy)

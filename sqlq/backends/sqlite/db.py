@@ -21,8 +21,8 @@ from typing import Any, Literal, TypeVar
 
 import apsw
 
+from ...errors import DatabaseError, Error, SchemaError
 from . import migrate
-from .errors import DatabaseError, Error, SchemaError
 from .wakeup import NOTIFY_NAME
 
 T = TypeVar("T")

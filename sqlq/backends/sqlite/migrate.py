@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import apsw
 
-from .errors import SchemaError
+from ...errors import SchemaError
 
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
@@ -25,12 +25,11 @@ class Migration(NamedTuple):
 
 
 def migrations_dir() -> Path:
-    """The wheel ships migrations inside the package; a source checkout keeps them at the top."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "migrations", here.parent / "migrations"):
-        if candidate.is_dir():
-            return candidate
-    raise SchemaError("sqlq is installed without its migrations directory")
+    """The migrations beside this module (shipped inside the package)."""
+    path = Path(__file__).resolve().parent / "migrations"
+    if not path.is_dir():
+        raise SchemaError("sqlq is installed without its migrations directory")
+    return path
 
 
 def load_migrations(directory: Path | None = None) -> list[Migration]:

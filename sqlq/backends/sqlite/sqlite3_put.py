@@ -32,11 +32,9 @@ from typing import Any, TypeVar, cast
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
-from . import migrate, store
-from .db import BUSY_GIVE_UP_S, open_through_sqlq
-from .durations import now_ms
-from .errors import DatabaseError, SchemaError
-from .model import (
+from ...durations import now_ms
+from ...errors import DatabaseError, SchemaError
+from ...model import (
     DEFAULT_MAX_JOB_SIZE,
     DEFAULT_PRIORITY,
     DEFAULT_TTR,
@@ -45,8 +43,12 @@ from .model import (
     check_put_options,
     check_tube,
 )
+from . import migrate
+from .db import BUSY_GIVE_UP_S, open_through_sqlq
+from .store import SQLiteStore
 
 T = TypeVar("T")
+_store = SQLiteStore()
 
 #: RETURNING, which queries.sql uses, arrived in SQLite 3.35.
 MIN_SQLITE = (3, 35, 0)
@@ -194,7 +196,7 @@ def put(conn: sqlite3.Connection, body: bytes | str, *, tube: str = DEFAULT_TUBE
     data = check_body(body, max_job_size)
     check_tube(tube)
     delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
-    return _run(conn, lambda db: store.insert_job(db, now_ms(), tube, priority, delay_ms, ttr_ms,
+    return _run(conn, lambda db: _store.insert_job(db, now_ms(), tube, priority, delay_ms, ttr_ms,
                                                   data, unique_key))
 
 
@@ -210,7 +212,7 @@ def put_many(conn: sqlite3.Connection, bodies: Iterable[bytes | str], *,
     data = [check_body(b, max_job_size) for b in bodies]
     check_tube(tube)
     delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
-    return _run(conn, lambda db: store.insert_jobs(db, now_ms(), tube, priority, delay_ms,
+    return _run(conn, lambda db: _store.insert_jobs(db, now_ms(), tube, priority, delay_ms,
                                                    ttr_ms, data))
 
 

@@ -20,7 +20,7 @@ import fcntl
 import os
 import weakref
 
-from .errors import DatabaseError
+from ...errors import DatabaseError
 
 _live: weakref.WeakSet[Owner] = weakref.WeakSet()
 

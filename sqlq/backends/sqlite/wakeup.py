@@ -26,6 +26,9 @@ from __future__ import annotations
 import os
 import select
 import sys
+from collections.abc import Sequence
+
+from ..base import Events
 
 #: The file db.Database._published reads after an fsync'd commit (in the owners directory).
 NOTIFY_NAME = "notify"
@@ -42,19 +45,6 @@ FIRST_RECHECKS = 6
 #: Even with no event at all, a sleeper looks once in this many seconds.
 MAX_SLEEP = 30.0
 
-
-class Events:
-    """What woke a waiter: a write to the -wal file (a commit may be visible), and/or a
-    process holding reservations closing its owner file (it may have exited)."""
-
-    __slots__ = ("commit", "owner")
-
-    def __init__(self, commit: bool = False, owner: bool = False) -> None:
-        self.commit = commit
-        self.owner = owner
-
-    def __bool__(self) -> bool:
-        return self.commit or self.owner
 
 
 class Notifier:
@@ -99,6 +89,10 @@ class Notifier:
     def fileno(self) -> int | None:
         return int(self._inotify.fileno())
 
+    def recheck_delays(self, first: bool) -> Sequence[float]:
+        """The WAL race: a write event comes before the commit is published."""
+        return RECHECK_DELAYS[:FIRST_RECHECKS] if first else RECHECK_DELAYS
+
     def drain(self) -> Events:
         """Consume pending events without blocking."""
         found = Events()
@@ -140,6 +134,9 @@ class PollingNotifier:
 
     def fileno(self) -> int | None:
         return None
+
+    def recheck_delays(self, first: bool) -> Sequence[float]:
+        return ()  # every wait already ends with "maybe": each look is a re-check
 
     def drain(self) -> Events:
         return Events(commit=True, owner=True)

@@ -1,0 +1,204 @@
+"""The storage contract: what the Queue asks of a backend, and nothing more.
+
+A backend is one folder under ``sqlq/backends/``: its SQL (``queries.sql``), its
+migrations, its driver calls, how it knows that a process holding reservations
+died, and how a blocked worker learns that someone committed. The Queue and
+everything above it (the CLI, workers, the beanstalkd server) see only this
+module's names, so a third backend is a new folder, not edits everywhere.
+
+The contract, in four parts:
+
+* **transactions**: :meth:`Backend.read`, :meth:`Backend.write` and
+  :meth:`Backend.transaction` run a function with a connection inside one
+  transaction; the backend's :class:`~sqlq.backends.store.Store` does the work
+  on that connection, so the Queue composes verbs atomically (delete one job and
+  claim the next in one commit);
+* **liveness**: :meth:`Backend.owner_token` registers this process as a holder of
+  reservations in a way that ends when the process dies (SIGKILL included), and
+  :meth:`Backend.dead_owners` tells which registered holders are surely gone;
+* **waiting**: :meth:`Backend.open_notifier` gives a :class:`Notifier` that sleeps
+  until another connection may have committed;
+* **identity**: :attr:`Backend.location` names the database in messages.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from .store import Store
+
+T = TypeVar("T")
+Durability = Literal["full", "normal"]
+#: A backend's connection, inside a transaction. Opaque above the seam: only the
+#: backend's Store and the application's own SQL (Transaction.execute) use it.
+Conn = Any
+
+
+class Events:
+    """What woke a waiter: a commit may be visible (``commit``), and/or a process
+    holding reservations may have died (``owner``)."""
+
+    __slots__ = ("commit", "owner")
+
+    def __init__(self, commit: bool = False, owner: bool = False) -> None:
+        self.commit = commit
+        self.owner = owner
+
+    def __bool__(self) -> bool:
+        return self.commit or self.owner
+
+
+class Notifier(Protocol):
+    """A wakeup source for one waiting thread (or one event loop).
+
+    ``resume`` starts watching and ``pause`` stops: a watch may cost something on
+    every commit, so it is held only while someone waits. After ``resume`` the
+    caller looks once more, since events start only then.
+    """
+
+    def resume(self) -> None: ...
+
+    def pause(self) -> None: ...
+
+    def fileno(self) -> int | None:
+        """A descriptor that becomes readable on an event, for event loops; None if
+        this notifier can only be waited on with :meth:`wait`."""
+
+    def drain(self) -> Events:
+        """Consume pending events without blocking."""
+
+    def wait(self, timeout: float | None) -> Events:
+        """Sleep until an event or ``timeout`` seconds; empty Events on timeout."""
+
+    def recheck_delays(self, first: bool) -> Sequence[float]:
+        """After a commit event that found nothing, look again after these delays.
+
+        For a backend whose event can arrive before the commit is visible (SQLite's
+        WAL: the frame is written, then published), a short back-off schedule; for
+        one that signals only visible commits (PostgreSQL's NOTIFY), none. ``first``:
+        the look that begins a wait, which had no event to go by.
+        """
+
+    def close(self) -> None: ...
+
+
+class Backend(abc.ABC):
+    """One database a Queue works on. Safe to share between threads."""
+
+    #: The database as messages name it: a path, or a URL without its password.
+    location: str
+    durability: Durability
+    #: The SQL of every verb, for this backend's dialect.
+    store: Store
+    #: Seconds between checks for dead holders while other processes hold
+    #: reservations, for a backend whose notifier cannot signal a death; None when
+    #: it can (SQLite: the kernel closes a dead process's owner file).
+    liveness_poll: float | None = None
+
+    # -- transactions ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def read(self, fn: Callable[[Conn], T]) -> T:
+        """Run ``fn(conn)`` in one read-only snapshot; no write lock is taken."""
+
+    @abc.abstractmethod
+    def write(self, fn: Callable[[Conn], T], *, durable: bool = True,
+              single: bool = False) -> T:
+        """Run ``fn(conn)`` in one write transaction and commit it; retried whole on a
+        transient conflict. ``durable=False``: the commit may be lost on power loss
+        (a claim, a touch: the job simply comes back). ``single=True``: fn writes with
+        one statement, which a backend may run as its own autocommit transaction.
+        Inside :meth:`transaction` on the same thread, fn joins it."""
+
+    @abc.abstractmethod
+    def transaction(self) -> contextlib.AbstractContextManager[Conn]:
+        """A durable write transaction the caller fills; nested use takes a savepoint."""
+
+    @abc.abstractmethod
+    def execute_app(self, conn: Conn, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+                ) -> list[tuple[Any, ...]]:
+        """Run the application's own SQL (its dialect, its parameter style) in conn's
+        transaction; return the rows."""
+
+    # -- liveness of reservation holders -----------------------------------------------------
+
+    @abc.abstractmethod
+    def owner_token(self) -> str:
+        """This process's token as a holder of reservations, registered on first use
+        in a way that ends by itself when the process dies."""
+
+    @abc.abstractmethod
+    def current_owner(self) -> str | None:
+        """The token registered by :meth:`owner_token`, or None if none is yet."""
+
+    @abc.abstractmethod
+    def dead_owners(self, tokens: Sequence[str]) -> list[str]:
+        """The tokens whose process is surely dead. Anything uncertain (a registration
+        that cannot be read, a lock that cannot be asked about) counts as alive:
+        giving a live holder's job to a second worker is the one thing never to do."""
+
+    @abc.abstractmethod
+    def forget_owner(self, token: str) -> None:
+        """Remove what is left of a dead owner's registration."""
+
+    # -- waiting -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def open_notifier(self) -> Notifier:
+        """A new notifier, owned (and closed) by the caller, watching from now on."""
+
+    # -- identity and life -------------------------------------------------------------------
+
+    def child_location(self) -> str:
+        """What a child process (``sqlq work -- COMMAND``) gets as ``SQLQ_DB`` to open
+        this same database."""
+        return self.location
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close connections and give up this process's registration."""
+
+
+def open_backend(location: str, *, durability: Durability = "full", init: bool = False,
+                 clock: Callable[[], int], vfs: str | None = None) -> Backend:
+    """The backend for a location: a ``postgresql://`` URL, else a SQLite file path."""
+    if is_url(location):
+        if vfs is not None:
+            raise ValueError("vfs applies to SQLite files only")
+        from .postgres import PostgresBackend
+
+        backend: Backend = PostgresBackend(location, durability=durability, init=init,
+                                           clock=clock)
+        return backend
+    from .sqlite import SQLiteBackend
+
+    return SQLiteBackend(location, durability=durability, init=init, clock=clock, vfs=vfs)
+
+
+URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_url(location: str) -> bool:
+    """True for a database server URL; anything else is a SQLite file path."""
+    return location.startswith(URL_SCHEMES)
+
+
+def exists(location: str) -> bool:
+    """False only for a file path with no file (a typo in ``--db``); a server URL is
+    checked when it is connected to."""
+    import os
+
+    return is_url(location) or os.path.exists(location)
+
+
+def identity(location: str) -> str:
+    """One name per database, whatever spelling reached it (for comparing locations)."""
+    if is_url(location):
+        return location
+    import os
+
+    return os.path.realpath(location)

@@ -1,0 +1,254 @@
+"""The verbs every backend runs on its own connection: the Queue's whole use of SQL.
+
+A backend's ``queries.sql`` holds one named statement per verb, in its dialect
+and with dict parameters by name (``:name`` in SQLite, ``%(name)s`` in
+PostgreSQL); :class:`Store` runs them. Verbs whose shape differs between
+dialects (how an insert learns its id, how a claim folds in due jobs) are
+overridden by the backend's subclass; the rest is written once, here.
+
+Every method takes an open connection inside the caller's transaction and the
+time in ms (``now``), and either does its one thing or raises: JobNotFound when
+no job matches, JobLost when a lease was given and is no longer live.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import JobLost, JobNotFound
+from ..model import JobRow
+
+_BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
+
+#: Expired results purged per complete(): more than one, so purging outpaces expiry.
+PURGE_BATCH = 64
+
+
+def load_queries(path: Path) -> dict[str, str]:
+    """The named blocks of a ``queries.sql`` file ("-- name: NAME" starts one)."""
+    parts = _BLOCK.split(path.read_text())
+    return {name: sql.strip() for name, sql in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def one(conn: Any, sql: str, params: Any = None) -> Any:
+    """The first row of a statement, or None (typed Any: rows are tuples of SQL values).
+
+    The statement is always run to its end, so an autocommit write commits here,
+    not whenever the cursor is collected.
+    """
+    rows = conn.execute(sql, {} if params is None else params).fetchall()
+    return rows[0] if rows else None
+
+
+class Store(abc.ABC):
+    """A backend's SQL verbs. ``Q`` maps each query name to its statement."""
+
+    Q: dict[str, str]
+
+    # -- dialect-specific --------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def tubes_param(self, tubes: Sequence[str]) -> Any:
+        """The :tubes parameter for claim, has_ready_job and next_due (the Queue caches it
+        per distinct argument: a worker asks for the same tubes on every call)."""
+
+    @abc.abstractmethod
+    def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
+                   ttr_ms: int, body: bytes, unique_key: str | None) -> int:
+        """Insert one job; with a unique_key already live in the tube, return that
+        job's id and insert nothing."""
+
+    @abc.abstractmethod
+    def insert_jobs(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
+                    ttr_ms: int, bodies: Sequence[bytes]) -> list[int]:
+        """Insert many jobs; return their ids, in order."""
+
+    @abc.abstractmethod
+    def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> Any:
+        """Reserve the most urgent ready job in tubes (due delayed jobs and expired
+        reservations count as ready) for owner; its claim row, or None."""
+
+    @abc.abstractmethod
+    def total_jobs(self, conn: Any) -> int:
+        """How many ids were ever issued (beanstalkd's total-jobs of the file)."""
+
+    # -- claims and waiting ------------------------------------------------------------------
+
+    def claim_by_id(self, conn: Any, now: int, job_id: int, owner: str | None) -> Any:
+        """beanstalkd's reserve-job: any job not reserved under a live lease."""
+        row = one(conn, self.Q["claim_job_by_id"], {"id": job_id, "now": now, "owner": owner})
+        if row is None:
+            raise JobNotFound(f"job {job_id} not found or already reserved")
+        return row
+
+    def has_ready_job(self, conn: Any, now: int, tubes: Any) -> bool:
+        """Whether a claim would find a job now (a read a waiter makes before writing)."""
+        return one(conn, self.Q["has_ready_job"], {"tubes": tubes, "now": now}) is not None
+
+    def next_due(self, conn: Any, now: int, tubes: Any) -> int | None:
+        """The earliest time (ms) at which a job in these tubes may become ready, or None:
+        a delayed job, a reservation's TTR, the end of a pause."""
+        row = one(conn, self.Q["next_due"], {"tubes": tubes, "now": now})
+        times = [t for t in row if t is not None]
+        return min(times) if times else None
+
+    # -- lease-checked and by-id verbs -------------------------------------------------------
+
+    def _lease_failure(self, conn: Any, job_id: int, lease: int | None) -> Exception:
+        """Why a verb on a reserved job changed nothing.
+
+        With a lease the caller held a reservation, and whatever became of the job
+        since (expired, reserved again, or deleted by its next holder) that
+        reservation is lost: JobLost. Without one (an administrator's verb by id),
+        the job is missing or not reserved: JobNotFound.
+        """
+        if lease is not None:
+            return JobLost(f"job {job_id}: lease lost (TTR expired or reserved again)")
+        if one(conn, self.Q["lease_state"], {"id": job_id}) is None:
+            return JobNotFound(f"job {job_id} not found")
+        return JobNotFound(f"job {job_id} is not reserved")
+
+    def delete(self, conn: Any, now: int, job_id: int, lease: int | None) -> str:
+        """Delete the job (any state without a lease, else only under that live lease);
+        return its tube."""
+        if lease is None:
+            row = one(conn, self.Q["delete_job"], {"id": job_id})
+            if row is None:
+                raise JobNotFound(f"job {job_id} not found")
+            return str(row[0])
+        row = one(conn, self.Q["delete_leased_job"], {"id": job_id, "lease": lease, "now": now})
+        if row is None:
+            raise self._lease_failure(conn, job_id, lease)
+        return str(row[0])
+
+    def release(self, conn: Any, now: int, job_id: int, lease: int | None,
+                priority: int | None, delay_ms: int) -> None:
+        """Put a reserved job back: ready, or delayed by delay_ms."""
+        params = {"id": job_id, "lease": lease, "now": now, "priority": priority,
+                  "delay": delay_ms, "delay_until": now + delay_ms if delay_ms else None}
+        if one(conn, self.Q["release_job"], params) is None:
+            raise self._lease_failure(conn, job_id, lease)
+
+    def bury(self, conn: Any, now: int, job_id: int, lease: int | None,
+             priority: int | None, reason: str | None) -> None:
+        """Park a reserved job until kicked, keeping reason."""
+        params = {"id": job_id, "lease": lease, "now": now, "priority": priority,
+                  "reason": reason}
+        if one(conn, self.Q["bury_job"], params) is None:
+            raise self._lease_failure(conn, job_id, lease)
+
+    def touch(self, conn: Any, now: int, job_id: int, lease: int | None) -> int:
+        """Restart a reservation's TTR; return its new deadline (ms)."""
+        row = one(conn, self.Q["touch_job"], {"id": job_id, "lease": lease, "now": now})
+        if row is None:
+            raise self._lease_failure(conn, job_id, lease)
+        return int(row[0])
+
+    def kick(self, conn: Any, now: int, tube: str, bound: int) -> int:
+        """Kick up to bound buried jobs in the tube; if there are none, delayed ones."""
+        params = {"tube": tube, "bound": bound, "now": now}
+        kicked = conn.execute(self.Q["kick_buried"], params).fetchall()
+        if not kicked:
+            kicked = conn.execute(self.Q["kick_delayed"], params).fetchall()
+        return len(kicked)
+
+    def kick_job(self, conn: Any, now: int, job_id: int) -> None:
+        """Move one buried or delayed job to ready."""
+        if one(conn, self.Q["kick_job"], {"id": job_id, "now": now}) is None:
+            raise JobNotFound(f"job {job_id} not found or not buried or delayed")
+
+    def pause_tube(self, conn: Any, now: int, tube: str, pause_ms: int) -> None:
+        """Reserve nothing from tube until now + pause_ms."""
+        conn.execute(self.Q["pause_tube"], {"tube": tube, "now": now, "pause_ms": pause_ms})
+
+    # -- dead owners -------------------------------------------------------------------------
+
+    def reserving_owners(self, conn: Any, now: int, me: str) -> list[str]:
+        """The other processes holding live reservations."""
+        return [r[0] for r in conn.execute(self.Q["reserving_owners"], {"now": now, "owner": me})]
+
+    def release_owner(self, conn: Any, owner: str) -> int:
+        """Give back every reservation of owner (it died or closed); how many."""
+        return len(conn.execute(self.Q["release_owner"], {"owner": owner}).fetchall())
+
+    # -- observers ---------------------------------------------------------------------------
+
+    def select_job(self, conn: Any, now: int, job_id: int) -> JobRow | None:
+        """The job as an observer sees it now, or None."""
+        row = one(conn, self.Q["select_job"], {"id": job_id, "now": now})
+        return JobRow(*row) if row else None
+
+    def peek_id(self, conn: Any, now: int, which: str, tube: str) -> int | None:
+        """The id peek_ready/_delayed/_buried (which) would show, or None."""
+        row = one(conn, self.Q[f"peek_{which}_id"], {"tube": tube, "now": now})
+        return int(row[0]) if row else None
+
+    def count_jobs(self, conn: Any, now: int, tube: str | None) -> dict[str, list[int]]:
+        """tube -> [ready, urgent, reserved, delayed, buried] as of now."""
+        return {r[0]: [int(x or 0) for x in r[1:]]
+                for r in conn.execute(self.Q["count_jobs"], {"now": now, "tube": tube})}
+
+    def list_tubes(self, conn: Any, now: int) -> list[str]:
+        """Tubes that hold jobs, are paused, or are subscribed to a topic."""
+        return sorted(r[0] for r in conn.execute(self.Q["list_tubes"], {"now": now}))
+
+    def tube_pause(self, conn: Any, tube: str) -> tuple[int, int] | None:
+        """(paused_until, pause_ms) of the tube's last pause, or None."""
+        row = one(conn, self.Q["tube_pause"], {"tube": tube})
+        return (int(row[0]), int(row[1])) if row else None
+
+    # -- results -----------------------------------------------------------------------------
+
+    def complete(self, conn: Any, now: int, job_id: int, lease: int | None, result: bytes,
+                 expires_at: int) -> str:
+        """Delete the job (as :meth:`delete`) and keep its result until expires_at; return
+        its tube. A few expired results are purged on the way, so the table stays
+        bounded without a reaper and without touching the claim path."""
+        tube = self.delete(conn, now, job_id, lease)
+        conn.execute(self.Q["insert_result"],
+                     {"id": job_id, "result": result, "expires_at": expires_at})
+        conn.execute(self.Q["purge_results"], {"now": now, "limit": PURGE_BATCH})
+        return tube
+
+    def result_outcome(self, conn: Any, now: int, job_id: int
+                       ) -> tuple[bytes | None, int | None, str | None]:
+        """(result, job state, bury reason): the result if kept, else what the job is,
+        else Nones."""
+        row = one(conn, self.Q["result_outcome"], {"id": job_id, "now": now})
+        result = None if row[0] is None else bytes(row[0])
+        return result, row[1], row[2]
+
+    # -- topics ------------------------------------------------------------------------------
+
+    def subscribe(self, conn: Any, topic: str, tube: str) -> None:
+        conn.execute(self.Q["subscribe"], {"topic": topic, "tube": tube})
+
+    def unsubscribe(self, conn: Any, topic: str, tube: str) -> bool:
+        """True if the tube was subscribed to the topic."""
+        return one(conn, self.Q["unsubscribe"], {"topic": topic, "tube": tube}) is not None
+
+    def topic_tubes(self, conn: Any, topic: str) -> list[str]:
+        """The tubes publish(topic) fills, in name order."""
+        return [r[0] for r in conn.execute(self.Q["topic_tubes"], {"topic": topic})]
+
+    def list_subscriptions(self, conn: Any, topic: str | None) -> list[tuple[str, str]]:
+        return [(r[0], r[1]) for r in conn.execute(self.Q["list_subscriptions"],
+                                                   {"topic": topic})]
+
+    def count_topics(self, conn: Any) -> int:
+        return int(one(conn, self.Q["count_topics"])[0])
+
+    def tube_subscribed(self, conn: Any, tube: str) -> bool:
+        return one(conn, self.Q["tube_subscribed"], {"tube": tube}) is not None
+
+    # -- periodic tasks ----------------------------------------------------------------------
+
+    def claim_periodic_slot(self, conn: Any, now: int, name: str, slot: int) -> bool:
+        """True if ``slot`` is later than the last slot recorded for periodic task ``name``
+        (and is now recorded): the caller, and nobody else, puts the slot's job."""
+        params = {"name": name, "slot": slot, "now": now}
+        return one(conn, self.Q["claim_periodic_slot"], params) is not None

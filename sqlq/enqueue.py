@@ -1,0 +1,67 @@
+"""``sqlq.put(conn, …)``: enqueue through the application's own connection, in its
+transaction, so the job and the application's rows commit together or not at all.
+
+The connection's driver picks the backend: Python's ``sqlite3`` for a SQLite file,
+psycopg 3 for PostgreSQL. Either way sqlq never commits a transaction it did not
+open, and the job wakes workers when the caller commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .model import DEFAULT_MAX_JOB_SIZE, DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE
+
+
+def _driver(conn: Any) -> Any:
+    """The module that implements put/put_many for conn's driver."""
+    module = type(conn).__module__
+    if module.startswith("sqlite3"):
+        from .backends.sqlite import sqlite3_put
+
+        return sqlite3_put
+    if module.startswith("psycopg"):
+        from .backends.postgres import psycopg_put
+
+        return psycopg_put
+    raise TypeError("conn must be a sqlite3.Connection or a psycopg.Connection, "
+                    f"not {type(conn).__name__}")
+
+
+def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
+        priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
+        unique_key: str | None = None, max_job_size: int = DEFAULT_MAX_JOB_SIZE) -> int:
+    """Put a job through the application's own connection, in its transaction.
+
+    Args:
+        conn: an open ``sqlite3.Connection`` to a sqlq file, or a ``psycopg.Connection``
+            to a database sqlq has used.
+        body: the job body (str is UTF-8 encoded).
+        max_job_size: the largest body accepted, as ``Queue(max_job_size=)``.
+        tube, priority, delay, ttr, unique_key: as in ``Queue.put``.
+
+    Returns:
+        The job's id (with ``unique_key``, the live job's id if there is one).
+
+    Raises:
+        SchemaError: the database has no sqlq schema (or a newer one).
+        DatabaseError: the database refused the write.
+    """
+    return int(_driver(conn).put(conn, body, tube=tube, priority=priority, delay=delay,
+                                 ttr=ttr, unique_key=unique_key, max_job_size=max_job_size))
+
+
+def put_many(conn: Any, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
+             priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
+             max_job_size: int = DEFAULT_MAX_JOB_SIZE) -> list[int]:
+    """Put many jobs through the application's own connection: all or none; ids in order.
+
+    Same transaction rules and arguments as :func:`put`.
+    """
+    ids: list[int] = _driver(conn).put_many(conn, bodies, tube=tube, priority=priority,
+                                             delay=delay, ttr=ttr, max_job_size=max_job_size)
+    return ids
+
+
+__all__ = ["put", "put_many"]
