@@ -17,14 +17,12 @@ from .model import DEFAULT_MAX_JOB_SIZE, DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_
 def _driver(conn: Any) -> Any:
     """The module that implements put/put_many for conn's driver."""
     module = type(conn).__module__
-    if module.startswith("sqlite3"):
-        from .backends.sqlite import sqlite3_put
+    name = {"sqlite3": "sqlite.sqlite3_put", "psycopg": "postgres.psycopg_put"}.get(
+        module.partition(".")[0])
+    if name is not None:
+        import importlib
 
-        return sqlite3_put
-    if module.startswith("psycopg"):
-        from .backends.postgres import psycopg_put
-
-        return psycopg_put
+        return importlib.import_module(f"sqlq.backends.{name}")
     raise TypeError("conn must be a sqlite3.Connection or a psycopg.Connection, "
                     f"not {type(conn).__name__}")
 

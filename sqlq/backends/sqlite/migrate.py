@@ -7,42 +7,22 @@ before anything is written to it.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import apsw
 
 from ...errors import SchemaError
-
-_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
-
-
-class Migration(NamedTuple):
-    version: int
-    name: str
-    sql: str
+from ..migrations import Migration, load
 
 
 def migrations_dir() -> Path:
     """The migrations beside this module (shipped inside the package)."""
-    path = Path(__file__).resolve().parent / "migrations"
-    if not path.is_dir():
-        raise SchemaError("sqlq is installed without its migrations directory")
-    return path
+    return Path(__file__).resolve().parent / "migrations"
 
 
 def load_migrations(directory: Path | None = None) -> list[Migration]:
-    directory = directory or migrations_dir()
-    found = []
-    for path in sorted(directory.iterdir()):
-        match = _NAME.match(path.name)
-        if match:
-            found.append(Migration(int(match.group(1)), path.stem, path.read_text()))
-    versions = [m.version for m in found]
-    if versions != list(range(1, len(found) + 1)):
-        raise SchemaError(f"migrations are not numbered 1..n without gaps: {versions}")
-    return found
+    return load(directory or migrations_dir())
 
 
 LATEST = len(load_migrations())

@@ -1,0 +1,141 @@
+"""The PostgreSQL backend: the same sqlq on a server, for more than one host.
+
+* ``db.py``: the connection, transactions, reconnects, error translation and the
+  migrations in ``migrations/``;
+* ``store.py`` + ``queries.sql``: the verbs in PostgreSQL's dialect (claims with
+  ``FOR UPDATE SKIP LOCKED``);
+* ``listen.py``: LISTEN/NOTIFY wakeups, one listening connection per process;
+* ``psycopg_put.py``: ``sqlq.put(conn)`` in the application's own psycopg transaction.
+
+Liveness of reservation holders: each reserving process holds a session advisory
+lock on a connection of its own; the server drops it the moment that session
+ends (a SIGKILL, a crash, a vanished host once TCP keepalives give up), and a
+waiter that can take a holder's lock gives its jobs back. No event announces
+a death, so waiters check while others hold jobs (:attr:`liveness_poll`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
+
+from ..base import Backend, Conn, Durability, Notifier
+from .db import Database, connect
+from .listen import Listener, PgNotifier
+from .store import PostgresStore
+
+T = TypeVar("T")
+
+#: How often the owner session is checked (and re-locked after a server restart).
+OWNER_CHECK_S = 1.0
+
+_listeners: dict[str, tuple[Listener, int]] = {}
+_listeners_lock = threading.Lock()
+
+
+class PostgresBackend(Backend):
+    """A sqlq database on a PostgreSQL server (``postgresql://user:pw@host/db``)."""
+
+    liveness_poll = 0.5
+    store: PostgresStore
+
+    def __init__(self, url: str, *, durability: Durability = "full", init: bool = False,
+                 clock: Callable[[], int]) -> None:
+        self._url = url
+        self.db = Database(url, durability=durability, clock=clock)
+        self.location = self.db.location
+        self.durability = durability
+        self.store = PostgresStore()
+        self._owner_lock = threading.Lock()
+        self._owner: str | None = None
+        self._owner_conn: Any = None
+        self._owner_checked = 0.0
+        self._listener: Listener | None = None
+
+    def read(self, fn: Callable[[Conn], T]) -> T:
+        return self.db.read(fn)
+
+    def write(self, fn: Callable[[Conn], T], *, durable: bool = True,
+              single: bool = False) -> T:
+        return self.db.write(fn, single=single)
+
+    def transaction(self) -> AbstractContextManager[Conn]:
+        return self.db.transaction()
+
+    def execute_app(self, conn: Conn, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+                    ) -> list[tuple[Any, ...]]:
+        cursor = conn.execute(sql, params or None)
+        return list(cursor.fetchall()) if cursor.description else []
+
+    # -- liveness ----------------------------------------------------------------------------
+
+    def owner_token(self) -> str:
+        with self._owner_lock:
+            if self._owner is None:
+                self._owner = f"{os.uname().nodename}-{os.getpid()}-{os.urandom(6).hex()}"
+            now = time.monotonic()
+            if self._owner_conn is None or now - self._owner_checked >= OWNER_CHECK_S:
+                self._hold_owner_lock()
+                self._owner_checked = now
+            return self._owner
+
+    def _hold_owner_lock(self) -> None:
+        """Lock this process's token on a session of its own, again if that session was
+        lost (a server restart: meanwhile others may have given our jobs back, which
+        our fenced verbs then report as JobLost)."""
+        conn = self._owner_conn
+        if conn is not None and not (conn.closed or conn.broken):
+            try:
+                conn.execute("SELECT 1").fetchall()
+                return
+            except Exception:  # noqa: BLE001 - any failure: the session is gone
+                conn.close()
+        assert self._owner is not None
+        conn = connect(self._url, self.location)
+        self.store.lock_owner(conn, self._owner)
+        self._owner_conn = conn
+
+    def current_owner(self) -> str | None:
+        return self._owner if self._owner_conn is not None else None
+
+    def dead_owners(self, tokens: Sequence[str]) -> list[str]:
+        return self.db.read(lambda c: self.store.dead_owners(c, tokens))
+
+    def forget_owner(self, token: str) -> None:
+        pass  # nothing is left of it: the lock went with its session
+
+    # -- waiting -----------------------------------------------------------------------------
+
+    def open_notifier(self) -> Notifier:
+        if self._listener is None:
+            with _listeners_lock:
+                listener, count = _listeners.get(self._url, (None, 0))
+                if listener is None:
+                    listener = Listener(self._url, self.location)
+                _listeners[self._url] = (listener, count + 1)
+            self._listener = listener
+        return PgNotifier(self._listener)
+
+    def child_location(self) -> str:
+        return self._url
+
+    def close(self) -> None:
+        try:
+            if self._listener is not None:
+                with _listeners_lock:
+                    listener, count = _listeners[self._url]
+                    if count > 1:
+                        _listeners[self._url] = (listener, count - 1)
+                    else:
+                        del _listeners[self._url]
+                        self.db.read(listener.stop)
+                self._listener = None
+            if self._owner_conn is not None:
+                self._owner_conn.close()
+                self._owner_conn = None
+        finally:
+            self.db.close()

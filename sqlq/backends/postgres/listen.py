@@ -1,0 +1,160 @@
+"""Wakeups on PostgreSQL: one LISTEN connection per process, shared by its waiters.
+
+Writes that may make a job ready (or a result final) send ``NOTIFY sqlq`` in
+their own transaction, so a rolled-back put wakes nobody and a notification
+always means a visible commit: there is no publish race to re-check for. A
+thread per process reads the listening connection and wakes every waiting
+notifier through its own pipe (a descriptor an event loop can poll).
+
+NOTIFY is a hint, never the mechanism: notifications are lost while the
+listening connection is down, so after every reconnect all notifiers get a
+"look again", and a waiter looks by itself at least every :data:`MAX_SLEEP`
+seconds. Through PgBouncer in transaction mode LISTEN does not work; waiters
+then find jobs by those looks alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from ...errors import DatabaseError
+from ..base import Events
+from .db import connect
+
+CHANNEL = "sqlq"
+#: A waiter looks by itself at least this often, whatever it heard.
+MAX_SLEEP = 10.0
+#: The listening thread checks its connection when it heard nothing for this long.
+HEALTH_INTERVAL = 10.0
+
+log = logging.getLogger("sqlq")
+
+
+class Listener:
+    """The process's listening connection for one database, and its reader thread."""
+
+    def __init__(self, url: str, location: str) -> None:
+        self.url, self.location = url, location
+        self._lock = threading.Lock()
+        self._notifiers: set[PgNotifier] = set()
+        self._stop_payload = f"{os.getpid()}-{id(self):x}"
+        self._stopping = False
+        self._conn = self._listen()  # the first connection fails loudly; later ones retry
+        self._thread = threading.Thread(target=self._run, name="sqlq-listen", daemon=True)
+        self._thread.start()
+
+    def _listen(self) -> psycopg.Connection[Any]:
+        conn = connect(self.url, self.location)
+        conn.execute("LISTEN sqlq")
+        conn.execute("LISTEN sqlq_stop")  # a payload naming this listener ends its thread
+        return conn
+
+    def add(self, notifier: PgNotifier) -> None:
+        with self._lock:
+            self._notifiers.add(notifier)
+
+    def remove(self, notifier: PgNotifier) -> bool:
+        """Forget notifier; True if it was the last one (the listener may stop)."""
+        with self._lock:
+            self._notifiers.discard(notifier)
+            return not self._notifiers
+
+    def _wake_all(self) -> None:
+        with self._lock:
+            notifiers = list(self._notifiers)
+        for notifier in notifiers:
+            notifier.poke()
+
+    def _run(self) -> None:
+        while not self._stopping:
+            try:
+                for note in self._conn.notifies(timeout=HEALTH_INTERVAL):
+                    if note.channel == CHANNEL:
+                        self._wake_all()
+                    elif note.payload == self._stop_payload:
+                        return
+                self._conn.execute("SELECT 1")  # heard nothing for a while: still there?
+            except psycopg.Error:
+                if self._stopping:
+                    return
+                self._reconnect()
+
+    def _reconnect(self) -> None:
+        """Listen again, with back-off; then everyone looks (notifications were lost)."""
+        with contextlib.suppress(psycopg.Error):
+            self._conn.close()
+        delay = 0.05
+        while not self._stopping:
+            try:
+                self._conn = self._listen()
+                break
+            except DatabaseError as e:
+                log.warning("%s; listening again in %.1f s", e, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        self._wake_all()
+
+    def stop(self, conn: Any) -> None:
+        """End the reader thread (through conn, a connection of the same database)."""
+        self._stopping = True
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("SELECT pg_notify('sqlq_stop', %s)", (self._stop_payload,))
+        self._thread.join(timeout=5)
+        with contextlib.suppress(psycopg.Error):
+            self._conn.close()
+
+
+class PgNotifier:
+    """One waiter's wakeup source: a pipe the listener writes a byte to."""
+
+    def __init__(self, listener: Listener) -> None:
+        self._listener = listener
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        os.set_blocking(self._w, False)
+        listener.add(self)
+
+    def poke(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):  # full: it is readable already
+            os.write(self._w, b"!")
+
+    def resume(self) -> None:
+        pass  # listening costs writers nothing: no need to stop while nobody waits
+
+    def pause(self) -> None:
+        self.drain()
+
+    def fileno(self) -> int | None:
+        return self._r
+
+    def recheck_delays(self, first: bool) -> Sequence[float]:
+        return ()  # a notification is sent at commit: what it announces is visible
+
+    def drain(self) -> Events:
+        heard = False
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._r, 4096):
+                heard = True
+        return Events(commit=heard)
+
+    def wait(self, timeout: float | None) -> Events:
+        timeout = MAX_SLEEP if timeout is None else min(max(timeout, 0.0), MAX_SLEEP)
+        ready, _, _ = select.select([self._r], [], [], timeout)
+        if ready:
+            return self.drain()
+        # A look of its own every MAX_SLEEP seconds: a lost notification costs that, at most.
+        return Events(commit=timeout >= MAX_SLEEP)
+
+    def close(self) -> None:
+        self._listener.remove(self)
+        os.close(self._r)
+        os.close(self._w)

@@ -1,0 +1,306 @@
+-- Every statement sqlq runs on PostgreSQL, by name (the SQLite file's queries.sql
+-- has the same names; see it for what each is for).
+--
+-- Format: a block starts with "-- name: NAME", then comment lines that say why,
+-- then the SQL. Parameters are bound by name (%(name)s), never formatted; a
+-- literal percent sign is written %%. %(now)s is the caller's clock in ms;
+-- %(tubes)s is a text[] of tube names. States: 0 ready, 1 delayed, 2 reserved,
+-- 3 buried. A statement that may make a job ready, or a result final, sends a
+-- NOTIFY in the same transaction: it is delivered only if that commits, and
+-- identical ones in one transaction are folded into one.
+
+-- name: insert_job
+-- One job; with a unique key already live in the tube, nothing is inserted (the
+-- caller then reads the live job's id). The NOTIFY rides the same statement.
+WITH job AS (
+    INSERT INTO sqlq_jobs (tube, priority, state, delay, delay_until, ttr, body, created_at,
+                           unique_key)
+    VALUES (%(tube)s, %(priority)s, %(state)s, %(delay)s, %(delay_until)s, %(ttr)s, %(body)s,
+            %(now)s, %(unique_key)s)
+    ON CONFLICT (tube, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+    RETURNING id)
+SELECT id, pg_notify('sqlq', %(tube)s) FROM job;
+
+-- name: insert_jobs
+-- Many jobs in one statement, in the order given (ids ascend with ordinality).
+WITH job AS (
+    INSERT INTO sqlq_jobs (tube, priority, state, delay, delay_until, ttr, body, created_at)
+    SELECT %(tube)s, %(priority)s, %(state)s, %(delay)s, %(delay_until)s, %(ttr)s, b.body,
+           %(now)s
+      FROM unnest(%(bodies)s::bytea[]) WITH ORDINALITY AS b(body, n)
+     ORDER BY b.n
+    RETURNING id)
+SELECT id, pg_notify('sqlq', %(tube)s) FROM job;
+
+-- name: find_unique_job
+SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
+
+-- name: claim_job
+-- The most urgent job that is ready as of now across the watched, unpaused
+-- tubes, taken in one statement. Per tube, three fenced probes (a ready job, a
+-- due delayed job, an expired reservation), each on its own partial index and
+-- each FOR UPDATE SKIP LOCKED, so concurrent claimers never wait on each other
+-- and never take the same row; the best of them wins. Every filter is inside the
+-- locked probes (paused tubes are never probed), so no row is locked that the
+-- UPDATE would refuse. The other probes' locks end with the statement.
+UPDATE sqlq_jobs AS j
+   SET state = 2, reserved_until = %(now)s + j.ttr, reserves = j.reserves + 1,
+       timeouts = j.timeouts + (j.state = 2)::int, delay_until = NULL,
+       lease = floor(random() * 9007199254740991)::bigint + 1, owner = %(owner)s
+  FROM (SELECT c.id
+          FROM (SELECT u.name FROM unnest(%(tubes)s::text[]) AS u(name)
+                 WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
+                                    WHERE p.name = u.name AND p.paused_until > %(now)s)) AS t
+          LEFT JOIN LATERAL (SELECT id, priority FROM sqlq_jobs
+                              WHERE state = 0 AND tube = t.name
+                              ORDER BY priority, id LIMIT 1 FOR UPDATE SKIP LOCKED) AS r ON true
+          LEFT JOIN LATERAL (SELECT id, priority FROM sqlq_jobs
+                              WHERE state = 1 AND tube = t.name AND delay_until <= %(now)s
+                              ORDER BY priority, id LIMIT 1 FOR UPDATE SKIP LOCKED) AS d ON true
+          LEFT JOIN LATERAL (SELECT id, priority FROM sqlq_jobs
+                              WHERE state = 2 AND reserved_until <= %(now)s AND tube = t.name
+                              ORDER BY priority, id LIMIT 1 FOR UPDATE SKIP LOCKED) AS x ON true
+         CROSS JOIN LATERAL (VALUES (r.id, r.priority), (d.id, d.priority),
+                                    (x.id, x.priority)) AS c(id, priority)
+         WHERE c.id IS NOT NULL
+         ORDER BY c.priority, c.id
+         LIMIT 1) AS pick
+ WHERE j.id = pick.id
+RETURNING j.id, j.tube, j.priority, j.ttr, j.body, j.created_at, j.reserves, j.timeouts,
+          j.releases, j.buries, j.kicks, j.lease, j.reserved_until, j.unique_key;
+
+-- name: claim_job_by_id
+-- beanstalkd's reserve-job: any job that is not reserved under a live lease.
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = %(now)s + ttr, reserves = reserves + 1,
+       lease = floor(random() * 9007199254740991)::bigint + 1, owner = %(owner)s,
+       delay_until = NULL, timeouts = timeouts + (state = 2)::int
+ WHERE id = %(id)s AND NOT (state = 2 AND reserved_until > %(now)s)
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key;
+
+-- name: has_ready_job
+-- A read a waiting worker makes before it claims (which takes row locks).
+SELECT 1
+  FROM unnest(%(tubes)s::text[]) AS t(name)
+ WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
+                    WHERE p.name = t.name AND p.paused_until > %(now)s)
+   AND (EXISTS (SELECT 1 FROM sqlq_jobs WHERE state = 0 AND tube = t.name)
+        OR EXISTS (SELECT 1 FROM sqlq_jobs
+                    WHERE state = 1 AND tube = t.name AND delay_until <= %(now)s)
+        OR EXISTS (SELECT 1 FROM sqlq_jobs
+                    WHERE state = 2 AND reserved_until <= %(now)s AND tube = t.name))
+ LIMIT 1;
+
+-- name: next_due
+-- When something in these tubes may next become ready: the earliest delayed job,
+-- the earliest reservation deadline, the earliest end of a pause.
+SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
+                     WHERE state = 1 AND tube = t.name ORDER BY delay_until LIMIT 1))
+          FROM unnest(%(tubes)s::text[]) AS t(name)),
+       (SELECT min(reserved_until) FROM sqlq_jobs WHERE state = 2),
+       (SELECT min(paused_until) FROM sqlq_tubes
+         WHERE paused_until > %(now)s AND name = ANY(%(tubes)s::text[]));
+
+-- name: delete_job
+-- An administrator's delete; a result waiter learns of it from the NOTIFY.
+WITH job AS (DELETE FROM sqlq_jobs WHERE id = %(id)s RETURNING tube)
+SELECT tube, pg_notify('sqlq', '') FROM job;
+
+-- name: delete_leased_job
+-- The worker's delete: no NOTIFY (the NOTIFY lock would serialise every ack); a
+-- result() waiting on a job deleted without a result learns it at its next look.
+DELETE FROM sqlq_jobs
+ WHERE id = %(id)s AND state = 2 AND lease = %(lease)s AND reserved_until > %(now)s
+RETURNING tube;
+
+-- name: lease_state
+SELECT state, lease, reserved_until FROM sqlq_jobs WHERE id = %(id)s;
+
+-- name: release_job
+WITH job AS (
+    UPDATE sqlq_jobs
+       SET state = CASE WHEN %(delay_until)s::bigint IS NULL THEN 0 ELSE 1 END,
+           delay = %(delay)s, delay_until = %(delay_until)s, reserved_until = NULL,
+           lease = NULL, owner = NULL, priority = coalesce(%(priority)s, priority),
+           releases = releases + 1
+     WHERE id = %(id)s AND state = 2 AND reserved_until > %(now)s
+       AND (%(lease)s::bigint IS NULL OR lease = %(lease)s)
+    RETURNING tube)
+SELECT tube, pg_notify('sqlq', tube) FROM job;
+
+-- name: bury_job
+WITH job AS (
+    UPDATE sqlq_jobs
+       SET state = 3, reserved_until = NULL, lease = NULL, owner = NULL,
+           priority = coalesce(%(priority)s, priority), buries = buries + 1,
+           bury_reason = %(reason)s
+     WHERE id = %(id)s AND state = 2 AND reserved_until > %(now)s
+       AND (%(lease)s::bigint IS NULL OR lease = %(lease)s)
+    RETURNING tube)
+SELECT tube, pg_notify('sqlq', '') FROM job;
+
+-- name: touch_job
+UPDATE sqlq_jobs SET reserved_until = %(now)s + ttr
+ WHERE id = %(id)s AND state = 2 AND reserved_until > %(now)s
+   AND (%(lease)s::bigint IS NULL OR lease = %(lease)s)
+RETURNING reserved_until;
+
+-- name: kick_buried
+WITH job AS (
+    UPDATE sqlq_jobs SET state = 0, kicks = kicks + 1, bury_reason = NULL
+     WHERE id IN (SELECT id FROM sqlq_jobs WHERE state = 3 AND tube = %(tube)s
+                   ORDER BY id LIMIT %(bound)s FOR UPDATE SKIP LOCKED)
+    RETURNING id)
+SELECT id, pg_notify('sqlq', %(tube)s) FROM job;
+
+-- name: kick_delayed
+-- Only jobs still waiting: a due one is already ready as of now.
+WITH job AS (
+    UPDATE sqlq_jobs SET state = 0, delay_until = NULL, kicks = kicks + 1
+     WHERE id IN (SELECT id FROM sqlq_jobs
+                   WHERE state = 1 AND tube = %(tube)s AND delay_until > %(now)s
+                   ORDER BY delay_until, id LIMIT %(bound)s FOR UPDATE SKIP LOCKED)
+    RETURNING id)
+SELECT id, pg_notify('sqlq', %(tube)s) FROM job;
+
+-- name: kick_job
+WITH job AS (
+    UPDATE sqlq_jobs SET state = 0, delay_until = NULL, kicks = kicks + 1, bury_reason = NULL
+     WHERE id = %(id)s AND (state = 3 OR (state = 1 AND delay_until > %(now)s))
+    RETURNING tube)
+SELECT tube, pg_notify('sqlq', tube) FROM job;
+
+-- name: select_job
+-- A job as an observer sees it now: due delayed jobs and expired reservations
+-- read as ready (an expired reservation counts one more timeout).
+SELECT id, tube, priority,
+       CASE WHEN state = 1 AND delay_until <= %(now)s THEN 0
+            WHEN state = 2 AND reserved_until <= %(now)s THEN 0
+            ELSE state END,
+       ttr, body, created_at, reserves,
+       timeouts + (state = 2 AND reserved_until <= %(now)s)::int, releases, buries, kicks,
+       CASE WHEN state = 1 AND delay_until > %(now)s THEN delay_until END,
+       CASE WHEN state = 2 AND reserved_until > %(now)s THEN reserved_until END,
+       bury_reason, unique_key, delay
+  FROM sqlq_jobs WHERE id = %(id)s;
+
+-- name: peek_ready_id
+SELECT id FROM (
+    (SELECT id, priority FROM sqlq_jobs WHERE state = 0 AND tube = %(tube)s
+      ORDER BY priority, id LIMIT 1)
+    UNION ALL
+    SELECT id, priority FROM sqlq_jobs
+     WHERE state = 1 AND tube = %(tube)s AND delay_until <= %(now)s
+    UNION ALL
+    SELECT id, priority FROM sqlq_jobs
+     WHERE state = 2 AND reserved_until <= %(now)s AND tube = %(tube)s) AS u
+ ORDER BY priority, id LIMIT 1;
+
+-- name: peek_delayed_id
+SELECT id FROM sqlq_jobs WHERE state = 1 AND tube = %(tube)s AND delay_until > %(now)s
+ ORDER BY delay_until, id LIMIT 1;
+
+-- name: peek_buried_id
+SELECT id FROM sqlq_jobs WHERE state = 3 AND tube = %(tube)s ORDER BY id LIMIT 1;
+
+-- name: count_jobs
+-- Jobs per tube and state as of now, for stats (one pass; not the hot path).
+SELECT tube,
+       count(*) FILTER (WHERE state = 0 OR (state = 1 AND delay_until <= %(now)s)
+                           OR (state = 2 AND reserved_until <= %(now)s)),
+       count(*) FILTER (WHERE (state = 0 OR (state = 1 AND delay_until <= %(now)s)
+                               OR (state = 2 AND reserved_until <= %(now)s))
+                          AND priority < 1024),
+       count(*) FILTER (WHERE state = 2 AND reserved_until > %(now)s),
+       count(*) FILTER (WHERE state = 1 AND delay_until > %(now)s),
+       count(*) FILTER (WHERE state = 3)
+  FROM sqlq_jobs
+ WHERE %(tube)s::text IS NULL OR tube = %(tube)s
+ GROUP BY tube;
+
+-- name: total_jobs
+-- Ids issued so far (a rolled-back put or a unique-key conflict uses one up too).
+SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM sqlq_jobs_id_seq;
+
+-- name: list_tubes
+SELECT DISTINCT tube FROM sqlq_jobs
+UNION
+SELECT name FROM sqlq_tubes WHERE paused_until > %(now)s
+UNION
+SELECT tube FROM sqlq_subscriptions;
+
+-- name: pause_tube
+-- The NOTIFY lets waiters re-read when the pause ends (a pause of 0 ends one now).
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms)
+VALUES (%(tube)s, %(now)s + %(pause_ms)s, %(pause_ms)s)
+ON CONFLICT (name) DO UPDATE SET paused_until = excluded.paused_until,
+                                 pause_ms = excluded.pause_ms
+RETURNING pg_notify('sqlq', %(tube)s);
+
+-- name: tube_pause
+SELECT paused_until, pause_ms FROM sqlq_tubes WHERE name = %(tube)s;
+
+-- name: reserving_owners
+SELECT DISTINCT owner FROM sqlq_jobs
+ WHERE state = 2 AND reserved_until > %(now)s AND owner IS NOT NULL AND owner <> %(owner)s;
+
+-- name: release_owner
+WITH job AS (
+    UPDATE sqlq_jobs SET state = 0, reserved_until = NULL, lease = NULL, owner = NULL
+     WHERE state = 2 AND owner = %(owner)s
+    RETURNING tube)
+SELECT tube, pg_notify('sqlq', tube) FROM job;
+
+-- name: dead_owners
+-- Holders whose session advisory lock can be taken are gone (the server released
+-- it when their session ended). The locks taken here are given back at once.
+SELECT token FROM unnest(%(tokens)s::text[]) AS t(token)
+ WHERE pg_try_advisory_lock(hashtextextended('sqlq owner ' || token, 0))
+   AND pg_advisory_unlock(hashtextextended('sqlq owner ' || token, 0));
+
+-- name: lock_owner
+-- This process's liveness: a session lock the server drops when the session ends.
+SELECT pg_advisory_lock(hashtextextended('sqlq owner ' || %(token)s, 0));
+
+-- name: insert_result
+INSERT INTO sqlq_results (job_id, result, expires_at)
+VALUES (%(id)s, %(result)s, %(expires_at)s)
+RETURNING pg_notify('sqlq', '');
+
+-- name: purge_results
+DELETE FROM sqlq_results
+ WHERE job_id IN (SELECT job_id FROM sqlq_results WHERE expires_at <= %(now)s
+                   ORDER BY expires_at LIMIT %(limit)s);
+
+-- name: result_outcome
+SELECT (SELECT result FROM sqlq_results WHERE job_id = %(id)s AND expires_at > %(now)s),
+       j.state, j.bury_reason
+  FROM (SELECT 1) AS one LEFT JOIN sqlq_jobs AS j ON j.id = %(id)s;
+
+-- name: subscribe
+INSERT INTO sqlq_subscriptions (topic, tube) VALUES (%(topic)s, %(tube)s) ON CONFLICT DO NOTHING;
+
+-- name: unsubscribe
+DELETE FROM sqlq_subscriptions WHERE topic = %(topic)s AND tube = %(tube)s RETURNING tube;
+
+-- name: topic_tubes
+SELECT tube FROM sqlq_subscriptions WHERE topic = %(topic)s ORDER BY tube;
+
+-- name: list_subscriptions
+SELECT topic, tube FROM sqlq_subscriptions
+ WHERE %(topic)s::text IS NULL OR topic = %(topic)s
+ ORDER BY topic, tube;
+
+-- name: count_topics
+SELECT count(DISTINCT topic) FROM sqlq_subscriptions;
+
+-- name: tube_subscribed
+SELECT 1 FROM sqlq_subscriptions WHERE tube = %(tube)s LIMIT 1;
+
+-- name: claim_periodic_slot
+INSERT INTO sqlq_periodic (name, last_slot, enqueued_at) VALUES (%(name)s, %(slot)s, %(now)s)
+ON CONFLICT (name) DO UPDATE SET last_slot = excluded.last_slot,
+                                 enqueued_at = excluded.enqueued_at
+ WHERE excluded.last_slot > sqlq_periodic.last_slot
+RETURNING last_slot;

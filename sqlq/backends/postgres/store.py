@@ -1,0 +1,65 @@
+"""PostgreSQL's dialect of the verbs (``queries.sql`` beside this file).
+
+What differs from the shared :class:`~sqlq.backends.store.Store`: ids come back
+with ``RETURNING`` (no single writer hands out consecutive ids), a unique key is
+settled by the unique index (``ON CONFLICT DO NOTHING``: two producers may race),
+the claim folds due delayed jobs and expired reservations into one statement, and
+tube lists are ``text[]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...model import DELAYED, READY
+from ..store import Store, load_queries, one
+
+Q = load_queries(Path(__file__).with_name("queries.sql"))
+
+
+def _put_params(now: int, tube: str, priority: int, delay_ms: int, ttr_ms: int) -> dict[str, Any]:
+    return {"now": now, "tube": tube, "priority": priority,
+            "state": DELAYED if delay_ms else READY, "delay": delay_ms,
+            "delay_until": now + delay_ms if delay_ms else None, "ttr": ttr_ms}
+
+
+class PostgresStore(Store):
+    Q = Q
+
+    def tubes_param(self, tubes: Sequence[str]) -> list[str]:
+        return list(tubes)
+
+    def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
+                   ttr_ms: int, body: bytes, unique_key: str | None) -> int:
+        params = _put_params(now, tube, priority, delay_ms, ttr_ms)
+        params.update(body=body, unique_key=unique_key)
+        row = one(conn, Q["insert_job"], params)
+        if row is None:  # the key is live: ON CONFLICT waited for its writer to finish
+            row = one(conn, Q["find_unique_job"], {"tube": tube, "unique_key": unique_key})
+        return int(row[0])
+
+    def insert_jobs(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
+                    ttr_ms: int, bodies: Sequence[bytes]) -> list[int]:
+        if not bodies:
+            return []
+        params = _put_params(now, tube, priority, delay_ms, ttr_ms)
+        params["bodies"] = list(bodies)
+        # One statement assigns ids in the order of its rows, so sorted ids are in
+        # the order of the bodies (another session's ids may fall between them).
+        return sorted(int(r[0]) for r in conn.execute(Q["insert_jobs"], params).fetchall())
+
+    def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> Any:
+        return one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner})
+
+    def total_jobs(self, conn: Any) -> int:
+        return int(one(conn, Q["total_jobs"])[0])
+
+    def dead_owners(self, conn: Any, tokens: Sequence[str]) -> list[str]:
+        """The tokens whose session lock is free: their process (or host) is gone."""
+        return [r[0] for r in conn.execute(Q["dead_owners"], {"tokens": list(tokens)})]
+
+    def lock_owner(self, conn: Any, token: str) -> None:
+        """Hold token's session lock on conn for as long as the session lives."""
+        conn.execute(Q["lock_owner"], {"token": token}).fetchall()
