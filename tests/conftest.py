@@ -1,4 +1,5 @@
-"""Shared fixtures: a fresh database file per test, a fake clock, subprocess helpers."""
+"""Shared fixtures: a fresh database file per test, a fake clock, subprocess helpers, and a
+throwaway PostgreSQL server with a fresh database per test."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 import sqlq
+
+from .pgserver import PgServer, PgUnavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,3 +66,57 @@ def spawn(code: str, *args: str, env: dict[str, str] | None = None,
         [sys.executable, "-c", textwrap.dedent(code), *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kwargs,
     )
+
+
+# ------------------------------------------------------------------ PostgreSQL
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One throwaway PostgreSQL server for the session (tests/pgserver.py).
+
+    Loopback only, fsync off. ``url``/``dsn``/``port`` address it; ``psql(sql)``,
+    ``terminate(backend_pid)``, ``stop()``, ``start()`` and ``restart()`` serve the
+    fault tests. When it cannot start, every test that uses it fails with the
+    reason: a PostgreSQL suite that silently skips would hide a broken backend.
+    """
+    server = PgServer()
+    try:
+        server.start()
+    except PgUnavailable as exc:
+        server.close()
+        pytest.fail(f"the PostgreSQL tests need a server and none could be started: {exc}",
+                    pytrace=False)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def pg_template_setup() -> Callable[[str], None] | None:
+    """What fills the template database that every ``pg_url`` database is copied from.
+
+    Called once per session with the template's URL. The PostgreSQL backend
+    overrides this fixture to run its migrations there, so that each test gets a
+    migrated database for the cost of a file copy. None: the template stays empty.
+    """
+    return None
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_server: PgServer, pg_template_setup: Callable[[str], None] | None) -> str:
+    """The name of the session's template database (filled by ``pg_template_setup``)."""
+    return pg_server.make_template("sqlq_template", pg_template_setup)
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer, pg_template: str) -> Iterator[str]:
+    """A fresh database for this test, copied from the template: its ``postgresql://`` URL.
+
+    Dropped afterwards, cutting any session the test left open; a test that left the
+    server stopped gets it started again first.
+    """
+    name, url = pg_server.clone(pg_template)
+    yield url
+    if not pg_server.running:
+        pg_server.start()
+    pg_server.drop_database(name)

@@ -1,0 +1,420 @@
+"""A throwaway PostgreSQL server in a temporary directory, for the tests and the bench.
+
+Neither CI nor a developer's machine has a PostgreSQL we may use (Debian's own
+cluster belongs to the system, and there is no Docker here), so the suite makes
+its own: ``initdb`` into a fresh directory, ``pg_ctl start`` on a free loopback
+port, and ``pg_ctl stop`` plus ``rm -rf`` at the end. ``initdb`` refuses to run
+as root, so as root every server command runs as the ``postgres`` user (which
+Debian's package creates) through ``runuser``.
+
+This module needs nothing beyond the standard library and PostgreSQL's own
+programs (``psql`` included), so the bench can import it as well as the pytest
+fixtures in ``conftest.py``.
+
+A server must never outlive the process that made it, even when that process is
+SIGKILLed mid-test: each server has a small *reaper* process in its own session
+that waits for the end of a pipe only the owner holds, then stops the server and
+removes its directory. ``atexit`` and :meth:`PgServer.close` do the same on a
+normal exit, so the reaper usually finds nothing left to do.
+
+Environment:
+    SQLQ_PG_BINDIR: the directory holding ``initdb``, ``pg_ctl`` and ``psql``, when
+        the newest ``/usr/lib/postgresql/*/bin`` (or the one on PATH) is not wanted.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+# Test speed: a crash of a throwaway server loses nothing anyone needs.
+FAST_SETTINGS: dict[str, str] = {
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+}
+# The bench measures real durability: every commit reaches the disk, as in production.
+DURABLE_SETTINGS: dict[str, str] = {
+    "fsync": "on",
+    "synchronous_commit": "on",
+    "full_page_writes": "on",
+}
+SUPERUSER = "postgres"
+START_TIMEOUT_S = 60
+INSTALL_HINT = ("install Debian's `postgresql` package (apt-get install postgresql), or set "
+                "SQLQ_PG_BINDIR to a directory holding initdb, pg_ctl and psql")
+
+# Waits for EOF on stdin (the owner died or closed the pipe), then stops the server
+# and removes its directory. Runs in its own session so that a Ctrl-C aimed at the
+# owner's process group does not kill it before it has cleaned up.
+_REAPER = """
+import os, shutil, subprocess, sys
+root, data, *stop = sys.argv[1:]
+sys.stdin.buffer.read()
+if os.path.exists(os.path.join(data, "postmaster.pid")):
+    subprocess.run(stop, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+shutil.rmtree(root, ignore_errors=True)
+"""
+
+
+class PgUnavailable(RuntimeError):
+    """PostgreSQL could not be found or started; the message says why and what to do."""
+
+
+def find_bindir(wanted: Path | None = None) -> Path:
+    """The directory of PostgreSQL's server programs: ``wanted``, or the newest installed.
+
+    Debian keeps ``initdb`` and ``pg_ctl`` off PATH, in ``/usr/lib/postgresql/<v>/bin``;
+    several versions may be installed side by side during an upgrade.
+
+    Raises:
+        PgUnavailable: no directory holds ``initdb``, ``pg_ctl`` and ``psql``.
+    """
+    wanted = wanted or (Path(os.environ["SQLQ_PG_BINDIR"]) if os.environ.get("SQLQ_PG_BINDIR")
+                        else None)
+    if wanted:
+        candidates = [wanted]
+    else:
+        def version(p: Path) -> tuple[int, ...]:
+            return tuple(int(x) for x in re.findall(r"\d+", p.parent.name)) or (0,)
+
+        candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=version, reverse=True)
+        on_path = shutil.which("initdb")
+        if on_path:
+            candidates.append(Path(on_path).resolve().parent)
+    for d in candidates:
+        if all((d / prog).is_file() for prog in ("initdb", "pg_ctl", "psql")):
+            return d
+    where = wanted or "/usr/lib/postgresql/*/bin or on PATH"
+    raise PgUnavailable(f"PostgreSQL's initdb, pg_ctl and psql were not found in {where}: "
+                        + INSTALL_HINT)
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now (it can be taken before we bind)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _clean_env() -> dict[str, str]:
+    """The environment without PG* variables, which would redirect psql and pg_ctl."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+
+
+class PgServer:
+    """One throwaway PostgreSQL cluster: its own directory, port and socket.
+
+    Example:
+        with PgServer() as pg:
+            pg.psql("CREATE TABLE t (x int)")
+            url = pg.clone(pg.make_template("tmpl"))
+
+    Args:
+        durable: fsync and synchronous commit on (the bench) instead of off (tests).
+        settings: more ``postgresql.conf`` settings, applied last.
+        max_connections: the suite runs many processes against one server.
+    """
+
+    _live: set[PgServer] = set()
+    _counter = itertools.count(1)
+
+    def __init__(self, *, durable: bool = False, settings: Mapping[str, str] | None = None,
+                 max_connections: int = 300, bindir: Path | None = None) -> None:
+        self.settings = dict(DURABLE_SETTINGS if durable else FAST_SETTINGS)
+        self.settings["max_connections"] = str(max_connections)
+        self.settings.update(settings or {})
+        self.durable = durable
+        self.wanted_bindir = bindir
+        self.bindir: Path | None = None
+        self.root: Path | None = None
+        self.port = 0
+        self.owner_pid = os.getpid()
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._running = False
+
+    # ------------------------------------------------------------------ addresses
+
+    @property
+    def url(self) -> str:
+        """A libpq URL of the ``postgres`` database as the superuser (trust auth)."""
+        return self.url_for("postgres")
+
+    def url_for(self, database: str) -> str:
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
+
+    @property
+    def dsn(self) -> str:
+        """The same as :attr:`url`, in libpq's key=value form."""
+        return f"host=127.0.0.1 port={self.port} user={SUPERUSER} dbname=postgres"
+
+    @property
+    def data(self) -> Path:
+        assert self.root is not None, "the server was never started"
+        return self.root / "data"
+
+    @property
+    def log_path(self) -> Path:
+        assert self.root is not None, "the server was never started"
+        return self.root / "server.log"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> PgServer:
+        """initdb on the first call, then start the server and wait until it accepts.
+
+        Raises:
+            PgUnavailable: with the reason (missing programs, initdb or start failure,
+                and the end of the server's log).
+        """
+        if self._running:
+            return self
+        if self.root is None:
+            self._init()
+        if self.port == 0:
+            self._start_on_free_port()
+        else:
+            self._pg_ctl_start()
+        self._running = True
+        return self
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server, keeping its data (``start()`` brings it back on the same port).
+
+        Args:
+            mode: pg_ctl's shutdown mode: ``fast`` (roll back, disconnect) or
+                ``immediate`` (no checkpoint: a crash, recovered at the next start).
+        """
+        if not self._running:
+            return
+        self._pg_ctl("stop", "-m", mode, "-w", "-t", str(START_TIMEOUT_S))
+        self._running = False
+
+    def restart(self, mode: str = "fast") -> None:
+        """Stop and start again on the same port: every connection is cut, data stays."""
+        self.stop(mode)
+        self.start()
+
+    def close(self) -> None:
+        """Stop the server and remove its directory. Safe to call twice."""
+        if self.root is None or os.getpid() != self.owner_pid:
+            return  # a forked child must not tear down its parent's server
+        with contextlib.suppress(Exception):
+            self.stop("fast")
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root = None
+        if self._reaper is not None:
+            assert self._reaper.stdin is not None
+            self._reaper.stdin.close()  # it wakes, finds nothing left, and exits
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._reaper.wait(10)
+            self._reaper = None
+        PgServer._live.discard(self)
+
+    def __enter__(self) -> PgServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    # ---------------------------------------------------------------- SQL helpers
+
+    def psql(self, sql: str, database: str = "postgres") -> str:
+        """Run SQL through ``psql`` as the superuser; unaligned tuples, one row a line.
+
+        Each statement runs on its own (``psql -f -``), so ``CREATE DATABASE`` works.
+
+        Raises:
+            RuntimeError: psql failed; the message is its error output.
+        """
+        cmd = [str(self._bin("psql")), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+               "-h", "127.0.0.1", "-p", str(self.port), "-U", SUPERUSER, "-d", database, "-f", "-"]
+        r = subprocess.run(cmd, input=sql, capture_output=True, text=True, env=_clean_env(),
+                           timeout=120)
+        if r.returncode != 0:
+            raise RuntimeError(f"psql failed ({r.returncode}): {r.stderr.strip()}")
+        return r.stdout.strip()
+
+    def terminate(self, backend_pid: int) -> bool:
+        """``pg_terminate_backend``: cut one session as a crash or an admin would.
+
+        Waits (up to 5 s) until the backend has exited, so the client sees the cut
+        at its next statement. Returns False if no such backend existed.
+        """
+        return self.psql(f"SELECT pg_terminate_backend({int(backend_pid)}, 5000)") == "t"
+
+    def create_database(self, name: str, template: str | None = None) -> str:
+        """Create a database (from ``template``, if given); returns its URL."""
+        _check_name(name)
+        clause = f" TEMPLATE {_check_name(template)}" if template else ""
+        self.psql(f"CREATE DATABASE {name}{clause}")
+        return self.url_for(name)
+
+    def drop_database(self, name: str) -> None:
+        """Drop a database, cutting whoever is still connected (a test that leaked)."""
+        self.psql(f"DROP DATABASE IF EXISTS {_check_name(name)} WITH (FORCE)")
+
+    def make_template(self, name: str, setup: Callable[[str], None] | None = None) -> str:
+        """Create database ``name``, let ``setup(url)`` fill it, and freeze it as a template.
+
+        ``CREATE DATABASE … TEMPLATE`` copies files, so one migration run serves
+        every test. A template must have no open session when it is copied: the
+        sessions ``setup`` left open are cut, and new ones are refused.
+        """
+        self.create_database(name)
+        if setup is not None:
+            setup(self.url_for(name))
+        self.psql(f"ALTER DATABASE {name} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false;\n"
+                  "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity"
+                  f" WHERE datname = '{name}'")
+        return name
+
+    def clone(self, template: str, prefix: str = "t_") -> tuple[str, str]:
+        """A new database copied from ``template``: (name, url)."""
+        name = f"{prefix}{next(PgServer._counter)}"
+        return name, self.create_database(name, template)
+
+    # -------------------------------------------------------------- processes
+
+    def postmaster_pid(self) -> int | None:
+        """The server's main process, from ``postmaster.pid`` (None when stopped)."""
+        try:
+            return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+        except (OSError, ValueError, AssertionError):
+            return None
+
+    def pids(self) -> list[int]:
+        """The postmaster and every process it forked (backends, walwriter, …)."""
+        top = self.postmaster_pid()
+        if top is None:
+            return []
+        out = [top]
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                # the command name may hold spaces and parentheses: split after the last ')'
+                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == top:
+                    out.append(int(stat.parent.name))
+        return out
+
+    def version(self) -> str:
+        r = subprocess.run([str(self._bin("pg_ctl")), "--version"], capture_output=True,
+                           text=True, env=_clean_env())
+        return r.stdout.strip().replace("pg_ctl (PostgreSQL) ", "PostgreSQL ")
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except (OSError, AssertionError):
+            return ""
+
+    # -------------------------------------------------------------- internals
+
+    def _bin(self, prog: str) -> Path:
+        if self.bindir is None:
+            self.bindir = find_bindir(self.wanted_bindir)
+        return self.bindir / prog
+
+    def _as_owner(self) -> list[str]:
+        """Prefix for server commands: as root they run as ``postgres`` (initdb refuses root)."""
+        if os.geteuid() != 0:
+            return []
+        if shutil.which("runuser") is None:
+            raise PgUnavailable("running as root needs `runuser` (util-linux) to start "
+                                "PostgreSQL as the postgres user")
+        try:
+            import pwd
+
+            pwd.getpwnam(SUPERUSER)
+        except KeyError:
+            raise PgUnavailable("running as root needs the `postgres` user, which Debian's "
+                                "postgresql package creates: " + INSTALL_HINT) from None
+        return ["runuser", "-u", SUPERUSER, "--"]
+
+    def _run(self, cmd: list[str], what: str) -> None:
+        try:
+            r = subprocess.run([*self._as_owner(), *cmd], capture_output=True, text=True,
+                               env=_clean_env(), stdin=subprocess.DEVNULL,
+                               timeout=START_TIMEOUT_S + 30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise PgUnavailable(f"{what} failed: {exc}") from None
+        if r.returncode != 0:
+            detail = (r.stderr or r.stdout).strip()
+            log = self.log_tail()
+            raise PgUnavailable(f"{what} failed (exit {r.returncode}): {detail}"
+                                + (f"\nserver log:\n{log}" if log else ""))
+
+    def _pg_ctl(self, *args: str) -> None:
+        self._run([str(self._bin("pg_ctl")), "-D", str(self.data), *args], f"pg_ctl {args[0]}")
+
+    def _init(self) -> None:
+        initdb = self._bin("initdb")
+        prefix = self._as_owner()
+        root = Path(tempfile.mkdtemp(prefix="sqlq-pg-"))
+        self.root = root
+        PgServer._live.add(self)
+        if prefix:
+            shutil.chown(root, SUPERUSER, SUPERUSER)
+        stop = [*prefix, str(self._bin("pg_ctl")), "-D", str(root / "data"), "-m", "immediate",
+                "-w", "-t", "30", "stop"]
+        self._reaper = subprocess.Popen(
+            [sys.executable, "-c", _REAPER, str(root), str(root / "data"), *stop],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, env=_clean_env())
+        # -N: no fsync of the fresh cluster; only the running server's settings matter.
+        self._run([str(initdb), "-D", str(self.data), "-U", SUPERUSER, "--auth=trust",
+                   "--encoding=UTF8", "--no-locale", "-N"], "initdb")
+
+    def _write_conf(self) -> None:
+        conf = {"listen_addresses": "'127.0.0.1'", "port": str(self.port),
+                "unix_socket_directories": f"'{self.root}'"}
+        conf.update({k: _quote(v) for k, v in self.settings.items()})
+        # postgresql.conf is read top to bottom and the last line wins: append.
+        with open(self.data / "postgresql.conf", "a") as f:
+            f.write("\n# sqlq tests/pgserver.py\n")
+            f.writelines(f"{k} = {v}\n" for k, v in conf.items())
+
+    def _start_on_free_port(self) -> None:
+        """Another process may take the port between our probe and the server's bind."""
+        for attempt in range(5):
+            self.port = free_port()
+            self._write_conf()
+            try:
+                self._pg_ctl_start()
+                return
+            except PgUnavailable:
+                if attempt == 4 or "could not bind" not in self.log_tail():
+                    raise
+
+    def _pg_ctl_start(self) -> None:
+        self._pg_ctl("start", "-w", "-t", str(START_TIMEOUT_S), "-l", str(self.log_path))
+
+
+def _check_name(name: str) -> str:
+    """Database names are formatted into SQL (they cannot be bound): allow only identifiers."""
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
+        raise ValueError(f"not a plain database name: {name!r}")
+    return name
+
+
+def _quote(value: str) -> str:
+    return value if re.fullmatch(r"[\w.-]+", value) else "'" + value.replace("'", "''") + "'"
+
+
+@atexit.register
+def _close_all() -> None:
+    for server in list(PgServer._live):
+        server.close()
