@@ -42,18 +42,37 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+#: Every test that uses ``db_url`` (and so ``q`` and ``fq``) runs once per backend,
+#: unless marked ``sqlite_only`` (it is about the file itself).
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        only = metafunc.definition.get_closest_marker("sqlite_only")
+        metafunc.parametrize("backend", ("sqlite",) if only else BACKENDS)
+
+
 @pytest.fixture
-def q(db_path: str) -> Iterator[sqlq.Queue]:
-    """A queue on a fresh file, durability normal (fsync cost is not what tests check)."""
-    queue = sqlq.Queue(db_path, durability="normal")
+def db_url(backend: str, request: pytest.FixtureRequest) -> str:
+    """A fresh database of this test's backend: a file path, or a PostgreSQL URL."""
+    if backend == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return str(request.getfixturevalue("db_path"))
+
+
+@pytest.fixture
+def q(db_url: str) -> Iterator[sqlq.Queue]:
+    """A queue on a fresh database, durability normal (fsync cost is not what tests check)."""
+    queue = sqlq.Queue(db_url, durability="normal")
     yield queue
     queue.close()
 
 
 @pytest.fixture
-def fq(db_path: str, clock: FakeClock) -> Iterator[sqlq.Queue]:
-    """A queue on a fresh file driven by the fake clock."""
-    queue = sqlq.Queue(db_path, durability="normal", clock=clock)
+def fq(db_url: str, clock: FakeClock) -> Iterator[sqlq.Queue]:
+    """A queue on a fresh database driven by the fake clock."""
+    queue = sqlq.Queue(db_url, durability="normal", clock=clock)
     yield queue
     queue.close()
 
@@ -93,13 +112,13 @@ def pg_server() -> Iterator[PgServer]:
 
 @pytest.fixture(scope="session")
 def pg_template_setup() -> Callable[[str], None] | None:
-    """What fills the template database that every ``pg_url`` database is copied from.
+    """What fills the template database that every ``pg_url`` database is copied from:
+    sqlq's migrations, run once per session, so that each test gets a migrated
+    database for the cost of a file copy."""
+    def migrate(url: str) -> None:
+        sqlq.Queue(url).close()  # creates sqlq's tables; leaves no session behind
 
-    Called once per session with the template's URL. The PostgreSQL backend
-    overrides this fixture to run its migrations there, so that each test gets a
-    migrated database for the cost of a file copy. None: the template stays empty.
-    """
-    return None
+    return migrate
 
 
 @pytest.fixture(scope="session")

@@ -22,10 +22,10 @@ print(" ".join(map(str, got)))
 """
 
 
-def test_four_processes_drain_5000_jobs_exactly_once(db_path: str) -> None:
-    with Queue(db_path, durability="normal") as q:
+def test_four_processes_drain_5000_jobs_exactly_once(db_url: str) -> None:
+    with Queue(db_url, durability="normal") as q:
         ids = q.put_many([b"job %d" % i for i in range(5000)])
-    workers = [spawn(DRAINER, db_path, "normal") for _ in range(4)]
+    workers = [spawn(DRAINER, db_url, "normal") for _ in range(4)]
     outputs = [w.communicate(timeout=120) for w in workers]
     for w, (_, err) in zip(workers, outputs, strict=True):
         assert w.returncode == 0, err
@@ -36,9 +36,11 @@ def test_four_processes_drain_5000_jobs_exactly_once(db_path: str) -> None:
     assert max(counts.values()) == 1
     shares = sorted(len(out.split()) for out, _ in outputs)
     print(f"\nshares of 5000 jobs across 4 processes: {shares}")
-    with Queue(db_path) as q:
+    with Queue(db_url) as q:
         assert q.stats()["current-jobs-ready"] == 0
-        assert q.backend.db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        if "://" not in db_url:
+            assert q.backend.read(
+                lambda c: c.execute("PRAGMA integrity_check").fetchone()[0]) == "ok"
 
 
 HOLDER = """
@@ -50,10 +52,10 @@ time.sleep(600)
 """
 
 
-def test_sigkilled_holder_gives_job_back_within_a_second(db_path: str) -> None:
-    with Queue(db_path) as q:
+def test_sigkilled_holder_gives_job_back_within_a_second(db_url: str) -> None:
+    with Queue(db_url) as q:
         jid = q.put(b"precious", ttr=60)
-        holder = spawn(HOLDER, db_path)
+        holder = spawn(HOLDER, db_url)
         assert int(holder.stdout.readline()) == jid
         assert q.reserve(timeout=0) is None  # held by a live process
         holder.send_signal(signal.SIGKILL)
@@ -65,11 +67,11 @@ def test_sigkilled_holder_gives_job_back_within_a_second(db_path: str) -> None:
         assert job.reserves == 2
 
 
-def test_blocked_reserver_notices_a_holder_dying(db_path: str) -> None:
+def test_blocked_reserver_notices_a_holder_dying(db_url: str) -> None:
     """The waiter is already asleep when the holder dies: the owner file's close wakes it."""
-    with Queue(db_path) as q:
+    with Queue(db_url) as q:
         jid = q.put(b"x", ttr=60)
-        holder = spawn(HOLDER, db_path)
+        holder = spawn(HOLDER, db_url)
         assert int(holder.stdout.readline()) == jid
         waiter = spawn("""
             import sys, time, sqlq
@@ -77,7 +79,7 @@ def test_blocked_reserver_notices_a_holder_dying(db_path: str) -> None:
             print("ready", flush=True)
             job = q.reserve(timeout=20)
             print(job.id, time.time(), flush=True)
-        """, db_path)
+        """, db_url)
         assert waiter.stdout.readline().strip() == "ready"
         time.sleep(0.3)
         killed_at = time.time()
@@ -88,10 +90,10 @@ def test_blocked_reserver_notices_a_holder_dying(db_path: str) -> None:
         waiter.wait(5)
 
 
-def test_live_holder_keeps_its_job(db_path: str) -> None:
-    with Queue(db_path) as q:
+def test_live_holder_keeps_its_job(db_url: str) -> None:
+    with Queue(db_url) as q:
         q.put(b"x")
-        holder = spawn(HOLDER, db_path)
+        holder = spawn(HOLDER, db_url)
         holder.stdout.readline()
         try:
             assert q.reserve(timeout=0.5) is None

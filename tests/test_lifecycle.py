@@ -295,12 +295,12 @@ def test_ttr_zero_raised_to_one_second(q: Queue) -> None:
     assert q.stats_job(jid)["ttr"] == 1
 
 
-def test_body_size_limit(db_path: str) -> None:
-    with Queue(db_path, max_job_size=1 << 20) as q:
+def test_body_size_limit(db_url: str) -> None:
+    with Queue(db_url, max_job_size=1 << 20) as q:
         q.put(b"x" * (1 << 20))
         with pytest.raises(sqlq.JobTooBig):
             q.put(b"x" * ((1 << 20) + 1))
-    with Queue(db_path, max_job_size=10) as small, pytest.raises(sqlq.JobTooBig):
+    with Queue(db_url, max_job_size=10) as small, pytest.raises(sqlq.JobTooBig):
         small.put(b"x" * 11)
 
 
@@ -348,10 +348,10 @@ def test_errors_share_one_root() -> None:
     assert str(sqlq.JobLost()).startswith("The job's lease was lost")
 
 
-def test_close_gives_reservations_back(db_path: str) -> None:
-    with Queue(db_path) as producer:
+def test_close_gives_reservations_back(db_url: str) -> None:
+    with Queue(db_url) as producer:
         jid = producer.put(b"x")
-        holder = Queue(db_path)
+        holder = Queue(db_url)
         assert holder.reserve(timeout=0) is not None
         assert producer.peek(jid).state == "reserved"  # type: ignore[union-attr]
         holder.close()

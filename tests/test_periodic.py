@@ -52,11 +52,11 @@ def test_periodic_tasks_take_no_arguments(q: sqlq.Queue) -> None:
 
 
 def test_a_slot_is_enqueued_once_even_after_its_job_is_deleted(q: sqlq.Queue,
-                                                              db_path: str) -> None:
+                                                              db_url: str) -> None:
     @q.periodic(every=60, name="test.cleanup", tube="cron")
     def cleanup() -> None: ...
 
-    other = sqlq.Queue(db_path)  # a second process's view
+    other = sqlq.Queue(db_url)  # a second process's view
     first = enqueue_slot(q, cleanup, 60_000)
     assert first is not None
     assert enqueue_slot(other, cleanup, 60_000) is None  # the job is live
@@ -69,12 +69,12 @@ def test_a_slot_is_enqueued_once_even_after_its_job_is_deleted(q: sqlq.Queue,
     other.close()
 
 
-def test_two_supervisors_on_one_file_enqueue_each_slot_once(db_path: str,
+def test_two_supervisors_on_one_file_enqueue_each_slot_once(db_url: str,
                                                              tmp_path: Path) -> None:
     ticks = tmp_path / "ticks"
     env = {"TICKS": str(ticks)}
     args = ("--import", "tests.periodic_jobs", "--processes", "2")
-    with Work(db_path, *args, env=env) as a, Work(db_path, *args, env=env) as b:
+    with Work(db_url, *args, env=env) as a, Work(db_url, *args, env=env) as b:
         a.wait_log(" watching ", count=2, timeout=20)
         b.wait_log(" watching ", count=2, timeout=20)
         time.sleep(3.6)
@@ -84,6 +84,6 @@ def test_two_supervisors_on_one_file_enqueue_each_slot_once(db_path: str,
     assert len(slots) >= 3, a.text() + b.text()
     assert len(set(slots)) == len(slots), slots  # no slot twice
     assert len(lines(ticks)) in (len(slots), len(slots) - 1)  # the last may not have run
-    q = sqlq.Queue(db_path)
+    q = sqlq.Queue(db_url)
     assert q.stats()["current-jobs-buried"] == 0
     q.close()

@@ -85,8 +85,8 @@ def test_timeout_on_a_pending_job(q: sqlq.Queue) -> None:
     assert 0.19 <= time.monotonic() - start < 2
 
 
-def test_complete_with_a_lost_lease_changes_nothing(db_path: str, clock: FakeClock) -> None:
-    with sqlq.Queue(db_path, durability="normal", clock=clock) as q:
+def test_complete_with_a_lost_lease_changes_nothing(db_url: str, clock: FakeClock) -> None:
+    with sqlq.Queue(db_url, durability="normal", clock=clock) as q:
         jid = q.put(b"x", ttr=1)
         job = _reserve(q)
         clock.advance(2)  # TTR over: the lease is gone
@@ -97,8 +97,8 @@ def test_complete_with_a_lost_lease_changes_nothing(db_path: str, clock: FakeClo
         assert q.peek(jid) is not None
 
 
-def test_too_big_result_leaves_the_job_reserved(db_path: str) -> None:
-    with sqlq.Queue(db_path, durability="normal", max_job_size=10) as q:
+def test_too_big_result_leaves_the_job_reserved(db_url: str) -> None:
+    with sqlq.Queue(db_url, durability="normal", max_job_size=10) as q:
         jid = q.put(b"x")
         job = _reserve(q)
         with pytest.raises(sqlq.JobTooBig):
@@ -120,9 +120,9 @@ def test_bad_arguments_name_themselves(q: sqlq.Queue) -> None:
         q.complete(jid, 42)  # type: ignore[arg-type]
 
 
-def test_results_expire_and_are_purged_by_later_completes(db_path: str,
+def test_results_expire_and_are_purged_by_later_completes(db_url: str,
                                                           clock: FakeClock) -> None:
-    with sqlq.Queue(db_path, durability="normal", clock=clock, result_ttl=60) as q:
+    with sqlq.Queue(db_url, durability="normal", clock=clock, result_ttl=60) as q:
         first = q.put(b"1")
         _reserve(q).complete(b"one")
         clock.advance(59)
@@ -139,9 +139,9 @@ def test_results_expire_and_are_purged_by_later_completes(db_path: str,
         assert live[0][0] == len(ids)  # the expired one went, the fresh ones stay
 
 
-def test_result_waits_for_a_commit_of_another_queue(db_path: str) -> None:
-    with sqlq.Queue(db_path, durability="normal") as driver, \
-            sqlq.Queue(db_path, durability="normal") as worker:
+def test_result_waits_for_a_commit_of_another_queue(db_url: str) -> None:
+    with sqlq.Queue(db_url, durability="normal") as driver, \
+            sqlq.Queue(db_url, durability="normal") as worker:
         jid = driver.put(b"x")
         job = _reserve(worker)
         import threading
@@ -170,10 +170,10 @@ q.close()
 """
 
 
-def test_result_round_trip_across_processes(db_path: str) -> None:
+def test_result_round_trip_across_processes(db_url: str) -> None:
     rounds = 20
-    with sqlq.Queue(db_path, durability="normal") as q:
-        worker = spawn(WORKER, db_path, str(rounds))
+    with sqlq.Queue(db_url, durability="normal") as q:
+        worker = spawn(WORKER, db_url, str(rounds))
         latencies = []
         assert worker.stdout is not None
         for i in range(rounds):
@@ -189,9 +189,9 @@ def test_result_round_trip_across_processes(db_path: str) -> None:
     assert p50 < 50  # the target is 1 ms (bench/bench_results.py); CI machines are noisy
 
 
-def test_job_buried_in_another_process_wakes_result(db_path: str) -> None:
-    with sqlq.Queue(db_path, durability="normal") as q:
-        worker = spawn(WORKER, db_path, "1")
+def test_job_buried_in_another_process_wakes_result(db_url: str) -> None:
+    with sqlq.Queue(db_url, durability="normal") as q:
+        worker = spawn(WORKER, db_url, "1")
         jid = q.put(b"bury")
         with pytest.raises(sqlq.JobBuried) as info:
             q.result(jid, timeout=20)
@@ -211,16 +211,16 @@ def test_driver_worker_example_with_four_processes(tmp_path: Path) -> None:
 
 # -- the command line --------------------------------------------------------------------------
 
-def test_cli_result_exit_codes(db_path: str) -> None:
+def test_cli_result_exit_codes(db_url: str) -> None:
     from click.testing import CliRunner
 
     from sqlq.cli import cli
 
     def run(*args: str) -> tuple[int, str, str]:
-        r = CliRunner().invoke(cli, ["--db", db_path, *args])
+        r = CliRunner().invoke(cli, ["--db", db_url, *args])
         return r.exit_code, r.stdout, r.stderr
 
-    with sqlq.Queue(db_path, durability="normal") as q:
+    with sqlq.Queue(db_url, durability="normal") as q:
         done, buried, pending = q.put_many([b"a", b"b", b"c"])
         _reserve(q).complete(b'{"square": 49}')
         _reserve(q).bury(reason="no such user")

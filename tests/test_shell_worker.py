@@ -13,28 +13,28 @@ from tests.workers import Work, alive, lines, wait_for
 pytestmark = pytest.mark.timeout(60)
 
 
-def test_success_gets_body_on_stdin_and_job_env(q: sqlq.Queue, db_path: str,
+def test_success_gets_body_on_stdin_and_job_env(q: sqlq.Queue, db_url: str,
                                                 tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     body = b"line one\nline two \x00\xff binary"
     jid = q.put(body, tube="sh")
     script = 'cat > "$OUT/$SQLQ_JOB_ID"; echo "$SQLQ_TUBE $SQLQ_ATTEMPT $SQLQ_DB" > "$OUT/env"'
-    with Work(db_path, "--tube", "sh", "--burst", "--", "sh", "-c", script,
+    with Work(db_url, "--tube", "sh", "--burst", "--", "sh", "-c", script,
               env={"OUT": str(out)}) as w:
         assert w.wait() == 0, w.text()
     assert (out / str(jid)).read_bytes() == body
-    assert (out / "env").read_text().split() == ["sh", "1", str(Path(db_path).resolve())]
+    assert (out / "env").read_text().split() == ["sh", "1", (db_url if "://" in db_url else str(Path(db_url).resolve()))]
     assert q.peek(jid) is None
     assert f"job {jid} sh done in" in w.text()
 
 
 def test_failure_retries_then_buries_with_status_and_last_stderr_line(
-        q: sqlq.Queue, db_path: str, tmp_path: Path) -> None:
+        q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     attempts = tmp_path / "attempts"
     jid = q.put(b"x", tube="sh")
     script = f'echo "$SQLQ_ATTEMPT" >> {attempts}; echo noise >&2; echo "disk full" >&2; exit 3'
-    with Work(db_path, "--tube", "sh", "--retries", "1", "--backoff", "50ms",
+    with Work(db_url, "--tube", "sh", "--retries", "1", "--backoff", "50ms",
               "--", "sh", "-c", script) as w:
         wait_for(lambda: (j := q.peek(jid)) and j.state == "buried", what="a burial")
         assert w.stop() == 0
@@ -46,12 +46,12 @@ def test_failure_retries_then_buries_with_status_and_last_stderr_line(
 
 
 def test_command_still_running_at_its_ttr_is_killed_with_its_process_group(
-        q: sqlq.Queue, db_path: str, tmp_path: Path) -> None:
+        q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     jid = q.put(b"x", tube="sh", ttr=2)
     # The command starts a grandchild: killing the group must take it too.
     script = f'sleep 60 & echo "$$ $!" > {pids}; wait'
-    with Work(db_path, "--tube", "sh", "--retries", "0", "--", "sh", "-c", script) as w:
+    with Work(db_url, "--tube", "sh", "--retries", "0", "--", "sh", "-c", script) as w:
         wait_for(lambda: lines(pids), what="the command to start")
         started = time.monotonic()
         wait_for(lambda: (j := q.peek(jid)) and j.state == "buried", what="a burial")
@@ -65,11 +65,11 @@ def test_command_still_running_at_its_ttr_is_killed_with_its_process_group(
              what="the process group to be gone")
 
 
-def test_keepalive_lets_a_command_outlive_its_ttr(q: sqlq.Queue, db_path: str,
+def test_keepalive_lets_a_command_outlive_its_ttr(q: sqlq.Queue, db_url: str,
                                                   tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     jid = q.put(b"x", tube="sh", ttr=1)
-    with Work(db_path, "--tube", "sh", "--keepalive", "--processes", "2", "--",
+    with Work(db_url, "--tube", "sh", "--keepalive", "--processes", "2", "--",
               "sh", "-c", f"echo run >> {runs}; sleep 2.5") as w:
         wait_for(lambda: q.peek(jid) is None, timeout=20, what="the job to finish")
         assert w.stop() == 0
@@ -77,10 +77,10 @@ def test_keepalive_lets_a_command_outlive_its_ttr(q: sqlq.Queue, db_path: str,
 
 
 def test_sigterm_releases_a_command_that_outlasts_the_grace_period(
-        q: sqlq.Queue, db_path: str, tmp_path: Path) -> None:
+        q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     jid = q.put(b"x", tube="sh", ttr=60)
-    with Work(db_path, "--tube", "sh", "--grace", "0.3", "--",
+    with Work(db_url, "--tube", "sh", "--grace", "0.3", "--",
               "sh", "-c", f"echo $$ >> {runs}; sleep 60") as w:
         wait_for(lambda: lines(runs), what="the command to start")
         assert w.stop(timeout=10) == 0
@@ -89,9 +89,9 @@ def test_sigterm_releases_a_command_that_outlasts_the_grace_period(
     assert not alive(int(lines(runs)[0]))
 
 
-def test_missing_command_fails_and_is_buried(q: sqlq.Queue, db_path: str) -> None:
+def test_missing_command_fails_and_is_buried(q: sqlq.Queue, db_url: str) -> None:
     jid = q.put(b"x", tube="sh")
-    with Work(db_path, "--tube", "sh", "--retries", "0", "--burst", "--",
+    with Work(db_url, "--tube", "sh", "--retries", "0", "--burst", "--",
               "/no/such/program") as w:
         assert w.wait() == 0, w.text()
     job = q.peek(jid)

@@ -38,8 +38,8 @@ def test_publish_without_subscribers_puts_nothing(q: sqlq.Queue) -> None:
     assert q.stats()["total-jobs"] == 0
 
 
-def test_publish_is_one_transaction(db_path: str) -> None:
-    with sqlq.Queue(db_path, durability="normal", max_job_size=4) as q:
+def test_publish_is_one_transaction(db_url: str) -> None:
+    with sqlq.Queue(db_url, durability="normal", max_job_size=4) as q:
         q.subscribe("t", "a")
         q.subscribe("t", "b")
         with pytest.raises(sqlq.JobTooBig):
@@ -121,24 +121,24 @@ print(json.dumps(bodies))
 """
 
 
-def test_a_subscriber_that_was_down_gets_everything(q: sqlq.Queue, db_path: str) -> None:
+def test_a_subscriber_that_was_down_gets_everything(q: sqlq.Queue, db_url: str) -> None:
     q.subscribe("orders", "emails")
     q.subscribe("orders", "audit")
     sent = [f"order {i}" for i in range(50)]
     for body in sent:  # the audit process is not running
         q.publish("orders", body)
     assert len(drain(q, "emails")) == 50  # another subscriber went on meanwhile
-    out, err = spawn(SUBSCRIBER, db_path).communicate(timeout=30)
+    out, err = spawn(SUBSCRIBER, db_url).communicate(timeout=30)
     assert json.loads(out) == sent, err  # in order, nothing lost
 
 
-def test_cli_subscribe_publish_unsubscribe(db_path: str) -> None:
+def test_cli_subscribe_publish_unsubscribe(db_url: str) -> None:
     from click.testing import CliRunner
 
     from sqlq.cli import cli
 
     def run(*args: str, input: str | None = None) -> tuple[int, str, str]:
-        r = CliRunner().invoke(cli, ["--db", db_path, *args], input=input)
+        r = CliRunner().invoke(cli, ["--db", db_url, *args], input=input)
         return r.exit_code, r.stdout, r.stderr
 
     assert run("publish", "orders", "nobody")[:2] == (0, "")
@@ -154,6 +154,6 @@ def test_cli_subscribe_publish_unsubscribe(db_path: str) -> None:
     code, _, err = run("unsubscribe", "orders", "audit")
     assert code == 3 and "not subscribed" in err
     assert run("subscribe", "-bad", "emails")[0] == 2
-    with sqlq.Queue(db_path) as q:
+    with sqlq.Queue(db_url) as q:
         assert drain(q, "emails") == [b"order 7", b"from stdin"]
         assert drain(q, "audit") == [b"order 7", b"from stdin"]

@@ -30,10 +30,10 @@ def enqueue(q: sqlq.Queue, task: Any, *args: Any, **kwargs: Any) -> int:
 
 
 def test_success_stores_results_and_logs_one_json_line_per_job(q: sqlq.Queue,
-                                                                 db_path: str) -> None:
+                                                                 db_url: str) -> None:
     added = enqueue(q, jobs.add, 2, 3)
     nothing = enqueue(q, jobs.noop)
-    with Work(db_path, "--import", "tests.jobs", "--burst", "--log-format", "json") as w:
+    with Work(db_url, "--import", "tests.jobs", "--burst", "--log-format", "json") as w:
         assert w.wait() == 0, w.text()
     assert q.result(added, timeout=0) == b"5"
     assert q.peek(nothing) is None  # deleted: no result is stored for None
@@ -48,12 +48,12 @@ def test_success_stores_results_and_logs_one_json_line_per_job(q: sqlq.Queue,
 
 
 def test_failure_is_retried_with_backoff_then_buried_with_the_last_line(
-        q: sqlq.Queue, db_path: str, tmp_path: Path) -> None:
+        q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     attempts = tmp_path / "attempts"
     failing = enqueue(q, jobs.fail, str(attempts), "bad input 42")
     flaky_log = tmp_path / "flaky"
     flaky = enqueue(q, jobs.flaky, str(flaky_log), 2)
-    with Work(db_path, "--import", "tests.jobs") as w:
+    with Work(db_url, "--import", "tests.jobs") as w:
         wait_for(lambda: (j := q.peek(failing)) and j.state == "buried", what="a burial")
         wait_for(lambda: q.peek(flaky) is None, what="flaky to succeed")
         assert w.stop() == 0
@@ -69,11 +69,11 @@ def test_failure_is_retried_with_backoff_then_buried_with_the_last_line(
 
 
 def test_unknown_task_and_bad_bodies_are_buried_with_the_reason(q: sqlq.Queue,
-                                                                db_path: str) -> None:
+                                                                db_url: str) -> None:
     unknown = q.put(json.dumps({"task": "nobody.knows", "args": []}))
     garbage = q.put(b"\xff not json")
     bad_args = q.put(json.dumps({"task": "tests.jobs.add", "args": [1]}))
-    with Work(db_path, "--import", "tests.jobs", "--burst") as w:
+    with Work(db_url, "--import", "tests.jobs", "--burst") as w:
         assert w.wait() == 0, w.text()
     reasons = {jid: q.peek(jid).bury_reason for jid in (unknown, garbage, bad_args)}  # type: ignore[union-attr]
     assert "unknown task 'nobody.knows'" in str(reasons[unknown])
@@ -82,11 +82,11 @@ def test_unknown_task_and_bad_bodies_are_buried_with_the_reason(q: sqlq.Queue,
     assert all(q.peek(j).reserves == 1 for j in reasons)  # type: ignore[union-attr]
 
 
-def test_heartbeat_keeps_a_long_job_from_running_twice(q: sqlq.Queue, db_path: str,
+def test_heartbeat_keeps_a_long_job_from_running_twice(q: sqlq.Queue, db_url: str,
                                                        tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     kept = enqueue(q, jobs.slow_alive, str(runs), 2.5)  # ttr=1, touched every 0.8 s
-    with Work(db_path, "--import", "tests.jobs", "--processes", "2") as w:
+    with Work(db_url, "--import", "tests.jobs", "--processes", "2") as w:
         wait_for(lambda: q.peek(kept) is None, timeout=20, what="the long job to finish")
         assert w.stop() == 0
     starts = [line for line in lines(runs) if line.startswith("start")]
@@ -95,10 +95,10 @@ def test_heartbeat_keeps_a_long_job_from_running_twice(q: sqlq.Queue, db_path: s
 
 
 def test_without_keepalive_a_job_past_its_ttr_runs_again_then_is_buried(
-        q: sqlq.Queue, db_path: str, tmp_path: Path) -> None:
+        q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     jid = enqueue(q, jobs.slow, str(runs), 2.0)  # ttr=1, no heartbeat, retries=1
-    with Work(db_path, "--import", "tests.jobs", "--processes", "2") as w:
+    with Work(db_url, "--import", "tests.jobs", "--processes", "2") as w:
         wait_for(lambda: (j := q.peek(jid)) and j.state == "buried", timeout=20,
                  what="the job to be buried")
         assert w.stop() == 0
@@ -109,12 +109,12 @@ def test_without_keepalive_a_job_past_its_ttr_runs_again_then_is_buried(
     assert "past its TTR" in w.text() and "reservation was lost" in w.text()
 
 
-def test_sigterm_lets_the_running_job_finish_and_exits_0(q: sqlq.Queue, db_path: str,
+def test_sigterm_lets_the_running_job_finish_and_exits_0(q: sqlq.Queue, db_url: str,
                                                          tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     running = q.put(jobs.nap.message(str(runs), 1.5), tube="slow", ttr=30)
     waiting = q.put(jobs.nap.message(str(runs), 0), tube="slow", ttr=30)
-    with Work(db_path, "--import", "tests.jobs") as w:
+    with Work(db_url, "--import", "tests.jobs") as w:
         wait_for(lambda: lines(runs), what="the job to start")
         started = time.monotonic()
         assert w.stop() == 0, w.text()
@@ -127,10 +127,10 @@ def test_sigterm_lets_the_running_job_finish_and_exits_0(q: sqlq.Queue, db_path:
 
 
 def test_sigkill_of_a_child_reruns_its_job_once_and_the_child_is_restarted(
-        q: sqlq.Queue, db_path: str, tmp_path: Path) -> None:
+        q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     jid = q.put(jobs.nap.message(str(runs), 1.0), tube="slow", ttr=60)
-    with Work(db_path, "--import", "tests.jobs", "--processes", "2") as w:
+    with Work(db_url, "--import", "tests.jobs", "--processes", "2") as w:
         wait_for(lambda: len(children(w.pid)) == 2, what="two workers")
         first = wait_for(lambda: lines(runs), what="the job to start")
         victim = int(first[0].split()[1])
@@ -148,12 +148,12 @@ def test_sigkill_of_a_child_reruns_its_job_once_and_the_child_is_restarted(
     assert not alive(victim)
 
 
-def test_supervisor_sigterm_drains_every_child(q: sqlq.Queue, db_path: str,
+def test_supervisor_sigterm_drains_every_child(q: sqlq.Queue, db_url: str,
                                                tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     ids = [q.put(jobs.nap.message(str(runs), 1.0), tube="slow", ttr=30)
            for _ in range(2)]
-    with Work(db_path, "--import", "tests.jobs", "--processes", "2") as w:
+    with Work(db_url, "--import", "tests.jobs", "--processes", "2") as w:
         wait_for(lambda: len(lines(runs)) >= 2, what="both jobs to start")
         kids = children(w.pid)
         assert w.stop() == 0, w.text()
@@ -162,11 +162,11 @@ def test_supervisor_sigterm_drains_every_child(q: sqlq.Queue, db_path: str,
     assert not any(alive(k) for k in kids)
 
 
-def test_grace_period_releases_a_job_that_does_not_finish(q: sqlq.Queue, db_path: str,
+def test_grace_period_releases_a_job_that_does_not_finish(q: sqlq.Queue, db_url: str,
                                                           tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     jid = q.put(jobs.nap.message(str(runs), 30), tube="slow", ttr=60)
-    with Work(db_path, "--import", "tests.jobs", "--grace", "0.5") as w:
+    with Work(db_url, "--import", "tests.jobs", "--grace", "0.5") as w:
         wait_for(lambda: lines(runs), what="the job to start")
         started = time.monotonic()
         assert w.stop() == 0, w.text()
@@ -176,18 +176,18 @@ def test_grace_period_releases_a_job_that_does_not_finish(q: sqlq.Queue, db_path
     assert "grace period ran out" in w.text()
 
 
-def test_usage_errors_are_one_line(db_path: str) -> None:
-    with Work(db_path) as w:
+def test_usage_errors_are_one_line(db_url: str) -> None:
+    with Work(db_url) as w:
         assert w.wait() == 1
     assert "nothing to run" in w.text() and "Traceback" not in w.text()
-    with Work(db_path, "--import", "tests.no_such_module") as w:
+    with Work(db_url, "--import", "tests.no_such_module") as w:
         assert w.wait() == 1
     assert "no_such_module" in w.text() and len(w.text().strip().splitlines()) == 1
 
 
 def test_a_worker_that_cannot_start_is_restarted_with_backoff_not_in_a_loop(
-        db_path: str) -> None:
-    with Work(db_path, "--import", "tests.crashy_jobs", "--processes", "2") as w:
+        db_url: str) -> None:
+    with Work(db_url, "--import", "tests.crashy_jobs", "--processes", "2") as w:
         time.sleep(4)
         restarts = w.text().count("restarting it in")
         assert w.stop() == 0

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -66,7 +67,8 @@ class Work:
     def __init__(self, db: str | Path, *args: str, log: Path | None = None,
                  env: dict[str, str] | None = None) -> None:
         self.db = str(db)
-        self.log_path = log or Path(f"{db}.{time.monotonic_ns()}.log")
+        logs = Path(tempfile.gettempdir()) if "://" in self.db else Path(self.db).parent
+        self.log_path = log or logs / f"sqlq-work-{os.getpid()}-{time.monotonic_ns()}.log"
         full_env = dict(os.environ, SQLQ_DB=self.db, PYTHONPATH=str(ROOT), **(env or {}))
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in wait()
         self.proc = subprocess.Popen(
