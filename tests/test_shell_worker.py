@@ -24,7 +24,8 @@ def test_success_gets_body_on_stdin_and_job_env(q: sqlq.Queue, db_url: str,
               env={"OUT": str(out)}) as w:
         assert w.wait() == 0, w.text()
     assert (out / str(jid)).read_bytes() == body
-    assert (out / "env").read_text().split() == ["sh", "1", (db_url if "://" in db_url else str(Path(db_url).resolve()))]
+    exported = db_url if "://" in db_url else str(Path(db_url).resolve())
+    assert (out / "env").read_text().split() == ["sh", "1", exported]
     assert q.peek(jid) is None
     assert f"job {jid} sh done in" in w.text()
 
