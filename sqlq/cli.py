@@ -636,6 +636,45 @@ def subscriptions(ctx: click.Context, topic: str | None, as_json: bool) -> None:
 
 
 @cli.command()
+@json_option
+@click.pass_context
+def maintain(ctx: click.Context, as_json: bool) -> None:
+    """Housekeeping, and what holds it back: on a file, checkpoint the WAL and check
+    the file; on PostgreSQL, vacuum the jobs table and report dead rows and the
+    oldest open transaction on the server (its snapshot keeps deleted jobs around).
+
+    Example:
+
+    \b
+        sqlq --db postgresql://app@db/app maintain
+    """
+    report = queue_from_ctx(ctx, create=False).backend.maintain()
+    emit(report, as_json)
+
+
+@cli.command("copy")
+@click.argument("source")
+@click.argument("target")
+@json_option
+def copy_command(source: str, target: str, as_json: bool) -> None:
+    """Copy every live job and all queue state from SOURCE to TARGET (a file or a
+    postgresql:// URL): states, priorities, delays, counters, unique keys, pauses,
+    results, subscriptions, periodic slots, and the id counter. TARGET must be new
+    or empty; it is written in one transaction. Stop the workers first: a reserved
+    job is copied as ready.
+
+    Example:
+
+    \b
+        sqlq copy app.db postgresql://app@db.internal/app
+    """
+    from sqlq.copy import copy
+
+    report = copy(source, target)
+    emit({**report.counts, "total-jobs": report.total_jobs}, as_json)
+
+
+@cli.command()
 @click.option("--interval", "-i", type=DURATION, default=1.0, show_default=True,
               help="Time between refreshes.")
 @click.option("--once", is_flag=True, help="Print one snapshot and exit (no terminal needed).")

@@ -8,12 +8,13 @@ tests themselves enqueue with ``task.message(...)`` through their own Queue.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 
 import sqlq
 
-q = sqlq.Queue(os.environ.get("SQLQ_DB") or os.path.join(tempfile.gettempdir(), "sqlq-jobs.db"))
+from .workers import private_db
+
+q = sqlq.Queue(os.environ.get("SQLQ_DB") or private_db())
 
 
 def _append(path: str, line: str) -> None:

@@ -4,12 +4,13 @@ other worker tests do not run a scheduler)."""
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 
 import sqlq
 
-q = sqlq.Queue(os.environ.get("SQLQ_DB") or os.path.join(tempfile.gettempdir(), "sqlq-jobs.db"))
+from .workers import private_db
+
+q = sqlq.Queue(os.environ.get("SQLQ_DB") or private_db())
 
 
 @q.periodic(every=1, tube="ticks")

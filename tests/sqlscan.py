@@ -3,8 +3,8 @@
 The rule, precisely, for every ``.py`` file under ``sqlq/``:
 
 1. The first argument of every ``.execute(...)`` / ``.executemany(...)`` call
-   is *static*: a string literal; a statement from ``queries.sql`` (``Q[...]``
-   or ``self.Q[...]``);
+   is *static*: a string literal; a statement from ``queries.sql`` (``Q[...]``,
+   ``self.Q[...]``, ``store.Q[...]``);
    a migration's ``.sql`` (files shipped in the package); a function parameter
    (SQL handed through, e.g. the application's own statement in
    ``Transaction.execute``, whose values the caller binds); a name whose every
@@ -158,9 +158,8 @@ class _Checker:
         if isinstance(node, ast.Subscript) and (
                 (isinstance(node.value, ast.Name) and node.value.id == "Q")
                 or (isinstance(node.value, ast.Attribute) and node.value.attr == "Q"
-                    and isinstance(node.value.value, ast.Name)
-                    and node.value.value.id == "self")):
-            return True  # a statement from queries.sql (a store's Q or self.Q)
+                    and isinstance(node.value.value, ast.Name))):
+            return True  # a statement from queries.sql (a store's Q: Q, self.Q, store.Q)
         if isinstance(node, ast.Attribute) and node.attr == "sql" \
                 and isinstance(node.value, ast.Name) and node.value.id == "migration":
             return True  # migrations/NNNN_*.sql, shipped in the package

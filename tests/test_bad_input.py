@@ -536,7 +536,11 @@ def test_invalid_arguments(q: sqlq.Queue, method: str, kwargs: dict[str, object]
                            error: type[Exception], name: str) -> None:
     path = Path(q.path)
     q.put(b"there is one job")
-    before = snapshot(path), snapshot(Path(f"{path}-wal"))
+
+    def files() -> object:  # on PostgreSQL, total-jobs below says nothing was written
+        return "://" in q.path or (snapshot(path), snapshot(Path(f"{path}-wal")))
+
+    before = files()
     call: dict[str, Callable[..., object]] = {
         "put": lambda **kw: q.put(b"body", **kw),
         "reserve": lambda **kw: q.reserve(**{"timeout": 0, **kw}),
@@ -546,7 +550,7 @@ def test_invalid_arguments(q: sqlq.Queue, method: str, kwargs: dict[str, object]
     with pytest.raises(error) as info:
         call[method](**kwargs)
     assert name in one_line(str(info.value)), info.value
-    assert (snapshot(path), snapshot(Path(f"{path}-wal"))) == before
+    assert files() == before
     assert q.stats()["total-jobs"] == 1
 
 

@@ -8,11 +8,19 @@ returns (reserve, peek, stats) with the model, under a fake clock.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 
 import sqlq
 from sqlq import Queue
@@ -58,16 +66,19 @@ class Model:
 class QueueMachine(RuleBasedStateMachine):
     handles = Bundle("handles")
 
+    #: Makes a fresh database per example: (its location, what removes it).
+    fresh_db: Callable[[], tuple[str, Callable[[], None]]]
+
     def __init__(self) -> None:
         super().__init__()
-        self.dir = tempfile.TemporaryDirectory()
+        location, self._remove = self.fresh_db()
         self.clock = FakeClock()
-        self.q = Queue(f"{self.dir.name}/q.db", durability="normal", clock=self.clock)
+        self.q = Queue(location, durability="normal", clock=self.clock)
         self.m = Model()
 
     def teardown(self) -> None:
         self.q.close()
-        self.dir.cleanup()
+        self._remove()
 
     @property
     def now(self) -> int:
@@ -198,8 +209,21 @@ class QueueMachine(RuleBasedStateMachine):
             assert (peek_buried.id if peek_buried else None) == (buried[0] if buried else None)
 
 
-QueueMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=40, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-TestQueueModel = QueueMachine.TestCase
+def test_queue_follows_the_model(backend: str, request: pytest.FixtureRequest) -> None:
+    """The state machine, on a fresh database per example, on each backend."""
+    if backend == "postgres":
+        server = request.getfixturevalue("pg_server")
+        template = request.getfixturevalue("pg_template")
+
+        def fresh_db() -> tuple[str, Callable[[], None]]:
+            name, url = server.clone(template)
+            return url, lambda: server.drop_database(name)
+    else:
+        def fresh_db() -> tuple[str, Callable[[], None]]:
+            directory = tempfile.TemporaryDirectory()
+            return f"{directory.name}/q.db", directory.cleanup
+
+    machine = type("Machine", (QueueMachine,), {"fresh_db": staticmethod(fresh_db)})
+    run_state_machine_as_test(machine, settings=settings(
+        max_examples=60, stateful_step_count=40, deadline=None,
+        suppress_health_check=[HealthCheck.too_slow]))

@@ -277,6 +277,7 @@ def test_threads_sharing_a_queue_each_wake(db_path: str) -> None:
         assert len(got) == 3 and all(job is not None for job in got)
 
 
+@pytest.mark.sqlite_only
 def test_watches_only_while_waiting(q: Queue) -> None:
     """Between waits the watches are off: a busy worker's own commits cost no events."""
     assert q.reserve(timeout=0.05) is None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,6 +61,14 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def private_db() -> str:
+    """A database file of this process's own (removed at exit), for the task modules
+    the tests import: runs in other worktrees or at other versions must not share one."""
+    directory = tempfile.mkdtemp(prefix="sqlq-jobs-")
+    atexit.register(shutil.rmtree, directory, True)
+    return os.path.join(directory, "q.db")
 
 
 class Work:

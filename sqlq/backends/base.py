@@ -151,6 +151,13 @@ class Backend(abc.ABC):
     def open_notifier(self) -> Notifier:
         """A new notifier, owned (and closed) by the caller, watching from now on."""
 
+    # -- operations --------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def maintain(self) -> dict[str, Any]:
+        """Do the housekeeping this backend needs now and then (``sqlq maintain``) and
+        report what an operator should know: size, bloat, what holds cleanup back."""
+
     # -- identity and life -------------------------------------------------------------------
 
     def child_location(self) -> str:

@@ -27,6 +27,17 @@ _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
 #: Expired results purged per complete(): more than one, so purging outpaces expiry.
 PURGE_BATCH = 64
 
+#: What ``sqlq copy`` moves, table by table: the columns of each export_/import_ query.
+COPIED: dict[str, tuple[str, ...]] = {
+    "job": ("id", "tube", "priority", "state", "delay_until", "ttr", "body", "created_at",
+            "reserves", "timeouts", "releases", "buries", "kicks", "bury_reason", "unique_key",
+            "delay"),
+    "tube": ("name", "paused_until", "pause_ms"),
+    "result": ("job_id", "result", "expires_at"),
+    "subscription": ("topic", "tube"),
+    "periodic": ("name", "last_slot", "enqueued_at"),
+}
+
 
 def load_queries(path: Path) -> dict[str, str]:
     """The named blocks of a ``queries.sql`` file ("-- name: NAME" starts one)."""
@@ -252,3 +263,30 @@ class Store(abc.ABC):
         (and is now recorded): the caller, and nobody else, puts the slot's job."""
         params = {"name": name, "slot": slot, "now": now}
         return one(conn, self.Q["claim_periodic_slot"], params) is not None
+
+    # -- moving a database (sqlq copy) -------------------------------------------------------
+
+    def begin_snapshot(self, conn: Any) -> None:  # noqa: B027 - most dialects need nothing
+        """Make the reads of the transaction just begun on conn see one snapshot (SQLite's
+        transactions always do)."""
+
+    def count_everything(self, conn: Any) -> int:
+        """Rows of every kind plus ids ever issued: 0 only for a database never used."""
+        return int(one(conn, self.Q["count_everything"])[0])
+
+    def export_rows(self, conn: Any, kind: str, after: int = 0, limit: int = 500
+                    ) -> list[tuple[Any, ...]]:
+        """Rows of one kind of COPIED; jobs a page at a time (ids above ``after``)."""
+        if kind == "job":
+            return list(conn.execute(self.Q["export_job"], {"after": after, "limit": limit}))
+        return list(conn.execute(self.Q[f"export_{kind}"]))
+
+    def import_rows(self, conn: Any, kind: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert rows of one kind of COPIED, as export_rows gave them."""
+        columns = COPIED[kind]
+        conn.cursor().executemany(self.Q[f"import_{kind}"],
+                                  [dict(zip(columns, row, strict=True)) for row in rows])
+
+    def set_total_jobs(self, conn: Any, total: int) -> None:
+        """Make the next id follow ``total`` (ids are never issued twice)."""
+        conn.execute(self.Q["set_total_jobs"], {"total": total})

@@ -54,6 +54,7 @@ class PostgresBackend(Backend):
         self._owner: str | None = None
         self._owner_conn: Any = None
         self._owner_checked = 0.0
+        self._owner_epoch = 0  # db.reconnects when the token was locked
         self._listener: Listener | None = None
 
     def read(self, fn: Callable[[Conn], T]) -> T:
@@ -75,29 +76,43 @@ class PostgresBackend(Backend):
 
     def owner_token(self) -> str:
         with self._owner_lock:
-            if self._owner is None:
-                self._owner = f"{os.uname().nodename}-{os.getpid()}-{os.urandom(6).hex()}"
             now = time.monotonic()
-            if self._owner_conn is None or now - self._owner_checked >= OWNER_CHECK_S:
+            if self._owner_conn is None or self.db.reconnects != self._owner_epoch \
+                    or now - self._owner_checked >= OWNER_CHECK_S:
                 self._hold_owner_lock()
                 self._owner_checked = now
+            assert self._owner is not None
             return self._owner
 
     def _hold_owner_lock(self) -> None:
-        """Lock this process's token on a session of its own, again if that session was
-        lost (a server restart: meanwhile others may have given our jobs back, which
-        our fenced verbs then report as JobLost)."""
+        """Hold this process's token's lock on a session of its own.
+
+        After any lost connection the process takes a new token. A claim cut off by
+        the loss may have committed without our knowing its job; under the old token,
+        given up here (or gone with its session), such a job is a dead holder's, and
+        the next reserve anywhere, ours included, gives it back. Jobs we do know of
+        may be given back too: their verbs then raise JobLost, and they run again.
+        """
         conn = self._owner_conn
-        if conn is not None and not (conn.closed or conn.broken):
+        alive = conn is not None and not (conn.closed or conn.broken)
+        if alive:
             try:
                 conn.execute("SELECT 1").fetchall()
-                return
             except Exception:  # noqa: BLE001 - any failure: the session is gone
-                conn.close()
-        assert self._owner is not None
-        conn = connect(self._url, self.location)
-        self.store.lock_owner(conn, self._owner)
-        self._owner_conn = conn
+                alive = False
+        if alive and self._owner is not None and self.db.reconnects == self._owner_epoch:
+            return
+        epoch = self.db.reconnects
+        if alive and self._owner is not None:
+            self.store.unlock_owner(conn, self._owner)
+        elif conn is not None:
+            conn.close()
+            conn = None
+        if conn is None:
+            conn = connect(self._url, self.location)
+        token = f"{os.uname().nodename}-{os.getpid()}-{os.urandom(6).hex()}"
+        self.store.lock_owner(conn, token)
+        self._owner, self._owner_conn, self._owner_epoch = token, conn, epoch
 
     def current_owner(self) -> str | None:
         return self._owner if self._owner_conn is not None else None
@@ -107,6 +122,31 @@ class PostgresBackend(Backend):
 
     def forget_owner(self, token: str) -> None:
         pass  # nothing is left of it: the lock went with its session
+
+    # -- operations --------------------------------------------------------------------------
+
+    def maintain(self) -> dict[str, Any]:
+        """Vacuum the hot table and report dead rows and the oldest open transaction,
+        whose snapshot keeps deleted jobs from being cleaned up (docs: operations)."""
+        store = self.store
+
+        def look(c: Conn) -> dict[str, Any]:
+            c.execute(store.Q["vacuum_jobs"])  # autocommit: VACUUM runs outside a transaction
+            report: dict[str, Any] = {"db": self.location}
+            for table, live, dead, vacuumed in c.execute(store.Q["table_health"]):
+                report[f"{table}-rows"] = live
+                report[f"{table}-dead-rows"] = dead
+                report[f"{table}-vacuumed-at"] = vacuumed
+            oldest = c.execute(store.Q["oldest_transaction"]).fetchone()
+            if oldest is None:
+                report["oldest-transaction"] = None
+            else:
+                pid, database, seconds, state, query = oldest
+                report["oldest-transaction"] = (f"{seconds:.1f} s, pid {pid} on {database}, "
+                                                f"{state}: {query}")
+            return report
+
+        return self.db.read(look)
 
     # -- waiting -----------------------------------------------------------------------------
 

@@ -85,6 +85,9 @@ class Database:
         self.location = redact(url)
         self.durability = durability
         self._lock = threading.RLock()
+        #: How many times the connection was made again: a write cut off by a lost
+        #: connection may have committed unseen (see PostgresBackend.owner_token).
+        self.reconnects = 0
         self._conn = self._connect()
         try:
             self._migrate(clock())
@@ -136,6 +139,7 @@ class Database:
         while True:
             try:
                 self._conn = self._connect()
+                self.reconnects += 1
                 return self._conn
             except DatabaseError:
                 if time.monotonic() >= deadline:

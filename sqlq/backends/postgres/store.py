@@ -68,3 +68,9 @@ class PostgresStore(Store):
     def lock_owner(self, conn: Any, token: str) -> None:
         """Hold token's session lock on conn for as long as the session lives."""
         conn.execute(Q["lock_owner"], {"token": token}).fetchall()
+
+    def unlock_owner(self, conn: Any, token: str) -> None:
+        conn.execute(Q["unlock_owner"], {"token": token}).fetchall()
+
+    def begin_snapshot(self, conn: Any) -> None:
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")

@@ -379,6 +379,11 @@ class Database:
         if self._notify_fd is not None:
             os.pread(self._notify_fd, 1, 0)
 
+    def outside_transaction(self, fn: Callable[[apsw.Connection], T]) -> T:
+        """Run fn(conn) with no transaction open (a checkpoint cannot run inside one)."""
+        with self._lock, translate_errors(self.path):
+            return fn(self.conn)
+
     def read(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run fn(conn) in one read transaction: a consistent snapshot, no lock taken."""
         with self._lock, translate_errors(self.path):

@@ -267,3 +267,55 @@ ON CONFLICT (name) DO UPDATE SET last_slot = excluded.last_slot,
                                  enqueued_at = excluded.enqueued_at
  WHERE excluded.last_slot > sqlq_periodic.last_slot
 RETURNING last_slot;
+
+-- name: count_everything
+-- sqlq copy refuses a target that holds anything: jobs, ids ever issued, or state.
+SELECT (SELECT count(*) FROM sqlq_jobs) + (SELECT count(*) FROM sqlq_tubes)
+     + (SELECT count(*) FROM sqlq_results) + (SELECT count(*) FROM sqlq_subscriptions)
+     + (SELECT count(*) FROM sqlq_periodic)
+     + coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'sqlq_jobs'), 0);
+
+-- name: export_job
+-- sqlq copy: live jobs a page at a time, in id order. A reserved job is copied as
+-- ready: its holder works on the source, and cannot acknowledge it in the target.
+SELECT id, tube, priority, CASE WHEN state = 2 THEN 0 ELSE state END, delay_until, ttr,
+       body, created_at, reserves, timeouts, releases, buries, kicks, bury_reason,
+       unique_key, delay
+  FROM sqlq_jobs WHERE id > :after ORDER BY id LIMIT :limit;
+
+-- name: import_job
+INSERT INTO sqlq_jobs (id, tube, priority, state, delay_until, ttr, body, created_at,
+                       reserves, timeouts, releases, buries, kicks, bury_reason, unique_key,
+                       delay)
+VALUES (:id, :tube, :priority, :state, :delay_until, :ttr, :body, :created_at, :reserves,
+        :timeouts, :releases, :buries, :kicks, :bury_reason, :unique_key, :delay);
+
+-- name: export_tube
+SELECT name, paused_until, pause_ms FROM sqlq_tubes ORDER BY name;
+
+-- name: import_tube
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms) VALUES (:name, :paused_until, :pause_ms);
+
+-- name: export_result
+SELECT job_id, result, expires_at FROM sqlq_results ORDER BY job_id;
+
+-- name: import_result
+INSERT INTO sqlq_results (job_id, result, expires_at) VALUES (:job_id, :result, :expires_at);
+
+-- name: export_subscription
+SELECT topic, tube FROM sqlq_subscriptions ORDER BY topic, tube;
+
+-- name: import_subscription
+INSERT INTO sqlq_subscriptions (topic, tube) VALUES (:topic, :tube);
+
+-- name: export_periodic
+SELECT name, last_slot, enqueued_at FROM sqlq_periodic ORDER BY name;
+
+-- name: import_periodic
+INSERT INTO sqlq_periodic (name, last_slot, enqueued_at)
+VALUES (:name, :last_slot, :enqueued_at);
+
+-- name: set_total_jobs
+-- After a copy, ids go on from the source's: an id is never issued twice.
+INSERT INTO sqlite_sequence (name, seq) SELECT 'sqlq_jobs', :total
+ WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'sqlq_jobs');

@@ -1,0 +1,77 @@
+"""``sqlq copy SRC DST``: move a queue between databases, from a SQLite file to a
+PostgreSQL database (the day one machine is not enough) and back.
+
+Everything a user's jobs depend on moves: every job with its state, priority,
+delay, counters, bury reason and unique key; pauses; unexpired results;
+subscriptions; periodic slots; and the id counter, so no id is ever issued twice.
+A reserved job is copied as ready: its holder works on the source and cannot
+acknowledge it in the target (stop the workers first). The target must be new or
+empty, and is written in one transaction: a failed copy leaves it as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .backends import Backend, exists, identity, open_backend
+from .backends.base import Conn
+from .backends.store import COPIED
+from .durations import now_ms
+from .errors import Error
+
+#: Jobs read and written per round trip (bodies are up to the max job size each).
+PAGE = 500
+
+
+@dataclass
+class CopyReport:
+    """What was copied, kind by kind (``job``, ``tube``, ``result`` ...), and the id
+    counter the target goes on from."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    total_jobs: int = 0
+
+
+def copy(source: str, target: str, *, clock: Callable[[], int] = now_ms) -> CopyReport:
+    """Copy every live job and all queue state from ``source`` to ``target``.
+
+    Raises:
+        Error: the source does not exist, or the target already holds anything.
+    """
+    if not exists(source):
+        raise Error(f"no database at {source}")
+    if identity(source) == identity(target):
+        raise Error(f"{source}: the source and the target are the same database")
+    src = open_backend(source, clock=clock)
+    try:
+        dst = open_backend(target, clock=clock)
+        try:
+            # One transaction on each side: a consistent source, an all-or-nothing target.
+            with src.transaction() as sconn:
+                src.store.begin_snapshot(sconn)
+                return dst.write(lambda dconn: _copy(src, sconn, dst, dconn))
+        finally:
+            dst.close()
+    finally:
+        src.close()
+
+
+def _copy(src: Backend, sconn: Conn, dst: Backend, dconn: Conn) -> CopyReport:
+    if dst.store.count_everything(dconn):
+        raise Error(f"{dst.location} already holds jobs or queue state; sqlq copy writes "
+                    "only to a new or empty database")
+    report = CopyReport()
+    after = 0
+    while rows := src.store.export_rows(sconn, "job", after, PAGE):
+        dst.store.import_rows(dconn, "job", rows)
+        report.counts["job"] = report.counts.get("job", 0) + len(rows)
+        after = rows[-1][0]
+    for kind in COPIED:
+        if kind != "job":
+            rows = src.store.export_rows(sconn, kind)
+            dst.store.import_rows(dconn, kind, rows)
+            report.counts[kind] = len(rows)
+    report.total_jobs = src.store.total_jobs(sconn)
+    dst.store.set_total_jobs(dconn, report.total_jobs)
+    return report
