@@ -507,9 +507,19 @@ class Queue:
         return stats.file_stats(self)
 
     def stats_tube(self, tube: str) -> dict[str, Any]:
-        """One tube's counts with beanstalkd's keys; JobNotFound for a tube that does not
-        exist. ``total-jobs``, ``cmd-delete`` and ``cmd-pause-tube`` count what this
-        Queue did since it was opened, as beanstalkd counts since its start."""
+        """One tube's counts with beanstalkd's keys; all zeros for a valid name with no jobs.
+
+        ``total-jobs``, ``cmd-delete`` and ``cmd-pause-tube`` count what this Queue did
+        since it was opened, as beanstalkd counts since its start. An empty tube is not
+        an error: a monitor must not fail because a worker just drained the tube.
+
+        Raises:
+            InvalidTube: ``tube`` is not a valid tube name.
+
+        Example:
+            >>> q.stats_tube("emails")["current-jobs-ready"]
+            0
+        """
         return stats.tube_stats(self, tube)
 
     def stats_job(self, job_id: int) -> dict[str, Any]:

@@ -50,18 +50,21 @@ def file_stats(queue: Queue) -> dict[str, Any]:
 
 
 def tube_stats(queue: Queue, tube: str) -> dict[str, Any]:
+    """One tube's counters; a valid name with no jobs has all-zero counters.
+
+    Not JobNotFound for an empty tube: a monitor reading a tube's counters must not
+    fail because a worker just drained it, and a missing tube is not a missing job.
+    (The beanstalkd server keeps the protocol's NOT_FOUND for tubes it does not know.)
+    """
     check_tube(tube)
 
     def read(c: apsw.Connection) -> Any:
         now = queue._clock()
-        return (now, store.count_jobs(c, now, tube).get(tube), store.tube_pause(c, tube),
-                store.tube_subscribed(c, tube))
+        return now, store.count_jobs(c, now, tube).get(tube), store.tube_pause(c, tube)
 
-    now, counts, pause, subscribed = queue._db.read(read)
+    now, counts, pause = queue._db.read(read)
     paused_until, pause_ms = pause if pause else (0, 0)
     paused = paused_until > now
-    if counts is None and not paused and not subscribed and tube != DEFAULT_TUBE:
-        raise JobNotFound(f"tube {tube!r} not found")
     ready, urgent, reserved, delayed, buried = counts or [0, 0, 0, 0, 0]
     return {
         "name": tube,

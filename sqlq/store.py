@@ -273,10 +273,6 @@ def count_topics(conn: apsw.Connection) -> int:
     return int(_one(conn, Q["count_topics"])[0])
 
 
-def tube_subscribed(conn: apsw.Connection, tube: str) -> bool:
-    return _one(conn, Q["tube_subscribed"], {"tube": tube}) is not None
-
-
 # -- periodic tasks ----------------------------------------------------------------------------
 
 def claim_periodic_slot(conn: apsw.Connection, now: int, name: str, slot: int) -> bool:

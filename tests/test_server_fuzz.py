@@ -252,3 +252,68 @@ def test_a_lifecycle_matches_beanstalkd(tmp_path: Path) -> None:
         running.stop()
     for (who, data), a, b in zip(LIFECYCLE, ours, theirs, strict=True):
         assert a == b, (who, data)
+
+
+def _shape(reply: bytes) -> list[tuple[str, bool]]:
+    """A stats document's keys in order, each with whether its value is in quotes."""
+    head, _, body = reply.partition(b"\r\n")
+    assert head.startswith(b"OK "), reply
+    pairs = [line.split(": ", 1) for line in body.decode().splitlines()[1:] if line]
+    return [(key, value.startswith('"')) for key, value in pairs]
+
+
+def test_stats_documents_have_beanstalkd_112s_keys_and_quotes(tmp_path: Path) -> None:
+    """beanstalkd 1.12 quotes only ``version`` (1.13 also hostname, os, platform, name,
+    tube); sqlq matches 1.12 and adds one key of its own, last, for its version."""
+    script = [b"use jobs", b"put 0 0 10 1\r\nx", b"stats-job 1", b"stats-tube jobs", b"stats"]
+
+    def play(address: tuple[str, int]) -> list[bytes]:
+        client = Raw(address)
+        try:
+            return [client.cmd(line) for line in script]
+        finally:
+            client.close()
+
+    with beanstalkd() as fresh:
+        theirs = play(fresh)
+    running = Running(str(tmp_path / "format.db"))
+    try:
+        ours = play(running.address)
+    finally:
+        running.stop()
+    assert ours[:2] == theirs[:2] == [b"USING jobs\r\n", b"INSERTED 1\r\n"]
+    assert _shape(ours[2]) == _shape(theirs[2])
+    assert _shape(ours[3]) == _shape(theirs[3])
+    assert _shape(ours[4]) == [*_shape(theirs[4]), ("sqlq-version", False)]
+    version = [line for line in theirs[4].split(b"\n") if line.startswith(b"version: ")]
+    assert version == [b'version: "1.12"']
+    assert b'\nversion: "1.12"\n' in ours[4]
+
+
+def test_emptied_tube_stats_as_beanstalkd(tmp_path: Path) -> None:
+    """A tube that held a job is known while a client uses it (zero counters once
+    empty) and NOT_FOUND once nothing holds it, as beanstalkd deletes unused tubes."""
+    script = [b"use e", b"put 0 0 10 1\r\nx", b"reserve-job 1", b"delete 1",
+              b"stats-tube e", b"use default", b"stats-tube e", b"pause-tube e 1",
+              b"peek-ready", b"kick 5", b"list-tubes"]
+
+    def play(address: tuple[str, int]) -> list[object]:
+        client = Raw(address)
+        try:
+            replies = [client.cmd(line) for line in script]
+        finally:
+            client.close()
+        # stats values that differ by nature: compare the counters that matter
+        return [set(r.split(b"\r\n", 1)[1].splitlines()) if r.startswith(b"OK ") else r
+                for r in replies]
+
+    with beanstalkd() as fresh:
+        theirs = play(fresh)
+    running = Running(str(tmp_path / "emptied.db"))
+    try:
+        ours = play(running.address)
+    finally:
+        running.stop()
+    for line, a, b in zip(script, ours, theirs, strict=True):
+        assert a == b, line
+    assert theirs[6] == b"NOT_FOUND\r\n" and theirs[7] == b"NOT_FOUND\r\n"
