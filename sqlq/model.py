@@ -152,7 +152,10 @@ _known_tubes: set[str] = set()
 
 
 def check_tube(tube: object, name: str = "tube") -> str:
-    if tube in _known_tubes:  # the hot path: a put to a tube already seen
+    """A valid tube (or topic: ``name``) name, or InvalidTube/TypeError naming ``name``."""
+    # The hot path: a put to a tube already seen. The class test comes first, so an
+    # unhashable argument (a list) gets the TypeError below, not "unhashable type".
+    if tube.__class__ is str and tube in _known_tubes:
         return tube
     if not isinstance(tube, str):
         raise TypeError(f"{name} must be a str, not {type(tube).__name__}")
@@ -181,6 +184,20 @@ def check_tubes(tubes: object) -> list[str]:
     if not checked:
         raise ValueError("tubes must name at least one tube")
     return list(dict.fromkeys(checked))
+
+
+def check_job_id(job_id: object, name: str = "job_id") -> int:
+    """A job id (or lease: ``name``) must be an int: a str or a float would otherwise
+    reach SQLite, match nothing and read as "not found", hiding the caller's bug."""
+    if job_id.__class__ is not int and (isinstance(job_id, bool)
+                                        or not isinstance(job_id, int)):
+        raise TypeError(f"{name} must be an int, not {type(job_id).__name__}")
+    return job_id
+
+
+def check_lease(lease: object) -> int | None:
+    """A lease token, or None for an administrator's by-id verb."""
+    return None if lease is None else check_job_id(lease, "lease")
 
 
 def check_priority(priority: object, name: str = "priority") -> int:

@@ -23,6 +23,8 @@ from .model import (
     DEFAULT_TUBE,
     Job,
     check_body,
+    check_job_id,
+    check_lease,
     check_priority,
     check_put_options,
     check_tube,
@@ -159,7 +161,12 @@ class Queue:
         """Add many jobs in one transaction (all or none); return their ids in order."""
         if isinstance(bodies, (bytes, str)):
             raise TypeError("bodies must be an iterable of bodies, not a single body")
-        checked = [check_body(b, self.max_job_size) for b in bodies]
+        try:
+            items = iter(bodies)
+        except TypeError:
+            raise TypeError(f"bodies must be an iterable of bodies, not {type(bodies).__name__}"
+                            ) from None
+        checked = [check_body(b, self.max_job_size) for b in items]
         check_tube(tube)
         delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
         ids = self._db.write(lambda c: store.insert_jobs(
@@ -182,6 +189,10 @@ class Queue:
         """
         tubes_json = self._tubes_param(tubes)
         deadline = _timeout_deadline(timeout)
+        if delete is not None and not isinstance(delete, Job):
+            raise TypeError(f"delete must be a reserved Job or None, not {type(delete).__name__}")
+        if detach.__class__ is not bool:
+            raise TypeError(f"detach must be a bool, not {type(detach).__name__}")
         owner = None if detach else self._owner_token()
         job = self._claim(tubes_json, owner, delete)
         if job is None and self._reap_dead_owners():
@@ -196,6 +207,7 @@ class Queue:
 
     def reserve_job(self, job_id: int) -> Job:
         """Reserve a specific job, whatever its state unless reserved (beanstalkd's reserve-job)."""
+        check_job_id(job_id)
         owner = self._owner_token()
         row = self._db.write(lambda c: store.claim_by_id(c, self._clock(), job_id, owner),
                              durable=False)
@@ -372,6 +384,8 @@ class Queue:
 
     def delete(self, job_id: int, *, lease: int | None = None) -> None:
         """Delete a job in any state (an administrator's delete when no lease is given)."""
+        check_job_id(job_id)
+        check_lease(lease)
         tube = self._db.write(lambda c: store.delete(c, self._clock(), job_id, lease),
                               single=True)
         self._counts["cmd-delete", tube] += 1
@@ -379,6 +393,8 @@ class Queue:
     def release(self, job_id: int, *, priority: int | None = None, delay: float = 0,
                 lease: int | None = None) -> None:
         """Put a reserved job back, ready or delayed by ``delay`` seconds."""
+        check_job_id(job_id)
+        check_lease(lease)
         if priority is not None:
             check_priority(priority)
         delay_ms = seconds_to_ms(delay, "delay")
@@ -388,6 +404,8 @@ class Queue:
     def bury(self, job_id: int, *, priority: int | None = None, reason: str | None = None,
              lease: int | None = None) -> None:
         """Park a reserved job until kicked; ``reason`` is kept (peek shows it)."""
+        check_job_id(job_id)
+        check_lease(lease)
         if priority is not None:
             check_priority(priority)
         if reason is not None and not isinstance(reason, str):
@@ -397,18 +415,23 @@ class Queue:
 
     def touch(self, job_id: int, *, lease: int | None = None) -> int:
         """Restart a reservation's TTR; return the new deadline in ms."""
+        check_job_id(job_id)
+        check_lease(lease)
         return self._db.write(lambda c: store.touch(c, self._clock(), job_id, lease),
                               durable=False, single=True)
 
     def kick(self, bound: int, tube: str = DEFAULT_TUBE) -> int:
         """Move up to ``bound`` buried jobs (or, if none, delayed ones) to ready; say how many."""
-        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
-            raise ValueError(f"bound must be a non-negative int, not {bound!r}")
+        if isinstance(bound, bool) or not isinstance(bound, int):
+            raise TypeError(f"bound must be an int, not {type(bound).__name__}")
+        if bound < 0:
+            raise ValueError(f"bound must be >= 0, not {bound}")
         check_tube(tube)
         return self._db.write(lambda c: store.kick(c, self._clock(), tube, bound))
 
     def kick_job(self, job_id: int) -> None:
         """Move one buried or delayed job to ready."""
+        check_job_id(job_id)
         self._db.write(lambda c: store.kick_job(c, self._clock(), job_id), single=True)
 
     def pause_tube(self, tube: str, seconds: float) -> None:
@@ -427,6 +450,8 @@ class Queue:
         Lease-checked like :meth:`delete`. Expired results are purged a few at a
         time here, so the file stays bounded without a reaper process.
         """
+        check_job_id(job_id)
+        check_lease(lease)
         tube = results.complete(self, job_id, result, lease)
         self._counts["cmd-delete", tube] += 1
 
@@ -442,6 +467,7 @@ class Queue:
             JobNotFound: no such id was issued, or its result expired, or the job was
                 deleted without a result.
         """
+        check_job_id(job_id)
         return results.wait(self, job_id, timeout)
 
     def subscribe(self, topic: str, tube: str) -> None:
@@ -471,6 +497,7 @@ class Queue:
 
     def peek(self, job_id: int) -> Job | None:
         """The job as of now, or None if there is no such job."""
+        check_job_id(job_id)
         row = self._db.read(lambda c: store.select_job(c, self._clock(), job_id))
         return None if row is None else Job.from_row(self, row)
 
@@ -524,6 +551,7 @@ class Queue:
 
     def stats_job(self, job_id: int) -> dict[str, Any]:
         """One job's record with beanstalkd's keys (times in whole seconds)."""
+        check_job_id(job_id)
         return stats.job_stats(self, job_id)
 
     # -- tasks (logic in work/tasks.py, work/periodic.py; run by `sqlq work`) -----------------
