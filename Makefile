@@ -58,6 +58,16 @@ bench: $(STAMP)  ## sqlq against its peers, one table (bench/RESULTS.md), ~15 mi
 bench-quick: $(STAMP)  ## a one-minute version of make bench (bench/.work/quick/)
 	$(BIN)/python bench/run.py --quick $(BENCH_ARGS)
 
+DOCS_STAMP := $(VENV)/.docs-installed
+
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install -q -e '.[test,docs]'
+	@touch $@
+
+docs: $(DOCS_STAMP)  ## build the documentation site into site/ (mkdocs --strict), check it
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q
+	SQLQ_DOCS_SITE=site $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_docs_site.py
+
 dist-check: $(STAMP)  ## build the wheel, check it ships the migrations, install it in a fresh venv
 	rm -rf dist && $(BIN)/pip wheel -q --no-deps -w dist .
 	$(BIN)/python -c "import zipfile,glob,sys; n=zipfile.ZipFile(glob.glob('dist/*.whl')[0]).namelist(); m=[x for x in n if x.startswith('sqlq/migrations/') and x.endswith('.sql')]; print('\n'.join(m)); sys.exit(0 if m else 1)"

@@ -54,6 +54,18 @@ class Job:
     ``release``, ``bury``, ``touch`` and ``complete`` act only while the lease is
     live and raise :class:`sqlq.JobLost` otherwise. A peeked Job has no lease;
     use the Queue's by-id verbs to act on it as an administrator.
+
+    Attributes: ``id``, ``tube``, ``body`` (bytes), ``priority``, ``ttr`` (seconds),
+    ``state`` (``ready``, ``delayed``, ``reserved``, ``buried``; ``deleted`` after
+    this handle deleted it), the counters ``reserves``, ``timeouts``, ``releases``,
+    ``buries``, ``kicks``, ``lease``, ``bury_reason``, ``unique_key``, and the times
+    ``created_at``, ``delay_until``, ``reserved_until`` (ms since the epoch).
+
+    Examples:
+        >>> job = q.reserve(tubes="emails", timeout=5)
+        >>> job.id, job.tube, job.json()
+        (2, 'emails', {'to': 'a@example.com'})
+        >>> job.delete()
     """
 
     __slots__ = ("_queue", "id", "tube", "body", "priority", "ttr", "state", "reserves",
@@ -115,27 +127,59 @@ class Job:
         return self.body.decode()
 
     def delete(self) -> None:
-        """Delete the job; it is done."""
+        """Delete the job; it is done.
+
+        Raises:
+            JobLost: the reservation was lost (TTR ran out, or reserved again).
+            ValueError: this Job was peeked, not reserved (use ``Queue.delete(id)``).
+        """
         self._queue.delete(self.id, lease=self._require_lease())
         self.state = "deleted"
 
     def release(self, priority: int | None = None, delay: float = 0) -> None:
-        """Put the reserved job back: ready, or delayed by ``delay`` seconds."""
+        """Put the reserved job back: ready, or delayed by ``delay`` seconds.
+
+        Raises:
+            JobLost: the reservation was lost (TTR ran out, or reserved again).
+            ValueError: this Job was peeked, not reserved.
+        """
         self._queue.release(self.id, priority=priority, delay=delay, lease=self._require_lease())
         self.state = "delayed" if delay else "ready"
 
     def bury(self, priority: int | None = None, reason: str | None = None) -> None:
-        """Park the job until someone kicks it; ``reason`` is kept and shown by peek."""
+        """Park the job until someone kicks it; ``reason`` is kept and shown by peek.
+
+        Raises:
+            JobLost: the reservation was lost (TTR ran out, or reserved again).
+            ValueError: this Job was peeked, not reserved.
+
+        Examples:
+            >>> job.bury(reason="ValueError: cannot deliver")
+        """
         self._queue.bury(self.id, priority=priority, reason=reason, lease=self._require_lease())
         self.state = "buried"
         self.bury_reason = reason
 
     def touch(self) -> None:
-        """Ask for more time: the reservation now ends ttr seconds from now."""
+        """Ask for more time: the reservation now ends ttr seconds from now.
+
+        Raises:
+            JobLost: the reservation was lost (TTR ran out, or reserved again).
+            ValueError: this Job was peeked, not reserved.
+        """
         self.reserved_until = self._queue.touch(self.id, lease=self._require_lease())
 
     def complete(self, result: bytes | str = b"") -> None:
-        """Delete the job and store its result (see Queue.result), in one transaction."""
+        """Delete the job and store its result (see Queue.result), in one transaction.
+
+        Raises:
+            JobLost: the reservation was lost (TTR ran out, or reserved again).
+            JobTooBig: the result is larger than the Queue's ``max_job_size``.
+            ValueError: this Job was peeked, not reserved.
+
+        Examples:
+            >>> job.complete(b'{"square": 49}')
+        """
         self._queue.complete(self.id, result, lease=self._require_lease())
         self.state = "deleted"
 

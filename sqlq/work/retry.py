@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import tenacity
 from tenacity.wait import wait_base
 
-#: Retries of a task or shell command unless it says otherwise (SPEC: ``--retries`` 3).
+#: Retries of a task or shell command unless it says otherwise (docs/spec.md: ``--retries`` 3).
 DEFAULT_RETRIES = 3
 #: Seconds before the first retry; each later one waits about twice as long.
 DEFAULT_BACKOFF = 1.0
