@@ -94,6 +94,8 @@ class Queue:
         if isinstance(max_job_size, bool) or not isinstance(max_job_size, int) \
                 or max_job_size < 0:
             raise ValueError(f"max_job_size must be a non-negative int, not {max_job_size!r}")
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
         self.path = os.fspath(path)
         self.max_job_size = max_job_size
         self.result_ttl_ms = seconds_to_ms(result_ttl, "result_ttl")

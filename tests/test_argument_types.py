@@ -83,6 +83,12 @@ def test_a_wrong_argument_is_named(q: sqlq.Queue, verb: str, arg: str, key: str)
     assert q.stats()["total-jobs"] == before
 
 
+@pytest.mark.parametrize("path", [123, ["a.db"], None.__class__])
+def test_a_wrong_path_is_named(path: object) -> None:
+    with pytest.raises(TypeError, match="path must be"):
+        sqlq.Queue(path)  # type: ignore[arg-type]
+
+
 def test_every_argument_of_every_verb_is_tried() -> None:
     import inspect
 
