@@ -5,7 +5,8 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help dev demo test test-fast test-chaos lint typecheck check bench bench-quick dist-check clean
+.PHONY: help dev demo test test-fast test-min test-chaos lint typecheck check bench bench-quick \
+	docs dist-check clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -27,6 +28,19 @@ test: $(STAMP)  ## the whole suite (short chaos and power-cut runs included)
 test-fast: $(STAMP)  ## the suite without slow tests
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
 
+# The fast, in-process tests, chosen by module name (-k matches modules wherever they live).
+MIN_TESTS := test_lifecycle or test_tasks or test_topics or test_results or test_transactions \
+	or test_migrations or test_argument_types or test_empty_tubes or test_cli or test_wakeup \
+	or test_periodic or test_schema
+
+test-min:  ## the fast tests with every dependency at its lowest allowed version (.venv-min)
+	rm -rf .venv-min && $(PY) -m venv .venv-min
+	$(PY) .ci/min_requirements.py > .venv-min/floors.txt
+	.venv-min/bin/pip install -q -r .venv-min/floors.txt
+	.venv-min/bin/pip install -q -c .venv-min/floors.txt -e '.[test]'
+	.venv-min/bin/python .ci/min_requirements.py --check
+	.venv-min/bin/python -m pytest -q -p no:cacheprovider -m "not slow" -k "$(MIN_TESTS)"
+
 test-chaos: $(STAMP)  ## long chaos and power-cut runs (about two minutes)
 	SQLQ_CHAOS_SECONDS=60 SQLQ_POWERCUT_POINTS=1000 $(BIN)/python -m pytest -q -p no:cacheprovider -s tests/test_chaos.py tests/test_powercut.py
 
@@ -44,9 +58,24 @@ bench: $(STAMP)  ## sqlq against its peers, one table (bench/RESULTS.md), ~15 mi
 bench-quick: $(STAMP)  ## a one-minute version of make bench (bench/.work/quick/)
 	$(BIN)/python bench/run.py --quick $(BENCH_ARGS)
 
-dist-check: $(STAMP)  ## build the wheel and check it ships the migrations
+DOCS_STAMP := $(VENV)/.docs-installed
+
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install -q -e '.[test,docs]'
+	@touch $@
+
+docs: $(DOCS_STAMP)  ## build the documentation site into site/ (mkdocs --strict), check it
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q
+	SQLQ_DOCS_SITE=site $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_docs_site.py
+
+dist-check: $(STAMP)  ## build the wheel, check it ships the migrations, install it in a fresh venv
 	rm -rf dist && $(BIN)/pip wheel -q --no-deps -w dist .
 	$(BIN)/python -c "import zipfile,glob,sys; n=zipfile.ZipFile(glob.glob('dist/*.whl')[0]).namelist(); m=[x for x in n if x.startswith('sqlq/backends/') and '/migrations/' in x and x.endswith('.sql')]; print('\n'.join(m)); sys.exit(0 if m else 1)"
+	rm -rf dist/venv && $(PY) -m venv dist/venv && dist/venv/bin/pip install -q dist/*.whl
+	dist/venv/bin/pip show sqlq-jobs | grep -E '^(Name|Version):'
+	dist/venv/bin/sqlq --help | grep -q 'sqlq' && echo 'sqlq --help: ok'
+	dist/venv/bin/sqlq-beanstalkd -v
+	cd dist && venv/bin/sqlq --db check.db put hello && venv/bin/sqlq --db check.db reserve --id-only
 
 clean:  ## remove the venvs, caches and demo files
-	rm -rf $(VENV) .venv-bench demo dist build .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-bench .venv-min demo dist build site .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -472,7 +472,8 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, r
 def stats(ctx: click.Context, tube: str | None, job_id: int | None, as_json: bool) -> None:
     """Show the counters of the file, of one --tube or of one --job.
 
-    The keys are beanstalkd's (current-jobs-ready, total-jobs, ...).
+    The keys are beanstalkd's (current-jobs-ready, total-jobs, ...). A tube with no
+    jobs (drained, or never used) shows zeros: it is not an error.
 
     Example:
 

@@ -22,15 +22,6 @@ MAX_PRIORITY = 2**32 - 1
 MAX_SECONDS = 2**32 - 1  # beanstalkd's limit on delay and ttr
 DEFAULT_MAX_JOB_SIZE = 1 << 20
 
-def check_job_id(job_id: object) -> int:
-    """A job id argument: an int >= 1 (TypeError or ValueError naming it otherwise)."""
-    if isinstance(job_id, bool) or not isinstance(job_id, int):
-        raise TypeError(f"job_id must be an int, not {type(job_id).__name__}")
-    if job_id < 1:
-        raise ValueError(f"job_id must be >= 1, not {job_id}")
-    return job_id
-
-
 _TUBE = re.compile(r"[A-Za-z0-9\-+/;.$_()]{1,200}")
 
 
@@ -63,6 +54,18 @@ class Job:
     ``release``, ``bury``, ``touch`` and ``complete`` act only while the lease is
     live and raise :class:`sqlq.JobLost` otherwise. A peeked Job has no lease;
     use the Queue's by-id verbs to act on it as an administrator.
+
+    Attributes: ``id``, ``tube``, ``body`` (bytes), ``priority``, ``ttr`` (seconds),
+    ``state`` (``ready``, ``delayed``, ``reserved``, ``buried``; ``deleted`` after
+    this handle deleted it), the counters ``reserves``, ``timeouts``, ``releases``,
+    ``buries``, ``kicks``, ``lease``, ``bury_reason``, ``unique_key``, and the times
+    ``created_at``, ``delay_until``, ``reserved_until`` (ms since the epoch).
+
+    Examples:
+        >>> job = q.reserve(tubes="emails", timeout=5)
+        >>> job.id, job.tube, job.json()
+        (2, 'emails', {'to': 'a@example.com'})
+        >>> job.delete()
     """
 
     __slots__ = ("_queue", "id", "tube", "body", "priority", "ttr", "state", "reserves",
@@ -124,27 +127,59 @@ class Job:
         return self.body.decode()
 
     def delete(self) -> None:
-        """Delete the job; it is done."""
+        """Delete the job; it is done.
+
+        Raises:
+            JobLost: the reservation was lost (TTR ran out, or reserved again).
+            ValueError: this Job was peeked, not reserved (use ``Queue.delete(id)``).
+        """
         self._queue.delete(self.id, lease=self._require_lease())
         self.state = "deleted"
 
     def release(self, priority: int | None = None, delay: float = 0) -> None:
-        """Put the reserved job back: ready, or delayed by ``delay`` seconds."""
+        """Put the reserved job back: ready, or delayed by ``delay`` seconds.
+
+        Raises:
+            JobLost: the reservation was lost (TTR ran out, or reserved again).
+            ValueError: this Job was peeked, not reserved.
+        """
         self._queue.release(self.id, priority=priority, delay=delay, lease=self._require_lease())
         self.state = "delayed" if delay else "ready"
 
     def bury(self, priority: int | None = None, reason: str | None = None) -> None:
-        """Park the job until someone kicks it; ``reason`` is kept and shown by peek."""
+        """Park the job until someone kicks it; ``reason`` is kept and shown by peek.
+
+        Raises:
+            JobLost: the reservation was lost (TTR ran out, or reserved again).
+            ValueError: this Job was peeked, not reserved.
+
+        Examples:
+            >>> job.bury(reason="ValueError: cannot deliver")
+        """
         self._queue.bury(self.id, priority=priority, reason=reason, lease=self._require_lease())
         self.state = "buried"
         self.bury_reason = reason
 
     def touch(self) -> None:
-        """Ask for more time: the reservation now ends ttr seconds from now."""
+        """Ask for more time: the reservation now ends ttr seconds from now.
+
+        Raises:
+            JobLost: the reservation was lost (TTR ran out, or reserved again).
+            ValueError: this Job was peeked, not reserved.
+        """
         self.reserved_until = self._queue.touch(self.id, lease=self._require_lease())
 
     def complete(self, result: bytes | str = b"") -> None:
-        """Delete the job and store its result (see Queue.result), in one transaction."""
+        """Delete the job and store its result (see Queue.result), in one transaction.
+
+        Raises:
+            JobLost: the reservation was lost (TTR ran out, or reserved again).
+            JobTooBig: the result is larger than the Queue's ``max_job_size``.
+            ValueError: this Job was peeked, not reserved.
+
+        Examples:
+            >>> job.complete(b'{"square": 49}')
+        """
         self._queue.complete(self.id, result, lease=self._require_lease())
         self.state = "deleted"
 
@@ -161,7 +196,10 @@ _known_tubes: set[str] = set()
 
 
 def check_tube(tube: object, name: str = "tube") -> str:
-    if tube in _known_tubes:  # the hot path: a put to a tube already seen
+    """A valid tube (or topic: ``name``) name, or InvalidTube/TypeError naming ``name``."""
+    # The hot path: a put to a tube already seen. The class test comes first, so an
+    # unhashable argument (a list) gets the TypeError below, not "unhashable type".
+    if tube.__class__ is str and tube in _known_tubes:
         return tube
     if not isinstance(tube, str):
         raise TypeError(f"{name} must be a str, not {type(tube).__name__}")
@@ -190,6 +228,20 @@ def check_tubes(tubes: object) -> list[str]:
     if not checked:
         raise ValueError("tubes must name at least one tube")
     return list(dict.fromkeys(checked))
+
+
+def check_job_id(job_id: object, name: str = "job_id") -> int:
+    """A job id (or lease: ``name``) must be an int: a str or a float would otherwise
+    reach SQLite, match nothing and read as "not found", hiding the caller's bug."""
+    if job_id.__class__ is not int and (isinstance(job_id, bool)
+                                        or not isinstance(job_id, int)):
+        raise TypeError(f"{name} must be an int, not {type(job_id).__name__}")
+    return job_id
+
+
+def check_lease(lease: object) -> int | None:
+    """A lease token, or None for an administrator's by-id verb."""
+    return None if lease is None else check_job_id(lease, "lease")
 
 
 def check_priority(priority: object, name: str = "priority") -> int:

@@ -26,6 +26,7 @@ from .model import (
     Job,
     check_body,
     check_job_id,
+    check_lease,
     check_priority,
     check_put_options,
     check_tube,
@@ -65,6 +66,17 @@ class Queue:
 
     A Queue may be shared between threads (calls are serialised); create it after
     ``fork()``, not before.
+
+    Raises:
+        SchemaError: the file belongs to another application (without ``init=True``)
+            or was written by a newer sqlq; it is left untouched.
+        DatabaseError: the file cannot be created, opened or written (a missing
+            directory, read-only, full disk), in one line that names the file.
+
+    Examples:
+        >>> with sqlq.Queue("app.db") as q:  # created 0600, WAL mode
+        ...     q.put(b"hello", tube="emails")
+        1
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
@@ -76,6 +88,8 @@ class Queue:
         if isinstance(max_job_size, bool) or not isinstance(max_job_size, int) \
                 or max_job_size < 0:
             raise ValueError(f"max_job_size must be a non-negative int, not {max_job_size!r}")
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
         self.path = os.fspath(path)
         self.max_job_size = max_job_size
         self.result_ttl_ms = seconds_to_ms(result_ttl, "result_ttl")
@@ -93,6 +107,7 @@ class Queue:
 
     @property
     def durability(self) -> Durability:
+        """``"full"`` or ``"normal"``, as opened (see Wakeup and durability in the docs)."""
         return self._backend.durability
 
     @property
@@ -147,6 +162,26 @@ class Queue:
 
         With ``unique_key``, while a job with that key is live in the tube, return
         that job's id and insert nothing.
+
+        Args:
+            body: the job's bytes (a str is UTF-8 encoded).
+            tube: the tube to put it in.
+            priority: 0 (most urgent) to 2**32-1; ties go first in, first out.
+            delay: seconds before the job is ready.
+            ttr: seconds a reservation of it lasts (at least 1).
+            unique_key: while a job with this key is live in the tube, put nothing.
+
+        Raises:
+            JobTooBig: the body is larger than ``max_job_size``.
+            InvalidTube: ``tube`` is not a valid tube name.
+            TypeError: an argument has the wrong type (the message names it).
+            ValueError: an argument is out of range (the message names it).
+
+        Examples:
+            >>> q.put(b"resize 42.jpg", tube="thumbs", priority=10, ttr=120)
+            1
+            >>> q.put("welcome a@example.com", tube="emails", unique_key="welcome:a")
+            2
         """
         body = check_body(body, self.max_job_size)
         check_tube(tube)
@@ -160,10 +195,26 @@ class Queue:
     def put_many(self, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
                  priority: int = DEFAULT_PRIORITY, delay: float = 0,
                  ttr: float = DEFAULT_TTR) -> list[int]:
-        """Add many jobs in one transaction (all or none); return their ids in order."""
+        """Add many jobs in one transaction (all or none); return their ids in order.
+
+        Raises:
+            JobTooBig: a body is larger than ``max_job_size`` (nothing is put).
+            InvalidTube: ``tube`` is not a valid tube name.
+            TypeError: ``bodies`` is a single body or not iterable, or an option has
+                the wrong type.
+
+        Examples:
+            >>> q.put_many([b"a", b"b", b"c"], tube="letters")
+            [3, 4, 5]
+        """
         if isinstance(bodies, (bytes, str)):
             raise TypeError("bodies must be an iterable of bodies, not a single body")
-        checked = [check_body(b, self.max_job_size) for b in bodies]
+        try:
+            items = iter(bodies)
+        except TypeError:
+            raise TypeError(f"bodies must be an iterable of bodies, not {type(bodies).__name__}"
+                            ) from None
+        checked = [check_body(b, self.max_job_size) for b in items]
         check_tube(tube)
         delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
         ids = self._backend.write(lambda c: self._store.insert_jobs(
@@ -183,9 +234,24 @@ class Queue:
         ``detach=True`` ties the reservation to no process: it lasts its TTR even
         after this Queue closes or the process exits (``sqlq reserve`` hands the job
         to a shell script and exits at once).
+
+        Raises:
+            JobLost: ``delete=job`` and that job's lease was lost (nothing is claimed).
+            InvalidTube: a name in ``tubes`` is not a valid tube name.
+            TypeError: ``tubes``, ``timeout``, ``delete`` or ``detach`` has the wrong type.
+
+        Examples:
+            >>> job = q.reserve(tubes=["thumbs", "emails"], timeout=5)
+            >>> if job is not None:
+            ...     handle(job.body)
+            ...     job.delete()
         """
         tubes_param = self._tubes_param(tubes)
         deadline = timeout_deadline(timeout)
+        if delete is not None and not isinstance(delete, Job):
+            raise TypeError(f"delete must be a reserved Job or None, not {type(delete).__name__}")
+        if detach.__class__ is not bool:
+            raise TypeError(f"detach must be a bool, not {type(detach).__name__}")
         owner = None if detach else self._backend.owner_token()
         job = self._claim(tubes_param, owner, delete)
         if job is None and self._reap_dead_owners():
@@ -200,6 +266,7 @@ class Queue:
 
     def reserve_job(self, job_id: int) -> Job:
         """Reserve a specific job, whatever its state unless reserved (beanstalkd's reserve-job)."""
+        check_job_id(job_id)
         owner = self._backend.owner_token()
         row = self._backend.write(
             lambda c: self._store.claim_by_id(c, self._clock(), job_id, owner), durable=False)
@@ -325,14 +392,34 @@ class Queue:
     # -- verbs on jobs by id -----------------------------------------------------------------
 
     def delete(self, job_id: int, *, lease: int | None = None) -> None:
-        """Delete a job in any state (an administrator's delete when no lease is given)."""
+        """Delete a job in any state (an administrator's delete when no lease is given).
+
+        Raises:
+            JobNotFound: no such job.
+            JobLost: ``lease`` is given and is no longer the job's reservation.
+
+        Examples:
+            >>> q.delete(7)
+        """
+        check_job_id(job_id)
+        check_lease(lease)
         tube = self._backend.write(lambda c: self._store.delete(c, self._clock(), job_id, lease),
                               single=True)
         self._counts["cmd-delete", tube] += 1
 
     def release(self, job_id: int, *, priority: int | None = None, delay: float = 0,
                 lease: int | None = None) -> None:
-        """Put a reserved job back, ready or delayed by ``delay`` seconds."""
+        """Put a reserved job back, ready or delayed by ``delay`` seconds.
+
+        Raises:
+            JobNotFound: no such job, or it is not reserved.
+            JobLost: ``lease`` is given and is no longer the job's reservation.
+
+        Examples:
+            >>> q.release(7, delay=60)  # try again in a minute
+        """
+        check_job_id(job_id)
+        check_lease(lease)
         if priority is not None:
             check_priority(priority)
         delay_ms = seconds_to_ms(delay, "delay")
@@ -341,7 +428,17 @@ class Queue:
 
     def bury(self, job_id: int, *, priority: int | None = None, reason: str | None = None,
              lease: int | None = None) -> None:
-        """Park a reserved job until kicked; ``reason`` is kept (peek shows it)."""
+        """Park a reserved job until kicked; ``reason`` is kept (peek shows it).
+
+        Raises:
+            JobNotFound: no such job, or it is not reserved.
+            JobLost: ``lease`` is given and is no longer the job's reservation.
+
+        Examples:
+            >>> q.bury(7, reason="corrupt image")
+        """
+        check_job_id(job_id)
+        check_lease(lease)
         if priority is not None:
             check_priority(priority)
         if reason is not None and not isinstance(reason, str):
@@ -351,23 +448,56 @@ class Queue:
                        single=True)
 
     def touch(self, job_id: int, *, lease: int | None = None) -> int:
-        """Restart a reservation's TTR; return the new deadline in ms."""
+        """Restart a reservation's TTR; return the new deadline in ms.
+
+        Raises:
+            JobNotFound: no such job, or it is not reserved.
+            JobLost: ``lease`` is given and is no longer the job's reservation.
+        """
+        check_job_id(job_id)
+        check_lease(lease)
         return self._backend.write(lambda c: self._store.touch(c, self._clock(), job_id, lease),
                               durable=False, single=True)
 
     def kick(self, bound: int, tube: str = DEFAULT_TUBE) -> int:
-        """Move up to ``bound`` buried jobs (or, if none, delayed ones) to ready; say how many."""
-        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
-            raise ValueError(f"bound must be a non-negative int, not {bound!r}")
+        """Move up to ``bound`` buried jobs (or, if none, delayed ones) to ready; say how many.
+
+        A tube with no such jobs (empty, or never used) kicks 0: not an error.
+
+        Raises:
+            InvalidTube: ``tube`` is not a valid tube name.
+
+        Examples:
+            >>> q.kick(100, tube="thumbs")
+            3
+        """
+        if isinstance(bound, bool) or not isinstance(bound, int):
+            raise TypeError(f"bound must be an int, not {type(bound).__name__}")
+        if bound < 0:
+            raise ValueError(f"bound must be >= 0, not {bound}")
         check_tube(tube)
         return self._backend.write(lambda c: self._store.kick(c, self._clock(), tube, bound))
 
     def kick_job(self, job_id: int) -> None:
-        """Move one buried or delayed job to ready."""
+        """Move one buried or delayed job to ready.
+
+        Raises:
+            JobNotFound: no such job, or it is neither buried nor delayed.
+        """
+        check_job_id(job_id)
         self._backend.write(lambda c: self._store.kick_job(c, self._clock(), job_id), single=True)
 
     def pause_tube(self, tube: str, seconds: float) -> None:
-        """Reserve nothing from ``tube`` for ``seconds`` (0 ends a pause)."""
+        """Reserve nothing from ``tube`` for ``seconds`` (0 ends a pause).
+
+        Any valid name can be paused, with jobs or without.
+
+        Raises:
+            InvalidTube: ``tube`` is not a valid tube name.
+
+        Examples:
+            >>> q.pause_tube("thumbs", 600)  # hold the tube while you deploy
+        """
         check_tube(tube)
         pause_ms = seconds_to_ms(seconds, "seconds")
         self._backend.write(lambda c: self._store.pause_tube(c, self._clock(), tube, pause_ms))
@@ -381,7 +511,14 @@ class Queue:
 
         Lease-checked like :meth:`delete`. Expired results are purged a few at a
         time here, so the file stays bounded without a reaper process.
+
+        Raises:
+            JobNotFound: no such job.
+            JobLost: ``lease`` is given and is no longer the job's reservation.
+            JobTooBig: the result is larger than ``max_job_size``.
         """
+        check_job_id(job_id)
+        check_lease(lease)
         data = check_body(result, self.max_job_size, "result")
         tube = results.complete(self._backend, self._clock, job_id, data, lease,
                                 self.result_ttl_ms)
@@ -398,6 +535,11 @@ class Queue:
             Timeout: no result within ``timeout`` seconds.
             JobNotFound: no such id was issued, or its result expired, or the job was
                 deleted without a result.
+
+        Examples:
+            >>> jid = q.put(b'{"n": 7}', tube="squares")
+            >>> q.result(jid, timeout=60)  # a worker called job.complete(b"49")
+            b'49'
         """
         check_job_id(job_id)
         deadline = timeout_deadline(timeout)
@@ -413,7 +555,14 @@ class Queue:
         return found
 
     def subscribe(self, topic: str, tube: str) -> None:
-        """Have :meth:`publish` to ``topic`` put a copy into ``tube`` (idempotent)."""
+        """Have :meth:`publish` to ``topic`` put a copy into ``tube`` (idempotent).
+
+        Raises:
+            InvalidTube: ``topic`` or ``tube`` is not a valid name (topics follow tube rules).
+
+        Examples:
+            >>> q.subscribe("orders", "emails"); q.subscribe("orders", "audit")
+        """
         topics.subscribe(self._backend, topic, tube)
 
     def unsubscribe(self, topic: str, tube: str) -> bool:
@@ -431,6 +580,14 @@ class Queue:
 
         Returns the ids in tube-name order; ``[]`` when nothing is subscribed.
         Subscribers pull: a worker that was down finds every copy in its tube.
+
+        Raises:
+            JobTooBig: the body is larger than ``max_job_size``.
+            InvalidTube: ``topic`` is not a valid name.
+
+        Examples:
+            >>> q.publish("orders", b'{"order": 7}')  # -> [id in audit, id in emails]
+            [8, 9]
         """
         check_tube(topic, "topic")
         data = check_body(body, self.max_job_size)
@@ -444,7 +601,14 @@ class Queue:
     # -- observers ---------------------------------------------------------------------------
 
     def peek(self, job_id: int) -> Job | None:
-        """The job as of now, or None if there is no such job."""
+        """The job as of now, or None if there is no such job.
+
+        Examples:
+            >>> job = q.peek(7)
+            >>> job.state, job.bury_reason
+            ('buried', 'corrupt image')
+        """
+        check_job_id(job_id)
         row = self._backend.read(lambda c: self._store.select_job(c, self._clock(), job_id))
         return None if row is None else Job.from_row(self, row)
 
@@ -461,7 +625,11 @@ class Queue:
         return None if row is None else Job.from_row(self, row)
 
     def peek_ready(self, tube: str = DEFAULT_TUBE) -> Job | None:
-        """The job the next reserve on ``tube`` would get (pauses aside), or None."""
+        """The job the next reserve on ``tube`` would get (pauses aside), or None.
+
+        Raises:
+            InvalidTube: ``tube`` is not a valid tube name.
+        """
         return self._peek("ready", tube)
 
     def peek_delayed(self, tube: str = DEFAULT_TUBE) -> Job | None:
@@ -473,7 +641,11 @@ class Queue:
         return self._peek("buried", tube)
 
     def tubes(self) -> list[str]:
-        """Tubes that hold jobs, are paused or subscribed to a topic, and ``default``, sorted."""
+        """Tubes that hold jobs, are paused or subscribed to a topic, and ``default``, sorted.
+
+        A tube a worker has drained drops out of this list (as beanstalkd forgets an
+        unused tube), but its name stays valid everywhere: ``stats_tube`` reads zeros.
+        """
         found = self._backend.read(lambda c: self._store.list_tubes(c, self._clock()))
         return sorted(set(found) | {DEFAULT_TUBE})
 
@@ -482,13 +654,32 @@ class Queue:
         return stats.file_stats(self._backend, self._clock(), self.max_job_size)
 
     def stats_tube(self, tube: str) -> dict[str, Any]:
-        """One tube's counts with beanstalkd's keys; JobNotFound for a tube that does not
-        exist. ``total-jobs``, ``cmd-delete`` and ``cmd-pause-tube`` count what this
-        Queue did since it was opened, as beanstalkd counts since its start."""
+        """One tube's counts with beanstalkd's keys; all zeros for a valid name with no jobs.
+
+        ``total-jobs``, ``cmd-delete`` and ``cmd-pause-tube`` count what this Queue did
+        since it was opened, as beanstalkd counts since its start. An empty tube is not
+        an error: a monitor must not fail because a worker just drained the tube.
+
+        Raises:
+            InvalidTube: ``tube`` is not a valid tube name.
+
+        Examples:
+            >>> q.stats_tube("emails")["current-jobs-ready"]
+            0
+        """
         return stats.tube_stats(self._backend, self._clock(), tube, self._counts)
 
     def stats_job(self, job_id: int) -> dict[str, Any]:
-        """One job's record with beanstalkd's keys (times in whole seconds)."""
+        """One job's record with beanstalkd's keys (times in whole seconds).
+
+        Raises:
+            JobNotFound: no such job.
+
+        Examples:
+            >>> q.stats_job(7)["state"]
+            'delayed'
+        """
+        check_job_id(job_id)
         return stats.job_stats(self._backend, self._clock(), job_id)
 
     # -- tasks (logic in work/tasks.py, work/periodic.py; run by `sqlq work`) -----------------

@@ -51,20 +51,22 @@ def file_stats(backend: Backend, now: int, max_job_size: int) -> dict[str, Any]:
 
 def tube_stats(backend: Backend, now: int, tube: str,
                counts_here: Counter[tuple[str, str]]) -> dict[str, Any]:
-    """One tube's counts (``Queue.stats_tube``); ``counts_here`` are the Queue's own
-    command counters, since it was opened."""
+    """One tube's counters; a valid name with no jobs has all-zero counters.
+
+    Not JobNotFound for an empty tube: a monitor reading a tube's counters must not
+    fail because a worker just drained it, and a missing tube is not a missing job.
+    (The beanstalkd server keeps the protocol's NOT_FOUND for tubes it does not know.)
+    ``counts_here`` are the Queue's own command counters, since it was opened.
+    """
     check_tube(tube)
     store = backend.store
 
     def read(c: Conn) -> Any:
-        return (store.count_jobs(c, now, tube).get(tube), store.tube_pause(c, tube),
-                store.tube_subscribed(c, tube))
+        return store.count_jobs(c, now, tube).get(tube), store.tube_pause(c, tube)
 
-    counts, pause, subscribed = backend.read(read)
+    counts, pause = backend.read(read)
     paused_until, pause_ms = pause if pause else (0, 0)
     paused = paused_until > now
-    if counts is None and not paused and not subscribed and tube != DEFAULT_TUBE:
-        raise JobNotFound(f"tube {tube!r} not found")
     ready, urgent, reserved, delayed, buried = counts or [0, 0, 0, 0, 0]
     return {
         "name": tube,

@@ -170,8 +170,10 @@ def test_job_replies() -> None:
 def test_yaml_matches_beanstalkds_layout() -> None:
     values = {k: 0 for k in STATS_JOB_KEYS} | {"tube": "default", "state": "ready", "id": 1}
     doc = yaml_dict(STATS_JOB_KEYS, values)
-    assert doc.startswith(b'---\nid: 1\ntube: "default"\nstate: ready\npri: 0\n')
+    assert doc.startswith(b"---\nid: 1\ntube: default\nstate: ready\npri: 0\n")  # 1.12: unquoted
     assert doc.endswith(b"kicks: 0\n")
+    assert yaml_dict(["version", "hostname"], {"version": "1.12", "hostname": "h"}) == (
+        b'---\nversion: "1.12"\nhostname: h\n')  # only version is quoted in 1.12
     assert yaml_dict(["draining", "rusage-utime"], {"draining": False, "rusage-utime": 0.5}) == (
         b"---\ndraining: false\nrusage-utime: 0.500000\n"
     )

@@ -12,7 +12,7 @@ from sqlq.cli import cli
 
 COMMANDS = sorted(cli.commands)
 
-# The verbs SPEC.md's "Command line" section promises from this module (others add theirs).
+# The verbs docs/spec.md's "Command line" section promises from this module (others add theirs).
 SPEC_COMMANDS = {"put", "put-many", "reserve", "delete", "release", "bury", "kick", "kick-job",
                  "touch", "peek", "stats", "tubes", "pause", "top"}
 

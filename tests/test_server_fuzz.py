@@ -12,9 +12,10 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import apsw
 import pytest
@@ -25,6 +26,7 @@ from sqlq.server.protocol import ERROR_REPLIES, GRAMMAR, ProtocolError, Verb, pa
 from tests.test_server import Raw, Running
 
 MAX_JOB_SIZE = 1000
+_R = TypeVar("_R")
 FUZZ = settings(max_examples=200, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -242,13 +244,66 @@ def _play(address: tuple[str, int]) -> list[object]:
     return replies
 
 
-def test_a_lifecycle_matches_beanstalkd(tmp_path: Path) -> None:
+def _on_both(tmp_path: Path, play: Callable[[tuple[str, int]], _R]) -> tuple[_R, _R]:
+    """``play`` against a fresh beanstalkd, then a fresh sqlq server: (ours, theirs)."""
     with beanstalkd() as fresh:
-        theirs = _play(fresh)
-    running = Running(str(tmp_path / "lifecycle.db"))
+        theirs = play(fresh)
+    running = Running(str(tmp_path / "compared.db"))
     try:
-        ours = _play(running.address)
+        ours = play(running.address)
     finally:
         running.stop()
+    return ours, theirs
+
+
+def _script(lines: list[bytes]) -> Callable[[tuple[str, int]], list[bytes]]:
+    """A player that sends ``lines`` on one connection and returns the replies."""
+    def play(address: tuple[str, int]) -> list[bytes]:
+        client = Raw(address)
+        try:
+            return [client.cmd(line) for line in lines]
+        finally:
+            client.close()
+    return play
+
+
+def test_a_lifecycle_matches_beanstalkd(tmp_path: Path) -> None:
+    ours, theirs = _on_both(tmp_path, _play)
     for (who, data), a, b in zip(LIFECYCLE, ours, theirs, strict=True):
         assert a == b, (who, data)
+
+
+def _shape(reply: bytes) -> list[tuple[str, bool]]:
+    """A stats document's keys in order, each with whether its value is in quotes."""
+    head, _, body = reply.partition(b"\r\n")
+    assert head.startswith(b"OK "), reply
+    pairs = [line.split(": ", 1) for line in body.decode().splitlines()[1:] if line]
+    return [(key, value.startswith('"')) for key, value in pairs]
+
+
+def test_stats_documents_have_beanstalkd_112s_keys_and_quotes(tmp_path: Path) -> None:
+    """beanstalkd 1.12 quotes only ``version`` (1.13 also hostname, os, platform, name,
+    tube); sqlq matches 1.12 and adds one key of its own, last, for its version."""
+    script = [b"use jobs", b"put 0 0 10 1\r\nx", b"stats-job 1", b"stats-tube jobs", b"stats"]
+    ours, theirs = _on_both(tmp_path, _script(script))
+    assert ours[:2] == theirs[:2] == [b"USING jobs\r\n", b"INSERTED 1\r\n"]
+    assert _shape(ours[2]) == _shape(theirs[2])
+    assert _shape(ours[3]) == _shape(theirs[3])
+    assert _shape(ours[4]) == [*_shape(theirs[4]), ("sqlq-version", False)]
+    version = [line for line in theirs[4].split(b"\n") if line.startswith(b"version: ")]
+    assert version == [b'version: "1.12"']
+    assert b'\nversion: "1.12"\n' in ours[4]
+
+
+def test_emptied_tube_stats_as_beanstalkd(tmp_path: Path) -> None:
+    """A tube that held a job is known while a client uses it (zero counters once
+    empty) and NOT_FOUND once nothing holds it, as beanstalkd deletes unused tubes."""
+    script = [b"use e", b"put 0 0 10 1\r\nx", b"reserve-job 1", b"delete 1",
+              b"stats-tube e", b"use default", b"stats-tube e", b"pause-tube e 1",
+              b"peek-ready", b"kick 5", b"list-tubes"]
+    ours, theirs = _on_both(tmp_path, _script(script))
+    for line, a, b in zip(script, ours, theirs, strict=True):
+        # stats bodies as sets of lines: the same counters, in any order
+        assert (set(a.splitlines()) if a.startswith(b"OK ") else a) == (
+            set(b.splitlines()) if b.startswith(b"OK ") else b), line
+    assert theirs[6] == b"NOT_FOUND\r\n" and theirs[7] == b"NOT_FOUND\r\n"

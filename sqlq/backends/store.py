@@ -253,9 +253,6 @@ class Store(abc.ABC):
     def count_topics(self, conn: Any) -> int:
         return int(one(conn, self.Q["count_topics"])[0])
 
-    def tube_subscribed(self, conn: Any, tube: str) -> bool:
-        return one(conn, self.Q["tube_subscribed"], {"tube": tube}) is not None
-
     # -- periodic tasks ----------------------------------------------------------------------
 
     def claim_periodic_slot(self, conn: Any, now: int, name: str, slot: int) -> bool:

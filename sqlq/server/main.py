@@ -15,7 +15,7 @@ from sqlq.server.core import Server
 from sqlq.server.flags import USAGE, UsageError, parse_flags
 from sqlq.server.loop import log
 from sqlq.server.net import DEFAULT_LISTEN, raise_fd_limit
-from sqlq.server.stats import version
+from sqlq.server.stats import sqlq_version, version
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def beanstalkd_main(argv: list[str] | None = None) -> None:
         sys.stdout.write(USAGE)
         return
     if flags.show_version:
-        print(f"beanstalkd {version()}")
+        print(f"beanstalkd {version()} (sqlq {sqlq_version()})")
         return
     server = Server(None, max_job_size=flags.max_job_size)
     _handle_signals(server)  # from the start: a SIGTERM must not leave a temporary directory

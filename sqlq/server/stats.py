@@ -12,7 +12,6 @@ import os
 import time
 from collections import Counter
 
-from sqlq.errors import JobNotFound
 from sqlq.server.protocol import DEFAULT_TUBE, PROTOCOL_VERSION
 from sqlq.server.yaml import STATS_JOB_KEYS, STATS_KEYS, STATS_TUBE_KEYS, Scalar, yaml_dict
 
@@ -54,7 +53,7 @@ class Stats:
             "binlog-oldest-index": 0, "binlog-current-index": 0, "binlog-records-migrated": 0,
             "binlog-records-written": 0, "binlog-max-size": 10485760,
             "draining": server.draining, "id": self.instance_id, "hostname": uname.nodename,
-            "os": uname.version, "platform": uname.machine,
+            "os": uname.version, "platform": uname.machine, "sqlq-version": sqlq_version(),
         })
         return yaml_dict(STATS_KEYS, values)
 
@@ -62,10 +61,7 @@ class Stats:
         """The ``stats-tube`` document; None for a tube beanstalkd would not know."""
         if tube not in tubes(server):
             return None
-        try:
-            values = server.q.stats_tube(tube)
-        except JobNotFound:  # named by a client, nothing in the file yet
-            values = dict.fromkeys(STATS_TUBE_KEYS, 0)
+        values = server.q.stats_tube(tube)  # all zeros for a tube only a client names
         conns = server.conns
         values.update({
             "name": tube, "total-jobs": self.tube_counts["total-jobs", tube],
@@ -97,10 +93,18 @@ def tubes(server: Server) -> list[str]:
 
 
 def version() -> str:
-    """The version ``stats`` and ``-v`` report: the protocol's, then sqlq's."""
+    """The version ``stats`` reports: the protocol release, exactly as beanstalkd 1.12
+    writes its own, since clients parse it (node clients as semver: a suffix such as
+    ``1.12+sqlq.0.1.0`` made them fail). sqlq's own is :func:`sqlq_version`."""
+    return PROTOCOL_VERSION
+
+
+def sqlq_version() -> str:
+    """sqlq's version, reported in a key of its own (``sqlq-version``), after
+    beanstalkd's keys, where clients that know only beanstalkd's keys ignore it."""
     from sqlq import __version__
 
-    return f"{PROTOCOL_VERSION}+sqlq.{__version__}"
+    return __version__
 
 
 def _rusage() -> tuple[float, float]:

@@ -3,6 +3,11 @@
 beanstalkd does not use a YAML library: it prints ``key: value`` lines in a
 fixed order, quotes a few string values and writes floats with six decimals.
 Clients (greenstalk among them) parse those bytes, so sqlq writes the same.
+
+The release matched is 1.12 (``prot.c`` at tag v1.12, and Debian's binary):
+it quotes only ``version``. 1.13 also quotes ``hostname``, ``os``,
+``platform``, ``name`` and ``tube``; matching one release byte for byte beats
+a mixture that equals neither.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ STATS_KEYS = (
     "current-workers", "current-waiting", "total-connections", "pid", "version",
     "rusage-utime", "rusage-stime", "uptime", "binlog-oldest-index", "binlog-current-index",
     "binlog-records-migrated", "binlog-records-written", "binlog-max-size", "draining", "id",
-    "hostname", "os", "platform",
+    "hostname", "os", "platform", "sqlq-version",
 )
 STATS_TUBE_KEYS = (
     "name", "current-jobs-urgent", "current-jobs-ready", "current-jobs-reserved",
@@ -32,8 +37,9 @@ STATS_JOB_KEYS = (
     "id", "tube", "state", "pri", "age", "delay", "ttr", "time-left", "file", "reserves",
     "timeouts", "releases", "buries", "kicks",
 )
-QUOTED_KEYS = frozenset({"name", "tube", "version", "hostname", "os", "platform"})
-"""Keys whose string values beanstalkd writes in double quotes."""
+QUOTED_KEYS = frozenset({"version"})
+"""Keys whose string values beanstalkd 1.12 writes in double quotes (``"1.12"``, which
+a YAML reader would otherwise take for a number)."""
 
 Scalar = int | float | str | bool
 

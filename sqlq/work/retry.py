@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import tenacity
 from tenacity.wait import wait_base
 
-#: Retries of a task or shell command unless it says otherwise (SPEC: ``--retries`` 3).
+#: Retries of a task or shell command unless it says otherwise (docs/spec.md: ``--retries`` 3).
 DEFAULT_RETRIES = 3
 #: Seconds before the first retry; each later one waits about twice as long.
 DEFAULT_BACKOFF = 1.0
@@ -35,8 +35,12 @@ def exponential_jitter(initial: float = DEFAULT_BACKOFF, maximum: float = MAX_BA
 
     The jitter is proportional to the first delay so that a short backoff stays short
     (tests) and many jobs failing together (a database down) spread their retries.
+    Built from ``wait_exponential`` and ``wait_random``, which every tenacity since
+    the floor in pyproject.toml has; ``wait_exponential_jitter(multiplier=)`` came
+    only in 2026 releases, and on older ones made every ``@q.task`` a TypeError.
     """
-    return tenacity.wait_exponential_jitter(multiplier=initial, max=maximum, jitter=initial)
+    exponential = tenacity.wait_exponential(multiplier=initial, max=maximum)
+    return exponential + tenacity.wait_random(0, initial)
 
 
 def _wait_strategy(backoff: Backoff) -> wait_base:

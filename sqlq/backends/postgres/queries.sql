@@ -295,9 +295,6 @@ SELECT topic, tube FROM sqlq_subscriptions
 -- name: count_topics
 SELECT count(DISTINCT topic) FROM sqlq_subscriptions;
 
--- name: tube_subscribed
-SELECT 1 FROM sqlq_subscriptions WHERE tube = %(tube)s LIMIT 1;
-
 -- name: claim_periodic_slot
 INSERT INTO sqlq_periodic (name, last_slot, enqueued_at) VALUES (%(name)s, %(slot)s, %(now)s)
 ON CONFLICT (name) DO UPDATE SET last_slot = excluded.last_slot,

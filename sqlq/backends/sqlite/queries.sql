@@ -255,9 +255,6 @@ SELECT topic, tube FROM sqlq_subscriptions
 -- name: count_topics
 SELECT count(DISTINCT topic) FROM sqlq_subscriptions;
 
--- name: tube_subscribed
-SELECT 1 FROM sqlq_subscriptions WHERE tube = :tube LIMIT 1;
-
 -- name: claim_periodic_slot
 -- Record that a periodic task's slot is being enqueued, only if it is later
 -- than the last one recorded: a row comes back to the one caller that may put

@@ -1,0 +1,76 @@
+-- table sqlq_jobs
+CREATE TABLE sqlq_jobs (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused
+    tube           TEXT    NOT NULL,
+    priority       INTEGER NOT NULL,                   -- 0 .. 2**32-1, lower is more urgent
+    state          INTEGER NOT NULL,
+    delay_until    INTEGER,                            -- set while delayed
+    reserved_until INTEGER,                            -- set while reserved
+    ttr            INTEGER NOT NULL,
+    body           BLOB    NOT NULL,
+    created_at     INTEGER NOT NULL,
+    reserves       INTEGER NOT NULL DEFAULT 0,
+    timeouts       INTEGER NOT NULL DEFAULT 0,
+    releases       INTEGER NOT NULL DEFAULT 0,
+    buries         INTEGER NOT NULL DEFAULT 0,
+    kicks          INTEGER NOT NULL DEFAULT 0,
+    lease          INTEGER,                            -- token of the current reservation
+    owner          TEXT,                               -- process holding the reservation
+    bury_reason    TEXT,
+    unique_key     TEXT
+, delay INTEGER NOT NULL DEFAULT 0);
+
+-- table sqlq_periodic
+CREATE TABLE sqlq_periodic (
+    name        TEXT    PRIMARY KEY,  -- the task's name
+    last_slot   INTEGER NOT NULL,     -- start of the last slot enqueued (ms)
+    enqueued_at INTEGER NOT NULL      -- when it was enqueued (ms)
+) WITHOUT ROWID;
+
+-- table sqlq_results
+CREATE TABLE sqlq_results (
+    job_id     INTEGER PRIMARY KEY,   -- the job's id (ids are never reused)
+    result     BLOB    NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+
+-- table sqlq_schema
+CREATE TABLE sqlq_schema (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at INTEGER NOT NULL
+);
+
+-- table sqlq_subscriptions
+CREATE TABLE sqlq_subscriptions (
+    topic TEXT NOT NULL,
+    tube  TEXT NOT NULL,
+    PRIMARY KEY (topic, tube)
+) WITHOUT ROWID;
+
+-- table sqlq_tubes
+CREATE TABLE sqlq_tubes (
+    name         TEXT PRIMARY KEY,
+    paused_until INTEGER NOT NULL,
+    pause_ms     INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- index sqlq_jobs_buried
+CREATE INDEX sqlq_jobs_buried   ON sqlq_jobs (tube, id)            WHERE state = 3;
+
+-- index sqlq_jobs_delayed
+CREATE INDEX sqlq_jobs_delayed  ON sqlq_jobs (tube, delay_until)   WHERE state = 1;
+
+-- index sqlq_jobs_ready
+CREATE INDEX sqlq_jobs_ready    ON sqlq_jobs (tube, priority, id)  WHERE state = 0;
+
+-- index sqlq_jobs_reserved
+CREATE INDEX sqlq_jobs_reserved ON sqlq_jobs (reserved_until)      WHERE state = 2;
+
+-- index sqlq_jobs_unique
+CREATE UNIQUE INDEX sqlq_jobs_unique ON sqlq_jobs (tube, unique_key)
+    WHERE unique_key IS NOT NULL;
+
+-- index sqlq_results_expires
+CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
+
