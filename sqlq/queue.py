@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 import apsw
 
-from . import owners, results, stats, store, topics
+from . import observe, owners, results, stats, store, topics
 from .db import Database, Durability, data_version
 from .durations import now_ms
 from .errors import Error
@@ -515,6 +515,39 @@ class Queue:
     def stats_job(self, job_id: int) -> dict[str, Any]:
         """One job's record with beanstalkd's keys (times in whole seconds)."""
         return stats.job_stats(self, job_id)
+
+    # -- views for the dashboard and /metrics (logic in observe.py) ---------------------------
+
+    def overview(self) -> observe.Overview:
+        """Every tube's counts as of now and the file's counters, from one read snapshot;
+        fast on a file of millions of jobs (indexes only)."""
+        return observe.overview(self)
+
+    def tube_summary(self, tube: str) -> observe.TubeSummary:
+        """One tube's counts as of now (an unknown tube reads as empty)."""
+        return observe.tube(self, tube)
+
+    def jobs(self, tube: str, state: str, *, after: tuple[int, int] | None = None,
+             limit: int = 50) -> list[observe.JobSummary]:
+        """A page of a tube's jobs in one state (ready, delayed, reserved, buried), in the
+        order that state is served; pass the last row's ``cursor`` as ``after`` for the next."""
+        return observe.jobs(self, tube, state, after, limit)
+
+    def search(self, tube: str, text: str, *, limit: int = 50) -> list[observe.JobSummary]:
+        """Recent jobs of a tube whose id, unique key or body contains ``text``, newest first."""
+        return observe.search(self, tube, text, limit)
+
+    def workers(self) -> list[observe.Worker]:
+        """The processes holding reservations now (pid, host, jobs held, since when)."""
+        return observe.workers(self)
+
+    def periodic_slots(self) -> list[observe.PeriodicSlot]:
+        """The last slot each periodic task enqueued."""
+        return observe.periodic(self)
+
+    def kept_result(self, job_id: int) -> bytes | None:
+        """A completed job's result if it is still kept, else None; never waits."""
+        return observe.result(self, job_id)
 
     # -- tasks (logic in work/tasks.py, work/periodic.py; run by `sqlq work`) -----------------
 

@@ -224,6 +224,58 @@ def tube_pause(conn: apsw.Connection, tube: str) -> tuple[int, int] | None:
     return (row[0], row[1]) if row else None
 
 
+# -- dashboard and metrics (observe.py) ----------------------------------------------------------
+
+#: The order each state's page is listed in: the sort key column of its index.
+LIST_STATES = ("ready", "delayed", "reserved", "buried")
+
+
+def tube_names(conn: apsw.Connection, now: int) -> list[str]:
+    """Tubes with jobs, paused or subscribed, without reading every job (see tube_names)."""
+    return sorted(r[0] for r in conn.execute(Q["tube_names"], {"now": now}))
+
+
+def tube_counts(conn: apsw.Connection, now: int, tube: str) -> tuple[Any, ...]:
+    """(ready, urgent, reserved, delayed, buried, oldest ready created_at, earliest due
+    delay_until, paused_until) of one tube as of now."""
+    row = _one(conn, Q["tube_counts"], {"now": now, "tube": tube})
+    oldest = None
+    if row[5] is not None:
+        found = _one(conn, Q["job_created_at"], {"id": row[5]})
+        oldest = found[0] if found else None
+    return (*row[:5], oldest, *row[6:])
+
+
+def list_jobs(conn: apsw.Connection, tube: str, state: str, key: int, after: int,
+              limit: int) -> list[tuple[Any, ...]]:
+    """A page of jobs in one state, after the row (key, after) in that state's order."""
+    if state not in LIST_STATES:
+        raise ValueError(f"state must be one of {', '.join(LIST_STATES)}, not {state!r}")
+    params = {"tube": tube, "key": key, "after": after, "limit": limit}
+    return [tuple(r) for r in conn.execute(Q[f"list_{state}_jobs"], params)]
+
+
+def search_jobs(conn: apsw.Connection, tube: str, text: str, min_id: int,
+                limit: int) -> list[tuple[Any, ...]]:
+    params = {"tube": tube, "text": text, "bytes": text.encode(), "min_id": min_id,
+              "limit": limit}
+    return [tuple(r) for r in conn.execute(Q["search_jobs"], params)]
+
+
+def owner_reservations(conn: apsw.Connection, now: int) -> list[tuple[Any, ...]]:
+    """(owner or None, jobs held, earliest reservation start, tubes) per owner."""
+    return [tuple(r) for r in conn.execute(Q["owner_reservations"], {"now": now})]
+
+
+def list_periodic(conn: apsw.Connection) -> list[tuple[str, int, int]]:
+    return [(r[0], r[1], r[2]) for r in conn.execute(Q["list_periodic"])]
+
+
+def event_counters(conn: apsw.Connection) -> dict[str, tuple[int, int, int]]:
+    """tube -> (buries, kicks, timeouts) since the file was created."""
+    return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(Q["event_counters"])}
+
+
 # -- results -----------------------------------------------------------------------------------
 
 #: Expired results purged per complete(): more than one, so purging outpaces expiry.

@@ -33,5 +33,5 @@ def test_every_query_is_used_by_store() -> None:
         source = f.read()
     unused = [name for name in store.Q
               if f'"{name}"' not in source and f"_{name.upper()}" not in source
-              and "peek_" not in name]
+              and not re.fullmatch(r"peek_\w+_id|list_\w+_jobs", name)]  # named by state
     assert not unused, f"queries.sql blocks nobody runs: {unused}"

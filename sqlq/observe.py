@@ -1,0 +1,213 @@
+"""Read-only views of the file for people and monitors: the dashboard and ``/metrics``.
+
+Everything here is a read (no write lock is ever taken, so a dashboard left open
+never slows a producer or a worker) and answers from indexes, in time that grows
+with what is shown, not with the jobs in the file: the overview of a file of a
+million jobs is one walk of each tube's partial indexes, a page of jobs is one
+keyset range probe. The ``Queue`` methods of the same names are the public entry
+points; the dashboard uses nothing else, so another storage backend only has to
+provide these reads.
+
+Counters that outlive jobs: puts are the ids ever handed out (sqlite_sequence),
+deletes are puts minus the jobs alive in the same snapshot, and buries, kicks and
+timeouts per tube are kept by the trigger of migration 0005.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import owners, store
+from .model import DEFAULT_TUBE, STATE_NAMES, check_tube
+
+if TYPE_CHECKING:
+    import apsw
+
+    from .queue import Queue
+
+#: A body search looks at this many of the most recent job ids, at most: bodies have no
+#: index, and a search must stay fast on a file of millions of jobs.
+SEARCH_DEPTH = 100_000
+MAX_PAGE = 500
+
+
+@dataclass(frozen=True)
+class TubeSummary:
+    """One tube's jobs by state as of ``Overview.at`` (ready includes due delayed jobs and
+    expired reservations, as in ``stats``)."""
+
+    name: str
+    ready: int
+    urgent: int
+    reserved: int
+    delayed: int
+    buried: int
+    paused_until: int | None  # ms, while paused
+    oldest_ready_at: int | None  # ms: created_at of the oldest ready job
+    buries_total: int = 0
+    kicks_total: int = 0
+    timeouts_total: int = 0
+
+    @property
+    def live(self) -> int:
+        return self.ready + self.reserved + self.delayed + self.buried
+
+
+@dataclass(frozen=True)
+class Overview:
+    """Every tube, and the file's counters, from one read snapshot."""
+
+    at: int  # ms, the clock of the snapshot
+    tubes: list[TubeSummary]
+    puts_total: int  # every job ever put into the file (ids handed out)
+
+    @property
+    def live(self) -> int:
+        return sum(t.live for t in self.tubes)
+
+    @property
+    def deletes_total(self) -> int:
+        """Jobs deleted or completed since the file was created (puts minus live jobs)."""
+        return max(self.puts_total - self.live, 0)
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """A row of a job list: the job's fields and the first bytes of its body."""
+
+    id: int
+    tube: str
+    priority: int
+    state: str  # the stored state; due delayed jobs still read "delayed" here
+    ttr_ms: int
+    body_head: bytes
+    created_at: int
+    reserves: int
+    timeouts: int
+    releases: int
+    buries: int
+    kicks: int
+    delay_until: int | None
+    reserved_until: int | None
+    bury_reason: str | None
+    unique_key: str | None
+    delay_ms: int
+    body_size: int
+
+    @property
+    def cursor(self) -> tuple[int, int]:
+        """(sort key, id): where the next page of this job's state starts."""
+        key = {"ready": self.priority, "delayed": self.delay_until,
+               "reserved": self.reserved_until}.get(self.state, 0)
+        return (key or 0, self.id)
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A process holding reservations (reserving registers it; see owners.py)."""
+
+    token: str | None  # None: reservations made detached (``sqlq reserve``)
+    pid: int | None
+    host: str
+    jobs: int
+    since: int | None  # ms: when its oldest current reservation began
+    tubes: list[str]
+    alive: bool
+
+
+@dataclass(frozen=True)
+class PeriodicSlot:
+    """A periodic task's last enqueued slot (the schedule itself lives in the worker's code)."""
+
+    name: str
+    last_slot: int
+    enqueued_at: int
+
+
+def _summary(c: apsw.Connection, now: int, tube: str,
+             counters: dict[str, tuple[int, int, int]]) -> TubeSummary:
+    ready, urgent, reserved, delayed, buried, oldest, due_since, paused = \
+        store.tube_counts(c, now, tube)
+    starts = [t for t in (oldest, due_since) if t is not None]
+    return TubeSummary(tube, ready, urgent, reserved, delayed, buried,
+                       paused if paused is not None and paused > now else None,
+                       min(starts) if starts else None, *counters.get(tube, (0, 0, 0)))
+
+
+def overview(queue: Queue) -> Overview:
+    """Every tube's counts and the file's counters, in one read transaction (WAL: writers
+    go on meanwhile)."""
+    def read(c: apsw.Connection) -> Overview:
+        now = queue._clock()
+        counters = store.event_counters(c)
+        names = sorted(set(store.tube_names(c, now)) | {DEFAULT_TUBE})
+        return Overview(now, [_summary(c, now, name, counters) for name in names],
+                        store.total_jobs(c))
+
+    return queue._db.read(read)
+
+
+def tube(queue: Queue, name: str) -> TubeSummary:
+    """One tube's summary (a tube that does not exist reads as empty)."""
+    check_tube(name)
+
+    def read(c: apsw.Connection) -> TubeSummary:
+        return _summary(c, queue._clock(), name, store.event_counters(c))
+
+    return queue._db.read(read)
+
+
+def _job(row: tuple[Any, ...]) -> JobSummary:
+    return JobSummary(row[0], row[1], row[2], STATE_NAMES[row[3]], *row[4:])
+
+
+def jobs(queue: Queue, tube_name: str, state: str, after: tuple[int, int] | None,
+         limit: int) -> list[JobSummary]:
+    """A page of ``tube_name``'s jobs in ``state``, in that state's order (ready: as reserve
+    takes them; delayed: due first; reserved: TTR ending first; buried: oldest first),
+    starting after the job whose ``cursor`` is ``after``."""
+    check_tube(tube_name)
+    limit = max(1, min(int(limit), MAX_PAGE))
+    key, after_id = after if after is not None else (-(2**62), 0)
+    rows = queue._db.read(lambda c: store.list_jobs(c, tube_name, state, key, after_id, limit))
+    return [_job(r) for r in rows]
+
+
+def search(queue: Queue, tube_name: str, text: str, limit: int) -> list[JobSummary]:
+    """Jobs of ``tube_name`` whose id, unique key or body contains ``text``, newest first,
+    among the last :data:`SEARCH_DEPTH` ids put into the file."""
+    check_tube(tube_name)
+    limit = max(1, min(int(limit), MAX_PAGE))
+
+    def read(c: apsw.Connection) -> list[tuple[Any, ...]]:
+        min_id = store.total_jobs(c) - SEARCH_DEPTH
+        return store.search_jobs(c, tube_name, text, min_id, limit)
+
+    return [_job(r) for r in queue._db.read(read)]
+
+
+def workers(queue: Queue) -> list[Worker]:
+    """The processes holding live reservations, with the jobs they hold."""
+    rows = queue._db.read(lambda c: store.owner_reservations(c, queue._clock()))
+    host = os.uname().nodename  # owners lock files next to the database: this host's
+    found = []
+    for token, held, since, tubes in rows:
+        pid = int(token.split("-", 1)[0]) if token and token.split("-", 1)[0].isdigit() \
+            else None
+        alive = token is None or owners.is_alive(queue.path, token)
+        found.append(Worker(token, pid, host, held, since, sorted(str(tubes).split(",")),
+                            alive))
+    return found
+
+
+def periodic(queue: Queue) -> list[PeriodicSlot]:
+    """Every periodic task that ever enqueued a slot, by name."""
+    return [PeriodicSlot(*row) for row in queue._db.read(store.list_periodic)]
+
+
+def result(queue: Queue, job_id: int) -> bytes | None:
+    """The kept result of a completed job, or None (not completed, expired, or none)."""
+    kept, _, _ = queue._db.read(lambda c: store.result_outcome(c, queue._clock(), job_id))
+    return None if kept is None else bytes(kept)
