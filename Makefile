@@ -44,9 +44,9 @@ bench: $(STAMP)  ## sqlq against its peers, one table (bench/RESULTS.md), ~15 mi
 bench-quick: $(STAMP)  ## a one-minute version of make bench (bench/.work/quick/)
 	$(BIN)/python bench/run.py --quick $(BENCH_ARGS)
 
-dist-check: $(STAMP)  ## build the wheel and check it ships the migrations
+dist-check: $(STAMP)  ## build the wheel and check it ships the migrations and dashboard assets
 	rm -rf dist && $(BIN)/pip wheel -q --no-deps -w dist .
-	$(BIN)/python -c "import zipfile,glob,sys; n=zipfile.ZipFile(glob.glob('dist/*.whl')[0]).namelist(); m=[x for x in n if x.startswith('sqlq/migrations/') and x.endswith('.sql')]; print('\n'.join(m)); sys.exit(0 if m else 1)"
+	$(BIN)/python -c "import zipfile,glob,sys; n=zipfile.ZipFile(glob.glob('dist/*.whl')[0]).namelist(); m=[x for x in n if x.startswith('sqlq/migrations/') and x.endswith('.sql')]; a=[x for x in n if x.startswith('sqlq/dashboard/') and x.endswith(('.html','.css','.js','.svg'))]; print('\n'.join(m+a)); sys.exit(0 if m and 'sqlq/dashboard/static/dashboard.js' in a and 'sqlq/dashboard/templates/overview.html' in a else 1)"
 
 clean:  ## remove the venvs, caches and demo files
 	rm -rf $(VENV) .venv-bench demo dist build .pytest_cache .mypy_cache .ruff_cache .hypothesis
