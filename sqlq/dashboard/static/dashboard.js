@@ -12,7 +12,8 @@ function drawChart(rates) {
   const put = document.getElementById("chart-put");
   const done = document.getElementById("chart-done");
   if (!put || !done || rates.length === 0) return;
-  const now = Date.now() / 1000, span = 600;
+  // The x axis spans what was sampled (at least 20 s, at most the 10 minutes kept).
+  const now = Date.now() / 1000, span = Math.min(600, Math.max(20, now - rates[0][0]));
   const max = Math.max(1, ...rates.map((r) => Math.max(r[1], r[2])));
   const pts = (i) => rates.map((r) => {
     const x = 600 - ((now - r[0]) / span) * 600;
