@@ -700,9 +700,11 @@ def serve(ctx: click.Context, listen: str, max_job_size: int | None) -> None:
                    "($SQLQ_DASHBOARD_TOKEN); needed to listen beyond loopback.")
 @click.option("--token-file", type=click.File("r"), metavar="PATH",
               help="Read the token from this file's first line instead.")
+@click.option("--import", "-i", "imports", multiple=True, metavar="MODULE",
+              help="A module declaring @q.periodic tasks: their next slots are shown.")
 @click.pass_context
 def dashboard(ctx: click.Context, listen: str, read_only: bool, token: str | None,
-              token_file: IO[str] | None) -> None:
+              token_file: IO[str] | None, imports: tuple[str, ...]) -> None:
     """Serve a web dashboard of the queue, with /metrics for Prometheus.
 
     Every tube's counts and rates live, jobs by state with search, the job page
@@ -721,13 +723,20 @@ def dashboard(ctx: click.Context, listen: str, read_only: bool, token: str | Non
     if token_file is not None:
         token = token_file.readline().strip() or None
     queue = queue_from_ctx(ctx, create=False)
+    schedules: dict[str, Any] = {}
+    if imports:
+        from sqlq.work.tasks import REGISTRY, import_modules
+
+        import_modules(imports)
+        schedules = {name: t.schedule for name, t in REGISTRY.items() if t.schedule}
 
     def ready(url: str) -> None:
         mode = ", read-only" if read_only else ""
         click.echo(f"sqlq dashboard: {queue.path} on {url}{mode}", err=True)
 
     try:
-        serve_dashboard(queue, listen, token=token, read_only=read_only, ready=ready)
+        serve_dashboard(queue, listen, token=token, read_only=read_only, ready=ready,
+                        schedules=schedules)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--listen") from None
     except OSError as e:

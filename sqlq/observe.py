@@ -182,10 +182,19 @@ def search(queue: Queue, tube_name: str, text: str, limit: int) -> list[JobSumma
     limit = max(1, min(int(limit), MAX_PAGE))
 
     def read(c: apsw.Connection) -> list[tuple[Any, ...]]:
+        now = queue._clock()
+        # An exact id or unique key is found at any age, through its index.
+        exact = [store.select_job(c, now, int(text))] if text.isdigit() else []
+        key_id = store.unique_job_id(c, tube_name, text)
+        exact.append(store.select_job(c, now, key_id) if key_id is not None else None)
+        found = [(*row[:5], row.body[:160], *row[6:], len(row.body)) for row in exact
+                 if row is not None and row.tube == tube_name]
         min_id = store.total_jobs(c) - SEARCH_DEPTH
-        return store.search_jobs(c, tube_name, text, min_id, limit)
+        return found + store.search_jobs(c, tube_name, text, min_id, limit)
 
-    return [_job(r) for r in queue._db.read(read)]
+    rows = queue._db.read(read)
+    unique = {row[0]: row for row in rows}  # an exact match is also found by the scan
+    return [_job(r) for r in list(unique.values())[:limit]]
 
 
 def workers(queue: Queue) -> list[Worker]:

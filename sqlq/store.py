@@ -60,9 +60,9 @@ def insert_job(conn: apsw.Connection, now: int, tube: str, priority: int, delay_
     if unique_key is not None:
         # Look first (we hold the write lock): an INSERT that conflicts would
         # still use up an id, and total-jobs counts ids.
-        row = _one(conn, Q["find_unique_job"], {"tube": tube, "unique_key": unique_key})
-        if row is not None:
-            return int(row[0])
+        existing = unique_job_id(conn, tube, unique_key)
+        if existing is not None:
+            return existing
     conn.execute(_INSERT_JOB, (tube, priority, DELAYED if delay_ms else READY, delay_ms,
                                now + delay_ms if delay_ms else None, ttr_ms, body, now,
                                unique_key))
@@ -260,6 +260,12 @@ def search_jobs(conn: apsw.Connection, tube: str, text: str, min_id: int,
     params = {"tube": tube, "text": text, "bytes": text.encode(), "min_id": min_id,
               "limit": limit}
     return [tuple(r) for r in conn.execute(Q["search_jobs"], params)]
+
+
+def unique_job_id(conn: apsw.Connection, tube: str, unique_key: str) -> int | None:
+    """The live job holding ``unique_key`` in ``tube``, if any."""
+    row = _one(conn, Q["find_unique_job"], {"tube": tube, "unique_key": unique_key})
+    return None if row is None else int(row[0])
 
 
 def owner_reservations(conn: apsw.Connection, now: int) -> list[tuple[Any, ...]]:

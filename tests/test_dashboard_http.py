@@ -227,3 +227,12 @@ def test_bodies_are_shown_safely() -> None:
     assert binary.kind == "hex" and binary.text.startswith("00000000  00 01 ff")
     cut = show_body(b"x" * 100 + "é".encode(), limit=101)
     assert cut.kind == "text" and cut.cut == 2 and cut.size == 102
+
+
+def test_periodic_tasks_show_their_next_slot(q: sqlq.Queue) -> None:
+    from sqlq.work.periodic import Schedule
+
+    with running(q, schedules={"app.tick": Schedule(every=300)}) as c:
+        html = c.get("/periodic").text
+    assert "app.tick" in html and "every 5m00s" in html and "never" in html
+    assert re.search(r"\(in [0-9]+m[0-9]+s\)", html) or "(in " in html

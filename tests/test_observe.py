@@ -102,3 +102,15 @@ def test_kept_result(q: sqlq.Queue) -> None:
     assert job is not None and q.kept_result(job.id) is None
     job.complete(b"42")
     assert q.kept_result(job.id) == b"42"
+
+
+def test_exact_id_and_key_are_found_at_any_age(q: sqlq.Queue, monkeypatch: object) -> None:
+    from sqlq import observe
+
+    old = q.put("old", tube="t", unique_key="order-1")
+    q.put_many(["filler"] * 20, tube="t")
+    monkeypatch.setattr(observe, "SEARCH_DEPTH", 5)  # type: ignore[attr-defined]
+    assert [j.id for j in q.search("t", "old")] == []  # body text: recent jobs only
+    assert [j.id for j in q.search("t", str(old))] == [old]
+    assert [j.id for j in q.search("t", "order-1")] == [old]
+    assert q.search("u", str(old)) == []  # another tube's job

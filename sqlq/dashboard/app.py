@@ -15,7 +15,7 @@ import http.cookies
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -85,14 +85,15 @@ class DashboardServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, queue: Any, listen: str = "127.0.0.1:8080", *,
-                 token: str | None = None, read_only: bool = False, log: bool = False) -> None:
+                 token: str | None = None, read_only: bool = False, log: bool = False,
+                 schedules: Mapping[str, Any] | None = None) -> None:
         host, port = parse_listen(listen)
         guard = Guard(host, port, token=token, read_only=read_only)  # refuses before binding
         if ":" in host:
             self.address_family = socket.AF_INET6
         super().__init__((host, port), _Handler)
         guard.port = self.server_address[1]
-        self.dashboard = Dashboard(queue, guard)
+        self.dashboard = Dashboard(queue, guard, schedules or {})
         self.log = log
 
     @property
@@ -102,14 +103,17 @@ class DashboardServer(ThreadingHTTPServer):
 
 
 def serve(queue: Any, listen: str, *, token: str | None = None, read_only: bool = False,
-          ready: Callable[[str], None] | None = None) -> None:
-    """Serve the dashboard until SIGTERM or Ctrl-C.
+          ready: Callable[[str], None] | None = None,
+          schedules: Mapping[str, Any] | None = None) -> None:
+    """Serve the dashboard until SIGTERM or Ctrl-C (``schedules``: periodic task name ->
+    its ``Schedule``, for the next slots).
 
     Raises:
         sqlq.Error: a non-loopback address without a token.
         OSError: the address cannot be bound.
     """
-    server = DashboardServer(queue, listen, token=token, read_only=read_only, log=True)
+    server = DashboardServer(queue, listen, token=token, read_only=read_only, log=True,
+                             schedules=schedules)
 
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt

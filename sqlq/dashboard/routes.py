@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -77,9 +77,10 @@ def _job_id(text: str) -> int:
 class Dashboard:
     """The routes over one Queue (shared by the server's threads: Queue calls serialise)."""
 
-    def __init__(self, queue: Any, guard: Guard) -> None:
+    def __init__(self, queue: Any, guard: Guard, schedules: Mapping[str, Any]) -> None:
         self.queue = queue
         self.guard = guard
+        self.schedules = schedules  # periodic task name -> Schedule (sqlq dashboard --import)
         self.env = views.make_env()
         self.history = History()
         self.pages: dict[str, Callable[[Request], Response]] = {
@@ -201,8 +202,15 @@ class Dashboard:
                            now=now_ms())
 
     def periodic(self, req: Request) -> Response:
-        return self.render("periodic.html", slots=self.queue.periodic_slots(),
-                           now=now_ms())
+        now = now_ms()
+        last = {slot.name: slot for slot in self.queue.periodic_slots()}
+        rows = [{"name": name, "last": last.get(name),
+                 "schedule": self.schedules.get(name),
+                 "next": self.schedules[name].next_slot(now) if name in self.schedules
+                 else None}
+                for name in sorted(set(last) | set(self.schedules))]
+        return self.render("periodic.html", rows=rows, now=now,
+                           known=bool(self.schedules))
 
     def topics(self, req: Request) -> Response:
         topics: dict[str, list[str]] = {}
