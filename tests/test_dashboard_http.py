@@ -236,3 +236,32 @@ def test_periodic_tasks_show_their_next_slot(q: sqlq.Queue) -> None:
         html = c.get("/periodic").text
     assert "app.tick" in html and "every 5m00s" in html and "never" in html
     assert re.search(r"\(in [0-9]+m[0-9]+s\)", html) or "(in " in html
+
+
+def test_idle_dashboard_uses_no_cpu(q: sqlq.Queue) -> None:
+    """With no browser open the server sleeps in select: no timer, no polling thread."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    proc = subprocess.Popen([sys.executable, "-m", "sqlq", "--db", q.path, "dashboard",
+                             "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        assert proc.stderr is not None and "on http://" in proc.stderr.readline()
+
+        def cpu_ticks() -> int:
+            with open(f"/proc/{proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return int(fields[11]) + int(fields[12])  # utime + stime
+
+        time.sleep(0.5)
+        before = cpu_ticks()
+        time.sleep(3)
+        assert cpu_ticks() - before <= 1  # clock ticks (1/100 s): nothing ran
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0

@@ -61,7 +61,7 @@ class _Handler(BaseHTTPRequestHandler):
         req = Request(method, url.path,
                       {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()},
                       form, dict(self.headers.items()),
-                      {k: m.value for k, m in cookies.items()})
+                      {k: m.value for k, m in cookies.items()}, self.client_address[0])
         self._send(self.server.dashboard.handle(req), head=method == "HEAD")
 
     def _send(self, resp: Response, head: bool = False) -> None:

@@ -10,6 +10,7 @@ asks the operator first); without it they change nothing.
 from __future__ import annotations
 
 import json
+import sys
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ class Request:
     form: dict[str, list[str]] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     cookies: dict[str, str] = field(default_factory=dict)
+    client: str = ""  # the peer's address, for the audit log
 
     def arg(self, name: str, default: str = "") -> str:
         return self.query.get(name, default)
@@ -242,7 +244,11 @@ class Dashboard:
         if action is None:
             return self.error(404, "no such action")
         back = _local(req.field("next", "/"))
-        return _redirect(back, action(req))
+        note = action(req)
+        # The audit trail: who changed what, next to the server's request log.
+        sys.stderr.write(f"sqlq dashboard: {req.client} {req.path.removeprefix('/actions/')}: "
+                         f"{note}\n")
+        return _redirect(back, note)
 
     def kick_job(self, req: Request) -> str:
         job_id = _job_id(req.field("id"))
