@@ -70,11 +70,18 @@ def test_every_page_answers(client: Client, filled: sqlq.Queue) -> None:
 @pytest.mark.parametrize("page, status", [
     ("/nosuch", 404), ("/job?id=999", 404), ("/job?id=x", 400), ("/tube?name=mail&state=x", 400),
     ("/tube?name=bad%20name", 400), ("/static/../queue.py", 404), ("/tube?name=mail&after=x", 400),
+    ("/static/nosuch.css", 404),
 ])
 def test_bad_requests_are_pages_not_tracebacks(client: Client, page: str, status: int) -> None:
     reply = client.get(page)
     assert reply.status == status
     assert "Traceback" not in reply.text and "<h1>" in reply.text
+
+
+def test_oversized_forms_are_refused(client: Client, filled: sqlq.Queue) -> None:
+    reply = client.post("/actions/bulk", {"csrf": client.csrf, "verb": "delete",
+                                          "confirm": "yes", "ids": ["1"] * 60_000})
+    assert reply.status == 413 and filled.peek(1) is not None
 
 
 def test_paging_and_search(q: sqlq.Queue) -> None:

@@ -49,9 +49,12 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         form: dict[str, list[str]] = {}
         if method == "POST":
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_FORM:
-                self._send(Response(413, b"form too large", "text/plain"))
+            length_header = self.headers.get("Content-Length") or "0"
+            length = int(length_header) if length_header.isdigit() else -1
+            if not 0 <= length <= MAX_FORM:
+                self.close_connection = True  # the unread body must not be taken for a request
+                self._send(Response(413 if length > 0 else 400, b"bad or too large form",
+                                    "text/plain"))
                 return
             raw = self.rfile.read(length).decode("utf-8", "replace")
             form = parse_qs(raw, keep_blank_values=True)

@@ -141,7 +141,10 @@ class Dashboard:
         kind = STATIC_TYPES.get(name[name.rfind("."):] if "." in name else "")
         if kind is None or "/" in name or name.startswith("."):
             return self.error(404, "no such file")
-        data = resources.files("sqlq.dashboard").joinpath("static", name).read_bytes()
+        try:
+            data = resources.files("sqlq.dashboard").joinpath("static", name).read_bytes()
+        except OSError:
+            return self.error(404, "no such file")
         return Response(200, data, kind, {"Cache-Control": "max-age=3600"})
 
     # -- pages ---------------------------------------------------------------------------------
