@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import owners, store
-from .model import DEFAULT_TUBE, STATE_NAMES, check_tube
+from .model import DEFAULT_TUBE, STATE_NAMES, JobRow, check_tube
 
 if TYPE_CHECKING:
     import apsw
@@ -75,33 +75,27 @@ class Overview:
 
 @dataclass(frozen=True)
 class JobSummary:
-    """A row of a job list: the job's fields and the first bytes of its body."""
+    """A row of a job list: the job as stored, with only the first bytes of its body
+    (``job.body``), and the body's full size."""
 
-    id: int
-    tube: str
-    priority: int
-    state: str  # the stored state; due delayed jobs still read "delayed" here
-    ttr_ms: int
-    body_head: bytes
-    created_at: int
-    reserves: int
-    timeouts: int
-    releases: int
-    buries: int
-    kicks: int
-    delay_until: int | None
-    reserved_until: int | None
-    bury_reason: str | None
-    unique_key: str | None
-    delay_ms: int
+    job: JobRow
     body_size: int
+
+    @property
+    def id(self) -> int:
+        return self.job.id
+
+    @property
+    def state(self) -> str:
+        """The stored state's name (a due delayed job still reads "delayed" here)."""
+        return STATE_NAMES[self.job.state]
 
     @property
     def cursor(self) -> tuple[int, int]:
         """(sort key, id): where the next page of this job's state starts."""
-        key = {"ready": self.priority, "delayed": self.delay_until,
-               "reserved": self.reserved_until}.get(self.state, 0)
-        return (key or 0, self.id)
+        key = {"ready": self.job.priority, "delayed": self.job.delay_until,
+               "reserved": self.job.reserved_until}.get(self.state, 0)
+        return (key or 0, self.job.id)
 
 
 @dataclass(frozen=True)
@@ -160,7 +154,8 @@ def tube(queue: Queue, name: str) -> TubeSummary:
 
 
 def _job(row: tuple[Any, ...]) -> JobSummary:
-    return JobSummary(row[0], row[1], row[2], STATE_NAMES[row[3]], *row[4:])
+    """A list query's row: select_job's columns (body cut short), then the body's size."""
+    return JobSummary(JobRow(*row[:-1]), row[-1])
 
 
 def jobs(queue: Queue, tube_name: str, state: str, after: tuple[int, int] | None,
@@ -187,7 +182,7 @@ def search(queue: Queue, tube_name: str, text: str, limit: int) -> list[JobSumma
         exact = [store.select_job(c, now, int(text))] if text.isdigit() else []
         key_id = store.unique_job_id(c, tube_name, text)
         exact.append(store.select_job(c, now, key_id) if key_id is not None else None)
-        found = [(*row[:5], row.body[:160], *row[6:], len(row.body)) for row in exact
+        found = [(*row._replace(body=row.body[:160]), len(row.body)) for row in exact
                  if row is not None and row.tube == tube_name]
         min_id = store.total_jobs(c) - SEARCH_DEPTH
         return found + store.search_jobs(c, tube_name, text, min_id, limit)
