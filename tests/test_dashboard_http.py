@@ -272,3 +272,13 @@ def test_idle_dashboard_uses_no_cpu(q: sqlq.Queue) -> None:
     finally:
         proc.terminate()
         assert proc.wait(30) == 0
+
+
+def test_a_completed_job_shows_its_result(q: sqlq.Queue) -> None:
+    q.put("compute", tube="t")
+    job = q.reserve("t", timeout=0)
+    assert job is not None
+    job.complete(b'{"answer": 42}')
+    with running(q) as c:
+        html = c.get(f"/job?id={job.id}").text
+    assert "completed" in html and "&#34;answer&#34;: 42" in html and 'id="body"' not in html
