@@ -187,12 +187,15 @@ def test_overview_counts_follow_another_process(site: dict[str, Any], page: Any,
         page.wait_for_timeout(7000)  # a few polls: the chart spans the busy seconds
         assert page.inner_text('[data-live="put-rate"]') != "0.0"
         _shot(page, tmp_path, "overview")
+        for name, path in (("workers", "/workers"), ("periodic", "/periodic"),
+                           ("topics", "/topics"), ("tube", "/tube?name=emails")):
+            page.goto(site["url"] + path)
+            _shot(page, tmp_path, name)
+        page.goto(site["url"] + "/workers")
+        assert page.locator("table.grid tbody tr").count() == 1  # the busy process
+        assert "emails" in page.inner_text("table.grid tbody")
     finally:
         busy.communicate("", timeout=DEADLINE)
-    for name, path in (("workers", "/workers"), ("periodic", "/periodic"),
-                       ("topics", "/topics"), ("tube", "/tube?name=emails")):
-        page.goto(site["url"] + path)
-        _shot(page, tmp_path, name)
     assert page.dialogs == []
 
 

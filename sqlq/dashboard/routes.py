@@ -130,7 +130,8 @@ class Dashboard:
         values.setdefault("note", "")
         html = self.env.get_template(template).render(
             read_only=self.guard.read_only, csrf=self.guard.csrf,
-            guarded=self.guard.token is not None, **values)
+            guarded=self.guard.token is not None, page=template.removesuffix(".html"),
+            **values)
         return Response(code, html.encode())
 
     def error(self, status: int, message: str) -> Response:
