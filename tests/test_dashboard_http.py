@@ -157,6 +157,15 @@ def test_actions_need_the_csrf_token(client: Client, filled: sqlq.Queue) -> None
     assert filled.peek(1) is None
 
 
+@pytest.mark.parametrize("target", ["//evil.example/", "/\\evil.example/", "https://evil.example/",
+                                    "/x\r\nSet-Cookie: a=b", "/x y"])
+def test_redirects_stay_on_this_site(client: Client, filled: sqlq.Queue, target: str) -> None:
+    reply = client.post("/actions/resume", {"csrf": client.csrf, "tube": "billing",
+                                            "next": target})
+    assert reply.status == 303 and reply.headers["Location"].startswith("/?note=")
+    assert "Set-Cookie" not in reply.headers
+
+
 def test_bulk_actions_need_confirmation(client: Client, filled: sqlq.Queue) -> None:
     ids = [j.id for j in filled.jobs("mail", "ready")]
     form = {"csrf": client.csrf, "verb": "delete", "ids": ids, "next": "/tube?name=mail"}

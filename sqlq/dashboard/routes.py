@@ -66,8 +66,12 @@ def _redirect(to: str, note: str = "") -> Response:
 
 
 def _local(path: str) -> str:
-    """Only a path on this site may be redirected to (no //evil.example)."""
-    return path if path.startswith("/") and not path.startswith("//") else "/"
+    """Only a path on this site may be redirected to: not ``//evil.example`` nor
+    ``/\\evil.example`` (browsers read both as another host), and nothing that could
+    end the Location header (control characters)."""
+    safe = (path.startswith("/") and path[1:2] not in ("/", "\\")
+            and all(" " < c != "\\" for c in path))
+    return path if safe else "/"
 
 
 def _job_id(text: str) -> int:
