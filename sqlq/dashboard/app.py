@@ -33,6 +33,8 @@ class _Handler(BaseHTTPRequestHandler):
     # Headers and body leave in two writes: without this, Nagle's algorithm holds the
     # body until the client's delayed ACK, 40 ms added to every keep-alive request.
     disable_nagle_algorithm = True
+    # A client that stops sending (or an idle keep-alive) gives its thread back.
+    timeout = 60
     server_version = "sqlq-dashboard"
     sys_version = ""
 
