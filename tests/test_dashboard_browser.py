@@ -163,6 +163,12 @@ def test_overview_counts_follow_another_process(site: dict[str, Any], page: Any,
     """, site["db"])
     assert producer.wait(DEADLINE) == 0
     expect(cell).to_have_text("8")  # no reload: the page polls every 2 s
+    spawn("""
+        import sys, sqlq
+        with sqlq.Queue(sys.argv[1], durability="normal") as q:
+            q.put("hello", tube="brand-new")
+    """, site["db"]).wait(DEADLINE)
+    expect(page.locator("#new-tubes")).to_have_text("1 new tube: reload")
     expect(page.locator("#live")).to_have_class(re.compile(r"\bon\b"))
     # Producers and a worker at work until told to stop, so the rates and the chart
     # have data and the workers card shows the process holding a reservation.

@@ -44,6 +44,14 @@ function apply(data) {
       if (cell.dataset.field === "buried") cell.classList.toggle("warn", value > 0);
     });
   });
+  const table = document.getElementById("tubes");
+  const fresh = document.getElementById("new-tubes");
+  if (table && fresh) {
+    const shown = new Set([...table.querySelectorAll("tr[data-tube]")].map((r) => r.dataset.tube));
+    const added = Object.keys(data.tubes).filter((name) => !shown.has(name)).length;
+    fresh.hidden = added === 0;
+    setText(fresh, `${added} new tube${added === 1 ? "" : "s"}: reload`);
+  }
   drawChart(data.rates);
 }
 
