@@ -732,6 +732,78 @@ def serve(ctx: click.Context, listen: str, max_job_size: int | None) -> None:
         raise sqlq.Error(f"cannot listen on {listen}: {e.strerror or e}") from None
 
 
+@cli.command()
+@click.option("--listen", "-l", default="127.0.0.1:8080", show_default=True,
+              metavar="HOST:PORT", help="Where browsers connect (loopback unless a token is set).")
+@click.option("--read-only", is_flag=True, help="Show everything, change nothing: no actions.")
+@click.option("--token", envvar="SQLQ_DASHBOARD_TOKEN", metavar="TOKEN",
+              help="Require this secret (16+ characters) of every request "
+                   "($SQLQ_DASHBOARD_TOKEN); needed to listen beyond loopback.")
+@click.option("--token-file", type=click.File("r"), metavar="PATH",
+              help="Read the token from this file's first line instead.")
+@click.option("--import", "-i", "imports", multiple=True, metavar="MODULE",
+              help="A module declaring @q.periodic tasks: their next slots are shown.")
+@click.pass_context
+def dashboard(ctx: click.Context, listen: str, read_only: bool, token: str | None,
+              token_file: IO[str] | None, imports: tuple[str, ...]) -> None:
+    """Serve a web dashboard of the queue, with /metrics for Prometheus.
+
+    Every tube's counts and rates live, jobs by state with search, the job page
+    (body, counters, bury reason, result), buried jobs to kick or delete, pause and
+    resume, workers, periodic tasks and topics. Listens on loopback; another address
+    is refused without --token or --token-file. Every action is a POST with a CSRF
+    token; --read-only hides and refuses them. Needs: pip install 'sqlq-jobs[dashboard]'.
+
+    Example:
+
+    \b
+        sqlq --db jobs.db dashboard --listen 127.0.0.1:8080 --read-only
+    """
+    from sqlq.dashboard import serve as serve_dashboard
+
+    if token_file is not None:
+        token = token_file.readline().strip() or None
+    queue = queue_from_ctx(ctx, create=False)
+    schedules: dict[str, Any] = {}
+    if imports:
+        from sqlq.work.tasks import REGISTRY, import_modules
+
+        import_modules(imports)
+        schedules = {name: t.schedule for name, t in REGISTRY.items() if t.schedule}
+
+    def ready(url: str) -> None:
+        mode = ", read-only" if read_only else ""
+        click.echo(f"sqlq dashboard: {queue.path} on {url}{mode}", err=True)
+
+    try:
+        serve_dashboard(queue, listen, token=token, read_only=read_only, ready=ready,
+                        schedules=schedules)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--listen") from None
+    except OSError as e:
+        raise sqlq.Error(f"cannot listen on {listen}: {e.strerror or e}") from None
+
+
+@cli.command()
+@click.pass_context
+def metrics(ctx: click.Context) -> None:
+    """Print the queue's metrics once, in Prometheus' text format.
+
+    The same text as the dashboard's /metrics: jobs per tube and state, put, delete,
+    bury, kick and timeout counters, the oldest ready job's age. For node-exporter's
+    textfile collector, write to a temporary file and rename it into place.
+
+    Example:
+
+    \b
+        sqlq --db jobs.db metrics > /var/lib/node-exporter/sqlq.prom.$$ \\
+          && mv /var/lib/node-exporter/sqlq.prom.$$ /var/lib/node-exporter/sqlq.prom
+    """
+    from sqlq.dashboard.metrics import render
+
+    sys.stdout.buffer.write(render(queue_from_ctx(ctx, create=False)))
+
+
 @cli.command(context_settings={"allow_interspersed_args": False})
 @click.option("--import", "-i", "imports", multiple=True, metavar="MODULE",
               help="A module that declares @q.task functions; repeat for several.")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from . import results, stats, topics
+from . import observe, results, stats, topics
 from .backends import Backend, Events, Notifier, open_backend
 from .backends.base import Conn, Durability
 from .durations import now_ms
@@ -681,6 +681,39 @@ class Queue:
         """
         check_job_id(job_id)
         return stats.job_stats(self._backend, self._clock(), job_id)
+
+    # -- views for the dashboard and /metrics (logic in observe.py) ---------------------------
+
+    def overview(self) -> observe.Overview:
+        """Every tube's counts as of now and the file's counters, from one read snapshot;
+        fast on a file of millions of jobs (indexes only)."""
+        return observe.overview(self._backend, self._clock())
+
+    def tube_summary(self, tube: str) -> observe.TubeSummary:
+        """One tube's counts as of now (an unknown tube reads as empty)."""
+        return observe.tube(self._backend, self._clock(), tube)
+
+    def jobs(self, tube: str, state: str, *, after: tuple[int, int] | None = None,
+             limit: int = 50) -> list[observe.JobSummary]:
+        """A page of a tube's jobs in one state (ready, delayed, reserved, buried), in the
+        order that state is served; pass the last row's ``cursor`` as ``after`` for the next."""
+        return observe.jobs(self._backend, tube, state, after, limit)
+
+    def search(self, tube: str, text: str, *, limit: int = 50) -> list[observe.JobSummary]:
+        """Recent jobs of a tube whose id, unique key or body contains ``text``, newest first."""
+        return observe.search(self._backend, self._clock(), tube, text, limit)
+
+    def workers(self) -> list[observe.Worker]:
+        """The processes holding reservations now (pid, host, jobs held, since when)."""
+        return observe.workers(self._backend, self._clock())
+
+    def periodic_slots(self) -> list[observe.PeriodicSlot]:
+        """The last slot each periodic task enqueued."""
+        return observe.periodic(self._backend)
+
+    def kept_result(self, job_id: int) -> bytes | None:
+        """A completed job's result if it is still kept, else None; never waits."""
+        return observe.result(self._backend, self._clock(), job_id)
 
     # -- tasks (logic in work/tasks.py, work/periodic.py; run by `sqlq work`) -----------------
 

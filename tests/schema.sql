@@ -1,3 +1,23 @@
+-- trigger sqlq_count_events
+CREATE TRIGGER sqlq_count_events AFTER UPDATE OF buries, kicks, timeouts ON sqlq_jobs
+WHEN new.buries > old.buries OR new.kicks > old.kicks OR new.timeouts > old.timeouts
+BEGIN
+    INSERT INTO sqlq_counters (tube, buries, kicks, timeouts)
+    VALUES (new.tube, new.buries - old.buries, new.kicks - old.kicks,
+            new.timeouts - old.timeouts)
+    ON CONFLICT (tube) DO UPDATE SET buries = buries + excluded.buries,
+                                     kicks = kicks + excluded.kicks,
+                                     timeouts = timeouts + excluded.timeouts;
+END;
+
+-- table sqlq_counters
+CREATE TABLE sqlq_counters (
+    tube     TEXT    PRIMARY KEY,
+    buries   INTEGER NOT NULL DEFAULT 0,
+    kicks    INTEGER NOT NULL DEFAULT 0,
+    timeouts INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
 -- table sqlq_jobs
 CREATE TABLE sqlq_jobs (
     id             INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused

@@ -37,13 +37,13 @@ def test_query_plan_uses_indexes(q: Queue, name: str) -> None:
 
 #: PostgreSQL statements EXPLAIN cannot take (VACUUM) or that read catalogs, not jobs.
 PG_NOT_PLANNED = {"vacuum_jobs", "table_health", "oldest_transaction"}
-_TEXT_PARAMS = {"tube", "topic", "unique_key", "reason", "owner", "name", "token"}
+_TEXT_PARAMS = {"tube", "topic", "unique_key", "reason", "owner", "name", "token", "text"}
 
 
 def _pg_value(name: str) -> object:
     if name in ("tubes", "tokens"):
         return ["a", "b"]
-    if name in ("body", "result"):
+    if name in ("body", "result", "bytes"):
         return b"x"
     if name == "bodies":
         return [b"x"]
@@ -67,7 +67,7 @@ def test_postgres_query_plan_uses_indexes(pg_url: str, name: str) -> None:
 
 def test_every_query_is_used_by_store() -> None:
     """Every named block of each backend's queries.sql is run by that backend's code
-    (names built at run time: peek_<which>, export_/import_<kind>)."""
+    (names built at run time: peek_<which>_id, export_/import_<kind>, list_<state>_jobs)."""
     from sqlq.backends import postgres
 
     for queries, modules in ((SQLiteStore.Q, (store, shared_store)),
@@ -77,5 +77,5 @@ def test_every_query_is_used_by_store() -> None:
             with open(module.__file__ or "") as f:
                 source += f.read()
         unused = [name for name in queries if f'"{name}"' not in source
-                  and not name.startswith(("peek_", "export_", "import_"))]
+                  and not re.fullmatch(r"(peek|export|import|list)_\w+", name)]
         assert not unused, f"queries.sql blocks nobody runs: {unused}"

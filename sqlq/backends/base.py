@@ -142,6 +142,10 @@ class Backend(abc.ABC):
         giving a live holder's job to a second worker is the one thing never to do."""
 
     @abc.abstractmethod
+    def owner_info(self, token: str) -> tuple[str, int | None]:
+        """(host, pid) of the process that registered token, for people (the dashboard)."""
+
+    @abc.abstractmethod
     def forget_owner(self, token: str) -> None:
         """Remove what is left of a dead owner's registration."""
 

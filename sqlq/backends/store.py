@@ -27,6 +27,9 @@ _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
 #: Expired results purged per complete(): more than one, so purging outpaces expiry.
 PURGE_BATCH = 64
 
+#: The states a job list can show, each in its own index's order.
+LIST_STATES = ("ready", "delayed", "reserved", "buried")
+
 #: What ``sqlq copy`` moves, table by table: the columns of each export_/import_ query.
 COPIED: dict[str, tuple[str, ...]] = {
     "job": ("id", "tube", "priority", "state", "delay_until", "ttr", "body", "created_at",
@@ -211,6 +214,54 @@ class Store(abc.ABC):
         """(paused_until, pause_ms) of the tube's last pause, or None."""
         row = one(conn, self.Q["tube_pause"], {"tube": tube})
         return (int(row[0]), int(row[1])) if row else None
+
+    # -- views for the dashboard and /metrics (observe.py) ------------------------------------
+
+    def tube_names(self, conn: Any, now: int) -> list[str]:
+        """Tubes with jobs, paused or subscribed, without reading every job (list_tubes
+        does): a hop from tube to tube in each state's index."""
+        return sorted(r[0] for r in conn.execute(self.Q["tube_names"], {"now": now}))
+
+    def tube_counts(self, conn: Any, now: int, tube: str) -> tuple[Any, ...]:
+        """(ready, urgent, reserved, delayed, buried, oldest ready created_at, earliest due
+        delay_until, paused_until) of one tube as of now."""
+        row = one(conn, self.Q["tube_counts"], {"now": now, "tube": tube})
+        oldest = None
+        if row[5] is not None:
+            found = one(conn, self.Q["job_created_at"], {"id": row[5]})
+            oldest = found[0] if found else None
+        return (*(int(n) for n in row[:5]), oldest, *row[6:])
+
+    def list_jobs(self, conn: Any, tube: str, state: str, key: int, after: int,
+                  limit: int) -> list[tuple[Any, ...]]:
+        """A page of jobs in one state, after the row (key, after) in that state's order."""
+        if state not in LIST_STATES:
+            raise ValueError(f"state must be one of {', '.join(LIST_STATES)}, not {state!r}")
+        params = {"tube": tube, "key": key, "after": after, "limit": limit}
+        return [tuple(r) for r in conn.execute(self.Q[f"list_{state}_jobs"], params)]
+
+    def search_jobs(self, conn: Any, tube: str, text: str, min_id: int,
+                    limit: int) -> list[tuple[Any, ...]]:
+        """Jobs of tube above min_id whose id, unique key or body contains text."""
+        params = {"tube": tube, "text": text, "bytes": text.encode(), "min_id": min_id,
+                  "limit": limit}
+        return [tuple(r) for r in conn.execute(self.Q["search_jobs"], params)]
+
+    def unique_job_id(self, conn: Any, tube: str, unique_key: str) -> int | None:
+        """The live job holding ``unique_key`` in ``tube``, if any."""
+        row = one(conn, self.Q["find_unique_job"], {"tube": tube, "unique_key": unique_key})
+        return None if row is None else int(row[0])
+
+    def owner_reservations(self, conn: Any, now: int) -> list[tuple[Any, ...]]:
+        """(owner or None, jobs held, earliest reservation start, tubes) per owner."""
+        return [tuple(r) for r in conn.execute(self.Q["owner_reservations"], {"now": now})]
+
+    def list_periodic(self, conn: Any) -> list[tuple[str, int, int]]:
+        return [(r[0], r[1], r[2]) for r in conn.execute(self.Q["list_periodic"])]
+
+    def event_counters(self, conn: Any) -> dict[str, tuple[int, int, int]]:
+        """tube -> (buries, kicks, timeouts) since the database was created."""
+        return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(self.Q["event_counters"])}
 
     # -- results -----------------------------------------------------------------------------
 

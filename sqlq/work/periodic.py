@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..durations import now_ms
+from ..durations import format_duration, now_ms
 
 if TYPE_CHECKING:
     from ..queue import Queue
@@ -69,6 +69,12 @@ class Schedule:
         if self.every_ms is not None:
             return f"Schedule(every={self.every_ms / 1000:g})"
         return f"Schedule(cron={self.cron!r})"
+
+    def __str__(self) -> str:
+        """For people (the dashboard): ``every 5m00s`` or ``cron */5 * * * *``."""
+        if self.every_ms is not None:
+            return f"every {format_duration(self.every_ms / 1000)}"
+        return f"cron {self.cron}"
 
     def slot_at(self, t_ms: int) -> int:
         """Start (ms) of the slot that contains ``t_ms``: the latest start at or before it."""

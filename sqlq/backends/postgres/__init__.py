@@ -120,6 +120,10 @@ class PostgresBackend(Backend):
     def dead_owners(self, tokens: Sequence[str]) -> list[str]:
         return self.db.read(lambda c: self.store.dead_owners(c, tokens))
 
+    def owner_info(self, token: str) -> tuple[str, int | None]:
+        host, _, rest = token.rpartition("-")[0].rpartition("-")  # "<host>-<pid>-<random>"
+        return (host, int(rest)) if rest.isdigit() else (token, None)
+
     def forget_owner(self, token: str) -> None:
         pass  # nothing is left of it: the lock went with its session
 

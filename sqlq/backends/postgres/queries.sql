@@ -377,3 +377,109 @@ VACUUM (ANALYZE, SKIP_LOCKED) sqlq_jobs;
 -- name: unlock_owner
 -- Give up a token (its reservations become a dead holder's, for anyone to take back).
 SELECT pg_advisory_unlock(hashtextextended('sqlq owner ' || %(token)s, 0));
+
+-- ---------------------------------------------------------------------------------------------
+-- Read-only views for the dashboard and /metrics (observe.py); the SQLite file's
+-- queries.sql says why each is shaped as it is.
+
+-- name: tube_names
+WITH RECURSIVE
+  ready(tube) AS (
+    SELECT (SELECT min(tube) FROM sqlq_jobs WHERE state = 0)
+    UNION ALL
+    SELECT (SELECT min(tube) FROM sqlq_jobs WHERE state = 0 AND tube > ready.tube)
+      FROM ready WHERE ready.tube IS NOT NULL),
+  delayed(tube) AS (
+    SELECT (SELECT min(tube) FROM sqlq_jobs WHERE state = 1)
+    UNION ALL
+    SELECT (SELECT min(tube) FROM sqlq_jobs WHERE state = 1 AND tube > delayed.tube)
+      FROM delayed WHERE delayed.tube IS NOT NULL),
+  buried(tube) AS (
+    SELECT (SELECT min(tube) FROM sqlq_jobs WHERE state = 3)
+    UNION ALL
+    SELECT (SELECT min(tube) FROM sqlq_jobs WHERE state = 3 AND tube > buried.tube)
+      FROM buried WHERE buried.tube IS NOT NULL)
+SELECT tube FROM ready WHERE tube IS NOT NULL
+UNION SELECT tube FROM delayed WHERE tube IS NOT NULL
+UNION SELECT tube FROM buried WHERE tube IS NOT NULL
+UNION SELECT tube FROM sqlq_jobs WHERE state = 2 AND reserved_until IS NOT NULL
+UNION SELECT name FROM sqlq_tubes WHERE paused_until > %(now)s
+UNION SELECT tube FROM sqlq_subscriptions;
+
+-- name: tube_counts
+SELECT rdy.n + due.n + expired.n, urg.n + due.urgent + expired.urgent, held.n, waiting.n,
+       bur.n, rdy.oldest, due.since,
+       (SELECT paused_until FROM sqlq_tubes WHERE name = %(tube)s)
+  FROM (SELECT count(*) AS n, min(id) AS oldest FROM sqlq_jobs
+         WHERE state = 0 AND tube = %(tube)s) AS rdy,
+       (SELECT count(*) AS n FROM sqlq_jobs
+         WHERE state = 0 AND tube = %(tube)s AND priority < 1024) AS urg,
+       (SELECT count(*) AS n, count(*) FILTER (WHERE priority < 1024) AS urgent,
+               min(delay_until) AS since FROM sqlq_jobs
+         WHERE state = 1 AND tube = %(tube)s AND delay_until <= %(now)s) AS due,
+       (SELECT count(*) AS n, count(*) FILTER (WHERE priority < 1024) AS urgent
+          FROM sqlq_jobs
+         WHERE state = 2 AND reserved_until <= %(now)s AND tube = %(tube)s) AS expired,
+       (SELECT count(*) AS n FROM sqlq_jobs
+         WHERE state = 2 AND reserved_until > %(now)s AND tube = %(tube)s) AS held,
+       (SELECT count(*) AS n FROM sqlq_jobs
+         WHERE state = 1 AND tube = %(tube)s AND delay_until > %(now)s) AS waiting,
+       (SELECT count(*) AS n FROM sqlq_jobs WHERE state = 3 AND tube = %(tube)s) AS bur;
+
+-- name: job_created_at
+SELECT created_at FROM sqlq_jobs WHERE id = %(id)s;
+
+-- name: list_ready_jobs
+SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
+       releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
+       length(body)
+  FROM sqlq_jobs
+ WHERE state = 0 AND tube = %(tube)s AND (priority, id) > (%(key)s, %(after)s)
+ ORDER BY priority, id LIMIT %(limit)s;
+
+-- name: list_delayed_jobs
+SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
+       releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
+       length(body)
+  FROM sqlq_jobs
+ WHERE state = 1 AND tube = %(tube)s AND (delay_until, id) > (%(key)s, %(after)s)
+ ORDER BY delay_until, id LIMIT %(limit)s;
+
+-- name: list_reserved_jobs
+SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
+       releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
+       length(body)
+  FROM sqlq_jobs
+ WHERE state = 2 AND reserved_until IS NOT NULL AND tube = %(tube)s
+   AND (reserved_until, id) > (%(key)s, %(after)s)
+ ORDER BY reserved_until, id LIMIT %(limit)s;
+
+-- name: list_buried_jobs
+SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
+       releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
+       length(body)
+  FROM sqlq_jobs
+ WHERE state = 3 AND tube = %(tube)s AND id > %(after)s
+ ORDER BY id LIMIT %(limit)s;
+
+-- name: search_jobs
+SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
+       releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
+       length(body)
+  FROM sqlq_jobs
+ WHERE id > %(min_id)s AND tube = %(tube)s
+   AND (position(%(bytes)s::bytea IN body) > 0 OR strpos(unique_key, %(text)s) > 0
+        OR id::text = %(text)s)
+ ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: owner_reservations
+SELECT owner, count(*), min(reserved_until - ttr), string_agg(DISTINCT tube, ',')
+  FROM sqlq_jobs
+ WHERE state = 2 AND reserved_until > %(now)s
+ GROUP BY owner ORDER BY owner;
+
+-- name: list_periodic
+SELECT name, last_slot, enqueued_at FROM sqlq_periodic ORDER BY name;
+
+-- name: event_counters
+SELECT tube, buries, kicks, timeouts FROM sqlq_counters ORDER BY tube;

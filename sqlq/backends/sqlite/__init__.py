@@ -65,6 +65,10 @@ class SQLiteBackend(Backend):
     def dead_owners(self, tokens: Sequence[str]) -> list[str]:
         return [token for token in tokens if not owners.is_alive(self._path, token)]
 
+    def owner_info(self, token: str) -> tuple[str, int | None]:
+        pid = token.split("-", 1)[0]  # owners.Owner: "<pid>-<random>", on this host
+        return os.uname().nodename, int(pid) if pid.isdigit() else None
+
     def forget_owner(self, token: str) -> None:
         owners.forget(self._path, token)
 

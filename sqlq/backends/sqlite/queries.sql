@@ -316,3 +316,127 @@ VALUES (:name, :last_slot, :enqueued_at);
 -- After a copy, ids go on from the source's: an id is never issued twice.
 INSERT INTO sqlite_sequence (name, seq) SELECT 'sqlq_jobs', :total
  WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'sqlq_jobs');
+
+-- ---------------------------------------------------------------------------------------------
+-- Read-only views for the dashboard and /metrics (observe.py). Each answers from
+-- indexes in time that grows with what it shows, not with the jobs in the file.
+
+-- name: tube_names
+-- Every tube that holds jobs, in O(tubes x log n): a "loose index scan" that hops
+-- from one tube to the next in each state's partial index (list_tubes reads every
+-- job instead). Reserved jobs are few (one per running worker), so their index is
+-- walked whole; paused and subscribed tubes are listed too, as in list_tubes.
+WITH RECURSIVE
+  ready(tube) AS (
+    SELECT (SELECT min(tube) FROM sqlq_jobs WHERE state = 0)
+    UNION ALL
+    SELECT (SELECT min(tube) FROM sqlq_jobs WHERE state = 0 AND tube > ready.tube)
+      FROM ready WHERE ready.tube IS NOT NULL),
+  delayed(tube) AS (
+    SELECT (SELECT min(tube) FROM sqlq_jobs WHERE state = 1)
+    UNION ALL
+    SELECT (SELECT min(tube) FROM sqlq_jobs WHERE state = 1 AND tube > delayed.tube)
+      FROM delayed WHERE delayed.tube IS NOT NULL),
+  buried(tube) AS (
+    SELECT (SELECT min(tube) FROM sqlq_jobs WHERE state = 3)
+    UNION ALL
+    SELECT (SELECT min(tube) FROM sqlq_jobs WHERE state = 3 AND tube > buried.tube)
+      FROM buried WHERE buried.tube IS NOT NULL)
+SELECT tube FROM ready WHERE tube IS NOT NULL
+UNION SELECT tube FROM delayed WHERE tube IS NOT NULL
+UNION SELECT tube FROM buried WHERE tube IS NOT NULL
+UNION SELECT tube FROM sqlq_jobs WHERE state = 2 AND reserved_until IS NOT NULL
+UNION SELECT name FROM sqlq_tubes WHERE paused_until > :now
+UNION SELECT tube FROM sqlq_subscriptions;
+
+-- name: tube_counts
+-- One tube's jobs by state as of now (as count_jobs, but from the partial indexes:
+-- a walk of this tube's entries only), the oldest ready job and the pause.
+-- Columns: ready, urgent, reserved, delayed, buried, oldest ready id, earliest
+-- due delay_until, paused_until.
+SELECT rdy.n + due.n + expired.n, urg.n + due.urgent + expired.urgent, held.n, waiting.n,
+       bur.n, rdy.oldest, due.since,
+       (SELECT paused_until FROM sqlq_tubes WHERE name = :tube)
+  FROM (SELECT count(*) AS n, min(id) AS oldest FROM sqlq_jobs
+         WHERE state = 0 AND tube = :tube) AS rdy,
+       (SELECT count(*) AS n FROM sqlq_jobs
+         WHERE state = 0 AND tube = :tube AND priority < 1024) AS urg,
+       (SELECT count(*) AS n, coalesce(sum(priority < 1024), 0) AS urgent,
+               min(delay_until) AS since FROM sqlq_jobs
+         WHERE state = 1 AND tube = :tube AND delay_until <= :now) AS due,
+       (SELECT count(*) AS n, coalesce(sum(priority < 1024), 0) AS urgent FROM sqlq_jobs
+         WHERE state = 2 AND reserved_until <= :now AND tube = :tube) AS expired,
+       (SELECT count(*) AS n FROM sqlq_jobs
+         WHERE state = 2 AND reserved_until > :now AND tube = :tube) AS held,
+       (SELECT count(*) AS n FROM sqlq_jobs
+         WHERE state = 1 AND tube = :tube AND delay_until > :now) AS waiting,
+       (SELECT count(*) AS n FROM sqlq_jobs WHERE state = 3 AND tube = :tube) AS bur;
+
+-- name: job_created_at
+SELECT created_at FROM sqlq_jobs WHERE id = :id;
+
+-- name: list_ready_jobs
+-- A page of a tube's jobs in one state, in that state's index order (the order a
+-- reserve, a promotion or a kick takes them), after the last row of the previous
+-- page (keyset paging: page 1000 costs what page 1 does). :key and :after are
+-- that row's sort key and id. Columns: as select_job, then the body's first
+-- bytes and its length.
+SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
+       releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
+       length(body)
+  FROM sqlq_jobs
+ WHERE state = 0 AND tube = :tube AND (priority, id) > (:key, :after)
+ ORDER BY priority, id LIMIT :limit;
+
+-- name: list_delayed_jobs
+SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
+       releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
+       length(body)
+  FROM sqlq_jobs
+ WHERE state = 1 AND tube = :tube AND (delay_until, id) > (:key, :after)
+ ORDER BY delay_until, id LIMIT :limit;
+
+-- name: list_reserved_jobs
+SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
+       releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
+       length(body)
+  FROM sqlq_jobs
+ WHERE state = 2 AND reserved_until IS NOT NULL AND tube = :tube
+   AND (reserved_until, id) > (:key, :after)
+ ORDER BY reserved_until, id LIMIT :limit;
+
+-- name: list_buried_jobs
+SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
+       releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
+       length(body)
+  FROM sqlq_jobs
+ WHERE state = 3 AND tube = :tube AND id > :after
+ ORDER BY id LIMIT :limit;
+
+-- name: search_jobs
+-- Jobs of a tube whose id, unique key or body contains :text, newest first,
+-- among ids above :min_id only: a body search cannot use an index, so it is
+-- bounded to the most recent ids (a rowid range), never the whole file.
+SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
+       releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
+       length(body)
+  FROM sqlq_jobs
+ WHERE id > :min_id AND tube = :tube
+   AND (instr(body, :bytes) > 0 OR instr(unique_key, :text) > 0 OR CAST(id AS TEXT) = :text)
+ ORDER BY id DESC LIMIT :limit;
+
+-- name: owner_reservations
+-- The processes holding live reservations (sqlq's workers), from the reserved
+-- index: jobs held and the earliest of their reservations' starts. A detached
+-- reservation (sqlq reserve) has no owner.
+SELECT owner, count(*), min(reserved_until - ttr), group_concat(DISTINCT tube)
+  FROM sqlq_jobs
+ WHERE state = 2 AND reserved_until > :now
+ GROUP BY owner ORDER BY owner;
+
+-- name: list_periodic
+SELECT name, last_slot, enqueued_at FROM sqlq_periodic ORDER BY name;
+
+-- name: event_counters
+-- Buries, kicks and timeouts since the file was created, per tube (migration 0005).
+SELECT tube, buries, kicks, timeouts FROM sqlq_counters ORDER BY tube;

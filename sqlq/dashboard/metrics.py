@@ -1,0 +1,97 @@
+"""``/metrics`` and ``sqlq metrics``: the queue in Prometheus' text format.
+
+Every value is read from the file at scrape time (one read snapshot), never kept in
+this process, so any number of dashboards, or a textfile collector run by cron, agree
+with each other and survive restarts. What is exported, and from where:
+
+* ``sqlq_jobs{tube,state}``, ``sqlq_jobs_urgent{tube}``, ``sqlq_tube_paused{tube}``,
+  ``sqlq_oldest_ready_job_age_seconds{tube}``: the overview's counts.
+* ``sqlq_jobs_put_total`` and ``sqlq_jobs_deleted_total`` for the whole file: ids handed
+  out, and those minus the jobs alive (no per-tube split: counting per tube would cost
+  every put a second write).
+* ``sqlq_jobs_buried_total``, ``sqlq_jobs_kicked_total``, ``sqlq_jobs_timed_out_total``
+  per tube (migration 0005's trigger).
+* ``sqlq_workers``, ``sqlq_reservations_held``; ``sqlq_periodic_last_slot_timestamp_seconds``.
+
+Not exported: histograms of the wait before reserve and of run time. The file keeps
+neither moment once a job is deleted, and recording them would add a write to every
+reserve and every delete (see the README's Dashboard section).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from sqlq.errors import Error
+
+try:
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+except ImportError:  # pragma: no cover - the dashboard extra is not installed
+    raise Error("metrics need prometheus-client: pip install 'sqlq-jobs[dashboard]'") from None
+
+if TYPE_CHECKING:
+    from sqlq.queue import Queue
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+STATES = ("ready", "reserved", "delayed", "buried")
+
+
+class QueueCollector:
+    """A prometheus-client collector that reads the queue each time it is collected."""
+
+    def __init__(self, queue: Queue) -> None:
+        self.queue = queue
+
+    def collect(self) -> Iterator[Metric]:
+        """The metric families, from one overview and one look at the workers."""
+        overview = self.queue.overview()
+        workers = self.queue.workers()
+        now = overview.at
+        jobs = GaugeMetricFamily("sqlq_jobs", "Jobs by tube and state, as of now.",
+                                 labels=["tube", "state"])
+        urgent = GaugeMetricFamily("sqlq_jobs_urgent",
+                                   "Ready jobs with priority below 1024.", labels=["tube"])
+        paused = GaugeMetricFamily("sqlq_tube_paused", "1 while the tube is paused.",
+                                   labels=["tube"])
+        oldest = GaugeMetricFamily("sqlq_oldest_ready_job_age_seconds",
+                                   "Age of the oldest ready job (0 when none).",
+                                   labels=["tube"])
+        buried = CounterMetricFamily("sqlq_jobs_buried", "Jobs buried.", labels=["tube"])
+        kicked = CounterMetricFamily("sqlq_jobs_kicked", "Jobs kicked.", labels=["tube"])
+        timed_out = CounterMetricFamily("sqlq_jobs_timed_out",
+                                        "Reservations whose TTR ran out.", labels=["tube"])
+        for tube in overview.tubes:
+            for state in STATES:
+                jobs.add_metric([tube.name, state], getattr(tube, state))
+            urgent.add_metric([tube.name], tube.urgent)
+            paused.add_metric([tube.name], 1 if tube.paused_until else 0)
+            age = 0 if tube.oldest_ready_at is None else max(now - tube.oldest_ready_at, 0)
+            oldest.add_metric([tube.name], age / 1000)
+            buried.add_metric([tube.name], tube.buries_total)
+            kicked.add_metric([tube.name], tube.kicks_total)
+            timed_out.add_metric([tube.name], tube.timeouts_total)
+        yield from (jobs, urgent, paused, oldest)
+        yield CounterMetricFamily("sqlq_jobs_put", "Jobs put into the file since it was "
+                                  "created.", value=overview.puts_total)
+        yield CounterMetricFamily("sqlq_jobs_deleted", "Jobs deleted or completed since the "
+                                  "file was created.", value=overview.deletes_total)
+        yield from (buried, kicked, timed_out)
+        yield GaugeMetricFamily("sqlq_workers", "Processes holding reservations.",
+                                value=sum(1 for w in workers if w.token is not None))
+        yield GaugeMetricFamily("sqlq_reservations_held", "Live reservations.",
+                                value=sum(w.jobs for w in workers))
+        slots = GaugeMetricFamily("sqlq_periodic_last_slot_timestamp_seconds",
+                                  "Start of the last slot each periodic task enqueued.",
+                                  labels=["task"])
+        for slot in self.queue.periodic_slots():
+            slots.add_metric([slot.name], slot.last_slot / 1000)
+        yield slots
+
+
+def render(queue: Queue) -> bytes:
+    """The Prometheus text exposition of the queue, read now."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(QueueCollector(queue))
+    return generate_latest(registry)

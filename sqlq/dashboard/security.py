@@ -1,0 +1,135 @@
+"""Who may see the dashboard and who may act through it.
+
+The rules, all enforced here so the routes cannot forget one:
+
+* It listens on loopback unless told otherwise, and refuses any other address unless
+  a token guards it (``--token`` or ``--token-file``): a queue's bodies are often
+  private, and its delete button is a weapon.
+* With a token, every request needs it: ``Authorization: Bearer TOKEN`` (scrapers,
+  curl) or the session cookie that ``/login`` sets (browsers; HttpOnly, SameSite=Strict).
+* Every action is a POST carrying the CSRF token printed in the page's forms; the token
+  is random per process and compared in constant time. A cross-site form cannot read it.
+* On loopback without a token, the ``Host`` header must name loopback: a DNS-rebinding
+  page (evil.example resolving to 127.0.0.1) would otherwise be same-origin with us and
+  could read the CSRF token.
+* Every response forbids inline scripts, framing and sniffing (CSP), so a value that
+  escaping somehow missed still could not run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import secrets
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sqlq.errors import Error
+
+COOKIE = "sqlq_dashboard"
+
+#: Sent with every response. No inline script or style anywhere in the dashboard.
+HEADERS = {
+    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; "
+                                "img-src 'self'; connect-src 'self'; form-action 'self'; "
+                                "base-uri 'none'; frame-ancestors 'none'"),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+class AccessDenied(Error):
+    """Not allowed here."""
+
+    def __init__(self, message: str | None = None, status: int = 403) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8080`` for IPv6) as (host, port); ValueError if malformed."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"--listen must be HOST:PORT, not {listen!r}")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    return host or "127.0.0.1", int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """True if every address ``host`` resolves to is a loopback one."""
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    addresses = {info[4][0] for info in infos}
+    return bool(addresses) and all(
+        ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses)
+
+
+@dataclass
+class Guard:
+    """The dashboard's access rules for one process (see the module docstring).
+
+    Args:
+        host: the address listened on.
+        port: the port listened on (the Host header check needs it).
+        token: required of every request when set.
+        read_only: refuse every action.
+    """
+
+    host: str
+    port: int
+    token: str | None = None
+    read_only: bool = False
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    _secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+
+    def __post_init__(self) -> None:
+        if self.token is not None and len(self.token) < 16:
+            raise Error("the dashboard token must be at least 16 characters")
+        if self.token is None and not is_loopback(self.host):
+            raise Error(f"refusing to listen on {self.host} without --token or --token-file: "
+                        "anyone who can reach it could read and delete jobs")
+
+    @property
+    def session(self) -> str:
+        """The cookie value proving a browser gave the token (never the token itself)."""
+        return hmac.new(self._secret, (self.token or "").encode(), hashlib.sha256).hexdigest()
+
+    def check_request(self, headers: Mapping[str, str], cookies: Mapping[str, str]) -> None:
+        """Raise AccessDenied unless this request may see the dashboard at all."""
+        if self.token is None:
+            self._check_host(headers.get("Host", ""))
+            return
+        auth = headers.get("Authorization", "")
+        if auth.startswith("Bearer ") and hmac.compare_digest(
+                auth[7:].strip().encode(), self.token.encode()):
+            return
+        if hmac.compare_digest(cookies.get(COOKIE, "").encode(), self.session.encode()):
+            return
+        raise AccessDenied("log in with the dashboard token", status=401)
+
+    def _check_host(self, host_header: str) -> None:
+        name = host_header.rsplit(":", 1)[0] if not host_header.endswith("]") else host_header
+        name = name.strip("[]").lower()
+        if name not in ("localhost", "127.0.0.1", "::1", self.host.lower()) \
+                and not name.startswith("127."):
+            raise AccessDenied(f"Host {host_header!r} is not this dashboard's address")
+
+    def check_login(self, given: str) -> bool:
+        return self.token is not None and hmac.compare_digest(given.encode(),
+                                                              self.token.encode())
+
+    def check_action(self, form: Mapping[str, str], headers: Mapping[str, str]) -> None:
+        """Raise AccessDenied unless this POST may change the queue."""
+        if self.read_only:
+            raise AccessDenied("this dashboard is read-only")
+        origin = headers.get("Origin")
+        if origin not in (None, "null") and origin.split("://", 1)[-1] != headers.get("Host"):
+            raise AccessDenied("cross-origin request refused")
+        if not hmac.compare_digest(form.get("csrf", "").encode(), self.csrf.encode()):
+            raise AccessDenied("missing or wrong CSRF token (reload the page)")

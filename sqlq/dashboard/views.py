@@ -1,0 +1,117 @@
+"""HTML: Jinja templates with autoescaping, and the filters that turn values into text.
+
+Escaping is by construction: every template value goes through Jinja's autoescape
+(nothing is marked safe anywhere, and no filter returns Markup), so a body, a tube
+name or a bury reason is text whatever it holds. Bodies are shown as text, as
+pretty-printed JSON, or as a hex dump for binary, and cut at :data:`BODY_LIMIT`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import jinja2
+
+from sqlq.durations import format_duration
+
+#: Bytes of a body the job page shows; the rest is summarised.
+BODY_LIMIT = 64 * 1024
+#: Characters of a body a list shows.
+PREVIEW = 100
+
+
+@dataclass(frozen=True)
+class Body:
+    """A body ready to show: how it is shown, the text, and how many bytes were left out."""
+
+    kind: str  # "text", "json" or "hex"
+    text: str
+    size: int
+    cut: int
+
+
+def show_body(body: bytes, limit: int = BODY_LIMIT) -> Body:
+    """JSON pretty-printed if it parses, else UTF-8 text if it decodes, else a hex dump."""
+    head = body[:limit]
+    cut = len(body) - len(head)
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        kept = head.decode("utf-8", "ignore")
+        if cut and len(head) - len(kept.encode()) <= 3 and head.startswith(kept.encode()):
+            text = kept  # the limit fell inside a character: show up to it
+            cut = len(body) - len(kept.encode())
+        else:
+            return Body("hex", hexdump(head), len(body), cut)
+    if not cut:
+        try:
+            return Body("json", json.dumps(json.loads(text), indent=2, ensure_ascii=False),
+                        len(body), 0)
+        except ValueError:
+            pass
+    if any(not (c.isprintable() or c in "\n\t\r") for c in text):
+        return Body("hex", hexdump(head), len(body), cut)
+    return Body("text", text, len(body), cut)
+
+
+def hexdump(data: bytes) -> str:
+    """``offset  hex bytes  |ascii|`` lines, 16 bytes each."""
+    lines = []
+    for at in range(0, len(data), 16):
+        chunk = data[at:at + 16]
+        ascii_ = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        lines.append(f"{at:08x}  {chunk.hex(' '):<47}  |{ascii_}|")
+    return "\n".join(lines)
+
+
+def preview(body: bytes, size: int) -> str:
+    """One line of a body for a list: printable text, or a note that it is binary."""
+    text = body.decode("utf-8", "replace")
+    if "\ufffd" in text[:-2] or any(not c.isprintable() for c in text if c not in "\n\t\r"):
+        return f"(binary, {size} bytes)"
+    text = " ".join(text.split())
+    return text[:PREVIEW] + ("…" if size > PREVIEW or len(text) > PREVIEW else "")
+
+
+def last_line(text: str) -> str:
+    """The last non-blank line of a text: a traceback's exception, for a list."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def age(since_ms: int | None, now_ms: int) -> str:
+    """``5m03s`` since a moment, or an em dash when there is none."""
+    return "—" if since_ms is None else format_duration(max(now_ms - since_ms, 0) / 1000)
+
+
+def until(at_ms: int | None, now_ms: int) -> str:
+    return "—" if at_ms is None else "in " + format_duration(max(at_ms - now_ms, 0) / 1000)
+
+
+def stamp(at_ms: int | None) -> str:
+    """A moment in UTC, to the second."""
+    if at_ms is None:
+        return "—"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at_ms / 1000)) + "Z"
+
+
+def tube_url(name: str, **params: Any) -> str:
+    """The tube page's address: the name as a query value (tube names may hold ``/``)."""
+    query = {"name": name, **{k: v for k, v in params.items() if v not in (None, "")}}
+    return "/tube?" + urlencode(query, quote_via=quote)
+
+
+def make_env() -> jinja2.Environment:
+    """The template environment: package templates, autoescape on, strict undefineds."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("sqlq.dashboard", "templates"),
+        autoescape=True, undefined=jinja2.StrictUndefined,
+        trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(stamp=stamp, preview=preview, duration=format_duration,
+                       last_line=last_line)
+    env.globals.update(age=age, until=until, tube_url=tube_url)
+    return env
