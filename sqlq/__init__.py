@@ -27,12 +27,13 @@ TYPE_CHECKING = False  # not `typing`: see __getattr__
 if TYPE_CHECKING:
     from typing import Any
 
+    from .asyncq import AsyncJob, AsyncQueue
     from .enqueue import put, put_many
     from .model import Job
     from .queue import Queue, Transaction
 
-_LAZY = {"Job": ".model", "Queue": ".queue", "Transaction": ".queue",
-         "put": ".enqueue", "put_many": ".enqueue"}
+_LAZY = {"AsyncJob": ".asyncq", "AsyncQueue": ".asyncq", "Job": ".model", "Queue": ".queue",
+         "Transaction": ".queue", "put": ".enqueue", "put_many": ".enqueue"}
 
 
 def __getattr__(name: str) -> Any:
@@ -48,6 +49,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
+    "AsyncJob",
+    "AsyncQueue",
     "DatabaseError",
     "Error",
     "InvalidTube",

@@ -292,32 +292,36 @@ class Queue:
 
     def _wait_and_claim(self, tubes_param: Any, owner: str | None,
                         deadline: float | None) -> Job | None:
-        """Sleep on the notifier until a job can be claimed or the deadline passes.
+        """Sleep on the notifier until a job can be claimed or the deadline passes."""
+        return self._wait(lambda events: self._look_and_claim(tubes_param, owner, events),
+                          deadline, lambda: self._due(tubes_param))
 
-        Every wake-up first looks without the write lock (has_ready_job), so idle
-        workers woken by unrelated commits never contend with producers.
+    def _look_and_claim(self, tubes_param: Any, owner: str | None,
+                        events: Events) -> Job | None:
+        """One look of a waiting reserve (this wait loop's or an AsyncQueue's).
+
+        It first looks without the write lock (has_ready_job), so idle workers woken
+        by unrelated commits never contend with producers.
         """
+        if (events.owner or self._backend.liveness_poll is not None) \
+                and self._reap_dead_owners():
+            job = self._claim(tubes_param, owner, None)
+            if job is not None:
+                return job
+        ready = self._backend.read(
+            lambda c: self._store.has_ready_job(c, self._clock(), tubes_param))
+        return self._claim(tubes_param, owner, None) if ready else None
+
+    def _due(self, tubes_param: Any) -> int | None:
+        """When (ms) something may make a job ready in these tubes without a commit."""
         poll = self._backend.liveness_poll
-
-        def look(events: Events) -> Job | None:
-            if (events.owner or poll is not None) and self._reap_dead_owners():
-                job = self._claim(tubes_param, owner, None)
-                if job is not None:
-                    return job
-            ready = self._backend.read(
-                lambda c: self._store.has_ready_job(c, self._clock(), tubes_param))
-            return self._claim(tubes_param, owner, None) if ready else None
-
-        def due() -> int | None:
-            due_ms = self._backend.read(
-                lambda c: self._store.next_due(c, self._clock(), tubes_param))
-            if poll is not None and self._others_hold:
-                # A backend that cannot signal a holder's death is asked again soon.
-                check_ms = self._clock() + int(poll * 1000)
-                due_ms = check_ms if due_ms is None else min(due_ms, check_ms)
-            return due_ms
-
-        return self._wait(look, deadline, due)
+        due_ms: int | None = self._backend.read(
+            lambda c: self._store.next_due(c, self._clock(), tubes_param))
+        if poll is not None and self._others_hold:
+            # A backend that cannot signal a holder's death is asked again soon.
+            check_ms = self._clock() + int(poll * 1000)
+            due_ms = check_ms if due_ms is None else min(due_ms, check_ms)
+        return due_ms
 
     def _wait(self, look: Callable[[Events], _T | None], deadline: float | None,
               due: Callable[[], int | None] | None = None) -> _T | None:

@@ -1,10 +1,14 @@
-"""The one wait loop behind ``reserve`` and ``result``, for every backend.
+"""The one wait policy behind ``reserve`` and ``result``, for every backend.
 
 A waiter looks (one read snapshot), and if it found nothing sleeps on its
 backend's notifier until another connection may have committed, something
 becomes due (a delayed job, a TTR, the end of a pause), or its deadline. A
 commit event that found nothing is looked at again on the notifier's own
 re-check schedule: on SQLite the event can come before the commit is visible.
+
+The decisions (when to look again) are :class:`Pacer`'s; :func:`wait_for` is
+the blocking loop around it (``Queue``), and ``sqlq.asyncq`` drives the same
+Pacer from an event loop, for all of an AsyncQueue's waiters at once.
 """
 
 from __future__ import annotations
@@ -29,43 +33,69 @@ def timeout_deadline(timeout: float | None) -> float | None:
     return time.monotonic() + timeout
 
 
-def wait_for(notifier: Notifier, look: Callable[[Events], T | None], deadline: float | None,
-             clock: Callable[[], int], due: Callable[[], int | None] | None = None) -> T | None:
-    """Sleep on ``notifier`` until ``look(events)`` finds something or the deadline passes.
+class Pacer:
+    """When to look again, after a look that found nothing.
 
-    ``due()`` gives the time (ms, on ``clock``) at which something may change without
-    a commit. The notifier must be watching; the caller's last look ran before the
-    watch began, so a commit written then may still be unpublished and its event is
-    gone: the first pass looks at once and treats that as a commit event.
+    Begin a wait with a look that counts as a commit event (``Events(commit=True)``):
+    the caller's last look ran before the watch began, so a commit written then may
+    still be unpublished and its event is gone.
     """
-    first_schedule = notifier.recheck_delays(first=True)
-    later_schedule = notifier.recheck_delays(first=False)
-    schedule = first_schedule
-    step = 0  # > 0: re-checking a commit event that found nothing, 1-based step
-    events = Events(commit=True)
-    first = True
-    while True:
-        found = look(events)
-        if found is not None:
-            return found
+
+    def __init__(self, notifier: Notifier) -> None:
+        self._first_schedule = notifier.recheck_delays(first=True)
+        self._later_schedule = notifier.recheck_delays(first=False)
+        self._schedule = self._first_schedule
+        self._step = 0  # > 0: re-checking a commit event that found nothing, 1-based step
+        self._first = True
+
+    def after_look(self, events: Events, deadline: float | None = None,
+                   due_ms: int | None = None, now_ms: int = 0) -> float | None:
+        """Seconds to sleep before the next look (None: until an event), given the events
+        the empty look went by, the monotonic ``deadline`` and the time ``due_ms`` (on
+        the clock that read ``now_ms``) at which something may change without a commit.
+        Negative: the deadline has passed, stop waiting.
+        """
         if events.commit:
             # Even when the events drained together include a visible commit, they may
             # also hold the write of a later one not published yet: only the schedule
             # is sure to see it. (The first pass's few quick re-checks cover a commit
             # being published as the wait began.)
-            schedule = first_schedule if first else later_schedule
-            step = 1 if schedule else 0
-        elif step:
-            step = step + 1 if step < len(schedule) else 0
-        now = time.monotonic()
-        if deadline is not None and now >= deadline:
-            return None
-        wait = None if deadline is None else deadline - now
-        due_ms = None if due is None else due()
+            self._schedule = self._first_schedule if self._first else self._later_schedule
+            self._step = 1 if self._schedule else 0
+        elif self._step:
+            self._step = self._step + 1 if self._step < len(self._schedule) else 0
+        self._first = False
+        wait: float | None = None
+        if deadline is not None:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                return -1.0
         if due_ms is not None:
-            until_due = max((due_ms - clock()) / 1000, 0.0)
+            until_due = max((due_ms - now_ms) / 1000, 0.0)
             wait = until_due if wait is None else min(wait, until_due)
-        if step:
-            wait = schedule[step - 1] if wait is None else min(wait, schedule[step - 1])
+        if self._step:
+            recheck = self._schedule[self._step - 1]
+            wait = recheck if wait is None else min(wait, recheck)
+        return wait
+
+
+def wait_for(notifier: Notifier, look: Callable[[Events], T | None], deadline: float | None,
+             clock: Callable[[], int], due: Callable[[], int | None] | None = None) -> T | None:
+    """Sleep on ``notifier`` until ``look(events)`` finds something or the deadline passes.
+
+    ``due()`` gives the time (ms, on ``clock``) at which something may change without
+    a commit. The notifier must be watching (see :class:`Pacer` for the first look).
+    """
+    pacer = Pacer(notifier)
+    events = Events(commit=True)
+    while True:
+        found = look(events)
+        if found is not None:
+            return found
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+        due_ms = None if due is None else due()
+        wait = pacer.after_look(events, deadline, due_ms, clock())
+        if wait is not None and wait < 0:
+            return None
         events = notifier.wait(wait) if wait is None or wait > 0 else Events()
-        first = False
