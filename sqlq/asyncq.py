@@ -55,9 +55,19 @@ MAX_SLEEP = 10.0
 #: How often waiters look when the notifier has no descriptor (the polling fallback).
 POLL_INTERVAL = 0.05
 
-#: The transaction open in this task: (its AsyncQueue, the thread that holds it).
-_open_tx: contextvars.ContextVar[tuple[AsyncQueue, ThreadPoolExecutor] | None] = \
+#: The transaction open in this task: (its AsyncQueue, the thread that holds it, the task).
+#: Tasks created inside inherit the variable but not the transaction (the task is checked),
+#: as a thread started inside a Queue's transaction does not join it.
+_open_tx: contextvars.ContextVar[tuple[AsyncQueue, ThreadPoolExecutor, object] | None] = \
     contextvars.ContextVar("sqlq_open_tx", default=None)
+
+
+def _tx_executor(aq: AsyncQueue) -> ThreadPoolExecutor | None:
+    """The thread of aq's transaction open in the current task, if any."""
+    tx = _open_tx.get()
+    if tx is None or tx[0] is not aq or tx[2] is not asyncio.current_task():
+        return None
+    return tx[1]
 
 
 class AsyncJob:
@@ -242,8 +252,7 @@ class AsyncQueue:
         it reserves anyway is released. ``pokes``: the call may make a job ready or
         final, so this process's waiters look at once (no need to hear the commit).
         """
-        tx = _open_tx.get()
-        executor = tx[1] if tx is not None and tx[0] is self else self._executor
+        executor = _tx_executor(self) or self._executor
         future = asyncio.get_running_loop().run_in_executor(executor, fn)
         try:
             value = await asyncio.shield(future)
@@ -443,7 +452,6 @@ class AsyncQueue:
 
     async def _dispatch(self) -> None:
         """Serve the waiters while there are any (see the module docstring)."""
-        _open_tx.set(None)  # a waiter inside a transaction: its thread is not ours to use
         q = self.queue
         loop = asyncio.get_running_loop()
         self._wake = wake = asyncio.Event()
@@ -531,15 +539,14 @@ class AsyncQueue:
         wait for its commit, as other threads' do.
         """
         q = await self._opened()
-        outer = _open_tx.get()
-        nested = outer is not None and outer[0] is self
-        executor = outer[1] if outer is not None and nested else ThreadPoolExecutor(
-            1, thread_name_prefix="sqlq-async-tx")
+        outer = _tx_executor(self)
+        nested = outer is not None
+        executor = outer or ThreadPoolExecutor(1, thread_name_prefix="sqlq-async-tx")
         loop = asyncio.get_running_loop()
         manager = q.transaction()
         try:
             tx = await loop.run_in_executor(executor, manager.__enter__)
-            token = _open_tx.set((self, executor))
+            token = _open_tx.set((self, executor, asyncio.current_task()))
             try:
                 yield AsyncTransaction(self, tx)
             except BaseException as exc:

@@ -51,6 +51,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
         only = metafunc.definition.get_closest_marker("sqlite_only")
         metafunc.parametrize("backend", ("sqlite",) if only else BACKENDS)
+    if "api" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_apis"):
+        metafunc.parametrize("api", ("sync", "async"))
+
+
+@pytest.fixture
+def api() -> str:
+    """How ``q``/``fq`` are driven: the Queue itself, or (tests marked ``both_apis``, once
+    more) an AsyncQueue through tests/asyncbridge.py."""
+    return "sync"
+
+
+def open_queue(api: str, db_url: str, **options: object) -> sqlq.Queue:
+    """A Queue, or the AsyncQueue bridge that answers to the same calls."""
+    if api == "async":
+        from .asyncbridge import BridgedQueue
+
+        return BridgedQueue(db_url, **options)  # type: ignore[return-value]
+    return sqlq.Queue(db_url, **options)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -62,17 +80,17 @@ def db_url(backend: str, request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def q(db_url: str) -> Iterator[sqlq.Queue]:
+def q(db_url: str, api: str) -> Iterator[sqlq.Queue]:
     """A queue on a fresh database, durability normal (fsync cost is not what tests check)."""
-    queue = sqlq.Queue(db_url, durability="normal")
+    queue = open_queue(api, db_url, durability="normal")
     yield queue
     queue.close()
 
 
 @pytest.fixture
-def fq(db_url: str, clock: FakeClock) -> Iterator[sqlq.Queue]:
+def fq(db_url: str, clock: FakeClock, api: str) -> Iterator[sqlq.Queue]:
     """A queue on a fresh database driven by the fake clock."""
-    queue = sqlq.Queue(db_url, durability="normal", clock=clock)
+    queue = open_queue(api, db_url, durability="normal", clock=clock)
     yield queue
     queue.close()
 

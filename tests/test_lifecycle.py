@@ -9,6 +9,8 @@ from sqlq import Queue
 
 from .conftest import FakeClock
 
+pytestmark = pytest.mark.both_apis
+
 
 def test_put_reserve_delete(q: Queue) -> None:
     jid = q.put(b"hello", tube="emails")

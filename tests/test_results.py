@@ -17,6 +17,8 @@ from sqlq.backends import store
 
 from .conftest import ROOT, FakeClock, spawn
 
+pytestmark = pytest.mark.both_apis
+
 
 def _reserve(q: sqlq.Queue) -> sqlq.Job:
     job = q.reserve(timeout=0)

@@ -1,0 +1,97 @@
+"""A synchronous face on an AsyncQueue, so that the Queue's semantic tests run through it.
+
+Every call is the AsyncQueue's coroutine, run on an event loop in another thread;
+reserved jobs come back as handles whose verbs are the AsyncJob's coroutines. A test
+marked ``both_apis`` gets its ``q``/``fq`` once as a Queue and once as this bridge:
+the same test body, not a copy. A verb AsyncQueue lacks is an AttributeError, so a
+gap shows up as a failing test; plain attributes (``path``, ``backend``) come from
+the Queue underneath.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import sqlq
+
+T = TypeVar("T")
+_JOB_VERBS = frozenset({"delete", "release", "bury", "touch", "complete"})
+#: Queue names that AsyncQueue spells otherwise (Queue.jobs is the dashboard's page).
+_RENAMED = {"jobs": "job_page"}
+
+
+class Loop:
+    """An event loop running in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        self.loop.close()
+
+
+def _unwrap(value: Any) -> Any:
+    return value.ajob if isinstance(value, BridgedJob) else value
+
+
+class BridgedJob:
+    """An AsyncJob with its verbs run to completion."""
+
+    def __init__(self, loop: Loop, ajob: sqlq.AsyncJob) -> None:
+        self.loop = loop
+        self.ajob = ajob
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.ajob, name)
+        if name not in _JOB_VERBS:
+            return attr
+        return lambda *args, **kwargs: self.loop.run(attr(*args, **kwargs))
+
+
+class BridgedQueue:
+    """An AsyncQueue driven synchronously (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.loop = Loop()
+        self.aq = sqlq.AsyncQueue(*args, **kwargs)
+        self.loop.run(self.aq.open())
+
+    def __getattr__(self, name: str) -> Any:
+        aname = _RENAMED.get(name, name)
+        if not hasattr(self.aq, aname):
+            value = getattr(self.aq.queue, name)
+            if callable(value):
+                raise AttributeError(f"AsyncQueue has no {name}")
+            return value
+        attr = getattr(self.aq, aname)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            args = tuple(_unwrap(a) for a in args)
+            kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
+            value = self.loop.run(attr(*args, **kwargs))
+            return BridgedJob(self.loop, value) if isinstance(value, sqlq.AsyncJob) else value
+
+        return call
+
+    def close(self) -> None:
+        self.loop.run(self.aq.close())
+        self.loop.close()
+
+    def __enter__(self) -> BridgedQueue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
