@@ -810,6 +810,9 @@ def metrics(ctx: click.Context) -> None:
 @tubes_option
 @click.option("--processes", "-n", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes, under a supervisor that restarts crashed ones.")
+@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Jobs each worker process runs at once, on an event loop (async def "
+              "tasks are awaited there; this is how they run, at any concurrency).")
 @click.option("--burst", is_flag=True, help="Exit when no job is ready (delayed ones are "
               "not waited for).")
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True,
@@ -831,7 +834,8 @@ def metrics(ctx: click.Context) -> None:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND ARGS...]")
 @click.pass_context
 def work(ctx: click.Context, imports: tuple[str, ...], tubes: tuple[str, ...], processes: int,
-         burst: bool, retries: int, backoff: float, grace: float, keepalive: bool,
+         concurrency: int, burst: bool, retries: int, backoff: float, grace: float,
+         keepalive: bool,
          log_level: str, log_format: str, durability: str, in_process: bool,
          command: tuple[str, ...]) -> None:
     """Run jobs: task functions from --import modules, or COMMAND once per job.
@@ -857,7 +861,8 @@ def work(ctx: click.Context, imports: tuple[str, ...], tubes: tuple[str, ...], p
     given = source is not None and source.name != "DEFAULT"
     config = WorkConfig(
         db=root.params["db_path"] if given else None, imports=imports, tubes=tubes,
-        command=command, processes=processes, burst=burst, retries=retries, backoff=backoff,
+        command=command, processes=processes, concurrency=concurrency, burst=burst,
+        retries=retries, backoff=backoff,
         grace=grace, keepalive=keepalive, log_level=log_level.upper(), log_format=log_format,
         durability=durability, in_process=in_process)
     ctx.exit(run(config))

@@ -8,11 +8,13 @@ each started with :meth:`WorkConfig.child_argv`, which runs :func:`run_worker`.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..backends import identity
 from ..errors import Error
@@ -20,6 +22,9 @@ from ..queue import Queue
 from . import logs, runner
 from .retry import RetryPolicy
 from .worker import DEFAULT_GRACE, Worker
+
+if TYPE_CHECKING:
+    from .aworker import AsyncWorker
 
 log = logging.getLogger("sqlq.worker")
 
@@ -32,6 +37,7 @@ class WorkConfig:
     tubes: tuple[str, ...] = ()
     command: tuple[str, ...] = ()
     processes: int = 1
+    concurrency: int = 1
     burst: bool = False
     retries: int = 3
     backoff: float = 1.0
@@ -46,7 +52,8 @@ class WorkConfig:
         """The command line of one worker process with this configuration."""
         argv = [sys.executable, "-m", "sqlq", "--db", db, "work", "--in-process",
                 "--retries", str(self.retries), "--backoff", repr(self.backoff),
-                "--grace", repr(self.grace), "--log-level", self.log_level,
+                "--grace", repr(self.grace), "--concurrency", str(self.concurrency),
+                "--log-level", self.log_level,
                 "--log-format", self.log_format, "--durability", self.durability]
         for module in self.imports:
             argv += ["--import", module]
@@ -98,6 +105,9 @@ def prepare(config: WorkConfig) -> tuple[str, list[str]]:
         raise Error("give task modules (--import) or a command (-- COMMAND), not both")
     if not config.imports and not config.command:
         raise Error("nothing to run: give --import MODULE or -- COMMAND ARGS...")
+    if config.command and config.concurrency > 1:
+        raise Error("--concurrency applies to tasks (--import); run a COMMAND in parallel "
+                    "with --processes")
     if config.imports:
         from .tasks import import_modules
 
@@ -129,11 +139,20 @@ def run_worker(config: WorkConfig, db: str, tubes: Sequence[str]) -> int:
                                  db_path=queue.backend.child_location())
     else:
         job_runner = TaskRunner()
-    worker = Worker(queue, job_runner, tubes, burst=config.burst, grace=config.grace)
-    worker.install_signal_handlers()
+    worker: Worker | AsyncWorker
+    if isinstance(job_runner, TaskRunner) and (config.concurrency > 1 or any(
+            inspect.iscoroutinefunction(t.fn) for t in REGISTRY.values())):
+        from .aworker import AsyncWorker
+
+        worker = AsyncWorker(queue, job_runner, tubes, concurrency=config.concurrency,
+                             burst=config.burst, grace=config.grace)
+    else:
+        worker = Worker(queue, job_runner, tubes, burst=config.burst, grace=config.grace)
+        worker.install_signal_handlers()
     scheduler = None if config.burst else periodic.start_scheduler(queue, REGISTRY.values())
-    log.info("worker %d watching %s on %s", os.getpid(), ", ".join(worker.tubes), db,
-             extra={"pid": os.getpid()})
+    log.info("worker %d watching %s on %s%s", os.getpid(), ", ".join(worker.tubes), db,
+             f" ({config.concurrency} at once, asyncio)" if not isinstance(worker, Worker)
+             else "", extra={"pid": os.getpid()})
     try:
         worker.run()
     finally:

@@ -18,13 +18,14 @@ watchdog thread heartbeats and keeps the grace period (see watchdog.py).
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from ..model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, Job, check_priority, check_tube
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 #: Every task declared in this process, by name.
 REGISTRY: dict[str, Task[Any, Any]] = {}
@@ -203,7 +205,8 @@ def _last_line(exc: BaseException) -> str:
 
 
 class _TaskRun:
-    """A task call, run in the caller's thread when the worker waits for it (see watchdog.py)."""
+    """A task call, run in the caller's thread when the worker waits for it (see watchdog.py),
+    or awaited on the async worker's loop (:meth:`run_async`, see aworker.py)."""
 
     inline = True
 
@@ -211,14 +214,33 @@ class _TaskRun:
         self.task = task
         self.name = task.name
         self.keepalive = task.keepalive
+        self.is_async = inspect.iscoroutinefunction(task.fn)
         self._call = (args, kwargs)
 
     def wait(self, timeout: float) -> runner.Outcome | None:
         args, kwargs = self._call
         try:
             value = self.task.fn(*args, **kwargs)
+            if inspect.isawaitable(value):  # an async task in a synchronous worker
+                value = asyncio.run(_awaited(value))
         except Exception as exc:  # noqa: BLE001 - a task's failure is data, not our crash
             return runner.failed(_last_line(exc), self.task.policy)
+        return self._outcome(value)
+
+    async def run_async(self) -> runner.Outcome:
+        """Await an ``async def`` task (a plain function runs in a thread meanwhile)."""
+        args, kwargs = self._call
+        try:
+            if self.is_async:
+                value = await self.task.fn(*args, **kwargs)
+            else:
+                value = await asyncio.get_running_loop().run_in_executor(
+                    None, lambda: self.task.fn(*args, **kwargs))
+        except Exception as exc:  # noqa: BLE001 - a task's failure is data, not our crash
+            return runner.failed(_last_line(exc), self.task.policy)
+        return self._outcome(value)
+
+    def _outcome(self, value: Any) -> runner.Outcome:
         if value is None:
             return runner.done(None)  # nothing to store: the worker's one-commit fast path
         try:
@@ -228,6 +250,10 @@ class _TaskRun:
 
     def kill(self, reason: str) -> runner.Outcome | None:
         return None  # a Python call cannot be stopped from outside
+
+
+async def _awaited(value: Awaitable[T]) -> T:
+    return await value
 
 
 class TaskRunner:

@@ -1,0 +1,246 @@
+"""The worker loop for ``async def`` tasks: ``--concurrency`` jobs at once on one event loop.
+
+``sqlq work`` runs this loop instead of :class:`~sqlq.work.worker.Worker` when an
+imported task is a coroutine function or ``--concurrency`` is above 1. It keeps
+the synchronous worker's promises, on the loop instead of a watchdog thread:
+
+* the heartbeat: a task with ``keepalive`` is touched at 80% of its TTR;
+* the TTR: a task without it still running just before its TTR runs out (the
+  runner's kill margin) is cancelled, which is a failure with the reason
+  "cancelled: still running when its TTR of ...s ran out", retried under the
+  task's policy and then buried with that reason;
+* stopping: SIGTERM or SIGINT stops reserving at once (a cancelled ``reserve``
+  leaves no lease), lets running jobs finish within ``grace`` seconds, then
+  cancels them and releases their jobs. A second signal skips the grace.
+
+What happens to a finished job (delete, complete, retry, bury) and every log
+line are the synchronous Worker's own code (``Worker._finish``), run in the
+AsyncQueue's thread. A plain function among the tasks runs in a thread; it can
+be neither cancelled at its TTR nor stopped (a warning says so), as in the
+synchronous worker. A task that blocks the loop (CPU work without ``await``)
+delays the other jobs and its own cancellation: run such work in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
+
+from ..asyncq import AsyncJob, AsyncQueue
+from ..durations import now_ms
+from ..errors import JobLost
+from ..queue import Queue
+from . import runner
+from .tasks import TaskRunner, _TaskRun
+from .watchdog import HEARTBEAT
+from .worker import DEFAULT_GRACE, IDLE_CHECK, Worker
+
+log = logging.getLogger("sqlq.worker")
+T = TypeVar("T")
+
+
+class AsyncWorker:
+    """Reserves jobs from ``tubes`` and runs up to ``concurrency`` of them at once.
+
+    Args:
+        queue: the queue to work on (this worker's own: it owns the reservations).
+        task_runner: decodes jobs into task calls (the synchronous worker's).
+        tubes: the tubes to watch.
+        concurrency: jobs running at once.
+        burst: return as soon as no job is ready and none runs.
+        grace: seconds running jobs may go on after a stop is requested.
+    """
+
+    def __init__(self, queue: Queue, task_runner: TaskRunner, tubes: Sequence[str], *,
+                 concurrency: int = 1, burst: bool = False,
+                 grace: float = DEFAULT_GRACE) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, not {concurrency}")
+        # The synchronous loop's outcome handling and log lines, reused as they are.
+        self.sync = Worker(queue, task_runner, tubes, burst=burst, grace=grace)
+        self.runner = task_runner
+        self.concurrency = concurrency
+        self.stopping = False
+        self.hurry = False
+        self.abandoned = False  # a plain task's thread was left running past the grace
+        self.processed = 0
+        self._blocked: asyncio.Future[Any] | None = None  # what the loop awaits: a slot, a job
+        self._running: set[asyncio.Task[None]] = set()
+
+    @property
+    def tubes(self) -> list[str]:
+        return self.sync.tubes
+
+    def request_stop(self) -> None:
+        """Stop reserving now; a second call also stops the running jobs (no grace)."""
+        if self.stopping:
+            self.hurry = True
+            for task in self._running:
+                task.cancel()
+        self.stopping = True
+        if self._blocked is not None:
+            self._blocked.cancel()  # a cancelled reserve leaves no lease behind
+
+    def close(self) -> None:
+        """Nothing is held between runs (the loop ends with :meth:`run`)."""
+        self.sync.close()
+
+    def run(self) -> int:
+        """Work until stopped (or, in burst mode, until no job is ready); return jobs run."""
+        return asyncio.run(self.main())
+
+    async def main(self) -> int:
+        """:meth:`run`'s coroutine, for a caller with a loop of its own."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
+                loop.add_signal_handler(sig, self.request_stop)
+        async with AsyncQueue(self.sync.queue) as aq:
+            try:
+                await self._reserve_loop(aq)
+                await self._wind_down()
+            finally:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    with contextlib.suppress(NotImplementedError, RuntimeError):
+                        loop.remove_signal_handler(sig)
+        return self.processed
+
+    async def _reserve_loop(self, aq: AsyncQueue) -> None:
+        slots = asyncio.Semaphore(self.concurrency)
+        while not self.stopping:
+            if not await self._until_stopped(slots.acquire()):
+                break
+            if self.sync._orphaned():
+                self.request_stop()
+            timeout = 0 if self.sync.burst else IDLE_CHECK
+            job: AsyncJob | None = None
+            if not self.stopping:
+                job = await self._until_stopped(aq.reserve(self.tubes, timeout))
+            if job is None:
+                slots.release()
+                if self.sync.burst and not self.stopping:
+                    if not self._running:
+                        break
+                    await asyncio.wait(self._running, return_when=asyncio.FIRST_COMPLETED)
+                continue
+            task = asyncio.ensure_future(self._run(aq, job))
+            self._running.add(task)
+
+            def done(t: asyncio.Task[None]) -> None:
+                self._running.discard(t)
+                slots.release()
+
+            task.add_done_callback(done)
+
+    async def _until_stopped(self, awaitable: Awaitable[T]) -> T | None:
+        """``await awaitable``, or None if a stop request cancelled it."""
+        future: asyncio.Future[T] = asyncio.ensure_future(awaitable)
+        self._blocked = future
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if self.stopping:
+                return None
+            raise
+        finally:
+            self._blocked = None
+
+    async def _wind_down(self) -> None:
+        """Let running jobs finish within the grace period; cancel (and release) the rest."""
+        if not self._running:
+            return
+        running = set(self._running)
+        if not self.hurry:
+            _, late = await asyncio.wait(running, timeout=self.sync.grace)
+        else:
+            late = running
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+    async def _run(self, aq: AsyncQueue, job: AsyncJob) -> None:
+        started = time.monotonic()
+        running = self.runner.start(job.sync)
+        name = running.name
+        if isinstance(running, _TaskRun):
+            outcome = await self._execute(aq, job, running)
+        else:
+            outcome = running.wait(0.0)  # it ended before it started (an unknown task...)
+        if outcome is None:
+            return
+        duration = time.monotonic() - started
+        worker = self.sync
+
+        def finish() -> None:
+            done = worker._finish(job.sync, name, outcome, duration)
+            if done is not None:
+                worker._delete(done)
+
+        await aq._call(finish)
+        self.processed += 1
+
+    async def _execute(self, aq: AsyncQueue, job: AsyncJob,
+                       run: _TaskRun) -> runner.Outcome | None:
+        """Run the task, touching or cancelling it on time; None if it was given back."""
+        call = asyncio.ensure_future(run.run_async())
+        keepalive, warned = run.keepalive, False
+        next_touch = time.monotonic() + HEARTBEAT * job.ttr
+        try:
+            while True:
+                if keepalive:
+                    wait = next_touch - time.monotonic()
+                elif run.is_async or not warned:
+                    wait = self._until_cancel(job)
+                else:
+                    wait = None
+                done, _ = await asyncio.wait({call}, timeout=None if wait is None
+                                             else max(wait, 0.0))
+                if done:
+                    return call.result()
+                if keepalive:
+                    keepalive = await self._touch(job, run.name)
+                    next_touch = time.monotonic() + HEARTBEAT * job.ttr
+                elif run.is_async:
+                    call.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await call
+                    return runner.failed(f"cancelled: still running when its TTR of "
+                                         f"{job.ttr:g}s ran out", run.task.policy)
+                else:
+                    warned = True
+                    log.warning("job %d %s is still running past its TTR of %gs: it may be "
+                                "run again elsewhere (give the task keepalive=True)", job.id,
+                                run.name, job.ttr, extra=self.sync._fields(job.sync, run.name))
+        except asyncio.CancelledError:
+            # The grace period ran out (or a second signal): stop the task, give the job back.
+            call.cancel()
+            if not run.is_async:
+                self.abandoned = True  # a thread cannot be stopped; the process will exit
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait({call}, timeout=1.0)
+            reason = "the grace period ran out"
+            await aq._call(lambda: self.sync._give_back(job.sync, reason, run.name))
+            return None
+
+    @staticmethod
+    def _until_cancel(job: AsyncJob) -> float:
+        """Seconds until a run of ``job`` must be cancelled (see runner.kill_margin)."""
+        until: int | None = job.reserved_until
+        if until is None:
+            return float("inf")
+        return (until - now_ms()) / 1000 - runner.kill_margin(job.ttr)
+
+    async def _touch(self, job: AsyncJob, name: str) -> bool:
+        try:
+            await job.touch()
+        except JobLost:
+            log.warning("job %d %s lost its reservation while running; it may run again",
+                        job.id, name, extra=self.sync._fields(job.sync, name, outcome="lost"))
+            return False
+        log.debug("job %d touched", job.id, extra=self.sync._fields(job.sync, name))
+        return True
