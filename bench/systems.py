@@ -179,6 +179,63 @@ class Sqlq(System):
         return _files_bytes(_sqlite_files(self.path))
 
 
+class SqlqAsyncClient(Client):
+    """sqlq.AsyncQueue, one awaited call at a time (``run_until_complete`` per verb): the
+    Queue's cost plus the hop to the AsyncQueue's thread and back; a blocked take waits
+    on the loop (the notifier's fd), holding no thread."""
+
+    def __init__(self, path: Path, durability: str) -> None:
+        import asyncio
+
+        import sqlq
+
+        self.loop = asyncio.new_event_loop()
+        self.aq = sqlq.AsyncQueue(str(path), durability=durability)
+        self.loop.run_until_complete(self.aq.open())
+
+    def put(self, body: bytes) -> None:
+        self.loop.run_until_complete(self.aq.put(body, tube=TUBE))
+
+    def put_many(self, bodies: list[bytes]) -> None:
+        self.loop.run_until_complete(self.aq.put_many(bodies, tube=TUBE))
+
+    def put_delayed_many(self, bodies: list[bytes]) -> None:
+        self.loop.run_until_complete(self.aq.put_many(bodies, tube=TUBE, delay=DELAY_S))
+
+    def take(self, prev: object, timeout: float) -> object | None:
+        return self.loop.run_until_complete(
+            self.aq.reserve([TUBE], timeout=timeout, delete=prev))  # type: ignore[arg-type]
+
+    def finish(self, handle: object) -> None:
+        self.loop.run_until_complete(handle.delete())  # type: ignore[attr-defined]
+
+    def body(self, handle: object) -> bytes:
+        return handle.body  # type: ignore[attr-defined,no-any-return]
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.aq.close())
+        self.loop.close()
+
+
+class SqlqAsync(Sqlq):
+    wait = "inotify fd on the event loop (sqlq.AsyncQueue)"
+
+    def __init__(self, durability: str) -> None:
+        super().__init__(durability)
+        self.name = f"sqlq-async-{durability}"
+
+    def unavailable(self) -> str | None:
+        import sqlq
+
+        return super().unavailable() or (None if hasattr(sqlq, "AsyncQueue")
+                                         else "sqlq has no AsyncQueue yet")
+
+    def client(self, *, setup: bool = False) -> Client:
+        if setup:
+            return SqlqClient(self.path, "normal")
+        return SqlqAsyncClient(self.path, self.durability)
+
+
 # ------------------------------------------------------------------ raw apsw floor
 
 # The same table and partial indexes as sqlq's migration 0001, so rows and index
@@ -367,6 +424,8 @@ def all_systems(beanstalkd: str | None, beanstalkd_note: str, honker_note: str) 
     systems: list[System] = [
         Sqlq("full"),
         Sqlq("normal"),
+        SqlqAsync("full"),
+        SqlqAsync("normal"),
         Raw("full"),
         Raw("normal"),
         Beanstalkd("f0", beanstalkd, beanstalkd_note),
