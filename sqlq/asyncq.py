@@ -248,18 +248,21 @@ class AsyncQueue:
                     pokes: bool = False) -> T:
         """``fn()`` in this AsyncQueue's thread (or its open transaction's), awaited.
 
-        Cancelling the caller does not stop a call already running; ``claims``: a job
-        it reserves anyway is released. ``pokes``: the call may make a job ready or
-        final, so this process's waiters look at once (no need to hear the commit).
+        Cancelling the caller does not stop a call already running (one still queued
+        behind others is dropped); ``claims``: a job it reserves anyway is released.
+        ``pokes``: the call may make a job ready or final, so this process's waiters
+        look at once (no need to hear the commit).
         """
         executor = _tx_executor(self) or self._executor
         future = asyncio.get_running_loop().run_in_executor(executor, fn)
-        try:
-            value = await asyncio.shield(future)
-        except asyncio.CancelledError:
-            if claims:
+        if not claims:
+            value = await future
+        else:
+            try:
+                value = await asyncio.shield(future)
+            except asyncio.CancelledError:
                 future.add_done_callback(self._give_back_claim)
-            raise
+                raise
         if pokes and self._waiters:
             self._poke(Events(commit=True))
         return value

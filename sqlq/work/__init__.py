@@ -9,7 +9,7 @@ which hands every job it reserves to a runner: a :class:`TaskRunner` or a
 ``command.py``       ``WorkConfig`` (what ``sqlq work`` was told), ``run()``, one worker's set-up
 ``supervisor.py``    ``Supervisor``: N worker processes, restarted when they die, stopped together
 ``worker.py``        ``Worker``, the loop: reserve, run, then delete, release with a delay, or bury
-``aworker.py``       ``AsyncWorker``: ``async def`` tasks, ``--concurrency`` at once on one event loop
+``aworker.py``       ``AsyncWorker``: ``async def`` tasks, ``--concurrency`` at once, one loop
 ``watchdog.py``      the thread that heartbeats and keeps the grace period while a task runs
 ``runner.py``        what the loop asks of a way to run jobs: ``Runner``, ``Running``, ``Outcome``
 ``tasks.py``         ``@q.task``: ``Task``, the JSON call in a job's body, the registry, TaskRunner
