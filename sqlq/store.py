@@ -120,11 +120,17 @@ def next_due(conn: apsw.Connection, now: int, tubes: str) -> int | None:
 # -- lease-checked and by-id verbs -------------------------------------------------------------
 
 def _lease_failure(conn: apsw.Connection, job_id: int, now: int, lease: int | None) -> Exception:
-    """Why a verb on a reserved job changed nothing: JobLost for a stale lease, else JobNotFound."""
-    row = _one(conn, Q["lease_state"], {"id": job_id})
-    if row is not None and lease is not None:
-        return JobLost(f"job {job_id}: lease lost (TTR expired or reserved again)")
-    if row is None:
+    """Why a verb on a reserved job changed nothing: JobLost for any stale lease, else
+    JobNotFound.
+
+    A lease that no longer holds is JobLost whatever became of the job since (released,
+    reserved again, or deleted by the next holder): the holder's one question is "is
+    the job still mine?", and a worker that overran its TTR must carry on, not crash on
+    a JobNotFound. Only the administrator's by-id verbs (no lease) learn "not found".
+    """
+    if lease is not None:
+        return JobLost(f"job {job_id}: lease lost (TTR expired, or reserved again since)")
+    if _one(conn, Q["lease_state"], {"id": job_id}) is None:
         return JobNotFound(f"job {job_id} not found")
     return JobNotFound(f"job {job_id} is not reserved")
 
