@@ -7,7 +7,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .errors import InvalidTube, JobTooBig
+from .errors import InvalidTube, JobNotFound, JobTooBig
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -21,6 +21,7 @@ DEFAULT_TTR = 60.0
 MAX_PRIORITY = 2**32 - 1
 MAX_SECONDS = 2**32 - 1  # beanstalkd's limit on delay and ttr
 DEFAULT_MAX_JOB_SIZE = 1 << 20
+MAX_JOB_ID = 2**63 - 1  # SQLite's largest integer: a larger id names no job
 
 _TUBE = re.compile(r"[A-Za-z0-9\-+/;.$_()]{1,200}")
 
@@ -181,6 +182,25 @@ def check_tubes(tubes: object) -> list[str]:
     if not checked:
         raise ValueError("tubes must name at least one tube")
     return list(dict.fromkeys(checked))
+
+
+def job_id_in_range(job_id: object) -> bool:
+    """Whether ``job_id`` can name a job (1 to MAX_JOB_ID); TypeError if it is not an int.
+
+    An id out of that range is not a usage error but a job that does not exist, as
+    beanstalkd answers NOT_FOUND: ``peek`` returns None, the other by-id verbs raise
+    JobNotFound (the CLI's exit 3), instead of SQLite's OverflowError past 2**63.
+    """
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
+        raise TypeError(f"job_id must be an int, not {type(job_id).__name__}")
+    return 0 < job_id <= MAX_JOB_ID
+
+
+def check_job_id(job_id: object) -> int:
+    """``job_id`` for a by-id verb; JobNotFound when no job can have it (job_id_in_range)."""
+    if not job_id_in_range(job_id):
+        raise JobNotFound(f"job {job_id} not found")
+    return job_id  # type: ignore[return-value]
 
 
 def check_priority(priority: object, name: str = "priority") -> int:

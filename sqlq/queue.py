@@ -21,12 +21,15 @@ from .model import (
     DEFAULT_PRIORITY,
     DEFAULT_TTR,
     DEFAULT_TUBE,
+    MAX_JOB_ID,
     Job,
     check_body,
+    check_job_id,
     check_priority,
     check_put_options,
     check_tube,
     check_tubes,
+    job_id_in_range,
     seconds_to_ms,
 )
 from .wakeup import FIRST_RECHECKS, RECHECK_DELAYS, Events, Notifier, PollingNotifier, make_notifier
@@ -196,6 +199,7 @@ class Queue:
 
     def reserve_job(self, job_id: int) -> Job:
         """Reserve a specific job, whatever its state unless reserved (beanstalkd's reserve-job)."""
+        check_job_id(job_id)
         owner = self._owner_token()
         row = self._db.write(lambda c: store.claim_by_id(c, self._clock(), job_id, owner),
                              durable=False)
@@ -372,6 +376,7 @@ class Queue:
 
     def delete(self, job_id: int, *, lease: int | None = None) -> None:
         """Delete a job in any state (an administrator's delete when no lease is given)."""
+        check_job_id(job_id)
         tube = self._db.write(lambda c: store.delete(c, self._clock(), job_id, lease),
                               single=True)
         self._counts["cmd-delete", tube] += 1
@@ -379,6 +384,7 @@ class Queue:
     def release(self, job_id: int, *, priority: int | None = None, delay: float = 0,
                 lease: int | None = None) -> None:
         """Put a reserved job back, ready or delayed by ``delay`` seconds."""
+        check_job_id(job_id)
         if priority is not None:
             check_priority(priority)
         delay_ms = seconds_to_ms(delay, "delay")
@@ -388,6 +394,7 @@ class Queue:
     def bury(self, job_id: int, *, priority: int | None = None, reason: str | None = None,
              lease: int | None = None) -> None:
         """Park a reserved job until kicked; ``reason`` is kept (peek shows it)."""
+        check_job_id(job_id)
         if priority is not None:
             check_priority(priority)
         if reason is not None and not isinstance(reason, str):
@@ -397,18 +404,26 @@ class Queue:
 
     def touch(self, job_id: int, *, lease: int | None = None) -> int:
         """Restart a reservation's TTR; return the new deadline in ms."""
+        check_job_id(job_id)
         return self._db.write(lambda c: store.touch(c, self._clock(), job_id, lease),
                               durable=False, single=True)
 
     def kick(self, bound: int, tube: str = DEFAULT_TUBE) -> int:
-        """Move up to ``bound`` buried jobs (or, if none, delayed ones) to ready; say how many."""
-        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
-            raise ValueError(f"bound must be a non-negative int, not {bound!r}")
+        """Move up to ``bound`` buried jobs (or, if none, delayed ones) to ready; say how many.
+
+        A bound past any number of jobs the file can hold kicks them all.
+        """
+        if isinstance(bound, bool) or not isinstance(bound, int):
+            raise TypeError(f"bound must be an int, not {type(bound).__name__}")
+        if bound < 0:
+            raise ValueError(f"bound must be >= 0, not {bound}")
         check_tube(tube)
-        return self._db.write(lambda c: store.kick(c, self._clock(), tube, bound))
+        limit = min(bound, MAX_JOB_ID)
+        return self._db.write(lambda c: store.kick(c, self._clock(), tube, limit))
 
     def kick_job(self, job_id: int) -> None:
         """Move one buried or delayed job to ready."""
+        check_job_id(job_id)
         self._db.write(lambda c: store.kick_job(c, self._clock(), job_id), single=True)
 
     def pause_tube(self, tube: str, seconds: float) -> None:
@@ -471,6 +486,8 @@ class Queue:
 
     def peek(self, job_id: int) -> Job | None:
         """The job as of now, or None if there is no such job."""
+        if not job_id_in_range(job_id):
+            return None
         row = self._db.read(lambda c: store.select_job(c, self._clock(), job_id))
         return None if row is None else Job.from_row(self, row)
 

@@ -16,7 +16,7 @@ import apsw
 
 from . import store
 from .errors import JobBuried, JobNotFound, Timeout
-from .model import BURIED, check_body
+from .model import BURIED, check_body, check_job_id
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -25,17 +25,10 @@ if TYPE_CHECKING:
 _Outcome = tuple[bool, bytes | None]
 
 
-def check_job_id(job_id: object) -> int:
-    if isinstance(job_id, bool) or not isinstance(job_id, int):
-        raise TypeError(f"job_id must be an int, not {type(job_id).__name__}")
-    if job_id < 1:
-        raise ValueError(f"job_id must be >= 1, not {job_id}")
-    return job_id
-
-
 def complete(queue: Queue, job_id: int, result: bytes | str, lease: int | None) -> str:
     """Delete the job and store its result, in one durable transaction (see Queue.complete);
     return the job's tube."""
+    check_job_id(job_id)
     data = check_body(result, queue.max_job_size, "result")
     ttl_ms = queue.result_ttl_ms
     clock = queue._clock
@@ -85,4 +78,4 @@ def wait(queue: Queue, job_id: int, timeout: float | None) -> bytes:
     return found
 
 
-__all__ = ["check_job_id", "complete", "wait"]
+__all__ = ["complete", "wait"]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__, store
 from .errors import JobNotFound
-from .model import DEFAULT_TUBE, STATE_NAMES, check_tube
+from .model import DEFAULT_TUBE, STATE_NAMES, check_job_id, check_tube
 
 if TYPE_CHECKING:
     import apsw
@@ -82,6 +82,8 @@ def tube_stats(queue: Queue, tube: str) -> dict[str, Any]:
 
 
 def job_stats(queue: Queue, job_id: int) -> dict[str, Any]:
+    check_job_id(job_id)
+
     def read(c: apsw.Connection) -> Any:
         now = queue._clock()
         return now, store.select_job(c, now, job_id)

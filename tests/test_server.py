@@ -203,6 +203,9 @@ def test_not_found_replies(raw: Raw) -> None:
                  b"peek-delayed", b"peek-buried", b"stats-tube nope", b"pause-tube nope 1",
                  b"peek 18446744073709551615", b"delete 9223372036854775808"):
         assert raw.cmd(line) == b"NOT_FOUND\r\n", line
+    for verb in (b"peek", b"delete", b"touch", b"kick-job", b"stats-job", b"reserve-job"):
+        line = verb + b" 9223372036854775808"  # past SQLite's integers: the Queue's check
+        assert raw.cmd(line) == b"NOT_FOUND\r\n", line
     raw.send(b"put 0 0 1 1\r\nx\r\n")
     assert raw.reply() == b"INSERTED 1\r\n"
     for line in (b"release 1 0 0", b"bury 1 0", b"touch 1", b"kick-job 1"):

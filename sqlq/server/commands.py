@@ -22,11 +22,10 @@ if TYPE_CHECKING:
     from sqlq.server.connection import Conn
     from sqlq.server.core import Server
 
-_MAX_ID = 2**63 - 1  # SQLite's integers: a larger id names no job
 # Verbs go by their names (``_value_``) on the hot path: an Enum member hashes, and
 # reads ``.value``, through Python code, and reads through its class via the metaclass.
-_BY_ID = frozenset(v.value for v in (Verb.PEEK, Verb.RESERVE_JOB, Verb.DELETE, Verb.RELEASE,
-                                     Verb.BURY, Verb.TOUCH, Verb.KICK_JOB, Verb.STATS_JOB))
+# An id past SQLite's integers names no job: the Queue's by-id verbs say so
+# (model.job_id_in_range), and the handlers answer NOT_FOUND.
 _PUT, _QUIT, _RESERVE, _RESERVE_WITH_TIMEOUT = (
     Verb.PUT, Verb.QUIT, Verb.RESERVE, Verb.RESERVE_WITH_TIMEOUT)
 
@@ -76,8 +75,6 @@ class Commands:
         elif verb is _QUIT:
             conn.inbuf.clear()
             conn.close_after_flush()
-        elif name in _BY_ID and cmd.ints[0] > _MAX_ID:
-            conn.send(Reply.NOT_FOUND)
         else:
             conn.send(self._guarded(self._handlers[name], conn, cmd))
 
