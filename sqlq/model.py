@@ -7,6 +7,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .durations import MAX_SECONDS
 from .errors import InvalidTube, JobNotFound, JobTooBig
 
 if TYPE_CHECKING:
@@ -19,7 +20,6 @@ DEFAULT_TUBE = "default"
 DEFAULT_PRIORITY = 1024
 DEFAULT_TTR = 60.0
 MAX_PRIORITY = 2**32 - 1
-MAX_SECONDS = 2**32 - 1  # beanstalkd's limit on delay and ttr
 DEFAULT_MAX_JOB_SIZE = 1 << 20
 MAX_JOB_ID = 2**63 - 1  # SQLite's largest integer: a larger id names no job
 
@@ -211,15 +211,21 @@ def check_priority(priority: object, name: str = "priority") -> int:
     return priority
 
 
-def seconds_to_ms(value: object, name: str, *, minimum: float = 0.0) -> int:
-    """Seconds (int or float) to whole milliseconds, rejecting what no queue could mean."""
-    if value.__class__ is int and 0 <= value <= MAX_SECONDS:
-        return max(value * 1000, int(minimum * 1000))
+def check_seconds(value: object, name: str) -> float:
+    """A length of time in seconds, 0 to MAX_SECONDS (every delay, TTR, pause and
+    timeout); TypeError or ValueError naming the argument otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
     if math.isnan(value) or value < 0 or value > MAX_SECONDS:
         raise ValueError(f"{name} must be between 0 and {MAX_SECONDS} seconds, not {value}")
-    return max(math.ceil(value * 1000), int(minimum * 1000))
+    return value
+
+
+def seconds_to_ms(value: object, name: str, *, minimum: float = 0.0) -> int:
+    """Seconds (int or float) to whole milliseconds, rejecting what no queue could mean."""
+    if value.__class__ is int and 0 <= value <= MAX_SECONDS:  # the hot path: put's delay=0
+        return max(value * 1000, int(minimum * 1000))
+    return max(math.ceil(check_seconds(value, name) * 1000), int(minimum * 1000))
 
 
 def check_ttr(ttr: object) -> int:

@@ -27,6 +27,7 @@ from .model import (
     check_job_id,
     check_priority,
     check_put_options,
+    check_seconds,
     check_tube,
     check_tubes,
     job_id_in_range,
@@ -45,13 +46,16 @@ _R = TypeVar("_R")
 
 
 def _timeout_deadline(timeout: float | None) -> float | None:
+    """The monotonic deadline of a wait of ``timeout`` seconds (None: no deadline).
+
+    Bounded as every duration is (check_seconds): a float past it would overflow the
+    deadline or the poll it becomes; waiting for ever is ``timeout=None``.
+    """
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != timeout:
         raise TypeError(f"timeout must be a number of seconds or None, not {timeout!r}")
-    if timeout < 0:
-        raise ValueError(f"timeout must be >= 0, not {timeout}")
-    return time.monotonic() + timeout
+    return time.monotonic() + check_seconds(timeout, "timeout")
 
 
 class Queue:

@@ -522,6 +522,10 @@ BAD_ARGUMENTS: list[tuple[str, dict[str, object], type[Exception], str]] = [
     ("reserve", {"timeout": -1}, ValueError, "timeout"),
     ("reserve", {"timeout": "soon"}, TypeError, "timeout"),
     ("reserve", {"timeout": math.nan}, TypeError, "timeout"),
+    ("reserve", {"timeout": 2**32}, ValueError, "timeout"),
+    ("reserve", {"timeout": 1e300}, ValueError, "timeout"),
+    ("reserve", {"timeout": math.inf}, ValueError, "timeout"),
+    ("result", {"timeout": 1e300}, ValueError, "timeout"),
     ("reserve", {"tubes": []}, ValueError, "tubes"),
     ("reserve", {"tubes": ["ok", "not ok"]}, sqlq.InvalidTube, "tubes"),
     ("kick", {"bound": -1}, ValueError, "bound"),
@@ -542,6 +546,7 @@ def test_invalid_arguments(q: sqlq.Queue, method: str, kwargs: dict[str, object]
         "put": lambda **kw: q.put(b"body", **kw),
         "reserve": lambda **kw: q.reserve(**{"timeout": 0, **kw}),
         "kick": lambda **kw: q.kick(**kw),
+        "result": lambda **kw: q.result(1, **kw),
         "pause_tube": lambda **kw: q.pause_tube("default", **kw),
     }
     with pytest.raises(error) as info:
@@ -626,6 +631,11 @@ def test_a_huge_kick_bound_from_the_shell_kicks_everything(tmp_path: Path) -> No
     ["put", "--ttr", "abc", "x"],
     ["put", "--ttr", "nan", "x"],
     ["reserve", "--timeout", "forever-ish"],
+    ["reserve", "--timeout", "99999999999d"],
+    ["result", "--timeout", "99999999999d", "1"],
+    ["put", "--delay", "\uff11\uff12", "x"],
+    ["put", "--ttr", "\u0663", "x"],
+    ["pause", "default", "\u0663"],
     ["pause", "default", "1y"],
 ])
 def test_invalid_arguments_from_the_shell(tmp_path: Path, args: list[str]) -> None:
