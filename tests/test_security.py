@@ -28,6 +28,7 @@ import pytest
 import sqlq
 from sqlq.cli import cli as cli_group
 from sqlq.server.flags import parse_flags
+from sqlq.server.net import bind
 
 from . import sqlscan
 
@@ -72,6 +73,34 @@ def test_files_made_by_the_command_line_are_private(tmp_path: Path) -> None:
     subprocess.run([str(Path(sys.executable).parent / "sqlq"), "--db", str(path), "put", "x"],
                    check=True, capture_output=True, preexec_fn=lambda: os.umask(0))
     assert mode(path) == 0o600
+
+
+@pytest.mark.parametrize("command", [["-m", "sqlq.server", "-l"],
+                                     ["-m", "sqlq", "serve", "--listen"]])
+def test_a_unix_socket_is_private_even_under_umask_000(tmp_path: Path,
+                                                       command: list[str]) -> None:
+    """Reliability N2: connecting needs write permission on the socket, and the protocol
+    has no authentication; under umask 000 the socket was 0777."""
+    path = tmp_path / "bs.sock"
+    proc = subprocess.Popen([sys.executable, *command, f"unix:{path}"], cwd=tmp_path,
+                            preexec_fn=lambda: os.umask(0), stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not path.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "no socket"
+            time.sleep(0.01)
+        assert mode(path) == 0o600
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_binding_a_unix_socket_leaves_the_umask_alone(tmp_path: Path) -> None:
+    with umask(0o022):
+        sock = bind(f"unix:{tmp_path / 'bs.sock'}")
+        sock.close()
+        assert os.umask(0o022) == 0o022
+    assert mode(tmp_path / "bs.sock") == 0o600
 
 
 # -- no pickle ---------------------------------------------------------------------------------
