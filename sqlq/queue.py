@@ -108,6 +108,18 @@ class Queue:
     def durability(self) -> Durability:
         return self._db.durability
 
+    @property
+    def lock_wait(self) -> float | None:
+        """Seconds a write waits for another process's write lock before raising
+        :class:`sqlq.Locked` (nothing written); None, the default, waits as long as
+        sqlq does everywhere (minutes). An event loop that must go on serving other
+        clients (``sqlq serve``) sets a short one and retries later."""
+        return self._db.lock_wait
+
+    @lock_wait.setter
+    def lock_wait(self, seconds: float | None) -> None:
+        self._db.lock_wait = None if seconds is None else check_seconds(seconds, "lock_wait")
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:

@@ -31,6 +31,7 @@ from sqlq.server.flags import parse_flags
 from sqlq.server.net import bind
 
 from . import sqlscan
+from .servers import BeanstalkdProcess, rss_kib
 
 PACKAGE = Path(sqlq.__file__).parent
 ROOT = PACKAGE.parent
@@ -198,56 +199,6 @@ def test_the_server_binds_loopback_by_default() -> None:
         sock.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
-class BeanstalkdProcess:
-    """``sqlq-beanstalkd`` on a free loopback port, in its own process."""
-
-    def __init__(self, directory: Path) -> None:
-        for _ in range(5):
-            self.port = _free_port()
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sqlq.server", "-l", "127.0.0.1", "-p", str(self.port),
-                 "-b", str(directory)], cwd=ROOT, stderr=subprocess.PIPE)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                try:
-                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                    return
-                except OSError:
-                    time.sleep(0.02)
-            self.stop()
-        raise RuntimeError("sqlq-beanstalkd did not start")
-
-    def connect(self, timeout: float = 5.0) -> socket.socket:
-        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stderr:
-            self.proc.stderr.close()
-
-
 @pytest.fixture
 def beanstalkd(tmp_path: Path) -> Iterator[BeanstalkdProcess]:
     if not Path("/proc/self/status").exists():
@@ -287,7 +238,7 @@ def test_server_survives_slowloris(beanstalkd: BeanstalkdProcess) -> None:
     """Hundreds of connections trickling a byte at a time do not hold up an honest client."""
     good = beanstalkd.connect()
     round_trip(good)
-    rss_before = _rss_kib(beanstalkd.proc.pid)
+    rss_before = rss_kib(beanstalkd.proc.pid)
     slow: list[socket.socket] = []
     for i in range(200):
         s = beanstalkd.connect()
@@ -309,7 +260,7 @@ def test_server_survives_slowloris(beanstalkd: BeanstalkdProcess) -> None:
         time.sleep(0.02)
     assert beanstalkd.alive()
     assert max(latencies) < 1.0, f"an honest client waited {max(latencies):.3f}s"
-    assert _rss_kib(beanstalkd.proc.pid) - rss_before < 50_000
+    assert rss_kib(beanstalkd.proc.pid) - rss_before < 50_000
     for s in slow:
         s.close()
     round_trip(good)
@@ -320,7 +271,7 @@ def test_server_survives_an_endless_line(beanstalkd: BeanstalkdProcess) -> None:
     """A line that never ends is discarded as it comes, not buffered; then BAD_FORMAT."""
     good = beanstalkd.connect()
     round_trip(good)
-    rss_before = _rss_kib(beanstalkd.proc.pid)
+    rss_before = rss_kib(beanstalkd.proc.pid)
     flood = beanstalkd.connect(timeout=30)
     chunk = b"x" * 65536
     sent = 0
@@ -330,7 +281,7 @@ def test_server_survives_an_endless_line(beanstalkd: BeanstalkdProcess) -> None:
         if sent % (8 << 20) == 0:
             assert round_trip(good) < 1.0
     assert beanstalkd.alive()
-    grown = _rss_kib(beanstalkd.proc.pid) - rss_before
+    grown = rss_kib(beanstalkd.proc.pid) - rss_before
     assert grown < 20_000, f"the server grew by {grown} KiB reading an endless line"
     flood.sendall(b"\r\n")
     assert _recv_line(flood) == b"BAD_FORMAT\r\n"
@@ -344,7 +295,7 @@ def test_server_survives_an_endless_line(beanstalkd: BeanstalkdProcess) -> None:
 def test_server_survives_a_client_that_never_reads(beanstalkd: BeanstalkdProcess) -> None:
     """Replies pile up for a client that does not read: the server stops reading it instead."""
     good = beanstalkd.connect()
-    rss_before = _rss_kib(beanstalkd.proc.pid)
+    rss_before = rss_kib(beanstalkd.proc.pid)
     deaf = beanstalkd.connect()
     deaf.setblocking(False)
     request = b"stats\r\n" * 1000
@@ -357,7 +308,7 @@ def test_server_survives_a_client_that_never_reads(beanstalkd: BeanstalkdProcess
             time.sleep(0.01)  # the server stopped reading us: what we want
     assert beanstalkd.alive()
     assert round_trip(good) < 1.0
-    grown = _rss_kib(beanstalkd.proc.pid) - rss_before
+    grown = rss_kib(beanstalkd.proc.pid) - rss_before
     assert grown < 30_000, f"the server grew by {grown} KiB for a client that never reads"
     deaf.close()
     good.close()

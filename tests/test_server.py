@@ -19,6 +19,7 @@ import pytest
 import sqlq
 from sqlq.server import Server
 from sqlq.server import waiters as waiters_module
+from tests.servers import BeanstalkdProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -510,12 +511,6 @@ def test_protocol_clients_and_library_workers_share_a_tube_without_doubles(
 # ---- the drop-in binary -----------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _start(args: list[str], address: object) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen([sys.executable, "-m", "sqlq.server", *args], cwd=ROOT)
     for _ in range(500):
@@ -531,7 +526,7 @@ def _start(args: list[str], address: object) -> subprocess.Popen[bytes]:
 
 
 def test_beanstalkd_flags_binlog_dir_and_first_job_id(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     proc = _start(["-l", "127.0.0.1", "-p", str(port), "-b", str(tmp_path), "-z", "10", "-f0"],
                   ("127.0.0.1", port))
     try:
@@ -566,7 +561,7 @@ def test_beanstalkd_unix_socket_temp_dir_and_drain_on_sigusr1(tmp_path: Path) ->
 
 def test_commands_sent_while_the_file_opens_are_timed_from_their_arrival() -> None:
     """It listens before its file is open; a client that connects at once sees exact timers."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "sqlq.server", "-l", "127.0.0.1", "-p",
                              str(port)], cwd=ROOT)
     try:
@@ -590,7 +585,7 @@ def test_commands_sent_while_the_file_opens_are_timed_from_their_arrival() -> No
 def test_out_of_file_descriptors_pauses_accepting_instead_of_spinning() -> None:
     import resource
 
-    port = _free_port()
+    port = free_port()
 
     def few_fds() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
@@ -647,3 +642,72 @@ def test_server_module_does_not_import_the_queue_before_it_listens() -> None:
     # no Queue, no apsw.
     assert [m for m in loaded if m not in ("sqlq", "sqlq.errors", "sqlq.server")
             and not m.startswith("sqlq.server.")] == []
+
+
+# ---- another process holds the write lock (reliability N1) -----------------------------------
+
+HOLD_LOCK = """
+import sys, apsw
+conn = apsw.Connection(sys.argv[1])
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.readline()
+conn.execute("COMMIT")
+"""
+
+
+def _quick(client: Raw, line: bytes) -> bytes:
+    """Send one command; its reply, which must come within 0.5 s (a generous bound)."""
+    started = time.monotonic()
+    reply = client.cmd(line)
+    took = time.monotonic() - started
+    assert took < 0.5, f"{line!r} took {took:.2f}s while another process held the lock"
+    return reply
+
+
+def test_a_write_lock_held_elsewhere_stalls_only_the_writes_that_need_it(
+        tmp_path: Path) -> None:
+    """Reads, in-memory commands and other connections are served while another process
+    holds the write lock; a put waits for it, and its connection's next commands wait
+    behind it in order; a waiting reserve gets its job once the lock is free."""
+    server = BeanstalkdProcess(tmp_path, "-F")
+    address = ("127.0.0.1", server.port)
+    writer, reader, worker = Raw(address), Raw(address), Raw(address)
+    holder = None
+    try:
+        assert writer.cmd(b"put 0 0 60 5\r\nfirst") == b"INSERTED 1\r\n"
+        holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(server.db)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline() == b"locked\n"
+        writer.send(b"put 0 0 60 6\r\nsecond\r\nlist-tube-used\r\nput 0 0 60 5\r\nthird\r\n")
+        worker.send(b"watch other\r\nreserve-with-timeout 60\r\n")
+        for _ in range(3):  # the whole time the lock is held, not only at first
+            assert _quick(reader, b"list-tube-used") == b"USING default\r\n"
+            assert _quick(reader, b"use other") == b"USING other\r\n"
+            assert _quick(reader, b"use default") == b"USING default\r\n"
+            assert _quick(reader, b"peek-ready").startswith(b"FOUND 1 5\r\nfirst")
+            assert _quick(reader, b"stats").startswith(b"OK ")
+            assert _quick(reader, b"stats-job 1").startswith(b"OK ")
+            assert _quick(reader, b"list-tubes-watched").startswith(b"OK ")
+        assert worker.line() == b"WATCHING 2\r\n"
+        writer.sock.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            writer.line()  # the put waits for the lock
+        writer.sock.settimeout(30)
+        holder.stdin.write(b"go\n")
+        holder.stdin.flush()
+        assert holder.wait(30) == 0
+        assert writer.line() == b"INSERTED 2\r\n"
+        assert writer.line() == b"USING default\r\n"
+        assert writer.line() == b"INSERTED 3\r\n"
+        assert worker.reply() == b"RESERVED 1 5\r\nfirst\r\n"
+        assert reader.cmd(b"peek 3") == b"FOUND 3 5\r\nthird\r\n"
+        assert server.alive()
+    finally:
+        if holder is not None and holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        for client in (writer, reader, worker):
+            client.close()
+        server.stop()

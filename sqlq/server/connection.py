@@ -55,7 +55,8 @@ class Conn:
         self.pending: Command | None = None  # a put whose body is still arriving
         self.discard = 0         # bytes of a too-big body still to throw away
         self.discard_reply = b""
-        self.waiting = False
+        self.waiting = False     # in a blocking reserve (waiters.py)
+        self.blocked = False     # a command waits for another process's write lock (locks.py)
         self.arrived: float | None = None  # when unanswered input came in before the file was open
         self.use = DEFAULT_TUBE
         self.watch = [DEFAULT_TUBE]
@@ -106,7 +107,8 @@ class Conn:
         if not self.server.ready:
             return
         commands = self.server.commands
-        while not (self.closed or self.closing or self.waiting) and len(self.outbuf) < HIGH_WATER:
+        while not (self.closed or self.closing or self.waiting or self.blocked) \
+                and len(self.outbuf) < HIGH_WATER:
             if self.discard:
                 n = min(self.discard, len(self.inbuf))
                 del self.inbuf[:n]
@@ -121,7 +123,7 @@ class Conn:
                 body = bytes(self.inbuf[:need])
                 del self.inbuf[:need]
                 cmd, self.pending = self.pending, None
-                self.send(commands.put(self, cmd, body))
+                commands.put(self, cmd, body)
             else:
                 end = self.inbuf.find(b"\r\n")
                 if end < 0:
@@ -136,7 +138,7 @@ class Conn:
                     self.send(Reply.BAD_FORMAT)
                 else:
                     commands.dispatch(self, line)
-        if self.eof and not self.waiting and not self.closed:
+        if self.eof and not (self.waiting or self.blocked or self.closed):
             self.close_after_flush()
 
     def send(self, data: bytes) -> None:
