@@ -25,15 +25,21 @@ def rss_kib(pid: int) -> int:
 
 
 class BeanstalkdProcess:
-    """``sqlq-beanstalkd`` on a free loopback port, in its own process."""
+    """``sqlq-beanstalkd`` (or, with ``serve``, ``sqlq serve``) on a free loopback port,
+    in its own process, with its file ``directory/sqlq.db``."""
 
-    def __init__(self, directory: Path, *flags: str) -> None:
+    def __init__(self, directory: Path, *flags: str, serve: bool = False) -> None:
         self.db = directory / "sqlq.db"
         for _ in range(5):
             self.port = free_port()
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sqlq.server", "-l", "127.0.0.1", "-p", str(self.port),
-                 "-b", str(directory), *flags], cwd=ROOT, stderr=subprocess.PIPE)
+            if serve:
+                args = ["-m", "sqlq", "--db", str(self.db), "serve", "--listen",
+                        f"127.0.0.1:{self.port}", *flags]
+            else:
+                args = ["-m", "sqlq.server", "-l", "127.0.0.1", "-p", str(self.port),
+                        "-b", str(directory), *flags]
+            self.proc = subprocess.Popen([sys.executable, *args], cwd=ROOT,
+                                         stderr=subprocess.PIPE)
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and self.proc.poll() is None:
                 try:

@@ -312,3 +312,69 @@ def test_server_survives_a_client_that_never_reads(beanstalkd: BeanstalkdProcess
     assert grown < 30_000, f"the server grew by {grown} KiB for a client that never reads"
     deaf.close()
     good.close()
+
+
+def test_partial_put_bodies_are_held_within_the_servers_budget(tmp_path: Path) -> None:
+    """Reliability N4: 64 clients each send most of a 1 MiB body. The server holds at most
+    --max-buffered (8 MiB) of bodies plus one read per client, not 64 MiB, keeps serving
+    others, and every put completes once its client finishes sending."""
+    size, clients, cap = 1 << 20, 64, 8 << 20
+    server = BeanstalkdProcess(tmp_path, "--max-job-size", str(size), "--max-buffered",
+                               str(cap), serve=True)
+    good = server.connect()
+    try:
+        round_trip(good)
+        rss_before = rss_kib(server.proc.pid)
+        body = os.urandom(size)
+        socks = [server.connect(timeout=60) for _ in range(clients)]
+        for s in socks:
+            s.setblocking(False)
+        header = b"put 0 0 60 %d\r\n" % size
+        first = [header + body[:-1000] for _ in socks]
+        _send_what_is_taken(socks, first, time.monotonic() + 10)
+        for _ in range(50):  # many turns of the server's loop: it has read what it will
+            assert round_trip(good) < 1.0
+        grown = rss_kib(server.proc.pid) - rss_before
+        assert grown < 32_000, f"the server grew by {grown} KiB for {clients} partial bodies"
+        rest = [data + body[-1000:] + b"\r\n" for data in first]
+        _send_what_is_taken(socks, rest, time.monotonic() + 60, until_all=True)
+        ids = []
+        for s in socks:
+            s.settimeout(60)
+            reply = _recv_line(s)
+            assert reply.startswith(b"INSERTED "), reply
+            ids.append(int(reply.split()[1]))
+            s.close()
+        assert len(set(ids)) == clients
+        good.sendall(b"peek %d\r\n" % ids[-1])
+        found = b""
+        while len(found) < size + 20:
+            found += good.recv(1 << 20)
+        assert found.startswith(b"FOUND %d %d\r\n" % (ids[-1], size))
+        assert found.endswith(body + b"\r\n")
+        assert server.alive()
+    finally:
+        good.close()
+        server.stop()
+
+
+def _send_what_is_taken(socks: list[socket.socket], data: list[bytes], deadline: float,
+                        until_all: bool = False) -> None:
+    """Send each socket's data without blocking, cutting each buffer down to what is left;
+    return once every socket took all (until_all) or once none takes more."""
+    while time.monotonic() < deadline:
+        progress = False
+        for i, s in enumerate(socks):
+            if not data[i]:
+                continue
+            try:
+                sent = s.send(data[i][:1 << 20])
+            except BlockingIOError:
+                continue
+            data[i] = data[i][sent:]
+            progress = progress or sent > 0
+        if not any(data) or not (progress or until_all):
+            return
+        if not progress:
+            time.sleep(0.01)
+    assert not until_all, "the server stopped taking bodies"

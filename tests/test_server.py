@@ -20,6 +20,7 @@ import sqlq
 from sqlq.server import Server
 from sqlq.server import waiters as waiters_module
 from tests.servers import BeanstalkdProcess, free_port
+from tests.workers import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,10 +28,11 @@ ROOT = Path(__file__).resolve().parent.parent
 class Running:
     """A Server on 127.0.0.1:<free port>, in a thread of the test process."""
 
-    def __init__(self, path: str, max_job_size: int = 65535) -> None:
+    def __init__(self, path: str, max_job_size: int = 65535,
+                 max_buffered: int | None = None) -> None:
         self.path = path
         self.queue = sqlq.Queue(path, durability="normal", max_job_size=max_job_size)
-        self.server = Server(self.queue, max_job_size=max_job_size)
+        self.server = Server(self.queue, max_job_size=max_job_size, max_buffered=max_buffered)
         host, port = self.server.listen("127.0.0.1:0").rsplit(":", 1)
         self.address = (host, int(port))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -711,3 +713,27 @@ def test_a_write_lock_held_elsewhere_stalls_only_the_writes_that_need_it(
         for client in (writer, reader, worker):
             client.close()
         server.stop()
+
+
+def test_big_bodies_take_turns_for_the_budget_and_all_complete(tmp_path: Path) -> None:
+    """Bodies over one read wait for memory in arrival order (server/budget.py); one
+    larger than the whole budget still goes through when nothing else holds memory."""
+    srv = Running(str(tmp_path / "q.db"), max_job_size=1 << 20, max_buffered=300_000)
+    clients = [Raw(srv.address) for _ in range(4)]
+    try:
+        sizes = [200_000, 200_000, 500_000, 100_000]
+        bodies = [os.urandom(n) for n in sizes]
+        for client, body in zip(clients, bodies, strict=True):
+            client.send(b"put 0 0 60 %d\r\n" % len(body) + body[:-10])
+        budget = srv.server.budget
+        wait_for(lambda: budget.granted > 0 and len(budget.waiting) == 3,
+                 what="one body granted, three waiting their turn")
+        for client, body in zip(clients, bodies, strict=True):
+            client.send(body[-10:] + b"\r\n")
+        ids = [int(client.line().split()[1]) for client in clients]
+        assert [srv.queue.peek(i).body for i in ids] == bodies  # type: ignore[union-attr]
+        assert srv.server.budget.granted == 0 and not srv.server.budget.waiting
+    finally:
+        for client in clients:
+            client.close()
+        srv.stop()

@@ -73,7 +73,7 @@ class Commands:
         self.stats.cmds[name] += 1
         if verb is _PUT:
             conn.producer = True
-            conn.pending = cmd
+            conn.expect(cmd)
         elif verb is _RESERVE_WITH_TIMEOUT:
             self.waiters.reserve(conn, cmd.ints[0])
         elif verb is _RESERVE:

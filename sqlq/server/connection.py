@@ -5,7 +5,8 @@ put still arriving, or the body of a too-big put being thrown away. Replies go
 straight to the socket when nothing is queued before them, else to ``outbuf``.
 Backpressure: a client that stops reading its replies stops being read
 (``HIGH_WATER``), and a client sending faster than it is served is read no
-further than one read beyond the command it is on.
+further than one read beyond the command it is on. A put body larger than one
+read is read once the server-wide budget grants it memory (budget.py).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class Conn:
         self.closed = False
         self.overlong = False    # discarding a line longer than LINE_MAX up to its CRLF
         self.pending: Command | None = None  # a put whose body is still arriving
+        self.grant = 0           # bytes of the budget granted to the pending body
         self.discard = 0         # bytes of a too-big body still to throw away
         self.discard_reply = b""
         self.waiting = False     # in a blocking reserve (waiters.py)
@@ -123,6 +125,8 @@ class Conn:
                 body = bytes(self.inbuf[:need])
                 del self.inbuf[:need]
                 cmd, self.pending = self.pending, None
+                if self.grant:
+                    self.server.budget.give_back(self)
                 commands.put(self, cmd, body)
             else:
                 end = self.inbuf.find(b"\r\n")
@@ -140,6 +144,14 @@ class Conn:
                     commands.dispatch(self, line)
         if self.eof and not (self.waiting or self.blocked or self.closed):
             self.close_after_flush()
+
+    def expect(self, cmd: Command) -> None:
+        """A put's command line came: its body is next. One larger than a read waits
+        for memory from the server's budget before it is read further."""
+        self.pending = cmd
+        need = cmd.ints[3] + 2
+        if need > READ_SIZE:
+            self.server.budget.ask(self, need)
 
     def send(self, data: bytes) -> None:
         if self.closed:
@@ -176,7 +188,7 @@ class Conn:
             return
         mask = 0
         if not self.eof and not self.closing and len(self.inbuf) < READ_SIZE + LINE_MAX + (
-                self.pending.ints[3] + 2 if self.pending else 0):
+                self.grant):
             mask = _READ
         if self.outbuf:
             mask |= _WRITE

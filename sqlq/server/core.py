@@ -12,6 +12,7 @@ import socket
 import time
 
 from sqlq.errors import Error, Locked
+from sqlq.server.budget import Budget, default_max_buffered
 from sqlq.server.commands import Commands
 from sqlq.server.connection import Conn, Held
 from sqlq.server.locks import LOCK_WAIT, LockWaits
@@ -31,7 +32,8 @@ ACCEPT_PAUSE = 0.1
 class Server:
     """beanstalkd's commands over one Queue, for any number of connections."""
 
-    def __init__(self, queue: Queue | None, *, max_job_size: int | None = None) -> None:
+    def __init__(self, queue: Queue | None, *, max_job_size: int | None = None,
+                 max_buffered: int | None = None) -> None:
         self._queue: Queue | None = None
         if queue is not None:
             self._use(queue)
@@ -39,6 +41,8 @@ class Server:
             assert queue is not None, "max_job_size is needed until the queue is attached"
             max_job_size = queue.max_job_size
         self.max_job_size = max_job_size
+        self.budget = Budget(max_buffered if max_buffered is not None
+                             else default_max_buffered(max_job_size))
         self.skew = 0.0  # seconds a command waited for the file to open (see attach)
         self.loop = Loop()
         self.conns: set[Conn] = set()
@@ -137,6 +141,7 @@ class Server:
         self.conns.discard(conn)
         self.waiters.forget(conn)
         self.locks.forget(conn)
+        self.budget.give_back(conn)
         if conn.reserved:
             jobs = dict(conn.reserved)
             conn.reserved.clear()
