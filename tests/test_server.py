@@ -732,7 +732,33 @@ def test_big_bodies_take_turns_for_the_budget_and_all_complete(tmp_path: Path) -
             client.send(body[-10:] + b"\r\n")
         ids = [int(client.line().split()[1]) for client in clients]
         assert [srv.queue.peek(i).body for i in ids] == bodies  # type: ignore[union-attr]
-        assert srv.server.budget.granted == 0 and not srv.server.budget.waiting
+        wait_for(lambda: budget.granted == 0 and not budget.waiting,
+                 what="every grant given back")  # just after each reply was sent
+    finally:
+        for client in clients:
+            client.close()
+        srv.stop()
+
+
+def test_puts_waiting_for_the_write_lock_keep_their_bodies_within_the_budget(
+        tmp_path: Path) -> None:
+    """A put parked for another connection's lock still holds its grant: bodies behind
+    it wait unread, so a long transaction elsewhere cannot make the server buffer more."""
+    path = str(tmp_path / "q.db")
+    srv = Running(path, max_job_size=1 << 20, max_buffered=300_000)
+    clients = [Raw(srv.address) for _ in range(3)]
+    bodies = [os.urandom(200_000) for _ in clients]
+    budget = srv.server.budget
+    try:
+        with sqlq.Queue(path) as other:
+            with other.transaction():
+                for client, body in zip(clients, bodies, strict=True):
+                    client.send(b"put 0 0 60 %d\r\n" % len(body) + body + b"\r\n")
+                wait_for(lambda: srv.server.locks.parked and len(budget.waiting) == 2,
+                         what="one put parked for the lock, two bodies waiting for memory")
+                assert budget.granted == 200_002
+            ids = [int(client.line().split()[1]) for client in clients]
+        assert [srv.queue.peek(i).body for i in ids] == bodies  # type: ignore[union-attr]
     finally:
         for client in clients:
             client.close()

@@ -6,7 +6,9 @@ sending most of a 1 MiB body held 323 MB. Bodies up to one read (``SMALL``) pass
 freely, as every connection may hold one read anyway. A larger body gets its
 whole announced size from the budget when its command line arrives, or waits for
 it in arrival order; meanwhile its connection is read no further than one read,
-and the client's sends wait in its socket buffers (TCP's own backpressure).
+and the client's sends wait in its socket buffers (TCP's own backpressure). The
+grant is held until the put is stored, so puts waiting for another process's
+write lock (locks.py) stay within the budget too.
 
 Why whole grants rather than pausing the biggest partial bodies once over the
 cap: a body that is read can always be finished, so memory freed by finished

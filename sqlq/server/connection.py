@@ -125,9 +125,9 @@ class Conn:
                 body = bytes(self.inbuf[:need])
                 del self.inbuf[:need]
                 cmd, self.pending = self.pending, None
-                if self.grant:
-                    self.server.budget.give_back(self)
                 commands.put(self, cmd, body)
+                if self.grant and not self.blocked:  # stored: the memory goes to the next
+                    self.server.budget.give_back(self)
             else:
                 end = self.inbuf.find(b"\r\n")
                 if end < 0:
@@ -152,6 +152,16 @@ class Conn:
         need = cmd.ints[3] + 2
         if need > READ_SIZE:
             self.server.budget.ask(self, need)
+
+    def answered(self, reply: bytes) -> None:
+        """The command that waited for the write lock is answered (locks.py); a put's
+        body, stored now, gives its memory back. Then on with the next commands."""
+        self.blocked = False
+        if self.grant:
+            self.server.budget.give_back(self)
+        self.send(reply)
+        self.process()
+        self.update()
 
     def send(self, data: bytes) -> None:
         if self.closed:
@@ -188,7 +198,7 @@ class Conn:
             return
         mask = 0
         if not self.eof and not self.closing and len(self.inbuf) < READ_SIZE + LINE_MAX + (
-                self.grant):
+                self.grant if self.pending else 0):
             mask = _READ
         if self.outbuf:
             mask |= _WRITE

@@ -109,8 +109,5 @@ class LockWaits:
             del self.parked[key]
             self._backoff, self.retry_at = FIRST_RETRY / 2, 0.0
             if conn is not None and not conn.closed:
-                conn.blocked = False
-                conn.send(reply)
-                conn.process()
-                conn.update()
+                conn.answered(reply)
         self.server.waiters.poke()  # reserves did not look while the lock was taken
