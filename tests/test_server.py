@@ -763,3 +763,28 @@ def test_puts_waiting_for_the_write_lock_keep_their_bodies_within_the_budget(
         for client in clients:
             client.close()
         srv.stop()
+
+
+def test_verbs_on_held_jobs_wait_out_the_lock_and_keep_the_job_held(tmp_path: Path) -> None:
+    """A delete, release, bury or touch refused by the lock runs again later: the
+    connection must still hold its job then (handlers change nothing before writing)."""
+    path = str(tmp_path / "q.db")
+    srv = Running(path)
+    client = Raw(srv.address)
+    try:
+        for n in range(4):
+            client.send(b"put 0 0 60 1\r\n%d\r\n" % n)
+            assert client.line() == b"INSERTED %d\r\n" % (n + 1)
+        for n in range(4):
+            assert client.cmd(b"reserve").startswith(b"RESERVED %d " % (n + 1))
+        with sqlq.Queue(path) as other, other.transaction():
+            client.send(b"touch 1\r\ndelete 2\r\nrelease 3 5 0\r\nbury 4 7\r\n")
+            wait_for(lambda: srv.server.locks.parked, what="the touch to wait for the lock")
+        assert [client.line() for _ in range(4)] == [
+            b"TOUCHED\r\n", b"DELETED\r\n", b"RELEASED\r\n", b"BURIED\r\n"]
+        assert srv.queue.peek(2) is None
+        assert [srv.queue.peek(i).state for i in (1, 3, 4)] == [  # type: ignore[union-attr]
+            "reserved", "ready", "buried"]
+    finally:
+        client.close()
+        srv.stop()
