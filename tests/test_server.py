@@ -719,16 +719,17 @@ def test_big_bodies_take_turns_for_the_budget_and_all_complete(tmp_path: Path) -
     """Bodies over one read wait for memory in arrival order (server/budget.py); one
     larger than the whole budget still goes through when nothing else holds memory."""
     srv = Running(str(tmp_path / "q.db"), max_job_size=1 << 20, max_buffered=300_000)
-    clients = [Raw(srv.address) for _ in range(4)]
+    clients = [Raw(srv.address) for _ in range(5)]
     try:
-        sizes = [200_000, 200_000, 500_000, 100_000]
+        sizes = [200_000, 200_000, 500_000, 100_000, 70_000]
         bodies = [os.urandom(n) for n in sizes]
         for client, body in zip(clients, bodies, strict=True):
             client.send(b"put 0 0 60 %d\r\n" % len(body) + body[:-10])
+        clients[-1].send(bodies[-1][-10:] + b"\r\n")  # all of it here before its turn
         budget = srv.server.budget
-        wait_for(lambda: budget.granted > 0 and len(budget.waiting) == 3,
-                 what="one body granted, three waiting their turn")
-        for client, body in zip(clients, bodies, strict=True):
+        wait_for(lambda: budget.granted > 0 and len(budget.waiting) == 4,
+                 what="one body granted, four waiting their turn")
+        for client, body in zip(clients[:-1], bodies, strict=False):
             client.send(body[-10:] + b"\r\n")
         ids = [int(client.line().split()[1]) for client in clients]
         assert [srv.queue.peek(i).body for i in ids] == bodies  # type: ignore[union-attr]

@@ -124,6 +124,8 @@ class Conn:
                     break
                 body = bytes(self.inbuf[:need])
                 del self.inbuf[:need]
+                if need > READ_SIZE and not self.grant:  # it came whole within the reads
+                    self.server.budget.give_back(self)  # any client may make: wait no more
                 cmd, self.pending = self.pending, None
                 commands.put(self, cmd, body)
                 if self.grant and not self.blocked:  # stored: the memory goes to the next
