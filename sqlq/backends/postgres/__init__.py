@@ -72,6 +72,9 @@ class PostgresBackend(Backend):
         cursor = conn.execute(sql, params or None)
         return list(cursor.fetchall()) if cursor.description else []
 
+    def set_lock_wait(self, seconds: float | None) -> None:
+        self.db.set_lock_wait(seconds)
+
     # -- liveness ----------------------------------------------------------------------------
 
     def owner_token(self) -> str:
