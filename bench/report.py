@@ -110,12 +110,17 @@ def ratio(row: Row, ref: Row | None) -> float | None:
     return ref.median / row.median if info.higher_is_better else row.median / ref.median
 
 
+# The sqlq and floor rows a class is compared with: memory-only rows with normal,
+# PostgreSQL rows (durable server) with sqlq and the raw psycopg floor on PostgreSQL.
+REF_CLASS = {"full": "full", "normal": "normal", "memory": "normal", "pg": "pg"}
+
+
 def sqlq_ref_name(durability: str) -> str:
-    return "sqlq-full" if durability == "full" else "sqlq-normal"
+    return f"sqlq-{REF_CLASS.get(durability, 'normal')}"
 
 
 def raw_ref_name(durability: str) -> str:
-    return "raw-full" if durability == "full" else "raw-normal"
+    return f"raw-{REF_CLASS.get(durability, 'normal')}"
 
 
 def build_table(rows: list[Row], system_order: list[str]) -> list[dict[str, str]]:
@@ -263,7 +268,7 @@ def summary(rows: list[Row]) -> list[str]:
     for metric in sorted({r.metric for r in rows}, key=metric_order):
         info = metric_info(metric)
         parts = []
-        for d in ("full", "normal"):
+        for d in ("full", "normal", "pg"):
             s = by_key.get((metric, f"sqlq-{d}"))
             if s is None or s.median is None:
                 continue
