@@ -361,7 +361,7 @@ def results_markdown(data: dict[str, Any], table: list[dict[str, str]], rows: li
         md += [f"![throughput and reserve latency]({png.name})", ""]
     goals = report.targets(rows)
     if goals:
-        md += ["## sqlq against its targets (issue 2)", "",
+        md += ["## sqlq against its targets (issues 2 and 11)", "",
                "| target | measured | verdict |", "|---|---|---|",
                *[f"| {t} | {m.replace('|', '/')} | {v} |" for t, m, v in goals], ""]
     md += ["## Per workload: sqlq, the floor, and the best peer of the same class", "",
