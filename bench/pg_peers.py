@@ -53,7 +53,8 @@ class PgSystem(System):
     """A system on its own durable PostgreSQL server; each run gets a fresh database."""
 
     durability = "pg"
-    needs: tuple[str, ...] = ("psycopg",)  # the Python packages it imports
+    needs: tuple[str, ...] = ("psycopg",)  # the Python packages it imports: library, driver
+    version_note = ""
     _db_names = itertools.count(1)
 
     def __init__(self) -> None:
@@ -71,6 +72,11 @@ class PgSystem(System):
         except pg.PgUnavailable as exc:
             return str(exc)
         return None
+
+    def version(self) -> str:
+        """The library via its driver, and the server: "pgqueuer 1.6.0 via asyncpg 0.32.0 (…)"."""
+        libs = " via ".join(f"{dist} {_dist_version(dist)}" for dist in self.needs)
+        return f"{libs}{self.version_note} ({self.server_version()})"
 
     def server_version(self) -> str:
         pg = _pgserver()
@@ -209,10 +215,6 @@ class Procrastinate(PgSystem):
     needs = ("procrastinate", "psycopg")
     wait = "LISTEN on its queue channel (listen_for_jobs), or a fetch every 5 s"
 
-    def version(self) -> str:
-        return (f"procrastinate {_dist_version('procrastinate')} via psycopg"
-                f" {_dist_version('psycopg')} ({self.server_version()})")
-
     def install(self, url: str) -> None:
         import procrastinate
 
@@ -337,11 +339,8 @@ class Pgqueuer(PgSystem):
     family = "pgqueuer"
     name = "pgqueuer"
     needs = ("pgqueuer", "asyncpg")
+    version_note = f", batch {PgqueuerClient.BATCH}"
     wait = "LISTEN on its channel (statement trigger), or its 30 s dequeue timeout"
-
-    def version(self) -> str:
-        return (f"pgqueuer {_dist_version('pgqueuer')} via asyncpg {_dist_version('asyncpg')},"
-                f" batch {PgqueuerClient.BATCH} ({self.server_version()})")
 
     def install(self, url: str) -> None:
         import asyncpg
@@ -463,9 +462,6 @@ class RawPg(PgSystem):
     family = "raw-pg"
     name = "raw-pg"
     wait = f"LISTEN (NOTIFY in the put), or a look every {POLL_CAP_S:.0f} s"
-
-    def version(self) -> str:
-        return f"psycopg {_dist_version('psycopg')} ({self.server_version()})"
 
     def install(self, url: str) -> None:
         self.server.psql(RAW_PG_SCHEMA, self.db)
