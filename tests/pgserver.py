@@ -36,6 +36,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 # Test speed: a crash of a throwaway server loses nothing anyone needs.
 FAST_SETTINGS: dict[str, str] = {
@@ -142,6 +143,9 @@ class PgServer:
         self.owner_pid = os.getpid()
         self._reaper: subprocess.Popen[bytes] | None = None
         self._running = False
+        self._admin_conn: Any = None
+        self._admin_pid = 0
+        self._major: int | None = None
 
     # ------------------------------------------------------------------ addresses
 
@@ -209,6 +213,10 @@ class PgServer:
         """Stop the server and remove its directory. Safe to call twice."""
         if self.root is None or os.getpid() != self.owner_pid:
             return  # a forked child must not tear down its parent's server
+        if self._admin_conn is not None and self._admin_pid == os.getpid():
+            with contextlib.suppress(Exception):
+                self._admin_conn.close()
+        self._admin_conn = None
         with contextlib.suppress(Exception):
             self.stop("fast")
         shutil.rmtree(self.root, ignore_errors=True)
@@ -261,12 +269,39 @@ class PgServer:
         """Create a database (from ``template``, if given); returns its URL."""
         _check_name(name)
         clause = f" TEMPLATE {_check_name(template)}" if template else ""
-        self.psql(f"CREATE DATABASE {name}{clause}")
+        if template and self.major() >= 15:
+            # copy the files, not WAL-log every block: 3x faster for a small template
+            clause += " STRATEGY FILE_COPY"
+        self._admin(f"CREATE DATABASE {name}{clause}")
         return self.url_for(name)
 
     def drop_database(self, name: str) -> None:
         """Drop a database, cutting whoever is still connected (a test that leaked)."""
-        self.psql(f"DROP DATABASE IF EXISTS {_check_name(name)} WITH (FORCE)")
+        self._admin(f"DROP DATABASE IF EXISTS {_check_name(name)} WITH (FORCE)")
+
+    def _admin(self, sql: str) -> None:
+        """One statement as the superuser: through a kept psycopg session when the
+        driver is installed (a test's database costs 30 ms less than through psql),
+        else through psql. The session is remade after a restart cut it, and per
+        process: a forked child must not talk on its parent's socket.
+        """
+        try:
+            import psycopg
+        except ImportError:
+            self.psql(sql)
+            return
+        for attempt in (1, 2):
+            conn = self._admin_conn
+            if conn is None or conn.closed or self._admin_pid != os.getpid():
+                conn = self._admin_conn = psycopg.connect(self.url, autocommit=True)
+                self._admin_pid = os.getpid()
+            try:
+                conn.execute(sql.encode())
+                return
+            except psycopg.OperationalError:
+                self._admin_conn = None
+                if attempt == 2:
+                    raise
 
     def make_template(self, name: str, setup: Callable[[str], None] | None = None) -> str:
         """Create database ``name``, let ``setup(url)`` fill it, and freeze it as a template.
@@ -309,6 +344,13 @@ class PgServer:
                 if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == top:
                     out.append(int(stat.parent.name))
         return out
+
+    def major(self) -> int:
+        """The major version of the server programs (15 for PostgreSQL 15.18)."""
+        if self._major is None:
+            found = re.search(r"(\d+)", self.version())
+            self._major = int(found.group(1)) if found else 0
+        return self._major
 
     def version(self) -> str:
         r = subprocess.run([str(self._bin("pg_ctl")), "--version"], capture_output=True,
