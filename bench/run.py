@@ -36,7 +36,7 @@ import env  # noqa: E402
 WORKLOADS = ["put", "put_many", "drain", "wake", "idle", "depth", "filesize", "work"]
 
 PROFILES: dict[str, dict[str, object]] = {
-    "full": {  # about 12-15 minutes on 2 cores
+    "full": {  # about 20-25 minutes on 2 cores, 8-10 of them the PostgreSQL systems
         "runs": 5, "put_n": 5000, "put_many_n": 100_000,
         "drain_n": 4000, "drain_runs": 5, "drain_procs": [1, 2, 4],
         "wake_samples": 150, "wake_budget": 2.5, "wake_runs": 3,
@@ -45,7 +45,7 @@ PROFILES: dict[str, dict[str, object]] = {
         "depth_ops": 1000, "depth_runs": 3, "depth_budget": 4.0,
         "cycles": 50_000, "work_n": 5000, "work_runs": 3, "work_procs": [1, 2],
     },
-    "quick": {  # about 1.5 minutes
+    "quick": {  # about 3 minutes
         "runs": 3, "put_n": 1000, "put_many_n": 20_000,
         "drain_n": 1500, "drain_runs": 1, "drain_procs": [1, 4],
         "wake_samples": 40, "wake_budget": 1.0, "wake_runs": 1,
@@ -71,7 +71,7 @@ def log(msg: str) -> None:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="the one-minute version")
+    p.add_argument("--quick", action="store_true", help="the three-minute version")
     p.add_argument("--systems", default="", help="comma-separated names or globs (sqlq*,raw*)")
     p.add_argument("--workloads", default="", help="comma-separated: " + ",".join(WORKLOADS))
     p.add_argument("--runs", type=int, default=0, help="override the number of runs")
