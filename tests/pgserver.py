@@ -119,7 +119,7 @@ class PgServer:
     Example:
         with PgServer() as pg:
             pg.psql("CREATE TABLE t (x int)")
-            url = pg.clone(pg.make_template("tmpl"))
+            name, url = pg.clone(pg.make_template("tmpl"))
 
     Args:
         durable: fsync and synchronous commit on (the bench) instead of off (tests).
@@ -217,8 +217,10 @@ class PgServer:
             with contextlib.suppress(Exception):
                 self._admin_conn.close()
         self._admin_conn = None
-        with contextlib.suppress(Exception):
-            self.stop("fast")
+        if self.postmaster_pid() is not None:  # running, or left half-started by a failure
+            with contextlib.suppress(Exception):
+                self._pg_ctl("stop", "-m", "fast", "-w", "-t", str(START_TIMEOUT_S))
+        self._running = False
         shutil.rmtree(self.root, ignore_errors=True)
         self.root = None
         if self._reaper is not None:
