@@ -34,9 +34,9 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 # Test speed: a crash of a throwaway server loses nothing anyone needs.
 FAST_SETTINGS: dict[str, str] = {
@@ -111,6 +111,15 @@ def free_port() -> int:
 def _clean_env() -> dict[str, str]:
     """The environment without PG* variables, which would redirect psql and pg_ctl."""
     return {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+
+
+class Session(NamedTuple):
+    """One client connection, as ``pg_stat_activity`` shows it."""
+
+    pid: int
+    database: str
+    application: str
+    state: str
 
 
 class PgServer:
@@ -251,13 +260,59 @@ class PgServer:
         Raises:
             RuntimeError: psql failed; the message is its error output.
         """
-        cmd = [str(self._bin("psql")), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
-               "-h", "127.0.0.1", "-p", str(self.port), "-U", SUPERUSER, "-d", database, "-f", "-"]
-        r = subprocess.run(cmd, input=sql, capture_output=True, text=True, env=_clean_env(),
-                           timeout=120)
+        r = subprocess.run(self._psql_cmd(database), input=sql, capture_output=True, text=True,
+                           env=_clean_env(), timeout=120)
         if r.returncode != 0:
             raise RuntimeError(f"psql failed ({r.returncode}): {r.stderr.strip()}")
         return r.stdout.strip()
+
+    def _psql_cmd(self, database: str) -> list[str]:
+        return [str(self._bin("psql")), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+                "-h", "127.0.0.1", "-p", str(self.port), "-U", SUPERUSER, "-d", database,
+                "-f", "-"]
+
+    def sessions(self, database: str | None = None) -> list[Session]:
+        """The client sessions connected now (to ``database``, or to any), oldest first.
+
+        For fault tests that must find a particular connection to cut, such as a
+        listener (by its ``application_name``), and for leak checks.
+        """
+        where = f" AND datname = '{_check_name(database)}'" if database else ""
+        out = self.psql(
+            "SELECT pid, datname, coalesce(application_name, ''), coalesce(state, '')"
+            " FROM pg_stat_activity WHERE backend_type = 'client backend'"
+            f" AND pid <> pg_backend_pid(){where} ORDER BY backend_start")
+        rows = [line.split("|", 3) for line in out.splitlines() if line]
+        return [Session(int(pid), db, app, state) for pid, db, app, state in rows]
+
+    @contextlib.contextmanager
+    def open_transaction(self, database: str = "postgres") -> Iterator[int]:
+        """Hold a REPEATABLE READ snapshot open until the block ends; yields its backend pid.
+
+        What a forgotten transaction elsewhere on the server does to a queue: dead
+        rows newer than its snapshot cannot be vacuumed, and claims slow down.
+        """
+        proc = subprocess.Popen(self._psql_cmd(database), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=_clean_env())
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            # txid_current() gives the transaction an id and the SELECT its snapshot
+            proc.stdin.write("BEGIN ISOLATION LEVEL REPEATABLE READ;\n"
+                             "SELECT pg_backend_pid(), txid_current();\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+            if not line:
+                raise RuntimeError("psql could not open a transaction: "
+                                   + (proc.stderr.read() if proc.stderr else "").strip())
+            yield int(line.split("|")[0])
+        finally:
+            proc.stdin.close()  # psql ends; the server rolls the transaction back
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
     def terminate(self, backend_pid: int) -> bool:
         """``pg_terminate_backend``: cut one session as a crash or an admin would.
