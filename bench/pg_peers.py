@@ -497,4 +497,5 @@ class SqlqPg(PgSystem):
         return f"sqlq {getattr(sqlq, '__version__', '?')} ({self.server_version()})"
 
     def client(self, *, setup: bool = False) -> Client:
-        return SqlqClient(self.url)
+        # fills run at durability normal, as for the SQLite rows; measured clients at the default
+        return SqlqClient(self.url, "normal" if setup else None)
