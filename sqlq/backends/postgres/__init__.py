@@ -179,7 +179,7 @@ class PostgresBackend(Backend):
                         _listeners[self._url] = (listener, count - 1)
                     else:
                         del _listeners[self._url]
-                        self.db.read(listener.stop)
+                        listener.stop()
                 self._listener = None
             if self._owner_conn is not None:
                 self._owner_conn.close()
