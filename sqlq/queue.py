@@ -293,16 +293,16 @@ class Queue:
         clock, store = self._clock, self._store
 
         def claim(c: Conn) -> Any:
-            now = clock()
             if delete is not None:
-                store.delete(c, now, delete.id, lease)
-            return store.claim(c, now, tubes_param, owner)
+                return store.delete_and_claim(c, clock(), delete.id, lease, tubes_param, owner)
+            return store.claim(c, clock(), tubes_param, owner)
 
+        single = store.ONE_STATEMENT_CLAIM
         if delete is None:
-            row = self._backend.write(claim, durable=False)
+            row = self._backend.write(claim, durable=False, single=single)
         else:
             lease = delete._require_lease()
-            row = self._backend.write(claim)
+            row = self._backend.write(claim, single=single)
             delete.state = "deleted"
             self._counts["cmd-delete", delete.tube] += 1
         return None if row is None else Job.from_claim(self, row)
