@@ -266,3 +266,24 @@ def test_the_beanstalkd_server_on_a_url(pg_url: str, serve: bool) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_maintain_names_a_long_open_transaction_and_vacuums(pg_server: PgServer,
+                                                            pg_url: str) -> None:
+    """A forgotten transaction elsewhere keeps deleted jobs from being cleaned up:
+    sqlq maintain says which one, and the dead rows it holds back."""
+    database = pg_url.rsplit("/", 1)[1]
+    with sqlq.Queue(pg_url) as q, pg_server.open_transaction(database) as pid:
+        ids = q.put_many([b"x"] * 200, tube="t")
+        for job_id in ids:
+            q.delete(job_id)
+        deadline = time.monotonic() + 30
+        while True:  # the server's counters catch up with its sessions within a second
+            report = json.loads(_sqlq(pg_url, "maintain", "--json").stdout)
+            if report["sqlq_jobs-dead-rows"] >= 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert f"pid {pid}" in report["oldest-transaction"]
+        assert report["sqlq_jobs-dead-rows"] >= 200  # the old snapshot may still see them
+    report = json.loads(_sqlq(pg_url, "maintain", "--json").stdout)
+    assert report["oldest-transaction"] is None or f"pid {pid}" not in report["oldest-transaction"]
