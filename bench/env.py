@@ -24,7 +24,9 @@ VENV = ROOT / ".venv-bench"
 VPY = VENV / "bin" / "python"
 STAMP = VENV / ".bench-installed"
 HONKER_NOTE = VENV / ".honker-note"
-PEERS = ["greenstalk", "huey", "persist-queue", "litequeue", "matplotlib"]
+PEERS = ["greenstalk", "huey", "persist-queue", "litequeue", "matplotlib",
+         # the PostgreSQL peers, their drivers, and the raw psycopg floor (pg_peers.py)
+         "procrastinate", "pgqueuer", "asyncpg", "psycopg[binary]>=3.2.10"]
 HONKER_TIMEOUT = 300
 
 Log = Callable[[str], None]

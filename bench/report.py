@@ -10,6 +10,7 @@ apsw floor of the same class in the notes.
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass, field
 
@@ -110,12 +111,17 @@ def ratio(row: Row, ref: Row | None) -> float | None:
     return ref.median / row.median if info.higher_is_better else row.median / ref.median
 
 
+# The sqlq and floor rows a class is compared with: memory-only rows with normal,
+# PostgreSQL rows (durable server) with sqlq and the raw psycopg floor on PostgreSQL.
+REF_CLASS = {"full": "full", "normal": "normal", "memory": "normal", "pg": "pg"}
+
+
 def sqlq_ref_name(durability: str) -> str:
-    return "sqlq-full" if durability == "full" else "sqlq-normal"
+    return f"sqlq-{REF_CLASS.get(durability, 'normal')}"
 
 
 def raw_ref_name(durability: str) -> str:
-    return "raw-full" if durability == "full" else "raw-normal"
+    return f"raw-{REF_CLASS.get(durability, 'normal')}"
 
 
 def build_table(rows: list[Row], system_order: list[str]) -> list[dict[str, str]]:
@@ -207,7 +213,7 @@ def _med(by_key: dict[tuple[str, str], Row], metric: str, system: str) -> float 
 
 
 def targets(rows: list[Row]) -> list[tuple[str, str, str]]:
-    """Issue 2's targets for sqlq, checked against this run: (target, measured, verdict)."""
+    """Issues 2 and 11's targets for sqlq, checked against this run: (target, measured, verdict)."""
     by_key = {(r.metric, r.system): r for r in rows}
     out: list[tuple[str, str, str]] = []
 
@@ -253,6 +259,43 @@ def targets(rows: list[Row]) -> list[tuple[str, str, str]]:
         check("reserve cost flat (≤ 1.5×) from the smallest queue to 1M and 1M delayed",
               f"{base.metric}: {base.median:.0f} µs; worst {worst.metric}: {worst.median:.0f} µs"
               f" = {x:.2f}×", x <= 1.5)
+    out += _pg_targets(by_key)
+    return out
+
+
+PG_PEERS = ("procrastinate", "pgqueuer")
+
+
+def _pg_targets(by_key: dict[tuple[str, str], Row]) -> list[tuple[str, str, str]]:
+    """Issue 11's targets for sqlq on PostgreSQL (only when sqlq-pg ran)."""
+    out: list[tuple[str, str, str]] = []
+
+    def check(target: str, measured: str, ok: bool) -> None:
+        out.append((target, measured, "met" if ok else "MISSED"))
+
+    one = _med(by_key, "drain, 1 process", "sqlq-pg")
+    four = _med(by_key, "drain, 4 processes", "sqlq-pg")
+    if one and four:
+        check("PostgreSQL: drain 4 processes ≥ 2× 1 process",
+              f"{four:,.0f} vs {one:,.0f}/s = {four / one:.2f}×", four >= 2 * one)
+    for metric in ("drain, 1 process", "drain, 4 processes"):
+        mine = _med(by_key, metric, "sqlq-pg")
+        peers = {p: _med(by_key, metric, p) for p in PG_PEERS}
+        known = {p: v for p, v in peers.items() if v}
+        if mine and known:
+            check(f"PostgreSQL: {metric} ahead of {' and '.join(known)}",
+                  f"{mine:,.0f}/s; " + ", ".join(f"{p} {v:,.0f}/s" for p, v in known.items()),
+                  all(mine > v for v in known.values()))
+    p50 = _med(by_key, "wake p50", "sqlq-pg")
+    if p50 is not None:
+        check("PostgreSQL: wake p50 ≤ 2 ms", f"{p50:.2f} ms", p50 <= 2.0)
+    idle = by_key.get(("idle CPU", "sqlq-pg"))
+    if idle is not None and idle.median is not None:
+        # the row is worker + server; the server's background processes are not sqlq's
+        server = re.search(r"\+ server ([0-9.]+) s", idle.note())
+        worker = idle.median - (float(server.group(1)) if server else 0.0)
+        check("PostgreSQL: a blocked worker uses no CPU (≤ 0.01 s per 10 s, its server apart)",
+              f"{worker:.4f} s ({idle.note()})", worker <= 0.01)
     return out
 
 
@@ -263,7 +306,7 @@ def summary(rows: list[Row]) -> list[str]:
     for metric in sorted({r.metric for r in rows}, key=metric_order):
         info = metric_info(metric)
         parts = []
-        for d in ("full", "normal"):
+        for d in ("full", "normal", "pg"):
             s = by_key.get((metric, f"sqlq-{d}"))
             if s is None or s.median is None:
                 continue

@@ -16,7 +16,8 @@ fork), ``stop()`` tears it down. A ``Client`` has the verbs the workloads use:
     close()
 
 This module holds the interface, sqlq's adapter, the raw apsw floor and the
-registry; the peers' adapters are in peers.py.
+registry; the peers' adapters are in peers.py, the PostgreSQL systems (their own
+servers, a raw psycopg floor, sqlq-pg) in pg_peers.py.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ class System:
     family = "?"        # sqlq, raw, beanstalkd, huey, persist-queue, litequeue, honker
     durability = "?"    # full | normal | memory
     wait = "?"          # how a blocked consumer waits (shown in the README/RESULTS)
+    default = True      # False: runs only when --systems names it exactly
 
     def unavailable(self) -> str | None:
         """None when the system can run here, else why not (printed as a skip line)."""
@@ -115,10 +117,13 @@ class System:
 
 
 class SqlqClient(Client):
-    def __init__(self, path: Path, durability: str) -> None:
+    """sqlq's public API on a file path or a ``postgresql://`` URL (durability: files only)."""
+
+    def __init__(self, target: Path | str, durability: str | None = None) -> None:
         import sqlq
 
-        self.q = sqlq.Queue(str(path), durability=durability)
+        opts = {"durability": durability} if durability else {}
+        self.q = sqlq.Queue(str(target), **opts)
 
     def put(self, body: bytes) -> None:
         self.q.put(body, tube=TUBE)
@@ -144,6 +149,17 @@ class SqlqClient(Client):
         self.q.close()
 
 
+def sqlq_missing() -> str | None:
+    """None when sqlq imports and has a Queue, else why not."""
+    try:
+        import sqlq
+    except Exception as exc:  # noqa: BLE001 - any import failure means "not yet"
+        return f"`import sqlq` failed ({type(exc).__name__}: {exc})"
+    if not hasattr(sqlq, "Queue"):
+        return "sqlq has no Queue yet"
+    return None
+
+
 class Sqlq(System):
     family = "sqlq"
     wait = "inotify (sqlq.wakeup)"
@@ -153,13 +169,7 @@ class Sqlq(System):
         self.name = f"sqlq-{durability}"
 
     def unavailable(self) -> str | None:
-        try:
-            import sqlq
-        except Exception as exc:  # noqa: BLE001 - any import failure means "not yet"
-            return f"`import sqlq` failed ({type(exc).__name__}: {exc})"
-        if not hasattr(sqlq, "Queue"):
-            return "sqlq has no Queue yet"
-        return None
+        return sqlq_missing()
 
     def version(self) -> str:
         import apsw
@@ -420,6 +430,7 @@ class Raw(System):
 
 def all_systems(beanstalkd: str | None, beanstalkd_note: str, honker_note: str) -> list[System]:
     from peers import Beanstalkd, Honker, Huey, Litequeue, PersistQueue
+    from pg_peers import Pgqueuer, Procrastinate, RawPg, SqlqPg
 
     systems: list[System] = [
         Sqlq("full"),
@@ -438,5 +449,9 @@ def all_systems(beanstalkd: str | None, beanstalkd_note: str, honker_note: str) 
         Litequeue("full"),
         Litequeue("normal"),
         Honker(honker_note),
+        SqlqPg(),
+        RawPg(),
+        Procrastinate(),
+        Pgqueuer(),
     ]
     return systems

@@ -332,43 +332,84 @@ def _sched_ns(pid: int) -> int:
     return total
 
 
-def _idle_consumer(system: System, window: float) -> float:
+def _idle_consumer(system: System, window: float, parent: Any, go: Any, release: Any) -> None:
+    """Block in take for ``window`` seconds; send the CPU it used, then wait to close.
+
+    The connection stays open until the parent has read the server's CPU: a
+    server process that serves it (a PostgreSQL backend) must still exist then.
+    """
     c = system.client()
     if c.take(None, 0.3) is not None:  # warm-up: lazy imports and notifier set-up
         raise ChildError("idle consumer got a job from an empty queue")
+    parent.send("ready")
+    go.wait()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     h = c.take(None, window)
     r1 = resource.getrusage(resource.RUSAGE_SELF)
-    c.close()
     if h is not None:
         raise ChildError("idle consumer got a job from an empty queue")
-    return (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    parent.send((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
+    release.wait(120)
+    c.close()
+
+
+def _server_cpu(pids: list[int]) -> dict[int, int]:
+    return {p: _sched_ns(p) for p in pids}
 
 
 def run_idle_all(systems: list[System], window: float) -> dict[str, list[Sample]]:
-    """All blocked consumers side by side in one window (they are idle: no contention)."""
+    """All blocked consumers side by side in one window (they are idle: no contention).
+
+    The server's CPU is read once every consumer is blocked and again before any
+    of them closes, per process, so that neither set-up nor teardown is counted.
+    """
     out: dict[str, list[Sample]] = {}
+    go, release = CTX.Event(), CTX.Event()
     with contextlib.ExitStack() as stack:
-        children: dict[str, Child] = {}
+        children: dict[str, tuple[Child, Any]] = {}
         for s in systems:
             try:
                 stack.enter_context(fresh(s))
             except Exception as exc:  # noqa: BLE001
                 out[s.name] = [Sample("idle CPU", None, f"error: {exc}")]
                 continue
-            children[s.name] = Child(_idle_consumer, s, window)
-        server0 = {s.name: sum(_sched_ns(p) for p in s.server_pids()) for s in systems}
-        for s in systems:
-            if s.name not in children:
-                continue
+            rx, tx = CTX.Pipe(duplex=False)
+            children[s.name] = (Child(_idle_consumer, s, window, tx, go, release), rx)
+            tx.close()
+        try:
+            for name, (child, rx) in list(children.items()):
+                said = None
+                if rx.poll(60):
+                    with contextlib.suppress(EOFError):  # it died before blocking
+                        said = rx.recv()
+                if said != "ready":
+                    child.kill()
+                    out[name] = [Sample("idle CPU", None, "error: the consumer never blocked")]
+                    del children[name]
+            by_name = {s.name: s for s in systems}
+            server0 = {n: _server_cpu(by_name[n].server_pids()) for n in children}
+            go.set()
+            cpu: dict[str, float] = {}
+            for name, (_child, rx) in children.items():
+                if rx.poll(window + 60):
+                    with contextlib.suppress(EOFError):
+                        cpu[name] = rx.recv()
+            server1 = {n: _server_cpu(by_name[n].server_pids()) for n in children}
+        finally:
+            release.set()
+        for name, (child, _rx) in children.items():
             try:
-                cpu = children[s.name].result(window + 60)
+                child.result(60)
             except ChildError as exc:
-                out[s.name] = [Sample("idle CPU", None, f"error: {str(exc).splitlines()[0]}")]
+                out[name] = [Sample("idle CPU", None, f"error: {str(exc).splitlines()[0]}")]
                 continue
-            server = (sum(_sched_ns(p) for p in s.server_pids()) - server0[s.name]) / 1e9
-            note = f"+ server {server * 10 / window:.4f} s" if s.server_pids() else ""
-            out[s.name] = [Sample("idle CPU", (cpu + server) * 10 / window, note)]
+            if name not in cpu:
+                out[name] = [Sample("idle CPU", None, "error: no CPU figure from the consumer")]
+                continue
+            # per process: one that started during the window counts from zero
+            server = sum(ns - server0[name].get(p, 0) for p, ns in server1[name].items()) / 1e9
+            note = f"+ server {server * 10 / window:.4f} s" if server1[name] else ""
+            out[name] = [Sample("idle CPU", (cpu[name] + server) * 10 / window, note)]
     return out
 
 

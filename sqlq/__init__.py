@@ -19,6 +19,7 @@ from .errors import (
     JobLost,
     JobNotFound,
     JobTooBig,
+    Locked,
     SchemaError,
     Timeout,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "JobLost",
     "JobNotFound",
     "JobTooBig",
+    "Locked",
     "Queue",
     "SchemaError",
     "Timeout",

@@ -701,8 +701,12 @@ def top(ctx: click.Context, interval: float, once: bool) -> None:
               metavar="HOST:PORT|unix:PATH", help="Where beanstalkd clients connect.")
 @click.option("--max-job-size", type=click.IntRange(min=0), default=None,
               help="Largest job body in bytes (default 1 MiB).")
+@click.option("--max-buffered", type=click.IntRange(min=1), default=None, metavar="BYTES",
+              help="Memory all clients' put bodies in progress may hold at once; a larger "
+                   "body waits its turn unread (default 64 MiB, or 4 maximum-size bodies).")
 @click.pass_context
-def serve(ctx: click.Context, listen: str, max_job_size: int | None) -> None:
+def serve(ctx: click.Context, listen: str, max_job_size: int | None,
+          max_buffered: int | None) -> None:
     """Serve the file over the beanstalkd protocol (1.12), for clients in any language.
 
     The protocol has NO AUTHENTICATION: whoever can connect can read, add and delete
@@ -725,7 +729,7 @@ def serve(ctx: click.Context, listen: str, max_job_size: int | None) -> None:
         click.echo(f"sqlq serve: {queue.location} on {address} (no authentication)", err=True)
 
     try:
-        serve_forever(queue, listen, ready=ready)
+        serve_forever(queue, listen, max_buffered=max_buffered, ready=ready)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--listen") from None
     except OSError as e:

@@ -11,12 +11,18 @@ import math
 import re
 import time
 
-__all__ = ["UNITS", "format_duration", "now_ms", "parse_duration"]
+__all__ = ["MAX_SECONDS", "UNITS", "format_duration", "now_ms", "parse_duration"]
 
 #: Seconds per unit suffix. A bare number means seconds, as in beanstalkd.
 UNITS: dict[str, float] = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
-_DURATION_RE = re.compile(r"(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>ms|s|m|h|d)?")
+#: The longest duration anywhere in sqlq: beanstalkd's bound on delay, TTR and pause
+#: (2**32-1 s, about 136 years), which sqlq also puts on timeouts, so that no value
+#: overflows a deadline and "forever" is spelled None (no --timeout), never a big number.
+MAX_SECONDS = 2**32 - 1
+
+# ASCII digits only: Python's \d and float() also take "１２" and "٣", which nobody means.
+_DURATION_RE = re.compile(r"(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>ms|s|m|h|d)?", re.ASCII)
 
 
 def now_ms() -> int:
@@ -31,7 +37,8 @@ def parse_duration(text: str | float | int) -> float:
     ``ms``, ``s``, ``m``, ``h`` or ``d`` (``500ms``, ``10s``, ``5m``, ``2h``, ``1d``).
     Units are case-insensitive and may be separated from the number by spaces.
     Negative, infinite and NaN values are refused: every duration in sqlq (delay,
-    TTR, timeout, pause) is a length of time from now.
+    TTR, timeout, pause) is a length of time from now. So are values over
+    ``MAX_SECONDS`` and digits other than ASCII 0-9.
 
     Args:
         text: the duration as typed, or a number of seconds.
@@ -58,6 +65,9 @@ def parse_duration(text: str | float | int) -> float:
         seconds = float(match["number"]) * UNITS[match["unit"] or "s"]
     if math.isnan(seconds) or math.isinf(seconds) or seconds < 0:
         raise ValueError(f"{text!r} is not a duration: it must be a finite number >= 0")
+    if seconds > MAX_SECONDS:
+        raise ValueError(f"{text!r} is not a duration: at most {MAX_SECONDS} seconds "
+                         "(about 136 years)")
     return seconds
 
 

@@ -11,11 +11,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .model import DEFAULT_MAX_JOB_SIZE, DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE
+from .durations import now_ms
+from .model import (
+    DEFAULT_MAX_JOB_SIZE,
+    DEFAULT_PRIORITY,
+    DEFAULT_TTR,
+    DEFAULT_TUBE,
+    check_body,
+    check_put_options,
+    check_tube,
+)
 
 
 def _driver(conn: Any) -> Any:
-    """The module that implements put/put_many for conn's driver."""
+    """The module that runs sqlq's verbs on conn's driver: ``run(conn, fn)`` runs fn in
+    the caller's transaction, and ``STORE`` is that backend's Store."""
     module = type(conn).__module__
     name = {"sqlite3": "sqlite.sqlite3_put", "psycopg": "postgres.psycopg_put"}.get(
         module.partition(".")[0])
@@ -46,8 +56,12 @@ def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
         SchemaError: the database has no sqlq schema (or a newer one).
         DatabaseError: the database refused the write.
     """
-    return int(_driver(conn).put(conn, body, tube=tube, priority=priority, delay=delay,
-                                 ttr=ttr, unique_key=unique_key, max_job_size=max_job_size))
+    driver = _driver(conn)
+    data = check_body(body, max_job_size)
+    check_tube(tube)
+    delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
+    return int(driver.run(conn, lambda c: driver.STORE.insert_job(
+        c, now_ms(), tube, priority, delay_ms, ttr_ms, data, unique_key)))
 
 
 def put_many(conn: Any, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
@@ -57,8 +71,14 @@ def put_many(conn: Any, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TU
 
     Same transaction rules and arguments as :func:`put`.
     """
-    ids: list[int] = _driver(conn).put_many(conn, bodies, tube=tube, priority=priority,
-                                             delay=delay, ttr=ttr, max_job_size=max_job_size)
+    driver = _driver(conn)
+    if isinstance(bodies, (bytes, str)):
+        raise TypeError("bodies must be an iterable of bodies, not a single body")
+    data = [check_body(b, max_job_size) for b in bodies]
+    check_tube(tube)
+    delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
+    ids: list[int] = driver.run(conn, lambda c: driver.STORE.insert_jobs(
+        c, now_ms(), tube, priority, delay_ms, ttr_ms, data))
     return ids
 
 

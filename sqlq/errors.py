@@ -51,3 +51,7 @@ class SchemaError(Error):
 
 class DatabaseError(Error):
     """The database could not be read or written."""
+
+
+class Locked(DatabaseError):
+    """Another process held the database's write lock for longer than this write would wait."""

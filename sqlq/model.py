@@ -7,7 +7,8 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .errors import InvalidTube, JobTooBig
+from .durations import MAX_SECONDS
+from .errors import InvalidTube, JobNotFound, JobTooBig
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -19,8 +20,8 @@ DEFAULT_TUBE = "default"
 DEFAULT_PRIORITY = 1024
 DEFAULT_TTR = 60.0
 MAX_PRIORITY = 2**32 - 1
-MAX_SECONDS = 2**32 - 1  # beanstalkd's limit on delay and ttr
 DEFAULT_MAX_JOB_SIZE = 1 << 20
+MAX_JOB_ID = 2**63 - 1  # SQLite's largest integer: a larger id names no job
 
 _TUBE = re.compile(r"[A-Za-z0-9\-+/;.$_()]{1,200}")
 
@@ -230,18 +231,34 @@ def check_tubes(tubes: object) -> list[str]:
     return list(dict.fromkeys(checked))
 
 
-def check_job_id(job_id: object, name: str = "job_id") -> int:
-    """A job id (or lease: ``name``) must be an int: a str or a float would otherwise
-    reach SQLite, match nothing and read as "not found", hiding the caller's bug."""
-    if job_id.__class__ is not int and (isinstance(job_id, bool)
-                                        or not isinstance(job_id, int)):
-        raise TypeError(f"{name} must be an int, not {type(job_id).__name__}")
-    return job_id
+def check_int(value: object, name: str) -> int:
+    """An int argument (not a bool): a str or a float would otherwise reach the database,
+    match nothing and read as "not found", hiding the caller's bug."""
+    if value.__class__ is not int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    return value
+
+
+def job_id_in_range(job_id: object) -> bool:
+    """Whether ``job_id`` can name a job (1 to MAX_JOB_ID); TypeError if it is not an int.
+
+    An id out of that range is not a usage error but a job that does not exist, as
+    beanstalkd answers NOT_FOUND: ``peek`` returns None, the other by-id verbs raise
+    JobNotFound (the CLI's exit 3), instead of the driver's OverflowError past 2**63.
+    """
+    return 0 < check_int(job_id, "job_id") <= MAX_JOB_ID
+
+
+def check_job_id(job_id: object) -> int:
+    """``job_id`` for a by-id verb; JobNotFound when no job can have it (job_id_in_range)."""
+    if not job_id_in_range(job_id):
+        raise JobNotFound(f"job {job_id} not found")
+    return job_id  # type: ignore[return-value]
 
 
 def check_lease(lease: object) -> int | None:
     """A lease token, or None for an administrator's by-id verb."""
-    return None if lease is None else check_job_id(lease, "lease")
+    return None if lease is None else check_int(lease, "lease")
 
 
 def check_priority(priority: object, name: str = "priority") -> int:
@@ -252,15 +269,21 @@ def check_priority(priority: object, name: str = "priority") -> int:
     return priority
 
 
-def seconds_to_ms(value: object, name: str, *, minimum: float = 0.0) -> int:
-    """Seconds (int or float) to whole milliseconds, rejecting what no queue could mean."""
-    if value.__class__ is int and 0 <= value <= MAX_SECONDS:
-        return max(value * 1000, int(minimum * 1000))
+def check_seconds(value: object, name: str) -> float:
+    """A length of time in seconds, 0 to MAX_SECONDS (every delay, TTR, pause and
+    timeout); TypeError or ValueError naming the argument otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
     if math.isnan(value) or value < 0 or value > MAX_SECONDS:
         raise ValueError(f"{name} must be between 0 and {MAX_SECONDS} seconds, not {value}")
-    return max(math.ceil(value * 1000), int(minimum * 1000))
+    return value
+
+
+def seconds_to_ms(value: object, name: str, *, minimum: float = 0.0) -> int:
+    """Seconds (int or float) to whole milliseconds, rejecting what no queue could mean."""
+    if value.__class__ is int and 0 <= value <= MAX_SECONDS:  # the hot path: put's delay=0
+        return max(value * 1000, int(minimum * 1000))
+    return max(math.ceil(check_seconds(value, name) * 1000), int(minimum * 1000))
 
 
 def check_ttr(ttr: object) -> int:

@@ -23,14 +23,17 @@ from .model import (
     DEFAULT_PRIORITY,
     DEFAULT_TTR,
     DEFAULT_TUBE,
+    MAX_JOB_ID,
     Job,
     check_body,
     check_job_id,
     check_lease,
     check_priority,
     check_put_options,
+    check_seconds,
     check_tube,
     check_tubes,
+    job_id_in_range,
     seconds_to_ms,
 )
 from .waiting import timeout_deadline, wait_for
@@ -104,6 +107,7 @@ class Queue:
         self._counts: Counter[tuple[str, str]] = Counter()  # (counter, tube), since opened
         self._closed = False
         self._tubes_cache: dict[object, Any] = {}
+        self._lock_wait: float | None = None
 
     @property
     def durability(self) -> Durability:
@@ -120,6 +124,19 @@ class Queue:
     def location(self) -> str:
         """The database as messages name it: the path, or the URL without a password."""
         return self._backend.location
+
+    @property
+    def lock_wait(self) -> float | None:
+        """Seconds a write waits for another process's write lock before raising
+        :class:`sqlq.Locked` (nothing written); None, the default, waits as long as
+        sqlq does everywhere (minutes). An event loop that must go on serving other
+        clients (``sqlq serve``) sets a short one and retries later."""
+        return self._lock_wait
+
+    @lock_wait.setter
+    def lock_wait(self, seconds: float | None) -> None:
+        self._lock_wait = None if seconds is None else check_seconds(seconds, "lock_wait")
+        self._backend.set_lock_wait(self._lock_wait)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -276,16 +293,16 @@ class Queue:
         clock, store = self._clock, self._store
 
         def claim(c: Conn) -> Any:
-            now = clock()
             if delete is not None:
-                store.delete(c, now, delete.id, lease)
-            return store.claim(c, now, tubes_param, owner)
+                return store.delete_and_claim(c, clock(), delete.id, lease, tubes_param, owner)
+            return store.claim(c, clock(), tubes_param, owner)
 
+        single = store.ONE_STATEMENT_CLAIM
         if delete is None:
-            row = self._backend.write(claim, durable=False)
+            row = self._backend.write(claim, durable=False, single=single)
         else:
             lease = delete._require_lease()
-            row = self._backend.write(claim)
+            row = self._backend.write(claim, single=single)
             delete.state = "deleted"
             self._counts["cmd-delete", delete.tube] += 1
         return None if row is None else Job.from_claim(self, row)
@@ -466,7 +483,8 @@ class Queue:
     def kick(self, bound: int, tube: str = DEFAULT_TUBE) -> int:
         """Move up to ``bound`` buried jobs (or, if none, delayed ones) to ready; say how many.
 
-        A tube with no such jobs (empty, or never used) kicks 0: not an error.
+        A tube with no such jobs (empty, or never used) kicks 0: not an error. A bound
+        past any number of jobs the database can hold kicks them all.
 
         Raises:
             InvalidTube: ``tube`` is not a valid tube name.
@@ -480,7 +498,8 @@ class Queue:
         if bound < 0:
             raise ValueError(f"bound must be >= 0, not {bound}")
         check_tube(tube)
-        return self._backend.write(lambda c: self._store.kick(c, self._clock(), tube, bound))
+        limit = min(bound, MAX_JOB_ID)
+        return self._backend.write(lambda c: self._store.kick(c, self._clock(), tube, limit))
 
     def kick_job(self, job_id: int) -> None:
         """Move one buried or delayed job to ready.
@@ -612,7 +631,8 @@ class Queue:
             >>> job.state, job.bury_reason
             ('buried', 'corrupt image')
         """
-        check_job_id(job_id)
+        if not job_id_in_range(job_id):
+            return None
         row = self._backend.read(lambda c: self._store.select_job(c, self._clock(), job_id))
         return None if row is None else Job.from_row(self, row)
 

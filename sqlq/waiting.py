@@ -18,19 +18,22 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from .backends import Events, Notifier
+from .model import check_seconds
 
 T = TypeVar("T")
 
 
 def timeout_deadline(timeout: float | None) -> float | None:
-    """The monotonic deadline of a ``timeout`` argument in seconds (None: for ever)."""
+    """The monotonic deadline of a ``timeout`` argument in seconds (None: for ever).
+
+    Bounded as every duration is (check_seconds): a float past it would overflow the
+    deadline or the poll it becomes; waiting for ever is ``timeout=None``.
+    """
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != timeout:
         raise TypeError(f"timeout must be a number of seconds or None, not {timeout!r}")
-    if timeout < 0:
-        raise ValueError(f"timeout must be >= 0, not {timeout}")
-    return time.monotonic() + timeout
+    return time.monotonic() + check_seconds(timeout, "timeout")
 
 
 class Pacer:

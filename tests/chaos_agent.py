@@ -20,7 +20,7 @@ Worker lines, for a job reserved under lease L:
     R <id> <L> <tag>   reserved (tag read from the body: the checker matches it to P)
     D <id> <L>         about to delete: written *before* the delete starts
     C <id> <L>         the delete (or complete) succeeded: completed
-    F <id> <L>         the delete failed with JobLost/JobNotFound (lease no longer live)
+    F <id> <L>         the delete failed with JobLost (lease no longer live)
     X <id> <L>         released;  B <id> <L> buried;  T <id> <L> touched
     K <n>              kicked n buried jobs back to ready
 
@@ -92,7 +92,7 @@ def worker(db: str, log: TextIO, rng: random.Random) -> None:
             try:
                 job = q.reserve(TUBES, timeout=0.5, delete=pending)
                 emit(log, "C", pending.id, pending.lease)
-            except (sqlq.JobLost, sqlq.JobNotFound):
+            except sqlq.JobLost:  # never JobNotFound: a stale lease is JobLost (F3)
                 emit(log, "F", pending.id, pending.lease)
                 job = None
             pending = None
@@ -123,7 +123,7 @@ def worker(db: str, log: TextIO, rng: random.Random) -> None:
             elif r < 0.15:
                 job.touch()
                 emit(log, "T", job.id, lease)
-        except (sqlq.JobLost, sqlq.JobNotFound):
+        except sqlq.JobLost:  # never JobNotFound: a stale lease is JobLost (F3)
             # A one-second TTR can run out on a loaded machine: the lease is gone.
             emit(log, "F", job.id, lease)
             continue
@@ -137,7 +137,7 @@ def worker(db: str, log: TextIO, rng: random.Random) -> None:
             else:
                 job.delete()
             emit(log, "C", job.id, lease)
-        except (sqlq.JobLost, sqlq.JobNotFound):
+        except sqlq.JobLost:  # never JobNotFound: a stale lease is JobLost (F3)
             emit(log, "F", job.id, lease)
 
 

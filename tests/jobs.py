@@ -73,6 +73,17 @@ def slow_alive(path: str, seconds: float) -> None:
     _append(path, f"end {os.getpid()}")
 
 
+@q.task(tube="slow", ttr=1, retries=1)
+def overrun_once(path: str, seconds: float) -> None:
+    """The first run outlives its TTR by ``seconds``; a second run finishes at once
+    (reliability F3: the rerun deletes the job before the first run ends)."""
+    first = not os.path.exists(path)
+    _append(path, f"start {os.getpid()}")
+    if first:
+        time.sleep(seconds)
+    _append(path, f"end {os.getpid()}")
+
+
 @q.task(tube="slow", ttr=30, retries=1)
 def nap(path: str, seconds: float) -> None:
     """Note the start, sleep, note the end: for stop, grace and SIGKILL tests."""

@@ -34,8 +34,9 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any, NamedTuple
 
 # Test speed: a crash of a throwaway server loses nothing anyone needs.
 FAST_SETTINGS: dict[str, str] = {
@@ -112,13 +113,22 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("PG")}
 
 
+class Session(NamedTuple):
+    """One client connection, as ``pg_stat_activity`` shows it."""
+
+    pid: int
+    database: str
+    application: str
+    state: str
+
+
 class PgServer:
     """One throwaway PostgreSQL cluster: its own directory, port and socket.
 
     Example:
         with PgServer() as pg:
             pg.psql("CREATE TABLE t (x int)")
-            url = pg.clone(pg.make_template("tmpl"))
+            name, url = pg.clone(pg.make_template("tmpl"))
 
     Args:
         durable: fsync and synchronous commit on (the bench) instead of off (tests).
@@ -142,6 +152,9 @@ class PgServer:
         self.owner_pid = os.getpid()
         self._reaper: subprocess.Popen[bytes] | None = None
         self._running = False
+        self._admin_conn: Any = None
+        self._admin_pid = 0
+        self._major: int | None = None
 
     # ------------------------------------------------------------------ addresses
 
@@ -209,8 +222,14 @@ class PgServer:
         """Stop the server and remove its directory. Safe to call twice."""
         if self.root is None or os.getpid() != self.owner_pid:
             return  # a forked child must not tear down its parent's server
-        with contextlib.suppress(Exception):
-            self.stop("fast")
+        if self._admin_conn is not None and self._admin_pid == os.getpid():
+            with contextlib.suppress(Exception):
+                self._admin_conn.close()
+        self._admin_conn = None
+        if self.postmaster_pid() is not None:  # running, or left half-started by a failure
+            with contextlib.suppress(Exception):
+                self._pg_ctl("stop", "-m", "fast", "-w", "-t", str(START_TIMEOUT_S))
+        self._running = False
         shutil.rmtree(self.root, ignore_errors=True)
         self.root = None
         if self._reaper is not None:
@@ -241,13 +260,59 @@ class PgServer:
         Raises:
             RuntimeError: psql failed; the message is its error output.
         """
-        cmd = [str(self._bin("psql")), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
-               "-h", "127.0.0.1", "-p", str(self.port), "-U", SUPERUSER, "-d", database, "-f", "-"]
-        r = subprocess.run(cmd, input=sql, capture_output=True, text=True, env=_clean_env(),
-                           timeout=120)
+        r = subprocess.run(self._psql_cmd(database), input=sql, capture_output=True, text=True,
+                           env=_clean_env(), timeout=120)
         if r.returncode != 0:
             raise RuntimeError(f"psql failed ({r.returncode}): {r.stderr.strip()}")
         return r.stdout.strip()
+
+    def _psql_cmd(self, database: str) -> list[str]:
+        return [str(self._bin("psql")), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+                "-h", "127.0.0.1", "-p", str(self.port), "-U", SUPERUSER, "-d", database,
+                "-f", "-"]
+
+    def sessions(self, database: str | None = None) -> list[Session]:
+        """The client sessions connected now (to ``database``, or to any), oldest first.
+
+        For fault tests that must find a particular connection to cut, such as a
+        listener (by its ``application_name``), and for leak checks.
+        """
+        where = f" AND datname = '{_check_name(database)}'" if database else ""
+        out = self.psql(
+            "SELECT pid, datname, coalesce(application_name, ''), coalesce(state, '')"
+            " FROM pg_stat_activity WHERE backend_type = 'client backend'"
+            f" AND pid <> pg_backend_pid(){where} ORDER BY backend_start")
+        rows = [line.split("|", 3) for line in out.splitlines() if line]
+        return [Session(int(pid), db, app, state) for pid, db, app, state in rows]
+
+    @contextlib.contextmanager
+    def open_transaction(self, database: str = "postgres") -> Iterator[int]:
+        """Hold a REPEATABLE READ snapshot open until the block ends; yields its backend pid.
+
+        What a forgotten transaction elsewhere on the server does to a queue: dead
+        rows newer than its snapshot cannot be vacuumed, and claims slow down.
+        """
+        proc = subprocess.Popen(self._psql_cmd(database), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=_clean_env())
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            # txid_current() gives the transaction an id and the SELECT its snapshot
+            proc.stdin.write("BEGIN ISOLATION LEVEL REPEATABLE READ;\n"
+                             "SELECT pg_backend_pid(), txid_current();\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+            if not line:
+                raise RuntimeError("psql could not open a transaction: "
+                                   + (proc.stderr.read() if proc.stderr else "").strip())
+            yield int(line.split("|")[0])
+        finally:
+            proc.stdin.close()  # psql ends; the server rolls the transaction back
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
     def terminate(self, backend_pid: int) -> bool:
         """``pg_terminate_backend``: cut one session as a crash or an admin would.
@@ -261,12 +326,39 @@ class PgServer:
         """Create a database (from ``template``, if given); returns its URL."""
         _check_name(name)
         clause = f" TEMPLATE {_check_name(template)}" if template else ""
-        self.psql(f"CREATE DATABASE {name}{clause}")
+        if template and self.major() >= 15:
+            # copy the files, not WAL-log every block: 3x faster for a small template
+            clause += " STRATEGY FILE_COPY"
+        self._admin(f"CREATE DATABASE {name}{clause}")
         return self.url_for(name)
 
     def drop_database(self, name: str) -> None:
         """Drop a database, cutting whoever is still connected (a test that leaked)."""
-        self.psql(f"DROP DATABASE IF EXISTS {_check_name(name)} WITH (FORCE)")
+        self._admin(f"DROP DATABASE IF EXISTS {_check_name(name)} WITH (FORCE)")
+
+    def _admin(self, sql: str) -> None:
+        """One statement as the superuser: through a kept psycopg session when the
+        driver is installed (a test's database costs 30 ms less than through psql),
+        else through psql. The session is remade after a restart cut it, and per
+        process: a forked child must not talk on its parent's socket.
+        """
+        try:
+            import psycopg
+        except ImportError:
+            self.psql(sql)
+            return
+        for attempt in (1, 2):
+            conn = self._admin_conn
+            if conn is None or conn.closed or self._admin_pid != os.getpid():
+                conn = self._admin_conn = psycopg.connect(self.url, autocommit=True)
+                self._admin_pid = os.getpid()
+            try:
+                conn.execute(sql.encode())
+                return
+            except psycopg.OperationalError:
+                self._admin_conn = None
+                if attempt == 2:
+                    raise
 
     def make_template(self, name: str, setup: Callable[[str], None] | None = None) -> str:
         """Create database ``name``, let ``setup(url)`` fill it, and freeze it as a template.
@@ -309,6 +401,13 @@ class PgServer:
                 if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == top:
                     out.append(int(stat.parent.name))
         return out
+
+    def major(self) -> int:
+        """The major version of the server programs (15 for PostgreSQL 15.18)."""
+        if self._major is None:
+            found = re.search(r"(\d+)", self.version())
+            self._major = int(found.group(1)) if found else 0
+        return self._major
 
     def version(self) -> str:
         r = subprocess.run([str(self._bin("pg_ctl")), "--version"], capture_output=True,

@@ -29,6 +29,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -44,6 +45,14 @@ MIB = 1 << 20
 
 def snapshot(path: Path) -> tuple[bytes, int]:
     return path.read_bytes(), path.stat().st_mtime_ns
+
+
+def files_of(q: sqlq.Queue) -> object:
+    """The database file and its -wal as bytes, to show a refused call wrote nothing; on
+    a server (PostgreSQL) there are no files: the callers check total-jobs instead."""
+    if "://" in q.path:
+        return None
+    return snapshot(Path(q.path)), snapshot(Path(f"{q.path}-wal"))
 
 
 def listing(directory: Path) -> dict[str, tuple[bytes, int] | None]:
@@ -521,6 +530,10 @@ BAD_ARGUMENTS: list[tuple[str, dict[str, object], type[Exception], str]] = [
     ("reserve", {"timeout": -1}, ValueError, "timeout"),
     ("reserve", {"timeout": "soon"}, TypeError, "timeout"),
     ("reserve", {"timeout": math.nan}, TypeError, "timeout"),
+    ("reserve", {"timeout": 2**32}, ValueError, "timeout"),
+    ("reserve", {"timeout": 1e300}, ValueError, "timeout"),
+    ("reserve", {"timeout": math.inf}, ValueError, "timeout"),
+    ("result", {"timeout": 1e300}, ValueError, "timeout"),
     ("reserve", {"tubes": []}, ValueError, "tubes"),
     ("reserve", {"tubes": ["ok", "not ok"]}, sqlq.InvalidTube, "tubes"),
     ("kick", {"bound": -1}, ValueError, "bound"),
@@ -534,24 +547,85 @@ BAD_ARGUMENTS: list[tuple[str, dict[str, object], type[Exception], str]] = [
                               for m, k, _, _ in BAD_ARGUMENTS])
 def test_invalid_arguments(q: sqlq.Queue, method: str, kwargs: dict[str, object],
                            error: type[Exception], name: str) -> None:
-    path = Path(q.path)
     q.put(b"there is one job")
-
-    def files() -> object:  # on PostgreSQL, total-jobs below says nothing was written
-        return "://" in q.path or (snapshot(path), snapshot(Path(f"{path}-wal")))
-
-    before = files()
+    before = files_of(q)
     call: dict[str, Callable[..., object]] = {
         "put": lambda **kw: q.put(b"body", **kw),
         "reserve": lambda **kw: q.reserve(**{"timeout": 0, **kw}),
         "kick": lambda **kw: q.kick(**kw),
+        "result": lambda **kw: q.result(1, **kw),
         "pause_tube": lambda **kw: q.pause_tube("default", **kw),
     }
     with pytest.raises(error) as info:
         call[method](**kwargs)
     assert name in one_line(str(info.value)), info.value
-    assert files() == before
+    assert files_of(q) == before
     assert q.stats()["total-jobs"] == 1
+
+
+# -- job ids no job can have (reliability F7) -----------------------------------------------
+
+OUT_OF_RANGE_IDS = [2**63, 2**64, 10**20, 0, -1]
+
+
+@pytest.mark.parametrize("job_id", OUT_OF_RANGE_IDS)
+def test_out_of_range_ids_are_not_found(q: sqlq.Queue, job_id: int) -> None:
+    """Past SQLite's integers (or below 1) an id names no job: None or JobNotFound, as the
+    server's NOT_FOUND, never a builtin OverflowError."""
+    q.put(b"there is one job")
+    before = files_of(q)
+    assert q.peek(job_id) is None
+    verbs: list[Callable[[int], object]] = [
+        q.delete, q.release, q.bury, q.touch, q.kick_job, q.reserve_job, q.stats_job,
+        q.complete, lambda i: q.result(i, timeout=0)]
+    for verb in verbs:
+        with pytest.raises(sqlq.JobNotFound) as info:
+            verb(job_id)
+        assert str(job_id) in one_line(str(info.value))
+    assert files_of(q) == before
+    assert q.stats()["total-jobs"] == 1
+
+
+@pytest.mark.parametrize("job_id", ["1", 1.0, True, None])
+def test_ids_that_are_not_ints_name_the_argument(q: sqlq.Queue, job_id: object) -> None:
+    q.put(b"x")
+    verbs: list[Callable[[Any], object]] = [
+        q.peek, q.delete, q.release, q.bury, q.touch, q.kick_job, q.reserve_job, q.stats_job,
+        q.complete, lambda i: q.result(i, timeout=0)]
+    for verb in verbs:
+        with pytest.raises(TypeError, match="job_id"):
+            verb(job_id)
+
+
+def test_a_kick_bound_past_any_count_kicks_everything(q: sqlq.Queue) -> None:
+    for _ in range(3):
+        q.put(b"x")
+        job = q.reserve(timeout=0)
+        assert job is not None
+        job.bury()
+    assert q.kick(2**64) == 3
+    assert q.stats()["current-jobs-ready"] == 3
+    with pytest.raises(TypeError, match="bound"):
+        q.kick("5")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("args", [
+    ["peek", str(2**63)], ["peek", "99999999999999999999"], ["delete", str(2**63)],
+    ["kick-job", str(2**64)], ["touch", str(2**63)], ["stats", "--job", str(2**63)],
+    ["result", "--timeout", "0", str(2**63)],
+])
+def test_out_of_range_ids_from_the_shell_exit_3(tmp_path: Path, args: list[str]) -> None:
+    path = tmp_path / "q.db"
+    make_queue(path, jobs=1)
+    before = listing(tmp_path)
+    assert "not found" in cli(path, *args, code=3)
+    assert listing(tmp_path) == before
+
+
+def test_a_huge_kick_bound_from_the_shell_kicks_everything(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    make_queue(path, jobs=1)
+    assert cli(path, "kick", "99999999999999999999", code=0).strip() == "kicked 0 jobs"
 
 
 @pytest.mark.parametrize("args", [
@@ -564,6 +638,11 @@ def test_invalid_arguments(q: sqlq.Queue, method: str, kwargs: dict[str, object]
     ["put", "--ttr", "abc", "x"],
     ["put", "--ttr", "nan", "x"],
     ["reserve", "--timeout", "forever-ish"],
+    ["reserve", "--timeout", "99999999999d"],
+    ["result", "--timeout", "99999999999d", "1"],
+    ["put", "--delay", "\uff11\uff12", "x"],
+    ["put", "--ttr", "\u0663", "x"],
+    ["pause", "default", "\u0663"],
     ["pause", "default", "1y"],
 ])
 def test_invalid_arguments_from_the_shell(tmp_path: Path, args: list[str]) -> None:

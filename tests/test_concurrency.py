@@ -6,6 +6,9 @@ import collections
 import signal
 import time
 
+import pytest
+
+import sqlq
 from sqlq import Queue
 
 from .conftest import spawn
@@ -100,3 +103,23 @@ def test_live_holder_keeps_its_job(db_url: str) -> None:
         finally:
             holder.kill()
             holder.wait(5)
+
+
+def test_lock_wait_bounds_how_long_a_write_waits_for_another_transaction(
+        db_path: str) -> None:
+    """Queue.lock_wait (what ``sqlq serve`` sets): a write refused by another connection's
+    lock raises sqlq.Locked soon, having written nothing; None waits as before."""
+    with Queue(db_path) as q, Queue(db_path) as other:
+        q.put(b"one")
+        q.lock_wait = 0.05
+        with other.transaction():
+            started = time.monotonic()
+            with pytest.raises(sqlq.Locked, match="locked"):
+                q.put(b"two")
+            assert time.monotonic() - started < 2.0
+            assert q.peek_ready() is not None  # reads never wait for the lock
+        assert q.put(b"three") == 2  # nothing was written, no id used
+        q.lock_wait = None
+        assert q.lock_wait is None
+        with pytest.raises(ValueError, match="lock_wait"):
+            q.lock_wait = -1

@@ -117,6 +117,28 @@ def test_lease_lost_when_reserved_again(fq: Queue, clock: FakeClock) -> None:
     assert fq.peek(new.id) is None
 
 
+def test_lease_lost_after_the_next_holder_deleted_the_job(fq: Queue, clock: FakeClock) -> None:
+    """JobLost, not JobNotFound, whatever became of the job: a worker that overran its
+    TTR must learn "lost" and go on (reliability F3)."""
+    ids = [fq.put(b"x", ttr=1) for _ in range(2)]
+    stale = [fq.reserve(timeout=0) for _ in ids]
+    clock.advance(1.5)
+    for _ in ids:
+        fresh = fq.reserve(timeout=0)
+        assert fresh is not None
+        fresh.delete()
+    assert [fq.peek(i) for i in ids] == [None, None]
+    old = stale[0]
+    assert old is not None
+    verbs = (old.delete, old.touch, old.bury, old.release, old.complete,
+             lambda: fq.reserve(timeout=0, delete=old))
+    for verb in verbs:
+        with pytest.raises(sqlq.JobLost):
+            verb()
+    with pytest.raises(sqlq.JobNotFound):  # the administrator's by-id verbs: not found
+        fq.delete(old.id)
+
+
 def test_release_with_priority_and_delay(fq: Queue, clock: FakeClock) -> None:
     jid = fq.put(b"x", priority=100)
     job = fq.reserve(timeout=0)

@@ -152,3 +152,33 @@ def test_without_postgresql_the_tests_fail_and_say_why(tmp_path: Path) -> None:
     assert "need a server and none could be started" in r.stdout
     assert "apt-get install postgresql" in r.stdout
     assert "skipped" not in r.stdout
+
+
+def test_sessions_find_a_connection_by_its_application_name(pg_server: PgServer,
+                                                            pg_url: str) -> None:
+    database = pg_url.rsplit("/", 1)[1]
+    with psycopg.connect(pg_url, application_name="the-listener") as conn:
+        found = [s for s in pg_server.sessions(database) if s.application == "the-listener"]
+        assert [s.pid for s in found] == [conn.info.backend_pid]
+    assert all(s.application != "the-listener" for s in pg_server.sessions(database))
+
+
+def test_an_open_transaction_pins_dead_rows(pg_server: PgServer, pg_url: str) -> None:
+    database = pg_url.rsplit("/", 1)[1]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION pgstattuple")  # exact counts, not the lagging stats
+        conn.execute("CREATE TABLE q (id int)")
+        conn.execute("INSERT INTO q SELECT generate_series(1, 100)")
+
+        def dead_after_vacuum() -> int:
+            conn.execute("DELETE FROM q")
+            conn.execute("INSERT INTO q SELECT generate_series(1, 100)")
+            conn.execute("VACUUM q")
+            row = conn.execute("SELECT dead_tuple_count FROM pgstattuple('q')").fetchone()
+            assert row is not None
+            return int(row[0])
+
+        with pg_server.open_transaction(database) as pid:
+            assert pid in {s.pid for s in pg_server.sessions(database)}
+            assert dead_after_vacuum() >= 100, "VACUUM must not remove rows the snapshot sees"
+        assert dead_after_vacuum() == 0

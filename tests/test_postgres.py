@@ -6,6 +6,7 @@ Every test here runs a real server (tests/pgserver.py) and real processes.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import sqlq
 
 from .conftest import ROOT, spawn
 from .pgserver import PgServer
+from .servers import free_port
 
 HOLDER = """
 import sys, time, sqlq
@@ -207,3 +209,81 @@ def test_a_committed_put_in_another_connection_wakes_a_waiter(pg_url: str) -> No
         waiter.join(timeout=30)
         assert got and got[0] is not None and got[0].body == b"hi"
         assert time.monotonic() - put_at < 5
+
+
+def _sqlq(url: str, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sqlq", "--db", url, *args], input=input,
+                          capture_output=True, text=True, cwd=ROOT, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def test_the_command_line_on_a_url(pg_url: str) -> None:
+    put = _sqlq(pg_url, "put", "--tube", "mail", "hello")
+    assert put.returncode == 0, put.stderr
+    jid = int(put.stdout)
+    assert _sqlq(pg_url, "put-many", "--tube", "mail", input="a\nb\n").returncode == 0
+    got = _sqlq(pg_url, "reserve", "--tube", "mail", "--timeout", "0", "--id-only")
+    assert got.returncode == 0 and int(got.stdout) == jid, got.stderr
+    assert _sqlq(pg_url, "delete", str(jid)).returncode == 0
+    stats = _sqlq(pg_url, "stats", "--tube", "mail", "--json")
+    assert json.loads(stats.stdout)["current-jobs-ready"] == 2
+    top = _sqlq(pg_url, "top", "--once")
+    assert top.returncode == 0 and "mail" in top.stdout, top.stderr
+    assert "postgresql://" in top.stdout
+    assert _sqlq(pg_url, "peek", "999").returncode == 3
+
+
+@pytest.mark.parametrize("serve", [False, True], ids=["sqlq-beanstalkd", "sqlq-serve"])
+def test_the_beanstalkd_server_on_a_url(pg_url: str, serve: bool) -> None:
+    """sqlq-beanstalkd -b URL and sqlq --db URL serve: a client's jobs live in PostgreSQL,
+    where the library sees them too."""
+    greenstalk = pytest.importorskip("greenstalk")
+    port = free_port()
+    args = (["-m", "sqlq", "--db", pg_url, "serve", "--listen", f"127.0.0.1:{port}"] if serve
+            else ["-m", "sqlq.server", "-l", "127.0.0.1", "-p", str(port), "-b", pg_url])
+    proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stderr=subprocess.PIPE,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        client = None
+        deadline = time.monotonic() + 30
+        while client is None and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                client = greenstalk.Client(("127.0.0.1", port), encoding=None, use="web",
+                                          watch="web")
+            except OSError:
+                time.sleep(0.05)
+        assert client is not None, proc.stderr.read() if proc.stderr else ""
+        jid = client.put(b"from a beanstalkd client")
+        with sqlq.Queue(pg_url) as q:
+            assert q.peek(jid) is not None and q.peek(jid).body == b"from a beanstalkd client"
+            other = q.put(b"from the library", tube="web", priority=2**16)  # greenstalk's
+        job = client.reserve(timeout=5)
+        assert (job.id, job.body) == (jid, b"from a beanstalkd client")
+        client.delete(job)
+        job = client.reserve(timeout=5)
+        assert (job.id, job.body) == (other, b"from the library")
+        client.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_maintain_names_a_long_open_transaction_and_vacuums(pg_server: PgServer,
+                                                            pg_url: str) -> None:
+    """A forgotten transaction elsewhere keeps deleted jobs from being cleaned up:
+    sqlq maintain says which one, and the dead rows it holds back."""
+    database = pg_url.rsplit("/", 1)[1]
+    with sqlq.Queue(pg_url) as q, pg_server.open_transaction(database) as pid:
+        ids = q.put_many([b"x"] * 200, tube="t")
+        for job_id in ids:
+            q.delete(job_id)
+        deadline = time.monotonic() + 30
+        while True:  # the server's counters catch up with its sessions within a second
+            report = json.loads(_sqlq(pg_url, "maintain", "--json").stdout)
+            if report["sqlq_jobs-dead-rows"] >= 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert f"pid {pid}" in report["oldest-transaction"]
+        assert report["sqlq_jobs-dead-rows"] >= 200  # the old snapshot may still see them
+    report = json.loads(_sqlq(pg_url, "maintain", "--json").stdout)
+    assert report["oldest-transaction"] is None or f"pid {pid}" not in report["oldest-transaction"]

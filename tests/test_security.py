@@ -28,8 +28,10 @@ import pytest
 import sqlq
 from sqlq.cli import cli as cli_group
 from sqlq.server.flags import parse_flags
+from sqlq.server.net import bind
 
 from . import sqlscan
+from .servers import BeanstalkdProcess, rss_kib
 
 PACKAGE = Path(sqlq.__file__).parent
 ROOT = PACKAGE.parent
@@ -72,6 +74,34 @@ def test_files_made_by_the_command_line_are_private(tmp_path: Path) -> None:
     subprocess.run([str(Path(sys.executable).parent / "sqlq"), "--db", str(path), "put", "x"],
                    check=True, capture_output=True, preexec_fn=lambda: os.umask(0))
     assert mode(path) == 0o600
+
+
+@pytest.mark.parametrize("command", [["-m", "sqlq.server", "-l"],
+                                     ["-m", "sqlq", "serve", "--listen"]])
+def test_a_unix_socket_is_private_even_under_umask_000(tmp_path: Path,
+                                                       command: list[str]) -> None:
+    """Reliability N2: connecting needs write permission on the socket, and the protocol
+    has no authentication; under umask 000 the socket was 0777."""
+    path = tmp_path / "bs.sock"
+    proc = subprocess.Popen([sys.executable, *command, f"unix:{path}"], cwd=tmp_path,
+                            preexec_fn=lambda: os.umask(0), stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not path.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "no socket"
+            time.sleep(0.01)
+        assert mode(path) == 0o600
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_binding_a_unix_socket_leaves_the_umask_alone(tmp_path: Path) -> None:
+    with umask(0o022):
+        sock = bind(f"unix:{tmp_path / 'bs.sock'}")
+        sock.close()
+        assert os.umask(0o022) == 0o022
+    assert mode(tmp_path / "bs.sock") == 0o600
 
 
 # -- no pickle ---------------------------------------------------------------------------------
@@ -169,56 +199,6 @@ def test_the_server_binds_loopback_by_default() -> None:
         sock.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
-class BeanstalkdProcess:
-    """``sqlq-beanstalkd`` on a free loopback port, in its own process."""
-
-    def __init__(self, directory: Path) -> None:
-        for _ in range(5):
-            self.port = _free_port()
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sqlq.server", "-l", "127.0.0.1", "-p", str(self.port),
-                 "-b", str(directory)], cwd=ROOT, stderr=subprocess.PIPE)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                try:
-                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                    return
-                except OSError:
-                    time.sleep(0.02)
-            self.stop()
-        raise RuntimeError("sqlq-beanstalkd did not start")
-
-    def connect(self, timeout: float = 5.0) -> socket.socket:
-        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stderr:
-            self.proc.stderr.close()
-
-
 @pytest.fixture
 def beanstalkd(tmp_path: Path) -> Iterator[BeanstalkdProcess]:
     if not Path("/proc/self/status").exists():
@@ -258,7 +238,7 @@ def test_server_survives_slowloris(beanstalkd: BeanstalkdProcess) -> None:
     """Hundreds of connections trickling a byte at a time do not hold up an honest client."""
     good = beanstalkd.connect()
     round_trip(good)
-    rss_before = _rss_kib(beanstalkd.proc.pid)
+    rss_before = rss_kib(beanstalkd.proc.pid)
     slow: list[socket.socket] = []
     for i in range(200):
         s = beanstalkd.connect()
@@ -280,7 +260,7 @@ def test_server_survives_slowloris(beanstalkd: BeanstalkdProcess) -> None:
         time.sleep(0.02)
     assert beanstalkd.alive()
     assert max(latencies) < 1.0, f"an honest client waited {max(latencies):.3f}s"
-    assert _rss_kib(beanstalkd.proc.pid) - rss_before < 50_000
+    assert rss_kib(beanstalkd.proc.pid) - rss_before < 50_000
     for s in slow:
         s.close()
     round_trip(good)
@@ -291,7 +271,7 @@ def test_server_survives_an_endless_line(beanstalkd: BeanstalkdProcess) -> None:
     """A line that never ends is discarded as it comes, not buffered; then BAD_FORMAT."""
     good = beanstalkd.connect()
     round_trip(good)
-    rss_before = _rss_kib(beanstalkd.proc.pid)
+    rss_before = rss_kib(beanstalkd.proc.pid)
     flood = beanstalkd.connect(timeout=30)
     chunk = b"x" * 65536
     sent = 0
@@ -301,7 +281,7 @@ def test_server_survives_an_endless_line(beanstalkd: BeanstalkdProcess) -> None:
         if sent % (8 << 20) == 0:
             assert round_trip(good) < 1.0
     assert beanstalkd.alive()
-    grown = _rss_kib(beanstalkd.proc.pid) - rss_before
+    grown = rss_kib(beanstalkd.proc.pid) - rss_before
     assert grown < 20_000, f"the server grew by {grown} KiB reading an endless line"
     flood.sendall(b"\r\n")
     assert _recv_line(flood) == b"BAD_FORMAT\r\n"
@@ -315,7 +295,7 @@ def test_server_survives_an_endless_line(beanstalkd: BeanstalkdProcess) -> None:
 def test_server_survives_a_client_that_never_reads(beanstalkd: BeanstalkdProcess) -> None:
     """Replies pile up for a client that does not read: the server stops reading it instead."""
     good = beanstalkd.connect()
-    rss_before = _rss_kib(beanstalkd.proc.pid)
+    rss_before = rss_kib(beanstalkd.proc.pid)
     deaf = beanstalkd.connect()
     deaf.setblocking(False)
     request = b"stats\r\n" * 1000
@@ -328,7 +308,73 @@ def test_server_survives_a_client_that_never_reads(beanstalkd: BeanstalkdProcess
             time.sleep(0.01)  # the server stopped reading us: what we want
     assert beanstalkd.alive()
     assert round_trip(good) < 1.0
-    grown = _rss_kib(beanstalkd.proc.pid) - rss_before
+    grown = rss_kib(beanstalkd.proc.pid) - rss_before
     assert grown < 30_000, f"the server grew by {grown} KiB for a client that never reads"
     deaf.close()
     good.close()
+
+
+def test_partial_put_bodies_are_held_within_the_servers_budget(tmp_path: Path) -> None:
+    """Reliability N4: 64 clients each send most of a 1 MiB body. The server holds at most
+    --max-buffered (8 MiB) of bodies plus one read per client, not 64 MiB, keeps serving
+    others, and every put completes once its client finishes sending."""
+    size, clients, cap = 1 << 20, 64, 8 << 20
+    server = BeanstalkdProcess(tmp_path, "--max-job-size", str(size), "--max-buffered",
+                               str(cap), serve=True)
+    good = server.connect()
+    try:
+        round_trip(good)
+        rss_before = rss_kib(server.proc.pid)
+        body = os.urandom(size)
+        socks = [server.connect(timeout=60) for _ in range(clients)]
+        for s in socks:
+            s.setblocking(False)
+        header = b"put 0 0 60 %d\r\n" % size
+        first = [header + body[:-1000] for _ in socks]
+        _send_what_is_taken(socks, first, time.monotonic() + 10)
+        for _ in range(50):  # many turns of the server's loop: it has read what it will
+            assert round_trip(good) < 1.0
+        grown = rss_kib(server.proc.pid) - rss_before
+        assert grown < 32_000, f"the server grew by {grown} KiB for {clients} partial bodies"
+        rest = [data + body[-1000:] + b"\r\n" for data in first]
+        _send_what_is_taken(socks, rest, time.monotonic() + 60, until_all=True)
+        ids = []
+        for s in socks:
+            s.settimeout(60)
+            reply = _recv_line(s)
+            assert reply.startswith(b"INSERTED "), reply
+            ids.append(int(reply.split()[1]))
+            s.close()
+        assert len(set(ids)) == clients
+        good.sendall(b"peek %d\r\n" % ids[-1])
+        found = b""
+        while len(found) < size + 20:
+            found += good.recv(1 << 20)
+        assert found.startswith(b"FOUND %d %d\r\n" % (ids[-1], size))
+        assert found.endswith(body + b"\r\n")
+        assert server.alive()
+    finally:
+        good.close()
+        server.stop()
+
+
+def _send_what_is_taken(socks: list[socket.socket], data: list[bytes], deadline: float,
+                        until_all: bool = False) -> None:
+    """Send each socket's data without blocking, cutting each buffer down to what is left;
+    return once every socket took all (until_all) or once none takes more."""
+    while time.monotonic() < deadline:
+        progress = False
+        for i, s in enumerate(socks):
+            if not data[i]:
+                continue
+            try:
+                sent = s.send(data[i][:1 << 20])
+            except BlockingIOError:
+                continue
+            data[i] = data[i][sent:]
+            progress = progress or sent > 0
+        if not any(data) or not (progress or until_all):
+            return
+        if not progress:
+            time.sleep(0.01)
+    assert not until_all, "the server stopped taking bodies"

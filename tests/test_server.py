@@ -19,6 +19,8 @@ import pytest
 import sqlq
 from sqlq.server import Server
 from sqlq.server import waiters as waiters_module
+from tests.servers import BeanstalkdProcess, free_port
+from tests.workers import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,10 +28,11 @@ ROOT = Path(__file__).resolve().parent.parent
 class Running:
     """A Server on 127.0.0.1:<free port>, in a thread of the test process."""
 
-    def __init__(self, path: str, max_job_size: int = 65535) -> None:
+    def __init__(self, path: str, max_job_size: int = 65535,
+                 max_buffered: int | None = None) -> None:
         self.path = path
         self.queue = sqlq.Queue(path, durability="normal", max_job_size=max_job_size)
-        self.server = Server(self.queue, max_job_size=max_job_size)
+        self.server = Server(self.queue, max_job_size=max_job_size, max_buffered=max_buffered)
         host, port = self.server.listen("127.0.0.1:0").rsplit(":", 1)
         self.address = (host, int(port))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -203,6 +206,9 @@ def test_not_found_replies(raw: Raw) -> None:
                  b"kick-job 9", b"stats-job 9", b"reserve-job 9", b"peek-ready",
                  b"peek-delayed", b"peek-buried", b"stats-tube nope", b"pause-tube nope 1",
                  b"peek 18446744073709551615", b"delete 9223372036854775808"):
+        assert raw.cmd(line) == b"NOT_FOUND\r\n", line
+    for verb in (b"peek", b"delete", b"touch", b"kick-job", b"stats-job", b"reserve-job"):
+        line = verb + b" 9223372036854775808"  # past SQLite's integers: the Queue's check
         assert raw.cmd(line) == b"NOT_FOUND\r\n", line
     raw.send(b"put 0 0 1 1\r\nx\r\n")
     assert raw.reply() == b"INSERTED 1\r\n"
@@ -508,12 +514,6 @@ def test_protocol_clients_and_library_workers_share_a_tube_without_doubles(
 # ---- the drop-in binary -----------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _start(args: list[str], address: object) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen([sys.executable, "-m", "sqlq.server", *args], cwd=ROOT)
     for _ in range(500):
@@ -529,7 +529,7 @@ def _start(args: list[str], address: object) -> subprocess.Popen[bytes]:
 
 
 def test_beanstalkd_flags_binlog_dir_and_first_job_id(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     proc = _start(["-l", "127.0.0.1", "-p", str(port), "-b", str(tmp_path), "-z", "10", "-f0"],
                   ("127.0.0.1", port))
     try:
@@ -564,7 +564,7 @@ def test_beanstalkd_unix_socket_temp_dir_and_drain_on_sigusr1(tmp_path: Path) ->
 
 def test_commands_sent_while_the_file_opens_are_timed_from_their_arrival() -> None:
     """It listens before its file is open; a client that connects at once sees exact timers."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "sqlq.server", "-l", "127.0.0.1", "-p",
                              str(port)], cwd=ROOT)
     try:
@@ -588,7 +588,7 @@ def test_commands_sent_while_the_file_opens_are_timed_from_their_arrival() -> No
 def test_out_of_file_descriptors_pauses_accepting_instead_of_spinning() -> None:
     import resource
 
-    port = _free_port()
+    port = free_port()
 
     def few_fds() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
@@ -645,3 +645,151 @@ def test_server_module_does_not_import_the_queue_before_it_listens() -> None:
     # no Queue, no apsw.
     assert [m for m in loaded if m not in ("sqlq", "sqlq.errors", "sqlq.server")
             and not m.startswith("sqlq.server.")] == []
+
+
+# ---- another process holds the write lock (reliability N1) -----------------------------------
+
+HOLD_LOCK = """
+import sys, apsw
+conn = apsw.Connection(sys.argv[1])
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.readline()
+conn.execute("COMMIT")
+"""
+
+
+def _quick(client: Raw, line: bytes) -> bytes:
+    """Send one command; its reply, which must come within 0.5 s (a generous bound)."""
+    started = time.monotonic()
+    reply = client.cmd(line)
+    took = time.monotonic() - started
+    assert took < 0.5, f"{line!r} took {took:.2f}s while another process held the lock"
+    return reply
+
+
+def test_a_write_lock_held_elsewhere_stalls_only_the_writes_that_need_it(
+        tmp_path: Path) -> None:
+    """Reads, in-memory commands and other connections are served while another process
+    holds the write lock; a put waits for it, and its connection's next commands wait
+    behind it in order; a waiting reserve gets its job once the lock is free."""
+    server = BeanstalkdProcess(tmp_path, "-F")
+    address = ("127.0.0.1", server.port)
+    writer, reader, worker = Raw(address), Raw(address), Raw(address)
+    holder = None
+    try:
+        assert writer.cmd(b"put 0 0 60 5\r\nfirst") == b"INSERTED 1\r\n"
+        holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(server.db)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline() == b"locked\n"
+        writer.send(b"put 0 0 60 6\r\nsecond\r\nlist-tube-used\r\nput 0 0 60 5\r\nthird\r\n")
+        worker.send(b"watch other\r\nreserve-with-timeout 60\r\n")
+        for _ in range(3):  # the whole time the lock is held, not only at first
+            assert _quick(reader, b"list-tube-used") == b"USING default\r\n"
+            assert _quick(reader, b"use other") == b"USING other\r\n"
+            assert _quick(reader, b"use default") == b"USING default\r\n"
+            assert _quick(reader, b"peek-ready").startswith(b"FOUND 1 5\r\nfirst")
+            assert _quick(reader, b"stats").startswith(b"OK ")
+            assert _quick(reader, b"stats-job 1").startswith(b"OK ")
+            assert _quick(reader, b"list-tubes-watched").startswith(b"OK ")
+        assert worker.line() == b"WATCHING 2\r\n"
+        writer.sock.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            writer.line()  # the put waits for the lock
+        writer.sock.settimeout(30)
+        holder.stdin.write(b"go\n")
+        holder.stdin.flush()
+        assert holder.wait(30) == 0
+        assert writer.line() == b"INSERTED 2\r\n"
+        assert writer.line() == b"USING default\r\n"
+        assert writer.line() == b"INSERTED 3\r\n"
+        assert worker.reply() == b"RESERVED 1 5\r\nfirst\r\n"
+        assert reader.cmd(b"peek 3") == b"FOUND 3 5\r\nthird\r\n"
+        assert server.alive()
+    finally:
+        if holder is not None and holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        for client in (writer, reader, worker):
+            client.close()
+        server.stop()
+
+
+def test_big_bodies_take_turns_for_the_budget_and_all_complete(tmp_path: Path) -> None:
+    """Bodies over one read wait for memory in arrival order (server/budget.py); one
+    larger than the whole budget still goes through when nothing else holds memory; one
+    that comes whole within a client's usual reads needs no turn."""
+    srv = Running(str(tmp_path / "q.db"), max_job_size=1 << 20, max_buffered=300_000)
+    clients = [Raw(srv.address) for _ in range(5)]
+    try:
+        sizes = [200_000, 200_000, 500_000, 100_000, 70_000]
+        bodies = [os.urandom(n) for n in sizes]
+        for client, body in zip(clients[:4], bodies, strict=False):
+            client.send(b"put 0 0 60 %d\r\n" % len(body) + body[:-10])
+        budget = srv.server.budget
+        wait_for(lambda: budget.granted > 0 and len(budget.waiting) == 3,
+                 what="one body granted, three waiting their turn")
+        clients[4].send(b"put 0 0 60 70000\r\n" + bodies[4] + b"\r\n")
+        assert clients[4].line().startswith(b"INSERTED ")  # while the others wait
+        assert len(budget.waiting) == 3  # it left the line
+        for client, body in zip(clients[:4], bodies, strict=False):
+            client.send(body[-10:] + b"\r\n")
+        ids = [int(client.line().split()[1]) for client in clients[:4]]
+        assert [srv.queue.peek(i).body for i in ids] == bodies[:4]  # type: ignore[union-attr]
+        wait_for(lambda: budget.granted == 0 and not budget.waiting,
+                 what="every grant given back")  # just after each reply was sent
+    finally:
+        for client in clients:
+            client.close()
+        srv.stop()
+
+
+def test_puts_waiting_for_the_write_lock_keep_their_bodies_within_the_budget(
+        tmp_path: Path) -> None:
+    """A put parked for another connection's lock still holds its grant: bodies behind
+    it wait unread, so a long transaction elsewhere cannot make the server buffer more."""
+    path = str(tmp_path / "q.db")
+    srv = Running(path, max_job_size=1 << 20, max_buffered=300_000)
+    clients = [Raw(srv.address) for _ in range(3)]
+    bodies = [os.urandom(200_000) for _ in clients]
+    budget = srv.server.budget
+    try:
+        with sqlq.Queue(path) as other:
+            with other.transaction():
+                for client, body in zip(clients, bodies, strict=True):
+                    client.send(b"put 0 0 60 %d\r\n" % len(body) + body + b"\r\n")
+                wait_for(lambda: srv.server.locks.parked and len(budget.waiting) == 2,
+                         what="one put parked for the lock, two bodies waiting for memory")
+                assert budget.granted == 200_002
+            ids = [int(client.line().split()[1]) for client in clients]
+        assert [srv.queue.peek(i).body for i in ids] == bodies  # type: ignore[union-attr]
+    finally:
+        for client in clients:
+            client.close()
+        srv.stop()
+
+
+def test_verbs_on_held_jobs_wait_out_the_lock_and_keep_the_job_held(tmp_path: Path) -> None:
+    """A delete, release, bury or touch refused by the lock runs again later: the
+    connection must still hold its job then (handlers change nothing before writing)."""
+    path = str(tmp_path / "q.db")
+    srv = Running(path)
+    client = Raw(srv.address)
+    try:
+        for n in range(4):
+            client.send(b"put 0 0 60 1\r\n%d\r\n" % n)
+            assert client.line() == b"INSERTED %d\r\n" % (n + 1)
+        for n in range(4):
+            assert client.cmd(b"reserve").startswith(b"RESERVED %d " % (n + 1))
+        with sqlq.Queue(path) as other, other.transaction():
+            client.send(b"touch 1\r\ndelete 2\r\nrelease 3 5 0\r\nbury 4 7\r\n")
+            wait_for(lambda: srv.server.locks.parked, what="the touch to wait for the lock")
+        assert [client.line() for _ in range(4)] == [
+            b"TOUCHED\r\n", b"DELETED\r\n", b"RELEASED\r\n", b"BURIED\r\n"]
+        assert srv.queue.peek(2) is None
+        assert [srv.queue.peek(i).state for i in (1, 3, 4)] == [  # type: ignore[union-attr]
+            "reserved", "ready", "buried"]
+    finally:
+        client.close()
+        srv.stop()

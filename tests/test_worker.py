@@ -109,6 +109,24 @@ def test_without_keepalive_a_job_past_its_ttr_runs_again_then_is_buried(
     assert "past its TTR" in w.text() and "reservation was lost" in w.text()
 
 
+def test_a_run_past_its_ttr_whose_rerun_finished_first_is_logged_lost_not_a_crash(
+        q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
+    """Reliability F3: the rerun elsewhere deletes the job while the first run still
+    works; the first worker's delete then finds no job. It logs "lost" and goes on: no
+    worker exits, so the supervisor restarts none."""
+    runs = tmp_path / "runs"
+    jid = enqueue(q, jobs.overrun_once, str(runs), 2.5)  # ttr=1, no heartbeat
+    with Work(db_url, "--import", "tests.jobs", "--processes", "2") as w:
+        wait_for(lambda: q.peek(jid) is None, timeout=20, what="the rerun to delete the job")
+        w.wait_log("reservation was lost", timeout=20)
+        after = enqueue(q, jobs.record, str(tmp_path / "after"), "ok")
+        wait_for(lambda: q.peek(after) is None, timeout=20, what="the workers to go on")
+        assert w.stop() == 0, w.text()
+    assert len([x for x in lines(runs) if x.startswith("end")]) == 2, lines(runs)
+    assert "ended with exit status" not in w.text(), w.text()
+    assert "not found" not in w.text(), w.text()
+
+
 def test_sigterm_lets_the_running_job_finish_and_exits_0(q: sqlq.Queue, db_url: str,
                                                          tmp_path: Path) -> None:
     runs = tmp_path / "runs"

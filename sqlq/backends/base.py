@@ -124,6 +124,12 @@ class Backend(abc.ABC):
         """Run the application's own SQL (its dialect, its parameter style) in conn's
         transaction; return the rows."""
 
+    @abc.abstractmethod
+    def set_lock_wait(self, seconds: float | None) -> None:
+        """How long a write may wait for a lock another process holds before raising
+        :class:`sqlq.Locked` with nothing written; None: the backend's long default
+        (an event loop serving other clients sets a short wait and retries later)."""
+
     # -- liveness of reservation holders -----------------------------------------------------
 
     @abc.abstractmethod

@@ -62,6 +62,9 @@ class Store(abc.ABC):
     """A backend's SQL verbs. ``Q`` maps each query name to its statement."""
 
     Q: dict[str, str]
+    #: Whether claim and delete_and_claim are one statement each: a backend may then run
+    #: them as their own transaction (one round trip to a server instead of four).
+    ONE_STATEMENT_CLAIM = False
 
     # -- dialect-specific --------------------------------------------------------------------
 
@@ -91,6 +94,13 @@ class Store(abc.ABC):
         """How many ids were ever issued (beanstalkd's total-jobs of the file)."""
 
     # -- claims and waiting ------------------------------------------------------------------
+
+    def delete_and_claim(self, conn: Any, now: int, job_id: int, lease: int, tubes: Any,
+                         owner: str | None) -> Any:
+        """Delete a reserved job under its lease (JobLost if the lease is gone: nothing
+        is claimed then) and claim the next, atomically: a worker's one commit per job."""
+        self.delete(conn, now, job_id, lease)
+        return self.claim(conn, now, tubes, owner)
 
     def claim_by_id(self, conn: Any, now: int, job_id: int, owner: str | None) -> Any:
         """beanstalkd's reserve-job: any job not reserved under a live lease."""

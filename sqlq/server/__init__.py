@@ -8,6 +8,8 @@ One thread runs one ``selectors`` loop, the shape of beanstalkd itself:
 ``connection.py``         ``Conn``: one client's buffers and protocol state, backpressure
 ``commands.py``           the verbs: a parsed command line → a Queue call → reply bytes
 ``waiters.py``            blocking reserves: the FIFO of waiters, notifier, timers, DEADLINE_SOON
+``locks.py``              commands waiting for another process's write lock, retried in order
+``budget.py``             the cap on memory all connections' put bodies hold at once
 ``stats.py``              the in-memory counters and the stats documents
 ``loop.py``               the selector and the timer heap
 ``net.py``                binding ``--listen`` addresses
@@ -18,7 +20,8 @@ One thread runs one ``selectors`` loop, the shape of beanstalkd itself:
 
 The last three are pure functions and constants, tested byte by byte and fuzzed
 without a socket. SQLite statements take well under a millisecond, so they run
-inline on the loop.
+inline on the loop; a write waits at most 20 ms for another process's lock,
+then waits its turn off the loop (``locks.py``), so reads and other clients go on.
 
 Why not asyncio: a drop-in beanstalkd must answer soon after exec (clients,
 and greenstalk's test suite, connect 100 ms after starting it, and time

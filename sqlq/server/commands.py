@@ -8,7 +8,7 @@ command (``_guarded``) and the server goes on.
 
 from __future__ import annotations
 
-from sqlq.errors import JobLost, JobNotFound, JobTooBig
+from sqlq.errors import JobLost, JobNotFound, JobTooBig, Locked
 from sqlq.server import protocol as bs
 from sqlq.server.loop import log
 from sqlq.server.protocol import Command, ProtocolError, Reply, Verb
@@ -19,16 +19,20 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from sqlq.server.connection import Conn
+    from sqlq.server.connection import Conn, Held
     from sqlq.server.core import Server
 
-_MAX_ID = 2**63 - 1  # SQLite's integers: a larger id names no job
 # Verbs go by their names (``_value_``) on the hot path: an Enum member hashes, and
 # reads ``.value``, through Python code, and reads through its class via the metaclass.
-_BY_ID = frozenset(v.value for v in (Verb.PEEK, Verb.RESERVE_JOB, Verb.DELETE, Verb.RELEASE,
-                                     Verb.BURY, Verb.TOUCH, Verb.KICK_JOB, Verb.STATS_JOB))
+# An id past SQLite's integers names no job: the Queue's by-id verbs say so
+# (model.job_id_in_range), and the handlers answer NOT_FOUND.
 _PUT, _QUIT, _RESERVE, _RESERVE_WITH_TIMEOUT = (
     Verb.PUT, Verb.QUIT, Verb.RESERVE, Verb.RESERVE_WITH_TIMEOUT)
+# The verbs that write: while commands wait for another process's write lock, these
+# queue behind them untried (locks.py); the others (reads, in-memory) run at once.
+_WRITES = frozenset(v.value for v in (
+    Verb.RESERVE_JOB, Verb.DELETE, Verb.RELEASE, Verb.BURY, Verb.TOUCH, Verb.KICK,
+    Verb.KICK_JOB, Verb.PAUSE_TUBE))
 
 
 class Commands:
@@ -38,6 +42,7 @@ class Commands:
         self.server = server
         self.stats = server.stats
         self.waiters = server.waiters
+        self.locks = server.locks
         handlers: dict[Verb, Callable[[Conn, Command], bytes]] = {
             Verb.PEEK: self._peek, Verb.PEEK_READY: self._peek_in_tube,
             Verb.PEEK_DELAYED: self._peek_in_tube, Verb.PEEK_BURIED: self._peek_in_tube,
@@ -68,7 +73,7 @@ class Commands:
         self.stats.cmds[name] += 1
         if verb is _PUT:
             conn.producer = True
-            conn.pending = cmd
+            conn.expect(cmd)
         elif verb is _RESERVE_WITH_TIMEOUT:
             self.waiters.reserve(conn, cmd.ints[0])
         elif verb is _RESERVE:
@@ -76,31 +81,42 @@ class Commands:
         elif verb is _QUIT:
             conn.inbuf.clear()
             conn.close_after_flush()
-        elif name in _BY_ID and cmd.ints[0] > _MAX_ID:
-            conn.send(Reply.NOT_FOUND)
         else:
-            conn.send(self._guarded(self._handlers[name], conn, cmd))
+            handler = self._handlers[name]
+            self._answer(conn, name, lambda: handler(conn, cmd), name in _WRITES)
 
-    def _guarded(self, handler: Callable[[Conn, Command], bytes], conn: Conn,
-                 cmd: Command) -> bytes:
-        """A failing database answers INTERNAL_ERROR to that one command; the server goes on."""
+    def _answer(self, conn: Conn, verb: str, attempt: Callable[[], bytes],
+                write: bool = True) -> None:
+        """Send ``attempt()``'s reply, now or, if it waits for the write lock, later."""
+        reply = self.locks.run(conn, lambda: self._guarded(verb, attempt), write)
+        if reply is not None:
+            conn.send(reply)
+
+    @staticmethod
+    def _guarded(verb: str, attempt: Callable[[], bytes]) -> bytes:
+        """A failing database answers INTERNAL_ERROR to that one command; the server goes on.
+
+        Except ``Locked``: another process holds the write lock, nothing was written,
+        and the command waits its turn (locks.py). So a handler changes nothing of its
+        own state before its write succeeds: it may run again.
+        """
         try:
-            return handler(conn, cmd)
+            return attempt()
+        except Locked:
+            raise
         except Exception:
-            log().exception("%s failed", cmd.verb.value)
+            log().exception("%s failed", verb)
             return Reply.INTERNAL_ERROR
 
-    def put(self, conn: Conn, cmd: Command, body: bytes) -> bytes:
-        """The second half of put, once its body has arrived."""
+    def put(self, conn: Conn, cmd: Command, body: bytes) -> None:
+        """The second half of put, once its body has arrived: send its reply (or wait)."""
         if body[-2:] != b"\r\n":
-            return Reply.EXPECTED_CRLF
-        if self.server.draining:
-            return Reply.DRAINING
-        try:  # _guarded, written out: this is the hot path of every producer
-            return self._insert(conn, cmd, body[:-2])
-        except Exception:
-            log().exception("%s failed", cmd.verb.value)
-            return Reply.INTERNAL_ERROR
+            conn.send(Reply.EXPECTED_CRLF)
+        elif self.server.draining:
+            conn.send(Reply.DRAINING)
+        else:
+            data = body[:-2]
+            self._answer(conn, "put", lambda: self._insert(conn, cmd, data))
 
     def _insert(self, conn: Conn, cmd: Command, body: bytes) -> bytes:
         pri, delay, ttr, _ = cmd.ints
@@ -126,49 +142,57 @@ class Commands:
             return Reply.NOT_FOUND
 
     def _delete(self, conn: Conn, cmd: Command) -> bytes:
-        q = self.server.q
         job_id = cmd.ints[0]
-        held = conn.reserved.pop(job_id, None)
+        held = conn.reserved.get(job_id)
         if held is not None:
             try:
-                q.delete(job_id, lease=held.lease)
-                self.stats.tube_counts["cmd-delete", held.tube] += 1
-                return Reply.DELETED
+                return self._delete_held(conn, job_id, held)
             except (JobLost, JobNotFound):
                 pass  # its TTR ran out: it may still be deleted as a ready job
         # Ready, delayed and buried jobs may be deleted by anyone, reserved ones only by
         # their holder: take the job unless someone holds it, then delete it under our
-        # own lease, so that a worker that reserves it in between keeps it.
+        # own lease, so that a worker that reserves it in between keeps it. Held from
+        # the claim on, so a delete refused by the lock goes on from there when retried.
         try:
-            job = q.reserve_job(job_id)
-            assert job.lease is not None
-            q.delete(job_id, lease=job.lease)
+            conn.hold(self.server.q.reserve_job(job_id))
+            return self._delete_held(conn, job_id, conn.reserved[job_id])
         except (JobLost, JobNotFound):
             return Reply.NOT_FOUND
-        self.stats.tube_counts["cmd-delete", job.tube] += 1
+
+    def _delete_held(self, conn: Conn, job_id: int, held: Held) -> bytes:
+        """Delete a job this connection holds (JobLost: it no longer does)."""
+        try:
+            self.server.q.delete(job_id, lease=held.lease)
+        except (JobLost, JobNotFound):
+            del conn.reserved[job_id]
+            raise
+        del conn.reserved[job_id]
+        self.stats.tube_counts["cmd-delete", held.tube] += 1
         return Reply.DELETED
 
     def _release(self, conn: Conn, cmd: Command) -> bytes:
         job_id, pri, delay = cmd.ints
-        held = conn.reserved.pop(job_id, None)
+        held = conn.reserved.get(job_id)
         if held is None:
             return Reply.NOT_FOUND
         try:
             self.server.q.release(job_id, priority=pri, delay=delay, lease=held.lease)
         except (JobLost, JobNotFound):
-            return Reply.NOT_FOUND
+            return self._lost(conn, job_id)
+        del conn.reserved[job_id]
         self.waiters.poke()
         return Reply.RELEASED
 
     def _bury(self, conn: Conn, cmd: Command) -> bytes:
         job_id, pri = cmd.ints
-        held = conn.reserved.pop(job_id, None)
+        held = conn.reserved.get(job_id)
         if held is None:
             return Reply.NOT_FOUND
         try:
             self.server.q.bury(job_id, priority=pri, lease=held.lease)
         except (JobLost, JobNotFound):
-            return Reply.NOT_FOUND
+            return self._lost(conn, job_id)
+        del conn.reserved[job_id]
         return Reply.BURIED
 
     def _touch(self, conn: Conn, cmd: Command) -> bytes:
@@ -178,11 +202,16 @@ class Commands:
         try:
             held.until = self.server.q.touch(cmd.ints[0], lease=held.lease)
         except (JobLost, JobNotFound):
-            del conn.reserved[cmd.ints[0]]
-            return Reply.NOT_FOUND
+            return self._lost(conn, cmd.ints[0])
         if conn in self.waiters:
             self.waiters.arm()
         return Reply.TOUCHED
+
+    @staticmethod
+    def _lost(conn: Conn, job_id: int) -> bytes:
+        """A job this connection held is no longer its own (its TTR ran out)."""
+        del conn.reserved[job_id]
+        return Reply.NOT_FOUND
 
     def _peek(self, conn: Conn, cmd: Command) -> bytes:
         job = self.server.q.peek(cmd.ints[0])

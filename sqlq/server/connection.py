@@ -5,7 +5,8 @@ put still arriving, or the body of a too-big put being thrown away. Replies go
 straight to the socket when nothing is queued before them, else to ``outbuf``.
 Backpressure: a client that stops reading its replies stops being read
 (``HIGH_WATER``), and a client sending faster than it is served is read no
-further than one read beyond the command it is on.
+further than one read beyond the command it is on. A put body larger than one
+read is read once the server-wide budget grants it memory (budget.py).
 """
 
 from __future__ import annotations
@@ -53,9 +54,11 @@ class Conn:
         self.closed = False
         self.overlong = False    # discarding a line longer than LINE_MAX up to its CRLF
         self.pending: Command | None = None  # a put whose body is still arriving
+        self.grant = 0           # bytes of the budget granted to the pending body
         self.discard = 0         # bytes of a too-big body still to throw away
         self.discard_reply = b""
-        self.waiting = False
+        self.waiting = False     # in a blocking reserve (waiters.py)
+        self.blocked = False     # a command waits for another process's write lock (locks.py)
         self.arrived: float | None = None  # when unanswered input came in before the file was open
         self.use = DEFAULT_TUBE
         self.watch = [DEFAULT_TUBE]
@@ -106,7 +109,8 @@ class Conn:
         if not self.server.ready:
             return
         commands = self.server.commands
-        while not (self.closed or self.closing or self.waiting) and len(self.outbuf) < HIGH_WATER:
+        while not (self.closed or self.closing or self.waiting or self.blocked) \
+                and len(self.outbuf) < HIGH_WATER:
             if self.discard:
                 n = min(self.discard, len(self.inbuf))
                 del self.inbuf[:n]
@@ -120,8 +124,12 @@ class Conn:
                     break
                 body = bytes(self.inbuf[:need])
                 del self.inbuf[:need]
+                if need > READ_SIZE and not self.grant:  # it came whole within the reads
+                    self.server.budget.give_back(self)  # any client may make: wait no more
                 cmd, self.pending = self.pending, None
-                self.send(commands.put(self, cmd, body))
+                commands.put(self, cmd, body)
+                if self.grant and not self.blocked:  # stored: the memory goes to the next
+                    self.server.budget.give_back(self)
             else:
                 end = self.inbuf.find(b"\r\n")
                 if end < 0:
@@ -136,8 +144,26 @@ class Conn:
                     self.send(Reply.BAD_FORMAT)
                 else:
                     commands.dispatch(self, line)
-        if self.eof and not self.waiting and not self.closed:
+        if self.eof and not (self.waiting or self.blocked or self.closed):
             self.close_after_flush()
+
+    def expect(self, cmd: Command) -> None:
+        """A put's command line came: its body is next. One larger than a read waits
+        for memory from the server's budget before it is read further."""
+        self.pending = cmd
+        need = cmd.ints[3] + 2
+        if need > READ_SIZE:
+            self.server.budget.ask(self, need)
+
+    def answered(self, reply: bytes) -> None:
+        """The command that waited for the write lock is answered (locks.py); a put's
+        body, stored now, gives its memory back. Then on with the next commands."""
+        self.blocked = False
+        if self.grant:
+            self.server.budget.give_back(self)
+        self.send(reply)
+        self.process()
+        self.update()
 
     def send(self, data: bytes) -> None:
         if self.closed:
@@ -174,7 +200,7 @@ class Conn:
             return
         mask = 0
         if not self.eof and not self.closing and len(self.inbuf) < READ_SIZE + LINE_MAX + (
-                self.pending.ints[3] + 2 if self.pending else 0):
+                self.grant if self.pending else 0):
             mask = _READ
         if self.outbuf:
             mask |= _WRITE

@@ -11,9 +11,11 @@ import selectors
 import socket
 import time
 
-from sqlq.errors import Error
+from sqlq.errors import Error, Locked
+from sqlq.server.budget import Budget, default_max_buffered
 from sqlq.server.commands import Commands
-from sqlq.server.connection import Conn
+from sqlq.server.connection import Conn, Held
+from sqlq.server.locks import LOCK_WAIT, LockWaits
 from sqlq.server.loop import Loop, log
 from sqlq.server.net import DEFAULT_LISTEN, address_of, bind, unlink_unix
 from sqlq.server.stats import Stats
@@ -30,12 +32,17 @@ ACCEPT_PAUSE = 0.1
 class Server:
     """beanstalkd's commands over one Queue, for any number of connections."""
 
-    def __init__(self, queue: Queue | None, *, max_job_size: int | None = None) -> None:
-        self._queue = queue
+    def __init__(self, queue: Queue | None, *, max_job_size: int | None = None,
+                 max_buffered: int | None = None) -> None:
+        self._queue: Queue | None = None
+        if queue is not None:
+            self._use(queue)
         if max_job_size is None:
             assert queue is not None, "max_job_size is needed until the queue is attached"
             max_job_size = queue.max_job_size
         self.max_job_size = max_job_size
+        self.budget = Budget(max_buffered if max_buffered is not None
+                             else default_max_buffered(max_job_size))
         self.skew = 0.0  # seconds a command waited for the file to open (see attach)
         self.loop = Loop()
         self.conns: set[Conn] = set()
@@ -43,6 +50,7 @@ class Server:
         self.listeners: list[socket.socket] = []
         self.stats = Stats()
         self.waiters = Waiters(self)
+        self.locks = LockWaits(self)
         self.commands = Commands(self)
 
     @property
@@ -61,7 +69,7 @@ class Server:
         a delay, a ``reserve-with-timeout`` and a ``pause-tube`` count the time
         they waited for the file, so the client sees beanstalkd's timings.
         """
-        self._queue = queue
+        self._use(queue)
         for conn in list(self.conns):
             if conn.arrived is not None:
                 self.skew = max(time.monotonic() - conn.arrived, 0.0)
@@ -69,6 +77,12 @@ class Server:
                 conn.process()
                 conn.update()
         self.skew = 0.0
+
+    def _use(self, queue: Queue) -> None:
+        """Serve ``queue``, whose writes wait at most LOCK_WAIT for another process's
+        lock: a loop blocked on the lock would serve nobody (locks.py)."""
+        queue.lock_wait = LOCK_WAIT
+        self._queue = queue
 
     def listen(self, listen: str | None = None, sock: socket.socket | None = None) -> str:
         """Start accepting on ``sock`` or a new socket bound to ``listen``; return the address."""
@@ -126,11 +140,22 @@ class Server:
         """A closed connection's reservations go back to ready at once, as in beanstalkd."""
         self.conns.discard(conn)
         self.waiters.forget(conn)
-        for job_id, held in conn.reserved.items():
+        self.locks.forget(conn)
+        self.budget.give_back(conn)
+        if conn.reserved:
+            jobs = dict(conn.reserved)
+            conn.reserved.clear()
+            self.locks.run(None, lambda: self._give_back(jobs))
+
+    def _give_back(self, jobs: dict[int, Held]) -> bytes:
+        """Release a closed connection's jobs; Locked leaves the rest for a retry."""
+        for job_id in list(jobs):
             try:
-                self.q.release(job_id, lease=held.lease)
+                self.q.release(job_id, lease=jobs[job_id].lease)
+            except Locked:
+                raise
             except Error:
                 pass  # its TTR ran out, or it was deleted meanwhile
-        if conn.reserved:
-            conn.reserved.clear()
-            self.waiters.poke()
+            del jobs[job_id]
+        self.waiters.poke()
+        return b""

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 
 def serve(queue: Queue, listen: str = DEFAULT_LISTEN, *, max_job_size: int | None = None,
-          sock: socket.socket | None = None, ready: Callable[[str], Any] | None = None,
-          handle_signals: bool = True) -> None:
+          max_buffered: int | None = None, sock: socket.socket | None = None,
+          ready: Callable[[str], Any] | None = None, handle_signals: bool = True) -> None:
     """Serve the beanstalkd protocol over ``queue`` until SIGTERM or SIGINT.
 
     The protocol has no authentication: anyone who can connect can read,
@@ -38,11 +38,13 @@ def serve(queue: Queue, listen: str = DEFAULT_LISTEN, *, max_job_size: int | Non
         queue: the Queue to serve; its file may be shared with library users.
         listen: ``HOST:PORT``, ``[V6]:PORT`` or ``unix:PATH`` (port 0: any free port).
         max_job_size: the largest body a put may announce; default the queue's.
+        max_buffered: bytes all connections' put bodies may hold at once; default 64 MiB
+            or four maximum-size bodies, whichever is more (see server/budget.py).
         sock: an already bound listening socket, instead of ``listen``.
         ready: called with the bound address once clients can connect.
         handle_signals: SIGTERM/SIGINT stop, SIGUSR1 enters drain mode (main thread only).
     """
-    server = Server(queue, max_job_size=max_job_size)
+    server = Server(queue, max_job_size=max_job_size, max_buffered=max_buffered)
     address = server.listen(listen, sock)
     log().info("listening on %s", address)
     if ready is not None:

@@ -28,7 +28,7 @@ def bind(listen: str) -> socket.socket:
         except OSError:
             pass
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(path)
+        _bind_private(sock, path)
     else:
         host, port = _host_port(listen)
         family, kind, proto, _, addr = socket.getaddrinfo(
@@ -39,6 +39,26 @@ def bind(listen: str) -> socket.socket:
     sock.listen(1024)
     sock.setblocking(False)
     return sock
+
+
+SOCKET_MODE = 0o600
+"""A unix socket's mode, whatever the umask: connecting needs write permission on
+it, and the protocol has no authentication, so only the server's user may drive it."""
+
+
+def _bind_private(sock: socket.socket, path: str) -> None:
+    """Bind ``sock`` at ``path``, the socket file created SOCKET_MODE from its first instant.
+
+    The umask is narrowed around ``bind`` (which creates the file) rather than a chmod
+    after it: a chmod goes by name, and a local user who can write in the directory
+    could swap the name for a symlink in between. The umask is the process's, so this
+    runs where the servers bind, before they start threads.
+    """
+    old = os.umask(0o777 & ~SOCKET_MODE)
+    try:
+        sock.bind(path)
+    finally:
+        os.umask(old)
 
 
 def _host_port(listen: str) -> tuple[str, int]:

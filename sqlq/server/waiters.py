@@ -13,6 +13,7 @@ from __future__ import annotations
 import selectors
 import time
 
+from sqlq.errors import Locked
 from sqlq.server.loop import log, now_ms
 from sqlq.server.protocol import SAFETY_MARGIN_MS, Reply
 
@@ -104,8 +105,12 @@ class Waiters:
         processes that died (``reserve(timeout=0)`` does), which costs a look at
         each process holding reservations. With ``look``, claim only if a read
         (no write lock) finds a job: most wake-ups by other processes' commits
-        find nothing, and must not contend with the writers.
+        find nothing, and must not contend with the writers. While another process
+        holds the write lock (locks.py), nothing is claimed: the reserve waits on.
         """
+        locks = self.server.locks
+        if locks.locked():
+            return None
         q = self.server.q
         try:
             names = list(tubes)
@@ -115,6 +120,9 @@ class Waiters:
                 job = None
             else:
                 job = q.try_reserve(names)
+        except Locked:
+            locks.refused()
+            return None
         except Exception:
             log().exception("reserve failed")
             return None
@@ -276,6 +284,9 @@ class Waiters:
         q = self.server.q
         now, mono = now_ms(), time.monotonic()
         delay = FALLBACK_RECHECK if self._notify_fd is not None else 0.05
+        retry_at = self.server.locks.retry_at  # a claim found the lock taken: try again then
+        if retry_at > mono:  # (commands parked for the lock poke the waiters once answered)
+            delay = min(delay, retry_at - mono)
         for key in {frozenset(w.tubes) for w in self.waiting.values()}:
             due = q.next_wakeup(sorted(key))
             if due is not None:

@@ -72,6 +72,9 @@ class PostgresBackend(Backend):
         cursor = conn.execute(sql, params or None)
         return list(cursor.fetchall()) if cursor.description else []
 
+    def set_lock_wait(self, seconds: float | None) -> None:
+        self.db.set_lock_wait(seconds)
+
     # -- liveness ----------------------------------------------------------------------------
 
     def owner_token(self) -> str:
@@ -176,7 +179,7 @@ class PostgresBackend(Backend):
                         _listeners[self._url] = (listener, count - 1)
                     else:
                         del _listeners[self._url]
-                        self.db.read(listener.stop)
+                        listener.stop()
                 self._listener = None
             if self._owner_conn is not None:
                 self._owner_conn.close()

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import errors as pg_errors
 
-from ...errors import DatabaseError, Error, SchemaError
+from ...errors import DatabaseError, Error, Locked, SchemaError
 from ..base import Durability
 from ..migrations import load
 
@@ -60,6 +60,8 @@ def redact(url: str) -> str:
 def translate(location: str, error: psycopg.Error) -> Error:
     """The sqlq error, with a one-line message naming the database, for a driver error."""
     text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if isinstance(error, pg_errors.LockNotAvailable):
+        return Locked(f"{location}: a lock was held by another session for too long ({text})")
     return DatabaseError(f"{location}: {text}")
 
 
@@ -88,6 +90,7 @@ class Database:
         #: How many times the connection was made again: a write cut off by a lost
         #: connection may have committed unseen (see PostgresBackend.owner_token).
         self.reconnects = 0
+        self._lock_timeout = "0"  # PostgreSQL's: wait for ever (set_lock_wait)
         self._conn = self._connect()
         try:
             self._migrate(clock())
@@ -101,7 +104,15 @@ class Database:
             # Survives any crash of a client, may lose the last commits if the server's
             # host loses power: the same promise as normal on a SQLite file.
             conn.execute("SET synchronous_commit = off")
+        conn.execute("SELECT set_config('lock_timeout', %s, false)", (self._lock_timeout,))
         return conn
+
+    def set_lock_wait(self, seconds: float | None) -> None:
+        """A write waiting longer than this for a row or table lock raises Locked."""
+        self._lock_timeout = "0" if seconds is None else f"{max(1, round(seconds * 1000))}ms"
+        with self._lock, self._errors():
+            self._usable().execute("SELECT set_config('lock_timeout', %s, false)",
+                                   (self._lock_timeout,))
 
     def _migrate(self, now_ms: int) -> None:
         """Bring the schema up to date in one transaction, one migrator at a time."""

@@ -30,7 +30,6 @@ from ...errors import DatabaseError
 from ..base import Events
 from .db import connect
 
-CHANNEL = "sqlq"
 #: A waiter looks by itself at least this often, whatever it heard.
 MAX_SLEEP = 10.0
 #: The listening thread checks its connection when it heard nothing for this long.
@@ -46,8 +45,8 @@ class Listener:
         self.url, self.location = url, location
         self._lock = threading.Lock()
         self._notifiers: set[PgNotifier] = set()
-        self._stop_payload = f"{os.getpid()}-{id(self):x}"
         self._stopping = False
+        self._stop_r, self._stop_w = os.pipe()  # a byte here ends the reader thread
         self._conn = self._listen()  # the first connection fails loudly; later ones retry
         self._thread = threading.Thread(target=self._run, name="sqlq-listen", daemon=True)
         self._thread.start()
@@ -55,7 +54,6 @@ class Listener:
     def _listen(self) -> psycopg.Connection[Any]:
         conn = connect(self.url, self.location)
         conn.execute("LISTEN sqlq")
-        conn.execute("LISTEN sqlq_stop")  # a payload naming this listener ends its thread
         return conn
 
     def add(self, notifier: PgNotifier) -> None:
@@ -75,15 +73,20 @@ class Listener:
             notifier.poke()
 
     def _run(self) -> None:
+        """Sleep in select() on the connection's socket (psycopg's own wait wakes every
+        100 ms: CPU for nothing), then take what arrived without blocking."""
         while not self._stopping:
             try:
-                for note in self._conn.notifies(timeout=HEALTH_INTERVAL):
-                    if note.channel == CHANNEL:
-                        self._wake_all()
-                    elif note.payload == self._stop_payload:
-                        return
-                self._conn.execute("SELECT 1")  # heard nothing for a while: still there?
-            except psycopg.Error:
+                ready, _, _ = select.select([self._conn.fileno(), self._stop_r], [], [],
+                                            HEALTH_INTERVAL)
+                if self._stop_r in ready:
+                    return
+                if not ready:
+                    self._conn.execute("SELECT 1")  # heard nothing for a while: still there?
+                    continue
+                if any(True for _ in self._conn.notifies(timeout=0)):
+                    self._wake_all()
+            except (psycopg.Error, OSError):
                 if self._stopping:
                     return
                 self._reconnect()
@@ -103,14 +106,15 @@ class Listener:
                 delay = min(delay * 2, 5.0)
         self._wake_all()
 
-    def stop(self, conn: Any) -> None:
-        """End the reader thread (through conn, a connection of the same database)."""
+    def stop(self) -> None:
+        """End the reader thread and close the listening connection."""
         self._stopping = True
-        with contextlib.suppress(psycopg.Error):
-            conn.execute("SELECT pg_notify('sqlq_stop', %s)", (self._stop_payload,))
+        os.write(self._stop_w, b"x")
         self._thread.join(timeout=5)
         with contextlib.suppress(psycopg.Error):
             self._conn.close()
+        os.close(self._stop_r)
+        os.close(self._stop_w)
 
 
 class PgNotifier:

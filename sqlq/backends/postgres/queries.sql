@@ -36,38 +36,19 @@ SELECT id, pg_notify('sqlq', %(tube)s) FROM job;
 SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 
 -- name: claim_job
--- The most urgent job that is ready as of now across the watched, unpaused
--- tubes, taken in one statement. Per tube, three fenced probes (a ready job, a
--- due delayed job, an expired reservation), each on its own partial index and
--- each FOR UPDATE SKIP LOCKED, so concurrent claimers never wait on each other
--- and never take the same row; the best of them wins. Every filter is inside the
--- locked probes (paused tubes are never probed), so no row is locked that the
--- UPDATE would refuse. The other probes' locks end with the statement.
-UPDATE sqlq_jobs AS j
-   SET state = 2, reserved_until = %(now)s + j.ttr, reserves = j.reserves + 1,
-       timeouts = j.timeouts + (j.state = 2)::int, delay_until = NULL,
-       lease = floor(random() * 9007199254740991)::bigint + 1, owner = %(owner)s
-  FROM (SELECT c.id
-          FROM (SELECT u.name FROM unnest(%(tubes)s::text[]) AS u(name)
-                 WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
-                                    WHERE p.name = u.name AND p.paused_until > %(now)s)) AS t
-          LEFT JOIN LATERAL (SELECT id, priority FROM sqlq_jobs
-                              WHERE state = 0 AND tube = t.name
-                              ORDER BY priority, id LIMIT 1 FOR UPDATE SKIP LOCKED) AS r ON true
-          LEFT JOIN LATERAL (SELECT id, priority FROM sqlq_jobs
-                              WHERE state = 1 AND tube = t.name AND delay_until <= %(now)s
-                              ORDER BY priority, id LIMIT 1 FOR UPDATE SKIP LOCKED) AS d ON true
-          LEFT JOIN LATERAL (SELECT id, priority FROM sqlq_jobs
-                              WHERE state = 2 AND reserved_until <= %(now)s AND tube = t.name
-                              ORDER BY priority, id LIMIT 1 FOR UPDATE SKIP LOCKED) AS x ON true
-         CROSS JOIN LATERAL (VALUES (r.id, r.priority), (d.id, d.priority),
-                                    (x.id, x.priority)) AS c(id, priority)
-         WHERE c.id IS NOT NULL
-         ORDER BY c.priority, c.id
-         LIMIT 1) AS pick
- WHERE j.id = pick.id
-RETURNING j.id, j.tube, j.priority, j.ttr, j.body, j.created_at, j.reserves, j.timeouts,
-          j.releases, j.buries, j.kicks, j.lease, j.reserved_until, j.unique_key;
+-- The most urgent job ready as of now in the watched, unpaused tubes, due delayed
+-- jobs and expired reservations included: see sqlq_claim in migrations/0003.
+SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries, kicks,
+       lease, reserved_until, unique_key
+  FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text);
+
+-- name: delete_and_claim
+-- The worker's fast path: delete the job it finished (under its lease) and claim the
+-- next, in one statement (sqlq_delete_and_claim; SQLSTATE SQ001: the lease is lost).
+SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries, kicks,
+       lease, reserved_until, unique_key
+  FROM sqlq_delete_and_claim(%(id)s::bigint, %(lease)s::bigint, %(now)s::bigint,
+                             %(tubes)s::text[], %(owner)s::text);
 
 -- name: claim_job_by_id
 -- beanstalkd's reserve-job: any job that is not reserved under a live lease.

@@ -13,10 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from ...model import DELAYED, READY
 from ..store import Store, load_queries, one
 
 Q = load_queries(Path(__file__).with_name("queries.sql"))
+#: The SQLSTATE sqlq_delete_and_claim raises when the lease no longer holds.
+LEASE_LOST = "SQ001"
 
 
 def _put_params(now: int, tube: str, priority: int, delay_ms: int, ttr_ms: int) -> dict[str, Any]:
@@ -27,6 +31,7 @@ def _put_params(now: int, tube: str, priority: int, delay_ms: int, ttr_ms: int) 
 
 class PostgresStore(Store):
     Q = Q
+    ONE_STATEMENT_CLAIM = True
 
     def tubes_param(self, tubes: Sequence[str]) -> list[str]:
         return list(tubes)
@@ -57,6 +62,16 @@ class PostgresStore(Store):
 
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> Any:
         return one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner})
+
+    def delete_and_claim(self, conn: Any, now: int, job_id: int, lease: int, tubes: Any,
+                         owner: str | None) -> Any:
+        params = {"id": job_id, "lease": lease, "now": now, "tubes": tubes, "owner": owner}
+        try:
+            return one(conn, Q["delete_and_claim"], params)
+        except psycopg.Error as e:
+            if e.sqlstate == LEASE_LOST:
+                raise self._lease_failure(conn, job_id, lease) from None
+            raise
 
     def total_jobs(self, conn: Any) -> int:
         return int(one(conn, Q["total_jobs"])[0])

@@ -53,6 +53,9 @@ class SQLiteBackend(Backend):
                 ) -> list[tuple[Any, ...]]:
         return list(conn.execute(sql, params))
 
+    def set_lock_wait(self, seconds: float | None) -> None:
+        self.db.lock_wait = seconds
+
     def owner_token(self) -> str:
         with self._owner_lock:
             if self._owner is None:

@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeVar
 
 import apsw
 
-from ...errors import DatabaseError, Error, SchemaError
+from ...errors import DatabaseError, Error, Locked, SchemaError
 from . import migrate
 from .wakeup import NOTIFY_NAME
 
@@ -104,7 +104,7 @@ def translate(path: str, error: apsw.Error) -> Error:
                                  "and SQLite's WAL mode keeps its -wal and -shm files there")
         return DatabaseError(f"{path}: cannot open the database ({error})")
     if isinstance(error, apsw.BusyError):
-        return DatabaseError(f"{path}: database is locked by another process for too long")
+        return Locked(f"{path}: database is locked by another process for too long")
     if isinstance(error, apsw.IOError):
         return DatabaseError(f"{path}: I/O error ({error})")
     return DatabaseError(f"{path}: {error}")
@@ -237,6 +237,9 @@ class Database:
         self._full = durability == "full"
         self._lock = threading.RLock()
         self._busy_since = 0.0
+        #: Seconds a write waits for another process's lock before raising Locked at
+        #: once; None: BUSY_TIMEOUT_S, then tenacity's retries until BUSY_GIVE_UP_S.
+        self.lock_wait: float | None = None
         with translate_errors(path):
             self._check_file(init)
             warn_if_network_filesystem(path)
@@ -306,7 +309,8 @@ class Database:
         now = time.monotonic()
         if attempts == 0:
             self._busy_since = now
-        elif now - self._busy_since > BUSY_TIMEOUT_S:
+        elif now - self._busy_since > (BUSY_TIMEOUT_S if self.lock_wait is None
+                                        else self.lock_wait):
             return False
         time.sleep(min(0.00005 * 2 ** min(attempts, 7), 0.005) * random.uniform(0.5, 1.5))
         return True
@@ -336,6 +340,8 @@ class Database:
                 try:
                     return self._transaction(fn, durable, single)
                 except apsw.BusyError:
+                    if self.lock_wait is not None:
+                        raise
                     result: T = self._retrying(self._transaction, fn, durable, single)
                     return result
             except apsw.Error as e:

@@ -32,23 +32,14 @@ from typing import Any, TypeVar, cast
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
-from ...durations import now_ms
 from ...errors import DatabaseError, SchemaError
-from ...model import (
-    DEFAULT_MAX_JOB_SIZE,
-    DEFAULT_PRIORITY,
-    DEFAULT_TTR,
-    DEFAULT_TUBE,
-    check_body,
-    check_put_options,
-    check_tube,
-)
 from . import migrate
 from .db import BUSY_GIVE_UP_S, open_through_sqlq
 from .store import SQLiteStore
 
 T = TypeVar("T")
-_store = SQLiteStore()
+#: The verbs, run on a sqlite3 connection through _Adapter.
+STORE = SQLiteStore()
 
 #: RETURNING, which queries.sql uses, arrived in SQLite 3.35.
 MIN_SQLITE = (3, 35, 0)
@@ -143,8 +134,9 @@ def _check_one_sqlite(db: _Adapter) -> None:
                 "transaction() here, or sqlq.put(conn) in processes without a Queue")
 
 
-def _run(conn: sqlite3.Connection, fn: Callable[[Any], T]) -> T:
-    """Run fn(adapter) in the caller's transaction, or in one we open (see module doc)."""
+def run(conn: sqlite3.Connection, fn: Callable[[Any], T]) -> T:
+    """Run fn(adapter) in the caller's transaction, or in one we open (see module doc);
+    fn uses :data:`STORE` on the adapter."""
     if not isinstance(conn, sqlite3.Connection):
         raise TypeError(f"conn must be a sqlite3.Connection, not {type(conn).__name__}")
     if sqlite3.sqlite_version_info < MIN_SQLITE:
@@ -173,47 +165,4 @@ def _run(conn: sqlite3.Connection, fn: Callable[[Any], T]) -> T:
         raise DatabaseError(f"sqlq.put: {e}") from e
 
 
-def put(conn: sqlite3.Connection, body: bytes | str, *, tube: str = DEFAULT_TUBE,
-        priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
-        unique_key: str | None = None, max_job_size: int = DEFAULT_MAX_JOB_SIZE) -> int:
-    """Put a job through a stdlib ``sqlite3`` connection, in the caller's transaction.
-
-    The job becomes visible to workers (and wakes them) when the caller commits;
-    if the caller rolls back, it never existed. Arguments as in ``Queue.put``.
-
-    Args:
-        conn: an open ``sqlite3.Connection`` to a sqlq file.
-        body: the job body (str is UTF-8 encoded).
-        max_job_size: the largest body accepted, as ``Queue(max_job_size=)``.
-
-    Returns:
-        The job's id (with ``unique_key``, the live job's id if there is one).
-
-    Raises:
-        SchemaError: the file has no sqlq schema (or a newer one).
-        DatabaseError: SQLite refused the write (for example, locked too long).
-    """
-    data = check_body(body, max_job_size)
-    check_tube(tube)
-    delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
-    return _run(conn, lambda db: _store.insert_job(db, now_ms(), tube, priority, delay_ms, ttr_ms,
-                                                  data, unique_key))
-
-
-def put_many(conn: sqlite3.Connection, bodies: Iterable[bytes | str], *,
-             tube: str = DEFAULT_TUBE, priority: int = DEFAULT_PRIORITY, delay: float = 0,
-             ttr: float = DEFAULT_TTR, max_job_size: int = DEFAULT_MAX_JOB_SIZE) -> list[int]:
-    """Put many jobs through a stdlib ``sqlite3`` connection: all or none; ids in order.
-
-    Same transaction rules as :func:`put`.
-    """
-    if isinstance(bodies, (bytes, str)):
-        raise TypeError("bodies must be an iterable of bodies, not a single body")
-    data = [check_body(b, max_job_size) for b in bodies]
-    check_tube(tube)
-    delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
-    return _run(conn, lambda db: _store.insert_jobs(db, now_ms(), tube, priority, delay_ms,
-                                                   ttr_ms, data))
-
-
-__all__ = ["put", "put_many"]
+__all__ = ["STORE", "run"]

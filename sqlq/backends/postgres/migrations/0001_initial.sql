@@ -39,7 +39,6 @@ CREATE TABLE sqlq_jobs (
 CREATE INDEX sqlq_jobs_ready    ON sqlq_jobs (tube, priority, id)  WHERE state = 0;
 CREATE INDEX sqlq_jobs_delayed  ON sqlq_jobs (tube, delay_until)   WHERE state = 1;
 CREATE INDEX sqlq_jobs_reserved ON sqlq_jobs (reserved_until)      WHERE state = 2;
-CREATE INDEX sqlq_jobs_owner    ON sqlq_jobs (owner)               WHERE state = 2;
 CREATE INDEX sqlq_jobs_buried   ON sqlq_jobs (tube, id)            WHERE state = 3;
 CREATE UNIQUE INDEX sqlq_jobs_unique ON sqlq_jobs (tube, unique_key)
     WHERE unique_key IS NOT NULL;
