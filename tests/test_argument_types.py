@@ -14,6 +14,8 @@ import pytest
 
 import sqlq
 
+pytestmark = pytest.mark.both_apis  # q and fq: as a Queue, then as an AsyncQueue
+
 Call = Callable[[sqlq.Queue, dict[str, Any]], object]
 
 # verb -> (call with defaults overridable by keyword, the arguments to spoil)

@@ -37,6 +37,8 @@ import pytest
 import sqlq
 from sqlq.backends.sqlite import db as sqlq_db
 
+pytestmark = pytest.mark.both_apis  # q and fq: as a Queue, then as an AsyncQueue
+
 SQLQ = str(Path(sys.executable).parent / "sqlq")
 MIB = 1 << 20
 

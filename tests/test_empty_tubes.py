@@ -18,6 +18,8 @@ from click.testing import CliRunner
 import sqlq
 from sqlq.cli import cli
 
+pytestmark = pytest.mark.both_apis  # q and fq: as a Queue, then as an AsyncQueue
+
 COUNTERS = ("current-jobs-urgent", "current-jobs-ready", "current-jobs-reserved",
             "current-jobs-delayed", "current-jobs-buried", "pause", "pause-time-left")
 

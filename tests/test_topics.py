@@ -10,6 +10,8 @@ import sqlq
 
 from .conftest import spawn
 
+pytestmark = pytest.mark.both_apis  # q and fq: as a Queue, then as an AsyncQueue
+
 
 def drain(q: sqlq.Queue, tube: str) -> list[bytes]:
     bodies = []
