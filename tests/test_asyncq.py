@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import statistics
+import subprocess
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -17,6 +18,7 @@ import sqlq
 from sqlq import AsyncQueue, Queue
 
 from .conftest import spawn
+from .test_durability import HOLDER  # a process that holds the write lock for argv[2] s
 
 T = TypeVar("T")
 
@@ -61,10 +63,17 @@ asyncio.run(main())
 """
 
 
-def test_a_thousand_waiting_coroutines_cost_nothing_and_each_gets_one_job(db_url: str) -> None:
+def start(script: str, db_url: str, n: int) -> subprocess.Popen[str]:
+    """``script`` in a process of its own on a migrated database, told ``n``."""
     Queue(db_url).close()
+    proc = spawn(script, db_url, str(n))
+    assert proc.stdout is not None
+    return proc
+
+
+def test_a_thousand_waiting_coroutines_cost_nothing_and_each_gets_one_job(db_url: str) -> None:
     n = 1000
-    waiter = spawn(WAITERS, db_url, str(n))
+    waiter = start(WAITERS, db_url, n)
     assert waiter.stdout is not None
     idle = json.loads(waiter.stdout.readline())
     print(f"\n{n} waiting coroutines: {idle['threads']} more threads, "
@@ -97,9 +106,8 @@ asyncio.run(main())
 
 
 def test_wake_latency_across_processes(db_url: str) -> None:
-    Queue(db_url).close()
     n = 100
-    waiter = spawn(WAKE, db_url, str(n))
+    waiter = start(WAKE, db_url, n)
     assert waiter.stdout is not None
     assert waiter.stdout.readline().strip() == "ready"
     with Queue(db_url, durability="normal") as q:
@@ -206,16 +214,6 @@ def test_cancelled_waiter_hands_its_job_to_the_next_one(db_url: str) -> None:
 
 # -- the loop is never blocked -----------------------------------------------------------------
 
-HOLDER = """
-import sqlite3, sys, time
-conn = sqlite3.connect(sys.argv[1], isolation_level=None)
-conn.execute("BEGIN IMMEDIATE")
-print("holding", flush=True)
-time.sleep(float(sys.argv[2]))
-conn.execute("COMMIT")
-"""
-
-
 @pytest.mark.sqlite_only
 def test_loop_ticker_never_stalls_while_another_process_holds_the_write_lock(
         db_url: str) -> None:
@@ -238,7 +236,7 @@ def test_loop_ticker_never_stalls_while_another_process_holds_the_write_lock(
         holder = spawn(HOLDER, db_url, "1.0")
         assert holder.stdout is not None
         line = await asyncio.get_running_loop().run_in_executor(None, holder.stdout.readline)
-        assert line.strip() == "holding", holder.communicate()
+        assert line.strip() == "locked", holder.communicate()
         started = time.monotonic()
         jid = await aq.put(b"x", tube="t")  # waits for the lock, in the AsyncQueue's thread
         waited = time.monotonic() - started
