@@ -454,55 +454,67 @@ class AsyncQueue:
             self._poke(events)
 
     async def _dispatch(self) -> None:
-        """Serve the waiters while there are any (see the module docstring)."""
-        q = self.queue
+        """Serve the waiters while there are any (see the module docstring). A failure
+        (a database gone) is raised in every waiter, as the blocking loop raises it."""
         loop = asyncio.get_running_loop()
-        self._wake = wake = asyncio.Event()
-        if self._notifier is None:
-            self._notifier = await self._call(q.backend.open_notifier)
-        notifier = self._notifier
-        await self._call(notifier.resume)  # watching from here: the first look counts as an event
-        fd = notifier.fileno()
-        if fd is not None:
-            loop.add_reader(fd, self._on_readable)
-        pacer = Pacer(notifier)
-        events = Events(commit=True)
-        self._events = Events()
+        self._wake = asyncio.Event()
+        notifier: Notifier | None = None
+        fd: int | None = None
         try:
-            while self._waiters:
-                wake.clear()
-                pending = list(self._waiters)
-                found, due_ms, now_ms = await self._call(
-                    functools.partial(self._serve, pending, events))
-                for waiter, value, error in found:
-                    if waiter.future.done():
-                        if isinstance(value, Job):
-                            self._orphan_job(value, waiter.key)
-                    elif error is not None:
-                        waiter.future.set_exception(error)
-                    else:
-                        waiter.future.set_result(value)
-                await asyncio.sleep(0)  # let the served coroutines leave the FIFO
-                if not self._waiters:
-                    break
-                wait = pacer.after_look(events, None, due_ms, now_ms)
-                wait = MAX_SLEEP if wait is None else min(wait, MAX_SLEEP)
-                if fd is None:
-                    wait = min(wait, POLL_INTERVAL)
-                if wait > 0 and not wake.is_set():
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(wake.wait(), wait)
-                events, self._events = self._events, Events()
-                if fd is None:
-                    events = notifier.drain()  # the polling notifier: always "maybe"
+            if self._notifier is None:
+                self._notifier = await self._call(self.queue.backend.open_notifier)
+            notifier = self._notifier
+            await self._call(notifier.resume)  # watching from here: look once more
+            fd = notifier.fileno()
+            if fd is not None:
+                loop.add_reader(fd, self._on_readable)
+            await self._serve_while_waited(notifier, self._wake, polling=fd is None)
+        except Exception as exc:  # noqa: BLE001 - the waiters raise it
+            for waiter in self._waiters:
+                if not waiter.future.done():
+                    waiter.future.set_exception(exc)
         finally:
             if fd is not None:
                 loop.remove_reader(fd)
             self._dispatcher = self._wake = None
-            if not self._closed:
-                await self._call(notifier.pause)
-                if self._waiters:  # arrived as this one was ending
-                    self._dispatcher = loop.create_task(self._dispatch())
+            if notifier is not None and not self._closed:
+                with contextlib.suppress(Error):
+                    await self._call(notifier.pause)
+            if not self._closed and self._dispatcher is None and any(
+                    not waiter.future.done() for waiter in self._waiters):
+                self._dispatcher = loop.create_task(self._dispatch())  # came as this one ended
+
+    async def _serve_while_waited(self, notifier: Notifier, wake: asyncio.Event,
+                                  polling: bool) -> None:
+        pacer = Pacer(notifier)
+        events = Events(commit=True)
+        self._events = Events()
+        while self._waiters:
+            wake.clear()
+            pending = list(self._waiters)
+            found, due_ms, now_ms = await self._call(
+                functools.partial(self._serve, pending, events))
+            for waiter, value, error in found:
+                if waiter.future.done():
+                    if isinstance(value, Job):
+                        self._orphan_job(value, waiter.key)
+                elif error is not None:
+                    waiter.future.set_exception(error)
+                else:
+                    waiter.future.set_result(value)
+            await asyncio.sleep(0)  # let the served coroutines leave the FIFO
+            if not self._waiters:
+                break
+            wait = pacer.after_look(events, None, due_ms, now_ms)
+            wait = MAX_SLEEP if wait is None else min(wait, MAX_SLEEP)
+            if polling:
+                wait = min(wait, POLL_INTERVAL)
+            if wait > 0 and not wake.is_set():
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(wake.wait(), wait)
+            events, self._events = self._events, Events()
+            if polling:
+                events = notifier.drain()  # the polling notifier: always "maybe"
 
     def _serve(self, pending: list[_Waiter], events: Events
                ) -> tuple[list[tuple[_Waiter, Any, BaseException | None]], int | None, int]:
@@ -525,7 +537,11 @@ class AsyncQueue:
                 continue
             empty.add(waiter.key)
             if waiter.due is not None:
-                due = waiter.due()
+                try:
+                    due = waiter.due()
+                except Exception as exc:  # noqa: BLE001 - the waiter raises it
+                    found.append((waiter, None, exc))
+                    continue
                 if due is not None:
                     due_ms = due if due_ms is None else min(due_ms, due)
         return found, due_ms, q._clock()
