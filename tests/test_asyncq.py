@@ -196,6 +196,24 @@ def test_cancelled_reserve_leaves_no_lease(db_url: str) -> None:
     run(db_url, body)
 
 
+def test_reserve_cancelled_during_its_first_claim_gives_the_job_back(db_url: str) -> None:
+    async def body(aq: AsyncQueue) -> None:
+        for _ in range(20):
+            jid = await aq.put(b"x", tube="t")
+            claiming = asyncio.create_task(aq.reserve("t", timeout=10))
+            await asyncio.sleep(0)  # the claim is running in the AsyncQueue's thread
+            claiming.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await claiming
+            await aq.stats()  # queued behind the claim and its release: both are done
+            job = await aq.peek(jid)
+            assert job is not None and job.state == "ready"
+            assert (job.reserves, job.releases) == (1, 1)
+            await aq.delete(jid)
+
+    run(db_url, body)
+
+
 def test_cancelled_waiter_hands_its_job_to_the_next_one(db_url: str) -> None:
     async def body(aq: AsyncQueue) -> None:
         first = asyncio.create_task(aq.reserve("t", timeout=10))
