@@ -195,9 +195,9 @@ class AsyncQueue:
         return self._queue
 
     async def _opened(self) -> Queue:
+        if self._closed:
+            raise Error("the AsyncQueue is closed")
         if self._queue is not None:
-            if self._closed:
-                raise Error("the AsyncQueue is closed")
             return self._queue
         if self._opening is None:
             self._opening = asyncio.Lock()
@@ -289,7 +289,7 @@ class AsyncQueue:
                 job.release()
 
         if self._closed:
-            return  # Queue.close gives back every reservation of this process
+            return  # no thread left: Queue.close (when ours) gives back this process's jobs
         loop = asyncio.get_running_loop()
         loop.run_in_executor(self._executor, release)
 
