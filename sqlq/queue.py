@@ -317,7 +317,10 @@ class Queue:
         poll = self._backend.liveness_poll
 
         def look(events: Events) -> Job | None:
-            if (events.owner or poll is not None) and self._reap_dead_owners():
+            # A backend that cannot signal a death is asked on the wakes of its poll
+            # timer (no commit event), not on every commit.
+            polled = poll is not None and not events.commit
+            if (events.owner or polled) and self._reap_dead_owners():
                 job = self._claim(tubes_param, owner, None)
                 if job is not None:
                     return job
