@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import logging
@@ -295,3 +296,25 @@ def test_a_deleted_wal_stops_the_queue(db_path: str, durability: str) -> None:
         assert "\n" not in str(info.value) and db_path in str(info.value)
         with pytest.raises(sqlq.DatabaseError, match="-wal file was deleted"):
             q.put(b"refused")
+
+
+def test_a_waiter_stops_when_the_wal_is_deleted(db_path: str) -> None:
+    """A blocked reserve stops with the clear message at the next commit event (it got
+    SQLite's bare "disk I/O error" before)."""
+    errors: list[BaseException] = []
+    with sqlq.Queue(db_path, durability="normal") as q:
+
+        def wait() -> None:
+            try:
+                q.reserve("t", timeout=20)
+            except sqlq.DatabaseError as e:
+                errors.append(e)
+
+        waiting = threading.Thread(target=wait)
+        waiting.start()
+        time.sleep(0.3)  # let it block on its watches
+        os.unlink(f"{db_path}-wal")
+        with contextlib.suppress(sqlq.Error), sqlq.Queue(db_path, durability="full") as other:
+            other.put(b"x", tube="u")  # a commit (into a new -wal): the waiter's event
+        waiting.join(30)
+        assert errors and "-wal file was deleted" in str(errors[0])
