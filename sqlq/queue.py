@@ -152,9 +152,9 @@ class Queue:
                     self._backend.write(lambda c: self._store.release_owner(c, token),
                                         durable=False)
                 except Error:
-                    # A read-only file, a full disk: closing must not fail. Our owner
-                    # file is unlocked below, so the next reserve anywhere gives these
-                    # reservations back all the same.
+                    # A read-only file, a full disk: closing must not fail. The backend
+                    # ends our registration below, so the next reserve anywhere gives
+                    # these reservations back all the same.
                     pass
         finally:
             for notifier in self._all_notifiers:
@@ -476,6 +476,10 @@ class Queue:
         """
         check_job_id(job_id)
         check_lease(lease)
+        if self._backend.current_owner() is not None:
+            # A heartbeat between reserves: the backend may find its registration lost
+            # (the SQLite sidecar deleted) and register again.
+            self._backend.owner_token()
         return self._backend.write(lambda c: self._store.touch(c, self._clock(), job_id, lease),
                               durable=False, single=True)
 

@@ -135,7 +135,9 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def owner_token(self) -> str:
         """This process's token as a holder of reservations, registered on first use
-        in a way that ends by itself when the process dies."""
+        in a way that ends by itself when the process dies. A holder calls it again on
+        every reserve and touch, so a backend can check now and then that the
+        registration still stands and make it again if it was lost."""
 
     @abc.abstractmethod
     def current_owner(self) -> str | None:
