@@ -99,13 +99,19 @@ def stolen_from_live_holders(reservations: dict[int, list[Reservation]],
     return sorted(stolen)
 
 
-def read_file(db: Path) -> tuple[bool, dict[int, str], list[str]]:
-    """(integrity ok, id -> tag of every job in the file, integrity messages)."""
+def read_file(db: str | Path) -> tuple[bool, dict[int, str], list[str]]:
+    """(integrity ok, id -> tag of every job in the database, integrity messages)."""
+    if "://" in str(db):  # PostgreSQL: the jobs; the server answers for its own files
+        import psycopg
+
+        with psycopg.connect(str(db)) as pg:
+            return True, {job_id: _tag(body)
+                          for job_id, body in pg.execute("SELECT id, body FROM sqlq_jobs")}, []
     conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READWRITE)
     try:
         conn.set_busy_timeout(10_000)
         rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
-        jobs = {job_id: bytes(body).split(b" ", 1)[0].decode("utf-8", "replace")
+        jobs = {job_id: _tag(body)
                 for job_id, body in conn.execute("SELECT id, body FROM sqlq_jobs")}
     except apsw.CorruptError as e:
         return False, {}, [f"{type(e).__name__}: {e}"]
@@ -114,7 +120,11 @@ def read_file(db: Path) -> tuple[bool, dict[int, str], list[str]]:
     return rows == ["ok"], jobs, [] if rows == ["ok"] else rows[:5]
 
 
-def check(db: Path, log_dir: Path) -> Verdict:
+def _tag(body: bytes) -> str:
+    return bytes(body).split(b" ", 1)[0].decode("utf-8", "replace")
+
+
+def check(db: str | Path, log_dir: Path) -> Verdict:
     verdict = Verdict()
     integrity_ok, in_file, messages = read_file(db)
     verdict.integrity_ok = integrity_ok

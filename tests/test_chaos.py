@@ -1,17 +1,20 @@
-"""Chaos: producers and workers on one file, killed with SIGKILL at random moments.
+"""Chaos: producers and workers on one database, killed with SIGKILL at random moments.
+
+It runs on both backends: a SQLite file, and a PostgreSQL database (where a
+killed holder's session lock is what gives its jobs back).
 
 For SQLQ_CHAOS_SECONDS (10 in ``make test``, 60 in ``make test-chaos``) the test
 runs rounds of a few seconds. In a round, three producer and three worker
 processes (tests/chaos_agent.py, each with a random durability) share one
 file; every 50-400 ms one of them, chosen at random, is killed with SIGKILL and
 a fresh one takes its place; at the end of the round all of them are killed.
-Half the agents open the file through a symlink to it, and now and then the
-driver deletes the ``<db>-sqlq`` sidecar (``rm -rf``) under them all.
+On a file, half the agents open it through a symlink to it, and now and then
+the driver deletes the ``<db>-sqlq`` sidecar (``rm -rf``) under them all.
 After every round tests/chaos_checker.py reads the file and all the logs so
 far and proves: no acknowledged job lost, no job completed twice (only a live
 lease can delete), no job reserved again while its holder lived (the sidecar's
-deletion, or a second name for the file, once caused that), ``PRAGMA
-integrity_check`` ok. After the last round a clean
+deletion, or a second name for the file, once caused that), and on a file
+``PRAGMA integrity_check`` ok. After the last round a clean
 worker drains the file, which shows that what was left (reserved by dead
 processes, delayed, buried) can still be worked.
 
@@ -50,9 +53,11 @@ SIDECAR_REMOVAL = 0.1
 class Fleet:
     """The agent processes of one round, and the kills done to them."""
 
-    def __init__(self, db: Path, log_dir: Path, rng: random.Random, round_no: int) -> None:
+    def __init__(self, db: str, log_dir: Path, rng: random.Random, round_no: int) -> None:
         self.db, self.log_dir, self.rng, self.round_no = db, log_dir, rng, round_no
-        self.link = symlink_to(db)
+        # A file is also opened through a symlink, and its sidecar deleted now and then.
+        self.file = "://" not in db
+        self.link = str(symlink_to(Path(db))) if self.file else db
         self.procs: list[tuple[str, Path, subprocess.Popen[bytes]]] = []
         self.started = 0
         self.kills = 0
@@ -71,7 +76,7 @@ class Fleet:
 
     def step(self) -> None:
         """Kill one agent and start another, or now and then delete the sidecar."""
-        if self.rng.random() < SIDECAR_REMOVAL:
+        if self.file and self.rng.random() < SIDECAR_REMOVAL:
             shutil.rmtree(f"{self.db}-sqlq", ignore_errors=True)
             self.sidecar_removals += 1
             return
@@ -109,14 +114,14 @@ def symlink_to(db: Path) -> Path:
     return link
 
 
-def drain(db: Path, log_dir: Path, deadline: float) -> None:
+def drain(db: str, log_dir: Path, deadline: float) -> None:
     """Finish every job left in the file, logging like a worker (the checker counts it).
 
     Every agent is dead by now. Those whose owner file went with a deleted sidecar left
     their reservations to the TTR (up to 30 s): the drain's clock runs that far ahead.
     """
     ahead = 31_000
-    with sqlq.Queue(str(db), durability="normal", clock=lambda: now_ms() + ahead) as q, \
+    with sqlq.Queue(db, durability="normal", clock=lambda: now_ms() + ahead) as q, \
             open(log_dir / "zz-drain.log", "w", encoding="utf-8") as log:
         while time.monotonic() < deadline:
             job = q.reserve(TUBES, timeout=0.5)
@@ -144,14 +149,14 @@ def chaos_agent_line(log: object, *fields: object) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(0)
-def test_chaos(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_chaos(db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     seconds = float(os.environ.get("SQLQ_CHAOS_SECONDS", "10"))
     seed = int(os.environ.get("SQLQ_CHAOS_SEED", str(random.randrange(2**32))))
     rng = random.Random(seed)
-    db = tmp_path / "chaos.db"
+    db = db_url
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
-    sqlq.Queue(str(db)).close()  # created once, before the first process races for it
+    sqlq.Queue(db).close()  # created once, before the first process races for it
 
     summary = chaos_checker.Summary()
     started = time.monotonic()
@@ -181,7 +186,8 @@ def test_chaos(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     final = chaos_checker.check(db, log_dir)
     summary.add(final)
     summary.rounds -= 1  # the drain's look is not a round of kills
-    line = summary.line(time.monotonic() - started) + f" seed={seed}"
+    backend = "postgres" if "://" in db else "sqlite"
+    line = summary.line(time.monotonic() - started) + f" seed={seed} ({backend})"
     with capsys.disabled():
         print("\n" + line)
     assert summary.ok, "\n".join([line, *summary.problems[:20]])
