@@ -152,9 +152,9 @@ class Queue:
                     self._backend.write(lambda c: self._store.release_owner(c, token),
                                         durable=False)
                 except Error:
-                    # A read-only file, a full disk: closing must not fail. Our owner
-                    # file is unlocked below, so the next reserve anywhere gives these
-                    # reservations back all the same.
+                    # A read-only file, a full disk: closing must not fail. The backend
+                    # ends our registration below, so the next reserve anywhere gives
+                    # these reservations back all the same.
                     pass
         finally:
             for notifier in self._all_notifiers:
@@ -320,8 +320,10 @@ class Queue:
         It first looks without the write lock (has_ready_job), so idle workers woken
         by unrelated commits never contend with producers.
         """
-        if (events.owner or self._backend.liveness_poll is not None) \
-                and self._reap_dead_owners():
+        # A backend that cannot signal a death is asked on the wakes of its poll
+        # timer (no commit event), not on every commit.
+        polled = self._backend.liveness_poll is not None and not events.commit
+        if (events.owner or polled) and self._reap_dead_owners():
             job = self._claim(tubes_param, owner, None)
             if job is not None:
                 return job
@@ -477,6 +479,10 @@ class Queue:
         """
         check_job_id(job_id)
         check_lease(lease)
+        if self._backend.current_owner() is not None:
+            # A heartbeat between reserves: the backend may find its registration lost
+            # (the SQLite sidecar deleted) and register again.
+            self._backend.owner_token()
         return self._backend.write(lambda c: self._store.touch(c, self._clock(), job_id, lease),
                               durable=False, single=True)
 

@@ -17,7 +17,9 @@ which the checker allows):
 
 Worker lines, for a job reserved under lease L:
 
-    R <id> <L> <tag>   reserved (tag read from the body: the checker matches it to P)
+    R <id> <L> <tag> <until> <at>
+                       reserved (tag read from the body: the checker matches it to P),
+                       until ``reserved_until`` (ms); ``at``: the time (ms) reserve returned
     D <id> <L>         about to delete: written *before* the delete starts
     C <id> <L>         the delete (or complete) succeeded: completed
     F <id> <L>         the delete failed with JobLost (lease no longer live)
@@ -38,7 +40,10 @@ from typing import TextIO
 
 import sqlq
 
-TUBES = ["chaos-a", "chaos-b"]
+#: "chaos-slow" gets few jobs, each worked on for a while, and some workers watch only
+#: it: they wait, idle, and look for dead owners while others hold its jobs.
+SLOW = "chaos-slow"
+TUBES = ["chaos-a", "chaos-b", SLOW]
 
 
 def _open(db: str, rng: random.Random) -> sqlq.Queue:
@@ -55,7 +60,7 @@ def producer(db: str, log: TextIO, rng: random.Random) -> None:
     tag_base = f"p{os.getpid()}"
     seq = 0
     while True:
-        tube = rng.choice(TUBES)
+        tube = SLOW if rng.random() < 0.005 else rng.choice(TUBES[:2])
         # Short TTRs so that stale leases and expired reservations really happen.
         ttr = rng.choice([1, 1, 2, 30])
         priority = rng.choice([0, 10, 1024, 2**32 - 1])
@@ -85,19 +90,20 @@ def _body(tag: str, rng: random.Random) -> bytes:
 
 def worker(db: str, log: TextIO, rng: random.Random) -> None:
     q = _open(db, rng)
+    tubes = rng.choice([TUBES, [SLOW]])
     pending: sqlq.Job | None = None  # a job to delete through the fast path
     while True:
         if pending is not None:
             emit(log, "D", pending.id, pending.lease)
             try:
-                job = q.reserve(TUBES, timeout=0.5, delete=pending)
+                job = q.reserve(tubes, timeout=0.5, delete=pending)
                 emit(log, "C", pending.id, pending.lease)
             except sqlq.JobLost:  # never JobNotFound: a stale lease is JobLost (F3)
                 emit(log, "F", pending.id, pending.lease)
                 job = None
             pending = None
         else:
-            job = q.reserve(TUBES, timeout=0.5)
+            job = q.reserve(tubes, timeout=0.5)
         if job is None:
             if rng.random() < 0.3:
                 kicked = sum(q.kick(20, tube) for tube in TUBES)
@@ -105,7 +111,8 @@ def worker(db: str, log: TextIO, rng: random.Random) -> None:
                     emit(log, "K", kicked)
             continue
         lease = job.lease
-        emit(log, "R", job.id, lease, job.body.split(b" ", 1)[0].decode())
+        emit(log, "R", job.id, lease, job.body.split(b" ", 1)[0].decode(), job.reserved_until,
+             time.time_ns() // 1_000_000)
         try:
             r = rng.random()
             if r < 0.05:
@@ -123,6 +130,10 @@ def worker(db: str, log: TextIO, rng: random.Random) -> None:
             elif r < 0.15:
                 job.touch()
                 emit(log, "T", job.id, lease)
+            elif r < 0.25 or job.tube == SLOW:
+                # Work on it for a while, well within the TTR: nobody else may get it
+                # meanwhile (the checker's "stolen" rule), whatever happens to the sidecar.
+                time.sleep(rng.uniform(0.05, 0.3))
         except sqlq.JobLost:  # never JobNotFound: a stale lease is JobLost (F3)
             # A one-second TTR can run out on a loaded machine: the lease is gone.
             emit(log, "F", job.id, lease)

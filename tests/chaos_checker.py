@@ -21,6 +21,12 @@ What it proves, and how each claim is defined:
   believed, rightly, that they finished the job: a duplicate. A ``C`` line must
   also carry the lease of the reservation (``R`` line) it came from, and a
   completed job must be gone from the file.
+* **No job is given to a second worker while its holder lives.** Each ``R`` line
+  carries the reservation's deadline and the time reserve returned; the test
+  driver writes the time of every kill to ``kills.txt`` *before* it sends the
+  signal. A job reserved by B at a time before A's deadline and before A was
+  killed, while A had not released or buried it, was taken from a live holder
+  (deleting the ``<db>-sqlq`` sidecar once caused exactly that).
 * **The file is sound.** ``PRAGMA integrity_check`` answers ``ok``.
 * Bodies are not mixed up: the tag a worker read from a body (``R``) and the one
   found in the file match the tag the producer put under that id.
@@ -54,17 +60,58 @@ class Verdict:
     refused: int = 0  #: deletes refused because the lease was no longer live (F lines)
     lost: list[int] = field(default_factory=list)
     duplicates: list[int] = field(default_factory=list)
+    stolen: list[int] = field(default_factory=list)  #: reserved again while the holder lived
     integrity_ok: bool = True
     problems: list[str] = field(default_factory=list)
 
 
-def read_file(db: Path) -> tuple[bool, dict[int, str], list[str]]:
-    """(integrity ok, id -> tag of every job in the file, integrity messages)."""
+@dataclass(frozen=True)
+class Reservation:
+    log: str
+    lease: str
+    until_ms: int
+    at_ms: int
+
+
+def read_kills(log_dir: Path) -> dict[str, int]:
+    """Log name -> the time (ms) just before its process was sent SIGKILL."""
+    path = log_dir / "kills.txt"
+    if not path.exists():
+        return {}
+    return {rec[0]: int(rec[1]) for rec in complete_lines(path) if len(rec) == 2}
+
+
+def stolen_from_live_holders(reservations: dict[int, list[Reservation]],
+                             let_go: set[tuple[str, int, str]], kills: dict[str, int]
+                             ) -> list[int]:
+    """Jobs reserved by a second process before the first one's deadline, while the first
+    was neither killed yet nor had released or buried the job (see the module's docstring)."""
+    stolen = []
+    for job_id, seen in reservations.items():
+        seen.sort(key=lambda r: r.at_ms)
+        for first, second in zip(seen, seen[1:], strict=False):
+            if first.log == second.log or (first.log, job_id, first.lease) in let_go:
+                continue
+            alive_until = kills.get(first.log, 2**63)
+            if second.at_ms < first.until_ms and second.at_ms < alive_until:
+                stolen.append(job_id)
+                break
+    return sorted(stolen)
+
+
+def read_file(db: str | Path) -> tuple[bool, dict[int, str], list[str]]:
+    """(integrity ok, id -> tag of every job in the database, integrity messages)."""
+    if "://" in str(db):  # PostgreSQL: the jobs; the server answers for its own files
+        import psycopg
+
+        with psycopg.connect(str(db)) as pg:
+            return True, {job_id: _tag(body)
+                          for job_id, body in pg.execute("SELECT id, body FROM sqlq_jobs")}, []
     conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READWRITE)
     try:
         conn.set_busy_timeout(10_000)
         rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
-        jobs = {job_id: bytes(body).split(b" ", 1)[0].decode("utf-8", "replace")
+        jobs = {job_id: _tag(body)
                 for job_id, body in conn.execute("SELECT id, body FROM sqlq_jobs")}
     except apsw.CorruptError as e:
         return False, {}, [f"{type(e).__name__}: {e}"]
@@ -73,7 +120,11 @@ def read_file(db: Path) -> tuple[bool, dict[int, str], list[str]]:
     return rows == ["ok"], jobs, [] if rows == ["ok"] else rows[:5]
 
 
-def check(db: Path, log_dir: Path) -> Verdict:
+def _tag(body: bytes) -> str:
+    return bytes(body).split(b" ", 1)[0].decode("utf-8", "replace")
+
+
+def check(db: str | Path, log_dir: Path) -> Verdict:
     verdict = Verdict()
     integrity_ok, in_file, messages = read_file(db)
     verdict.integrity_ok = integrity_ok
@@ -83,6 +134,8 @@ def check(db: Path, log_dir: Path) -> Verdict:
     acked: dict[int, str] = {}
     completions: Counter[int] = Counter()
     dangling: set[int] = set()
+    reservations: dict[int, list[Reservation]] = {}
+    let_go: set[tuple[str, int, str]] = set()  # (log, id, lease) released or buried
     for log in sorted(log_dir.glob("*.log")):
         records = complete_lines(log)
         reserved: dict[int, str] = {}  # id -> lease of this worker's latest reservation
@@ -96,9 +149,14 @@ def check(db: Path, log_dir: Path) -> Verdict:
             elif kind == "R":
                 job_id, lease, tag = int(rec[1]), rec[2], rec[3]
                 reserved[job_id] = lease
+                if len(rec) >= 6:
+                    reservations.setdefault(job_id, []).append(
+                        Reservation(log.name, lease, int(rec[4]), int(rec[5])))
                 if job_id in acked and acked[job_id] != tag:
                     verdict.problems.append(f"{log.name}: job {job_id} has body {tag}, "
                                             f"put as {acked[job_id]}")
+            elif kind in ("X", "B"):
+                let_go.add((log.name, int(rec[1]), rec[2]))
             elif kind == "F":
                 verdict.refused += 1
             elif kind == "C":
@@ -118,6 +176,7 @@ def check(db: Path, log_dir: Path) -> Verdict:
     verdict.acknowledged = len(acked)
     verdict.completed = len(completions)
     verdict.duplicates = sorted(j for j, n in completions.items() if n > 1)
+    verdict.stolen = stolen_from_live_holders(reservations, let_go, read_kills(log_dir))
     verdict.lost = sorted(j for j in acked
                           if j not in in_file and j not in completions and j not in dangling)
     resurrected = sorted(j for j in completions if j in in_file)
@@ -139,6 +198,8 @@ class Summary:
     refused: int = 0
     lost: int = 0
     duplicates: int = 0
+    stolen: int = 0
+    sidecar_removals: int = 0
     integrity_failures: int = 0
     problems: list[str] = field(default_factory=list)
 
@@ -151,9 +212,13 @@ class Summary:
         self.refused = verdict.refused
         self.lost = max(self.lost, len(verdict.lost))
         self.duplicates = max(self.duplicates, len(verdict.duplicates))
+        self.stolen = max(self.stolen, len(verdict.stolen))
         self.integrity_failures += not verdict.integrity_ok
         if verdict.lost:
             self.problems.append(f"round {self.rounds}: lost {verdict.lost[:10]}")
+        if verdict.stolen:
+            self.problems.append(f"round {self.rounds}: reserved again while the holder "
+                                 f"lived {verdict.stolen[:10]}")
         if verdict.duplicates:
             self.problems.append(f"round {self.rounds}: completed twice "
                                  f"{verdict.duplicates[:10]}")
@@ -161,15 +226,18 @@ class Summary:
 
     def line(self, seconds: float) -> str:
         return (f"chaos: {seconds:.0f}s rounds={self.rounds} kills={self.kills} "
+                f"sidecar-removals={self.sidecar_removals} "
                 f"jobs-acknowledged={self.acknowledged} completed={self.completed} "
                 f"left-in-file={self.in_file} stale-leases-refused={self.refused} "
                 f"jobs-lost={self.lost} "
                 f"duplicates-under-live-leases={self.duplicates} "
+                f"stolen-from-live-holders={self.stolen} "
                 f"integrity-failures={self.integrity_failures}")
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicates or self.integrity_failures or self.problems)
+        return not (self.lost or self.duplicates or self.stolen or self.integrity_failures
+                    or self.problems)
 
 
 def main() -> int:

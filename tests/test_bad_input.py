@@ -174,6 +174,38 @@ def test_empty_file(tmp_path: Path) -> None:
     assert listing(tmp_path) == before
 
 
+@pytest.mark.parametrize("content", [b"x", b"\n", b"SQLite format 3\x00", b"y" * 511],
+                         ids=["1-byte", "newline", "header-only", "511-bytes"])
+def test_a_file_shorter_than_any_database(tmp_path: Path, content: bytes) -> None:
+    """SQLite reads a file under its 100-byte header as empty and would make a new queue
+    of it, even for the read-only ``sqlq stats``: no database is under 512 bytes."""
+    path = tmp_path / "short.db"
+    path.write_bytes(content)
+    before = listing(tmp_path)
+    refused(path, sqlq.SchemaError, "not a SQLite database")
+    assert "not a SQLite database" in cli(path, "stats")
+    assert "not a SQLite database" in cli(path, "put", "x")
+    assert listing(tmp_path) == before
+
+
+def test_a_queue_truncated_to_one_byte_is_not_started_again(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    make_queue(path, jobs=3)
+    shutil.rmtree(f"{path}-sqlq")
+    with open(path, "r+b") as f:
+        f.truncate(1)
+    before = listing(tmp_path)
+    refused(path, sqlq.SchemaError, "1 bytes")
+    assert listing(tmp_path) == before
+
+
+def test_init_still_adopts_a_one_byte_file(tmp_path: Path) -> None:
+    path = tmp_path / "adopt.db"
+    path.write_bytes(b"\n")
+    with sqlq.Queue(str(path), init=True) as q:
+        assert q.put(b"x") == 1
+
+
 @pytest.mark.parametrize("keep", [16, 100, 4096, 0.5])
 def test_truncated_database(tmp_path: Path, keep: float) -> None:
     whole = tmp_path / "whole.db"
@@ -418,10 +450,10 @@ def test_owner_registration_failure_is_one_line(tmp_path: Path) -> None:
     """A reserve that cannot register its process (no room, no directory) says so in one line."""
     path = tmp_path / "q.db"
     make_queue(path, jobs=1)
-    shutil.rmtree(f"{path}-sqlq", ignore_errors=True)  # the sidecar the first open made
-    Path(f"{path}-sqlq").write_text("not a directory")
     with sqlq.Queue(str(path)) as q:
-        with pytest.raises(sqlq.DatabaseError, match="cannot register") as info:
+        shutil.rmtree(f"{path}-sqlq", ignore_errors=True)  # the sidecar the open made
+        Path(f"{path}-sqlq").write_text("not a directory")
+        with pytest.raises(sqlq.DatabaseError, match="-sqlq is not a directory") as info:
             q.reserve(timeout=0)
         one_line(str(info.value))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q.db", "q.db-sqlq"]

@@ -35,8 +35,10 @@ BIN_DIR = Path(sys.executable).parent
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "q.db"
+def db(db_url: str) -> Path:
+    """The database of the test: a file, or a PostgreSQL URL (typed Path for the
+    file-only tests, which are marked sqlite_only)."""
+    return Path(db_url) if "://" not in db_url else db_url  # type: ignore[return-value]
 
 
 def run(db: Path, *args: str, input: bytes | str | None = None, code: int = 0) -> Result:
@@ -260,6 +262,7 @@ def test_durations(db: Path, text: str, seconds: float) -> None:
     assert abs(record["delay_until"] - (before + seconds * 1000)) < 5000
 
 
+@pytest.mark.sqlite_only  # about the file (never created; a full disk)
 @pytest.mark.parametrize(("args", "option"), [
     (["put", "x", "--delay", "5x"], "--delay"),
     (["put", "x", "--ttr", "-1"], "--ttr"),
@@ -307,6 +310,7 @@ def test_version() -> None:
 # --- errors: one line, right code, no traceback -------------------------------------------
 
 
+@pytest.mark.sqlite_only  # about the file (never created; a full disk)
 def test_read_only_commands_do_not_create_a_database(db: Path) -> None:
     for args in (["peek", "1"], ["stats"], ["tubes"], ["delete", "1"], ["kick", "1"]):
         assert "no database" in run(db, *args, code=1).stderr
@@ -422,6 +426,7 @@ def test_subprocess_broken_pipe(db: Path) -> None:
     assert b"Traceback" not in done.stderr and done.returncode in (0, 141)
 
 
+@pytest.mark.sqlite_only  # about the file (never created; a full disk)
 def test_subprocess_full_disk(db: Path) -> None:
     """A file-size limit makes the kernel refuse writes as a full disk would."""
     import resource

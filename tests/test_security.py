@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -102,6 +103,88 @@ def test_binding_a_unix_socket_leaves_the_umask_alone(tmp_path: Path) -> None:
         sock.close()
         assert os.umask(0o022) == 0o022
     assert mode(tmp_path / "bs.sock") == 0o600
+
+
+# -- the sidecar directory: nobody else may write in it ----------------------------------------
+
+NOBODY = 65534
+
+
+def refused_sidecar(path: Path, match: str) -> str:
+    """Opening path fails in one line that names the sidecar, and sqlq leaves it alone."""
+    with pytest.raises(sqlq.DatabaseError, match=match) as info:
+        sqlq.Queue(str(path))
+    message = str(info.value)
+    assert "\n" not in message and f"{path}-sqlq" in message, message
+    result = subprocess.run([str(Path(sys.executable).parent / "sqlq"), "--db", str(path),
+                             "put", "x"], capture_output=True, text=True)
+    assert result.returncode == 1 and match.split()[0] in result.stderr, result.stderr
+    return message
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a directory to another user needs root")
+def test_a_sidecar_made_by_another_user_is_refused(tmp_path: Path) -> None:
+    """Another local user pre-creates <db>-sqlq in a shared directory: they could delete
+    owner files or plant a notify symlink, so sqlq will not use it."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o1777)
+    planted = shared / "jobs.db-sqlq"
+    planted.mkdir()
+    os.chown(planted, NOBODY, NOBODY)
+    os.chmod(planted, 0o777)
+    refused_sidecar(shared / "jobs.db", "belongs to uid 65534")
+    assert list(planted.iterdir()) == []  # nothing created in it
+
+
+def test_a_sidecar_others_can_write_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    sqlq.Queue(str(path)).close()
+    os.chmod(f"{path}-sqlq", 0o777)
+    refused_sidecar(path, "writable by other users")
+    os.chmod(f"{path}-sqlq", 0o750)  # group and others may look, not write: fine
+    sqlq.Queue(str(path)).close()
+
+
+def test_a_symlinked_sidecar_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    Path(f"{path}-sqlq").symlink_to(elsewhere)
+    refused_sidecar(path, "not a directory")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_planted_notify_symlink_is_not_followed(tmp_path: Path) -> None:
+    """A notify symlink would make sqlq create, or write a byte into, any file it can."""
+    path = tmp_path / "q.db"
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    sidecar = Path(f"{path}-sqlq")
+    sidecar.mkdir(mode=0o700)
+    (sidecar / "notify").symlink_to(private / "created-by-victim")
+    refused_sidecar(path, "is a symlink")
+    (sidecar / "notify").unlink()
+    (private / "empty").touch()
+    (sidecar / "notify").symlink_to(private / "empty")
+    refused_sidecar(path, "is a symlink")
+    assert sorted(p.name for p in private.iterdir()) == ["empty"]
+    assert (private / "empty").read_bytes() == b""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_root_hands_what_it_creates_to_the_databases_owner(tmp_path: Path) -> None:
+    """As SQLite does with -wal and -shm: the owner's own processes can then use them."""
+    path = tmp_path / "q.db"
+    sqlq.Queue(str(path)).close()
+    shutil.rmtree(f"{path}-sqlq")
+    os.chown(path, NOBODY, NOBODY)
+    with sqlq.Queue(str(path)) as q:
+        q.put(b"x")
+        assert q.reserve(timeout=0) is not None
+        sidecar = Path(f"{path}-sqlq")
+        assert sidecar.stat().st_uid == NOBODY
+        assert {f.stat().st_uid for f in sidecar.iterdir()} == {NOBODY}
+    sqlq.Queue(str(path)).close()  # a sidecar of the database's owner is trusted
 
 
 # -- no pickle ---------------------------------------------------------------------------------

@@ -93,8 +93,9 @@ class Raw:
 
 
 @pytest.fixture
-def srv(tmp_path: Path) -> Iterator[Running]:
-    running = Running(str(tmp_path / "served.db"))
+def srv(db_url: str) -> Iterator[Running]:
+    """An in-process server over a fresh database of the test's backend."""
+    running = Running(db_url)
     yield running
     running.stop()
 

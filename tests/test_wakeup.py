@@ -13,7 +13,7 @@ import pytest
 import sqlq
 from sqlq import Queue
 
-from .conftest import spawn
+from .conftest import FakeClock, spawn
 
 WAITER = """
 import sys, time, sqlq
@@ -121,6 +121,26 @@ def test_idle_blocked_reserve_uses_almost_no_cpu(q: Queue) -> None:
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     print(f"\nidle CPU over 2 s: {cpu * 1000:.2f} ms")
     assert cpu < 0.02  # target 0.01 s per 10 s; generous for a noisy machine
+
+
+@pytest.mark.parametrize("other", ["expired reservation", "due job in a paused tube"])
+def test_what_is_past_elsewhere_does_not_keep_a_waiter_busy(fq: Queue, clock: FakeClock,
+                                                           other: str) -> None:
+    """A reservation expired in another tube (nobody claims there), or a due job in a
+    paused tube, is in the past: the waiter must not take it for a time to wake at,
+    or it looks again at once, for ever, burning a core."""
+    if other == "expired reservation":
+        fq.put(b"x", tube="elsewhere", ttr=1)
+        assert fq.reserve("elsewhere", timeout=0, detach=True) is not None
+    else:
+        fq.put(b"x", tube="paused", delay=1)
+        fq.pause_tube("paused", 3600)
+    clock.advance(5)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    assert fq.reserve(tubes=["idle", "paused"], timeout=1) is None
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    assert cpu < 0.2, f"a blocked reserve used {cpu:.2f} s of CPU in 1 s"
 
 
 def test_never_opens_database_files_itself(db_path: str, monkeypatch: pytest.MonkeyPatch) -> None:

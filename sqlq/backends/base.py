@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
@@ -103,7 +104,10 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def read(self, fn: Callable[[Conn], T]) -> T:
-        """Run ``fn(conn)`` in one read-only snapshot; no write lock is taken."""
+        """Run ``fn(conn)`` without taking a write lock. SQLite reads it all from one
+        snapshot; a server backend may give each statement its own (a transaction
+        there costs round trips on every wake of a waiter): what must be read together
+        is read in one statement, or inside :meth:`transaction`."""
 
     @abc.abstractmethod
     def write(self, fn: Callable[[Conn], T], *, durable: bool = True,
@@ -135,7 +139,9 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def owner_token(self) -> str:
         """This process's token as a holder of reservations, registered on first use
-        in a way that ends by itself when the process dies."""
+        in a way that ends by itself when the process dies. A holder calls it again on
+        every reserve and touch, so a backend can check now and then that the
+        registration still stands and make it again if it was lost."""
 
     @abc.abstractmethod
     def current_owner(self) -> str | None:
@@ -207,8 +213,6 @@ def is_url(location: str) -> bool:
 def exists(location: str) -> bool:
     """False only for a file path with no file (a typo in ``--db``); a server URL is
     checked when it is connected to."""
-    import os
-
     return is_url(location) or os.path.exists(location)
 
 
@@ -216,6 +220,4 @@ def identity(location: str) -> str:
     """One name per database, whatever spelling reached it (for comparing locations)."""
     if is_url(location):
         return location
-    import os
-
     return os.path.realpath(location)

@@ -75,11 +75,15 @@ SELECT 1
 
 -- name: next_due
 -- When something in these tubes may next become ready: the earliest delayed job,
--- the earliest reservation deadline, the earliest end of a pause.
+-- the earliest reservation deadline, the earliest end of a pause. Only times still to
+-- come, in these tubes (see the SQLite file's next_due: a past time would make a
+-- waiter look again at once, in a loop).
 SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
-                     WHERE state = 1 AND tube = t.name ORDER BY delay_until LIMIT 1))
+                     WHERE state = 1 AND tube = t.name AND delay_until > %(now)s
+                     ORDER BY delay_until LIMIT 1))
           FROM unnest(%(tubes)s::text[]) AS t(name)),
-       (SELECT min(reserved_until) FROM sqlq_jobs WHERE state = 2),
+       (SELECT min(reserved_until) FROM sqlq_jobs
+         WHERE state = 2 AND reserved_until > %(now)s AND tube = ANY(%(tubes)s::text[])),
        (SELECT min(paused_until) FROM sqlq_tubes
          WHERE paused_until > %(now)s AND name = ANY(%(tubes)s::text[]));
 

@@ -22,7 +22,7 @@ from typing import Any, Literal, TypeVar
 import apsw
 
 from ...errors import DatabaseError, Error, Locked, SchemaError
-from . import migrate
+from . import migrate, sidecar
 from .wakeup import NOTIFY_NAME
 
 T = TypeVar("T")
@@ -33,6 +33,10 @@ BUSY_TIMEOUT_S = 5.0
 #: How long a write may keep retrying before SQLITE_BUSY reaches the caller as an error.
 BUSY_GIVE_UP_S = 120.0
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
+#: No SQLite database is shorter than one page, and pages are at least this long.
+MIN_DATABASE_SIZE = 512
+#: In ``normal`` durability, check the -wal file is still ours once per this many commits.
+WAL_CHECK_EVERY = 64
 #: Filesystem types on which SQLite's WAL (shared memory, POSIX locks) is not safe.
 NETWORK_FILESYSTEMS = frozenset({
     "nfs", "nfs4", "cifs", "smb", "smb3", "smbfs", "fuse.sshfs", "sshfs", "afs", "ceph",
@@ -245,6 +249,9 @@ class Database:
             warn_if_network_filesystem(path)
             if not os.path.exists(path):
                 _create_file(path, clock(), vfs)
+            # Resolved once, as SQLite resolves it: the sidecar and the watched -wal
+            # are beside the real file, whatever name each process opened it by.
+            self.real_path = sidecar.real_path(path)
             self._key = _file_key(path)
             with _open_here_lock:
                 if self._key and not _open_here[self._key] and _open_by_another_library(self._key):
@@ -270,6 +277,9 @@ class Database:
                 self._durable_now = True
                 self._set_sync(durable=True)
                 self._notify_fd = self._open_notify()
+                self._wal_key = _file_key(self.real_path + "-wal")
+                self._commits = 0
+                self._broken: str | None = None
             except BaseException:
                 self.conn.close()
                 self._forget()
@@ -299,8 +309,16 @@ class Database:
         parent = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(parent):
             raise DatabaseError(f"{self.path}: directory {parent} does not exist")
-        if os.path.exists(self.path) and os.path.getsize(self.path) == 0 and not init:
+        if init or not os.path.exists(self.path):
+            return
+        size = os.path.getsize(self.path)
+        if size == 0:
             raise SchemaError(f"{self.path}: empty file, not a sqlq database (init=True adopts it)")
+        if size < MIN_DATABASE_SIZE:
+            # SQLite reads a file shorter than its 100-byte header as empty and would
+            # make a new database of it (a 1-byte file, ids starting again at 1).
+            raise SchemaError(f"{self.path}: not a SQLite database ({size} bytes, shorter than "
+                              "any database; init=True adopts it)")
 
     def _busy_handler(self, attempts: int) -> bool:
         # SQLite's own handler sleeps 1 ms and more, so a waiting process keeps
@@ -333,6 +351,8 @@ class Database:
         fn simply joins it. Written flat, without context-manager helpers.
         """
         with self._lock:
+            if self._broken is not None:
+                raise DatabaseError(self._broken)
             conn = self.conn
             try:
                 if not conn.get_autocommit():
@@ -384,6 +404,32 @@ class Database:
         """
         if self._notify_fd is not None:
             os.pread(self._notify_fd, 1, 0)
+        # An fsync costs far more than a stat: check every durable commit in full mode.
+        self._commits += 1
+        if self._full or self._commits % WAL_CHECK_EVERY == 0:
+            self.check_wal()
+
+    def check_wal(self) -> None:
+        """Stop if the -wal file was deleted or replaced under this open connection.
+
+        SQLite would go on committing into the deleted file, and every commit since
+        would vanish when this process closes it (other processes meanwhile get
+        "disk I/O error"). The path is stat'ed, never opened (CONTRIBUTING: opening
+        and closing it would drop this process's POSIX locks).
+
+        Raises:
+            DatabaseError: it happened; this Database refuses every write from now on.
+        """
+        if self._broken is not None:
+            raise DatabaseError(self._broken)
+        if self._wal_key is None:
+            return
+        if _file_key(self.real_path + "-wal") != self._wal_key:
+            self._broken = (
+                f"{self.path}: its -wal file was deleted or replaced while this process had "
+                "the database open; commits made since then are lost when it closes. Stop "
+                "every process using the file (and never delete a database's -wal or -shm)")
+            raise DatabaseError(self._broken)
 
     def outside_transaction(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run fn(conn) with no transaction open (a checkpoint cannot run inside one)."""
@@ -437,17 +483,18 @@ class Database:
         """The descriptor _published reads, or None where the sidecar cannot be made
         (waiters then rely on their re-checks). It is not a database file, so
         opening and closing it cannot disturb SQLite's locks."""
-        directory = os.path.abspath(self.path) + "-sqlq"
         try:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(directory, 0o700)
-            path = os.path.join(directory, NOTIFY_NAME)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            directory = sidecar.ensure(self.path, self.real_path)
+            fd = sidecar.open_file(self.path, self.real_path,
+                                   os.path.join(directory, NOTIFY_NAME), os.O_RDWR | os.O_CREAT)
+        except sidecar.UntrustedSidecar:
+            raise  # another user could write there: refuse the file, in one line
+        except (OSError, DatabaseError):
+            return None
+        with contextlib.suppress(OSError):
             if os.fstat(fd).st_size == 0:
                 os.write(fd, b"\n")  # IN_ACCESS needs a byte to read
-            return fd
-        except OSError:
-            return None
+        return fd
 
     def _forget(self) -> None:
         with _open_here_lock:

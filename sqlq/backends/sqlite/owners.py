@@ -8,6 +8,12 @@ an owner file it can lock knows the owner is gone, gives its reservations back
 to the queue and removes the file: beanstalkd's "a dropped connection's jobs
 return at once", for processes sharing a file.
 
+Only that proves a death. A missing, unreadable or replaced owner file proves
+nothing: the sidecar may have been deleted (``rm -rf``, a cleaner, a restore)
+under a live holder, whose jobs must not go to a second worker. The holder
+notices (:meth:`Owner.check`) and registers again under the same token; if it
+died first, its jobs come back when their TTR runs out, as any lease does.
+
 flock locks belong to the open file description, so they are not disturbed by
 other descriptors, unlike POSIX record locks; the descriptor is close-on-exec so
 a shell command run by a worker does not keep its owner alive.
@@ -18,60 +24,107 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
+import threading
+import time
 import weakref
 
 from ...errors import DatabaseError
+from . import sidecar
 
 _live: weakref.WeakSet[Owner] = weakref.WeakSet()
 
-
-def owners_dir(db_path: str) -> str:
-    return os.path.abspath(db_path) + "-sqlq"
-
-
-def ensure_dir(db_path: str) -> str:
-    path = owners_dir(db_path)
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    except OSError as e:  # a read-only directory, a full disk: one line, not a traceback
-        raise DatabaseError(f"{db_path}: cannot create {path} ({e.strerror})") from e
-    return path
+PREFIX = "owner-"
+#: Suffix of an owner file being registered (locked, then renamed into place).
+NEW = ".new"
+#: A ``.new`` file older than this, and unlocked, was left by a process killed while
+#: registering. Younger ones may be between their creation and their lock.
+STALE_NEW_S = 60.0
+#: Attempts at registering while the sidecar keeps vanishing (``rm -rf`` racing us).
+ATTEMPTS = 3
 
 
 class Owner:
     """This process's registration: a token and the locked file that proves it is alive."""
 
-    def __init__(self, db_path: str) -> None:
-        directory = ensure_dir(db_path)
+    def __init__(self, db_path: str, real_db_path: str) -> None:
+        self._db_path = db_path
+        self._real = real_db_path
         self.token = f"{os.getpid()}-{os.urandom(6).hex()}"
-        self.path = os.path.join(directory, f"owner-{self.token}")
-        # Lock under a private name, then rename into place: a checker never sees
-        # an owner file that is not locked yet (it would take it for a dead one).
-        tmp = self.path + ".new"
+        self.path = os.path.join(sidecar.sidecar_dir(real_db_path), PREFIX + self.token)
         self._fd: int | None = None
-        try:
-            self._fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            with contextlib.suppress(OSError):  # for people only; a full disk may refuse it
-                os.write(self._fd, f"pid {os.getpid()}\n".encode())
-            os.rename(tmp, self.path)
-        except OSError as e:
-            # Leave no descriptor (it would keep a dead owner alive) and no stray file.
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise DatabaseError(f"{db_path}: cannot register this process as an owner of "
-                                f"reservations in {directory} ({e.strerror})") from e
+        self._key: tuple[int, int] | None = None
+        self._lock = threading.Lock()  # a heartbeat thread and a reserve may check at once
+        self._register()
         _live.add(self)
 
-    def close(self) -> None:
+    def _register(self) -> None:
+        """Create and lock the owner file (again, under the same token, after it vanished).
+
+        Lock under a private name, then rename into place: a checker never sees an
+        owner file that is not locked yet (it would take it for a dead one). The old
+        descriptor, if any, is closed only once the new file is in place.
+        """
+        for attempt in range(1, ATTEMPTS + 1):
+            directory = sidecar.ensure(self._db_path, self._real)
+            try:
+                fd = self._create_locked()
+                break
+            except OSError as e:
+                if isinstance(e, FileNotFoundError) and attempt < ATTEMPTS:
+                    continue  # the directory was deleted meanwhile: make it again
+                raise DatabaseError(f"{self._db_path}: cannot register this process as an "
+                                    f"owner of reservations in {directory} ({e.strerror})"
+                                    ) from e
+        st = os.fstat(fd)
+        old, self._fd, self._key = self._fd, fd, (st.st_dev, st.st_ino)
+        if old is not None:
+            os.close(old)
+
+    def _create_locked(self) -> int:
+        """The new owner file, locked and in place; on failure no descriptor (it would keep
+        a dead owner alive) and no stray file are left."""
+        tmp = self.path + NEW
+        fd: int | None = None
+        try:
+            fd = sidecar.open_file(self._db_path, self._real, tmp,
+                                   os.O_RDWR | os.O_CREAT | os.O_EXCL)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            with contextlib.suppress(OSError):  # for people only; a full disk may refuse it
+                os.write(fd, f"pid {os.getpid()}\n".encode())
+            os.rename(tmp, self.path)
+            return fd
+        except BaseException:
+            if fd is not None:
+                os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def check(self) -> None:
+        """Register again if our file is gone or was replaced (the sidecar was deleted).
+
+        Until then a reaper finds no file, which proves nothing, so our jobs are safe;
+        registering again restores their instant recovery should this process die.
+        """
+        with self._lock:
+            if self._fd is None:
+                return
+            try:
+                st = os.stat(self.path)
+                if (st.st_dev, st.st_ino) == self._key:
+                    return
+            except OSError:
+                pass
+            self._register()
+
+    def close(self, remove: bool = True) -> None:
+        """Unlock; ``remove=False`` leaves the (now unlocked) file as proof of our death,
+        for a reaper to give back reservations we could not release ourselves."""
         if self._fd is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path)
+            if remove:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)
             os.close(self._fd)
             self._fd = None
 
@@ -83,25 +136,72 @@ class Owner:
             self._fd = None
 
 
-def is_alive(db_path: str, token: str) -> bool:
-    """True while the process that registered token holds its lock."""
-    path = os.path.join(owners_dir(db_path), f"owner-{token}")
+def is_dead(directory: str, token: str) -> bool:
+    """True only if token's owner file exists, is the one at its path, and is unlocked.
+
+    A missing or unreadable file is not a death (see the module's docstring). The
+    file is checked again by path after the lock: one replaced meanwhile (its owner
+    registered again) is not the file we locked.
+    """
+    path = os.path.join(directory, PREFIX + token)
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        now = os.stat(path, follow_symlinks=False)
+        return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
+    except OSError:
+        return False
     finally:
         os.close(fd)
-    return False
 
 
-def forget(db_path: str, token: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(os.path.join(owners_dir(db_path), f"owner-{token}"))
+def registered(directory: str) -> list[str]:
+    """The tokens with an owner file in directory; removes stale ``.new`` leftovers."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    tokens = []
+    for name in names:
+        if not name.startswith(PREFIX):
+            continue
+        if name.endswith(NEW):
+            _remove_stale_new(os.path.join(directory, name))
+        else:
+            tokens.append(name[len(PREFIX):])
+    return tokens
+
+
+def _remove_stale_new(path: str) -> None:
+    """Remove a ``.new`` file whose registering process died before renaming it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if time.time() - os.fstat(fd).st_mtime < STALE_NEW_S:
+            return
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.unlink(path)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def forget(directory: str, token: str) -> None:
+    """Remove a dead owner's file (its reservations were given back first)."""
+    with contextlib.suppress(OSError):
+        os.unlink(os.path.join(directory, PREFIX + token))
 
 
 def _after_fork_in_child() -> None:

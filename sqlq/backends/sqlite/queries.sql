@@ -80,10 +80,17 @@ SELECT 1 FROM sqlq_jobs
 -- name: next_due
 -- When something in these tubes may next become ready: the earliest delayed job
 -- (one probe per tube), the earliest reservation deadline, the earliest end of a pause.
+-- Only times still to come, in these tubes: what is due already is ready (has_ready_job
+-- sees it) or waits for a pause to end, and an expired reservation of another tube
+-- makes nothing ready here (a past time would make a waiter look again at once, in a
+-- loop, until somebody claimed in that tube).
 SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
-                     WHERE state = 1 AND tube = t.value ORDER BY delay_until LIMIT 1))
+                     WHERE state = 1 AND tube = t.value AND delay_until > :now
+                     ORDER BY delay_until LIMIT 1))
           FROM json_each(:tubes) AS t),
-       (SELECT min(reserved_until) FROM sqlq_jobs WHERE state = 2),
+       (SELECT min(reserved_until) FROM sqlq_jobs
+         WHERE state = 2 AND reserved_until > :now
+           AND tube IN (SELECT value FROM json_each(:tubes))),
        (SELECT min(paused_until) FROM sqlq_tubes
          WHERE paused_until > :now AND name IN (SELECT value FROM json_each(:tubes)));
 

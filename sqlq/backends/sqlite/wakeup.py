@@ -18,17 +18,28 @@ going back to sleep: no wakeup is lost to that race.
 
 Without inotify (macOS, BSD, network filesystems with ``SQLQ_POLL=1``) the
 notifier falls back to polling ``data_version`` every :data:`POLL_INTERVAL`
-seconds, which costs a little CPU and up to that much latency.
+seconds, which costs a little CPU and up to that much latency. So does a kernel
+that refuses a watch (``ENOSPC``: ``fs.inotify.max_user_watches`` used up by
+other programs), with a warning.
+
+A commit event also checks that the ``-wal`` file is still the one this process
+opened (``check``: :meth:`db.Database.check_wal`): a deleted ``-wal`` would lose
+every commit made since.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from ...errors import Error
 from ..base import Events
+from . import sidecar
+
+log = logging.getLogger("sqlq")
 
 #: The file db.Database._published reads after an fsync'd commit (in the owners directory).
 NOTIFY_NAME = "notify"
@@ -48,37 +59,108 @@ MAX_SLEEP = 30.0
 
 
 class Notifier:
-    """inotify watches on the database directory and the owners directory."""
+    """inotify watches on the database directory and the owners directory.
 
-    def __init__(self, db_path: str, owners_dir: str) -> None:
+    ``db_path`` is the database's real path (symlinks resolved, as SQLite resolves
+    them): the -wal is beside the real file. ``check`` runs after a commit event.
+    """
+
+    def __init__(self, db_path: str, owners_dir: str,
+                 check: Callable[[], None] | None = None) -> None:
         from inotify_simple import INotify, flags
 
         self._flags = flags
-        self._wal_name = os.path.basename(db_path) + "-wal"
+        self._check = check
+        #: Set once the kernel refuses a watch: this notifier polls from then on.
+        self._polling: PollingNotifier | None = None
+        # Where SQLite keeps the -wal: beside the real file, symlinks resolved.
+        real = sidecar.real_path(db_path)
+        self._db_path = db_path
+        self._wal_name = os.path.basename(real) + "-wal"
+        self._sidecar_name = os.path.basename(owners_dir)
         self._inotify = INotify(nonblocking=True)
-        self._db_dir = os.path.dirname(os.path.abspath(db_path))
+        self._db_dir = os.path.dirname(real)
         self._owners_dir = owners_dir
         self._db_wd = self._owners_wd = -1
-        self.resume()
+        try:
+            self._watch()
+        except BaseException:
+            self._inotify.close()
+            raise
 
     def resume(self) -> None:
-        """Watch again. Events start from here: look once more after resuming."""
-        if self._db_wd >= 0:
+        """Watch again. Events start from here: look once more after resuming.
+
+        A kernel that refuses a watch (ENOSPC: max_user_watches reached, or the owners
+        directory deleted again and again) makes this notifier poll, with a warning.
+
+        Raises:
+            DatabaseError: the owners directory was deleted and cannot be made again,
+                or is not to be trusted (sidecar.py).
+        """
+        if self._polling is not None or self._db_wd >= 0:
             return
+        try:
+            self._watch()
+        except OSError as e:
+            log.warning("%s: cannot watch %s for changes (%s); polling instead",
+                        self._db_path, self._db_dir, e.strerror or e)
+            self.pause()
+            self._polling = PollingNotifier(check=self._check)
+
+    def _watch(self) -> None:
+        """Add the watches (OSError if the kernel refuses one)."""
+        # MODIFY: a commit was written to the -wal (maybe not published yet). DELETE,
+        # MOVED_FROM: the owners directory (or the -wal) went away; the directory's own
+        # IN_IGNORED would come only when no process holds a file of it open any more.
         flags = self._flags
-        # MODIFY: a commit was written to the -wal (maybe not published yet).
-        self._db_wd = self._inotify.add_watch(self._db_dir, flags.MODIFY | flags.CREATE)
-        # CLOSE_WRITE of an owner file: its process closed it (or died). ACCESS of
-        # "notify": an fsync'd commit is visible now (db.Database._published).
-        self._owners_wd = self._inotify.add_watch(self._owners_dir,
-                                                  flags.CLOSE_WRITE | flags.ACCESS)
+        self._db_wd = self._inotify.add_watch(
+            self._db_dir, flags.MODIFY | flags.CREATE | flags.DELETE | flags.MOVED_FROM)
+        self._watch_owners()
+
+    def _watch_owners(self) -> None:
+        """Watch the owners directory, making it again if it was deleted (``rm -rf``).
+
+        CLOSE_WRITE of an owner file: its process closed it (or died). ACCESS of
+        "notify": an fsync'd commit is visible now (db.Database._published).
+        """
+        mask = self._flags.CLOSE_WRITE | self._flags.ACCESS
+        for attempt in range(1, 4):
+            try:
+                self._owners_wd = self._inotify.add_watch(self._owners_dir, mask)
+                return
+            except FileNotFoundError:
+                if attempt == 3:
+                    raise  # it keeps vanishing: the caller polls this time
+                sidecar.ensure(self._db_path)
+
+    def _rewatch_owners(self) -> bool:
+        """Watch the owners directory again if it was lost; False if that failed for now."""
+        if self._db_wd < 0 or self._owners_wd >= 0:
+            return True
+        try:
+            self._watch_owners()
+        except (OSError, Error):
+            return False
+        return True
+
+    def _lost_owners_dir(self) -> None:
+        """The owners directory was deleted or moved: watch its successor (in wait)."""
+        if self._owners_wd >= 0:
+            try:
+                self._inotify.rm_watch(self._owners_wd)
+            except OSError:
+                pass
+            self._owners_wd = -1
 
     def pause(self) -> None:
         """Stop watching while nobody waits: a watch costs the kernel an event on every
         write to the directory, this process's own commits included (about 10 µs each)."""
-        if self._db_wd < 0:
+        if self._db_wd < 0 and self._owners_wd < 0:
             return
         for wd in (self._db_wd, self._owners_wd):
+            if wd < 0:
+                continue
             try:
                 self._inotify.rm_watch(wd)
             except OSError:
@@ -87,14 +169,18 @@ class Notifier:
         self.drain()
 
     def fileno(self) -> int | None:
-        return int(self._inotify.fileno())
+        return None if self._polling is not None else int(self._inotify.fileno())
 
     def recheck_delays(self, first: bool) -> Sequence[float]:
         """The WAL race: a write event comes before the commit is published."""
+        if self._polling is not None:
+            return self._polling.recheck_delays(first)
         return RECHECK_DELAYS[:FIRST_RECHECKS] if first else RECHECK_DELAYS
 
     def drain(self) -> Events:
         """Consume pending events without blocking."""
+        if self._polling is not None:
+            return self._polling.drain()
         found = Events()
         try:
             pending = self._inotify.read(timeout=0)
@@ -103,6 +189,10 @@ class Notifier:
         for event in pending:
             if event.mask & self._flags.Q_OVERFLOW:
                 found.commit = found.owner = True
+            elif event.wd == self._db_wd and event.name == self._sidecar_name:
+                if event.mask & (self._flags.DELETE | self._flags.MOVED_FROM):
+                    self._lost_owners_dir()
+                    found.owner = True  # an owner's exit may have gone unseen: look
             elif event.wd == self._db_wd:
                 if event.name == self._wal_name:
                     found.commit = True
@@ -111,16 +201,25 @@ class Notifier:
                     found.commit = found.commit or bool(event.mask & self._flags.ACCESS)
                 else:
                     found.owner = True
+        if found.owner:
+            self._rewatch_owners()  # event loops call drain, never wait
         return found
 
     def wait(self, timeout: float | None) -> Events:
         """Sleep until an event or timeout seconds; return what happened (empty on timeout)."""
+        if self._polling is not None:
+            return self._polling.wait(timeout)
         timeout = MAX_SLEEP if timeout is None else min(max(timeout, 0.0), MAX_SLEEP)
+        unwatched = not self._rewatch_owners()
+        if unwatched:  # no owners watch now: look for exited owners by polling
+            timeout = min(timeout, POLL_INTERVAL)
         poller = select.poll()
         poller.register(self._inotify.fileno(), select.POLLIN)
-        if poller.poll(timeout * 1000):
-            return self.drain()
-        return Events()
+        events = self.drain() if poller.poll(timeout * 1000) else Events()
+        events.owner = events.owner or unwatched
+        if events.commit and self._check is not None:
+            self._check()
+        return events
 
     def close(self) -> None:
         self._inotify.close()
@@ -129,8 +228,10 @@ class Notifier:
 class PollingNotifier:
     """The fallback: no events, so every wait ends after POLL_INTERVAL with "maybe"."""
 
-    def __init__(self, interval: float = POLL_INTERVAL) -> None:
+    def __init__(self, interval: float = POLL_INTERVAL,
+                 check: Callable[[], None] | None = None) -> None:
         self._interval = interval
+        self._check = check
 
     def fileno(self) -> int | None:
         return None
@@ -154,17 +255,24 @@ class PollingNotifier:
             time.sleep(max(timeout, 0.0))
             return Events()
         time.sleep(self._interval)
+        if self._check is not None:
+            self._check()
         return Events(commit=True, owner=True)
 
     def close(self) -> None:
         pass
 
 
-def make_notifier(db_path: str, owners_dir: str) -> Notifier | PollingNotifier:
-    """inotify where the platform has it, polling elsewhere or when SQLQ_POLL=1."""
+def make_notifier(db_path: str, owners_dir: str, check: Callable[[], None] | None = None
+                  ) -> Notifier | PollingNotifier:
+    """inotify where the platform has it, polling elsewhere or when SQLQ_POLL=1 (see
+    :class:`Notifier` for the arguments)."""
     if sys.platform.startswith("linux") and os.environ.get("SQLQ_POLL") != "1":
         try:
-            return Notifier(db_path, owners_dir)
-        except (ImportError, OSError):
+            return Notifier(db_path, owners_dir, check)
+        except ImportError:
             pass
-    return PollingNotifier()
+        except OSError as e:
+            log.warning("%s: cannot watch %s for changes (%s); polling instead",
+                        db_path, os.path.dirname(db_path), e.strerror or e)
+    return PollingNotifier(check=check)
