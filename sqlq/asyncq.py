@@ -588,6 +588,12 @@ class AsyncQueue:
         q = await self._opened()
         return await self._call(lambda: getattr(q, method)(*args, **kwargs), pokes=pokes)
 
+    async def try_reserve(self, tubes: str | Sequence[str] | None = None) -> AsyncJob | None:
+        """:meth:`sqlq.Queue.try_reserve`, awaited: one claim attempt, no waiting."""
+        q = await self._opened()
+        job = await self._call(lambda: q.try_reserve(tubes), claims=True)
+        return None if job is None else AsyncJob(self, job)
+
     async def reserve_job(self, job_id: int) -> AsyncJob:
         """:meth:`sqlq.Queue.reserve_job`, awaited."""
         return AsyncJob(self, await self._run("reserve_job", job_id))
@@ -705,6 +711,27 @@ class AsyncQueue:
         """:meth:`sqlq.Queue.jobs` (a page of a tube's jobs in one state), awaited."""
         value: list[observe.JobSummary] = await self._run("jobs", tube, state, after=after,
                                                           limit=limit)
+        return value
+
+    async def tube_summary(self, tube: str) -> observe.TubeSummary:
+        """:meth:`sqlq.Queue.tube_summary`, awaited."""
+        value: observe.TubeSummary = await self._run("tube_summary", tube)
+        return value
+
+    async def search(self, tube: str, text: str, *, limit: int = 50
+                     ) -> list[observe.JobSummary]:
+        """:meth:`sqlq.Queue.search`, awaited."""
+        value: list[observe.JobSummary] = await self._run("search", tube, text, limit=limit)
+        return value
+
+    async def workers(self) -> list[observe.Worker]:
+        """:meth:`sqlq.Queue.workers`, awaited."""
+        value: list[observe.Worker] = await self._run("workers")
+        return value
+
+    async def periodic_slots(self) -> list[observe.PeriodicSlot]:
+        """:meth:`sqlq.Queue.periodic_slots`, awaited."""
+        value: list[observe.PeriodicSlot] = await self._run("periodic_slots")
         return value
 
     async def kept_result(self, job_id: int) -> bytes | None:

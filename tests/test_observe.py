@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 import sqlq
 from tests.conftest import FakeClock, spawn
+
+pytestmark = pytest.mark.both_apis  # q and fq: as a Queue, then as an AsyncQueue
 
 
 def test_overview_agrees_with_stats(fq: sqlq.Queue, clock: FakeClock) -> None:
