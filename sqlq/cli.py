@@ -815,8 +815,8 @@ def metrics(ctx: click.Context) -> None:
 @click.option("--processes", "-n", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes, under a supervisor that restarts crashed ones.")
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Jobs each worker process runs at once, on an event loop (async def "
-              "tasks are awaited there; this is how they run, at any concurrency).")
+              help="Jobs each worker process runs at once, on an event loop (where async "
+              "def tasks always run; plain functions among them run in threads).")
 @click.option("--burst", is_flag=True, help="Exit when no job is ready (delayed ones are "
               "not waited for).")
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True,
