@@ -146,6 +146,21 @@ def test_waiters_of_other_tubes_and_results_are_served_in_one_pass(db_url: str) 
     run(db_url, body)
 
 
+def test_a_burial_elsewhere_raises_in_the_waiting_result(db_url: str) -> None:
+    async def body(aq: AsyncQueue) -> None:
+        jid = await aq.put(b"x", tube="t")
+        waiting = asyncio.create_task(aq.result(jid, timeout=10))
+        await asyncio.sleep(0.05)
+        with Queue(db_url) as other:  # another connection: only its commit tells us
+            job = other.reserve("t", timeout=0)
+            assert job is not None
+            job.bury(reason="corrupt image")
+        with pytest.raises(sqlq.JobBuried, match="corrupt image"):
+            await waiting
+
+    run(db_url, body)
+
+
 def test_reserve_timeout_and_result_timeout(db_url: str) -> None:
     async def body(aq: AsyncQueue) -> None:
         started = time.monotonic()
