@@ -7,17 +7,10 @@ it. Calls are serialised on the Queue's connection anyway, so one thread serves
 them all; a transaction gets a thread of its own for as long as it is open
 (SQLite's transaction belongs to the thread that began it).
 
-Waiting holds no thread. A coroutine blocked in :meth:`AsyncQueue.reserve` or
-:meth:`AsyncQueue.result` is a future in a FIFO; one dispatcher task per
-AsyncQueue watches the backend's notifier (its descriptor registered with the
-loop), and on each wake-up looks once per distinct request, in arrival order,
-on the schedule of :class:`~sqlq.waiting.Pacer`, the decisions the
-synchronous wait loop takes. A thousand coroutines waiting on one tube cost one
-read per commit event, and each job is claimed for exactly one of them.
-
-A claim that finds its waiter gone (cancelled, or timed out a moment before) is
-handed to the next waiter with the same request, or released: a cancelled
-``reserve`` leaves no lease behind.
+Waiting holds no thread: a coroutine blocked in :meth:`AsyncQueue.reserve` or
+:meth:`AsyncQueue.result` is a future that one task per AsyncQueue fills when
+the backend's notifier, registered with the loop, says something may have
+changed (``asyncwait.py``). A cancelled ``reserve`` leaves no lease behind.
 """
 
 from __future__ import annotations
@@ -25,21 +18,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import functools
 import logging
 import os
-import time
-from collections import Counter
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import results
-from .backends import Events, Notifier
+from .asyncwait import Waiter, Waiters
+from .backends import Events
 from .errors import Error, JobLost, JobNotFound, Timeout
 from .model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, Job, check_job_id, check_tubes
 from .queue import Queue
-from .waiting import Pacer, timeout_deadline
+from .waiting import timeout_deadline
 
 if TYPE_CHECKING:
     from . import observe
@@ -48,12 +39,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 log = logging.getLogger("sqlq")
-
-#: The dispatcher looks by itself at least this often, whatever it heard (a lost
-#: PostgreSQL notification costs this much at most, as in the synchronous loop).
-MAX_SLEEP = 10.0
-#: How often waiters look when the notifier has no descriptor (the polling fallback).
-POLL_INTERVAL = 0.05
 
 #: The transaction open in this task: (its AsyncQueue, the thread that holds it, the task).
 #: Tasks created inside inherit the variable but not the transaction (the task is checked),
@@ -133,21 +118,6 @@ class AsyncJob:
         await self._aq._call(lambda: self.sync.complete(result), pokes=True)
 
 
-class _Waiter:
-    """A coroutine blocked in reserve or result: what to look for, and where to put it."""
-
-    __slots__ = ("key", "look", "due", "future", "claims")
-
-    def __init__(self, key: Hashable, look: Callable[[Events], Any],
-                 due: Callable[[], int | None] | None, future: asyncio.Future[Any],
-                 claims: bool) -> None:
-        self.key = key        # waiters with equal keys find the same thing: one empty look
-        self.look = look      # serves them all; run in the AsyncQueue's thread
-        self.due = due
-        self.future = future
-        self.claims = claims  # what look finds is a reserved Job (give it back if unwanted)
-
-
 class AsyncQueue:
     """The :class:`~sqlq.Queue`'s verbs as coroutines, with the same names, arguments,
     errors and semantics (they run the Queue's own code in a thread of this AsyncQueue).
@@ -178,12 +148,7 @@ class AsyncQueue:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="sqlq-async")
         self._opening: asyncio.Lock | None = None
         self._closed = False
-        self._waiters: dict[_Waiter, None] = {}  # in arrival order
-        self._keys: Counter[Hashable] = Counter()
-        self._dispatcher: asyncio.Task[None] | None = None
-        self._notifier: Notifier | None = None
-        self._wake: asyncio.Event | None = None
-        self._events = Events()
+        self._waiting = Waiters(self)
 
     # -- life --------------------------------------------------------------------------------
 
@@ -218,16 +183,8 @@ class AsyncQueue:
         if self._closed:
             return
         self._closed = True
-        for waiter in list(self._waiters):
-            if not waiter.future.done():
-                waiter.future.set_exception(Error("the AsyncQueue was closed"))
-        if self._dispatcher is not None:
-            self._dispatcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._dispatcher
-        notifier, queue = self._notifier, self._queue
-        if notifier is not None:
-            await self._call(notifier.close)
+        await self._waiting.close()
+        queue = self._queue
         if queue is not None and self._owns:
             await self._call(queue.close)
         self._executor.shutdown(wait=False)
@@ -263,8 +220,8 @@ class AsyncQueue:
             except asyncio.CancelledError:
                 future.add_done_callback(self._give_back_claim)
                 raise
-        if pokes and self._waiters:
-            self._poke(Events(commit=True))
+        if pokes and self._waiting:
+            self._waiting.poke(Events(commit=True))
         return value
 
     def _give_back_claim(self, future: asyncio.Future[Any]) -> None:
@@ -273,25 +230,7 @@ class AsyncQueue:
         value = future.result()
         job = value[0] if isinstance(value, tuple) else value
         if isinstance(job, Job):
-            self._orphan_job(job, None)
-
-    def _orphan_job(self, job: Job, key: Hashable | None) -> None:
-        """A claimed job nobody awaits: the next waiter for the same tubes gets it, or
-        it goes back to the queue (a fire-and-forget release in the thread)."""
-        if key is not None:
-            for waiter in self._waiters:
-                if waiter.key == key and not waiter.future.done():
-                    waiter.future.set_result(job)
-                    return
-
-        def release() -> None:
-            with contextlib.suppress(JobLost, JobNotFound):
-                job.release()
-
-        if self._closed:
-            return  # no thread left: Queue.close (when ours) gives back this process's jobs
-        loop = asyncio.get_running_loop()
-        loop.run_in_executor(self._executor, release)
+            self._waiting.give_back(job)
 
     # -- put ---------------------------------------------------------------------------------
 
@@ -351,10 +290,9 @@ class AsyncQueue:
         job, tubes_param, owner = await self._call(first, claims=True, pokes=delete is not None)
         if job is None and timeout != 0:
             key = ("reserve", tuple(check_tubes(tubes)), owner)
-            job = await self._wait(_Waiter(
+            job = await self._waiting.wait(Waiter(
                 key, lambda events: q._look_and_claim(tubes_param, owner, events),
-                lambda: q._due(tubes_param), asyncio.get_running_loop().create_future(),
-                claims=True), deadline)
+                lambda: q._due(tubes_param)), deadline)
         return None if job is None else AsyncJob(self, job)
 
     async def result(self, job_id: int, timeout: float | None = None) -> bytes:
@@ -375,9 +313,7 @@ class AsyncQueue:
 
         found = await self._call(lambda: look(Events()))
         if found is None and timeout != 0:
-            found = await self._wait(_Waiter(
-                ("result", job_id), look, None, asyncio.get_running_loop().create_future(),
-                claims=False), deadline)
+            found = await self._waiting.wait(Waiter(("result", job_id), look), deadline)
         if found is None:
             raise Timeout(f"job {job_id}: no result within {timeout:g} s")
         return found
@@ -404,147 +340,6 @@ class AsyncQueue:
                 if job.state == "reserved" and not self._closed:
                     with contextlib.suppress(JobLost, JobNotFound):
                         await job.release()
-
-    async def _wait(self, waiter: _Waiter, deadline: float | None) -> Any:
-        """Park ``waiter`` until the dispatcher fills its future or the deadline passes."""
-        loop = asyncio.get_running_loop()
-        timer = None
-        if deadline is not None:
-            def expire() -> None:
-                if not waiter.future.done():
-                    waiter.future.set_result(None)
-
-            timer = loop.call_at(loop.time() + deadline - time.monotonic(), expire)
-        new_key = self._keys[waiter.key] == 0
-        self._waiters[waiter] = None
-        self._keys[waiter.key] += 1
-        if self._dispatcher is None:
-            self._dispatcher = loop.create_task(self._dispatch(), name="sqlq-async-dispatch")
-        elif new_key:
-            self._poke(Events())  # its tubes may have another due time: look and re-arm
-        try:
-            return await waiter.future
-        except asyncio.CancelledError:
-            future = waiter.future
-            if future.done() and not future.cancelled() and future.exception() is None:
-                value = future.result()  # delivered as the caller was cancelled
-                if isinstance(value, Job):
-                    self._orphan_job(value, waiter.key)
-            raise
-        finally:
-            if timer is not None:
-                timer.cancel()
-            del self._waiters[waiter]
-            self._keys[waiter.key] -= 1
-            if not self._keys[waiter.key]:
-                del self._keys[waiter.key]
-
-    # -- the dispatcher ----------------------------------------------------------------------
-
-    def _poke(self, events: Events) -> None:
-        self._events.commit = self._events.commit or events.commit
-        self._events.owner = self._events.owner or events.owner
-        if self._wake is not None:
-            self._wake.set()
-
-    def _on_readable(self) -> None:
-        assert self._notifier is not None
-        events = self._notifier.drain()
-        if events:  # writes of other files in the directory drain to nothing: sleep on
-            self._poke(events)
-
-    async def _dispatch(self) -> None:
-        """Serve the waiters while there are any (see the module docstring). A failure
-        (a database gone) is raised in every waiter, as the blocking loop raises it."""
-        loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
-        notifier: Notifier | None = None
-        fd: int | None = None
-        try:
-            if self._notifier is None:
-                self._notifier = await self._call(self.queue.backend.open_notifier)
-            notifier = self._notifier
-            await self._call(notifier.resume)  # watching from here: look once more
-            fd = notifier.fileno()
-            if fd is not None:
-                loop.add_reader(fd, self._on_readable)
-            await self._serve_while_waited(notifier, self._wake, polling=fd is None)
-        except Exception as exc:  # noqa: BLE001 - the waiters raise it
-            for waiter in self._waiters:
-                if not waiter.future.done():
-                    waiter.future.set_exception(exc)
-        finally:
-            if fd is not None:
-                loop.remove_reader(fd)
-            self._dispatcher = self._wake = None
-            if notifier is not None and not self._closed:
-                with contextlib.suppress(Error):
-                    await self._call(notifier.pause)
-            if not self._closed and self._dispatcher is None and any(
-                    not waiter.future.done() for waiter in self._waiters):
-                self._dispatcher = loop.create_task(self._dispatch())  # came as this one ended
-
-    async def _serve_while_waited(self, notifier: Notifier, wake: asyncio.Event,
-                                  polling: bool) -> None:
-        pacer = Pacer(notifier)
-        events = Events(commit=True)
-        self._events = Events()
-        while self._waiters:
-            wake.clear()
-            pending = list(self._waiters)
-            found, due_ms, now_ms = await self._call(
-                functools.partial(self._serve, pending, events))
-            for waiter, value, error in found:
-                if waiter.future.done():
-                    if isinstance(value, Job):
-                        self._orphan_job(value, waiter.key)
-                elif error is not None:
-                    waiter.future.set_exception(error)
-                else:
-                    waiter.future.set_result(value)
-            await asyncio.sleep(0)  # let the served coroutines leave the FIFO
-            if not self._waiters:
-                break
-            wait = pacer.after_look(events, None, due_ms, now_ms)
-            wait = MAX_SLEEP if wait is None else min(wait, MAX_SLEEP)
-            if polling:
-                wait = min(wait, POLL_INTERVAL)
-            if wait > 0 and not wake.is_set():
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(wake.wait(), wait)
-            events, self._events = self._events, Events()
-            if polling:
-                events = notifier.drain()  # the polling notifier: always "maybe"
-
-    def _serve(self, pending: list[_Waiter], events: Events
-               ) -> tuple[list[tuple[_Waiter, Any, BaseException | None]], int | None, int]:
-        """One pass over the waiters, in this AsyncQueue's thread: each distinct request
-        looks once; returns what was found, the earliest due time and the clock."""
-        q = self.queue
-        found: list[tuple[_Waiter, Any, BaseException | None]] = []
-        empty: set[Hashable] = set()
-        due_ms: int | None = None
-        for waiter in pending:
-            if waiter.key in empty or waiter.future.done():
-                continue
-            try:
-                value = waiter.look(events)
-            except Exception as exc:  # noqa: BLE001 - the waiter raises it (JobBuried...)
-                found.append((waiter, None, exc))
-                continue
-            if value is not None:
-                found.append((waiter, value, None))
-                continue
-            empty.add(waiter.key)
-            if waiter.due is not None:
-                try:
-                    due = waiter.due()
-                except Exception as exc:  # noqa: BLE001 - the waiter raises it
-                    found.append((waiter, None, exc))
-                    continue
-                if due is not None:
-                    due_ms = due if due_ms is None else min(due_ms, due)
-        return found, due_ms, q._clock()
 
     # -- transactions ------------------------------------------------------------------------
 
@@ -576,8 +371,8 @@ class AsyncQueue:
             else:
                 _open_tx.reset(token)
                 await loop.run_in_executor(executor, manager.__exit__, None, None, None)
-                if self._waiters:
-                    self._poke(Events(commit=True))
+                if self._waiting:
+                    self._waiting.poke(Events(commit=True))
         finally:
             if not nested:
                 executor.shutdown(wait=False)

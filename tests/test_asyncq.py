@@ -49,7 +49,7 @@ async def main():
             await job.delete()
         before = threading.active_count()
         tasks = [asyncio.create_task(wait()) for _ in range(n)]
-        while len(aq._waiters) < n:  # each has made its first claim and is parked
+        while len(aq._waiting) < n:  # each has made its first claim and is parked
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.2)
         cpu = time.process_time()
