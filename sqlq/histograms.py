@@ -108,6 +108,16 @@ class Histogram:
     count: int
     sum: float  # seconds
 
+    def quantile_bound(self, q: float) -> float | None:
+        """The smallest bucket bound at or below which a fraction q of the observations
+        fall (an upper bound of the q-quantile; inf past the last bound); None if empty."""
+        if not self.count:
+            return None
+        for bound, (_, n) in zip(BUCKETS, self.buckets, strict=True):
+            if n >= q * self.count:
+                return bound
+        return BUCKETS[-1]
+
 
 def fold(rows: Iterable[BucketRow]) -> list[Histogram]:
     """The database's rows, cumulated per (tube, metric), in that order. A row whose bound

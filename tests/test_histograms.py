@@ -8,6 +8,7 @@ says that a value fell on the right side of a bound far from what it measures.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -174,3 +175,20 @@ def test_waits_count_from_the_due_time_on_the_first_reservation_only(fq: sqlq.Qu
     fq.record_durations(tally)
     found = {(h.tube, h.metric): (h.count, h.sum) for h in fq.duration_histograms()}
     assert found == {("d", "wait"): (1, 2.0), ("p", "wait"): (1, 0.5)}
+
+
+def test_the_overview_shows_median_and_p95_bounds(q: sqlq.Queue) -> None:
+    q.put(b"x", tube="mail")
+    tally = Tally()
+    for seconds in (0.02,) * 9 + (4.0,):
+        tally.observe("mail", "run", seconds)
+    q.record_durations(tally)
+    with running(q) as client:
+        page = client.get("/").text
+    row = page[page.index('data-tube="mail"'):]
+    row = row[:row.index("</tr>")]
+    assert 'data-field="run">≤ 25ms · ≤ 5s<' in row
+    assert 'data-field="wait">—<' in row
+    with running(q) as client:
+        polled = json.loads(client.get("/api/overview").text)["tubes"]["mail"]
+    assert polled["run"] == "≤ 25ms · ≤ 5s" and polled["wait"] == "—"
