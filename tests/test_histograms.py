@@ -192,3 +192,31 @@ def test_the_overview_shows_median_and_p95_bounds(q: sqlq.Queue) -> None:
     with running(q) as client:
         polled = json.loads(client.get("/api/overview").text)["tubes"]["mail"]
     assert polled["run"] == "≤ 25ms · ≤ 5s" and polled["wait"] == "—"
+
+
+def test_a_command_worker_records_too(q: sqlq.Queue, db_url: str) -> None:
+    for _ in range(2):
+        q.put(b"x", tube="cmd")
+    with Work(db_url, "--tube", "cmd", "--burst", "--", "sleep", "0.3") as w:
+        assert w.wait() == 0, w.text()
+    samples, _ = scrape(q)
+    assert count(samples, "run", "cmd") == 2 and count(samples, "wait", "cmd") == 2
+    assert bucket(samples, "run", "cmd", "0.25") == 0 and bucket(samples, "run", "cmd", "5.0") == 2
+
+
+@pytest.mark.sqlite_only  # a closed Queue on PostgreSQL connects again: nothing fails
+def test_a_failed_flush_keeps_its_observations_for_the_next(db_url: str,
+                                                             caplog: Any) -> None:
+    from sqlq.work.recorder import Recorder
+
+    closed = sqlq.Queue(db_url)
+    closed.close()
+    recorder = Recorder(closed, every=0)
+    recorder.tally.observe("t", "run", 0.1)
+    recorder.flush_if_due()  # the database cannot be reached: logged, kept
+    assert "could not record wait and run times" in caplog.text and recorder.tally
+    with sqlq.Queue(db_url) as q:
+        recorder.queue = q
+        recorder.flush()
+        recorder.flush()  # nothing twice
+        assert [(h.tube, h.count) for h in q.duration_histograms()] == [("t", 1)]
