@@ -60,7 +60,8 @@ class Job:
     ``state`` (``ready``, ``delayed``, ``reserved``, ``buried``; ``deleted`` after
     this handle deleted it), the counters ``reserves``, ``timeouts``, ``releases``,
     ``buries``, ``kicks``, ``lease``, ``bury_reason``, ``unique_key``, and the times
-    ``created_at``, ``delay_until``, ``reserved_until`` (ms since the epoch).
+    ``created_at``, ``delay_until``, ``reserved_until`` (ms since the epoch), and
+    ``delay`` (seconds: the delay last given by put or release, 0 for none).
 
     Examples:
         >>> job = q.reserve(tubes="emails", timeout=5)
@@ -71,14 +72,14 @@ class Job:
 
     __slots__ = ("_queue", "id", "tube", "body", "priority", "ttr", "state", "reserves",
                  "timeouts", "releases", "buries", "kicks", "lease", "created_at",
-                 "delay_until", "reserved_until", "bury_reason", "unique_key")
+                 "delay_until", "reserved_until", "bury_reason", "unique_key", "delay")
 
     def __init__(self, queue: Queue, *, id: int, tube: str, body: bytes, priority: int,
                  ttr_ms: int, state: str, reserves: int = 0, timeouts: int = 0,
                  releases: int = 0, buries: int = 0, kicks: int = 0, lease: int | None = None,
                  created_at: int = 0, delay_until: int | None = None,
                  reserved_until: int | None = None, bury_reason: str | None = None,
-                 unique_key: str | None = None) -> None:
+                 unique_key: str | None = None, delay_ms: int = 0) -> None:
         self._queue = queue
         self.id = id
         self.tube = tube
@@ -97,15 +98,16 @@ class Job:
         self.reserved_until = reserved_until
         self.bury_reason = bury_reason
         self.unique_key = unique_key
+        self.delay = delay_ms / 1000
 
     @classmethod
     def from_claim(cls, queue: Queue, row: tuple[Any, ...]) -> Job:
         (id_, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-         kicks, lease, reserved_until, unique_key) = row
+         kicks, lease, reserved_until, unique_key, delay) = row
         return cls(queue, id=id_, tube=tube, body=body, priority=priority, ttr_ms=ttr,
                    state="reserved", reserves=reserves, timeouts=timeouts, releases=releases,
                    buries=buries, kicks=kicks, lease=lease, created_at=created_at,
-                   reserved_until=reserved_until, unique_key=unique_key)
+                   reserved_until=reserved_until, unique_key=unique_key, delay_ms=delay)
 
     @classmethod
     def from_row(cls, queue: Queue, row: JobRow) -> Job:
@@ -114,7 +116,7 @@ class Job:
                    timeouts=row.timeouts, releases=row.releases, buries=row.buries,
                    kicks=row.kicks, created_at=row.created_at, delay_until=row.delay_until,
                    reserved_until=row.reserved_until, bury_reason=row.bury_reason,
-                   unique_key=row.unique_key)
+                   unique_key=row.unique_key, delay_ms=row.delay)
 
     def __repr__(self) -> str:
         return f"<Job {self.id} tube={self.tube!r} state={self.state} priority={self.priority}>"

@@ -11,6 +11,8 @@ provide these reads.
 Counters that outlive jobs: puts are the ids ever handed out, deletes are puts
 minus the jobs alive in the same snapshot, and buries, kicks and timeouts per tube
 are kept by a trigger in the database (SQLite migration 0005, PostgreSQL 0002).
+The histograms of waits and runs are what ``sqlq work`` processes added (see
+histograms.py; SQLite migration 0006, PostgreSQL 0004).
 
 Every function takes the backend and the time (``now``, ms): the Queue methods of
 the same names pass its own.
@@ -23,6 +25,7 @@ from typing import Any
 
 from .backends import Backend
 from .backends.base import Conn
+from .histograms import Histogram, fold
 from .model import DEFAULT_TUBE, STATE_NAMES, JobRow, check_tube
 
 #: A body search looks at this many of the most recent job ids, at most: bodies have no
@@ -212,3 +215,8 @@ def result(backend: Backend, now: int, job_id: int) -> bytes | None:
     """The kept result of a completed job, or None (not completed, expired, or none)."""
     kept, _, _ = backend.read(lambda c: backend.store.result_outcome(c, now, job_id))
     return None if kept is None else bytes(kept)
+
+
+def durations(backend: Backend) -> list[Histogram]:
+    """The wait and run histograms of every tube, cumulated (one read)."""
+    return fold(backend.read(backend.store.durations))

@@ -41,6 +41,7 @@ from .waiting import timeout_deadline, wait_for
 _T = TypeVar("_T")
 
 if TYPE_CHECKING:
+    from .histograms import Histogram, Tally
     from .work.retry import Backoff
     from .work.tasks import Task
 
@@ -744,6 +745,19 @@ class Queue:
     def kept_result(self, job_id: int) -> bytes | None:
         """A completed job's result if it is still kept, else None; never waits."""
         return observe.result(self._backend, self._clock(), job_id)
+
+    def duration_histograms(self) -> list[Histogram]:
+        """Per tube, the histograms of how long jobs waited before their first reservation
+        (``wait``) and how long runs took (``run``), as ``sqlq work`` workers recorded them."""
+        return observe.durations(self._backend)
+
+    def record_durations(self, tally: Tally) -> None:
+        """Add a worker's observations to the database's histograms in one short write
+        transaction (``sqlq work`` calls this at most every ten seconds, never per job).
+        Nothing is cleared here: the caller clears ``tally`` once this returns."""
+        rows = tally.rows()
+        if rows:
+            self._backend.write(lambda c: self._store.add_durations(c, rows), durable=False)
 
     # -- tasks (logic in work/tasks.py, work/periodic.py; run by `sqlq work`) -----------------
 

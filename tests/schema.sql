@@ -18,6 +18,16 @@ CREATE TABLE sqlq_counters (
     timeouts INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 
+-- table sqlq_durations
+CREATE TABLE sqlq_durations (
+    tube   TEXT    NOT NULL,
+    metric TEXT    NOT NULL,  -- 'wait' or 'run'
+    le     TEXT    NOT NULL,
+    count  INTEGER NOT NULL,
+    sum    REAL    NOT NULL,
+    PRIMARY KEY (tube, metric, le)
+) WITHOUT ROWID;
+
 -- table sqlq_jobs
 CREATE TABLE sqlq_jobs (
     id             INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused

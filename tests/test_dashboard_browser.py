@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 import sqlq
+from sqlq.histograms import Tally
 from tests.conftest import ROOT, spawn
 
 CHROMIUM = "/usr/bin/chromium"
@@ -66,6 +67,14 @@ def _fill(db: str) -> dict[str, int]:
     q.subscribe("orders", "billing")
     q.subscribe("orders", "audit")
     q.pause_tube("billing", 3600)
+    # What sqlq work workers would have recorded: waits and runs of past jobs.
+    tally = Tally()
+    for i in range(200):
+        tally.observe("emails", "wait", 0.02 + (i % 10) * 0.03 + (1.5 if i % 40 == 0 else 0))
+        tally.observe("emails", "run", 0.08 + (i % 7) * 0.02)
+        tally.observe("thumbs", "wait", 0.004 + (i % 5) * 0.002)
+        tally.observe("thumbs", "run", 0.3 + (i % 9) * 0.15)
+    q.record_durations(tally)
     q.close()
     return ids
 
@@ -156,6 +165,8 @@ def test_overview_counts_follow_another_process(site: dict[str, Any], page: Any,
     page.goto(site["url"] + "/")
     cell = page.locator('tr[data-tube="live"] [data-field="ready"]')
     expect(cell).to_have_text("1")
+    expect(page.locator('tr[data-tube="thumbs"] [data-field="run"]')).to_have_text(
+        "≤ 1s · ≤ 2.5s")
     producer = spawn("""
         import sys, sqlq
         with sqlq.Queue(sys.argv[1], durability="normal") as q:

@@ -273,6 +273,19 @@ class Store(abc.ABC):
         """tube -> (buries, kicks, timeouts) since the database was created."""
         return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(self.Q["event_counters"])}
 
+    def add_durations(self, conn: Any, rows: Sequence[tuple[str, str, str, int, float]]
+                      ) -> None:
+        """Add a worker's observed waits and runs, (tube, metric, le, count, sum) per
+        bucket, to the histograms' rows (sqlq/histograms.py)."""
+        conn.cursor().executemany(self.Q["add_durations"], [
+            {"tube": tube, "metric": metric, "le": le, "count": count, "sum": total}
+            for tube, metric, le, count, total in rows])
+
+    def durations(self, conn: Any) -> list[tuple[str, str, str, int, float]]:
+        """Every histogram bucket: (tube, metric, le, count, sum), not cumulated."""
+        return [(r[0], r[1], r[2], int(r[3]), float(r[4]))
+                for r in conn.execute(self.Q["durations"])]
+
     # -- results -----------------------------------------------------------------------------
 
     def complete(self, conn: Any, now: int, job_id: int, lease: int | None, result: bytes,

@@ -13,9 +13,11 @@ with each other and survive restarts. What is exported, and from where:
   per tube (migration 0005's trigger).
 * ``sqlq_workers``, ``sqlq_reservations_held``; ``sqlq_periodic_last_slot_timestamp_seconds``.
 
-Not exported: histograms of the wait before reserve and of run time. The file keeps
-neither moment once a job is deleted, and recording them would add a write to every
-reserve and every delete (see the README's Dashboard section).
+* ``sqlq_job_wait_seconds{tube}`` (from a job's put, or the end of the delay it was put
+  with, to its first reservation) and ``sqlq_job_run_seconds{tube}`` (a run, whatever
+  its outcome) histograms: what the workers of ``sqlq work`` observed, added to the
+  database by each at most every ten seconds and when it stops (sqlq/histograms.py).
+  A library user's own reserve loop adds nothing to them.
 """
 
 from __future__ import annotations
@@ -27,7 +29,12 @@ from sqlq.errors import Error
 
 try:
     from prometheus_client import CollectorRegistry, generate_latest
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+        Metric,
+    )
 except ImportError:  # pragma: no cover - the dashboard extra is not installed
     raise Error("metrics need prometheus-client: pip install 'sqlq-jobs[dashboard]'") from None
 
@@ -88,6 +95,22 @@ class QueueCollector:
         for slot in self.queue.periodic_slots():
             slots.add_metric([slot.name], slot.last_slot / 1000)
         yield slots
+        yield from self._histograms()
+
+    def _histograms(self) -> Iterator[Metric]:
+        families = {
+            "wait": HistogramMetricFamily(
+                "sqlq_job_wait_seconds", "Time from a job becoming ready (put, or the end of "
+                "its put delay) to its first reservation, as sqlq work workers saw it.",
+                labels=["tube"]),
+            "run": HistogramMetricFamily(
+                "sqlq_job_run_seconds", "Time a run of a job took in sqlq work, whatever its "
+                "outcome.", labels=["tube"]),
+        }
+        for h in self.queue.duration_histograms():
+            if h.metric in families:  # another version's metric is not ours to name
+                families[h.metric].add_metric([h.tube], h.buckets, h.sum)
+        yield from families.values()
 
 
 def render(queue: Queue) -> bytes:

@@ -157,18 +157,22 @@ class Dashboard:
     def overview(self, req: Request) -> Response:
         view = self.queue.overview()
         self.history.record(view.puts_total, view.deletes_total)
+        durations = {(h.tube, h.metric): h for h in self.queue.duration_histograms()}
         return self.render("overview.html", view=view, now=view.at, note=req.arg("note"),
-                           workers=len(self.queue.workers()))
+                           workers=len(self.queue.workers()), durations=durations)
 
     def api_overview(self, req: Request) -> Response:
         """What the page's script polls (every 2 s while the tab is visible)."""
         view = self.queue.overview()
         self.history.record(view.puts_total, view.deletes_total)
+        durations = {(h.tube, h.metric): h for h in self.queue.duration_histograms()}
         tubes = {t.name: {"ready": t.ready, "urgent": t.urgent, "reserved": t.reserved,
                           "delayed": t.delayed, "buried": t.buried, "live": t.live,
                           "oldest": views.age(t.oldest_ready_at, view.at),
                           "paused": views.until(t.paused_until, view.at)
-                          if t.paused_until else ""}
+                          if t.paused_until else "",
+                          "wait": views.quantiles(durations.get((t.name, "wait"))),
+                          "run": views.quantiles(durations.get((t.name, "run")))}
                  for t in view.tubes}
         data = {"at": view.at, "puts": view.puts_total, "deletes": view.deletes_total,
                 "live": view.live, "tubes": tubes,

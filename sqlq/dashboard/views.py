@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode
 import jinja2
 
 from sqlq.durations import format_duration
+from sqlq.histograms import Histogram
 
 #: Bytes of a body the job page shows; the rest is summarised.
 BODY_LIMIT = 64 * 1024
@@ -92,6 +93,18 @@ def until(at_ms: int | None, now_ms: int) -> str:
     return "—" if at_ms is None else "in " + format_duration(max(at_ms - now_ms, 0) / 1000)
 
 
+def quantiles(histogram: Histogram | None) -> str:
+    """``≤ 50ms · ≤ 2.5s``: bounds of a histogram's median and 95th percentile."""
+    if histogram is None or not histogram.count:
+        return "—"
+
+    def bound(q: float) -> str:
+        b = histogram.quantile_bound(q)
+        return "> 1h" if b == float("inf") else f"≤ {format_duration(b or 0)}"
+
+    return f"{bound(0.5)} · {bound(0.95)}"
+
+
 def stamp(at_ms: int | None) -> str:
     """A moment in UTC, to the second."""
     if at_ms is None:
@@ -113,5 +126,5 @@ def make_env() -> jinja2.Environment:
         trim_blocks=True, lstrip_blocks=True)
     env.filters.update(stamp=stamp, preview=preview, duration=format_duration,
                        last_line=last_line)
-    env.globals.update(age=age, until=until, tube_url=tube_url)
+    env.globals.update(age=age, until=until, tube_url=tube_url, quantiles=quantiles)
     return env

@@ -35,6 +35,7 @@ from ..errors import JobLost
 from ..model import Job, check_tubes
 from ..queue import Queue
 from . import runner
+from .recorder import Recorder
 from .retry import RetryPolicy
 from .watchdog import HEARTBEAT, POLL, Watchdog
 
@@ -82,6 +83,8 @@ class Worker:
         self._supervisor = int(supervisor) if supervisor.isdigit() else None
         self._signal_fd: int | None = None
         self._watchdog: Watchdog | None = None
+        #: Waits and runs for the histograms of /metrics (added to the database every 10 s).
+        self.durations = Recorder(queue)
 
     # -- stopping ----------------------------------------------------------------------------
 
@@ -113,7 +116,8 @@ class Worker:
         signal.signal(signal.SIGINT, self._on_signal)
 
     def close(self) -> None:
-        """Stop the watchdog thread."""
+        """Record the last waits and runs; stop the watchdog thread."""
+        self.durations.flush()
         if self._watchdog is not None:
             self._watchdog.close()
             self._watchdog = None
@@ -126,6 +130,7 @@ class Worker:
         try:
             while True:
                 job = None
+                self.durations.flush_if_due()
                 if self._orphaned():
                     self.request_stop()
                 if pending is not None:
@@ -138,6 +143,7 @@ class Worker:
                     if self.burst or self.stopping:
                         break
                     continue
+                self.durations.reserved(job)
                 if self.stopping:
                     self._give_back(job, "the worker is stopping")
                     break
@@ -265,6 +271,7 @@ class Worker:
     def _finish(self, job: Job, name: str, outcome: runner.Outcome,
                 duration: float) -> _Done | None:
         attempt = job.reserves
+        self.durations.ran(job, duration)
         try:
             if outcome.status == "done":
                 if outcome.result is None:

@@ -39,14 +39,14 @@ SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 -- The most urgent job ready as of now in the watched, unpaused tubes, due delayed
 -- jobs and expired reservations included: see sqlq_claim in migrations/0003.
 SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries, kicks,
-       lease, reserved_until, unique_key
+       lease, reserved_until, unique_key, delay
   FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text);
 
 -- name: delete_and_claim
 -- The worker's fast path: delete the job it finished (under its lease) and claim the
 -- next, in one statement (sqlq_delete_and_claim; SQLSTATE SQ001: the lease is lost).
 SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries, kicks,
-       lease, reserved_until, unique_key
+       lease, reserved_until, unique_key, delay
   FROM sqlq_delete_and_claim(%(id)s::bigint, %(lease)s::bigint, %(now)s::bigint,
                              %(tubes)s::text[], %(owner)s::text);
 
@@ -58,7 +58,7 @@ UPDATE sqlq_jobs
        delay_until = NULL, timeouts = timeouts + (state = 2)::int
  WHERE id = %(id)s AND NOT (state = 2 AND reserved_until > %(now)s)
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key;
+          kicks, lease, reserved_until, unique_key, delay;
 
 -- name: has_ready_job
 -- A read a waiting worker makes before it claims (which takes row locks).
@@ -468,3 +468,17 @@ SELECT name, last_slot, enqueued_at FROM sqlq_periodic ORDER BY name;
 
 -- name: event_counters
 SELECT tube, buries, kicks, timeouts FROM sqlq_counters ORDER BY tube;
+
+-- name: add_durations
+-- A worker adds the waits and runs it observed since its last flush (migration
+-- 0004): one row per bucket it saw, in key order, so two flushes lock rows in the
+-- same order and never deadlock.
+INSERT INTO sqlq_durations AS d (tube, metric, le, count, sum)
+VALUES (%(tube)s, %(metric)s, %(le)s, %(count)s, %(sum)s)
+ON CONFLICT (tube, metric, le) DO UPDATE SET count = d.count + excluded.count,
+                                             sum = d.sum + excluded.sum;
+
+-- name: durations
+-- Every bucket of the wait and run histograms, for /metrics (sqlq/histograms.py
+-- cumulates them).
+SELECT tube, metric, le, count, sum FROM sqlq_durations ORDER BY tube, metric;

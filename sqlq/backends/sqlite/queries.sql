@@ -52,7 +52,7 @@ UPDATE sqlq_jobs
         ORDER BY j.priority, j.id
         LIMIT 1)
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key;
+          kicks, lease, reserved_until, unique_key, delay;
 
 -- name: claim_job_by_id
 -- beanstalkd's reserve-job: any job that is not reserved under a live lease.
@@ -62,7 +62,7 @@ UPDATE sqlq_jobs
        timeouts = timeouts + (state = 2)
  WHERE id = :id AND NOT (state = 2 AND reserved_until > :now)
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key;
+          kicks, lease, reserved_until, unique_key, delay;
 
 -- name: has_ready_job
 -- A read-only probe a waiting worker makes before it asks for the write lock.
@@ -447,3 +447,16 @@ SELECT name, last_slot, enqueued_at FROM sqlq_periodic ORDER BY name;
 -- name: event_counters
 -- Buries, kicks and timeouts since the file was created, per tube (migration 0005).
 SELECT tube, buries, kicks, timeouts FROM sqlq_counters ORDER BY tube;
+
+-- name: add_durations
+-- A worker adds the waits and runs it observed since its last flush (migration
+-- 0006): one row per bucket it saw, added to what every process added before.
+INSERT INTO sqlq_durations (tube, metric, le, count, sum)
+VALUES (:tube, :metric, :le, :count, :sum)
+ON CONFLICT (tube, metric, le) DO UPDATE SET count = count + excluded.count,
+                                             sum = sum + excluded.sum;
+
+-- name: durations
+-- Every bucket of the wait and run histograms, for /metrics (sqlq/histograms.py
+-- cumulates them).
+SELECT tube, metric, le, count, sum FROM sqlq_durations ORDER BY tube, metric;
