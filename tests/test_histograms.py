@@ -220,3 +220,16 @@ def test_a_failed_flush_keeps_its_observations_for_the_next(db_url: str,
         recorder.flush()
         recorder.flush()  # nothing twice
         assert [(h.tube, h.count) for h in q.duration_histograms()] == [("t", 1)]
+
+
+def test_an_async_worker_records_too(q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
+    from tests import ajobs
+
+    for _ in range(3):
+        enqueue(q, ajobs.nap, str(tmp_path / "runs"), 0.3)
+    with Work(db_url, "--import", "tests.ajobs", "--concurrency", "3", "--burst") as w:
+        assert w.wait() == 0, w.text()
+    samples, _ = scrape(q)
+    tube = ajobs.nap.tube
+    assert count(samples, "run", tube) == 3 and count(samples, "wait", tube) == 3
+    assert bucket(samples, "run", tube, "0.25") == 0

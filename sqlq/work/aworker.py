@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import time
@@ -121,6 +122,11 @@ class AsyncWorker:
             job: AsyncJob | None = None
             if not self.stopping:
                 job = await self._until_stopped(aq.reserve(self.tubes, timeout))
+            # The recorder's counts live in the AsyncQueue's thread, as _finish's do.
+            durations = self.sync.durations
+            if job is not None:
+                await aq._call(functools.partial(durations.reserved, job.sync))
+            await aq._call(durations.flush_if_due)
             if job is None:
                 slots.release()
                 if self.sync.burst and not self.stopping:
