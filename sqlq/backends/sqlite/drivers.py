@@ -67,7 +67,6 @@ class Sqlite3(Driver):
     Error = sqlite3.Error
 
     def connect(self, path: str, *, create: bool = False, vfs: str | None = None) -> Any:
-        check_version()
         uri = f"file:{quote(os.path.abspath(path))}?mode={'rwc' if create else 'rw'}"
         if vfs is not None:
             uri += f"&vfs={quote(vfs)}"
@@ -96,6 +95,8 @@ def get(name: str | None) -> Driver:
         name, what = os.environ.get(DRIVER_ENV) or "apsw", DRIVER_ENV
     if name not in DRIVERS:
         raise ValueError(f"{what} must be one of {', '.join(map(repr, DRIVERS))}, not {name!r}")
+    if name == "sqlite3":
+        check_version()  # before a file is made
     return DRIVERS[name]
 
 
