@@ -206,3 +206,19 @@ def test_scripts_split_whole_statements() -> None:
     INSERT INTO t VALUES (';')"""
     assert [s.split()[0:2] for s in drivers.statements(script)] == [
         ["CREATE", "TABLE"], ["CREATE", "TRIGGER"], ["--", "a"]]
+
+
+def test_a_deleted_wal_stops_the_queue(db_path: str) -> None:
+    with sqlq.Queue(db_path, driver="sqlite3") as q:
+        q.put(b"before")
+        os.unlink(f"{db_path}-wal")
+        with pytest.raises(sqlq.DatabaseError, match="-wal file was deleted"):
+            q.put(b"lost on close")
+
+
+def test_error_codes_without_sqlite_errorcode() -> None:
+    """Python 3.10's sqlite3 errors carry no code: the message names it."""
+    driver = drivers.DRIVERS["sqlite3"]
+    assert driver.busy(sqlite3.OperationalError("database is locked"))
+    assert driver.code(sqlite3.DatabaseError("file is not a database")) == 26
+    assert driver.code(sqlite3.ProgrammingError("Cannot operate on a closed database.")) == -1

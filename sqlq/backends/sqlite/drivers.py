@@ -59,7 +59,8 @@ class Apsw(Driver):
         return apsw.Connection(path, flags=flags, vfs=vfs)
 
     def code(self, error: BaseException) -> int:
-        return int(getattr(error, "result", -1)) & 0xFF
+        code = getattr(error, "result", -1)
+        return -1 if code < 0 else int(code) & 0xFF
 
 
 class Sqlite3(Driver):
@@ -77,7 +78,19 @@ class Sqlite3(Driver):
         return Connection(conn)
 
     def code(self, error: BaseException) -> int:
-        return int(getattr(error, "sqlite_errorcode", -1) or -1) & 0xFF
+        code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+        if code is None:  # Python 3.10, or an error not from SQLite (misuse)
+            message = str(error)
+            return next((c for text, c in _ERRSTR.items() if message.startswith(text)), -1)
+        return int(code) & 0xFF
+
+
+#: sqlite3_errstr()'s messages of the codes db.translate() names, for Python 3.10,
+#: whose sqlite3 errors carry no code.
+_ERRSTR = {"database is locked": SQLITE_BUSY, "attempt to write a readonly database": 8,
+           "disk I/O error": 10, "database disk image is malformed": 11,
+           "database or disk is full": 13, "unable to open database file": 14,
+           "file is not a database": 26}
 
 
 DRIVERS: dict[str, Driver] = {d.name: d for d in (Apsw(), Sqlite3())}
