@@ -222,3 +222,41 @@ def test_error_codes_without_sqlite_errorcode() -> None:
     assert driver.busy(sqlite3.OperationalError("database is locked"))
     assert driver.code(sqlite3.DatabaseError("file is not a database")) == 26
     assert driver.code(sqlite3.ProgrammingError("Cannot operate on a closed database.")) == -1
+
+
+def test_many_rows_in_one_statement(tmp_path: object,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Store's executemany paths (histograms, copy), through the sqlite3 driver."""
+    from sqlq.copy import copy
+    from sqlq.histograms import Tally
+
+    source, target = f"{tmp_path}/a.db", f"{tmp_path}/b.db"
+    with sqlq.Queue(source) as q:
+        q.put_many([b"1", b"2", b"3"], tube="t")
+    monkeypatch.setenv("SQLQ_SQLITE_DRIVER", "sqlite3")  # the default of copy's Queues
+    copy(source, target)
+    with sqlq.Queue(target) as q:
+        assert q.backend.db.driver.name == "sqlite3"  # type: ignore[attr-defined]
+        assert q.stats_tube("t")["current-jobs-ready"] == 3
+        tally = Tally()
+        tally.observe("t", "run", 0.5)
+        q.record_durations(tally)
+        assert [(h.metric, h.count) for h in q.duration_histograms() if h.tube == "t"] \
+            == [("run", 1)]
+
+
+def test_each_write_commits_with_the_durability_it_needs(db_path: str) -> None:
+    """As with apsw (tests/test_durability.py counts the fsyncs through an apsw VFS, which
+    the system's SQLite cannot load): a put syncs, a claim does not, in full durability."""
+    with sqlq.Queue(db_path, driver="sqlite3") as q:
+        db = q.backend.db  # type: ignore[attr-defined]
+
+        def synchronous() -> int:
+            return int(db.conn.execute("PRAGMA synchronous").fetchall()[0][0])
+
+        q.put(b"x")
+        assert synchronous() == 2  # FULL
+        job = q.reserve(timeout=0)
+        assert job is not None and synchronous() == 1  # NORMAL: a lost claim is harmless
+        job.delete()
+        assert synchronous() == 2

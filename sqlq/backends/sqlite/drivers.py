@@ -6,7 +6,7 @@
   one SQLite library holds every lock on the file in the process (see db.py).
 
 A driver opens a connection that answers to the part of apsw's Connection that
-sqlq uses (``execute``, ``executemany``, ``last_insert_rowid``,
+sqlq uses (``execute``, ``executemany``, ``cursor``, ``last_insert_rowid``,
 ``get_autocommit``, ``set_busy_handler``, ``close``), and names a failure's
 SQLite result code, from which db.py makes sqlq's errors. The transaction logic,
 busy fairness, durability and wakeup live once, in db.py, for both.
@@ -198,6 +198,10 @@ class Connection:
 
     def executemany(self, sql: str, seq_of_params: Iterable[Any]) -> None:
         self._run(lambda cursor: cursor.executemany(sql, seq_of_params))
+
+    def cursor(self) -> Connection:
+        """The shared Store calls ``conn.cursor().executemany``, as psycopg needs."""
+        return self
 
     def last_insert_rowid(self) -> int:
         return int(self.execute("SELECT last_insert_rowid()").fetchall()[0][0])
