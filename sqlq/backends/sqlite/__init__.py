@@ -1,4 +1,5 @@
-"""The SQLite backend: one WAL-mode file, apsw's bundled SQLite, inotify wakeups.
+"""The SQLite backend: one WAL-mode file, through apsw (the default) or Python's sqlite3;
+inotify wakeups.
 
 * ``db.py``: the connection, pragmas, busy handling, transactions, error
   translation; ``drivers.py``: the library it goes through, apsw (the only
