@@ -67,6 +67,12 @@ class Queue:
         clock: a function returning the time in ms since the epoch (tests pass a fake).
         vfs: the name of a registered SQLite VFS to open the file with (the power-cut
             tests pass one that forgets unsynced writes); default: SQLite's own.
+        driver: the SQLite library a file is opened through: ``"apsw"`` (the
+            default: apsw's own, recent SQLite) or ``"sqlite3"`` (Python's module,
+            the system's SQLite, 3.35 or newer). An application that uses
+            ``sqlite3`` itself, e.g. with ``sqlq.put(conn)``, opens its Queues with
+            ``driver="sqlite3"``: two SQLite libraries in one process ignore each
+            other's locks, so sqlq refuses to mix them on one file.
 
     A Queue may be shared between threads (calls are serialised); create it after
     ``fork()``, not before.
@@ -86,7 +92,8 @@ class Queue:
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
                  durability: Durability = "full", max_job_size: int = DEFAULT_MAX_JOB_SIZE,
                  result_ttl: float = 86400.0, init: bool = False,
-                 clock: Callable[[], int] | None = None, vfs: str | None = None) -> None:
+                 clock: Callable[[], int] | None = None, vfs: str | None = None,
+                 driver: str | None = None) -> None:
         if path is None:
             path = os.environ.get("SQLQ_DB") or "sqlq.db"
         if isinstance(max_job_size, bool) or not isinstance(max_job_size, int) \
@@ -99,7 +106,7 @@ class Queue:
         self.result_ttl_ms = seconds_to_ms(result_ttl, "result_ttl")
         self._clock = clock or now_ms
         self._backend = open_backend(self.path, durability=durability, init=init,
-                                     clock=self._clock, vfs=vfs)
+                                     clock=self._clock, vfs=vfs, driver=driver)
         self._store = self._backend.store
         # One notifier per thread: threads waiting on a shared Queue must not
         # consume each other's events.

@@ -43,16 +43,30 @@ def clock() -> FakeClock:
 
 
 #: Every test that uses ``db_url`` (and so ``q`` and ``fq``) runs once per backend,
-#: unless marked ``sqlite_only`` (it is about the file itself).
+#: unless marked ``sqlite_only`` (it is about the file itself); in modules marked
+#: ``sqlite3_driver``, once more on a file opened through Python's sqlite3 (backend
+#: ``"sqlite3"``: SQLQ_SQLITE_DRIVER is set for the test and the processes it starts).
 BACKENDS = ("sqlite", "postgres")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
         only = metafunc.definition.get_closest_marker("sqlite_only")
-        metafunc.parametrize("backend", ("sqlite",) if only else BACKENDS)
+        backends = ("sqlite",) if only else BACKENDS
+        if metafunc.definition.get_closest_marker("sqlite3_driver"):
+            backends = (*backends, "sqlite3")
+        metafunc.parametrize("backend", backends)
     if "api" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_apis"):
         metafunc.parametrize("api", ("sync", "async"))
+
+
+@pytest.fixture(autouse=True)
+def _sqlite_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Backend ``"sqlite3"``: every Queue of the test (and its child processes) opens the
+    file through Python's sqlite3."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("backend") == "sqlite3":
+        monkeypatch.setenv("SQLQ_SQLITE_DRIVER", "sqlite3")
 
 
 @pytest.fixture

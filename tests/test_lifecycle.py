@@ -9,7 +9,7 @@ from sqlq import Queue
 
 from .conftest import FakeClock
 
-pytestmark = pytest.mark.both_apis
+pytestmark = [pytest.mark.both_apis, pytest.mark.sqlite3_driver]
 
 
 def test_put_reserve_delete(q: Queue) -> None:

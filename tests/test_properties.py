@@ -27,6 +27,8 @@ from sqlq import Queue
 
 from .conftest import FakeClock
 
+pytestmark = pytest.mark.sqlite3_driver
+
 TUBES = ["a", "b"]
 
 

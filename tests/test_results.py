@@ -17,7 +17,7 @@ from sqlq.backends import store
 
 from .conftest import ROOT, FakeClock, spawn
 
-pytestmark = pytest.mark.both_apis
+pytestmark = [pytest.mark.both_apis, pytest.mark.sqlite3_driver]
 
 
 def _reserve(q: sqlq.Queue) -> sqlq.Job:

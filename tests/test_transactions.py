@@ -23,9 +23,12 @@ class Boom(Exception):
     pass
 
 
-@pytest.fixture
-def app(db_path: str) -> Iterator[sqlq.Queue]:
-    """A queue whose file also holds the application's ``orders`` table."""
+@pytest.fixture(params=["apsw", "sqlite3"])
+def app(db_path: str, request: pytest.FixtureRequest,
+        monkeypatch: pytest.MonkeyPatch) -> Iterator[sqlq.Queue]:
+    """A queue whose file also holds the application's ``orders`` table, through each
+    driver (the test's other Queues open the file through the same one)."""
+    monkeypatch.setenv("SQLQ_SQLITE_DRIVER", request.param)
     with sqlq.Queue(db_path, durability="normal") as queue:
         with queue.transaction() as tx:
             tx.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)")

@@ -15,6 +15,8 @@ from sqlq import Queue
 
 from .conftest import FakeClock, spawn
 
+pytestmark = pytest.mark.sqlite3_driver
+
 WAITER = """
 import sys, time, sqlq
 q = sqlq.Queue(sys.argv[1], durability="normal")

@@ -187,11 +187,13 @@ class Backend(abc.ABC):
 
 
 def open_backend(location: str, *, durability: Durability = "full", init: bool = False,
-                 clock: Callable[[], int], vfs: str | None = None) -> Backend:
-    """The backend for a location: a ``postgresql://`` URL, else a SQLite file path."""
+                 clock: Callable[[], int], vfs: str | None = None,
+                 driver: str | None = None) -> Backend:
+    """The backend for a location: a ``postgresql://`` URL, else a SQLite file path.
+    ``vfs`` and ``driver`` (the SQLite library) apply to a file only."""
     if is_url(location):
-        if vfs is not None:
-            raise ValueError("vfs applies to SQLite files only")
+        if vfs is not None or driver is not None:
+            raise ValueError("vfs and driver apply to SQLite files only")
         from .postgres import PostgresBackend
 
         backend: Backend = PostgresBackend(location, durability=durability, init=init,
@@ -199,7 +201,8 @@ def open_backend(location: str, *, durability: Durability = "full", init: bool =
         return backend
     from .sqlite import SQLiteBackend
 
-    return SQLiteBackend(location, durability=durability, init=init, clock=clock, vfs=vfs)
+    return SQLiteBackend(location, durability=durability, init=init, clock=clock, vfs=vfs,
+                         driver=driver)
 
 
 URL_SCHEMES = ("postgresql://", "postgres://")

@@ -1,7 +1,10 @@
-"""The SQLite backend: one WAL-mode file, apsw's bundled SQLite, inotify wakeups.
+"""The SQLite backend: one WAL-mode file, through apsw (the default) or Python's sqlite3;
+inotify wakeups.
 
-* ``db.py``: the connection (the only apsw user here), pragmas, busy handling,
-  transactions, error translation; ``migrate.py`` and ``migrations/``: the schema;
+* ``db.py``: the connection, pragmas, busy handling, transactions, error
+  translation; ``drivers.py``: the library it goes through, apsw (the only
+  apsw user here, the default) or Python's ``sqlite3`` (``driver="sqlite3"``);
+  ``migrate.py`` and ``migrations/``: the schema;
 * ``store.py`` + ``queries.sql``: the verbs in SQLite's dialect;
 * ``owners.py``: liveness of reservation holders, by ``flock``'ed files beside the
   database (the kernel releases them when a process dies);
@@ -38,10 +41,12 @@ class SQLiteBackend(Backend):
     """A sqlq database in one SQLite file (see :class:`sqlq.Queue` for the arguments)."""
 
     def __init__(self, path: str, *, durability: Durability = "full", init: bool = False,
-                 clock: Callable[[], int], vfs: str | None = None) -> None:
+                 clock: Callable[[], int], vfs: str | None = None,
+                 driver: str | None = None) -> None:
         self.location = os.path.abspath(path)
         self._path = path  # as given: what SQLite opens, and messages name
-        self.db = Database(path, durability=durability, init=init, clock=clock, vfs=vfs)
+        self.db = Database(path, durability=durability, init=init, clock=clock, vfs=vfs,
+                           driver=driver)
         self.durability = self.db.durability
         self.store = SQLiteStore()
         self._clock = clock

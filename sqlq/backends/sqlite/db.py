@@ -1,8 +1,9 @@
-"""The database connection: the only module that imports apsw.
+"""The database connection, through either SQLite library (``drivers.py``).
 
 Everything about talking to SQLite lives here: creating the file (atomically,
 mode 0600), pragmas, write transactions with the durability each one needs,
 waiting out SQLITE_BUSY, and turning driver errors into sqlq's one-line errors.
+The driver only opens connections and names its errors' SQLite result codes.
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeVar
 
-import apsw
-
 from ...errors import DatabaseError, Error, Locked, SchemaError
-from . import migrate, sidecar
+from . import drivers, migrate, sidecar
+from .drivers import Driver
 from .wakeup import NOTIFY_NAME
 
 T = TypeVar("T")
@@ -91,45 +91,45 @@ def warn_if_network_filesystem(path: str, mounts: str = "/proc/mounts") -> str |
     return fstype
 
 
-def translate(path: str, error: apsw.Error) -> Error:
-    """The sqlq error, with a one-line message naming the file, for an apsw error."""
-    if isinstance(error, apsw.NotADBError):
+# SQLite's primary result codes that get a message of their own.
+_READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 8, 10, 11, 13, 14, 26
+
+
+def translate(path: str, error: Exception, driver: Driver = drivers.DRIVERS["apsw"]) -> Error:
+    """The sqlq error, with a one-line message naming the file, for a driver's error."""
+    code = driver.code(error)
+    if code == _NOTADB:
         return SchemaError(f"{path}: not a SQLite database")
-    if isinstance(error, apsw.CorruptError):
+    if code == _CORRUPT:
         return DatabaseError(f"{path}: the database file is corrupt ({error})")
-    if isinstance(error, apsw.FullError):
+    if code == _FULL:
         return DatabaseError(f"{path}: disk full, nothing was written")
-    if isinstance(error, apsw.ReadOnlyError):
+    if code == _READONLY:
         return DatabaseError(f"{path}: read-only (check the file's and directory's permissions)")
-    if isinstance(error, apsw.CantOpenError):
+    if code == _CANTOPEN:
         parent = os.path.dirname(os.path.abspath(path))
         if os.path.exists(path) and not os.access(parent, os.W_OK):
             return DatabaseError(f"{path}: cannot open the database: its directory is read-only "
                                  "and SQLite's WAL mode keeps its -wal and -shm files there")
         return DatabaseError(f"{path}: cannot open the database ({error})")
-    if isinstance(error, apsw.BusyError):
+    if code == drivers.SQLITE_BUSY:
         return Locked(f"{path}: database is locked by another process for too long")
-    if isinstance(error, apsw.IOError):
+    if code == _IOERR:
         return DatabaseError(f"{path}: I/O error ({error})")
     return DatabaseError(f"{path}: {error}")
 
 
 @contextlib.contextmanager
-def translate_errors(path: str) -> Iterator[None]:
-    """Turn apsw's exceptions raised in the block into sqlq errors."""
+def translate_errors(path: str, driver: Driver = drivers.DRIVERS["apsw"]) -> Iterator[None]:
+    """Turn the driver's exceptions raised in the block into sqlq errors."""
     try:
         yield
-    except apsw.Error as e:
-        raise translate(path, e) from e
+    except driver.Error as e:
+        raise translate(path, e, driver) from e
 
 
-def data_version(conn: apsw.Connection) -> int:
-    """Changes whenever another connection commits: the cheap "did anything happen?"."""
-    row: Any = conn.execute("PRAGMA data_version").fetchall()[0]
-    return int(row[0])
-
-
-def _create_file(path: str, now_ms: int, vfs: str | None = None) -> None:
+def _create_file(path: str, now_ms: int, vfs: str | None = None,
+                 driver: Driver = drivers.DRIVERS["apsw"]) -> None:
     """Create a new, fully migrated database file at path, or do nothing if one appears.
 
     The schema is built in a private file which is then linked into place, so no
@@ -143,7 +143,7 @@ def _create_file(path: str, now_ms: int, vfs: str | None = None) -> None:
         raise DatabaseError(f"{path}: cannot create the database ({e.strerror})") from e
     os.close(fd)
     try:
-        conn = apsw.Connection(tmp, vfs=vfs)
+        conn = driver.connect(tmp, create=True, vfs=vfs)
         try:
             conn.execute("PRAGMA journal_mode = WAL")
             migrate.migrate(conn, now_ms)
@@ -180,8 +180,8 @@ def _fsync_directory(path: str) -> None:
         os.close(fd)
 
 
-# Files this process has open through sqlq (apsw's SQLite), by (st_dev, st_ino).
-_open_here: Counter[tuple[int, int]] = Counter()
+# Files this process has open through sqlq, by ((st_dev, st_ino), driver name).
+_open_here: Counter[tuple[tuple[int, int], str]] = Counter()
 _open_here_lock = threading.Lock()
 
 
@@ -193,23 +193,29 @@ def _file_key(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def open_through_sqlq(path: str) -> bool:
-    """True if this process has a sqlq Queue open on the file at path."""
+def open_through_sqlq(path: str, driver: str = "apsw") -> bool:
+    """True if this process has a sqlq Queue open on the file at path through that driver."""
     key = _file_key(path)
-    return key is not None and _open_here[key] > 0
+    return key is not None and _open_here[key, driver] > 0
 
 
-def _open_by_another_library(key: tuple[int, int]) -> bool:
-    """Whether some descriptor of this process already holds the database file open.
+def _open_by_another_library(key: tuple[int, int], driver: Driver) -> bool:
+    """Whether the database file is already open in this process through another
+    SQLite library than the driver's.
 
+    A Queue of the other driver is a sure mix. For apsw, any other descriptor on
+    the file is one too (the application's sqlite3, most likely); for sqlite3 it
+    is the application's own connections, through the same library: allowed.
     apsw carries its own copy of SQLite. Two copies in one process do not see each
     other's POSIX locks (locks never conflict within a process, and each copy
     tracks only its own), so both could write at once, and one closing its
     descriptor drops the other's locks: the corruption SQLite's "how to corrupt"
     page warns of. Looking costs a stat per open descriptor, once per Queue.
     """
+    if any(_open_here[key, other] for other in drivers.DRIVERS if other != driver.name):
+        return True
     fd_dir = "/proc/self/fd"
-    if not os.path.isdir(fd_dir):
+    if driver.name != "apsw" or _open_here[key, driver.name] or not os.path.isdir(fd_dir):
         return False
     for name in os.listdir(fd_dir):
         try:
@@ -222,7 +228,7 @@ def _open_by_another_library(key: tuple[int, int]) -> bool:
 
 
 class Database:
-    """One apsw connection to a sqlq file, safe to share between threads.
+    """One connection to a sqlq file, through either driver, safe to share between threads.
 
     Writes go through :meth:`write`, which runs a function inside ``BEGIN
     IMMEDIATE`` and retries it whole when the lock cannot be had. In ``full``
@@ -233,7 +239,9 @@ class Database:
     """
 
     def __init__(self, path: str, *, durability: Durability = "full", init: bool = False,
-                 clock: Callable[[], int], vfs: str | None = None) -> None:
+                 clock: Callable[[], int], vfs: str | None = None,
+                 driver: str | None = None) -> None:
+        self.driver = drivers.get(driver)
         if durability not in ("full", "normal"):
             raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
         self.path = path
@@ -244,25 +252,26 @@ class Database:
         #: Seconds a write waits for another process's lock before raising Locked at
         #: once; None: BUSY_TIMEOUT_S, then tenacity's retries until BUSY_GIVE_UP_S.
         self.lock_wait: float | None = None
-        with translate_errors(path):
+        with translate_errors(path, self.driver):
             self._check_file(init)
             warn_if_network_filesystem(path)
             if not os.path.exists(path):
-                _create_file(path, clock(), vfs)
+                _create_file(path, clock(), vfs, self.driver)
             # Resolved once, as SQLite resolves it: the sidecar and the watched -wal
             # are beside the real file, whatever name each process opened it by.
             self.real_path = sidecar.real_path(path)
             self._key = _file_key(path)
             with _open_here_lock:
-                if self._key and not _open_here[self._key] and _open_by_another_library(self._key):
+                if self._key and _open_by_another_library(self._key, self.driver):
+                    other = "apsw" if self.driver.name != "apsw" else "Python's sqlite3?"
                     raise DatabaseError(
                         f"{path}: already open in this process through another SQLite library "
-                        "(Python's sqlite3?); two SQLite copies in one process ignore each "
-                        "other's locks and can corrupt the file. Use sqlq.put(conn) with that "
-                        "connection, or only sqlq.Queue, in this process")
+                        f"({other}); two SQLite copies in one process ignore each other's "
+                        "locks and can corrupt the file. An application that uses sqlite3 "
+                        "opens its Queue with driver='sqlite3'")
                 if self._key:
-                    _open_here[self._key] += 1
-            self.conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE, vfs=vfs)
+                    _open_here[self._key, self.driver.name] += 1
+            self.conn = self.driver.connect(path, vfs=vfs)
             try:
                 self.conn.set_busy_handler(self._busy_handler)
                 try:
@@ -291,12 +300,12 @@ class Database:
         `sqlq` command pays for what it imports."""
         from tenacity import (
             Retrying,
-            retry_if_exception_type,
+            retry_if_exception,
             stop_after_delay,
             wait_random_exponential,
         )
         return Retrying(
-            retry=retry_if_exception_type(apsw.BusyError),
+            retry=retry_if_exception(self.driver.busy),
             wait=wait_random_exponential(multiplier=0.002, max=0.25),
             stop=stop_after_delay(BUSY_GIVE_UP_S),
             reraise=True,
@@ -339,7 +348,7 @@ class Database:
         self.conn.execute(f"PRAGMA synchronous = {level}")
         self._durable_now = durable
 
-    def write(self, fn: Callable[[apsw.Connection], T], *, durable: bool = True,
+    def write(self, fn: Callable[[Any], T], *, durable: bool = True,
               single: bool = False) -> T:
         """Run fn(conn) in one write transaction and commit; retried whole on SQLITE_BUSY.
 
@@ -359,15 +368,15 @@ class Database:
                     return fn(conn)
                 try:
                     return self._transaction(fn, durable, single)
-                except apsw.BusyError:
-                    if self.lock_wait is not None:
+                except self.driver.Error as e:
+                    if self.lock_wait is not None or not self.driver.busy(e):
                         raise
                     result: T = self._retrying(self._transaction, fn, durable, single)
                     return result
-            except apsw.Error as e:
-                raise translate(self.path, e) from e
+            except self.driver.Error as e:
+                raise translate(self.path, e, self.driver) from e
 
-    def _transaction(self, fn: Callable[[apsw.Connection], T], durable: bool,
+    def _transaction(self, fn: Callable[[Any], T], durable: bool,
                      single: bool = False) -> T:
         conn = self.conn
         if self._full and durable is not self._durable_now:
@@ -431,14 +440,14 @@ class Database:
                 "every process using the file (and never delete a database's -wal or -shm)")
             raise DatabaseError(self._broken)
 
-    def outside_transaction(self, fn: Callable[[apsw.Connection], T]) -> T:
+    def outside_transaction(self, fn: Callable[[Any], T]) -> T:
         """Run fn(conn) with no transaction open (a checkpoint cannot run inside one)."""
-        with self._lock, translate_errors(self.path):
+        with self._lock, translate_errors(self.path, self.driver):
             return fn(self.conn)
 
-    def read(self, fn: Callable[[apsw.Connection], T]) -> T:
+    def read(self, fn: Callable[[Any], T]) -> T:
         """Run fn(conn) in one read transaction: a consistent snapshot, no lock taken."""
-        with self._lock, translate_errors(self.path):
+        with self._lock, translate_errors(self.path, self.driver):
             conn = self.conn
             if not conn.get_autocommit():
                 return fn(conn)
@@ -450,9 +459,9 @@ class Database:
                     conn.execute("COMMIT")
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[apsw.Connection]:
+    def transaction(self) -> Iterator[Any]:
         """A durable write transaction the caller fills; nested use takes a savepoint."""
-        with self._lock, translate_errors(self.path):
+        with self._lock, translate_errors(self.path, self.driver):
             conn = self.conn
             if not conn.get_autocommit():
                 # One name serves every depth: ROLLBACK TO and RELEASE act on the
@@ -498,8 +507,8 @@ class Database:
 
     def _forget(self) -> None:
         with _open_here_lock:
-            if self._key and _open_here[self._key] > 0:
-                _open_here[self._key] -= 1
+            if self._key and _open_here[self._key, self.driver.name] > 0:
+                _open_here[self._key, self.driver.name] -= 1
             self._key = None
 
     def close(self) -> None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import apsw
-
 from ...errors import SchemaError
 from ..migrations import Migration, load
 
@@ -35,7 +33,7 @@ CREATE TABLE IF NOT EXISTS sqlq_schema (
 )"""
 
 
-def schema_version(conn: apsw.Connection, *, allow_foreign: bool = False) -> int:
+def schema_version(conn: Any, *, allow_foreign: bool = False) -> int:
     """The version recorded in the file, 0 for a file sqlq may initialise.
 
     Raises SchemaError for a file of another application (unless allow_foreign) or
@@ -60,7 +58,7 @@ def schema_version(conn: apsw.Connection, *, allow_foreign: bool = False) -> int
     return version
 
 
-def migrate(conn: apsw.Connection, now_ms: int, *, allow_foreign: bool = False) -> int:
+def migrate(conn: Any, now_ms: int, *, allow_foreign: bool = False) -> int:
     """Bring the schema up to date in one write transaction; return the version."""
     if schema_version(conn, allow_foreign=allow_foreign) == LATEST:
         return LATEST

@@ -21,13 +21,14 @@ sqlq never commits a transaction it did not open. Workers blocked in
 any SQLite library writes.
 
 The SQL is ``queries.sql``'s, run by ``store.py``'s own functions: they need
-only ``execute(sql, params)`` and ``fetchone()``, which we adapt below.
+only ``execute(sql, params)`` and ``fetchone()``, which ``drivers.Connection``
+adapts (as it does for a Queue opened with ``driver="sqlite3"``).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
@@ -35,59 +36,12 @@ from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random
 from ...errors import DatabaseError, SchemaError
 from . import migrate
 from .db import BUSY_GIVE_UP_S, open_through_sqlq
+from .drivers import Connection, check_version
 from .store import SQLiteStore
 
 T = TypeVar("T")
-#: The verbs, run on a sqlite3 connection through _Adapter.
+#: The verbs, run on a sqlite3 connection through drivers.Connection.
 STORE = SQLiteStore()
-
-#: RETURNING, which queries.sql uses, arrived in SQLite 3.35.
-MIN_SQLITE = (3, 35, 0)
-
-
-class _Rows:
-    """A finished statement's rows. Fetching them all at once steps the statement to
-    its end, so no half-read INSERT ... RETURNING keeps the caller's COMMIT waiting."""
-
-    def __init__(self, rows: list[Any]) -> None:
-        self._rows = iter(rows)
-
-    def fetchone(self) -> Any:
-        return next(self._rows, None)
-
-    def fetchall(self) -> list[Any]:
-        return list(self._rows)
-
-    def __iter__(self) -> Iterator[Any]:
-        return self._rows
-
-
-class _Adapter:
-    """The part of an apsw connection that store.py uses, over a sqlite3 connection.
-
-    Rows come back as plain tuples whatever ``row_factory`` the caller set.
-    """
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def execute(self, sql: str, params: Any = ()) -> _Rows:
-        cursor = self._conn.cursor()
-        cursor.row_factory = None
-        try:
-            return _Rows(cursor.execute(sql, params).fetchall())
-        finally:
-            cursor.close()
-
-    def last_insert_rowid(self) -> int:
-        return int(self._conn.execute("SELECT last_insert_rowid()").fetchone()[0])
-
-    def executemany(self, sql: str, seq_of_params: Iterable[Any]) -> None:
-        cursor = self._conn.cursor()
-        try:
-            cursor.executemany(sql, seq_of_params)
-        finally:
-            cursor.close()
 
 
 def _is_busy(exc: BaseException) -> bool:
@@ -112,7 +66,7 @@ def _autocommits(conn: sqlite3.Connection) -> bool:
     return conn.isolation_level is None
 
 
-def _check_schema(db: _Adapter) -> None:
+def _check_schema(db: Connection) -> None:
     """SchemaError unless the file holds sqlq's tables, at a version this sqlq knows."""
     version = migrate.schema_version(cast(Any, db), allow_foreign=True)
     if version == 0:
@@ -120,18 +74,19 @@ def _check_schema(db: _Adapter) -> None:
                           "sqlq.Queue(path) (init=True to add sqlq to an existing database)")
 
 
-def _check_one_sqlite(db: _Adapter) -> None:
-    """Refuse a file this process also has open through sqlq.Queue (apsw's own SQLite).
+def _check_one_sqlite(db: Connection) -> None:
+    """Refuse a file this process also has open through a sqlq.Queue of the apsw
+    driver (apsw's own SQLite); a Queue of the sqlite3 driver shares this library.
 
     Two copies of SQLite in one process ignore each other's locks (see db.py), so
     this connection and a Queue could both write at once and corrupt the file.
     """
     for _, name, path in db.execute("PRAGMA database_list").fetchall():
-        if name == "main" and path and open_through_sqlq(path):
+        if name == "main" and path and open_through_sqlq(path, "apsw"):
             raise DatabaseError(
-                f"{path}: this process also has a sqlq.Queue open on it; two SQLite "
-                "libraries in one process ignore each other's locks. Use the Queue's "
-                "transaction() here, or sqlq.put(conn) in processes without a Queue")
+                f"{path}: this process also has a sqlq.Queue open on it through apsw; two "
+                "SQLite libraries in one process ignore each other's locks. Open that "
+                "Queue with driver='sqlite3', or use its transaction() here")
 
 
 def run(conn: sqlite3.Connection, fn: Callable[[Any], T]) -> T:
@@ -139,10 +94,8 @@ def run(conn: sqlite3.Connection, fn: Callable[[Any], T]) -> T:
     fn uses :data:`STORE` on the adapter."""
     if not isinstance(conn, sqlite3.Connection):
         raise TypeError(f"conn must be a sqlite3.Connection, not {type(conn).__name__}")
-    if sqlite3.sqlite_version_info < MIN_SQLITE:
-        raise DatabaseError(f"sqlite3 uses SQLite {sqlite3.sqlite_version}; sqlq.put needs "
-                            f"{'.'.join(map(str, MIN_SQLITE))} or newer")
-    db = _Adapter(conn)
+    check_version()
+    db = Connection(conn)
     try:
         _check_one_sqlite(db)
         _check_schema(db)

@@ -1,0 +1,216 @@
+"""The two SQLite libraries a :class:`~.db.Database` can talk through.
+
+* ``apsw`` (the default): apsw's own copy of SQLite, newer than most systems';
+* ``sqlite3``: Python's ``sqlite3`` module, the system's SQLite. An application
+  that uses ``sqlite3`` itself opens its Queue with ``driver="sqlite3"``, so that
+  one SQLite library holds every lock on the file in the process (see db.py).
+
+A driver opens a connection that answers to the part of apsw's Connection that
+sqlq uses (``execute``, ``executemany``, ``cursor``, ``last_insert_rowid``,
+``get_autocommit``, ``set_busy_handler``, ``close``), and names a failure's
+SQLite result code, from which db.py makes sqlq's errors. The transaction logic,
+busy fairness, durability and wakeup live once, in db.py, for both.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import apsw
+
+from ...errors import DatabaseError
+
+T = TypeVar("T")
+
+#: SQLite's primary result code for "another connection holds the lock".
+SQLITE_BUSY = 5
+#: RETURNING, which queries.sql uses, arrived in SQLite 3.35.
+MIN_SQLITE = (3, 35, 0)
+
+
+class Driver:
+    """One SQLite library: how to open a file, and how to read its errors."""
+
+    name: str
+    #: The base class of the library's errors.
+    Error: type[Exception]
+
+    def connect(self, path: str, *, create: bool = False, vfs: str | None = None) -> Any:
+        raise NotImplementedError
+
+    def code(self, error: BaseException) -> int:
+        """The primary SQLite result code of one of the library's errors, -1 if none."""
+        raise NotImplementedError
+
+    def busy(self, error: BaseException) -> bool:
+        return isinstance(error, self.Error) and self.code(error) == SQLITE_BUSY
+
+
+class Apsw(Driver):
+    name = "apsw"
+    Error = apsw.Error
+
+    def connect(self, path: str, *, create: bool = False, vfs: str | None = None) -> Any:
+        flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
+        return apsw.Connection(path, flags=flags, vfs=vfs)
+
+    def code(self, error: BaseException) -> int:
+        code = getattr(error, "result", -1)
+        return -1 if code < 0 else int(code) & 0xFF
+
+
+class Sqlite3(Driver):
+    name = "sqlite3"
+    Error = sqlite3.Error
+
+    def connect(self, path: str, *, create: bool = False, vfs: str | None = None) -> Any:
+        uri = f"file:{quote(os.path.abspath(path))}?mode={'rwc' if create else 'rw'}"
+        if vfs is not None:
+            uri += f"&vfs={quote(vfs)}"
+        # isolation_level=None: no implicit BEGIN, db.py opens every transaction;
+        # timeout=0: SQLITE_BUSY comes back at once, for Connection's busy handler.
+        conn = sqlite3.connect(uri, uri=True, timeout=0, isolation_level=None,
+                               check_same_thread=False)
+        return Connection(conn)
+
+    def code(self, error: BaseException) -> int:
+        code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+        if code is None:  # Python 3.10, or an error not from SQLite (misuse)
+            message = str(error)
+            return next((c for text, c in _ERRSTR.items() if message.startswith(text)), -1)
+        return int(code) & 0xFF
+
+
+#: sqlite3_errstr()'s messages of the codes db.translate() names, for Python 3.10,
+#: whose sqlite3 errors carry no code.
+_ERRSTR = {"database is locked": SQLITE_BUSY, "attempt to write a readonly database": 8,
+           "disk I/O error": 10, "database disk image is malformed": 11,
+           "database or disk is full": 13, "unable to open database file": 14,
+           "file is not a database": 26}
+
+
+DRIVERS: dict[str, Driver] = {d.name: d for d in (Apsw(), Sqlite3())}
+
+
+#: The driver of a Queue opened without one, if set: e.g. for an application's
+#: worker processes (``sqlq work``), or a test suite run through sqlite3.
+DRIVER_ENV = "SQLQ_SQLITE_DRIVER"
+
+
+def get(name: str | None) -> Driver:
+    """The driver of that name (None: $SQLQ_SQLITE_DRIVER, else apsw)."""
+    what = "driver"
+    if name is None:
+        name, what = os.environ.get(DRIVER_ENV) or "apsw", DRIVER_ENV
+    if name not in DRIVERS:
+        raise ValueError(f"{what} must be one of {', '.join(map(repr, DRIVERS))}, not {name!r}")
+    if name == "sqlite3":
+        check_version()  # before a file is made
+    return DRIVERS[name]
+
+
+def check_version() -> None:
+    if sqlite3.sqlite_version_info < MIN_SQLITE:
+        raise DatabaseError(f"Python's sqlite3 uses SQLite {sqlite3.sqlite_version}; sqlq needs "
+                            f"{'.'.join(map(str, MIN_SQLITE))} or newer (use the apsw driver)")
+
+
+def statements(script: str) -> Iterator[str]:
+    """The statements of a script, each whole (a trigger's body keeps its semicolons)."""
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \t\n;"):
+                yield pending
+            pending = ""
+    if pending.strip(" \t\n;"):
+        yield pending
+
+
+class Rows:
+    """A finished statement's rows. Fetching them all at once steps the statement to
+    its end, so no half-read INSERT ... RETURNING keeps a COMMIT waiting."""
+
+    def __init__(self, rows: list[Any]) -> None:
+        self._rows = iter(rows)
+
+    def fetchone(self) -> Any:
+        return next(self._rows, None)
+
+    def fetchall(self) -> list[Any]:
+        return list(self._rows)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._rows
+
+
+class Connection:
+    """The part of an apsw connection that sqlq uses, over a sqlite3 connection
+    (the driver's own, or the application's in ``sqlq.put(conn)``).
+
+    Rows come back as plain tuples whatever ``row_factory`` the caller set.
+    Python's sqlite3 has no busy handler of its own but a timeout; a handler set
+    here is called as SQLite would call it, each time a statement meets
+    SQLITE_BUSY, and the statement is run again while it says so (a statement
+    that fails with SQLITE_BUSY has changed nothing).
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self._busy: Callable[[int], bool] | None = None
+
+    def set_busy_handler(self, handler: Callable[[int], bool] | None) -> None:
+        self._busy = handler
+
+    def _run(self, step: Callable[[sqlite3.Cursor], T]) -> T:
+        attempts = 0
+        while True:
+            cursor = self.conn.cursor()
+            cursor.row_factory = None
+            try:
+                return step(cursor)
+            except sqlite3.OperationalError as e:
+                if (self._busy is None or DRIVERS["sqlite3"].code(e) != SQLITE_BUSY
+                        or not self._busy(attempts)):
+                    raise
+                attempts += 1
+            finally:
+                cursor.close()
+
+    def execute(self, sql: str, params: Any = ()) -> Rows:
+        def step(cursor: sqlite3.Cursor) -> Rows:
+            try:
+                cursor.execute(sql, params)
+            except sqlite3.ProgrammingError as e:
+                # apsw runs a script (a migration) in one execute. sqlite3's executescript
+                # would COMMIT the transaction it belongs in first: one statement at a time.
+                if params or "one statement" not in str(e):
+                    raise
+                for statement in statements(sql):
+                    cursor.execute(statement)
+            return Rows(cursor.fetchall())
+        return self._run(step)
+
+    def executemany(self, sql: str, seq_of_params: Iterable[Any]) -> None:
+        self._run(lambda cursor: cursor.executemany(sql, seq_of_params))
+
+    def cursor(self) -> Connection:
+        """The shared Store calls ``conn.cursor().executemany``, as psycopg needs."""
+        return self
+
+    def last_insert_rowid(self) -> int:
+        return int(self.execute("SELECT last_insert_rowid()").fetchall()[0][0])
+
+    def get_autocommit(self) -> bool:
+        return not self.conn.in_transaction
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+__all__ = ["DRIVERS", "MIN_SQLITE", "Connection", "Driver", "Rows", "check_version", "get"]
