@@ -28,7 +28,15 @@ from . import results
 from .asyncwait import Waiter, Waiters
 from .backends import Events
 from .errors import Error, JobLost, JobNotFound, Timeout
-from .model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, Job, check_job_id, check_tubes
+from .model import (
+    DEFAULT_PRIORITY,
+    DEFAULT_TTR,
+    DEFAULT_TUBE,
+    Job,
+    check_batch_size,
+    check_job_id,
+    check_tubes,
+)
 from .queue import Queue
 from .waiting import timeout_deadline
 
@@ -229,7 +237,7 @@ class AsyncQueue:
             return
         value = future.result()
         job = value[0] if isinstance(value, tuple) else value
-        if isinstance(job, Job):
+        if isinstance(job, Job) or (isinstance(job, list) and job):
             self._waiting.give_back(job)
 
     # -- put ---------------------------------------------------------------------------------
@@ -294,6 +302,38 @@ class AsyncQueue:
                 key, lambda events: q._look_and_claim(tubes_param, owner, events),
                 lambda: q._due(tubes_param)), deadline)
         return None if job is None else AsyncJob(self, job)
+
+    async def reserve_many(self, n: int, tubes: str | Sequence[str] | None = None,
+                           timeout: float | None = None, *,
+                           delete: Iterable[AsyncJob | Job] | None = None) -> list[AsyncJob]:
+        """:meth:`sqlq.Queue.reserve_many`, awaited; waiting costs no thread. Cancelling
+        it leaves no lease behind (a batch claimed as it was cancelled goes back)."""
+        q = await self._opened()
+        deadline = timeout_deadline(timeout)
+        sync_delete = None if delete is None else [
+            job.sync if isinstance(job, AsyncJob) else job for job in delete]
+
+        def first() -> tuple[list[Job], Any, str | None]:
+            jobs = q.reserve_many(n, tubes, 0, delete=sync_delete)
+            if jobs or timeout == 0:
+                return jobs, None, None
+            return [], q._tubes_param(tubes), q.backend.owner_token()
+
+        jobs, tubes_param, owner = await self._call(first, claims=True,
+                                                    pokes=delete is not None)
+        if not jobs and timeout != 0:
+            count = check_batch_size(n)
+            key = ("reserve_many", count, tuple(check_tubes(tubes)), owner)
+            jobs = await self._waiting.wait(Waiter(
+                key, lambda events: q._look_and_claim_many(tubes_param, owner, count, events),
+                lambda: q._due(tubes_param)), deadline) or []
+        return [AsyncJob(self, job) for job in jobs]
+
+    async def delete_many(self, jobs: Iterable[AsyncJob | Job]) -> None:
+        """:meth:`sqlq.Queue.delete_many`, awaited."""
+        q = await self._opened()
+        sync = [job.sync if isinstance(job, AsyncJob) else job for job in jobs]
+        await self._call(lambda: q.delete_many(sync))
 
     async def result(self, job_id: int, timeout: float | None = None) -> bytes:
         """:meth:`sqlq.Queue.result`, awaited; waiting costs no thread.

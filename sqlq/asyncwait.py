@@ -81,9 +81,10 @@ class Waiters:
         if self._notifier is not None:
             await self._aq._call(self._notifier.close)
 
-    def give_back(self, job: Job, key: Hashable | None = None) -> None:
-        """A claimed job nobody awaits: the next waiter for the same tubes gets it, or
-        it goes back to the queue (a fire-and-forget release in the thread)."""
+    def give_back(self, job: Job | list[Job], key: Hashable | None = None) -> None:
+        """A claimed job (or reserve_many's batch) nobody awaits: the next waiter with
+        the same request gets it, or it goes back to the queue (a fire-and-forget
+        release in the thread)."""
         if key is not None:
             for waiter in self._waiters:
                 if waiter.key == key and not waiter.future.done():
@@ -91,8 +92,9 @@ class Waiters:
                     return
 
         def release() -> None:
-            with contextlib.suppress(JobLost, JobNotFound):
-                job.release()
+            for each in job if isinstance(job, list) else [job]:
+                with contextlib.suppress(JobLost, JobNotFound):
+                    each.release()
 
         if self._closed:
             return  # no thread left: Queue.close (when ours) gives back this process's jobs
@@ -122,7 +124,7 @@ class Waiters:
             future = waiter.future
             if future.done() and not future.cancelled() and future.exception() is None:
                 value = future.result()  # delivered as the caller was cancelled
-                if isinstance(value, Job):
+                if isinstance(value, Job) or (isinstance(value, list) and value):
                     self.give_back(value, waiter.key)
             raise
         finally:
@@ -191,7 +193,7 @@ class Waiters:
                 functools.partial(self._serve, pending, events))
             for waiter, value, error in found:
                 if waiter.future.done():
-                    if isinstance(value, Job):
+                    if isinstance(value, Job) or (isinstance(value, list) and value):
                         self.give_back(value, waiter.key)
                 elif error is not None:
                     waiter.future.set_exception(error)

@@ -7,6 +7,8 @@ bare class still says something useful (an idea taken from procrastinate).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class Error(Exception):
     """sqlq error."""
@@ -20,7 +22,15 @@ class JobNotFound(Error):
 
 
 class JobLost(Error):
-    """The job's lease was lost: its TTR ran out or it was reserved again."""
+    """The job's lease was lost: its TTR ran out or it was reserved again.
+
+    ``job_ids`` names the jobs whose lease was lost (one, or several after
+    ``delete_many`` or ``reserve_many(delete=...)``; empty when raised bare).
+    """
+
+    def __init__(self, message: str | None = None, *, job_ids: Sequence[int] = ()) -> None:
+        super().__init__(message)
+        self.job_ids: tuple[int, ...] = tuple(job_ids)
 
 
 class JobTooBig(Error):

@@ -195,6 +195,19 @@ class Job:
 
 # -- argument rules ----------------------------------------------------------------------------
 
+#: The most jobs one reserve_many claims (PostgreSQL's LIMIT takes an integer).
+MAX_BATCH = 2**31 - 1
+
+
+def check_batch_size(n: object) -> int:
+    """reserve_many's n: an int of at least 1."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"n must be an int, not {type(n).__name__}")
+    if n < 1:
+        raise ValueError(f"n must be >= 1, not {n}")
+    return min(n, MAX_BATCH)
+
+
 _known_tubes: set[str] = set()
 
 

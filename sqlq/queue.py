@@ -17,7 +17,7 @@ from . import observe, results, stats, topics
 from .backends import Backend, Events, Notifier, open_backend
 from .backends.base import Conn, Durability
 from .durations import now_ms
-from .errors import Error, Timeout
+from .errors import Error, JobLost, Timeout
 from .model import (
     DEFAULT_MAX_JOB_SIZE,
     DEFAULT_PRIORITY,
@@ -25,6 +25,7 @@ from .model import (
     DEFAULT_TUBE,
     MAX_JOB_ID,
     Job,
+    check_batch_size,
     check_body,
     check_job_id,
     check_lease,
@@ -289,6 +290,137 @@ class Queue:
         """One non-blocking claim attempt (for event loops: see ``notifier``)."""
         return self._claim(self._tubes_param(tubes), self._backend.owner_token(), None)
 
+    def reserve_many(self, n: int, tubes: str | Sequence[str] | None = None,
+                     timeout: float | None = None, *,
+                     delete: Iterable[Job] | None = None) -> list[Job]:
+        """Reserve up to ``n`` of the most urgent ready jobs in ``tubes`` in one commit.
+
+        The jobs come in the order ``reserve`` would have returned them one at a time
+        (priority, then id, across the tubes; paused tubes skipped; due delayed jobs
+        and expired reservations taken as ready), each under a lease and a TTR of its
+        own: one job's lease running out touches no other. ``timeout`` waits as
+        ``reserve`` does, until at least one job can be claimed (None: for ever, 0:
+        not at all); ``[]`` when none came.
+
+        ``delete=jobs`` deletes those reserved jobs and claims the next batch in the
+        same commit (a batch worker's fast path). The deletes under leases that still
+        hold always stand; if any lease was lost, nothing is claimed and
+        :class:`~sqlq.JobLost` names the lost jobs (``.job_ids``): they may run again
+        elsewhere, as with every at-least-once queue.
+
+        Each job still runs at least once, not exactly once: a worker that dies, or
+        takes longer than a job's TTR, gives that job back to be run again. Prefetch
+        only what you will finish within the TTR.
+
+        Raises:
+            JobLost: ``delete=jobs`` and some of their leases were lost (the others are
+                deleted; nothing is claimed).
+            InvalidTube: a name in ``tubes`` is not a valid tube name.
+            TypeError: an argument has the wrong type.
+            ValueError: ``n`` is below 1, or a job in ``delete`` was peeked, not reserved.
+
+        Examples:
+            >>> jobs = q.reserve_many(10, tubes="thumbs", timeout=5)
+            >>> while jobs:
+            ...     for job in jobs:
+            ...         handle(job.body)
+            ...     jobs = q.reserve_many(10, tubes="thumbs", timeout=5, delete=jobs)
+        """
+        count = check_batch_size(n)
+        tubes_param = self._tubes_param(tubes)
+        deadline = timeout_deadline(timeout)
+        done = [] if delete is None else self._reserved_jobs(delete, "delete")
+        owner = self._backend.owner_token()
+        jobs = self._claim_many(tubes_param, owner, count, done)
+        if not jobs and self._reap_dead_owners():
+            jobs = self._claim_many(tubes_param, owner, count, [])
+        if jobs or timeout == 0:
+            return jobs
+        found = self._wait(lambda events: self._look_and_claim_many(tubes_param, owner, count,
+                                                                    events),
+                           deadline, lambda: self._due(tubes_param))
+        return found or []
+
+    def delete_many(self, jobs: Iterable[Job]) -> None:
+        """Delete reserved jobs (``reserve``'s or ``reserve_many``'s) in one commit.
+
+        Every job whose lease still holds is deleted, even when some lease was lost:
+        the finished work is acknowledged either way. Then, if any lease was lost,
+        :class:`~sqlq.JobLost` names those jobs (``.job_ids``); another worker may run
+        them again (at least once, never silently dropped). Deleted handles read
+        ``state == "deleted"``; the lost ones keep theirs.
+
+        Raises:
+            JobLost: some leases were lost (the other jobs were deleted).
+            TypeError: ``jobs`` is not an iterable of Jobs.
+            ValueError: a job was peeked, not reserved (use ``Queue.delete(id)``).
+
+        Examples:
+            >>> jobs = q.reserve_many(100, tubes="thumbs", timeout=0)
+            >>> q.delete_many([job for job in jobs if handle(job.body)])
+        """
+        done = self._reserved_jobs(jobs, "jobs")
+        if not done:
+            return
+        pairs = [(job.id, job._require_lease()) for job in done]
+        lost = self._backend.write(
+            lambda c: self._store.delete_many(c, self._clock(), pairs), single=True)
+        self._deleted(done, lost, claimed=False)
+
+    @staticmethod
+    def _reserved_jobs(jobs: Iterable[Job], name: str) -> list[Job]:
+        """The Jobs of a batch argument, each checked to carry a lease."""
+        if isinstance(jobs, (Job, bytes, str)):
+            raise TypeError(f"{name} must be an iterable of reserved Jobs, not one "
+                            f"{type(jobs).__name__}")
+        try:
+            items = list(jobs)
+        except TypeError:
+            raise TypeError(f"{name} must be an iterable of reserved Jobs, not "
+                            f"{type(jobs).__name__}") from None
+        for job in items:
+            if not isinstance(job, Job):
+                raise TypeError(f"{name} must hold reserved Jobs, not {type(job).__name__}")
+            job._require_lease()
+        return items
+
+    def _deleted(self, done: list[Job], lost: list[int], claimed: bool) -> None:
+        """Mark a batch's deleted handles; raise JobLost for the lost ones (committed)."""
+        gone = set(lost)
+        for job in done:
+            if job.id not in gone:
+                job.state = "deleted"
+                self._counts["cmd-delete", job.tube] += 1
+        if lost:
+            kept = len(done) - len(lost)
+            ids = ", ".join(str(i) for i in lost)
+            tail = "; nothing was claimed" if claimed else ""
+            raise JobLost(f"job {ids}: lease lost (TTR expired or reserved again); "
+                          f"the other {kept} deleted{tail}", job_ids=lost)
+
+    def _claim_many(self, tubes_param: Any, owner: str | None, n: int,
+                    done: list[Job]) -> list[Job]:
+        """One commit: delete ``done`` (if any) and claim up to n jobs."""
+        clock, store = self._clock, self._store
+        single = store.ONE_STATEMENT_CLAIM
+        if not done:
+            rows = self._backend.write(
+                lambda c: store.claim_many(c, clock(), tubes_param, owner, n),
+                durable=False, single=single)
+            return [Job.from_claim(self, row) for row in rows]
+        pairs = [(job.id, job._require_lease()) for job in done]
+        lost, rows = self._backend.write(
+            lambda c: store.delete_and_claim_many(c, clock(), pairs, tubes_param, owner, n),
+            single=single)
+        self._deleted(done, lost, claimed=True)
+        return [Job.from_claim(self, row) for row in rows]
+
+    def _look_and_claim_many(self, tubes_param: Any, owner: str | None, n: int,
+                             events: Events) -> list[Job] | None:
+        """One look of a waiting reserve_many: _look_and_claim's, for up to n jobs."""
+        return self._look(tubes_param, events,
+                          lambda: self._claim_many(tubes_param, owner, n, []) or None)
+
     def reserve_job(self, job_id: int) -> Job:
         """Reserve a specific job, whatever its state unless reserved (beanstalkd's reserve-job)."""
         check_job_id(job_id)
@@ -328,16 +460,22 @@ class Queue:
         It first looks without the write lock (has_ready_job), so idle workers woken
         by unrelated commits never contend with producers.
         """
+        return self._look(tubes_param, events, lambda: self._claim(tubes_param, owner, None))
+
+    def _look(self, tubes_param: Any, events: Events, claim: Callable[[], _T | None]
+              ) -> _T | None:
+        """A waiting claim's look: reap dead holders when told to, then ``claim()`` if a
+        read without the write lock says a job is ready."""
         # A backend that cannot signal a death is asked on the wakes of its poll
         # timer (no commit event), not on every commit.
         polled = self._backend.liveness_poll is not None and not events.commit
         if (events.owner or polled) and self._reap_dead_owners():
-            job = self._claim(tubes_param, owner, None)
-            if job is not None:
-                return job
+            found = claim()
+            if found is not None:
+                return found
         ready = self._backend.read(
             lambda c: self._store.has_ready_job(c, self._clock(), tubes_param))
-        return self._claim(tubes_param, owner, None) if ready else None
+        return claim() if ready else None
 
     def _due(self, tubes_param: Any) -> int | None:
         """When (ms) something may make a job ready in these tubes without a commit."""

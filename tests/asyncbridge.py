@@ -42,6 +42,8 @@ class Loop:
 
 
 def _unwrap(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_unwrap(v) for v in value]
     return value.ajob if isinstance(value, BridgedJob) else value
 
 
@@ -82,6 +84,8 @@ class BridgedQueue:
             args = tuple(_unwrap(a) for a in args)
             kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
             value = self.loop.run(attr(*args, **kwargs))
+            if isinstance(value, list) and value and isinstance(value[0], sqlq.AsyncJob):
+                return [BridgedJob(self.loop, v) for v in value]
             return BridgedJob(self.loop, value) if isinstance(value, sqlq.AsyncJob) else value
 
         return call

@@ -47,6 +47,8 @@ def _pg_value(name: str) -> object:
         return b"x"
     if name == "bodies":
         return [b"x"]
+    if name in ("ids", "leases"):
+        return [1, 2]
     return "x" if name in _TEXT_PARAMS else 1
 
 
@@ -79,3 +81,27 @@ def test_every_query_is_used_by_store() -> None:
         unused = [name for name in queries if f'"{name}"' not in source
                   and not re.fullmatch(r"(peek|export|import|list)_\w+", name)]
         assert not unused, f"queries.sql blocks nobody runs: {unused}"
+
+
+def test_postgres_claim_functions_read_jobs_through_indexes(pg_url: str) -> None:
+    """EXPLAIN shows a function as one Function Scan: the statements inside sqlq_claim
+    and sqlq_delete_and_claim_many are checked by the table's scan counters instead,
+    read within the transaction that ran them (with sequential scans priced out)."""
+    with Queue(pg_url) as q:
+        q.put_many([b"x"] * 30, tube="a")
+        q.put_many([b"y"] * 30, tube="b", delay=1)
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("SET enable_seqscan = off")
+        rows = conn.execute(
+            "SELECT id, lease FROM sqlq_claim(ARRAY['a', 'b'], 0, 'o', 10)").fetchall()
+        assert len(rows) == 10
+        claimed = conn.execute(
+            "SELECT id FROM sqlq_delete_and_claim_many(%s::bigint[], %s::bigint[], 0,"
+            " ARRAY['a', 'b'], 'o', 10)",
+            ([r[0] for r in rows], [r[1] for r in rows])).fetchall()
+        assert len(claimed) == 10
+        scans = conn.execute(
+            "SELECT pg_stat_get_xact_numscans('sqlq_jobs'::regclass)").fetchone()
+        conn.rollback()
+    assert scans is not None
+    assert scans[0] == 0, f"{scans[0]} sequential scans of sqlq_jobs"

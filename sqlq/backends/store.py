@@ -90,6 +90,19 @@ class Store(abc.ABC):
         reservations count as ready) for owner; its claim row, or None."""
 
     @abc.abstractmethod
+    def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
+                   ) -> list[Any]:
+        """claim for up to n jobs in one statement, each under a lease of its own; their
+        claim rows in claim order (priority, then id)."""
+
+    @abc.abstractmethod
+    def delete_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]]
+                    ) -> list[int]:
+        """Delete each (id, lease) job under its live lease; return the ids whose lease
+        was lost (the others are deleted all the same: an acknowledgement is never
+        dropped). The caller raises JobLost for them once the transaction commits."""
+
+    @abc.abstractmethod
     def total_jobs(self, conn: Any) -> int:
         """How many ids were ever issued (beanstalkd's total-jobs of the file)."""
 
@@ -101,6 +114,16 @@ class Store(abc.ABC):
         is claimed then) and claim the next, atomically: a worker's one commit per job."""
         self.delete(conn, now, job_id, lease)
         return self.claim(conn, now, tubes, owner)
+
+    def delete_and_claim_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]],
+                              tubes: Any, owner: str | None, n: int
+                              ) -> tuple[list[int], list[Any]]:
+        """delete_many, then, if no lease was lost, claim_many: (lost ids, claim rows).
+        With a lost lease nothing is claimed, and the other deletes stand."""
+        lost = self.delete_many(conn, now, leases) if leases else []
+        if lost:
+            return lost, []
+        return [], self.claim_many(conn, now, tubes, owner, n)
 
     def claim_by_id(self, conn: Any, now: int, job_id: int, owner: str | None) -> Any:
         """beanstalkd's reserve-job: any job not reserved under a live lease."""
@@ -131,7 +154,8 @@ class Store(abc.ABC):
         the job is missing or not reserved: JobNotFound.
         """
         if lease is not None:
-            return JobLost(f"job {job_id}: lease lost (TTR expired or reserved again)")
+            return JobLost(f"job {job_id}: lease lost (TTR expired or reserved again)",
+                           job_ids=(job_id,))
         if one(conn, self.Q["lease_state"], {"id": job_id}) is None:
             return JobNotFound(f"job {job_id} not found")
         return JobNotFound(f"job {job_id} is not reserved")

@@ -482,3 +482,22 @@ ON CONFLICT (tube, metric, le) DO UPDATE SET count = d.count + excluded.count,
 -- Every bucket of the wait and run histograms, for /metrics (sqlq/histograms.py
 -- cumulates them).
 SELECT tube, metric, le, count, sum FROM sqlq_durations ORDER BY tube, metric;
+
+-- ---------------------------------------------------------------------------------------------
+-- Batches (reserve_many, delete_many): one statement, one commit for many jobs.
+
+-- name: claim_jobs
+-- Up to %(n)s of the most urgent jobs ready as of now, each under a lease of its own
+-- (sqlq_claim in migrations/0005: the same claim as claim_job, LIMIT n).
+SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries, kicks,
+       lease, reserved_until, unique_key, delay
+  FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, %(n)s::integer);
+
+-- name: delete_and_claim_jobs
+-- Delete jobs under their leases and claim up to %(n)s more (0: none), in one statement
+-- (sqlq_delete_and_claim_many, migrations/0005). A row with a NULL lease names a job
+-- whose lease was lost; the other deletes stand, and nothing was claimed.
+SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries, kicks,
+       lease, reserved_until, unique_key, delay
+  FROM sqlq_delete_and_claim_many(%(ids)s::bigint[], %(leases)s::bigint[], %(now)s::bigint,
+                                  %(tubes)s::text[], %(owner)s::text, %(n)s::integer);

@@ -73,6 +73,30 @@ class PostgresStore(Store):
                 raise self._lease_failure(conn, job_id, lease) from None
             raise
 
+    def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
+                   ) -> list[Any]:
+        params = {"tubes": tubes, "now": now, "owner": owner, "n": n}
+        rows = conn.execute(Q["claim_jobs"], params).fetchall()
+        return sorted(rows, key=lambda r: (r[2], r[0]))
+
+    def delete_and_claim_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]],
+                              tubes: Any, owner: str | None, n: int
+                              ) -> tuple[list[int], list[Any]]:
+        """One statement (sqlq_delete_and_claim_many): a row without a lease names a job
+        whose lease was lost."""
+        params = {"ids": [job_id for job_id, _ in leases],
+                  "leases": [lease for _, lease in leases],
+                  "now": now, "tubes": tubes, "owner": owner, "n": n}
+        rows = conn.execute(Q["delete_and_claim_jobs"], params).fetchall()
+        lost = [int(r[0]) for r in rows if r[11] is None]
+        if lost:
+            return lost, []
+        return [], sorted(rows, key=lambda r: (r[2], r[0]))
+
+    def delete_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]]
+                    ) -> list[int]:
+        return self.delete_and_claim_many(conn, now, leases, [], None, 0)[0]
+
     def total_jobs(self, conn: Any) -> int:
         return int(one(conn, Q["total_jobs"])[0])
 

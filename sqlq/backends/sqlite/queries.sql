@@ -460,3 +460,36 @@ ON CONFLICT (tube, metric, le) DO UPDATE SET count = count + excluded.count,
 -- Every bucket of the wait and run histograms, for /metrics (sqlq/histograms.py
 -- cumulates them).
 SELECT tube, metric, le, count, sum FROM sqlq_durations ORDER BY tube, metric;
+
+-- ---------------------------------------------------------------------------------------------
+-- Batches (reserve_many, delete_many): one statement each, one commit for many jobs.
+
+-- name: claim_jobs
+-- claim_job for up to :n jobs (after promote_due, as claim_job): the :n best ready
+-- jobs of each watched, unpaused tube (one index range per tube), then the :n best
+-- of those, in one UPDATE. random() runs per row: each job gets a lease of its own.
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
+       lease = abs(random()), owner = :owner
+ WHERE id IN (
+       SELECT j.id
+         FROM json_each(:tubes) AS t
+         JOIN sqlq_jobs AS j
+           ON j.id IN (SELECT r.id FROM sqlq_jobs AS r
+                        WHERE r.state = 0 AND r.tube = t.value
+                        ORDER BY r.priority, r.id LIMIT :n)
+        WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
+                           WHERE p.name = t.value AND p.paused_until > :now)
+        ORDER BY j.priority, j.id
+        LIMIT :n)
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key, delay;
+
+-- name: delete_leased_jobs
+-- delete_leased_job for many: :jobs is a JSON array of [id, lease] pairs; the rows
+-- deleted come back, so the caller can name the jobs whose lease was lost. One
+-- primary-key probe per pair.
+DELETE FROM sqlq_jobs
+ WHERE (id, lease) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:jobs))
+   AND state = 2 AND reserved_until > :now
+RETURNING id, lease;

@@ -64,5 +64,19 @@ class SQLiteStore(Store):
         conn.execute(_PROMOTE_DUE, params)
         return one(conn, _CLAIM_JOB, params)
 
+    def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
+                   ) -> list[Any]:
+        params = {"tubes": tubes, "now": now, "owner": owner, "n": n}
+        conn.execute(_PROMOTE_DUE, params)
+        rows = conn.execute(self.Q["claim_jobs"], params).fetchall()
+        return sorted(rows, key=lambda r: (r[2], r[0]))
+
+    def delete_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]]
+                    ) -> list[int]:
+        pairs = [[job_id, lease] for job_id, lease in leases]
+        gone = {(r[0], r[1]) for r in conn.execute(
+            self.Q["delete_leased_jobs"], {"jobs": json.dumps(pairs), "now": now})}
+        return [job_id for job_id, lease in leases if (job_id, lease) not in gone]
+
     def total_jobs(self, conn: Any) -> int:
         return int(one(conn, self.Q["total_jobs"])[0])
