@@ -18,6 +18,7 @@ from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
     invariant,
+    multiple,
     rule,
     run_state_machine_as_test,
 )
@@ -114,6 +115,54 @@ class QueueMachine(RuleBasedStateMachine):
         assert (job.reserves, job.timeouts, job.priority) == (best.reserves, best.timeouts,
                                                                best.pri)
         return job
+
+    def _candidates(self, tubes: list[str]) -> list[ModelJob]:
+        now = self.now
+        return sorted((j for j in self.m.jobs.values()
+                       if j.tube in tubes and self.m.paused_until.get(j.tube, 0) <= now
+                       and self.m.now_state(j, now) == "ready"), key=lambda j: (j.pri, j.id))
+
+    def _delete_batch(self, done: list[sqlq.Job | None],
+                      call: Callable[[list[sqlq.Job]], object]) -> object:
+        """Run a batch verb that deletes ``done``; check the lost leases it names."""
+        jobs = [j for j in done if j is not None]
+        now = self.now
+        live = [j for j in jobs if self.m.live_lease(j.id, j.lease, now)]  # type: ignore[arg-type]
+        lost = sorted({j.id for j in jobs} - {j.id for j in live})
+        try:
+            value = call(jobs)
+        except sqlq.JobLost as e:
+            assert lost and sorted(set(e.job_ids)) == lost, (e.job_ids, lost)
+            value = None
+        else:
+            assert not lost, f"no JobLost for {lost}"
+        for j in live:
+            self.m.jobs.pop(j.id, None)  # the live leases' deletes stand either way
+        return value
+
+    @rule(target=handles, tubes=st.lists(st.sampled_from(TUBES), min_size=1, unique=True),
+          n=st.integers(1, 4), done=st.lists(handles, max_size=3))
+    def reserve_many(self, tubes: list[str], n: int, done: list[sqlq.Job | None]) -> object:
+        got = self._delete_batch(done, lambda jobs: self.q.reserve_many(
+            n, tubes=tubes, timeout=0, delete=jobs or None))
+        if got is None:  # a lease was lost: nothing was claimed
+            return multiple()
+        assert isinstance(got, list)
+        now = self.now
+        best = self._candidates(tubes)[:n]
+        assert [j.id for j in got] == [b.id for b in best]
+        assert len({j.lease for j in got}) == len(got)
+        for job, b in zip(got, best, strict=True):
+            if b.state == "reserved":
+                b.timeouts += 1
+            b.state, b.until, b.reserves = "reserved", now + b.ttr, b.reserves + 1
+            b.lease = job.lease  # type: ignore[assignment]
+            assert (job.reserves, job.timeouts, job.priority) == (b.reserves, b.timeouts, b.pri)
+        return multiple(*got)
+
+    @rule(done=st.lists(handles, max_size=4))
+    def delete_many(self, done: list[sqlq.Job | None]) -> None:
+        self._delete_batch(done, self.q.delete_many)
 
     def _leased(self, job: sqlq.Job | None, action: str, apply) -> None:  # type: ignore[no-untyped-def]
         if job is None:
