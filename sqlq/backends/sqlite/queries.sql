@@ -468,6 +468,8 @@ SELECT tube, metric, le, count, sum FROM sqlq_durations ORDER BY tube, metric;
 -- claim_job for up to :n jobs (after promote_due, as claim_job): the :n best ready
 -- jobs of each watched, unpaused tube (one index range per tube), then the :n best
 -- of those, in one UPDATE. random() runs per row: each job gets a lease of its own.
+-- LIMIT (SELECT :n), not LIMIT :n: the same plan, but measured 13 us a claim instead
+-- of 66 (a bare bound LIMIT costs the statement extra work on every run).
 UPDATE sqlq_jobs
    SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
        lease = abs(random()), owner = :owner
@@ -477,11 +479,11 @@ UPDATE sqlq_jobs
          JOIN sqlq_jobs AS j
            ON j.id IN (SELECT r.id FROM sqlq_jobs AS r
                         WHERE r.state = 0 AND r.tube = t.value
-                        ORDER BY r.priority, r.id LIMIT :n)
+                        ORDER BY r.priority, r.id LIMIT (SELECT :n))
         WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
                            WHERE p.name = t.value AND p.paused_until > :now)
         ORDER BY j.priority, j.id
-        LIMIT :n)
+        LIMIT (SELECT :n))
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay;
 
