@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import time
 
 import pytest
@@ -11,6 +10,7 @@ import sqlq
 from sqlq import JobLost, Queue
 
 from .conftest import FakeClock, spawn
+from .test_concurrency import drain_exactly_once
 
 pytestmark = pytest.mark.both_apis
 
@@ -182,7 +182,7 @@ def test_waiting_is_woken_by_a_put_from_another_process(q: Queue, db_url: str) -
 
 BATCH_DRAINER = """
 import sys, sqlq
-q = sqlq.Queue(sys.argv[1], durability="normal")
+q = sqlq.Queue(sys.argv[1], durability=sys.argv[2])
 got = []
 jobs = q.reserve_many(10, timeout=2)
 while jobs:
@@ -194,19 +194,10 @@ print(" ".join(map(str, got)))
 
 
 def test_four_processes_drain_with_batches_exactly_once(db_url: str) -> None:
-    with Queue(db_url, durability="normal") as q:
-        ids = q.put_many([b"job %d" % i for i in range(3000)])
-    workers = [spawn(BATCH_DRAINER, db_url) for _ in range(4)]
-    outputs = [w.communicate(timeout=120) for w in workers]
-    for w, (_, err) in zip(workers, outputs, strict=True):
-        assert w.returncode == 0, err
-        assert err == ""
-    claimed = [int(x) for out, _ in outputs for x in out.split()]
-    counts = collections.Counter(claimed)
-    assert sorted(counts) == ids
-    assert max(counts.values()) == 1
+    drain_exactly_once(db_url, BATCH_DRAINER, 3000)
     with Queue(db_url) as q:
         assert q.stats()["current-jobs-ready"] == 0
+        assert q.stats()["current-jobs-reserved"] == 0
 
 
 def test_job_lost_of_a_single_delete_names_its_job(fq: Queue, clock: FakeClock) -> None:

@@ -25,10 +25,12 @@ print(" ".join(map(str, got)))
 """
 
 
-def test_four_processes_drain_5000_jobs_exactly_once(db_url: str) -> None:
+def drain_exactly_once(db_url: str, drainer: str, jobs: int) -> list[int]:
+    """Put ``jobs`` jobs, drain them with 4 processes running ``drainer`` (it prints the
+    ids it claimed), check each was claimed exactly once; each process's share."""
     with Queue(db_url, durability="normal") as q:
-        ids = q.put_many([b"job %d" % i for i in range(5000)])
-    workers = [spawn(DRAINER, db_url, "normal") for _ in range(4)]
+        ids = q.put_many([b"job %d" % i for i in range(jobs)])
+    workers = [spawn(drainer, db_url, "normal") for _ in range(4)]
     outputs = [w.communicate(timeout=120) for w in workers]
     for w, (_, err) in zip(workers, outputs, strict=True):
         assert w.returncode == 0, err
@@ -37,7 +39,11 @@ def test_four_processes_drain_5000_jobs_exactly_once(db_url: str) -> None:
     counts = collections.Counter(claimed)
     assert sorted(counts) == ids
     assert max(counts.values()) == 1
-    shares = sorted(len(out.split()) for out, _ in outputs)
+    return sorted(len(out.split()) for out, _ in outputs)
+
+
+def test_four_processes_drain_5000_jobs_exactly_once(db_url: str) -> None:
+    shares = drain_exactly_once(db_url, DRAINER, 5000)
     print(f"\nshares of 5000 jobs across 4 processes: {shares}")
     with Queue(db_url) as q:
         assert q.stats()["current-jobs-ready"] == 0
