@@ -126,6 +126,14 @@ class AsyncJob:
         await self._aq._call(lambda: self.sync.complete(result), pokes=True)
 
 
+def _sync_jobs(jobs: Any) -> Any:
+    """A batch's AsyncJobs as their Jobs; anything else as given (the Queue says what is
+    wrong with it)."""
+    if isinstance(jobs, Iterable) and not isinstance(jobs, (str, bytes, Job)):
+        return [job.sync if isinstance(job, AsyncJob) else job for job in jobs]
+    return jobs
+
+
 class AsyncQueue:
     """The :class:`~sqlq.Queue`'s verbs as coroutines, with the same names, arguments,
     errors and semantics (they run the Queue's own code in a thread of this AsyncQueue).
@@ -310,8 +318,7 @@ class AsyncQueue:
         it leaves no lease behind (a batch claimed as it was cancelled goes back)."""
         q = await self._opened()
         deadline = timeout_deadline(timeout)
-        sync_delete = None if delete is None else [
-            job.sync if isinstance(job, AsyncJob) else job for job in delete]
+        sync_delete = _sync_jobs(delete)
 
         def first() -> tuple[list[Job], Any, str | None]:
             jobs = q.reserve_many(n, tubes, 0, delete=sync_delete)
@@ -332,7 +339,7 @@ class AsyncQueue:
     async def delete_many(self, jobs: Iterable[AsyncJob | Job]) -> None:
         """:meth:`sqlq.Queue.delete_many`, awaited."""
         q = await self._opened()
-        sync = [job.sync if isinstance(job, AsyncJob) else job for job in jobs]
+        sync = _sync_jobs(jobs)
         await self._call(lambda: q.delete_many(sync))
 
     async def result(self, job_id: int, timeout: float | None = None) -> bytes:

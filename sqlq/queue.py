@@ -384,19 +384,21 @@ class Queue:
             job._require_lease()
         return items
 
-    def _deleted(self, done: list[Job], lost: list[int], claimed: bool) -> None:
+    def _deleted(self, done: list[Job], lost: list[tuple[int, int]], claimed: bool) -> None:
         """Mark a batch's deleted handles; raise JobLost for the lost ones (committed)."""
-        gone = set(lost)
+        stale = set(lost)
+        kept = 0
         for job in done:
-            if job.id not in gone:
+            if (job.id, job.lease) not in stale:
                 job.state = "deleted"
                 self._counts["cmd-delete", job.tube] += 1
+                kept += 1
         if lost:
-            kept = len(done) - len(lost)
-            ids = ", ".join(str(i) for i in lost)
+            ids = list(dict.fromkeys(job_id for job_id, _ in lost))
+            named = ", ".join(str(i) for i in ids)
             tail = "; nothing was claimed" if claimed else ""
-            raise JobLost(f"job {ids}: lease lost (TTR expired or reserved again); "
-                          f"the other {kept} deleted{tail}", job_ids=lost)
+            raise JobLost(f"job {named}: lease lost (TTR expired or reserved again); "
+                          f"the other {kept} deleted{tail}", job_ids=ids)
 
     def _claim_many(self, tubes_param: Any, owner: str | None, n: int,
                     done: list[Job]) -> list[Job]:

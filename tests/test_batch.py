@@ -208,3 +208,15 @@ def test_job_lost_of_a_single_delete_names_its_job(fq: Queue, clock: FakeClock) 
     with pytest.raises(sqlq.JobLost) as caught:
         job.delete()
     assert caught.value.job_ids == (jid,)
+
+
+def test_a_job_named_under_a_stale_and_a_live_lease(fq: Queue, clock: FakeClock) -> None:
+    jid = fq.put(b"x", ttr=5)
+    stale = fq.reserve_many(1, timeout=0)
+    clock.advance(10)
+    live = fq.reserve_many(1, timeout=0)
+    with pytest.raises(JobLost) as caught:
+        fq.delete_many([*live, *stale])
+    assert list(caught.value.job_ids) == [jid]
+    assert fq.peek(jid) is None  # deleted under the live lease
+    assert live[0].state == "deleted" and stale[0].state == "reserved"

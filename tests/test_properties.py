@@ -128,7 +128,9 @@ class QueueMachine(RuleBasedStateMachine):
         jobs = [j for j in done if j is not None]
         now = self.now
         live = [j for j in jobs if self.m.live_lease(j.id, j.lease, now)]  # type: ignore[arg-type]
-        lost = sorted({j.id for j in jobs} - {j.id for j in live})
+        # by handle: a job named twice, under a stale lease and its live one, is both
+        # deleted and named lost
+        lost = sorted({j.id for j in jobs if j not in live})
         try:
             value = call(jobs)
         except sqlq.JobLost as e:

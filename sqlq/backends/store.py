@@ -97,9 +97,9 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def delete_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]]
-                    ) -> list[int]:
-        """Delete each (id, lease) job under its live lease; return the ids whose lease
-        was lost (the others are deleted all the same: an acknowledgement is never
+                    ) -> list[tuple[int, int]]:
+        """Delete each (id, lease) job under its live lease; return the (id, lease) pairs
+        that were lost (the others are deleted all the same: an acknowledgement is never
         dropped). The caller raises JobLost for them once the transaction commits."""
 
     @abc.abstractmethod
@@ -117,8 +117,8 @@ class Store(abc.ABC):
 
     def delete_and_claim_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]],
                               tubes: Any, owner: str | None, n: int
-                              ) -> tuple[list[int], list[Any]]:
-        """delete_many, then, if no lease was lost, claim_many: (lost ids, claim rows).
+                              ) -> tuple[list[tuple[int, int]], list[Any]]:
+        """delete_many, then, if no lease was lost, claim_many: (lost pairs, claim rows).
         With a lost lease nothing is claimed, and the other deletes stand."""
         lost = self.delete_many(conn, now, leases) if leases else []
         if lost:

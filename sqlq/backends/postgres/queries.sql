@@ -495,8 +495,8 @@ SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, 
 
 -- name: delete_and_claim_jobs
 -- Delete jobs under their leases and claim up to %(n)s more (0: none), in one statement
--- (sqlq_delete_and_claim_many, migrations/0005). A row with a NULL lease names a job
--- whose lease was lost; the other deletes stand, and nothing was claimed.
+-- (sqlq_delete_and_claim_many, migrations/0005). A row with a NULL tube names a job and
+-- a lease that was lost; the other deletes stand, and nothing was claimed.
 SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries, kicks,
        lease, reserved_until, unique_key, delay
   FROM sqlq_delete_and_claim_many(%(ids)s::bigint[], %(leases)s::bigint[], %(now)s::bigint,

@@ -81,20 +81,20 @@ class PostgresStore(Store):
 
     def delete_and_claim_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]],
                               tubes: Any, owner: str | None, n: int
-                              ) -> tuple[list[int], list[Any]]:
-        """One statement (sqlq_delete_and_claim_many): a row without a lease names a job
-        whose lease was lost."""
+                              ) -> tuple[list[tuple[int, int]], list[Any]]:
+        """One statement (sqlq_delete_and_claim_many): a row without a tube names a job
+        and the lease of it that was lost."""
         params = {"ids": [job_id for job_id, _ in leases],
                   "leases": [lease for _, lease in leases],
                   "now": now, "tubes": tubes, "owner": owner, "n": n}
         rows = conn.execute(Q["delete_and_claim_jobs"], params).fetchall()
-        lost = [int(r[0]) for r in rows if r[11] is None]
+        lost = [(int(r[0]), int(r[11])) for r in rows if r[1] is None]
         if lost:
             return lost, []
         return [], sorted(rows, key=lambda r: (r[2], r[0]))
 
     def delete_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]]
-                    ) -> list[int]:
+                    ) -> list[tuple[int, int]]:
         return self.delete_and_claim_many(conn, now, leases, [], None, 0)[0]
 
     def total_jobs(self, conn: Any) -> int:

@@ -72,11 +72,11 @@ class SQLiteStore(Store):
         return sorted(rows, key=lambda r: (r[2], r[0]))
 
     def delete_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]]
-                    ) -> list[int]:
+                    ) -> list[tuple[int, int]]:
         pairs = [[job_id, lease] for job_id, lease in leases]
         gone = {(r[0], r[1]) for r in conn.execute(
             self.Q["delete_leased_jobs"], {"jobs": json.dumps(pairs), "now": now})}
-        return [job_id for job_id, lease in leases if (job_id, lease) not in gone]
+        return [pair for pair in leases if pair not in gone]
 
     def total_jobs(self, conn: Any) -> int:
         return int(one(conn, self.Q["total_jobs"])[0])

@@ -48,16 +48,16 @@ $body$;
 -- sqlq_delete_and_claim_many: delete jobs under their live leases (p_ids[i] under
 -- p_leases[i]), then, if every lease held, claim up to p_n jobs (0: none), in one
 -- statement: a batch worker's one commit. The deletes under leases that still hold
--- are kept even when some lease was lost (an acknowledgement is never dropped); the
--- jobs whose lease was lost come back as rows with only their id (lease NULL; a
--- claimed row always has a lease), and nothing is claimed then.
+-- are kept even when some lease was lost (an acknowledgement is never dropped); each
+-- (id, lease) that was lost comes back as a row with only its id and lease (tube NULL:
+-- a claimed row always has a tube), and nothing is claimed then.
 CREATE FUNCTION sqlq_delete_and_claim_many(p_ids bigint[], p_leases bigint[], p_now bigint,
                                            p_tubes text[], p_owner text, p_n integer)
 RETURNS SETOF sqlq_jobs LANGUAGE plpgsql AS $body$
 #variable_conflict use_column
 DECLARE
     v_lost bigint[];
-    v_id bigint;
+    v_lost_leases bigint[];
     v_row sqlq_jobs;
 BEGIN
     IF cardinality(p_ids) > 0 THEN
@@ -66,11 +66,13 @@ BEGIN
              WHERE j.id = k.id AND j.lease = k.lease AND j.state = 2
                AND j.reserved_until > p_now
             RETURNING j.id, j.lease)
-        SELECT array_agg(k.id) INTO v_lost FROM unnest(p_ids, p_leases) AS k(id, lease)
+        SELECT array_agg(k.id), array_agg(k.lease) INTO v_lost, v_lost_leases
+          FROM unnest(p_ids, p_leases) AS k(id, lease)
          WHERE NOT EXISTS (SELECT 1 FROM gone AS g WHERE g.id = k.id AND g.lease = k.lease);
         IF v_lost IS NOT NULL THEN
-            FOREACH v_id IN ARRAY v_lost LOOP
-                v_row.id := v_id;
+            FOR i IN 1 .. cardinality(v_lost) LOOP
+                v_row.id := v_lost[i];
+                v_row.lease := v_lost_leases[i];
                 RETURN NEXT v_row;
             END LOOP;
             RETURN;
