@@ -490,8 +490,10 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
 -- name: delete_leased_jobs
 -- delete_leased_job for many: :jobs is a JSON array of [id, lease] pairs; the rows
 -- deleted come back, so the caller can name the jobs whose lease was lost. One
--- primary-key probe per pair.
+-- primary-key probe per pair. json_extract, not ->>: the sqlite3 driver's system
+-- SQLite may be older than 3.38.
 DELETE FROM sqlq_jobs
- WHERE (id, lease) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:jobs))
+ WHERE (id, lease) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                         FROM json_each(:jobs))
    AND state = 2 AND reserved_until > :now
 RETURNING id, lease;
