@@ -12,7 +12,7 @@ from sqlq import JobLost, Queue
 from .conftest import FakeClock, spawn
 from .test_concurrency import drain_exactly_once
 
-pytestmark = pytest.mark.both_apis
+pytestmark = [pytest.mark.both_apis, pytest.mark.sqlite3_driver]
 
 
 def ready_count(q: Queue, tube: str = "default") -> int:
