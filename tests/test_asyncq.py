@@ -229,6 +229,42 @@ def test_reserve_cancelled_during_its_first_claim_gives_the_job_back(db_url: str
     run(db_url, body)
 
 
+def test_cancelled_reserve_many_leaves_no_lease(db_url: str) -> None:
+    """reserve_many cancelled during its first claim, or while waiting around a put:
+    each batch is in a returned list or ready again, never reserved by nobody."""
+    async def body(aq: AsyncQueue) -> None:
+        other = Queue(db_url, durability="normal")
+        loop = asyncio.get_running_loop()
+        for i in range(30):
+            if i % 2:
+                await aq.put_many([b"x"] * 3, tube="t")
+                waiters = [asyncio.create_task(aq.reserve_many(5, "t", timeout=10))]
+                await asyncio.sleep(0)  # the claim is running in the AsyncQueue's thread
+            else:
+                waiters = [asyncio.create_task(aq.reserve_many(5, "t", timeout=10))
+                           for _ in range(2)]
+                await asyncio.sleep(0.01)
+                await loop.run_in_executor(
+                    None, lambda: other.put_many([b"x"] * 3, tube="t"))
+                await asyncio.sleep(i % 6 * 0.0005)
+            for w in waiters:
+                w.cancel()
+            for w in waiters:
+                try:
+                    jobs = await w
+                except asyncio.CancelledError:
+                    continue
+                await aq.delete_many(jobs)
+            await asyncio.sleep(0.02)  # a release in flight lands
+            await aq.stats()
+            stats = await aq.stats_tube("t")
+            assert stats["current-jobs-reserved"] == 0, f"round {i}: a lease was left behind"
+            await aq.delete_many(await aq.reserve_many(10, "t", timeout=0))
+        other.close()
+
+    run(db_url, body)
+
+
 def test_cancelled_waiter_hands_its_job_to_the_next_one(db_url: str) -> None:
     async def body(aq: AsyncQueue) -> None:
         first = asyncio.create_task(aq.reserve("t", timeout=10))
