@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help dev demo test test-fast test-min test-chaos lint typecheck check bench bench-quick \
+.PHONY: help dev demo test test-unit test-integration test-system test-fast test-min test-chaos lint typecheck check bench bench-quick \
 	docs dist-check clean
 
 help:  ## list the targets
@@ -22,8 +22,19 @@ dev: $(STAMP)  ## create .venv with sqlq (editable) and the test extras
 demo: $(STAMP)  ## producers and workers in several processes on demo/demo.db
 	$(BIN)/python -m sqlq.demo demo/demo.db
 
-test: $(STAMP)  ## the whole suite (short chaos and power-cut runs included)
+test: $(STAMP)  ## the whole suite (short chaos and power-cut runs included); installs Debian test deps as root
+	@.ci/install-test-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test-unit: $(STAMP)  ## in-process tests on real databases (tests/unit, about a minute)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
+
+test-integration: $(STAMP)  ## real processes, sockets and servers (tests/integration)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
+
+test-system: $(STAMP)  ## the product as users run it: chaos, power cuts, browser, examples (tests/system)
+	@.ci/install-test-deps
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/system
 
 test-fast: $(STAMP)  ## the suite without slow tests
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
@@ -42,7 +53,7 @@ test-min:  ## the fast tests with every dependency at its lowest allowed version
 	.venv-min/bin/python -m pytest -q -p no:cacheprovider -m "not slow" -k "$(MIN_TESTS)"
 
 test-chaos: $(STAMP)  ## long chaos and power-cut runs (about two minutes)
-	SQLQ_CHAOS_SECONDS=60 SQLQ_POWERCUT_POINTS=1000 $(BIN)/python -m pytest -q -p no:cacheprovider -s tests/test_chaos.py tests/test_powercut.py
+	SQLQ_CHAOS_SECONDS=60 SQLQ_POWERCUT_POINTS=1000 $(BIN)/python -m pytest -q -p no:cacheprovider -s tests/system/test_chaos.py tests/system/test_powercut.py
 
 lint: $(STAMP)  ## ruff
 	$(BIN)/ruff check sqlq tests bench
@@ -66,7 +77,7 @@ $(DOCS_STAMP): $(STAMP) pyproject.toml
 
 docs: $(DOCS_STAMP)  ## build the documentation site into site/ (mkdocs --strict), check it
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q
-	SQLQ_DOCS_SITE=site $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_docs_site.py
+	SQLQ_DOCS_SITE=site $(BIN)/python -m pytest -q -p no:cacheprovider tests/system/test_docs_site.py
 
 dist-check: $(STAMP)  ## build the wheel, check it ships the migrations and dashboard assets, install it
 	rm -rf dist && $(BIN)/pip wheel -q --no-deps -w dist .

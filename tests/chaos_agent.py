@@ -1,4 +1,4 @@
-"""A producer or worker process for the chaos test (tests/test_chaos.py).
+"""A producer or worker process for the chaos test (tests/system/test_chaos.py).
 
     python tests/chaos_agent.py producer DB LOG SEED
     python tests/chaos_agent.py worker   DB LOG SEED

@@ -1,20 +1,28 @@
-"""Servers for the tests: ``sqlq-beanstalkd`` in its own process, free ports, memory."""
+"""The servers the tests run, one way each: ``sqlq-beanstalkd`` in its own process or in a
+thread of the test, the real beanstalkd, free ports, and the programs a test requires."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
+import sqlq
+from sqlq.server import Server
+from tests.pgserver import free_port
+from tests.timing import SLACK
+
+__all__ = ["free_port"]  # re-exported: the one free-port finder (tests/pgserver.py)
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def rss_kib(pid: int) -> int:
@@ -24,34 +32,66 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def require(tool: str, package: str | None = None) -> str:
+    """The path of a program the tests need (beanstalkd, tmux, chromium, …).
+
+    Missing, the test FAILS with the package to install: a suite that skips what it
+    cannot run would report a green run that checked nothing. ``make test`` installs
+    them (``.ci/install-test-deps``)."""
+    path = shutil.which(tool)
+    if path is None:
+        pytest.fail(f"{tool} is not installed: apt-get install {package or tool} "
+                    "(or run .ci/install-test-deps as root)", pytrace=False)
+    return path
+
+
+def wait_listening(port: int, proc: subprocess.Popen[bytes] | None = None,
+                   timeout: float = 10 * SLACK) -> bool:
+    """Wait until something accepts connections on 127.0.0.1:port; False if ``proc``
+    exited first or the time ran out. The one start-and-wait loop of the suite."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and (proc is None or proc.poll() is None):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.02)
+    return False
+
+
 class BeanstalkdProcess:
     """``sqlq-beanstalkd`` (or, with ``serve``, ``sqlq serve``) on a free loopback port,
-    in its own process, with its file ``directory/sqlq.db``."""
+    in its own process, over ``directory/sqlq.db`` or, with ``location``, over that file
+    or PostgreSQL URL."""
 
-    def __init__(self, directory: Path, *flags: str, serve: bool = False) -> None:
-        self.db = directory / "sqlq.db"
+    def __init__(self, directory: Path | None, *flags: str, serve: bool = False,
+                 location: str | None = None) -> None:
+        if location is None:
+            assert directory is not None
+            location = str(directory / "sqlq.db")
+        self.db = Path(location) if "://" not in location else None
         for _ in range(5):
             self.port = free_port()
             if serve:
-                args = ["-m", "sqlq", "--db", str(self.db), "serve", "--listen",
+                args = ["-m", "sqlq", "--db", location, "serve", "--listen",
                         f"127.0.0.1:{self.port}", *flags]
             else:
+                backing = str(directory) if directory is not None else location
                 args = ["-m", "sqlq.server", "-l", "127.0.0.1", "-p", str(self.port),
-                        "-b", str(directory), *flags]
+                        "-b", backing, *flags]
             self.proc = subprocess.Popen([sys.executable, *args], cwd=ROOT,
                                          stderr=subprocess.PIPE)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                try:
-                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                    return
-                except OSError:
-                    time.sleep(0.02)
+            if wait_listening(self.port, self.proc):  # type: ignore[arg-type]
+                return
             self.stop()
         raise RuntimeError("sqlq-beanstalkd did not start")
 
+    @property
+    def address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.port)
+
     def connect(self, timeout: float = 5.0) -> socket.socket:
-        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        return socket.create_connection(self.address, timeout=timeout)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -66,3 +106,87 @@ class BeanstalkdProcess:
                 self.proc.wait()
         if self.proc.stderr:
             self.proc.stderr.close()
+
+
+class Running:
+    """A Server on 127.0.0.1:<free port>, in a thread of the test process."""
+
+    def __init__(self, path: str, max_job_size: int = 65535,
+                 max_buffered: int | None = None) -> None:
+        self.path = path
+        self.queue = sqlq.Queue(path, durability="normal", max_job_size=max_job_size)
+        self.server = Server(self.queue, max_job_size=max_job_size, max_buffered=max_buffered)
+        host, port = self.server.listen("127.0.0.1:0").rsplit(":", 1)
+        self.address = (host, int(port))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.stop()
+        self.thread.join(10)
+        self.queue.close()
+
+
+class Raw:
+    """A client that speaks bytes, to check every reply byte for byte."""
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.sock = socket.create_connection(address, timeout=10)
+        self.buf = b""
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def line(self) -> bytes:
+        while b"\r\n" not in self.buf:
+            data = self.sock.recv(65536)
+            if not data:
+                raise EOFError(self.buf)
+            self.buf += data
+        line, _, self.buf = self.buf.partition(b"\r\n")
+        return line + b"\r\n"
+
+    def exactly(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            data = self.sock.recv(65536)
+            if not data:
+                raise EOFError(self.buf)
+            self.buf += data
+        data, self.buf = self.buf[:n], self.buf[n:]
+        return data
+
+    def cmd(self, line: bytes) -> bytes:
+        """Send one command line; return the reply line and its data chunk if it has one."""
+        self.send(line + b"\r\n")
+        return self.reply()
+
+    def reply(self) -> bytes:
+        head = self.line()
+        word, *args = head.split()
+        if word in (b"OK", b"FOUND", b"RESERVED"):
+            return head + self.exactly(int(args[-1]) + 2)
+        return head
+
+    def closed_by_server(self) -> bool:
+        self.sock.settimeout(2)
+        return self.sock.recv(1) == b""
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@contextmanager
+def beanstalkd(*flags: str) -> Iterator[tuple[str, int]]:
+    """The real beanstalkd (Debian's) on a free loopback port: the reference that
+    sqlq-beanstalkd's replies are compared with."""
+    program = require("beanstalkd")
+    port = free_port()
+    proc = subprocess.Popen([program, "-l", "127.0.0.1", "-p", str(port), *flags],
+                            stderr=subprocess.DEVNULL)
+    try:
+        if not wait_listening(port, proc):  # type: ignore[arg-type]
+            pytest.fail(f"beanstalkd did not start (exit status {proc.poll()})", pytrace=False)
+        yield ("127.0.0.1", port)
+    finally:
+        proc.terminate()
+        proc.wait()

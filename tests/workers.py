@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import collections
 import json
 import os
 import shutil
@@ -15,10 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sqlq import Queue
+from tests.conftest import spawn
+from tests.timing import PATIENCE
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "") -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = PATIENCE, what: str = "") -> Any:
     """Poll ``predicate`` until it returns something true; fail the test after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -101,7 +106,7 @@ class Work:
                 out.append(json.loads(line))
         return out
 
-    def wait_log(self, needle: str, timeout: float = 15.0, count: int = 1) -> None:
+    def wait_log(self, needle: str, timeout: float = PATIENCE, count: int = 1) -> None:
         """Wait until ``needle`` appears ``count`` times in the log."""
         wait_for(lambda: self.text().count(needle) >= count, timeout,
                  f"{needle!r} x{count} in the log:\n{self.text()}")
@@ -109,14 +114,14 @@ class Work:
     def signal(self, sig: int = signal.SIGTERM) -> None:
         self.proc.send_signal(sig)
 
-    def wait(self, timeout: float = 20.0) -> int:
+    def wait(self, timeout: float = PATIENCE) -> int:
         """Wait for it to exit; its exit status."""
         try:
             return self.proc.wait(timeout)
         finally:
             self._log.close()
 
-    def stop(self, timeout: float = 20.0) -> int:
+    def stop(self, timeout: float = PATIENCE) -> int:
         """SIGTERM, then wait; its exit status."""
         if self.proc.poll() is None:
             self.signal(signal.SIGTERM)
@@ -130,3 +135,32 @@ class Work:
             self.proc.kill()
             self.proc.wait()
         self._log.close()
+
+
+def drain_exactly_once(db_url: str, drainer: str, jobs: int) -> list[int]:
+    """Put ``jobs`` jobs, drain them with 4 processes running ``drainer`` (it prints the
+    ids it claimed), check each was claimed exactly once; each process's share."""
+    with Queue(db_url, durability="normal") as q:
+        ids = q.put_many([b"job %d" % i for i in range(jobs)])
+    workers = [spawn(drainer, db_url, "normal") for _ in range(4)]
+    outputs = [w.communicate(timeout=120) for w in workers]
+    for w, (_, err) in zip(workers, outputs, strict=True):
+        assert w.returncode == 0, err
+        assert err == ""
+    claimed = [int(x) for out, _ in outputs for x in out.split()]
+    counts = collections.Counter(claimed)
+    assert sorted(counts) == ids
+    assert max(counts.values()) == 1
+    return sorted(len(out.split()) for out, _ in outputs)
+
+
+#: A process that holds a SQLite file's write lock (argv[1]) for argv[2] seconds;
+#: it prints "locked" once it has it.
+SQLITE_WRITE_LOCK_HOLDER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("COMMIT")
+"""

@@ -1,0 +1,126 @@
+"""fsyncs are spent where they buy safety, and SQLITE_BUSY never reaches the caller.
+
+A counting VFS wraps SQLite's default one and counts xSync calls per file, so the
+test sees exactly which operations pay for durability in each mode.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import apsw
+import pytest
+
+from sqlq import Queue
+from tests.conftest import spawn
+from tests.workers import SQLITE_WRITE_LOCK_HOLDER
+
+
+class CountingFile(apsw.VFSFile):  # type: ignore[misc]
+    def __init__(self, counts: Counter[str], name: object, flags: list[int]) -> None:
+        super().__init__("", name, flags)
+        path = name.filename() if isinstance(name, apsw.URIFilename) else str(name or "")
+        self.kind = "wal" if path.endswith("-wal") else "db" if path.endswith(".db") else "other"
+        self.counts = counts
+
+    def xSync(self, flags: int) -> None:
+        self.counts[self.kind] += 1
+        super().xSync(flags)
+
+
+class CountingVFS(apsw.VFS):  # type: ignore[misc]
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        super().__init__("counting", "")
+
+    def xOpen(self, name: object, flags: list[int]) -> CountingFile:
+        return CountingFile(self.counts, name, flags)
+
+
+@pytest.fixture
+def vfs() -> Iterator[CountingVFS]:
+    v = CountingVFS()
+    yield v
+    v.unregister()
+
+
+def _syncs(vfs: CountingVFS, action) -> int:  # type: ignore[no-untyped-def]
+    before = vfs.counts["wal"]
+    action()
+    return vfs.counts["wal"] - before
+
+
+def test_full_mode_syncs_puts_deletes_buries_but_not_claims(db_path: str,
+                                                            vfs: CountingVFS) -> None:
+    with Queue(db_path, durability="full", vfs="counting") as q:
+        q.put(b"warm-up")  # the first commit also syncs the new WAL's header
+        assert _syncs(vfs, lambda: q.put(b"a")) == 1
+        assert _syncs(vfs, lambda: q.put_many([b"b", b"c", b"d"])) == 1
+        jobs = []
+        assert _syncs(vfs, lambda: jobs.append(q.reserve(timeout=0))) == 0
+        assert _syncs(vfs, lambda: jobs[0].touch()) == 0
+        assert _syncs(vfs, lambda: jobs[0].release()) == 0
+        assert _syncs(vfs, lambda: jobs.append(q.reserve(timeout=0))) == 0
+        # The worker's fast path: the delete is durable, the next claim rides along.
+        assert _syncs(vfs, lambda: jobs.append(q.reserve(timeout=0, delete=jobs[-1]))) == 1
+        assert _syncs(vfs, lambda: jobs[-1].bury(reason="x")) == 1
+        assert _syncs(vfs, lambda: q.kick(1)) == 1
+        assert _syncs(vfs, lambda: q.delete(jobs[-1].id)) == 1
+
+
+def test_normal_mode_syncs_only_at_checkpoints(db_path: str, vfs: CountingVFS) -> None:
+    with Queue(db_path, durability="normal", vfs="counting") as q:
+        q.put(b"warm-up")
+        assert _syncs(vfs, lambda: [q.put(b"x") for _ in range(20)]) == 0
+        job = q.reserve(timeout=0)
+        assert _syncs(vfs, lambda: q.reserve(timeout=0, delete=job)) == 0
+
+
+def test_busy_database_waits_instead_of_failing(db_path: str) -> None:
+    """Another process holds the write lock for a second: put waits it out."""
+    Queue(db_path).close()
+    holder = spawn(SQLITE_WRITE_LOCK_HOLDER, db_path, "1.0")
+    assert holder.stdout.readline().strip() == "locked"
+    with Queue(db_path) as q:
+        start = time.monotonic()
+        jid = q.put(b"waited")
+        assert time.monotonic() - start >= 0.8
+        assert q.reserve(timeout=0).id == jid  # type: ignore[union-attr]
+    assert holder.wait(10) == 0
+
+
+def test_lock_held_past_the_busy_timeout_is_retried(db_path: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past one attempt's busy timeout, tenacity retries the whole transaction."""
+    from sqlq.backends.sqlite import db
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_S", 0.1)
+    Queue(db_path).close()
+    holder = spawn(SQLITE_WRITE_LOCK_HOLDER, db_path, "0.8")
+    assert holder.stdout.readline().strip() == "locked"
+    with Queue(db_path) as q:
+        start = time.monotonic()
+        q.put(b"x")
+        assert time.monotonic() - start >= 0.6
+        assert q.stats()["current-jobs-ready"] == 1
+    assert holder.wait(10) == 0
+
+
+def test_file_stays_bounded_under_churn(db_path: str) -> None:
+    """Deleted jobs' pages are reused and the WAL is checkpointed: churn does not grow
+    the file without limit."""
+    import os
+    body = b"x" * 500
+    with Queue(db_path, durability="normal") as q:
+        sizes = []
+        for _ in range(30):
+            ids = q.put_many([body] * 1000)
+            job = q.reserve(timeout=0)
+            while job is not None:
+                job = q.reserve(timeout=0, delete=job)
+            assert q.stats()["total-jobs"] == ids[-1]
+            sizes.append(os.path.getsize(db_path) + os.path.getsize(db_path + "-wal"))
+    # 1000 live jobs of 500 bytes need about 1 MB; 30 000 jobs went through.
+    assert max(sizes[10:]) <= max(sizes[:10]) * 1.5, sizes
+    assert os.path.getsize(db_path) < 4 * 1024 * 1024

@@ -1,0 +1,221 @@
+"""reserve_many and delete_many: many jobs per commit, with one-at-a-time semantics."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import sqlq
+from sqlq import JobLost, Queue
+from tests.conftest import FakeClock, spawn
+from tests.workers import drain_exactly_once
+
+pytestmark = [pytest.mark.both_apis, pytest.mark.sqlite3_driver]
+
+
+def ready_count(q: Queue, tube: str = "default") -> int:
+    return int(q.stats_tube(tube)["current-jobs-ready"])
+
+
+def test_order_across_tubes_and_priorities(q: Queue) -> None:
+    a = [q.put(b"a%d" % i, tube="a", priority=p) for i, p in enumerate((5, 1, 5, 9))]
+    b = [q.put(b"b%d" % i, tube="b", priority=p) for i, p in enumerate((1, 5, 0))]
+    q.put(b"other", tube="c", priority=0)  # not watched
+    first = q.reserve_many(4, tubes=["a", "b"], timeout=0)
+    # priority, then id, across the watched tubes: as reserve would, one at a time
+    assert [j.id for j in first] == [b[2], a[1], b[0], a[0]]
+    assert all(j.state == "reserved" for j in first)
+    rest = q.reserve_many(10, tubes=["a", "b"], timeout=0)
+    assert [j.id for j in rest] == [a[2], b[1], a[3]]
+    assert q.reserve_many(10, tubes=["a", "b"], timeout=0) == []
+    assert ready_count(q, "c") == 1
+
+
+def test_each_job_has_its_own_lease(q: Queue) -> None:
+    q.put_many([b"x"] * 5)
+    jobs = q.reserve_many(5, timeout=0)
+    assert len(jobs) == 5
+    assert len({j.lease for j in jobs}) == 5
+    assert all(j.reserves == 1 for j in jobs)
+
+
+def test_paused_tubes_are_skipped(q: Queue) -> None:
+    q.put(b"p", tube="paused", priority=0)
+    live = q.put(b"l", tube="live", priority=9)
+    q.pause_tube("paused", 60)
+    jobs = q.reserve_many(10, tubes=["paused", "live"], timeout=0)
+    assert [j.id for j in jobs] == [live]
+
+
+def test_due_delayed_and_expired_jobs_count_as_ready(fq: Queue, clock: FakeClock) -> None:
+    expired = fq.put(b"e", priority=3, ttr=5)
+    held = fq.reserve(timeout=0)
+    assert held is not None and held.id == expired
+    delayed = fq.put(b"d", priority=2, delay=10)
+    ready = fq.put(b"r", priority=1)
+    later = fq.put(b"l", priority=0, delay=100)
+    clock.advance(20)
+    jobs = fq.reserve_many(10, timeout=0)
+    assert [j.id for j in jobs] == [ready, delayed, expired]
+    assert jobs[2].timeouts == 1 and jobs[2].reserves == 2
+    assert later not in [j.id for j in jobs]
+    with pytest.raises(JobLost):
+        held.delete()
+
+
+def test_one_lease_expiring_leaves_the_others(fq: Queue, clock: FakeClock) -> None:
+    short = fq.put(b"s", priority=0, ttr=5)
+    long1 = fq.put(b"l1", priority=1, ttr=100)
+    long2 = fq.put(b"l2", priority=2, ttr=100)
+    jobs = fq.reserve_many(3, timeout=0)
+    assert [j.id for j in jobs] == [short, long1, long2]
+    clock.advance(10)
+    jobs[1].touch()
+    with pytest.raises(JobLost):
+        jobs[0].delete()
+    jobs[2].delete()
+    jobs[1].delete()
+    assert fq.peek(long1) is None and fq.peek(long2) is None
+    assert fq.peek(short) is not None
+
+
+def test_delete_many_deletes_the_live_and_names_the_lost(fq: Queue, clock: FakeClock) -> None:
+    ids = [fq.put(b"x", ttr=5 if i == 1 else 100) for i in range(4)]
+    jobs = fq.reserve_many(4, timeout=0)
+    assert [j.id for j in jobs] == ids
+    clock.advance(10)  # ids[1]'s TTR ran out
+    with pytest.raises(JobLost) as caught:
+        fq.delete_many(jobs)
+    assert list(caught.value.job_ids) == [ids[1]]
+    assert str(ids[1]) in str(caught.value)
+    assert [fq.peek(i) is None for i in ids] == [True, False, True, True]
+    assert [j.state for j in jobs] == ["deleted", "reserved", "deleted", "deleted"]
+    # the lost job is ready again, for anyone
+    again = fq.reserve_many(10, timeout=0)
+    assert [j.id for j in again] == [ids[1]]
+    fq.delete_many(again)
+    assert fq.peek(ids[1]) is None
+
+
+def test_delete_many_of_a_job_deleted_by_its_next_holder(fq: Queue, clock: FakeClock) -> None:
+    jid = fq.put(b"x", ttr=5)
+    old = fq.reserve_many(1, timeout=0)
+    clock.advance(10)
+    new = fq.reserve_many(1, timeout=0)
+    assert [j.id for j in new] == [jid]
+    fq.delete_many(new)
+    with pytest.raises(JobLost) as caught:
+        fq.delete_many(old)
+    assert list(caught.value.job_ids) == [jid]
+    fq.delete_many([])  # nothing to do: no error
+
+
+def test_reserve_many_delete_claims_the_next_batch_in_one_go(q: Queue) -> None:
+    ids = q.put_many([b"%d" % i for i in range(7)])
+    jobs = q.reserve_many(3, timeout=0)
+    seen = [j.id for j in jobs]
+    while jobs:
+        done = jobs
+        jobs = q.reserve_many(3, timeout=0, delete=done)
+        assert all(j.state == "deleted" for j in done)
+        seen += [j.id for j in jobs]
+    assert seen == ids
+    assert q.stats()["current-jobs-reserved"] == 0
+    assert q.peek(ids[-1]) is None
+
+
+def test_reserve_many_delete_with_a_lost_lease_claims_nothing(
+        fq: Queue, clock: FakeClock) -> None:
+    short = fq.put(b"s", priority=0, ttr=5)
+    keep = fq.put(b"k", priority=1, ttr=100)
+    jobs = fq.reserve_many(2, timeout=0)
+    waiting = fq.put_many([b"w1", b"w2"], priority=5)
+    clock.advance(10)  # short's lease is lost; it is ready again
+    with pytest.raises(JobLost) as caught:
+        fq.reserve_many(10, timeout=0, delete=jobs)
+    assert list(caught.value.job_ids) == [short]
+    assert "nothing was claimed" in str(caught.value)
+    assert fq.peek(keep) is None  # the live lease's delete stands
+    assert jobs[1].state == "deleted" and jobs[0].state == "reserved"
+    assert ready_count(fq) == 3  # short and both waiting jobs: nothing claimed
+    assert [j.id for j in fq.reserve_many(10, timeout=0)] == [short, *waiting]
+
+
+def test_arguments_are_checked(q: Queue) -> None:
+    q.put(b"x")
+    with pytest.raises(ValueError):
+        q.reserve_many(0, timeout=0)
+    with pytest.raises(TypeError):
+        q.reserve_many("3", timeout=0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        q.delete_many(5)  # type: ignore[arg-type]
+    peeked = q.peek_ready()
+    assert peeked is not None
+    with pytest.raises(ValueError):
+        q.delete_many([peeked])
+    assert ready_count(q) == 1
+
+
+def test_timeout_returns_empty_after_waiting(q: Queue) -> None:
+    start = time.monotonic()
+    assert q.reserve_many(5, timeout=0.3) == []
+    assert 0.25 <= time.monotonic() - start < 5
+
+
+def test_waiting_is_woken_by_a_put_from_another_process(q: Queue, db_url: str) -> None:
+    producer = spawn("""
+        import sys, time, sqlq
+        time.sleep(0.5)
+        with sqlq.Queue(sys.argv[1], durability="normal") as q:
+            q.put_many([b"1", b"2", b"3"], tube="t")
+    """, db_url)
+    start = time.monotonic()
+    jobs = q.reserve_many(10, tubes="t", timeout=30)
+    took = time.monotonic() - start
+    assert producer.wait(30) == 0
+    assert [j.body for j in jobs] == [b"1", b"2", b"3"]
+    assert took < 10
+    q.delete_many(jobs)
+
+
+BATCH_DRAINER = """
+import sys, sqlq
+q = sqlq.Queue(sys.argv[1], durability=sys.argv[2])
+got = []
+jobs = q.reserve_many(10, timeout=2)
+while jobs:
+    got += [j.id for j in jobs]
+    q.delete_many(jobs)
+    jobs = q.reserve_many(10, timeout=1)
+print(" ".join(map(str, got)))
+"""
+
+
+def test_four_processes_drain_with_batches_exactly_once(db_url: str) -> None:
+    drain_exactly_once(db_url, BATCH_DRAINER, 3000)
+    with Queue(db_url) as q:
+        assert q.stats()["current-jobs-ready"] == 0
+        assert q.stats()["current-jobs-reserved"] == 0
+
+
+def test_job_lost_of_a_single_delete_names_its_job(fq: Queue, clock: FakeClock) -> None:
+    jid = fq.put(b"x", ttr=5)
+    job = fq.reserve(timeout=0)
+    assert job is not None
+    clock.advance(10)
+    with pytest.raises(sqlq.JobLost) as caught:
+        job.delete()
+    assert caught.value.job_ids == (jid,)
+
+
+def test_a_job_named_under_a_stale_and_a_live_lease(fq: Queue, clock: FakeClock) -> None:
+    jid = fq.put(b"x", ttr=5)
+    stale = fq.reserve_many(1, timeout=0)
+    clock.advance(10)
+    live = fq.reserve_many(1, timeout=0)
+    with pytest.raises(JobLost) as caught:
+        fq.delete_many([*live, *stale])
+    assert list(caught.value.job_ids) == [jid]
+    assert fq.peek(jid) is None  # deleted under the live lease
+    assert live[0].state == "deleted" and stale[0].state == "reserved"

@@ -1,0 +1,114 @@
+"""`sqlq copy`: a SQLite file to PostgreSQL and back, losing nothing; and `sqlq maintain`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+import sqlq
+from sqlq.cli import cli
+from sqlq.copy import copy
+from tests.conftest import FakeClock
+
+
+def _everything(q: sqlq.Queue) -> dict[str, Any]:
+    """All a user can observe of a queue, as of the clock's now."""
+    jobs = {}
+    for job_id in range(1, q.stats()["total-jobs"] + 1):
+        job = q.peek(job_id)
+        if job is not None:
+            jobs[job_id] = (job.tube, job.body, job.priority, job.state, job.delay_until,
+                            job.ttr, job.created_at, job.reserves, job.timeouts, job.releases,
+                            job.buries, job.kicks, job.bury_reason, job.unique_key)
+    return {
+        "jobs": jobs,
+        "stats": {k: v for k, v in q.stats().items() if k not in ("pid", "db")},
+        "tubes": {t: q.stats_tube(t) for t in q.tubes()},
+        "subscriptions": q.subscriptions(),
+    }
+
+
+def _fill(q: sqlq.Queue, clock: FakeClock) -> dict[str, int]:
+    ids = {
+        "ready": q.put(b"ready", tube="a", priority=5),
+        "delayed": q.put(b"\x00binary\xff", tube="a", delay=60),
+        "unique": q.put(b"u", tube="b", unique_key="key-1"),
+        "buried": q.put(b"to bury", tube="b"),
+        "reserved": q.put(b"held", tube="c", ttr=300),
+        "done": q.put(b"done", tube="c"),
+    }
+    q.reserve_job(ids["buried"]).bury(reason="bad input")
+    q.reserve("c", timeout=0)  # "reserved": held when the copy is made
+    done = q.reserve("c", timeout=0)
+    assert done is not None
+    done.complete(b"the result")
+    q.delete(q.put(b"gone", tube="a"))  # an id issued and gone: the counter must keep it
+    q.pause_tube("a", 120)
+    q.subscribe("orders", "b")
+    q.subscribe("orders", "c")
+    q.enqueue_periodic("cleanup", 60_000, b"{}", tube="cron", priority=1, ttr=10,
+                       unique_key="periodic:cleanup:60000")
+    return ids
+
+
+def test_sqlite_to_postgres_and_back_loses_nothing(tmp_path: Any, pg_url: str,
+                                                   clock: FakeClock) -> None:
+    source = str(tmp_path / "app.db")
+    back = str(tmp_path / "back.db")
+    with sqlq.Queue(source, clock=clock) as q:
+        ids = _fill(q, clock)
+        before = _everything(q)
+    copy(source, pg_url, clock=clock)
+    copy(pg_url, back, clock=clock)
+    for location in (pg_url, back):
+        with sqlq.Queue(location, clock=clock) as q:
+            after = _everything(q)
+            # A reserved job is copied as ready: its holder cannot ack it in the target.
+            assert after["jobs"][ids["reserved"]][3] == "ready"
+            expected = dict(before["jobs"])
+            expected[ids["reserved"]] = after["jobs"][ids["reserved"]]
+            assert after["jobs"] == expected
+            assert after["subscriptions"] == before["subscriptions"]
+            assert after["stats"]["total-jobs"] == before["stats"]["total-jobs"]
+            assert q.result(ids["done"], timeout=0) == b"the result"
+            assert q.stats_tube("a")["pause-time-left"] > 0
+            assert q.put(b"u again", tube="b", unique_key="key-1") == ids["unique"]
+            assert q.enqueue_periodic("cleanup", 60_000, b"{}", tube="cron", priority=1,
+                                      ttr=10, unique_key="periodic:cleanup:60000") is None
+            assert q.put(b"new") == before["stats"]["total-jobs"] + 1  # no id issued twice
+
+
+def test_a_target_that_holds_anything_is_refused_and_left_as_it_was(tmp_path: Any,
+                                                                    pg_url: str) -> None:
+    source = str(tmp_path / "app.db")
+    with sqlq.Queue(source) as q:
+        q.put(b"x")
+    with sqlq.Queue(pg_url) as target:
+        target.delete(target.put(b"already here"))  # empty, but an id was issued
+    with pytest.raises(sqlq.Error, match="already holds"):
+        copy(source, pg_url)
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM sqlq_jobs").fetchone() == (0,)
+    with pytest.raises(sqlq.Error, match="same database"):
+        copy(source, source)
+
+
+def test_cli_copy_and_maintain(tmp_path: Any, db_url: str) -> None:
+    source = str(tmp_path / "src.db")
+    with sqlq.Queue(source) as q:
+        q.put_many([b"a", b"b", b"c"], tube="t")
+    runner = CliRunner()
+    r = runner.invoke(cli, ["copy", source, db_url, "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output) == {"job": 3, "tube": 0, "result": 0, "subscription": 0,
+                                    "periodic": 0, "total-jobs": 3}
+    r = runner.invoke(cli, ["--db", db_url, "maintain", "--json"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output)
+    assert report["db"]
+    r = runner.invoke(cli, ["copy", str(tmp_path / "missing.db"), db_url])
+    assert r.exit_code == 1 and "no database at" in r.output

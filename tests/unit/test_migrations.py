@@ -1,0 +1,113 @@
+"""Migrations: applied in order on open, recorded, and refusing files they must not touch."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import sqlq
+from sqlq.backends.sqlite import migrate
+
+
+def _digest(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def test_migration_files_are_numbered_and_named() -> None:
+    names = sorted(p.name for p in migrate.migrations_dir().iterdir() if p.suffix == ".sql")
+    assert names, "no migrations found"
+    for number, name in enumerate(names, start=1):
+        assert name.startswith(f"{number:04d}_"), name
+        assert name == name.lower()
+
+
+def test_fresh_file_gets_every_migration_recorded(db_path: str) -> None:
+    sqlq.Queue(db_path).close()
+    conn = sqlite3.connect(db_path)
+    rows = conn.execute("SELECT version, name FROM sqlq_schema ORDER BY version").fetchall()
+    assert [r[0] for r in rows] == list(range(1, migrate.LATEST + 1))
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
+def test_file_and_sidecars_are_0600(db_path: str) -> None:
+    with sqlq.Queue(db_path) as q:
+        q.put(b"x")
+        assert q.reserve(timeout=0) is not None
+        for suffix in ("", "-wal", "-shm"):
+            assert os.stat(db_path + suffix).st_mode & 0o777 == 0o600, suffix
+        assert os.stat(db_path + "-sqlq").st_mode & 0o777 == 0o700
+
+
+def test_reopening_applies_nothing_twice(db_path: str) -> None:
+    for _ in range(3):
+        sqlq.Queue(db_path).close()
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("SELECT count(*) FROM sqlq_schema").fetchone()[0] == migrate.LATEST
+    conn.close()
+
+
+def _write_with_sqlite3(path: str, *statements: str) -> None:
+    conn = sqlite3.connect(path)
+    for sql in statements:
+        conn.execute(sql)
+    conn.commit()
+    conn.close()
+
+
+def _assert_refused_untouched(path: str, match: str) -> None:
+    before = _digest(path)
+    with pytest.raises(sqlq.SchemaError, match=match):
+        sqlq.Queue(path)
+    assert _digest(path) == before
+
+
+def test_newer_schema_is_refused_untouched(db_path: str) -> None:
+    sqlq.Queue(db_path).close()
+    _write_with_sqlite3(db_path, "INSERT INTO sqlq_schema VALUES (999, '0999_future', 0)")
+    _assert_refused_untouched(db_path, "newer sqlq")
+
+
+def test_foreign_database_is_refused_untouched(db_path: str) -> None:
+    _write_with_sqlite3(db_path, "CREATE TABLE orders (id INTEGER PRIMARY KEY, total REAL)",
+                        "INSERT INTO orders VALUES (1, 9.5)")
+    _assert_refused_untouched(db_path, "another application's tables.*orders")
+
+
+def test_init_adds_sqlq_tables_beside_the_applications(db_path: str) -> None:
+    _write_with_sqlite3(db_path, "CREATE TABLE orders (id INTEGER PRIMARY KEY)",
+                        "INSERT INTO orders VALUES (7)")
+    with sqlq.Queue(db_path, init=True) as q:
+        q.put(b"x")
+    with sqlq.Queue(db_path) as q:  # no init needed any more
+        assert q.stats()["current-jobs-ready"] == 1
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("SELECT id FROM orders").fetchall() == [(7,)]
+    conn.close()
+
+
+def test_not_a_database_and_empty_file(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not a database file at all" * 200)
+    with pytest.raises(sqlq.SchemaError, match="not a SQLite database"):
+        sqlq.Queue(str(junk))
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    with pytest.raises(sqlq.SchemaError, match="empty file"):
+        sqlq.Queue(str(empty))
+    assert empty.read_bytes() == b""
+
+
+def test_concurrent_first_opens_agree_on_one_file(tmp_path: Path) -> None:
+    """Many processes creating the same new file at once: one file, one schema, no error."""
+    from tests.conftest import spawn
+    path = str(tmp_path / "race.db")
+    procs = [spawn("import sys, sqlq; q = sqlq.Queue(sys.argv[1]); print(q.put(b'x'))", path)
+             for _ in range(6)]
+    ids = sorted(int(p.communicate(timeout=30)[0]) for p in procs)
+    assert ids == list(range(1, 7))
+    assert not [p for p in os.listdir(tmp_path) if "sqlq-init" in p]
