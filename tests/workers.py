@@ -82,7 +82,7 @@ class Work:
     def __init__(self, db: str | Path, *args: str, log: Path | None = None,
                  env: dict[str, str] | None = None) -> None:
         self.db = str(db)
-        logs = Path(tempfile.gettempdir()) if "://" in self.db else Path(self.db).parent
+        logs = Path(private_db()).parent if "://" in self.db else Path(self.db).parent
         self.log_path = log or logs / f"sqlq-work-{os.getpid()}-{time.monotonic_ns()}.log"
         full_env = dict(os.environ, SQLQ_DB=self.db, PYTHONPATH=str(ROOT), **(env or {}))
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in wait()

@@ -30,6 +30,7 @@ from sqlq.cli import cli
 from sqlq.durations import MAX_SECONDS, format_duration, parse_duration
 from sqlq.output import display_text
 from tests.conftest import ROOT
+from tests.workers import wait_for
 
 BINARY = bytes(range(256)) + b"\r\n\x1b[2J\x00end"
 BIN_DIR = Path(sys.executable).parent
@@ -403,15 +404,27 @@ def test_subprocess_put_without_body_on_a_terminal_is_a_usage_error(db: Path) ->
     assert b"BODY" in done.stderr
 
 
+
+def waiting_for_jobs(db: str) -> bool:
+    """Whether some process waits for jobs on db: the sidecar of a file exists with its
+    wakeup file, or a PostgreSQL session has run LISTEN."""
+    if "://" not in db:
+        return Path(f"{db}-sqlq").is_dir() and any(Path(f"{db}-sqlq").iterdir())
+    import psycopg
+
+    with psycopg.connect(db, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname ="
+                           " current_database() AND query ILIKE 'LISTEN%'").fetchone()
+    return bool(row and row[0])
+
+
 def test_subprocess_ctrl_c_while_waiting(db: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "sqlq", "--db", str(db), "reserve"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    # Wait until it is waiting (its queue has made the sidecar directory it watches),
-    # so the signal meets sqlq's handler rather than Python's start-up.
-    deadline = time.monotonic() + 20
-    while not Path(f"{db}-sqlq").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)
+    # Wait until it is waiting (on a file, its queue has made the sidecar directory it
+    # watches; on PostgreSQL, its session listens), so the signal meets sqlq's handler
+    # rather than Python's start-up.
+    wait_for(lambda: waiting_for_jobs(str(db)), what="sqlq reserve to wait")
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 130
