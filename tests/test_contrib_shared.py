@@ -6,6 +6,7 @@ import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -54,19 +55,23 @@ class Hooks:
             self.pending.pop(0)()
 
 
+def put_via(q: sqlq.Queue, hooks: Hooks, body: bytes, **options: Any) -> int | None:
+    return put(lambda: q, body, max_job_size=q.max_job_size, on_commit=hooks, **options)
+
+
 def test_put_separate_queue_waits_for_commit(q: sqlq.Queue) -> None:
     hooks = Hooks()
-    assert put(q, b"now", conn=None, in_transaction=False, on_commit=hooks) == 1
-    assert put(q, b"later", conn=None, in_transaction=True, on_commit=hooks, tube="t") is None
+    assert put_via(q, hooks, b"now", conn=None, in_transaction=False) == 1
+    assert put_via(q, hooks, b"later", conn=None, in_transaction=True, tube="t") is None
     assert q.peek_ready("t") is None
     hooks.commit()
     job = q.reserve("t", timeout=0)
     assert job is not None and job.body == b"later"
     # A bad argument fails in the request, before anything waits for the commit.
     with pytest.raises(sqlq.InvalidTube):
-        put(q, b"x", conn=None, in_transaction=True, on_commit=hooks, tube="-bad")
+        put_via(q, hooks, b"x", conn=None, in_transaction=True, tube="-bad")
     with pytest.raises(TypeError):
-        put(q, b"x", conn=None, in_transaction=True, on_commit=hooks, priority="high")
+        put_via(q, hooks, b"x", conn=None, in_transaction=True, priority="high")
     assert hooks.pending == []
 
 
@@ -77,12 +82,12 @@ def test_put_same_database_joins_the_transaction(tmp_path: Path) -> None:
     hooks = Hooks()
     try:
         conn.execute("BEGIN")
-        jid = put(q, b"rolled back", conn=conn, in_transaction=True, on_commit=hooks)
+        jid = put_via(q, hooks, b"rolled back", conn=conn, in_transaction=True)
         assert isinstance(jid, int)
         conn.execute("ROLLBACK")
         assert q.peek(jid) is None
         conn.execute("BEGIN")
-        jid = put(q, b"kept", conn=conn, in_transaction=True, on_commit=hooks)
+        jid = put_via(q, hooks, b"kept", conn=conn, in_transaction=True)
         conn.execute("COMMIT")
         assert hooks.pending == []  # nothing deferred: the job was in the transaction
         job = q.peek(jid)

@@ -93,13 +93,18 @@ def _same_host(a: str, b: str) -> bool:
     return a == "" and b.startswith("/")
 
 
-def put(queue: Queue, body: bytes | str, *, conn: Any | None, in_transaction: bool,
-        on_commit: OnCommit, **options: Any) -> int | None:
+def put(queue: Callable[[], Queue], body: bytes | str, *, max_job_size: int,
+        conn: Any | None, in_transaction: bool, on_commit: OnCommit,
+        **options: Any) -> int | None:
     """Put ``body`` so that it shares the fate of the application's transaction.
 
     Args:
-        queue: the configured Queue (its database, and its ``max_job_size``).
+        queue: returns the configured Queue; called only for a put that goes through
+            it (not through ``conn``), so that no Queue is opened inside the
+            application's write transaction, where its first open could wait for
+            that very transaction's lock.
         body: the job body.
+        max_job_size: the largest body accepted (the Queue's ``max_job_size``).
         conn: the application's DB-API connection when it shares the queue's database
             (see :func:`same_database`): the put joins its transaction, or on an
             autocommit connection commits at once. None when the queue is separate.
@@ -116,12 +121,12 @@ def put(queue: Queue, body: bytes | str, *, conn: Any | None, in_transaction: bo
     if conn is not None:
         from ..enqueue import put as put_through
 
-        return put_through(conn, body, max_job_size=queue.max_job_size, **options)
+        return put_through(conn, body, max_job_size=max_job_size, **options)
     if in_transaction:
-        _check(queue.max_job_size, body, **options)  # fail in the request, not after commit
+        _check(max_job_size, body, **options)  # fail in the request, not after the commit
         on_commit(lambda: _put_after_commit(queue, body, options))
         return None
-    return queue.put(body, **options)
+    return queue().put(body, **options)
 
 
 def _check(max_job_size: int, body: bytes | str, *, tube: str = DEFAULT_TUBE,
@@ -133,8 +138,9 @@ def _check(max_job_size: int, body: bytes | str, *, tube: str = DEFAULT_TUBE,
     check_put_options(priority, delay, ttr, unique_key)
 
 
-def _put_after_commit(queue: Queue, body: bytes | str, options: dict[str, Any]) -> None:
-    queue.put(body, **options)
+def _put_after_commit(queue: Callable[[], Queue], body: bytes | str,
+                      options: dict[str, Any]) -> None:
+    queue().put(body, **options)
 
 
 __all__ = ["OnCommit", "put", "same_database"]

@@ -26,6 +26,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from ...backends import identity, is_url
+from ...model import DEFAULT_MAX_JOB_SIZE
 
 KEYS = ("DB", "DATABASE", "OPTIONS")
 QUEUE_OPTIONS = ("durability", "max_job_size", "result_ttl")
@@ -50,6 +51,11 @@ class Config:
     sqlite3: bool = False
     options: dict[str, Any] = field(default_factory=dict)
     password: str | None = None
+
+    @property
+    def max_job_size(self) -> int:
+        """The largest body a put accepts (``OPTIONS["max_job_size"]``, else 1 MiB)."""
+        return int(self.options.get("max_job_size", DEFAULT_MAX_JOB_SIZE))
 
     @property
     def queue_kwargs(self) -> dict[str, Any]:
@@ -127,7 +133,7 @@ def _shared(alias: Any, options: dict[str, Any]) -> Config:
 def _alias_location(alias: str, *, strict: bool) -> tuple[str, str | None] | None:
     """(location, password) of a Django database sqlq can share; None (or, strict, an
     error saying why) for one it cannot."""
-    db = connections[alias].settings_dict
+    db = connections.settings[alias]  # a test run's test database too; no backend loaded
     kind = _ENGINES.get(db.get("ENGINE", ""))
     name = os.fspath(db.get("NAME") or "")
     if kind is None:

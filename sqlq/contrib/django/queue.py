@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, cast
 
+from ...errors import SchemaError
 from ...model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE
 from ...queue import Queue
 from .. import _shared
@@ -95,18 +96,24 @@ class DjangoQueue:
         """
         from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
-        queue = self.get()
-        alias = self.config.alias
-        django = connections[alias if alias is not None else DEFAULT_DB_ALIAS]
+        config = self.config
+        django = connections[config.alias if config.alias is not None else DEFAULT_DB_ALIAS]
         raw = None
-        if alias is not None:
+        if config.alias is not None:
             django.ensure_connection()
             raw = django.connection
         using = django.alias
-        return _shared.put(queue, body, conn=raw, in_transaction=django.in_atomic_block,
-                           on_commit=lambda fn: transaction.on_commit(fn, using=using),
-                           tube=tube, priority=priority, delay=delay, ttr=ttr,
-                           unique_key=unique_key)
+        try:
+            return _shared.put(
+                self.get, body, max_job_size=config.max_job_size, conn=raw,
+                in_transaction=django.in_atomic_block,
+                on_commit=lambda fn: transaction.on_commit(fn, using=using),
+                tube=tube, priority=priority, delay=delay, ttr=ttr, unique_key=unique_key)
+        except SchemaError as exc:
+            if config.alias is None:
+                raise
+            raise SchemaError(f"{exc} (for Django's database {config.alias!r}: "
+                              "python manage.py migrate sqlq)") from None
 
     def task(self, fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
         """``@task``: :meth:`sqlq.Queue.task` on this queue, usable at import time."""
