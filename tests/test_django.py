@@ -194,3 +194,54 @@ def test_settings_are_checked_with_one_line_errors(tmp_path: Path) -> None:
     assert got["separate"] == [jobs_db, None, {"durability": "normal"}]
     assert got["shared"] == [site_db, "default", {"driver": "sqlite3", "init": True}]
     assert got["DB names the site's file"] == got["shared"]
+
+
+ADMIN_PAGE = textwrap.dedent("""
+    import sys
+    import django
+    from django.conf import settings
+    from django.urls import include, path
+    settings.configure(
+        SECRET_KEY="test", ROOT_URLCONF="__main__", ALLOWED_HOSTS=["testserver"],
+        INSTALLED_APPS=["django.contrib.admin", "django.contrib.auth",
+                        "django.contrib.contenttypes", "django.contrib.sessions",
+                        "django.contrib.messages", "sqlq.contrib.django"],
+        MIDDLEWARE=["django.contrib.sessions.middleware.SessionMiddleware",
+                    "django.contrib.auth.middleware.AuthenticationMiddleware",
+                    "django.contrib.messages.middleware.MessageMiddleware"],
+        TEMPLATES=[{"BACKEND": "django.template.backends.django.DjangoTemplates",
+                    "APP_DIRS": True, "OPTIONS": {"context_processors": [
+                        "django.template.context_processors.request",
+                        "django.contrib.auth.context_processors.auth",
+                        "django.contrib.messages.context_processors.messages"]}}],
+        DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": sys.argv[1]}},
+        SQLQ={"DB": sys.argv[2]})
+    django.setup()
+    from django.contrib import admin
+    urlpatterns = [path("admin/sqlq/", include("sqlq.contrib.django.urls")),
+                   path("admin/", admin.site.urls)]
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.test import Client
+    from sqlq.contrib.django import queue
+    call_command("migrate", verbosity=0)
+    for body in (b"a", b"<script>x</script>"):
+        queue.put(body, tube="mail")
+        queue.reserve("mail", timeout=0).bury(reason="SMTP down")
+    queue.put(b"c", tube="mail")
+    client = Client()
+    print(client.get("/admin/sqlq/").status_code)
+    client.force_login(User.objects.create(username="s", is_staff=True))
+    print(client.get("/admin/sqlq/").content.decode())
+""")
+
+
+def test_admin_page_shows_tubes_and_buried_jobs_to_staff(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", ADMIN_PAGE, str(tmp_path / "site.db"), str(tmp_path / "j.db")],
+        capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert result.returncode == 0, result.stderr
+    anonymous, page = result.stdout.split("\n", 1)
+    assert anonymous == "302"  # to the admin's login page
+    assert "<td>mail</td><td>1</td><td>0</td><td>0</td><td>2</td>" in page, page
+    assert page.count("SMTP down") == 2 and "&lt;script&gt;" in page and "<script>x" not in page
