@@ -76,9 +76,17 @@ def prepare_environment() -> None:
 
 def run(args: list[str], prog_name: str) -> int:
     """Run ``sqlq ARGS`` on the configured queue in this process; its exit status."""
-    from sqlq.cli import cli
+    import click
 
-    prepare_environment()
+    import sqlq
+    from sqlq.cli import cli, exit_code_for
+
+    try:
+        prepare_environment()
+    except (sqlq.Error, OSError, ValueError) as exc:  # one line, as the sqlq command says it
+        code, message = exit_code_for(exc)
+        click.echo(message, err=True)
+        return code
     code = cli.main(args=sqlq_argv(args), prog_name=prog_name, standalone_mode=False)
     return int(code or 0)
 
