@@ -17,8 +17,9 @@ class SqlqConfig(AppConfig):  # type: ignore[misc]  # Django ships no types
 
     def ready(self) -> None:
         """A bad ``settings.SQLQ`` stops Django at start-up, in one line; tasks are found."""
+        from . import conf
         from .queue import queue
 
+        conf.read()  # checked now, but not kept: a test run renames the database later
         queue.reset()
-        _ = queue.config
         autodiscover_modules("tasks")
