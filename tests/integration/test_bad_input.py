@@ -685,3 +685,18 @@ def test_invalid_arguments_from_the_shell(tmp_path: Path, args: list[str]) -> No
     before = listing(tmp_path)
     cli(path, *args, code=2)
     assert listing(tmp_path) == before
+
+
+def test_manage_py_sqlq_with_an_unusable_queue_is_one_line(tmp_path: Path) -> None:
+    """``manage.py sqlq`` (the Django app) opens the configured queue before the CLI
+    runs: a queue it cannot open is the CLI's one line and exit 1, not a traceback."""
+    site = Path(__file__).resolve().parents[1] / "examples" / "django_site"
+    env = dict(os.environ, PYTHONPATH=str(site.parents[1]),
+               DJANGO_DATABASE_URL=str(tmp_path / "site.db"),
+               SQLQ_DB=str(tmp_path / "missing" / "jobs.db"))
+    run = subprocess.run([sys.executable, str(site / "manage.py"), "sqlq", "stats"], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1, run.stderr
+    assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
+    assert "missing" in run.stderr and "does not exist" in run.stderr
+    assert not (tmp_path / "missing").exists()
