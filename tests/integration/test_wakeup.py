@@ -80,8 +80,8 @@ def test_wakes_on_stdlib_sqlite3_commit(db_path: str) -> None:
 
 
 def test_wakes_when_delayed_job_comes_due(q: Queue) -> None:
+    start = time.monotonic()  # before the put: its delay counts from the put's clock
     q.put(b"x", delay=0.3)
-    start = time.monotonic()
     job = q.reserve(timeout=5)
     elapsed = time.monotonic() - start
     assert job is not None
@@ -100,8 +100,8 @@ def test_wakes_when_ttr_expires(db_path: str) -> None:
 
 def test_wakes_when_pause_ends(q: Queue) -> None:
     q.put(b"x", tube="p")
-    q.pause_tube("p", 0.3)
     start = time.monotonic()
+    q.pause_tube("p", 0.3)
     assert q.reserve(tubes="p", timeout=5) is not None
     assert 0.29 <= time.monotonic() - start < soon(0.3)
 

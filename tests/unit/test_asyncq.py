@@ -137,8 +137,8 @@ def test_waiters_of_other_tubes_and_results_are_served_in_one_pass(db_url: str) 
         assert job is not None
         await job.complete(b"done")
         assert await result == b"done"
-        await aq.put(b"a", tube="a", delay=0.3)  # a timer, not a commit, makes it ready
         started = time.monotonic()
+        await aq.put(b"a", tube="a", delay=0.3)  # a timer, not a commit, makes it ready
         got_a = await a
         assert got_a is not None and got_a.body == b"a"
         assert 0.25 < time.monotonic() - started < soon(0.3)

@@ -20,7 +20,7 @@ import pytest
 
 from tests.workers import wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "examples" / "django_site"
 pytestmark = pytest.mark.timeout(90)
 
