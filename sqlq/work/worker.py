@@ -388,6 +388,8 @@ class Worker:
         return fields
 
     def _log_done(self, done: Done) -> None:
+        if not log.isEnabledFor(logging.INFO):
+            return  # a no-op job costs less than building this line's fields
         log.info("job %d %s done in %s (tube %s, attempt %d)", done.job.id, done.name,
                  _ms(done.duration), done.job.tube, done.job.reserves,
                  extra=self._fields(done.job, done.name, done.duration, "done"))
