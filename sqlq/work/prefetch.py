@@ -17,6 +17,8 @@ must not get worse for it:
   runs, nor a finished one before it is acknowledged. :class:`Holding` keeps those
   jobs and touches any of them once 80% of its TTR has passed (the heartbeat's
   rule), from the main thread between jobs and from the watchdog while one runs.
+  And a job starts with at least 80% of its TTR ahead (:func:`started_fresh`,
+  else a touch first), as if it had been claimed on its own.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ BATCH_BUDGET = 0.02
 _WEIGHT = 0.3
 #: A finished job waits this long at most for the next claim to acknowledge it.
 ACK_WAIT = 0.1
+#: What a job held in a batch is doing, for the log.
+WAITING = "waiting in a prefetched batch"
 
 
 def parse_prefetch(value: object) -> int | None:
@@ -112,6 +116,16 @@ def touch_at(job: Job) -> float:
     if job.reserved_until is None:
         return float("inf")
     return job.reserved_until / 1000 - (1 - HEARTBEAT) * job.ttr
+
+
+def started_fresh(job: Job) -> bool:
+    """Start ``job`` from a batch as it is: no more than 20% of its TTR has passed.
+
+    Otherwise the worker touches it first, so that it runs with at least 80% of its
+    TTR ahead, about what it would have had if claimed on its own."""
+    if job.reserved_until is None:
+        return True
+    return job.reserved_until / 1000 - now_ms() / 1000 >= HEARTBEAT * job.ttr
 
 
 class Holding:
@@ -184,16 +198,17 @@ class Holding:
             return  # the common case: one comparison per job
         with self._lock:
             for job in [j for j in self.waiting if touch_at(j) <= now]:
-                if not _touch(job, "waiting in a prefetched batch"):
+                if not keep(job, WAITING):
                     self.waiting.remove(job)
             for done in [d for d in self.done if touch_at(d.job) <= now]:
-                if not _touch(done.job, "finished, not yet acknowledged"):
+                if not keep(done.job, "finished, not yet acknowledged"):
                     self.done.remove(done)
             self._earliest = min([touch_at(j) for j in self.waiting]
                                  + [touch_at(d.job) for d in self.done], default=float("inf"))
 
 
-def _touch(job: Job, what: str) -> bool:
+def keep(job: Job, what: str) -> bool:
+    """Touch a held job; False (logged) if its reservation was lost."""
     try:
         job.touch()
     except JobLost:

@@ -40,7 +40,7 @@ from ..errors import JobLost
 from ..model import Job, check_tubes
 from ..queue import Queue
 from . import runner
-from .prefetch import BatchSize, Done, Holding
+from .prefetch import WAITING, BatchSize, Done, Holding, keep, started_fresh
 from .recorder import Recorder
 from .retry import RetryPolicy
 from .watchdog import HEARTBEAT, POLL, Watchdog
@@ -164,8 +164,10 @@ class Worker:
                 if holding.ack_due(time.monotonic()):
                     self._ack()
                 job = holding.next_job()
-                if job is not None:
+                if job is not None and (started_fresh(job) or keep(job, WAITING)):
                     return job
+                if job is not None:
+                    return self._next_job()  # lost while it waited: it runs elsewhere
         if self.stopping:
             return None
         size = self.batch.next()
