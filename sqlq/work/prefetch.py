@@ -55,10 +55,11 @@ def parse_prefetch(value: object) -> int | None:
         return None
     if isinstance(value, bool):
         raise TypeError(f"prefetch must be 'auto' or a number of jobs, not {value!r}")
-    try:
-        n = int(value) if isinstance(value, (int, str)) else None
-    except ValueError:
-        n = None
+    n: int | None = None
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        n = int(value)
     if n is None:
         raise ValueError(f"{value!r} is not 'auto' or a number of jobs")
     if not 1 <= n <= MAX_BATCH:
