@@ -1,6 +1,7 @@
 """How much a worker costs: no-op tasks drained by ``sqlq work`` next to a raw loop.
 
     .venv/bin/python bench/bench_worker.py [--jobs 3000] [--durability full|normal]
+        [--task-ms 1] [--prefetch N|auto] [--processes 1 4]
 
 Prints jobs/s for:
 
@@ -11,6 +12,8 @@ Prints jobs/s for:
   runs on a no-op task. The start-up time of an empty run is measured and
   subtracted, so the figure is the draining rate; the gap to the raw figure is the
   worker's own overhead (decoding the call, the task thread, logging).
+  ``--task-ms`` makes the task sleep that long (jobs that take real time, where
+  several processes should scale); ``--prefetch`` is passed on to ``sqlq work``.
 
 Standalone on purpose (bench/run.py owns the comparison with peers).
 """
@@ -33,11 +36,14 @@ sys.path.insert(0, str(ROOT))
 import sqlq  # noqa: E402
 
 TASK_MODULE = '''
-import os, sqlq
+import os, time, sqlq
 q = sqlq.Queue(os.environ["SQLQ_DB"], durability=os.environ["SQLQ_BENCH_DURABILITY"])
+PAUSE = float(os.environ.get("SQLQ_BENCH_TASK_MS", "0")) / 1000
 
 @q.task(tube="bench")
 def noop():
+    if PAUSE:
+        time.sleep(PAUSE)
     return None
 '''
 
@@ -67,7 +73,8 @@ def raw(db: str, n: int, durability: str, fast: bool) -> float:
     return n / elapsed
 
 
-def work(db: str, n: int, processes: int, durability: str, tasks_dir: str) -> float:
+def work(db: str, n: int, processes: int, durability: str, tasks_dir: str,
+         extra: tuple[str, ...] = ()) -> float:
     """Seconds for ``sqlq work --burst`` to drain n jobs with this many processes."""
     if n:
         fill(db, n, durability)
@@ -75,7 +82,7 @@ def work(db: str, n: int, processes: int, durability: str, tasks_dir: str) -> fl
                PYTHONPATH=os.pathsep.join([tasks_dir, str(ROOT)]))
     argv = [sys.executable, "-m", "sqlq", "--db", db, "work", "--import", "bench_noop_tasks",
             "--burst", "--processes", str(processes), "--durability", durability,
-            "--log-level", "WARNING"]
+            "--log-level", "WARNING", *extra]
     started = time.perf_counter()
     subprocess.run(argv, env=env, check=True)
     elapsed = time.perf_counter() - started
@@ -90,26 +97,34 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--durability", choices=["full", "normal"], default="full")
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--task-ms", type=float, default=0.0,
+                        help="each task sleeps this long (default: a no-op)")
+    parser.add_argument("--prefetch", default=None, help="passed on to sqlq work")
+    parser.add_argument("--no-raw", action="store_true", help="skip the raw loops")
     args = parser.parse_args()
+    os.environ["SQLQ_BENCH_TASK_MS"] = str(args.task_ms)
+    extra = ("--prefetch", args.prefetch) if args.prefetch else ()
     n = args.jobs
     with tempfile.TemporaryDirectory(prefix="sqlq-bench-worker-") as tmp:
         Path(tmp, "bench_noop_tasks.py").write_text(TASK_MODULE)
-        print(f"# sqlq worker bench: {n} no-op jobs, durability={args.durability}, "
+        print(f"# sqlq worker bench: {n} jobs of {args.task_ms:g} ms, "
+              f"durability={args.durability}, prefetch={args.prefetch or 'default'}, "
               f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
               f"SQLite {sqlq.Queue.__module__ and __import__('apsw').sqlite_lib_version()}")
         rows: list[tuple[str, float]] = []
-        for fast, label in ((True, "raw reserve(delete=)"), (False, "raw reserve + delete")):
+        for fast, label in ((True, "raw reserve(delete=)"), (False, "raw reserve + delete")
+                            )[:0 if args.no_raw else 2]:
             rows.append((label, raw(os.path.join(tmp, f"raw{fast}.db"), n, args.durability,
                                     fast)))
         for p in args.processes:
             db = os.path.join(tmp, f"work{p}.db")
-            startup = min(work(db, 0, p, args.durability, tmp) for _ in range(2))
-            total = work(db, n, p, args.durability, tmp)
+            startup = min(work(db, 0, p, args.durability, tmp, extra) for _ in range(2))
+            total = work(db, n, p, args.durability, tmp, extra)
             rows.append((f"sqlq work --processes {p}", n / max(total - startup, 1e-9)))
             print(f"#   --processes {p}: {total:.2f}s with jobs, {startup:.2f}s empty start-up",
                   file=sys.stderr)
         ceiling = rows[0][1]
-        print(f"{'loop':<28}{'jobs/s':>10}{'of raw':>9}")
+        print(f"{'loop':<28}{'jobs/s':>10}{'of first':>9}")
         for label, rate in rows:
             print(f"{label:<28}{rate:>10.0f}{rate / ceiling:>9.0%}")
 

@@ -149,8 +149,15 @@ class Checked(_ParamType):
         return self.name.upper()
 
 
+def _prefetch(value: object) -> int | None:
+    from sqlq.work.prefetch import parse_prefetch  # the worker's modules load on first use
+
+    return parse_prefetch(value)
+
+
 TUBE = Checked("tube", check_tube)
 DURATION = Checked("duration", parse_duration)
+PREFETCH = Checked("n|auto", _prefetch)
 
 #: --db PATH, else $SQLQ_DB, else ./sqlq.db (an option of the group, before the command).
 db_option = click.option("--db", "db_path", envvar="SQLQ_DB", default=DEFAULT_DB,
@@ -817,6 +824,12 @@ def metrics(ctx: click.Context) -> None:
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), default=1, show_default=True,
               help="Jobs each worker process runs at once, on an event loop (where async "
               "def tasks always run; plain functions among them run in threads).")
+@click.option("--prefetch", type=PREFETCH, default="auto", show_default=True,
+              help="Jobs claimed per commit; finished ones are deleted with the next claim. "
+              "auto: about 20 ms of work per claim by measured run times, from 1 (at start, "
+              "and for jobs of 20 ms or more) to 64; 1: one job at a time. Jobs held in a "
+              "batch are touched before 80% of their TTR passes; on SIGTERM a batch that "
+              "should take over 1 s (or --grace) is released at once.")
 @click.option("--burst", is_flag=True, help="Exit when no job is ready (delayed ones are "
               "not waited for).")
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True,
@@ -838,8 +851,8 @@ def metrics(ctx: click.Context) -> None:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND ARGS...]")
 @click.pass_context
 def work(ctx: click.Context, imports: tuple[str, ...], tubes: tuple[str, ...], processes: int,
-         concurrency: int, burst: bool, retries: int, backoff: float, grace: float,
-         keepalive: bool,
+         concurrency: int, prefetch: int | None, burst: bool, retries: int, backoff: float,
+         grace: float, keepalive: bool,
          log_level: str, log_format: str, durability: str, in_process: bool,
          command: tuple[str, ...]) -> None:
     """Run jobs: task functions from --import modules, or COMMAND once per job.
@@ -865,7 +878,8 @@ def work(ctx: click.Context, imports: tuple[str, ...], tubes: tuple[str, ...], p
     given = source is not None and source.name != "DEFAULT"
     config = WorkConfig(
         db=root.params["db_path"] if given else None, imports=imports, tubes=tubes,
-        command=command, processes=processes, concurrency=concurrency, burst=burst,
+        command=command, processes=processes, concurrency=concurrency, prefetch=prefetch,
+        burst=burst,
         retries=retries, backoff=backoff,
         grace=grace, keepalive=keepalive, log_level=log_level.upper(), log_format=log_format,
         durability=durability, in_process=in_process)

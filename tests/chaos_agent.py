@@ -2,6 +2,7 @@
 
     python tests/chaos_agent.py producer DB LOG SEED
     python tests/chaos_agent.py worker   DB LOG SEED
+    python tests/chaos_agent.py pworker  DB LOG SEED   # sqlq work's Worker, prefetching
 
 Each runs until it is killed (the test sends SIGKILL at random moments) and
 writes one line per event to LOG, appended and flushed line by line: the
@@ -27,7 +28,11 @@ Worker lines, for a job reserved under lease L:
     K <n>              kicked n buried jobs back to ready
 
 A ``D`` with nothing after it from the same worker means the worker was killed
-during the delete, which may or may not have committed.
+during the delete, which may or may not have committed. A prefetching worker
+(``pworker``: the ``Worker`` of ``sqlq work`` with a batch of 2 to 32, or the
+adaptive default) deletes its finished jobs together with its next claim: it
+writes a ``D`` for each before that commit, then ``C`` or ``F`` for each, then an
+``R`` for each job claimed; so the trailing ``D`` lines of a killed one all dangle.
 """
 
 from __future__ import annotations
@@ -36,9 +41,11 @@ import os
 import random
 import sys
 import time
+from collections.abc import Sequence
 from typing import TextIO
 
 import sqlq
+from sqlq.work.runner import DONE, Outcome
 
 #: "chaos-slow" gets few jobs, each worked on for a while, and some workers watch only
 #: it: they wait, idle, and look for dead owners while others hold its jobs.
@@ -152,11 +159,71 @@ def worker(db: str, log: TextIO, rng: random.Random) -> None:
             emit(log, "F", job.id, lease)
 
 
+class _Nap:
+    """A run of a few milliseconds, waited for by the worker's own loop (it touches the
+    jobs it holds meanwhile)."""
+
+    name = "chaos-nap"
+    keepalive = False
+    inline = False
+
+    def __init__(self, seconds: float) -> None:
+        self.until = time.monotonic() + seconds
+
+    def wait(self, timeout: float) -> Outcome | None:
+        left = self.until - time.monotonic()
+        time.sleep(max(0.0, min(left, timeout)))
+        return DONE if left <= timeout else None
+
+    def kill(self, reason: str) -> Outcome | None:
+        return None  # runs are far shorter than any TTR
+
+
+class _Naps:
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def start(self, job: sqlq.Job) -> _Nap:
+        return _Nap(self.rng.choice([0, 0, 0, 0.001, 0.005, 0.02]))
+
+    def close(self) -> None:
+        pass
+
+
+def pworker(db: str, log: TextIO, rng: random.Random) -> None:
+    """``sqlq work``'s Worker with prefetch, logging what it claims and deletes."""
+    from sqlq.work.prefetch import Done
+    from sqlq.work.worker import Worker
+
+    class Logged(Worker):
+        def _claim(self, size: int, timeout: float, acks: list[Done]) -> list[sqlq.Job]:
+            for done in acks:
+                emit(log, "D", done.job.id, done.job.lease)
+            jobs = super()._claim(size, timeout, acks)
+            at = time.time_ns() // 1_000_000
+            for job in jobs:
+                emit(log, "R", job.id, job.lease, job.body.split(b" ", 1)[0].decode(),
+                     job.reserved_until, at)
+            return jobs
+
+        def _ack(self) -> None:
+            for done in self.holding.done:
+                emit(log, "D", done.job.id, done.job.lease)
+            super()._ack()
+
+        def _acked(self, acks: list[Done], lost: Sequence[int] = ()) -> None:
+            for done in acks:
+                emit(log, "F" if done.job.id in lost else "C", done.job.id, done.job.lease)
+
+    prefetch = rng.choice([None, 2, 8, 32])
+    Logged(_open(db, rng), _Naps(rng), TUBES, prefetch=prefetch).run()
+
+
 def main() -> None:
     role, db, log_path, seed = sys.argv[1:5]
     rng = random.Random(int(seed))
     with open(log_path, "a", encoding="utf-8") as log:
-        {"producer": producer, "worker": worker}[role](db, log, rng)
+        {"producer": producer, "worker": worker, "pworker": pworker}[role](db, log, rng)
 
 
 if __name__ == "__main__":

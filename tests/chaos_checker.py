@@ -11,8 +11,9 @@ What it proves, and how each claim is defined:
 * **No acknowledged job is lost.** A job is acknowledged when ``put`` returned
   its id to the producer (``P`` line, written right after). Every acknowledged
   id must be (a) still in the file, or (b) completed (``C`` line), or (c) the
-  subject of a *dangling* delete: a ``D`` line that is the last complete line of
-  a worker killed during the delete, which may have committed before the kill.
+  subject of a *dangling* delete: a ``D`` line among the last complete lines of
+  a worker killed during the delete (a prefetching worker deletes a batch in one
+  commit: all its trailing ``D`` lines), which may have committed before the kill.
   Anything else is a lost job.
 * **No job is completed under two live leases.** Completing means a
   successful delete, and only the holder of the job's live lease can delete it
@@ -165,8 +166,12 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                 if reserved.get(job_id) != lease:
                     verdict.problems.append(f"{log.name}: job {job_id} completed under lease "
                                             f"{lease}, not the one it reserved")
-        if records and records[-1][0] == "D":
-            dangling.add(int(records[-1][1]))
+        # A worker killed during its last delete (or a prefetching one during the
+        # commit that deletes its batch) ends with D lines: each may have committed.
+        for rec in reversed(records):
+            if rec[0] != "D":
+                break
+            dangling.add(int(rec[1]))
 
     # P lines are read from every log before tags in the file are compared.
     for job_id, tag in in_file.items():

@@ -90,3 +90,12 @@ def nap(path: str, seconds: float) -> None:
     _append(path, f"start {os.getpid()}")
     time.sleep(seconds)
     _append(path, f"end {os.getpid()}")
+
+
+@q.task(tube="jobs")
+def stop_me(path: str) -> None:
+    """Note the run, then SIGTERM this worker: a stop requested in the middle of a batch."""
+    import signal
+
+    _append(path, f"stop {os.getpid()}")
+    os.kill(os.getpid(), signal.SIGTERM)

@@ -11,6 +11,7 @@ which hands every job it reserves to a runner: a :class:`TaskRunner` or a
 ``worker.py``        ``Worker``, the loop: reserve, run, then delete, release with a delay, or bury
 ``aworker.py``       ``AsyncWorker``: ``async def`` tasks, ``--concurrency`` at once, one loop
 ``watchdog.py``      the thread that heartbeats and keeps the grace period while a task runs
+``prefetch.py``      ``--prefetch``: jobs per claim (adapted to run times), the batch a worker holds
 ``runner.py``        what the loop asks of a way to run jobs: ``Runner``, ``Running``, ``Outcome``
 ``tasks.py``         ``@q.task``: ``Task``, the JSON call in a job's body, the registry, TaskRunner
 ``shell.py``         ``ShellRunner``: ``-- COMMAND``, one child process per job, killed at the TTR

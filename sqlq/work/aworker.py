@@ -185,7 +185,8 @@ class AsyncWorker:
         def finish() -> None:
             done = worker._finish(job.sync, name, outcome, duration)
             if done is not None:
-                worker._delete(done)
+                worker.holding.finished(done)
+                worker._ack()
 
         await aq._call(finish)
         self.processed += 1

@@ -38,6 +38,7 @@ class WorkConfig:
     command: tuple[str, ...] = ()
     processes: int = 1
     concurrency: int = 1
+    prefetch: int | None = None  # jobs per claim; None adapts (prefetch.py)
     burst: bool = False
     retries: int = 3
     backoff: float = 1.0
@@ -53,6 +54,7 @@ class WorkConfig:
         argv = [sys.executable, "-m", "sqlq", "--db", db, "work", "--in-process",
                 "--retries", str(self.retries), "--backoff", repr(self.backoff),
                 "--grace", repr(self.grace), "--concurrency", str(self.concurrency),
+                "--prefetch", "auto" if self.prefetch is None else str(self.prefetch),
                 "--log-level", self.log_level,
                 "--log-format", self.log_format, "--durability", self.durability]
         for module in self.imports:
@@ -147,7 +149,8 @@ def run_worker(config: WorkConfig, db: str, tubes: Sequence[str]) -> int:
         worker = AsyncWorker(queue, job_runner, tubes, concurrency=config.concurrency,
                              burst=config.burst, grace=config.grace)
     else:
-        worker = Worker(queue, job_runner, tubes, burst=config.burst, grace=config.grace)
+        worker = Worker(queue, job_runner, tubes, burst=config.burst, grace=config.grace,
+                        prefetch=config.prefetch)
         worker.install_signal_handlers()
     scheduler = None if config.burst else periodic.start_scheduler(queue, REGISTRY.values())
     log.info("worker %d watching %s on %s%s", os.getpid(), ", ".join(worker.tubes), db,

@@ -46,6 +46,10 @@ def done(result: bytes | None = None) -> Outcome:
     return Outcome("done", result=result)
 
 
+#: The outcome of a run that succeeded with nothing to store (the common case).
+DONE = done(None)
+
+
 def failed(reason: str, policy: RetryPolicy) -> Outcome:
     """The job failed and may be retried under ``policy``."""
     return Outcome("failed", reason=reason, policy=policy)

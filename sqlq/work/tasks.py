@@ -221,7 +221,7 @@ class _TaskRun:
         args, kwargs = self._call
         try:
             value = self.task.fn(*args, **kwargs)
-            if inspect.isawaitable(value):  # an async task in a synchronous worker
+            if value is not None and inspect.isawaitable(value):  # an async task, run here
                 value = asyncio.run(_awaited(value))
         except Exception as exc:  # noqa: BLE001 - a task's failure is data, not our crash
             return runner.failed(_last_line(exc), self.task.policy)
@@ -242,7 +242,7 @@ class _TaskRun:
 
     def _outcome(self, value: Any) -> runner.Outcome:
         if value is None:
-            return runner.done(None)  # nothing to store: the worker's one-commit fast path
+            return runner.DONE  # nothing to store: the worker's one-commit fast path
         try:
             return runner.done(json.dumps(value, allow_nan=False).encode())
         except (TypeError, ValueError) as exc:

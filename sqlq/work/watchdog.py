@@ -8,7 +8,9 @@ thread keeps watch meanwhile:
 * heartbeat: a job with keepalive is touched at 80% of its TTR (goqite's rule);
 * grace: once a stop is requested, a task still running after ``grace`` seconds
   is given back to the queue and the process exits (a thread cannot be stopped);
-* a job without keepalive that outlives its TTR is reported once.
+* a job without keepalive that outlives its TTR is reported once;
+* prefetch: the jobs the worker holds meanwhile (waiting in its batch, or done and
+  not yet acknowledged) are touched 80% into their TTR (see prefetch.py).
 
 The watchdog learns of SIGTERM/SIGINT through the signal wake-up fd, written by
 the C-level handler at once, so the grace period holds even while the main thread
@@ -27,9 +29,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import JobLost
 from ..model import Job
+
+if TYPE_CHECKING:
+    from .prefetch import Holding
 
 log = logging.getLogger("sqlq.worker")
 
@@ -57,11 +63,14 @@ class Watchdog:
         stopping: returns (stop requested, hurry: skip the grace), from the worker's flags.
         give_back: called with the job when the grace period runs out, before the exit.
         signal_fd: the read end of the signal wake-up pipe, if the worker set one.
+        holding: the jobs the worker holds besides the running one, kept alive meanwhile.
     """
 
     def __init__(self, grace: float, stopping: Callable[[], tuple[bool, bool]],
-                 give_back: Callable[[Job, str], None], signal_fd: int | None = None) -> None:
+                 give_back: Callable[[Job, str], None], signal_fd: int | None = None,
+                 holding: Holding | None = None) -> None:
         self.grace = grace
+        self._holding = holding
         self._stopping = stopping
         self._give_back = give_back
         self._signal_fd = signal_fd
@@ -133,6 +142,9 @@ class Watchdog:
             waits.append(watch.next_touch - now)
         if self._stop_at is not None:
             waits.append(self._stop_at + self.grace - now)
+        held = self._holding.touch_in() if self._holding is not None else None
+        if held is not None:
+            waits.append(held)
         return max(0.0, min(waits))
 
     def _check(self, watch: _Watch) -> None:
@@ -143,6 +155,8 @@ class Watchdog:
             self._give_back(watch.job, "the grace period ran out")
             logging.shutdown()
             os._exit(0)
+        if self._holding is not None:
+            self._holding.touch_due()
         if watch.keepalive and now >= watch.next_touch:
             watch.next_touch = now + HEARTBEAT * watch.job.ttr
             try:

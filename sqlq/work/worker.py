@@ -14,8 +14,14 @@ watched by the main thread. Either way three promises hold:
   back to the queue if it does not, and returns (a task that cannot be stopped
   makes the process exit). A second signal skips the grace.
 
-A job that succeeds without a result is deleted by the next ``reserve`` in the same
-transaction as the next claim (``reserve(delete=job)``): one commit per job.
+A job that succeeds without a result is deleted by the next claim in the same
+transaction (``reserve(delete=job)``): one commit per job. With prefetch (the
+default adapts, see :mod:`sqlq.work.prefetch`) a claim takes a batch and deletes
+the finished ones of the last (``reserve_many(n, delete=done)``): one commit per
+batch. Each job's outcome is handled as it would be one at a time (a result
+stored, a retry, a burial: each its own commit at once; a lost lease logged). A
+stopping worker runs the rest of its batch if it should take no more than
+:data:`FINISH_ON_STOP` (and the grace period), and otherwise releases it at once.
 Retry decisions belong to the job's :class:`~sqlq.work.retry.RetryPolicy`, not to this loop.
 """
 
@@ -26,7 +32,6 @@ import os
 import signal
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -35,6 +40,7 @@ from ..errors import JobLost
 from ..model import Job, check_tubes
 from ..queue import Queue
 from . import runner
+from .prefetch import WAITING, BatchSize, Done, Holding, keep, started_fresh
 from .recorder import Recorder
 from .retry import RetryPolicy
 from .watchdog import HEARTBEAT, POLL, Watchdog
@@ -45,15 +51,9 @@ log = logging.getLogger("sqlq.worker")
 IDLE_CHECK = 1.0
 #: Seconds a stopping worker lets its running job finish, unless told otherwise.
 DEFAULT_GRACE = 30.0
-
-
-@dataclass
-class _Done:
-    """A job that succeeded and is deleted by the next reserve (the one-commit fast path)."""
-
-    job: Job
-    name: str
-    duration: float
+#: A stopping worker still runs the jobs of its batch if they should take no longer
+#: than this (and than the grace period); otherwise it releases them at once.
+FINISH_ON_STOP = 1.0
 
 
 class Worker:
@@ -66,10 +66,13 @@ class Worker:
         tubes: the tubes to watch.
         burst: return as soon as no job is ready, instead of waiting for more.
         grace: seconds a running job may go on after a stop is requested.
+        prefetch: jobs claimed per commit; None adapts to how long jobs take (see
+            :mod:`sqlq.work.prefetch`); 1 claims one at a time.
     """
 
     def __init__(self, queue: Queue, runner: runner.Runner, tubes: Sequence[str], *,
-                 burst: bool = False, grace: float = DEFAULT_GRACE) -> None:
+                 burst: bool = False, grace: float = DEFAULT_GRACE,
+                 prefetch: int | None = None) -> None:
         self.queue = queue
         self.runner = runner
         self.tubes = check_tubes(list(tubes))
@@ -79,6 +82,10 @@ class Worker:
         self.hurry = False      # set by a second signal: do not wait for the grace period
         self.abandoned = False  # a task thread was left running past the grace period
         self.processed = 0
+        self.batch = BatchSize(prefetch)
+        #: Jobs claimed and not started, and jobs done and not yet deleted.
+        self.holding = Holding()
+        self._finish_held: bool | None = None  # stopping: run the batch held, or release it
         supervisor = os.environ.get("SQLQ_SUPERVISOR_PID", "")
         self._supervisor = int(supervisor) if supervisor.isdigit() else None
         self._signal_fd: int | None = None
@@ -126,58 +133,121 @@ class Worker:
 
     def run(self) -> int:
         """Work until stopped (or, in burst mode, until no job is ready); return jobs run."""
-        pending: _Done | None = None
         try:
-            while True:
-                job = None
+            while not self.abandoned:
                 self.durations.flush_if_due()
                 if self._orphaned():
                     self.request_stop()
-                if pending is not None:
-                    job, pending = self._delete_and_reserve(pending), None
-                if job is None:
-                    if self.stopping:
-                        break
-                    job = self.queue.reserve(self.tubes, timeout=0 if self.burst else IDLE_CHECK)
+                job = self._next_job()
                 if job is None:
                     if self.burst or self.stopping:
                         break
                     continue
-                self.durations.reserved(job)
-                if self.stopping:
-                    self._give_back(job, "the worker is stopping")
-                    break
-                pending = self._run(job)
+                done = self._run(job)
                 self.processed += 1
-                if self.abandoned:
-                    break
+                if done is not None:
+                    self.holding.finished(done)
         finally:
-            if pending is not None:
-                self._delete(pending)
+            self._give_back_waiting("the worker is stopping")
+            self._ack()
             self.close()
         return self.processed
 
-    def _delete_and_reserve(self, done: _Done) -> Job | None:
+    def _next_job(self) -> Job | None:
+        """The next job to run: the next of the batch held, else one from a new claim."""
+        holding = self.holding
+        if holding.waiting:
+            if self.stopping and not self._finish_batch():
+                self._give_back_waiting("the worker is stopping")
+            else:
+                holding.touch_due()
+                if holding.ack_due(time.monotonic()):
+                    self._ack()
+                job = holding.next_job()
+                if job is not None and (started_fresh(job) or keep(job, WAITING)):
+                    return job
+                if job is not None:
+                    return self._next_job()  # lost while it waited: it runs elsewhere
         if self.stopping:
-            self._delete(done)
             return None
-        try:
-            job = self.queue.reserve(self.tubes, timeout=0, delete=done.job)
-        except JobLost:
-            self._lost(done.job, done.name, done.duration)
+        size = self.batch.next()
+        jobs: list[Job] = []
+        acks = holding.take_done()
+        if acks:  # finish them and claim the next batch in one commit
+            jobs = self._claim(size, 0, acks)
+        if not jobs and not self.stopping:
+            jobs = self._claim(size, 0 if self.burst else IDLE_CHECK, [])
+        for job in jobs:
+            self.durations.reserved(job)
+        if not jobs:
             return None
-        self._log_done(done)
-        return job
+        holding.add(jobs[1:])
+        return jobs[0]
 
-    def _delete(self, done: _Done) -> None:
+    def _claim(self, size: int, timeout: float, acks: list[Done]) -> list[Job]:
+        """Delete ``acks`` and claim up to ``size`` jobs, in one commit.
+
+        One job at a time goes through ``reserve``, exactly as without prefetch.
+        If an ack's lease was lost, nothing is claimed (the caller claims again).
+        """
+        delete = [done.job for done in acks]
         try:
-            done.job.delete()
-        except JobLost:
-            self._lost(done.job, done.name, done.duration)
-        else:
-            self._log_done(done)
+            if size == 1 and len(delete) <= 1:
+                job = self.queue.reserve(self.tubes, timeout=timeout,
+                                         delete=delete[0] if delete else None)
+                jobs = [] if job is None else [job]
+            else:
+                jobs = self.queue.reserve_many(size, self.tubes, timeout, delete=delete or None)
+        except JobLost as exc:
+            self._acked(acks, exc.job_ids or [job.id for job in delete])
+            return []
+        self._acked(acks)
+        return jobs
 
-    def _run(self, job: Job) -> _Done | None:
+    def _ack(self) -> None:
+        """Delete the finished jobs held for the next claim, now, in one commit."""
+        acks = self.holding.take_done()
+        if not acks:
+            return
+        try:
+            if len(acks) == 1:
+                acks[0].job.delete()
+            else:
+                self.queue.delete_many([done.job for done in acks])
+        except JobLost as exc:
+            self._acked(acks, exc.job_ids or [done.job.id for done in acks])
+            return
+        self._acked(acks)
+
+    def _acked(self, acks: list[Done], lost: Sequence[int] = ()) -> None:
+        """Log each acknowledged job: done, or lost (its lease had gone)."""
+        for done in acks:
+            if done.job.id in lost:
+                self._lost(done.job, done.name, done.duration)
+            else:
+                self._log_done(done)
+
+    def _finish_batch(self) -> bool:
+        """Stopping: run the batch held if it should take a moment, else give it back."""
+        if self._finish_held is None:
+            expected = self.batch.expected(len(self.holding.waiting))
+            self._finish_held = expected is not None and \
+                expected <= min(FINISH_ON_STOP, self.grace)
+        return self._finish_held and not self.hurry
+
+    def _give_back_waiting(self, why: str) -> None:
+        """Release the jobs of the batch that have not started (ready at once)."""
+        for job in self.holding.take_waiting():
+            self._give_back(job, why)
+
+    def _abandon(self, job: Job, why: str) -> None:
+        """The grace period ran out (the watchdog's call, before the process exits): give
+        the running job and the batch back, delete the finished ones."""
+        self._give_back(job, why)
+        self._give_back_waiting(why)
+        self._ack()
+
+    def _run(self, job: Job) -> Done | None:
         started = time.monotonic()
         running = self.runner.start(job)
         if running.inline:
@@ -190,6 +260,7 @@ class Worker:
         else:
             outcome = self._watch(job, running)
         duration = time.monotonic() - started
+        self.batch.observe(duration)
         if outcome is None:
             return None  # given back to the queue: the grace period ran out
         return self._finish(job, running.name, outcome, duration)
@@ -197,7 +268,7 @@ class Worker:
     def _ensure_watchdog(self) -> Watchdog:
         if self._watchdog is None:
             self._watchdog = Watchdog(self.grace, lambda: (self.stopping, self.hurry),
-                                      self._give_back, self._signal_fd)
+                                      self._abandon, self._signal_fd, self.holding)
         return self._watchdog
 
     def _until_kill(self, job: Job) -> float:
@@ -225,9 +296,13 @@ class Worker:
                 waits.append(self._until_kill(job))
             if grace_until is not None:
                 waits.append(grace_until - now)
+            held = self.holding.touch_in()
+            if held is not None:
+                waits.append(held)
             outcome = running.wait(max(0.0, min(waits)))
             if outcome is not None:
                 return outcome
+            self.holding.touch_due()
             now = time.monotonic()
             if grace_until is not None and now >= grace_until:
                 self._stop_running(job, running)
@@ -259,6 +334,7 @@ class Worker:
         if running.kill("the worker stopped") is None:
             self.abandoned = True  # a thread cannot be killed; the process will exit
         self._give_back(job, "the grace period ran out", running.name)
+        self._give_back_waiting("the grace period ran out")
 
     def _give_back(self, job: Job, why: str, name: str = "") -> None:
         try:
@@ -269,15 +345,15 @@ class Worker:
                  extra=self._fields(job, name, outcome="released", reason=why))
 
     def _finish(self, job: Job, name: str, outcome: runner.Outcome,
-                duration: float) -> _Done | None:
+                duration: float) -> Done | None:
         attempt = job.reserves
         self.durations.ran(job, duration)
         try:
             if outcome.status == "done":
                 if outcome.result is None:
-                    return _Done(job, name, duration)
+                    return Done(job, name, duration, time.monotonic())
                 job.complete(outcome.result)
-                self._log_done(_Done(job, name, duration))
+                self._log_done(Done(job, name, duration, time.monotonic()))
             elif outcome.status == "failed" and self._retry(outcome.policy, attempt):
                 assert outcome.policy is not None
                 delay = outcome.policy.delay_for(attempt)
@@ -313,7 +389,9 @@ class Worker:
         fields.update(more)
         return fields
 
-    def _log_done(self, done: _Done) -> None:
+    def _log_done(self, done: Done) -> None:
+        if not log.isEnabledFor(logging.INFO):
+            return  # a no-op job costs less than building this line's fields
         log.info("job %d %s done in %s (tube %s, attempt %d)", done.job.id, done.name,
                  _ms(done.duration), done.job.tube, done.job.reserves,
                  extra=self._fields(done.job, done.name, done.duration, "done"))

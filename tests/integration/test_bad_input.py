@@ -678,6 +678,11 @@ def test_a_huge_kick_bound_from_the_shell_kicks_everything(tmp_path: Path) -> No
     ["put", "--ttr", "\u0663", "x"],
     ["pause", "default", "\u0663"],
     ["pause", "default", "1y"],
+    ["work", "--prefetch", "0", "--import", "tests.jobs"],
+    ["work", "--prefetch", "1.5", "--import", "tests.jobs"],
+    ["work", "--prefetch", "lots", "--import", "tests.jobs"],
+    ["work", "--prefetch", "\u0663", "--import", "tests.jobs"],
+    ["work", "--prefetch", "99999999999", "--import", "tests.jobs"],
 ])
 def test_invalid_arguments_from_the_shell(tmp_path: Path, args: list[str]) -> None:
     path = tmp_path / "q.db"

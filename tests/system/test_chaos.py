@@ -5,7 +5,8 @@ killed holder's session lock is what gives its jobs back).
 
 For SQLQ_CHAOS_SECONDS (10 in ``make test``, 60 in ``make test-chaos``) the test
 runs rounds of a few seconds. In a round, three producer and three worker
-processes (tests/chaos_agent.py, each with a random durability) share one
+processes (tests/chaos_agent.py, each with a random durability; one worker is
+``sqlq work``'s Worker claiming batches, ``--prefetch`` 2 to 32 or adaptive) share one
 file; every 50-400 ms one of them, chosen at random, is killed with SIGKILL and
 a fresh one takes its place; at the end of the round all of them are killed.
 On a file, half the agents open it through a symlink to it, and now and then
@@ -43,7 +44,8 @@ from tests.chaos_agent import TUBES
 AGENT = Path(__file__).parents[1] / "chaos_agent.py"
 ROOT = AGENT.parent.parent
 PRODUCERS = 3
-WORKERS = 3
+#: The worker agents of a round: library loops, and sqlq work's Worker prefetching.
+WORKERS = ["worker", "worker", "pworker"]
 ROUND_SECONDS = 2.5
 #: The chance that a step of the round deletes the sidecar directory instead of killing.
 SIDECAR_REMOVAL = 0.1
@@ -178,8 +180,8 @@ def test_chaos(db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         fleet = Fleet(db, log_dir, rng, round_no)
         for _ in range(PRODUCERS):
             fleet.start("producer")
-        for _ in range(WORKERS):
-            fleet.start("worker")
+        for role in WORKERS:
+            fleet.start(role)
         round_end = min(time.monotonic() + ROUND_SECONDS, end)
         try:
             while (now := time.monotonic()) < round_end:
