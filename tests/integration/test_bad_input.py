@@ -36,6 +36,7 @@ import pytest
 
 import sqlq
 from sqlq.backends.sqlite import db as sqlq_db
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.both_apis  # q and fq: as a Queue, then as an AsyncQueue
 
@@ -695,7 +696,7 @@ def test_invalid_arguments_from_the_shell(tmp_path: Path, args: list[str]) -> No
 def test_manage_py_sqlq_with_an_unusable_queue_is_one_line(tmp_path: Path) -> None:
     """``manage.py sqlq`` (the Django app) opens the configured queue before the CLI
     runs: a queue it cannot open is the CLI's one line and exit 1, not a traceback."""
-    site = Path(__file__).resolve().parents[1] / "examples" / "django_site"
+    site = ROOT / "examples" / "django_site"
     env = dict(os.environ, PYTHONPATH=str(site.parents[1]),
                DJANGO_DATABASE_URL=str(tmp_path / "site.db"),
                SQLQ_DB=str(tmp_path / "missing" / "jobs.db"))
