@@ -227,7 +227,14 @@ class AsyncQueue:
         look at once (no need to hear the commit).
         """
         executor = _tx_executor(self) or self._executor
-        future = asyncio.get_running_loop().run_in_executor(executor, fn)
+        try:
+            future = asyncio.get_running_loop().run_in_executor(executor, fn)
+        except RuntimeError:
+            # The executor is shut down: close() ran while this call's caller (a waiter
+            # between two steps, a verb racing the close) was on its way here.
+            if self._closed:
+                raise Error("the AsyncQueue is closed") from None
+            raise
         if not claims:
             value = await future
         else:

@@ -27,13 +27,14 @@ def test_jobs_run_concurrently_with_results_retries_and_plain_tasks(
     squared = enqueue(q, ajobs.square, 7)
     plain = enqueue(q, ajobs.plain, 1)
     failing = enqueue(q, ajobs.fail, "bad input 42")
-    started = time.monotonic()
     with Work(db_url, "--import", "tests.ajobs", "--concurrency", "8", "--burst") as w:
         assert w.wait(30) == 0, w.text()
-    took = time.monotonic() - started
     assert all(q.peek(jid) is None for jid in naps)
-    assert len([x for x in lines(runs) if x.startswith("end")]) == 5
-    assert took < 5, f"five 1 s naps took {took:.1f} s: not concurrent"
+    events = [x.split()[0] for x in lines(runs)]
+    assert events.count("end") == 5
+    # Concurrent: every nap started before the first one ended. (Not a bound on the time
+    # taken: on a busy machine the worker's start-up alone can take seconds.)
+    assert events[:5] == ["start"] * 5, f"the naps ran one after another: {events}"
     assert q.result(squared, timeout=0) == b"49"
     assert q.result(plain, timeout=0) == b"2"
     job = q.peek(failing)

@@ -325,7 +325,9 @@ def test_loop_ticker_never_stalls_while_another_process_holds_the_write_lock(
         assert waited > 0.5  # the put did wait for the other process
         print(f"\nticker: {len(gaps)} ticks, longest gap {max(gaps) * 1000:.1f} ms while the "
               f"put waited {waited:.2f} s for the lock")
-        assert max(gaps) < 0.020
+        # A blocked loop would show one gap as long as the lock was held (1 s); a busy
+        # machine adds tens of milliseconds to some ticks, never half a second.
+        assert max(gaps) < 0.5
 
     run(db_url, body)
 
