@@ -15,7 +15,8 @@ import pytest
 
 import sqlq
 
-from .conftest import FakeClock, spawn
+from tests.conftest import FakeClock, spawn
+from tests.timing import PATIENCE
 
 
 def warm(q: sqlq.Queue, tube: str = "default") -> None:
@@ -45,9 +46,9 @@ def test_another_process_puts_a_delayed_job_due_sooner(db_url: str) -> None:
             with sqlq.Queue(sys.argv[1], durability="normal") as q:
                 print(q.put(b"soon", delay=0.2))
         """, db_url)
-        out, err = child.communicate(timeout=60)
+        out, err = child.communicate(timeout=PATIENCE)
         assert child.returncode == 0, err
-        job = poll(consumer, deadline_s=10)
+        job = poll(consumer, deadline_s=PATIENCE)
         assert job is not None and job.id == int(out)
 
 
@@ -111,7 +112,7 @@ def test_a_dead_workers_job_comes_back_at_once(db_url: str) -> None:
         child = spawn("""
             import sys, time, sqlq
             q = sqlq.Queue(sys.argv[1], durability="normal")
-            print(q.reserve(timeout=10).id, flush=True)
+            print(q.reserve(timeout=60).id, flush=True)
             time.sleep(600)
         """, db_url)
         try:
@@ -120,7 +121,7 @@ def test_a_dead_workers_job_comes_back_at_once(db_url: str) -> None:
         finally:
             child.kill()
             child.wait()
-        job = poll(consumer, deadline_s=10)
+        job = poll(consumer, deadline_s=PATIENCE)
         assert job is not None and job.id == jid
 
 
