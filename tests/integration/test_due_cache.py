@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 import sqlq
-
 from tests.conftest import FakeClock, spawn
 from tests.timing import PATIENCE
 
