@@ -18,7 +18,7 @@ from tests.conftest import FakeClock, spawn
 from tests.timing import PATIENCE
 
 
-def warm(q: sqlq.Queue, tube: str = "default") -> None:
+def warm(q: sqlq.Queue, tube: str | list[str] = "default") -> None:
     """Claim on an empty tube until the claimer has cached when something is next due."""
     for _ in range(3):
         assert q.reserve(tube, timeout=0) is None
@@ -75,16 +75,16 @@ def test_a_lease_taken_here_expires(fq: sqlq.Queue, clock: FakeClock) -> None:
 
 
 def test_a_lease_taken_elsewhere_expires(db_url: str, clock: FakeClock) -> None:
+    tubes = ["default", "x"]
     with sqlq.Queue(db_url, durability="normal", clock=clock) as consumer, \
             sqlq.Queue(db_url, durability="normal", clock=clock) as other:
         consumer.put(b"later", delay=600)
-        short = consumer.put(b"short", ttr=1)
-        warm(consumer, "other")
-        held = other.reserve(timeout=0, detach=True)
+        warm(consumer, tubes)
+        short = other.put(b"short", tube="x", ttr=1)
+        held = other.reserve("x", timeout=0, detach=True)
         assert held is not None and held.id == short
-        warm(consumer)
         clock.advance(2)
-        job = consumer.reserve(timeout=0)
+        job = consumer.reserve(tubes, timeout=0)
         assert job is not None and job.id == short
 
 
