@@ -404,16 +404,15 @@ class Queue:
                     done: list[Job]) -> list[Job]:
         """One commit: delete ``done`` (if any) and claim up to n jobs."""
         clock, store = self._clock, self._store
-        single = store.ONE_STATEMENT_CLAIM
         if not done:
             rows = self._backend.write(
                 lambda c: store.claim_many(c, clock(), tubes_param, owner, n),
-                durable=False, single=single)
+                durable=False, single=store.CLAIM_OUTSIDE_TRANSACTION)
             return [Job.from_claim(self, row) for row in rows]
         pairs = [(job.id, job._require_lease()) for job in done]
         lost, rows = self._backend.write(
             lambda c: store.delete_and_claim_many(c, clock(), pairs, tubes_param, owner, n),
-            single=single)
+            single=store.ONE_STATEMENT_CLAIM)
         self._deleted(done, lost, claimed=True)
         return [Job.from_claim(self, row) for row in rows]
 
@@ -439,12 +438,12 @@ class Queue:
                 return store.delete_and_claim(c, clock(), delete.id, lease, tubes_param, owner)
             return store.claim(c, clock(), tubes_param, owner)
 
-        single = store.ONE_STATEMENT_CLAIM
         if delete is None:
-            row = self._backend.write(claim, durable=False, single=single)
+            row = self._backend.write(claim, durable=False,
+                                      single=store.CLAIM_OUTSIDE_TRANSACTION)
         else:
             lease = delete._require_lease()
-            row = self._backend.write(claim, single=single)
+            row = self._backend.write(claim, single=store.ONE_STATEMENT_CLAIM)
             delete.state = "deleted"
             self._counts["cmd-delete", delete.tube] += 1
         return None if row is None else Job.from_claim(self, row)

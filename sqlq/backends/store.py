@@ -65,6 +65,10 @@ class Store(abc.ABC):
     #: Whether claim and delete_and_claim are one statement each: a backend may then run
     #: them as their own transaction (one round trip to a server instead of four).
     ONE_STATEMENT_CLAIM = False
+    #: Whether claim and claim_many (without a delete) may run outside a transaction
+    #: (``Backend.write(single=True)``): each commit they make on their own leaves the
+    #: database consistent (SQLite: a promotion of due jobs, then the claim).
+    CLAIM_OUTSIDE_TRANSACTION = False
 
     # -- dialect-specific --------------------------------------------------------------------
 

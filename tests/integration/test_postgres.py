@@ -112,6 +112,7 @@ def test_a_terminated_listener_reconnects_and_catches_up(pg_server: PgServer,
 DRAIN = """
 import sys, sqlq
 q = sqlq.Queue(sys.argv[1])
+print("started", flush=True)
 done = 0
 errors = 0
 while True:
@@ -135,7 +136,13 @@ def test_a_server_restart_mid_drain_loses_no_acknowledged_job(pg_server: PgServe
     with sqlq.Queue(pg_url) as q:
         ids = q.put_many([b"%d" % i for i in range(3000)], tube="t")
     drainers = [spawn(DRAIN, pg_url) for _ in range(2)]
-    time.sleep(1.0)
+    for d in drainers:  # both connected (a fixed sleep raced their start-up)
+        assert d.stdout is not None
+        line = b""
+        while not line.endswith(b"\n"):  # unbuffered: communicate() reads the rest
+            line += os.read(d.stdout.fileno(), 1) or b"\n"
+        assert line == b"started\n", d.communicate()
+    time.sleep(0.3)
     pg_server.restart()
     outputs = [d.communicate(timeout=180) for d in drainers]
     for d, (_, err) in zip(drainers, outputs, strict=True):

@@ -62,7 +62,7 @@ class PostgresBackend(Backend):
 
     def write(self, fn: Callable[[Conn], T], *, durable: bool = True,
               single: bool = False) -> T:
-        return self.db.write(fn, single=single)
+        return self.db.write(fn, durable=durable, single=single)
 
     def transaction(self) -> AbstractContextManager[Conn]:
         return self.db.transaction()

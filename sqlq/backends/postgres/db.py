@@ -104,8 +104,25 @@ class Database:
             # Survives any crash of a client, may lose the last commits if the server's
             # host loses power: the same promise as normal on a SQLite file.
             conn.execute("SET synchronous_commit = off")
+        #: Whether the session's synchronous_commit is off (always, in normal durability).
+        self._async = self.durability == "normal"
         conn.execute("SELECT set_config('lock_timeout', %s, false)", (self._lock_timeout,))
         return conn
+
+    def _commit_mode(self, conn: psycopg.Connection[Any], durable: bool) -> None:
+        """In full durability, commit a write that may be lost on power loss (a claim, a
+        touch, a release: the job simply comes back) without waiting for the server's
+        WAL flush, and every other one with it, as SQLite's file does with its
+        synchronous pragma. Set for the session and changed only when the kind of
+        write changes: SET LOCAL would wrap each one-statement claim in BEGIN and COMMIT
+        (three more round trips, measured 0.2 ms against 0.05 ms a statement)."""
+        if self.durability == "normal" or durable is not self._async:
+            return
+        if durable:
+            conn.execute("SET synchronous_commit = on")
+        else:
+            conn.execute("SET synchronous_commit = off")
+        self._async = not durable
 
     def set_lock_wait(self, seconds: float | None) -> None:
         """A write waiting longer than this for a row or table lock raises Locked."""
@@ -165,12 +182,17 @@ class Database:
         with self._lock, self._errors():
             return fn(self._usable())
 
-    def write(self, fn: Callable[[Any], T], *, single: bool = False) -> T:
+    def write(self, fn: Callable[[Any], T], *, durable: bool = True,
+              single: bool = False) -> T:
         """fn(conn) in one transaction (in autocommit when it is one statement), retried
-        whole on a serialization failure or deadlock; inside transaction(), it joins."""
+        whole on a serialization failure or deadlock; inside transaction(), it joins.
+        ``durable=False``: the commit does not wait for the WAL flush (full durability)."""
         with self._lock, self._errors():
             conn = self._usable()
-            if single or self.in_transaction():
+            if self.in_transaction():
+                return fn(conn)
+            self._commit_mode(conn, durable)
+            if single:
                 return fn(conn)
             deadline = time.monotonic() + RETRY_FOR_S
             delay = 0.001
@@ -188,7 +210,11 @@ class Database:
     def transaction(self) -> Iterator[Any]:
         """A transaction the caller fills; nested use takes a savepoint (psycopg's own)."""
         with self._lock, self._errors():
-            conn = self._conn if self.in_transaction() else self._usable()
+            if self.in_transaction():
+                conn = self._conn
+            else:
+                conn = self._usable()
+                self._commit_mode(conn, durable=True)
             with conn.transaction():
                 yield conn
 

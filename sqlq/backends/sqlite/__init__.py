@@ -40,6 +40,8 @@ OWNER_CHECK_S = 1.0
 class SQLiteBackend(Backend):
     """A sqlq database in one SQLite file (see :class:`sqlq.Queue` for the arguments)."""
 
+    store: SQLiteStore
+
     def __init__(self, path: str, *, durability: Durability = "full", init: bool = False,
                  clock: Callable[[], int], vfs: str | None = None,
                  driver: str | None = None) -> None:
@@ -68,6 +70,7 @@ class SQLiteBackend(Backend):
 
     def execute_app(self, conn: Conn, sql: str, params: Sequence[Any] | dict[str, Any] = ()
                 ) -> list[tuple[Any, ...]]:
+        self.store.due.forget()  # the application's SQL may write jobs the store cannot see
         return list(conn.execute(sql, params))
 
     def set_lock_wait(self, seconds: float | None) -> None:

@@ -34,6 +34,18 @@ UPDATE sqlq_jobs
               UNION ALL
               SELECT id FROM sqlq_jobs WHERE state = 2 AND reserved_until <= :now);
 
+-- name: earliest_due
+-- The first time (ms) at which promote_due could find something in these tubes, read
+-- right after it ran: the earliest delayed job of each tube (one probe per tube) and
+-- the earliest reservation deadline of any tube (promote_due takes every expired
+-- one; the first entry of sqlq_jobs_reserved). store.py skips promote_due until then
+-- while no other connection commits (PRAGMA data_version).
+SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
+                     WHERE state = 1 AND tube = t.value
+                     ORDER BY delay_until LIMIT 1))
+          FROM json_each(:tubes) AS t),
+       (SELECT min(reserved_until) FROM sqlq_jobs WHERE state = 2);
+
 -- name: claim_job
 -- The most urgent ready job across the watched, unpaused tubes: one index probe
 -- per tube (the correlated subquery), then the best of those, in one statement.

@@ -2,8 +2,8 @@
 
 Only what SQLite does differently from the shared :class:`~sqlq.backends.store.Store`
 lives here: ids read with ``last_insert_rowid()`` and counted from
-``sqlite_sequence``, the claim's ``promote_due`` step, and tube lists passed as
-JSON for ``json_each``.
+``sqlite_sequence``, the claim's ``promote_due`` step (skipped while nothing can be
+due: :class:`DueCache`), and tube lists passed as JSON for ``json_each``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,74 @@ Q = load_queries(Path(__file__).with_name("queries.sql"))
 _INSERT_JOB = Q["insert_job"]
 _PROMOTE_DUE = Q["promote_due"]
 _CLAIM_JOB = Q["claim_job"]
+_EARLIEST_DUE = Q["earliest_due"]
+#: Later than any time in ms: "nothing will ever be due" in DueCache.
+NEVER = 2**63 - 1
+#: The most tube lists DueCache remembers (a worker watches one list; the server a few).
+DUE_CACHE_SIZE = 64
+
+
+class DueCache:
+    """When promote_due can next find something, per list of watched tubes, so that a
+    claim skips it (and can run as one autocommit statement) until then.
+
+    A claim that runs promote_due outside any transaction (so that the promotion is
+    committed, whatever follows) reads :data:`_EARLIEST_DUE` right after and keeps it.
+    The time stays true while nothing else writes, and what could make it earlier is
+    known: another connection's commit (a put with a delay, a claim, a release), seen
+    as a new ``PRAGMA data_version`` (which changes on every other connection's commit
+    and on none of this one's) and clearing everything, or a write on this connection,
+    which goes through the store and lowers the time (:meth:`lower`) or clears it
+    (:meth:`forget`). A time is only ever kept too early, never too late: the cost of
+    a mistake is one promote_due that finds nothing. The cache is the connection's
+    (one store per backend, one connection per backend) and is used under its lock.
+    """
+
+    __slots__ = ("due", "version")
+
+    def __init__(self) -> None:
+        self.version: int | None = None
+        self.due: dict[str, int] = {}
+
+    def nothing_due(self, conn: Any, now: int, tubes: str) -> bool | None:
+        """True if promote_due would find nothing in tubes now; else False, or None when
+        another connection committed since the last look (so a time read now could be
+        stale by the next claim: not worth reading)."""
+        version = one(conn, "PRAGMA data_version")[0]
+        if version != self.version:
+            self.version = version
+            self.due.clear()
+            return None
+        due = self.due.get(tubes)
+        return due is not None and now < due
+
+    def keep(self, conn: Any, tubes: str) -> None:
+        """Remember when promote_due, just committed, can next find something in tubes."""
+        row = one(conn, _EARLIEST_DUE, {"tubes": tubes})
+        times = [t for t in row if t is not None]
+        if len(self.due) >= DUE_CACHE_SIZE:
+            self.due.clear()
+        self.due[tubes] = min(times) if times else NEVER
+
+    def lower(self, when: int) -> None:
+        """This connection wrote a job that becomes due at ``when`` (a delay, a TTR)."""
+        for tubes, due in self.due.items():
+            if when < due:
+                self.due[tubes] = when
+
+    def forget(self) -> None:
+        """This connection wrote something the store cannot see (the application's SQL)."""
+        self.due.clear()
 
 
 class SQLiteStore(Store):
     Q = Q
+    #: A claim outside a transaction commits promote_due (when it runs) on its own, then
+    #: the claim: each leaves the file consistent, so no BEGIN/COMMIT is needed.
+    CLAIM_OUTSIDE_TRANSACTION = True
+
+    def __init__(self) -> None:
+        self.due = DueCache()
 
     def tubes_param(self, tubes: Sequence[str]) -> str:
         return json.dumps(list(tubes))
@@ -38,6 +102,8 @@ class SQLiteStore(Store):
             row = one(conn, self.Q["find_unique_job"], {"tube": tube, "unique_key": unique_key})
             if row is not None:
                 return int(row[0])
+        if delay_ms:
+            self.due.lower(now + delay_ms)
         conn.execute(_INSERT_JOB, (tube, priority, DELAYED if delay_ms else READY,
                                         delay_ms, now + delay_ms if delay_ms else None, ttr_ms,
                                         body, now, unique_key))
@@ -50,6 +116,8 @@ class SQLiteStore(Store):
         sequence is checked at the end)."""
         row = (tube, priority, DELAYED if delay_ms else READY, delay_ms,
                now + delay_ms if delay_ms else None, ttr_ms)
+        if delay_ms:
+            self.due.lower(now + delay_ms)
         before = self.total_jobs(conn)
         conn.executemany(_INSERT_JOB, ((*row, body, now, None) for body in bodies))
         after = self.total_jobs(conn)
@@ -57,19 +125,53 @@ class SQLiteStore(Store):
             raise DatabaseError(f"job ids were not consecutive ({before}..{after})")
         return list(range(before + 1, after + 1))
 
+    def _promote(self, conn: Any, now: int, tubes: str) -> None:
+        """Write down due delayed jobs and expired reservations as ready before a claim
+        looks, so no separate reaper is needed; skipped while DueCache proves that
+        nothing can be due."""
+        nothing_due = self.due.nothing_due(conn, now, tubes)
+        if nothing_due:
+            return
+        conn.execute(_PROMOTE_DUE, {"tubes": tubes, "now": now})
+        # Only a committed promotion may be cached: inside a transaction that could
+        # still roll back, the jobs just promoted would come back as due, unseen.
+        if nothing_due is False and conn.get_autocommit():
+            self.due.keep(conn, tubes)
+
+    def _claimed(self, rows: Sequence[Any]) -> None:
+        """Reservations this connection made end at their reserved_until (column 12)."""
+        if rows:
+            self.due.lower(min(int(r[12]) for r in rows))
+
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> Any:
-        """Due delayed jobs and expired reservations are written down as ready first, in
-        the same transaction, so no separate reaper is needed."""
-        params = {"tubes": tubes, "now": now, "owner": owner}
-        conn.execute(_PROMOTE_DUE, params)
-        return one(conn, _CLAIM_JOB, params)
+        self._promote(conn, now, tubes)
+        row = one(conn, _CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner})
+        if row is not None:
+            self._claimed((row,))
+        return row
 
     def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
                    ) -> list[Any]:
+        self._promote(conn, now, tubes)
         params = {"tubes": tubes, "now": now, "owner": owner, "n": n}
-        conn.execute(_PROMOTE_DUE, params)
         rows = conn.execute(self.Q["claim_jobs"], params).fetchall()
+        self._claimed(rows)
         return sorted(rows, key=lambda r: (r[2], r[0]))
+
+    def claim_by_id(self, conn: Any, now: int, job_id: int, owner: str | None) -> Any:
+        row = super().claim_by_id(conn, now, job_id, owner)
+        self._claimed((row,))
+        return row
+
+    def release(self, conn: Any, now: int, job_id: int, lease: int | None,
+                priority: int | None, delay_ms: int) -> None:
+        if delay_ms:
+            self.due.lower(now + delay_ms)
+        super().release(conn, now, job_id, lease, priority, delay_ms)
+
+    def import_rows(self, conn: Any, kind: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.due.forget()
+        super().import_rows(conn, kind, rows)
 
     def delete_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]]
                     ) -> list[tuple[int, int]]:

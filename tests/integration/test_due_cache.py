@@ -1,0 +1,151 @@
+"""A claim skips promote_due while nothing can be due (SQLite: a cached next-due time,
+proven current by ``PRAGMA data_version``), so these tests make the cache stale in every
+way a job can come due without the claimer's own commit noticing it: another process
+puts a delayed job due sooner, a lease taken here or elsewhere expires, a job is delayed
+here, a worker dies. Each first lets the consumer claim twice (the second claim, after a
+quiet spell, is the one that fills the cache), then checks the job comes back at once.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+import sqlq
+from tests.conftest import FakeClock, spawn
+from tests.timing import PATIENCE
+
+
+def warm(q: sqlq.Queue, tube: str | list[str] = "default") -> None:
+    """Claim on an empty tube until the claimer has cached when something is next due."""
+    for _ in range(3):
+        assert q.reserve(tube, timeout=0) is None
+
+
+def test_another_connection_puts_a_delayed_job_due_sooner(db_url: str,
+                                                          clock: FakeClock) -> None:
+    with sqlq.Queue(db_url, durability="normal", clock=clock) as consumer, \
+            sqlq.Queue(db_url, durability="normal", clock=clock) as producer:
+        consumer.put(b"later", delay=60)
+        warm(consumer)
+        soon = producer.put(b"soon", delay=1)
+        clock.advance(2)
+        job = consumer.reserve(timeout=0)
+        assert job is not None and job.id == soon
+
+
+def test_another_process_puts_a_delayed_job_due_sooner(db_url: str) -> None:
+    with sqlq.Queue(db_url, durability="normal") as consumer:
+        consumer.put(b"later", delay=600)
+        warm(consumer)
+        child = spawn("""
+            import sys, sqlq
+            with sqlq.Queue(sys.argv[1], durability="normal") as q:
+                print(q.put(b"soon", delay=0.2))
+        """, db_url)
+        out, err = child.communicate(timeout=PATIENCE)
+        assert child.returncode == 0, err
+        job = poll(consumer, deadline_s=PATIENCE)
+        assert job is not None and job.id == int(out)
+
+
+def poll(q: sqlq.Queue, deadline_s: float) -> Any:
+    """reserve(timeout=0) until a job comes (a due job wakes no waiter: time passes)."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        job = q.reserve(timeout=0)
+        if job is not None:
+            return job
+        time.sleep(0.02)
+    return None
+
+
+def test_a_lease_taken_here_expires(fq: sqlq.Queue, clock: FakeClock) -> None:
+    fq.put(b"later", delay=600)
+    short = fq.put(b"short", ttr=1)
+    warm(fq, "other")  # the cache of another tube list must be lowered too
+    first = fq.reserve(timeout=0)
+    assert first is not None and first.id == short
+    warm(fq)
+    clock.advance(2)
+    again = fq.reserve(timeout=0)
+    assert again is not None and again.id == short and fq.stats_job(short)["timeouts"] == 1
+
+
+def test_a_lease_taken_elsewhere_expires(db_url: str, clock: FakeClock) -> None:
+    tubes = ["default", "x"]
+    with sqlq.Queue(db_url, durability="normal", clock=clock) as consumer, \
+            sqlq.Queue(db_url, durability="normal", clock=clock) as other:
+        consumer.put(b"later", delay=600)
+        warm(consumer, tubes)
+        short = other.put(b"short", tube="x", ttr=1)
+        held = other.reserve("x", timeout=0, detach=True)
+        assert held is not None and held.id == short
+        clock.advance(2)
+        job = consumer.reserve(tubes, timeout=0)
+        assert job is not None and job.id == short
+
+
+@pytest.mark.parametrize("how", ["put", "release"])
+def test_a_job_delayed_here_comes_due(fq: sqlq.Queue, clock: FakeClock, how: str) -> None:
+    if how == "release":
+        fq.put(b"job")
+        job = fq.reserve(timeout=0)
+        assert job is not None
+        warm(fq)
+        job.release(delay=1)
+    else:
+        warm(fq)
+        fq.put(b"job", delay=1)
+    warm(fq)
+    clock.advance(2)
+    assert fq.reserve(timeout=0) is not None
+
+
+def test_a_dead_workers_job_comes_back_at_once(db_url: str) -> None:
+    with sqlq.Queue(db_url, durability="normal") as consumer:
+        jid = consumer.put(b"job", ttr=600)
+        warm(consumer, "other")
+        child = spawn("""
+            import sys, time, sqlq
+            q = sqlq.Queue(sys.argv[1], durability="normal")
+            print(q.reserve(timeout=60).id, flush=True)
+            time.sleep(600)
+        """, db_url)
+        try:
+            assert child.stdout is not None
+            assert int(child.stdout.readline()) == jid
+        finally:
+            child.kill()
+            child.wait()
+        job = poll(consumer, deadline_s=PATIENCE)
+        assert job is not None and job.id == jid
+
+
+@pytest.mark.sqlite_only
+def test_a_quiet_claim_is_one_statement(db_path: str) -> None:
+    """The one-at-a-time drain: data_version, the claim, the delete; no BEGIN, no
+    promote_due while nothing can be due."""
+    with sqlq.Queue(db_path, durability="normal") as q:
+        q.put_many([b"x"] * 20)
+        for _ in range(3):
+            job = q.reserve(timeout=0)
+            assert job is not None
+            job.delete()
+        seen: list[str] = []
+
+        def trace(cursor: Any, sql: str, bindings: Any) -> bool:
+            seen.append(" ".join(line for line in sql.splitlines()
+                                 if not line.lstrip().startswith("--")).split()[0])
+            return True
+
+        conn = q.backend.db.conn  # type: ignore[attr-defined]
+        conn.set_exec_trace(trace)
+        for _ in range(10):
+            job = q.reserve(timeout=0)
+            assert job is not None
+            job.delete()
+        conn.set_exec_trace(None)
+        assert seen == ["PRAGMA", "UPDATE", "DELETE"] * 10
