@@ -40,6 +40,7 @@ import sqlq
 from sqlq.durations import now_ms
 from tests import chaos_checker
 from tests.chaos_agent import TUBES
+from tests.timing import PATIENCE
 
 AGENT = Path(__file__).parents[1] / "chaos_agent.py"
 ROOT = AGENT.parent.parent
@@ -83,20 +84,23 @@ class Fleet:
             shutil.rmtree(f"{self.db}-sqlq", ignore_errors=True)
             self.sidecar_removals += 1
             return
-        # Mostly kill agents that are at work (their log has a line), now and then any
-        # agent, even one still starting: on a busy machine an interpreter can take
-        # seconds to start, and killing only those would leave a round with no work.
-        busy = [i for i, (_, log, _) in enumerate(self.procs)
-                if log.exists() and log.stat().st_size > 0]
-        if self.rng.random() < STARTUP_KILLS or busy:
-            choices = busy if busy and self.rng.random() >= STARTUP_KILLS \
-                else range(len(self.procs))
-            index = self.rng.choice(list(choices))
-        else:
+        # Kill mostly agents at work (their log has a line), now and then any agent, even
+        # one still starting; but only once the round has work going: on a busy machine
+        # an interpreter can take seconds to start, and killing agents before any of them
+        # got going would leave a round (or a whole run) with nothing done.
+        busy = self.busy()
+        if not busy:
             return
+        pool = busy if self.rng.random() >= STARTUP_KILLS else range(len(self.procs))
+        index = self.rng.choice(list(pool))
         role, log, proc = self.procs.pop(index)
         self._kill(log, proc)
         self.start(role)
+
+    def busy(self) -> list[int]:
+        """The indexes of the agents that have logged something: they are at work."""
+        return [i for i, (_, log, _) in enumerate(self.procs)
+                if log.exists() and log.stat().st_size > 0]
 
     def kill_all(self) -> None:
         for _, log, proc in self.procs:
@@ -182,10 +186,14 @@ def test_chaos(db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
             fleet.start("producer")
         for role in WORKERS:
             fleet.start(role)
-        round_end = min(time.monotonic() + ROUND_SECONDS, end)
+        round_start = time.monotonic()
+        round_end = min(round_start + ROUND_SECONDS, end)
         try:
-            while (now := time.monotonic()) < round_end:
-                time.sleep(min(rng.uniform(0.05, 0.4), round_end - now))
+            # A round runs its time, and longer while none of its agents is at work yet
+            # (a loaded machine starts interpreters slowly), up to PATIENCE.
+            while (now := time.monotonic()) < round_end or (
+                    not fleet.busy() and now < round_start + PATIENCE):
+                time.sleep(rng.uniform(0.05, 0.4))
                 fleet.step()
         finally:
             fleet.kill_all()
