@@ -15,8 +15,10 @@ on PostgreSQL a failed statement would otherwise void the transaction). It costs
 two statements, a few microseconds, against an fsync saved per command.
 
 A write with nothing else to do in its round (``alone``: no other ready file, no
-more input on its connection, nobody else waiting) runs as it always did, in its
-own commit: a lone client pays nothing for the batching.
+more input on its connection) runs as it always did, in its own commit: a lone
+client pays nothing for the batching. So do the claims handed to blocked
+reserves on a timer: they need no fsync, and a claim held open until the end of
+the round would hold its row lock longer against other processes' workers.
 
 Claims, releases and touches may be lost on power loss (the job comes back), so a
 round that has only those commits without an fsync. The first write that must
@@ -66,7 +68,7 @@ class Batch:
         """True if nothing else is to be done in this round: a write runs on its own."""
         server = self.server
         return not (server.loop.pending or (conn is not None and conn.inbuf)
-                    or len(server.waiters) > 1 or len(server.locks.parked) > 1)
+                    or len(server.locks.parked) > 1)
 
     def run(self, attempt: Callable[[], T], durable: bool, conn: Conn | None) -> T:
         """``attempt()``, a write, in the round's transaction (opened now if need be).
