@@ -112,9 +112,11 @@ class Running:
     """A Server on 127.0.0.1:<free port>, in a thread of the test process."""
 
     def __init__(self, path: str, max_job_size: int = 65535,
-                 max_buffered: int | None = None) -> None:
+                 max_buffered: int | None = None, *, durability: str = "normal",
+                 vfs: str | None = None) -> None:
         self.path = path
-        self.queue = sqlq.Queue(path, durability="normal", max_job_size=max_job_size)
+        self.queue = sqlq.Queue(path, durability=durability,  # type: ignore[arg-type]
+                                max_job_size=max_job_size, vfs=vfs)
         self.server = Server(self.queue, max_job_size=max_job_size, max_buffered=max_buffered)
         host, port = self.server.listen("127.0.0.1:0").rsplit(":", 1)
         self.address = (host, int(port))

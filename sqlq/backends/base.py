@@ -119,8 +119,11 @@ class Backend(abc.ABC):
         Inside :meth:`transaction` on the same thread, fn joins it."""
 
     @abc.abstractmethod
-    def transaction(self) -> contextlib.AbstractContextManager[Conn]:
-        """A durable write transaction the caller fills; nested use takes a savepoint."""
+    def transaction(self, durable: bool = True) -> contextlib.AbstractContextManager[Conn]:
+        """A write transaction the caller fills; nested use takes a savepoint.
+        ``durable=False``: as in :meth:`write` (``sqlq serve`` commits a round of claims
+        so). Its BEGIN waits for another process's lock no longer than ``set_lock_wait``
+        says, raising :class:`sqlq.Locked`."""
 
     @abc.abstractmethod
     def execute_app(self, conn: Conn, sql: str, params: Sequence[Any] | dict[str, Any] = ()

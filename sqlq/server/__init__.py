@@ -8,6 +8,7 @@ One thread runs one ``selectors`` loop, the shape of beanstalkd itself:
 ``connection.py``         ``Conn``: one client's buffers and protocol state, backpressure
 ``commands.py``           the verbs: a parsed command line → a Queue call → reply bytes
 ``waiters.py``            blocking reserves: the FIFO of waiters, notifier, timers, DEADLINE_SOON
+``batch.py``              group commit: a round's writes in one transaction, replies after it
 ``locks.py``              commands waiting for another process's write lock, retried in order
 ``budget.py``             the cap on memory all connections' put bodies hold at once
 ``stats.py``              the in-memory counters and the stats documents

@@ -33,6 +33,10 @@ _PUT, _QUIT, _RESERVE, _RESERVE_WITH_TIMEOUT = (
 _WRITES = frozenset(v.value for v in (
     Verb.RESERVE_JOB, Verb.DELETE, Verb.RELEASE, Verb.BURY, Verb.TOUCH, Verb.KICK,
     Verb.KICK_JOB, Verb.PAUSE_TUBE))
+# The writes whose commit the Queue makes durable (fsync'd in full mode); a claim,
+# a release and a touch are not (batch.py commits a round of only those without one).
+_DURABLE = frozenset(v.value for v in (
+    Verb.PUT, Verb.DELETE, Verb.BURY, Verb.KICK, Verb.KICK_JOB, Verb.PAUSE_TUBE))
 
 
 class Commands:
@@ -87,7 +91,14 @@ class Commands:
 
     def _answer(self, conn: Conn, verb: str, attempt: Callable[[], bytes],
                 write: bool = True) -> None:
-        """Send ``attempt()``'s reply, now or, if it waits for the write lock, later."""
+        """Send ``attempt()``'s reply, now or, if it waits for the write lock, later.
+        A write joins the round's transaction (batch.py)."""
+        if write:
+            inner, durable, batch = attempt, verb in _DURABLE, self.server.batch
+
+            def attempt() -> bytes:
+                return batch.run(inner, durable, conn)
+
         reply = self.locks.run(conn, lambda: self._guarded(verb, attempt), write)
         if reply is not None:
             conn.send(reply)

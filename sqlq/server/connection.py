@@ -6,7 +6,8 @@ straight to the socket when nothing is queued before them, else to ``outbuf``.
 Backpressure: a client that stops reading its replies stops being read
 (``HIGH_WATER``), and a client sending faster than it is served is read no
 further than one read beyond the command it is on. A put body larger than one
-read is read once the server-wide budget grants it memory (budget.py).
+read is read once the server-wide budget grants it memory (budget.py). While
+the round's writes are not yet committed, replies wait in ``held`` (batch.py).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Conn:
         self.sock = sock
         self.inbuf = bytearray()
         self.outbuf = bytearray()
+        self.held = bytearray()  # replies waiting for the round's commit (batch.py)
         self.mask = 0
         self.eof = False         # the client sent FIN: answer what is buffered, then close
         self.closing = False     # close once outbuf is flushed
@@ -110,7 +112,7 @@ class Conn:
             return
         commands = self.server.commands
         while not (self.closed or self.closing or self.waiting or self.blocked) \
-                and len(self.outbuf) < HIGH_WATER:
+                and len(self.outbuf) + len(self.held) < HIGH_WATER:
             if self.discard:
                 n = min(self.discard, len(self.inbuf))
                 del self.inbuf[:n]
@@ -168,6 +170,12 @@ class Conn:
     def send(self, data: bytes) -> None:
         if self.closed:
             return
+        batch = self.server.batch
+        if batch.open:  # after the commit (batch.py)
+            if not self.held:
+                batch.held.append(self)
+            self.held += data
+            return
         if not self.outbuf:
             try:
                 sent = self.sock.send(data)
@@ -178,6 +186,17 @@ class Conn:
                 return
             data = data[sent:]
         self.outbuf += data
+
+    def release_held(self) -> None:
+        """The round's commit is durable: send the replies it held."""
+        if self.held and not self.closed:
+            data = bytes(self.held)
+            self.held.clear()
+            self.send(data)
+            if self.closing and not self.outbuf:
+                self.close()
+            else:
+                self.update()
 
     def _flush(self) -> None:
         try:
@@ -217,7 +236,7 @@ class Conn:
 
     def close_after_flush(self) -> None:
         self.closing = True
-        if not self.outbuf:
+        if not (self.outbuf or self.held):
             self.close()
 
     def close(self) -> None:

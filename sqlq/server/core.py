@@ -12,6 +12,7 @@ import socket
 import time
 
 from sqlq.errors import Error, Locked
+from sqlq.server.batch import Batch
 from sqlq.server.budget import Budget, default_max_buffered
 from sqlq.server.commands import Commands
 from sqlq.server.connection import Conn, Held
@@ -45,6 +46,8 @@ class Server:
                              else default_max_buffered(max_job_size))
         self.skew = 0.0  # seconds a command waited for the file to open (see attach)
         self.loop = Loop()
+        self.batch = Batch(self)
+        self.loop.end_round = self.batch.end_round
         self.conns: set[Conn] = set()
         self.draining = False
         self.listeners: list[socket.socket] = []
@@ -101,6 +104,7 @@ class Server:
         finally:
             for conn in list(self.conns):
                 conn.close()
+            self.batch.end_round()  # the closed connections' jobs given back
             self.waiters.close()
             for sock in self.listeners:
                 unlink_unix(sock)
@@ -145,7 +149,8 @@ class Server:
         if conn.reserved:
             jobs = dict(conn.reserved)
             conn.reserved.clear()
-            self.locks.run(None, lambda: self._give_back(jobs))
+            self.locks.run(None, lambda: self.batch.run(
+                lambda: self._give_back(jobs), durable=False, conn=None))
 
     def _give_back(self, jobs: dict[int, Held]) -> bytes:
         """Release a closed connection's jobs; Locked leaves the rest for a retry."""

@@ -5,6 +5,11 @@ mask; a failing callback is logged and the loop goes on (``guard``). Register
 through ``Loop.register``/``modify``/``unregister``: where epoll exists (Linux),
 the loop polls it directly and calls ``callbacks[fd]``, sparing the per-round
 work of ``selectors`` (its key objects and ready lists) on every command.
+
+A round is one poll, the callbacks of the files it found ready, then the timers
+that are due; ``end_round`` runs after each (the server commits the round's
+writes there, batch.py), and ``pending`` says, during a round, how many ready
+files are still to be served in it.
 """
 
 from __future__ import annotations
@@ -86,6 +91,8 @@ class Loop:
         self._seq = itertools.count()
         self.stopping = False
         self._calls: list[Callable[[], None]] = []  # from other threads, run on the loop
+        self.pending = 0  # ready files of this round whose callbacks have not run yet
+        self.end_round: Callable[[], None] | None = None
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -165,14 +172,15 @@ class Loop:
             if self._timers:
                 timeout = max(self._timers[0][0] - time.monotonic(), 0.0)
             self._poll(timeout)
-            if not self._timers:  # the usual round: no clock to read
-                continue
-            now = time.monotonic()
-            while self._timers and self._timers[0][0] <= now and not self.stopping:
-                _, _, timer = heapq.heappop(self._timers)
-                if not timer.cancelled:
-                    timer.cancelled = True
-                    guard(timer.fn)
+            if self._timers:  # (the usual round has none: no clock to read)
+                now = time.monotonic()
+                while self._timers and self._timers[0][0] <= now and not self.stopping:
+                    _, _, timer = heapq.heappop(self._timers)
+                    if not timer.cancelled:
+                        timer.cancelled = True
+                        guard(timer.fn)
+            if self.end_round is not None:
+                guard(self.end_round)
 
     def _poll(self, timeout: float | None) -> None:
         """Wait for the registered files, up to ``timeout`` seconds; run their callbacks.
@@ -192,7 +200,10 @@ class Loop:
             except InterruptedError:
                 return
             ready = [(fd, _epoll_events(e)) for fd, e in polled]
+        left = len(ready)
         for fd, mask in ready:
+            left -= 1
+            self.pending = left
             entry = callbacks.get(fd)
             if entry is None:
                 continue

@@ -112,14 +112,14 @@ class Waiters:
         if locks.locked():
             return None
         q = self.server.q
+        names = list(tubes)
         try:
-            names = list(tubes)
-            if reap:
-                job = q.reserve(names, timeout=0)
-            elif look and not q.has_ready(names):
+            if look and not reap and not q.has_ready(names):
                 job = None
             else:
-                job = q.try_reserve(names)
+                job = self.server.batch.run(
+                    (lambda: q.reserve(names, timeout=0)) if reap else
+                    (lambda: q.try_reserve(names)), durable=False, conn=conn)
         except Locked:
             locks.refused()
             return None

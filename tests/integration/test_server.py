@@ -431,10 +431,16 @@ def test_protocol_clients_and_library_workers_share_a_tube_without_doubles(
         seen.append(mine)
 
     workers = [threading.Thread(target=protocol_worker) for _ in range(3)]
-    for w in workers:
-        w.start()
     with greenstalk.Client(srv.address, use="mixed") as producer:
-        for i in range(300):
+        # The library worker takes some alone first: once protocol workers wait, a put
+        # and their claim of it may share a commit (group commit), and then another
+        # process never sees the job ready at all.
+        for i in range(10):
+            producer.put(str(i))
+        wait_for(lambda: srv.queue.stats_tube("mixed")["current-jobs-ready"] < 10)
+        for w in workers:
+            w.start()
+        for i in range(10, 300):
             producer.put(str(i))
     for w in workers:
         w.join(30)

@@ -12,6 +12,10 @@ thrown away or torn at sector granularity) and reopened:
   state after some recent operation: only the last commits may be missing;
 * in both, ``PRAGMA integrity_check`` is ok and sqlq opens and uses the file.
 
+The same holds for ``sqlq serve``, whose rounds of pipelined commands share a
+commit (server/batch.py): each round is one operation, acknowledged when its
+last reply has arrived.
+
 A summary line is printed, even without ``-s``.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -29,8 +34,10 @@ import apsw
 import pytest
 
 import sqlq
+from sqlq.server import Server
 from tests import powercut
 from tests.powercut import Recording, RecordingVFS
+from tests.servers import Raw
 
 TUBES = ["mail", "img", "x.y"]
 
@@ -224,3 +231,97 @@ def test_the_model_catches_a_queue_that_does_not_fsync(tmp_path: Path) -> None:
     tally.run(recording, "full", 60, tmp_path / "cut", random.Random(7), every=1000)
     assert tally.acknowledged_lost > 0, tally.line(0, 120)
     assert tally.integrity_failures == 0, tally.failures[:5]
+
+
+def _put_line(body: bytes) -> bytes:
+    return b"put 1024 0 600 %d\r\n%s\r\n" % (len(body), body)
+
+
+def record_server_rounds(directory: Path, durability: str, rounds: int, seed: int) -> Recording:
+    """Rounds of pipelined commands through ``sqlq serve`` on a file under the recording VFS.
+
+    Each round is one write on one connection (puts, claims, deletes of held jobs
+    and by id, or touches, claims and releases) and one operation of the recording,
+    durable in full mode when it holds a put or a delete. A round starts with a write
+    and all of it arrives in one read, so it is one commit: the only new state it
+    makes is the state after it. The last round deletes what is still held, so that
+    closing gives nothing back (no state between the rounds).
+    """
+    rng = random.Random(seed)
+    path = (directory / f"server-{durability}-{seed}.db").resolve()
+    sqlq.Queue(str(path), durability=durability).close()
+    recording = Recording(str(path), {"db": path.read_bytes(), "wal": None})
+    with recording_vfs(recording) as vfs:
+        q = sqlq.Queue(str(path), durability=durability, vfs=vfs)
+        q.backend.db.conn.execute("PRAGMA wal_autocheckpoint = 16")
+        server = Server(q)
+        host, port = server.listen("127.0.0.1:0").rsplit(":", 1)
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        client = Raw((host, int(port)))
+        recording.digests.append(q.backend.db.read(powercut.state_digest))
+        held: list[int] = []
+        ready: list[int] = []
+        for n in range(rounds + 1):
+            durable = rng.random() < 0.7 or not held
+            if n == rounds:
+                if not held:
+                    break
+                commands, durable = [b"delete %d\r\n" % i for i in held], True
+            elif durable:
+                commands = [_put_line(rng.randbytes(rng.choice([5, 300, 3000])))
+                            for _ in range(rng.randint(1, 6))]
+                commands += [b"reserve-with-timeout 0\r\n"] * rng.randint(0, 3)
+                commands += [b"delete %d\r\n" % i
+                             for i in rng.sample(held, min(len(held), rng.randint(0, 3)))]
+                if ready and rng.random() < 0.3:
+                    commands.append(b"delete %d\r\n" % ready.pop())
+            else:
+                some = rng.sample(held, min(len(held), 2))
+                commands = [b"touch %d\r\n" % some[0], b"reserve-with-timeout 0\r\n"]
+                commands += [b"release %d 1 0\r\n" % i for i in some[1:]]
+            index = recording.begin("round", durable and durability == "full")
+            client.send(b"".join(commands))
+            for command in commands:
+                reply = client.reply()
+                if reply.startswith(b"INSERTED"):
+                    ready.append(int(reply.split()[1]))
+                elif reply.startswith(b"RESERVED"):
+                    job = int(reply.split()[1])
+                    held.append(job)
+                    if job in ready:
+                        ready.remove(job)
+                elif command.startswith((b"delete", b"release")):
+                    job = int(command.split()[1])
+                    if job in held:
+                        held.remove(job)
+                    if command.startswith(b"release"):
+                        ready.append(job)
+            recording.ack(index, q.backend.db.read(powercut.state_digest))
+        client.close()
+        server.stop()
+        thread.join(10)
+        index = recording.begin("close", False)
+        q.close()
+    conn = apsw.Connection(str(path))
+    recording.ack(index, powercut.state_digest(conn))
+    conn.close()
+    return recording
+
+
+@pytest.mark.timeout(0)
+def test_power_cuts_during_pipelined_server_rounds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``sqlq serve`` answers a pipelined round once its commit is durable (full)."""
+    points = int(os.environ.get("SQLQ_POWERCUT_POINTS", "200")) // 4
+    seed = int(os.environ.get("SQLQ_POWERCUT_SEED", str(random.randrange(2**32))))
+    started = time.monotonic()
+    rng = random.Random(seed)
+    tally = Tally()
+    for mode in ("full", "normal"):
+        recording = record_server_rounds(tmp_path, mode, 60, rng.getrandbits(32))
+        tally.run(recording, mode, points // 2, tmp_path / f"cut-{mode}", rng, every=10)
+    line = tally.line(time.monotonic() - started, 60) + f" seed={seed}"
+    with capsys.disabled():
+        print("\nserver " + line)
+    assert not tally.failures, "\n".join([line, *tally.failures[:20]])

@@ -64,8 +64,8 @@ class PostgresBackend(Backend):
               single: bool = False) -> T:
         return self.db.write(fn, durable=durable, single=single)
 
-    def transaction(self) -> AbstractContextManager[Conn]:
-        return self.db.transaction()
+    def transaction(self, durable: bool = True) -> AbstractContextManager[Conn]:
+        return self.db.transaction()  # as write(): durability is the connection's setting
 
     def execute_app(self, conn: Conn, sql: str, params: Sequence[Any] | dict[str, Any] = ()
                     ) -> list[tuple[Any, ...]]:

@@ -65,8 +65,8 @@ class SQLiteBackend(Backend):
               single: bool = False) -> T:
         return self.db.write(fn, durable=durable, single=single)
 
-    def transaction(self) -> AbstractContextManager[Conn]:
-        return self.db.transaction()
+    def transaction(self, durable: bool = True) -> AbstractContextManager[Conn]:
+        return self.db.transaction(durable)
 
     def execute_app(self, conn: Conn, sql: str, params: Sequence[Any] | dict[str, Any] = ()
                 ) -> list[tuple[Any, ...]]:

@@ -459,8 +459,12 @@ class Database:
                     conn.execute("COMMIT")
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Any]:
-        """A durable write transaction the caller fills; nested use takes a savepoint."""
+    def transaction(self, durable: bool = True) -> Iterator[Any]:
+        """A write transaction the caller fills; nested use takes a savepoint.
+
+        With ``lock_wait`` set, BEGIN waits that long for another process's lock and
+        raises Locked, as write() does (an event loop must not sit in the retries).
+        """
         with self._lock, translate_errors(self.path, self.driver):
             conn = self.conn
             if not conn.get_autocommit():
@@ -475,10 +479,14 @@ class Database:
                     raise
                 conn.execute("RELEASE sqlq_nested")
                 return
-            self._set_sync(durable=True)
-            for attempt in self._retrying:
-                with attempt:
-                    conn.execute("BEGIN IMMEDIATE")
+            if self._full and durable is not self._durable_now:
+                self._set_sync(durable)
+            if self.lock_wait is not None:
+                conn.execute("BEGIN IMMEDIATE")
+            else:
+                for attempt in self._retrying:
+                    with attempt:
+                        conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
                 conn.execute("COMMIT")
@@ -486,7 +494,8 @@ class Database:
                 if not conn.get_autocommit():
                     conn.execute("ROLLBACK")
                 raise
-            self._published()
+            if durable:
+                self._published()
 
     def _open_notify(self) -> int | None:
         """The descriptor _published reads, or None where the sidecar cannot be made
