@@ -34,6 +34,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -305,7 +306,8 @@ class PgServer:
             if not line:
                 raise RuntimeError("psql could not open a transaction: "
                                    + (proc.stderr.read() if proc.stderr else "").strip())
-            yield int(line.split("|")[0])
+            pid = int(line.split("|")[0])
+            yield pid
         finally:
             proc.stdin.close()  # psql ends; the server rolls the transaction back
             try:
@@ -313,6 +315,11 @@ class PgServer:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        # The backend notices the closed socket and ends on its own time: until it has,
+        # its snapshot still holds dead rows back (a loaded machine showed it).
+        deadline = time.monotonic() + 30
+        while pid in {s.pid for s in self.sessions(database)} and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def terminate(self, backend_pid: int) -> bool:
         """``pg_terminate_backend``: cut one session as a crash or an admin would.
