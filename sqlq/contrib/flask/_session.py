@@ -67,6 +67,8 @@ def _within(tag: SessionTransaction | None, ended: SessionTransaction) -> bool:
 
 
 def _after_commit(session: Session) -> None:
+    if session.get_nested_transaction() is not None:
+        return  # a savepoint released: its puts wait for the outermost commit
     pending = session.info.pop(PENDING, None)
     if not pending:
         return
