@@ -121,7 +121,8 @@ def test_deferred_puts_follow_commits_rollbacks_and_savepoints(tmp_path: Path) -
             session.execute(database.text("SELECT 1"))  # a transaction is under way
             assert ext.put(b"kept") is None
             with session.begin_nested():
-                assert ext.put_many([b"kept too", b"and this"]) is None
+                assert ext.put(b"kept too") is None
+                assert ext.put(b"and this", tube="other") is None
             savepoint = session.begin_nested()
             ext.put(b"rolled back with its savepoint")
             with session.begin_nested():
@@ -134,7 +135,7 @@ def test_deferred_puts_follow_commits_rollbacks_and_savepoints(tmp_path: Path) -
                 ext.put(b"x" * (queue.max_job_size + 1))
             assert queue.stats()["total-jobs"] == 1
             session.commit()
-            bodies = [queue.reserve("default", timeout=0) for _ in range(4)]
+            bodies = [queue.reserve(["default", "other"], timeout=0) for _ in range(4)]
             assert [j.body for j in bodies if j] == [b"outside a transaction", b"kept",
                                                      b"kept too", b"and this"]
 

@@ -38,31 +38,24 @@ import functools
 import inspect
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from flask import Flask, current_app, g, has_app_context
 
-from ...enqueue import put as put_through
-from ...enqueue import put_many as put_many_through
 from ...errors import Error
-from ...model import (
-    DEFAULT_PRIORITY,
-    DEFAULT_TTR,
-    DEFAULT_TUBE,
-    check_body,
-    check_put_options,
-    check_tube,
-)
+from ...model import DEFAULT_MAX_JOB_SIZE, DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE
 from ...queue import Queue
+from .. import _shared as shared
 from ._cli import COMMAND_CONTEXT, make_command
 from ._database import Settings, resolve
-from ._session import defer, join, session_in_transaction
+from ._session import dbapi_connection, defer, session_in_transaction
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from ...work.tasks import Task
 
-T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 #: The environment variable that sets the default SQLite library of every Queue
 #: (README: "One SQLite library per process and file").
@@ -191,40 +184,19 @@ class Sqlq:
         Returns:
             The job's id, or None for a put deferred to the commit.
         """
-        options: dict[str, Any] = {"tube": tube, "priority": priority, "delay": delay,
-                                   "ttr": ttr, "unique_key": unique_key}
-        return self._put(
-            lambda q: q.put(body, **options),
-            lambda conn, q: put_through(conn, body, max_job_size=q.max_job_size, **options),
-            lambda q: (check_body(body, q.max_job_size), check_tube(tube),
-                       check_put_options(priority, delay, ttr, unique_key)))
-
-    def put_many(self, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
-                 priority: int = DEFAULT_PRIORITY, delay: float = 0,
-                 ttr: float = DEFAULT_TTR) -> list[int] | None:
-        """``Queue.put_many`` that follows the session, as :meth:`put` does."""
-        items = list(bodies) if not isinstance(bodies, (bytes, str)) else bodies
-        options: dict[str, Any] = {"tube": tube, "priority": priority, "delay": delay,
-                                   "ttr": ttr}
-        return self._put(
-            lambda q: q.put_many(items, **options),
-            lambda conn, q: put_many_through(conn, items, max_job_size=q.max_job_size,
-                                             **options),
-            lambda q: ([check_body(b, q.max_job_size) for b in items], check_tube(tube),
-                       check_put_options(priority, delay, ttr)))
-
-    def _put(self, now: Callable[[Queue], T], joined: Callable[[Any, Queue], T],
-             check: Callable[[Queue], object]) -> T | None:
         app = self.app
+        settings = self.settings(app)
         session = session_in_transaction(app.extensions) if has_app_context() else None
-        queue = self.queue_of(app)  # before the session's connection may hold a lock
-        if session is None:
-            return now(queue)
-        if self.settings(app).shared:
-            return join(session, lambda conn: joined(conn, queue))
-        check(queue)  # bad arguments fail here, in the request, not at commit
-        defer(session, queue, now)
-        return None
+        conn = None
+        if session is not None and settings.shared:
+            self.queue_of(app)  # sqlq's tables, before the session's connection holds a lock
+            conn = dbapi_connection(session)
+        return shared.put(
+            lambda: self.queue_of(app), body,
+            max_job_size=settings.options.get("max_job_size", DEFAULT_MAX_JOB_SIZE),
+            conn=conn, in_transaction=session is not None,
+            on_commit=lambda fn: defer(cast("Session", session), self.queue_of(app), fn),
+            tube=tube, priority=priority, delay=delay, ttr=ttr, unique_key=unique_key)
 
     # -- tasks -----------------------------------------------------------------------------
 
@@ -269,9 +241,6 @@ class _AppQueue:
 
     def put(self, body: bytes | str, **options: Any) -> int | None:
         return self._ext.put(body, **options)
-
-    def put_many(self, bodies: Iterable[bytes | str], **options: Any) -> list[int] | None:
-        return self._ext.put_many(bodies, **options)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ext.queue, name)

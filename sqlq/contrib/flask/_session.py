@@ -13,22 +13,22 @@ A deferred put is at most once on failure: if the queue refuses it after the
 application's commit (its disk is full), the error reaches the caller of
 ``commit()``, the rows are committed and the jobs are not.
 
-(Candidates for ``sqlq/contrib/_shared.py``: Django's ``on_commit`` does the
-deferring there; only :func:`join`'s connection lookup is SQLAlchemy's.)
+Which of the two happens is ``sqlq.contrib._shared.put``'s rule, shared with Django;
+this module is SQLAlchemy's side of it: the session's connection, and its on-commit
+hook (Django has ``transaction.on_commit``; SQLAlchemy has events).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, SessionTransaction
 
     from ...queue import Queue
 
-T = TypeVar("T")
 #: The session.info key of the puts waiting for the session's commit.
 PENDING = "sqlq.pending"
 _listening = False
@@ -45,14 +45,15 @@ def session_in_transaction(extensions: dict[str, Any]) -> Session | None:
     return session if session.in_transaction() else None
 
 
-def join(session: Session, fn: Callable[[Any], T]) -> T:
-    """``fn(conn)`` with the session's DB-API connection, inside its transaction."""
-    return fn(session.connection().connection.dbapi_connection)
+def dbapi_connection(session: Session) -> Any:
+    """The session's DB-API connection (``sqlite3``, psycopg), inside its transaction."""
+    return session.connection().connection.dbapi_connection
 
 
-def defer(session: Session, queue: Queue, fn: Callable[[Queue], object]) -> None:
-    """Run ``fn(queue)`` when the session's outermost transaction commits; never if the
-    transaction, or the savepoint open now, rolls back."""
+def defer(session: Session, queue: Queue, fn: Callable[[], object]) -> None:
+    """Run ``fn()`` (a put into ``queue``) when the session's outermost transaction
+    commits; never if the transaction, or the savepoint open now, rolls back. The
+    session's deferred puts into one queue share one transaction of that queue."""
     _listen()
     tag = session.get_nested_transaction()  # None: the outermost transaction
     session.info.setdefault(PENDING, []).append((tag, queue, fn))
@@ -75,7 +76,7 @@ def _after_commit(session: Session) -> None:
     queue = pending[0][1]  # one session, one app, one queue
     with queue.transaction():
         for _tag, _queue, fn in pending:
-            fn(queue)
+            fn()
 
 
 def _after_soft_rollback(session: Session, previous: SessionTransaction) -> None:
@@ -109,4 +110,4 @@ def _listen() -> None:
         _listening = True
 
 
-__all__ = ["PENDING", "defer", "join", "session_in_transaction"]
+__all__ = ["PENDING", "dbapi_connection", "defer", "session_in_transaction"]
