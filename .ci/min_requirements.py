@@ -20,16 +20,23 @@ ROOT = Path(__file__).resolve().parent.parent
 _REQ = re.compile(r"^\s*([A-Za-z0-9._-]+)(\[[^\]]*\])?\s*>=\s*([0-9][^,;\s]*)[^;]*(;.*)?$")
 
 
+#: Optional extras whose floors are tested too (their tests are among make test-min's).
+EXTRAS = ("flask",)
+
+
 def dependencies() -> list[str]:
-    """The ``[project] dependencies`` strings of pyproject.toml."""
+    """The ``[project] dependencies`` strings of pyproject.toml, and those of EXTRAS."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10: CI's interpreter is newer, this is a fallback
         text = (ROOT / "pyproject.toml").read_text()
-        block = text.split("dependencies = [", 1)[1].split("]", 1)[0]
-        return re.findall(r'"([^"]+)"', block)
+        blocks = [text.split("dependencies = [", 1)[1].split("]", 1)[0]]
+        blocks += [text.split(f"\n{extra} = [", 1)[1].split("]", 1)[0] for extra in EXTRAS]
+        return [req for block in blocks for req in re.findall(r'"([^"]+)"', block)]
     with open(ROOT / "pyproject.toml", "rb") as f:
-        return list(tomllib.load(f)["project"]["dependencies"])
+        project = tomllib.load(f)["project"]
+    extras = project["optional-dependencies"]
+    return list(project["dependencies"]) + [req for extra in EXTRAS for req in extras[extra]]
 
 
 def pins() -> list[tuple[str, str, str]]:

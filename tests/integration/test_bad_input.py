@@ -685,3 +685,28 @@ def test_invalid_arguments_from_the_shell(tmp_path: Path, args: list[str]) -> No
     before = listing(tmp_path)
     cli(path, *args, code=2)
     assert listing(tmp_path) == before
+
+
+def test_flask_sqlq_with_an_unusable_queue_is_one_line(tmp_path: Path) -> None:
+    """``flask sqlq`` (examples/flask_app) on a queue that is missing or cannot be opened:
+    sqlq's one line and exit code, not a traceback, and nothing created."""
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    env = dict(os.environ, PYTHONPATH=f"{examples}{os.pathsep}{examples.parent}",
+               FLASK_SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'words.db'}")
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"garbage " * 100)
+    for config, says in (({"FLASK_SQLQ_DB": str(tmp_path / "jobs.db")},  # a typo: not made
+                          "no database at"),
+                         ({"FLASK_SQLQ_DB": str(garbage)}, "not a SQLite database"),
+                         ({"FLASK_SQLALCHEMY_DATABASE_URI": "sqlite://"}, "set SQLQ_DB")):
+        def queue_files() -> dict[str, Any]:  # the app's own words.db is made by create_app
+            return {k: v for k, v in listing(tmp_path).items() if not k.startswith("words")}
+
+        before = queue_files()
+        run = subprocess.run(
+            [sys.executable, "-m", "flask", "--app", "flask_app", "sqlq", "stats"],
+            env=dict(env, **config), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert run.returncode == 1, run.stderr
+        assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
+        assert says in run.stderr, run.stderr
+        assert queue_files() == before

@@ -12,12 +12,15 @@ imports the modules that declare the extension's tasks; its worker processes
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import click
 from flask import g, has_app_context
 from flask.cli import ScriptInfo
+
+from ...backends import exists
+from ...errors import Error
 
 if TYPE_CHECKING:
     from . import Sqlq
@@ -30,14 +33,16 @@ COMMAND_CONTEXT = "_sqlq_command"
 class _AppObject(dict[str, Any]):
     """The sqlq group's ``ctx.obj``: the app's Queue, opened only when a command asks
     for it (``queue_from_ctx``), so ``flask sqlq --help`` or ``work``'s supervisor
-    opens nothing."""
+    opens nothing. A missing file is left to ``queue_from_ctx``'s own rule (commands
+    that only look refuse it; those that put create it)."""
 
-    def __init__(self, open_queue: Any) -> None:
+    def __init__(self, location: str, open_queue: Callable[[], Any]) -> None:
         super().__init__()
+        self._location = location
         self._open_queue = open_queue
 
     def get(self, key: str, default: Any = None) -> Any:
-        if key == "queue" and key not in self:
+        if key == "queue" and key not in self and exists(self._location):
             self[key] = self._open_queue()
         return super().get(key, default)
 
@@ -79,22 +84,27 @@ def make_command(ext: Sqlq) -> click.Command:
     @click.pass_context
     def sqlq_command(ctx: click.Context, args: tuple[str, ...]) -> None:
         """sqlq's commands (work, top, dashboard, stats...) on this app's queue."""
-        from ...cli import cli
+        from ...cli import cli, exit_code_for
         from ...work.tasks import REGISTRY
 
         info = ctx.ensure_object(ScriptInfo)
         app = info.load_app()
         if info.app_import_path:
             os.environ["FLASK_APP"] = info.app_import_path  # for work's processes
-        with app.app_context():
-            location = ext.settings(app).location
+        try:
+            with app.app_context():
+                location = ext.settings(app).location
+        except Error as exc:  # as the sqlq command says it: one line, its exit code
+            code, message = exit_code_for(exc)
+            click.echo(message, err=True)
+            ctx.exit(code)
         if has_app_context():
             g.setdefault(COMMAND_CONTEXT, True)
         modules = sorted({t.fn.__module__ for t in REGISTRY.values()
                           if t.queue is cast(Any, ext.tasks_queue)})
         argv = ["--db", location, *with_task_modules(args, modules)]
         code = cli.main(argv, prog_name=ctx.command_path, standalone_mode=False,
-                        obj=_AppObject(lambda: ext.queue_of(app)))
+                        obj=_AppObject(location, lambda: ext.queue_of(app)))
         ctx.exit(code if isinstance(code, int) else 0)
 
     return sqlq_command
