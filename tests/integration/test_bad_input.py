@@ -36,6 +36,7 @@ import pytest
 
 import sqlq
 from sqlq.backends.sqlite import db as sqlq_db
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.both_apis  # q and fq: as a Queue, then as an AsyncQueue
 
@@ -690,7 +691,7 @@ def test_invalid_arguments_from_the_shell(tmp_path: Path, args: list[str]) -> No
 def test_flask_sqlq_with_an_unusable_queue_is_one_line(tmp_path: Path) -> None:
     """``flask sqlq`` (examples/flask_app) on a queue that is missing or cannot be opened:
     sqlq's one line and exit code, not a traceback, and nothing created."""
-    examples = Path(__file__).resolve().parents[1] / "examples"
+    examples = ROOT / "examples"
     env = dict(os.environ, PYTHONPATH=f"{examples}{os.pathsep}{examples.parent}",
                FLASK_SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'words.db'}")
     garbage = tmp_path / "garbage.db"

@@ -20,8 +20,8 @@ from flask_sqlalchemy import SQLAlchemy
 import sqlq
 from sqlq.contrib.flask import Sqlq
 from sqlq.contrib.flask._cli import with_task_modules
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 if str(EXAMPLES) not in sys.path:
     sys.path.insert(0, str(EXAMPLES))
