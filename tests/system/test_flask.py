@@ -221,17 +221,39 @@ def test_configurations_sqlq_cannot_use_are_refused_in_one_line(
 
 
 def test_a_shared_database_needs_a_driver_sqlq_can_write_through() -> None:
-    from sqlalchemy.engine import make_url
+    from sqlalchemy import create_engine
 
     from sqlq.contrib.flask._database import resolve
 
+    # Engines are made, never connected: the URL alone is refused.
     for url, wanted in (("postgresql+psycopg2://u@127.0.0.1/app", "postgresql+psycopg"),
                         ("sqlite+pysqlcipher:////srv/app.db", "sqlite+pysqlite")):
+        try:
+            engine = create_engine(url)
+        except ImportError:  # no such DB-API here: a stand-in with the same URL
+            engine = type("Engine", (), {"url": create_engine("sqlite://").url.set(
+                drivername=url.split(":", 1)[0], database="/srv/app.db")})()
         with pytest.raises(sqlq.Error, match=f"use {re.escape(wanted)},"):
-            resolve({}, make_url(url))  # noqa: B023
-    # The same database however spelled; another one is separate.
-    shared = resolve({"SQLQ_DB": "postgresql://other:pw@127.0.0.1:5432/app"},
-                     make_url("postgresql+psycopg://u@127.0.0.1/app"))
-    assert shared.shared and shared.location.startswith("postgresql://other")
-    assert not resolve({"SQLQ_DB": "postgresql://u@127.0.0.1/jobs"},
-                       make_url("postgresql+psycopg://u@127.0.0.1/app")).shared
+            resolve({}, engine)
+
+
+def test_sqlq_db_naming_the_apps_database_however_spelled_is_shared(
+        db_url: str, backend: str, tmp_path: Path) -> None:
+    from sqlalchemy import create_engine
+
+    from sqlq.contrib.flask._database import resolve
+
+    if backend == "postgres":
+        engine = create_engine(db_url.replace("postgresql://", "postgresql+psycopg://", 1))
+        same = db_url.replace("@127.0.0.1:", "@localhost:", 1)
+        other = db_url.rsplit("/", 1)[0] + "/postgres"
+    else:
+        engine = create_engine(f"sqlite:///{db_url}")
+        os.symlink(db_url, tmp_path / "link.db")
+        same, other = str(tmp_path / "link.db"), str(tmp_path / "other.db")
+    sqlq.Queue(db_url).close()
+    try:
+        assert resolve({"SQLQ_DB": same}, engine).shared
+        assert not resolve({"SQLQ_DB": other}, engine).shared
+    finally:
+        engine.dispose()

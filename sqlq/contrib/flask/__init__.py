@@ -114,11 +114,11 @@ class Sqlq:
             settings = self._settings.get(id(app))
             if settings is None:
                 db = app.extensions.get("sqlalchemy")
-                engine_url = None
+                engine = None
                 if db is not None:
                     with app.app_context():
-                        engine_url = db.engine.url
-                settings = self._settings[id(app)] = resolve(app.config, engine_url)
+                        engine = db.engine
+                settings = self._settings[id(app)] = resolve(app.config, engine)
                 if settings.shared and settings.sqlite_file:
                     os.environ.setdefault(DRIVER_ENV, "sqlite3")
         return settings
