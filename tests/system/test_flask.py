@@ -257,3 +257,38 @@ def test_sqlq_db_naming_the_apps_database_however_spelled_is_shared(
         assert not resolve({"SQLQ_DB": other}, engine).shared
     finally:
         engine.dispose()
+
+
+@pytest.mark.sqlite_only
+def test_tasks_run_in_the_callers_app_context_or_one_of_their_own(tmp_path: Path) -> None:
+    import asyncio
+
+    from flask import current_app, g
+
+    app, ext, database = _separate_app(tmp_path)
+
+    @ext.task(name="test_flask.where")
+    def where() -> tuple[str, object]:
+        return current_app.name, g.get("marker")
+
+    @ext.task(name="test_flask.awhere")
+    async def awhere() -> tuple[str, object]:
+        return current_app.name, g.get("marker")
+
+    @ext.periodic(every=60, name="test_flask.tick")
+    def tick() -> None:
+        """Nothing."""
+
+    try:
+        # As a worker calls them (task.fn): no context, so a new one per call.
+        assert where.fn() == ("separate", None)
+        assert asyncio.run(awhere.fn()) == ("separate", None)
+        # Called in a request: the request's own context.
+        with app.test_request_context():
+            g.marker = "request"
+            assert where() == ("separate", "request")
+            assert where.fn() == ("separate", "request")
+        assert tick.schedule is not None and tick.queue is ext.tasks_queue
+        assert where.queue.path == str(tmp_path / "jobs.db")
+    finally:
+        _close(app, ext, database)
