@@ -42,7 +42,7 @@ test-fast: $(STAMP)  ## the suite without slow tests
 # The fast, in-process tests, chosen by module name (-k matches modules wherever they live).
 MIN_TESTS := test_lifecycle or test_tasks or test_topics or test_results or test_transactions \
 	or test_migrations or test_argument_types or test_empty_tubes or test_cli or test_wakeup \
-	or test_periodic or test_schema or test_django
+	or test_periodic or test_schema or test_django or test_flask
 
 test-min:  ## the fast tests with every dependency at its lowest allowed version (.venv-min)
 	rm -rf .venv-min && $(PY) -m venv .venv-min

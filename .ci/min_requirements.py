@@ -21,7 +21,7 @@ _REQ = re.compile(r"^\s*([A-Za-z0-9._-]+)(\[[^\]]*\])?\s*>=\s*([0-9][^,;\s]*)[^;
 
 
 #: Optional extras whose floors are tested too (their tests are among make test-min's).
-EXTRAS = ("django",)
+EXTRAS = ("django", "flask")
 
 
 def dependencies() -> list[str]:

@@ -706,3 +706,26 @@ def test_manage_py_sqlq_with_an_unusable_queue_is_one_line(tmp_path: Path) -> No
     assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
     assert "missing" in run.stderr and "does not exist" in run.stderr
     assert not (tmp_path / "missing").exists()
+def test_flask_sqlq_with_an_unusable_queue_is_one_line(tmp_path: Path) -> None:
+    """``flask sqlq`` (examples/flask_app) on a queue that is missing or cannot be opened:
+    sqlq's one line and exit code, not a traceback, and nothing created."""
+    examples = ROOT / "examples"
+    env = dict(os.environ, PYTHONPATH=f"{examples}{os.pathsep}{examples.parent}",
+               FLASK_SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'words.db'}")
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"garbage " * 100)
+    for config, says in (({"FLASK_SQLQ_DB": str(tmp_path / "jobs.db")},  # a typo: not made
+                          "no database at"),
+                         ({"FLASK_SQLQ_DB": str(garbage)}, "not a SQLite database"),
+                         ({"FLASK_SQLALCHEMY_DATABASE_URI": "sqlite://"}, "set SQLQ_DB")):
+        def queue_files() -> dict[str, Any]:  # the app's own words.db is made by create_app
+            return {k: v for k, v in listing(tmp_path).items() if not k.startswith("words")}
+
+        before = queue_files()
+        run = subprocess.run(
+            [sys.executable, "-m", "flask", "--app", "flask_app", "sqlq", "stats"],
+            env=dict(env, **config), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert run.returncode == 1, run.stderr
+        assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
+        assert says in run.stderr, run.stderr
+        assert queue_files() == before
