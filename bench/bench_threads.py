@@ -28,8 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import sqlq  # noqa: E402
 from bench_batch import pg_locations  # noqa: E402
+
+import sqlq  # noqa: E402
 
 BODY = b"x" * 128
 
@@ -98,9 +99,9 @@ def main() -> None:
                     median = statistics.median(rates)
                     spread = (max(rates) - min(rates)) / 2 / median
                     base = median if base is None else base
-                    print(f"{backend:8} {durability:6} {threads} thread{'s' if threads > 1 else ' '}"
-                          f" {median:9,.0f} puts/s ±{spread:4.0%}  {median / base:5.2f}x one "
-                          "thread", flush=True)
+                    label = f"{threads} thread{'s' if threads > 1 else ' '}"
+                    print(f"{backend:8} {durability:6} {label} {median:9,.0f} puts/s "
+                          f"±{spread:4.0%}  {median / base:5.2f}x one thread", flush=True)
         finally:
             if server is not None:
                 server.close()

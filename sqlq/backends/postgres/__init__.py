@@ -45,6 +45,7 @@ class PostgresBackend(Backend):
 
     def __init__(self, url: str, *, durability: Durability = "full", init: bool = False,
                  clock: Callable[[], int]) -> None:
+        super().__init__()
         self._url = url
         self.db = Database(url, durability=durability, clock=clock)
         self.location = self.db.location
@@ -66,6 +67,9 @@ class PostgresBackend(Backend):
 
     def transaction(self) -> AbstractContextManager[Conn]:
         return self.db.transaction()
+
+    def in_transaction(self) -> bool:
+        return self.db.held_transaction()
 
     def execute_app(self, conn: Conn, sql: str, params: Sequence[Any] | dict[str, Any] = ()
                     ) -> list[tuple[Any, ...]]:
