@@ -75,8 +75,11 @@ class Queue:
             ``driver="sqlite3"``: two SQLite libraries in one process ignore each
             other's locks, so sqlq refuses to mix them on one file.
 
-    A Queue may be shared between threads (calls are serialised); create it after
-    ``fork()``, not before.
+    A Queue may be shared between threads: their calls take turns on one connection,
+    and durable writes made at the same time (``put``, ``put_many``, ``delete``,
+    ``bury``, ``complete``, ``publish``...) share one transaction and one commit
+    (group commit), each returning once that commit is durable, with its own result
+    or error. Create it after ``fork()``, not before.
 
     Raises:
         SchemaError: the file belongs to another application (without ``init=True``)
