@@ -3,7 +3,8 @@
 A group is formed on purpose: the first put's clock blocks inside its write (holding
 the connection) until the other threads' writes are queued behind it; they then run
 together in the next transaction. Each caller must still get its own result or error,
-and an explicit transaction must never take in another thread's write.
+and an explicit transaction must never take in another thread's write. The Queues are
+``full``: PostgreSQL groups only then (a commit without a WAL flush is cheap).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class GateClock:
 @pytest.fixture
 def gq(db_url: str) -> Iterator[tuple[sqlq.Queue, GateClock]]:
     clock = GateClock()
-    with sqlq.Queue(db_url, durability="normal", clock=clock) as queue:
+    with sqlq.Queue(db_url, durability="full", clock=clock) as queue:
         yield queue, clock
 
 
@@ -173,7 +174,7 @@ def test_a_failing_write_fails_only_its_caller(gq: tuple[sqlq.Queue, GateClock])
 def test_an_explicit_transaction_takes_in_no_other_threads_write(db_url: str) -> None:
     """Threads put while one thread's transaction is open and puts into it: theirs wait
     and commit on their own; its puts join it (no deadlock) and roll back with it."""
-    with sqlq.Queue(db_url, durability="normal") as q:
+    with sqlq.Queue(db_url, durability="full") as q:
         inside = threading.Event()
         others_done: list[int] = []
         mine: list[int] = []
@@ -218,7 +219,7 @@ def test_an_explicit_transaction_takes_in_no_other_threads_write(db_url: str) ->
 def test_threads_sharing_a_queue_get_their_own_ids_in_order(db_url: str) -> None:
     """Eight threads, puts and put_manys: every id once, each thread's in increasing
     order, each job with the body its thread put."""
-    with sqlq.Queue(db_url, durability="normal") as q:
+    with sqlq.Queue(db_url, durability="full") as q:
         got: dict[int, list[tuple[int, bytes]]] = {}
         start = threading.Barrier(8)
 
@@ -248,3 +249,11 @@ def test_threads_sharing_a_queue_get_their_own_ids_in_order(db_url: str) -> None
                 job = q.peek(job_id)
                 assert job is not None and job.body == body
         assert q.stats()["current-jobs-ready"] == len(every)
+
+
+def test_a_normal_postgresql_queue_does_not_group(pg_url: str) -> None:
+    """Without a WAL flush to share, a PostgreSQL commit costs less than a group's
+    BEGIN, COMMIT and hand-overs: each write commits on its own."""
+    with sqlq.Queue(pg_url, durability="normal") as q, sqlq.Queue(pg_url) as full:
+        assert not q.backend.commits_are_costly
+        assert full.backend.commits_are_costly

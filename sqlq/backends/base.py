@@ -132,7 +132,15 @@ class Backend(abc.ABC):
         fn may run on another thread, and again alone if a write of the group fails.
         Alone, or inside a transaction of this thread's own, exactly :meth:`write`
         (not from inside a ``single=True`` write's fn, which holds no transaction)."""
+        if not self.commits_are_costly:
+            return self.write(fn, single=single)
         return self._group.write(fn, single)
+
+    @property
+    def commits_are_costly(self) -> bool:
+        """Whether a commit costs more than the turns of threads sharing it (a flush to
+        the disk, a journal write): then :meth:`write_shared` groups writes."""
+        return True
 
     @abc.abstractmethod
     def transaction(self) -> contextlib.AbstractContextManager[Conn]:

@@ -68,6 +68,13 @@ class PostgresBackend(Backend):
     def transaction(self) -> AbstractContextManager[Conn]:
         return self.db.transaction()
 
+    @property
+    def commits_are_costly(self) -> bool:
+        # With synchronous_commit off (normal) a commit waits for no WAL flush: a group's
+        # BEGIN and COMMIT, two more round trips, and its hand-overs between threads
+        # cost more than they save (measured: bench/bench_threads.py).
+        return self.durability == "full"
+
     def in_transaction(self) -> bool:
         return self.db.held_transaction()
 
