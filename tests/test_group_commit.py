@@ -9,6 +9,7 @@ and an explicit transaction must never take in another thread's write. The Queue
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -257,3 +258,30 @@ def test_a_normal_postgresql_queue_does_not_group(pg_url: str) -> None:
     with sqlq.Queue(pg_url, durability="normal") as q, sqlq.Queue(pg_url) as full:
         assert not q.backend.commits_are_costly
         assert full.backend.commits_are_costly
+
+
+def test_a_writer_interrupted_while_queued_leaves_the_queue_working(db_url: str) -> None:
+    """Ctrl-C in a thread waiting in the queue: it raises KeyboardInterrupt there, its
+    write is withdrawn, and the turn still passes on to the writers after it."""
+    clock = GateClock()
+    with sqlq.Queue(db_url, durability="full", clock=clock) as q:
+        holder = threading.Thread(target=lambda: q.put(b"holder"), name="holder")
+        clock.holder = holder
+        holder.start()
+        assert clock.held.wait(WAIT_S)
+
+        def interrupt() -> None:
+            wait_until(lambda: queued(q) == 1, "the main thread queued")
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+        threading.Thread(target=interrupt).start()
+        with pytest.raises(KeyboardInterrupt):
+            q.put(b"interrupted")
+        assert queued(q) == 0
+        clock.gate.set()
+        holder.join(WAIT_S)
+        after: list[int] = []
+        putter = threading.Thread(target=lambda: after.append(q.put(b"after")))
+        putter.start()
+        putter.join(WAIT_S)
+        assert after, "the turn never passed on"

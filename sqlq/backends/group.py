@@ -114,7 +114,11 @@ class GroupCommit:
                 me.lead = True
                 self._queue.insert(0, me)
         if not me.lead:
-            me.wait()
+            try:
+                me.wait()
+            except BaseException:  # KeyboardInterrupt in the main thread
+                self._withdraw(me)
+                raise
         if me.lead:
             self._lead()
         result: T = me.outcome()
@@ -129,6 +133,18 @@ class GroupCommit:
                 first.wake()
             else:
                 self._busy = False
+
+    def _withdraw(self, me: _Write) -> None:
+        """Take back a write whose caller stopped waiting, unless a leader has it already
+        (then it runs, and its outcome goes unread); if it was woken to lead, wake the
+        next in line instead, or the turn would never end."""
+        with self._mutex:
+            if me not in self._queue:
+                return
+            self._queue.remove(me)
+            promoted = me.lead
+        if promoted:
+            self._pass_turn()
 
     def _lead(self) -> None:
         """Run the queued writes (this thread's first) in one commit; wake the others."""
