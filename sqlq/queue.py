@@ -75,8 +75,11 @@ class Queue:
             ``driver="sqlite3"``: two SQLite libraries in one process ignore each
             other's locks, so sqlq refuses to mix them on one file.
 
-    A Queue may be shared between threads (calls are serialised); create it after
-    ``fork()``, not before.
+    A Queue may be shared between threads: their calls take turns on one connection,
+    and durable writes made at the same time (``put``, ``put_many``, ``delete``,
+    ``bury``, ``complete``, ``publish``...) share one transaction and one commit
+    (group commit), each returning once that commit is durable, with its own result
+    or error. Create it after ``fork()``, not before.
 
     Raises:
         SchemaError: the file belongs to another application (without ``init=True``)
@@ -212,7 +215,7 @@ class Queue:
         body = check_body(body, self.max_job_size)
         check_tube(tube)
         delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
-        job_id = self._backend.write(lambda c: self._store.insert_job(
+        job_id = self._backend.write_shared(lambda c: self._store.insert_job(
             c, self._clock(), tube, priority, delay_ms, ttr_ms, body, unique_key),
             single=unique_key is None)
         self._counts["total-jobs", tube] += 1
@@ -243,7 +246,7 @@ class Queue:
         checked = [check_body(b, self.max_job_size) for b in items]
         check_tube(tube)
         delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
-        ids = self._backend.write(lambda c: self._store.insert_jobs(
+        ids = self._backend.write_shared(lambda c: self._store.insert_jobs(
             c, self._clock(), tube, priority, delay_ms, ttr_ms, checked))
         self._counts["total-jobs", tube] += len(ids)
         return ids
@@ -363,7 +366,7 @@ class Queue:
         if not done:
             return
         pairs = [(job.id, job._require_lease()) for job in done]
-        lost = self._backend.write(
+        lost = self._backend.write_shared(
             lambda c: self._store.delete_many(c, self._clock(), pairs), single=True)
         self._deleted(done, lost, claimed=False)
 
@@ -573,8 +576,8 @@ class Queue:
         """
         check_job_id(job_id)
         check_lease(lease)
-        tube = self._backend.write(lambda c: self._store.delete(c, self._clock(), job_id, lease),
-                              single=True)
+        tube = self._backend.write_shared(
+            lambda c: self._store.delete(c, self._clock(), job_id, lease), single=True)
         self._counts["cmd-delete", tube] += 1
 
     def release(self, job_id: int, *, priority: int | None = None, delay: float = 0,
@@ -613,9 +616,9 @@ class Queue:
             check_priority(priority)
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f"reason must be a str or None, not {type(reason).__name__}")
-        self._backend.write(
+        self._backend.write_shared(
             lambda c: self._store.bury(c, self._clock(), job_id, lease, priority, reason),
-                       single=True)
+            single=True)
 
     def touch(self, job_id: int, *, lease: int | None = None) -> int:
         """Restart a reservation's TTR; return the new deadline in ms.
@@ -661,7 +664,8 @@ class Queue:
             JobNotFound: no such job, or it is neither buried nor delayed.
         """
         check_job_id(job_id)
-        self._backend.write(lambda c: self._store.kick_job(c, self._clock(), job_id), single=True)
+        self._backend.write_shared(lambda c: self._store.kick_job(c, self._clock(), job_id),
+                                   single=True)
 
     def pause_tube(self, tube: str, seconds: float) -> None:
         """Reserve nothing from ``tube`` for ``seconds`` (0 ends a pause).

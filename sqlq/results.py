@@ -26,7 +26,7 @@ def complete(backend: Backend, clock: Callable[[], int], job_id: int, result: by
         now = clock()
         return backend.store.complete(c, now, job_id, lease, result, now + ttl_ms)
 
-    return backend.write(write)
+    return backend.write_shared(write)
 
 
 def look(backend: Backend, clock: Callable[[], int], job_id: int) -> bytes | None:

@@ -51,4 +51,4 @@ def publish(backend: Backend, clock: Callable[[], int], topic: str, body: bytes,
                                         unique_key))
                 for tube in store.topic_tubes(c, topic)]
 
-    return backend.write(fill)
+    return backend.write_shared(fill)

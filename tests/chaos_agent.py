@@ -12,7 +12,7 @@ newline. No fsync: the chaos test kills processes, not the machine.
 
 Producer lines (``put`` returned, so the job is *acknowledged*; logged right
 after, so a kill in between leaves a job that is in the file but not in the log,
-which the checker allows):
+which the checker allows; a producer with four threads writes them all in its log):
 
     P <id> <tag>
 
@@ -40,8 +40,9 @@ from __future__ import annotations
 import os
 import random
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 import sqlq
@@ -63,8 +64,28 @@ def emit(log: TextIO, *fields: object) -> None:
 
 
 def producer(db: str, log: TextIO, rng: random.Random) -> None:
+    """Puts for ever; half the producers from four threads sharing one Queue, whose
+    puts share commits (group commit): a put is logged only once it returned."""
     q = _open(db, rng)
-    tag_base = f"p{os.getpid()}"
+    threads = rng.choice([1, 4])
+    if threads == 1:
+        put_loop(q, log, rng, f"p{os.getpid()}")  # for ever
+        return
+    lock = threading.Lock()
+
+    def emit_locked(log: TextIO, *fields: object) -> None:
+        with lock:
+            emit(log, *fields)
+
+    for i in range(threads):
+        seed = rng.getrandbits(32)
+        threading.Thread(target=put_loop, daemon=True, args=(
+            q, log, random.Random(seed), f"p{os.getpid()}t{i}", emit_locked)).start()
+    threading.Event().wait()  # until SIGKILL
+
+
+def put_loop(q: sqlq.Queue, log: TextIO, rng: random.Random, tag_base: str,
+             emit: Callable[..., None] = emit) -> None:
     seq = 0
     while True:
         tube = SLOW if rng.random() < 0.005 else rng.choice(TUBES[:2])

@@ -8,7 +8,8 @@ module's names, so a third backend is a new folder, not edits everywhere.
 
 The contract, in four parts:
 
-* **transactions**: :meth:`Backend.read`, :meth:`Backend.write` and
+* **transactions**: :meth:`Backend.read`, :meth:`Backend.write` (or
+  :meth:`Backend.write_shared`, whose commit other threads' writes may share) and
   :meth:`Backend.transaction` run a function with a connection inside one
   transaction; the backend's :class:`~sqlq.backends.store.Store` does the work
   on that connection, so the Queue composes verbs atomically (delete one job and
@@ -28,6 +29,8 @@ import contextlib
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+
+from .group import GroupCommit
 
 if TYPE_CHECKING:
     from .store import Store
@@ -90,6 +93,9 @@ class Notifier(Protocol):
 class Backend(abc.ABC):
     """One database a Queue works on. Safe to share between threads."""
 
+    def __init__(self) -> None:
+        self._group = GroupCommit(self)
+
     #: The database as messages name it: a path, or a URL without its password.
     location: str
     durability: Durability
@@ -118,12 +124,36 @@ class Backend(abc.ABC):
         one statement, which a backend may run as its own autocommit transaction.
         Inside :meth:`transaction` on the same thread, fn joins it."""
 
+    def write_shared(self, fn: Callable[[Conn], T], *, single: bool = False) -> T:
+        """:meth:`write` (durable) for a short write that may share its transaction and
+        its commit with writes other threads make at the same time (group commit,
+        ``group.py``): one flush for them all, each caller still returning only once
+        the commit holding its write is durable, with its own result or exception.
+        fn may run on another thread, and again alone if a write of the group fails.
+        Alone, or inside a transaction of this thread's own, exactly :meth:`write`
+        (not from inside a ``single=True`` write's fn, which holds no transaction)."""
+        if not self.commits_are_costly:
+            return self.write(fn, single=single)
+        return self._group.write(fn, single)
+
+    @property
+    def commits_are_costly(self) -> bool:
+        """Whether a commit costs more than the turns of threads sharing it (a flush to
+        the disk, a journal write): then :meth:`write_shared` groups writes."""
+        return True
+
     @abc.abstractmethod
     def transaction(self, durable: bool = True) -> contextlib.AbstractContextManager[Conn]:
         """A write transaction the caller fills; nested use takes a savepoint.
         ``durable=False``: as in :meth:`write` (``sqlq serve`` commits a round of claims
         so). Its BEGIN waits for another process's lock no longer than ``set_lock_wait``
         says, raising :class:`sqlq.Locked`."""
+
+    @abc.abstractmethod
+    def in_transaction(self) -> bool:
+        """Whether this thread is inside :meth:`write`, :meth:`transaction` or
+        :meth:`read` with a transaction open, which a write made now joins (rather than
+        wait for another thread: :meth:`write_shared` asks)."""
 
     @abc.abstractmethod
     def execute_app(self, conn: Conn, sql: str, params: Sequence[Any] | dict[str, Any] = ()

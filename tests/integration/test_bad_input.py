@@ -38,6 +38,8 @@ import sqlq
 from sqlq.backends.sqlite import db as sqlq_db
 from tests.conftest import ROOT
 
+from .test_group_commit import GateClock, run_as_group
+
 pytestmark = pytest.mark.both_apis  # q and fq: as a Queue, then as an AsyncQueue
 
 SQLQ = str(Path(sys.executable).parent / "sqlq")
@@ -443,6 +445,38 @@ def test_full_disk_simulated(tmp_path: Path) -> None:
         with sqlq.Queue(str(path), vfs=name) as q:
             _fill_and_check(q, path, lambda: setattr(vfs, "full", True),
                             lambda: setattr(vfs, "full", False))
+    finally:
+        vfs.unregister()
+
+
+@pytest.mark.parametrize("cache_pages", [2000, 10])
+def test_full_disk_under_a_group_of_writers(tmp_path: Path, cache_pages: int) -> None:
+    """Puts from threads sharing a Queue, queued behind a commit into one group, meet a
+    full disk: each caller gets the one-line error, the file is unchanged, and once
+    space is back the same threads' puts go through. With a small page cache the disk
+    fills inside a put (SQLite spills pages to the WAL before the commit) and the group's
+    transaction ends there; with the default one, at its commit."""
+    name = f"full-group-{os.getpid()}"
+    vfs = FullVFS(name)
+    clock = GateClock()
+    try:
+        path = tmp_path / "q.db"
+        with sqlq.Queue(str(path), vfs=name, clock=clock) as q:
+            kept = q.put_many([b"k" * 1000] * 10)
+            q.backend.db.conn.execute(f"PRAGMA cache_size = {cache_pages}")  # type: ignore[attr-defined]
+            q.backend.db.outside_transaction(  # type: ignore[attr-defined]
+                lambda c: c.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
+            before = files_of(q)
+            vfs.full = True
+            _, outcomes = run_as_group(q, clock, [
+                lambda n=n: q.put(b"y" * (n * 50_000)) for n in range(5)])
+            for kind, error in outcomes:
+                assert kind == "error" and isinstance(error, sqlq.DatabaseError), outcomes
+                assert "disk full" in one_line(str(error))
+            assert files_of(q) == before
+            vfs.full = False
+            _, outcomes = run_as_group(q, clock.reset(), [lambda: q.put(b"after")] * 3)
+            assert all(kind == "ok" and value > max(kept) for kind, value in outcomes)
     finally:
         vfs.unregister()
 

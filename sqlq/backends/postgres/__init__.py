@@ -45,6 +45,7 @@ class PostgresBackend(Backend):
 
     def __init__(self, url: str, *, durability: Durability = "full", init: bool = False,
                  clock: Callable[[], int]) -> None:
+        super().__init__()
         self._url = url
         self.db = Database(url, durability=durability, clock=clock)
         self.location = self.db.location
@@ -66,6 +67,16 @@ class PostgresBackend(Backend):
 
     def transaction(self, durable: bool = True) -> AbstractContextManager[Conn]:
         return self.db.transaction()  # as write(): durability is the connection's setting
+
+    @property
+    def commits_are_costly(self) -> bool:
+        # With synchronous_commit off (normal) a commit waits for no WAL flush: a group's
+        # BEGIN and COMMIT, two more round trips, and its hand-overs between threads
+        # cost more than they save (measured: bench/bench_threads.py).
+        return self.durability == "full"
+
+    def in_transaction(self) -> bool:
+        return self.db.held_transaction()
 
     def execute_app(self, conn: Conn, sql: str, params: Sequence[Any] | dict[str, Any] = ()
                     ) -> list[tuple[Any, ...]]:

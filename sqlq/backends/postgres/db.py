@@ -178,6 +178,17 @@ class Database:
     def in_transaction(self) -> bool:
         return self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
+    def held_transaction(self) -> bool:
+        """Whether this thread holds the connection inside a transaction."""
+        # The lock is reentrant: taken at once by its holder, or by anyone when free
+        # (and then no transaction is open); refused only while another thread has it.
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return self.in_transaction()
+        finally:
+            self._lock.release()
+
     def read(self, fn: Callable[[Any], T]) -> T:
         with self._lock, self._errors():
             return fn(self._usable())

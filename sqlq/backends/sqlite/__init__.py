@@ -45,6 +45,7 @@ class SQLiteBackend(Backend):
     def __init__(self, path: str, *, durability: Durability = "full", init: bool = False,
                  clock: Callable[[], int], vfs: str | None = None,
                  driver: str | None = None) -> None:
+        super().__init__()
         self.location = os.path.abspath(path)
         self._path = path  # as given: what SQLite opens, and messages name
         self.db = Database(path, durability=durability, init=init, clock=clock, vfs=vfs,
@@ -67,6 +68,9 @@ class SQLiteBackend(Backend):
 
     def transaction(self, durable: bool = True) -> AbstractContextManager[Conn]:
         return self.db.transaction(durable)
+
+    def in_transaction(self) -> bool:
+        return self.db.in_transaction()
 
     def execute_app(self, conn: Conn, sql: str, params: Sequence[Any] | dict[str, Any] = ()
                 ) -> list[tuple[Any, ...]]:

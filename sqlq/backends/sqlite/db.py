@@ -497,6 +497,17 @@ class Database:
             if durable:
                 self._published()
 
+    def in_transaction(self) -> bool:
+        """Whether this thread holds the connection inside an open transaction."""
+        # The lock is reentrant: taken at once by its holder, or by anyone when free
+        # (and then no transaction is open); refused only while another thread has it.
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return not self.conn.get_autocommit()
+        finally:
+            self._lock.release()
+
     def _open_notify(self) -> int | None:
         """The descriptor _published reads, or None where the sidecar cannot be made
         (waiters then rely on their re-checks). It is not a database file, so
