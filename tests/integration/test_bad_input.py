@@ -37,8 +37,7 @@ import pytest
 import sqlq
 from sqlq.backends.sqlite import db as sqlq_db
 from tests.conftest import ROOT
-
-from .test_group_commit import GateClock, run_as_group
+from tests.groups import GateClock, run_as_group
 
 pytestmark = pytest.mark.both_apis  # q and fq: as a Queue, then as an AsyncQueue
 

@@ -419,8 +419,11 @@ def waiting_for_jobs(db: str) -> bool:
 
 
 def test_subprocess_ctrl_c_while_waiting(db: Path) -> None:
+    # As from a terminal: SIGINT at its default, even where this run was started with it
+    # ignored (a background job), which every child would inherit.
     proc = subprocess.Popen([sys.executable, "-m", "sqlq", "--db", str(db), "reserve"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # Wait until it is waiting (on a file, its queue has made the sidecar directory it
     # watches; on PostgreSQL, its session listens), so the signal meets sqlq's handler
     # rather than Python's start-up.

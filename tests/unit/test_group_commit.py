@@ -11,42 +11,12 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
 import sqlq
-from sqlq.durations import now_ms
-
-#: Generous: the machine is shared and slow at times.
-WAIT_S = 30.0
-
-
-class GateClock:
-    """The real clock, except that a call from ``holder`` blocks until ``gate`` opens;
-    notes which thread made each call (the thread that ran the write)."""
-
-    def __init__(self) -> None:
-        self.gate = threading.Event()
-        self.held = threading.Event()
-        self.holder: threading.Thread | None = None
-        self.callers: list[str] = []
-
-    def reset(self) -> GateClock:
-        """Ready to hold the next group."""
-        self.gate.clear()
-        self.held.clear()
-        return self
-
-    def __call__(self) -> int:
-        me = threading.current_thread()
-        if me is self.holder and not self.gate.is_set():
-            self.held.set()
-            assert self.gate.wait(WAIT_S)
-        self.callers.append(me.name)
-        return now_ms()
+from tests.groups import WAIT_S, GateClock, queued, run_as_group, wait_until
 
 
 @pytest.fixture
@@ -54,52 +24,6 @@ def gq(db_url: str) -> Iterator[tuple[sqlq.Queue, GateClock]]:
     clock = GateClock()
     with sqlq.Queue(db_url, durability="full", clock=clock) as queue:
         yield queue, clock
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.002)
-
-
-def queued(q: sqlq.Queue) -> int:
-    return len(q.backend._group._queue)  # type: ignore[attr-defined]
-
-
-def run_as_group(q: sqlq.Queue, clock: GateClock, ops: list[Callable[[], Any]]
-                 ) -> tuple[Any, list[tuple[str, Any]]]:
-    """Hold the connection with one put, queue ``ops`` (a thread each) behind it, let go:
-    (the holder's id or error, each op's ("ok", value) or ("error", exception) in op
-    order)."""
-    outcomes: list[tuple[str, Any]] = [("none", None)] * len(ops)
-    held: list[Any] = []
-
-    def hold() -> None:
-        try:
-            held.append(q.put(b"holder"))
-        except sqlq.Error as e:  # the tests that fail every write look at the others
-            held.append(e)
-
-    def run(i: int) -> None:
-        try:
-            outcomes[i] = ("ok", ops[i]())
-        except Exception as e:  # noqa: BLE001 - the test looks at it
-            outcomes[i] = ("error", e)
-
-    holder = threading.Thread(target=hold, name="holder")
-    clock.holder = holder
-    holder.start()
-    assert clock.held.wait(WAIT_S)
-    threads = [threading.Thread(target=run, args=(i,), name=f"op{i}") for i in range(len(ops))]
-    for t in threads:
-        t.start()
-    wait_until(lambda: queued(q) == len(ops), f"{len(ops)} queued writes")
-    clock.gate.set()
-    for t in [holder, *threads]:
-        t.join(WAIT_S)
-        assert not t.is_alive()
-    return held[0], outcomes
 
 
 def transactions_of(q: sqlq.Queue, ids: list[int]) -> int:
@@ -274,9 +198,15 @@ def test_a_writer_interrupted_while_queued_leaves_the_queue_working(db_url: str)
             wait_until(lambda: queued(q) == 1, "the main thread queued")
             signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
 
-        threading.Thread(target=interrupt).start()
-        with pytest.raises(KeyboardInterrupt):
-            q.put(b"interrupted")
+        # As a terminal's Ctrl-C would: Python's handler, even where this run was started
+        # with SIGINT ignored (a background job).
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            threading.Thread(target=interrupt).start()
+            with pytest.raises(KeyboardInterrupt):
+                q.put(b"interrupted")
+        finally:
+            signal.signal(signal.SIGINT, previous)
         assert queued(q) == 0
         clock.gate.set()
         holder.join(WAIT_S)
