@@ -9,6 +9,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -171,3 +172,31 @@ def pg_url(pg_server: PgServer, pg_template: str) -> Iterator[str]:
     if not pg_server.running:
         pg_server.start()
     pg_server.drop_database(name)
+
+
+# ------------------------------------------------------------------ run summary lines
+
+_SUMMARY_LINES: list[str] = []
+
+
+@pytest.fixture
+def summary_line(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """Report one line in the run's final summary: the chaos and power-cut runs report
+    their counts (jobs lost, duplicates, cuts) this way. Unlike a print, it reaches the
+    summary from pytest-xdist's workers too (through the test report)."""
+    def report(line: str) -> None:
+        request.node.user_properties.append(("summary", line))
+
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call":
+        _SUMMARY_LINES.extend(str(v) for k, v in report.user_properties if k == "summary")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _SUMMARY_LINES:
+        terminalreporter.section("chaos and power cuts")
+        for line in _SUMMARY_LINES:
+            terminalreporter.write_line(line)

@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import apsw
@@ -166,7 +167,7 @@ def chaos_agent_line(log: object, *fields: object) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(0)
-def test_chaos(db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None]) -> None:
     seconds = float(os.environ.get("SQLQ_CHAOS_SECONDS", "10"))
     seed = int(os.environ.get("SQLQ_CHAOS_SEED", str(random.randrange(2**32))))
     rng = random.Random(seed)
@@ -209,8 +210,7 @@ def test_chaos(db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     summary.rounds -= 1  # the drain's look is not a round of kills
     backend = "postgres" if "://" in db else "sqlite"
     line = summary.line(time.monotonic() - started) + f" seed={seed} ({backend})"
-    with capsys.disabled():
-        print("\n" + line)
+    summary_line(line)
     assert summary.ok, "\n".join([line, *summary.problems[:20]])
     assert final.in_file == 0, f"the drain left {final.in_file} jobs in the file"
     assert summary.acknowledged > 0 and summary.completed > 0, line

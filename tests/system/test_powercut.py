@@ -28,7 +28,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -208,7 +208,7 @@ class Tally:
 
 @pytest.mark.slow
 @pytest.mark.timeout(0)
-def test_power_cuts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_power_cuts(tmp_path: Path, summary_line: Callable[[str], None]) -> None:
     points = int(os.environ.get("SQLQ_POWERCUT_POINTS", "200"))
     seed = int(os.environ.get("SQLQ_POWERCUT_SEED", str(random.randrange(2**32))))
     operations = 300
@@ -219,8 +219,7 @@ def test_power_cuts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         recording = record_workload(tmp_path, mode, operations, rng.getrandbits(32))
         tally.run(recording, mode, points // 2, tmp_path / f"cut-{mode}", rng)
     line = tally.line(time.monotonic() - started, operations) + f" seed={seed}"
-    with capsys.disabled():
-        print("\n" + line)
+    summary_line(line)
     assert not tally.failures, "\n".join([line, *tally.failures[:20]])
     # The model must really have thrown commits away, or it proved nothing.
     assert tally.missing_commits["normal"] > 0, line
@@ -313,7 +312,7 @@ def record_server_rounds(directory: Path, durability: str, rounds: int, seed: in
 
 @pytest.mark.timeout(0)
 def test_power_cuts_during_pipelined_server_rounds(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, summary_line: Callable[[str], None]) -> None:
     """``sqlq serve`` answers a pipelined round once its commit is durable (full)."""
     points = int(os.environ.get("SQLQ_POWERCUT_POINTS", "200")) // 4
     seed = int(os.environ.get("SQLQ_POWERCUT_SEED", str(random.randrange(2**32))))
@@ -324,8 +323,7 @@ def test_power_cuts_during_pipelined_server_rounds(
         recording = record_server_rounds(tmp_path, mode, 60, rng.getrandbits(32))
         tally.run(recording, mode, points // 2, tmp_path / f"cut-{mode}", rng, every=10)
     line = tally.line(time.monotonic() - started, 60) + f" seed={seed}"
-    with capsys.disabled():
-        print("\nserver " + line)
+    summary_line("server " + line)
     assert not tally.failures, "\n".join([line, *tally.failures[:20]])
 
 
