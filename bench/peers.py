@@ -145,6 +145,7 @@ class SqlqBeanstalkd(Beanstalkd):
 
     family = "sqlq-beanstalkd"
     default = False
+    mention_off = False
 
     def __init__(self, mode: str) -> None:
         super().__init__(mode, sys.executable)

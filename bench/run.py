@@ -33,7 +33,7 @@ if str(HERE) not in sys.path:
 
 import env  # noqa: E402
 
-WORKLOADS = ["put", "put_many", "drain", "wake", "idle", "depth", "filesize", "work"]
+WORKLOADS = ["put", "put_many", "drain", "wake", "idle", "depth", "filesize", "targets"]
 
 PROFILES: dict[str, dict[str, object]] = {
     "full": {  # about 20-25 minutes on 2 cores, 8-10 of them the PostgreSQL systems
@@ -43,7 +43,10 @@ PROFILES: dict[str, dict[str, object]] = {
         "idle_window": 10.0, "idle_runs": 3,
         "depths": [10_000, 100_000, 1_000_000], "delayed": 1_000_000, "peer_depth_max": 100_000,
         "depth_ops": 1000, "depth_runs": 3, "depth_budget": 4.0,
-        "cycles": 50_000, "work_n": 5000, "work_runs": 3, "work_procs": [1, 2],
+        "cycles": 50_000,
+        # issue 12's rows (targets.py): jobs per run of each side, and the runs
+        "targets_runs": 5, "t_work_n": 5000, "t_pause_n": 2000, "t_lib_n": 5000,
+        "t_put_n": 3000, "t_drain_n": 3000, "t_server_n": 2000, "t_pg_n": 1000,
     },
     "quick": {  # about 3 minutes
         "runs": 3, "put_n": 1000, "put_many_n": 20_000,
@@ -52,7 +55,9 @@ PROFILES: dict[str, dict[str, object]] = {
         "idle_window": 5.0, "idle_runs": 1,
         "depths": [10_000, 100_000], "delayed": 100_000, "peer_depth_max": 0,
         "depth_ops": 200, "depth_runs": 2, "depth_budget": 2.0,
-        "cycles": 5000, "work_n": 1000, "work_runs": 1, "work_procs": [1],
+        "cycles": 5000,
+        "targets_runs": 2, "t_work_n": 1500, "t_pause_n": 500, "t_lib_n": 2000,
+        "t_put_n": 1000, "t_drain_n": 1000, "t_server_n": 600, "t_pg_n": 300,
     },
 }
 
@@ -75,6 +80,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--systems", default="", help="comma-separated names or globs (sqlq*,raw*)")
     p.add_argument("--workloads", default="", help="comma-separated: " + ",".join(WORKLOADS))
     p.add_argument("--runs", type=int, default=0, help="override the number of runs")
+    p.add_argument("--targets", default="",
+                   help="issue 12's rows to run (workload targets), comma-separated group keys,"
+                   " default all: 1,2,3,4,5,6,7,8,1pg,2pg,3pg,4pg,7pg,8pg")
     p.add_argument("--out", default="", help="directory for RESULTS.md/results.png/json")
     p.add_argument("--no-install", action="store_true", help="do not apt-get install beanstalkd")
     p.add_argument("--retry-honker", action="store_true", help="try pip install honker again")
@@ -138,9 +146,10 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
 
     bs_path, bs_note = env.ensure_beanstalkd(log, install=not args.no_install)
     systems = all_systems(bs_path, bs_note, env.honker_note())
+    registry = list(systems)  # the targets' rows use systems the table may leave out
     pats = [p.strip() for p in args.systems.split(",") if p.strip()]
     skipped: dict[str, str] = {}
-    for s in [s for s in systems if not s.default and s.name not in pats]:
+    for s in [s for s in systems if not s.default and s.mention_off and s.name not in pats]:
         # a slot waiting for its code (sqlq-pg): only an exact name turns it on
         if not pats or any(fnmatch.fnmatch(s.name, p) or p == s.family for p in pats):
             skipped[s.name] = f"off by default: name it in --systems ({s.name}) to run it"
@@ -262,17 +271,9 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
         log(f"\n== file size after {P['cycles']:,} put/delete cycles (batches of {wl.BATCH})")
         metric = f"disk after {wl._short(int(P['cycles']))} put/delete"  # type: ignore[arg-type]
         repeat(metric, FILESIZE_SYSTEMS, 1, wl.run_filesize, P["cycles"])
-    if "work" in selected:
-        log("\n== sqlq work, no-op task throughput")
-        names = [n for n in ("sqlq-full", "sqlq-normal") if n in by_name]
-        why = wl.sqlq_work_available() if names else "sqlq is not available"
-        if why:
-            log(f"    SKIPPED: {why}")
-            skipped["sqlq work"] = why
-        else:
-            for procs in P["work_procs"]:  # type: ignore[attr-defined]
-                repeat(f"sqlq work no-op, {procs} proc", names, int(P["work_runs"]),  # type: ignore[arg-type]
-                       wl.run_sqlq_work, P["work_n"], procs)
+    target_results = None
+    if "targets" in selected:
+        target_results = run_targets(args, profile, registry)
 
     fsync_end = wl.fsync_rate(wl.TMP_ROOT)
     facts[FSYNC] = f"{fsync_start:,.0f}/s at the start, {fsync_end:,.0f}/s at the end"
@@ -285,6 +286,7 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
         "profile": profile, "facts": facts, "versions": versions, "skipped": skipped,
         "systems": [{"name": s.name, "durability": s.durability, "wait": s.wait} for s in live],
         "rows": [asdict(r) for r in rows.values()],
+        "targets": asdict(target_results) if target_results is not None else None,
     }
     # next to RESULTS.md, except in bench/ itself where only RESULTS.md and the PNG are kept
     json_path = (HERE / ".work" if out_dir.resolve() == HERE else out_dir) / "results.json"
@@ -293,6 +295,26 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
     finish(data, out_dir)
     log(f"every run's value: {json_path}")
     return 0
+
+
+def run_targets(args: argparse.Namespace, profile: dict[str, Any], registry: list[Any]) -> Any:
+    """Issue 12's rows (targets.py), on every system they need, selected or not."""
+    import targets
+
+    available, why_not = {}, {}
+    for s in registry:
+        why = s.unavailable()
+        if why:
+            why_not[s.name] = why
+        else:
+            available[s.name] = s
+    keys = [k.strip() for k in args.targets.split(",") if k.strip()] or targets.GROUP_KEYS
+    unknown = set(keys) - set(targets.GROUP_KEYS)
+    if unknown:
+        log(f"unknown target group(s) {', '.join(sorted(unknown))}; known: "
+            + ",".join(targets.GROUP_KEYS))
+    groups = [g for g in targets.plan(profile, available) if g.key in keys]
+    return targets.run(groups, int(profile["targets_runs"]), available, why_not, log)
 
 
 def finish(data: dict[str, Any], out_dir: Path) -> None:
@@ -314,10 +336,46 @@ def finish(data: dict[str, Any], out_dir: Path) -> None:
         why_no_plot = plot.plot(rows, order, png, title)
     except Exception as exc:  # noqa: BLE001 - a plot problem must not lose the table
         why_no_plot = f"plot failed: {type(exc).__name__}: {exc}"
+    goals_md, goals_png = finish_targets(data, out_dir, title)
     md = results_markdown(data, table, rows, png if why_no_plot is None else None)
-    (out_dir / "RESULTS.md").write_text(md)
+    (out_dir / "RESULTS.md").write_text(md.replace(TARGETS_SLOT, "\n".join(goals_md)))
     log(f"\nwrote {out_dir / 'RESULTS.md'}, {png if why_no_plot is None else why_no_plot}"
-        f" ({data['elapsed_s'] / 60:.1f} min)")
+        f"{', ' + goals_png if goals_png else ''} ({data['elapsed_s'] / 60:.1f} min)")
+
+
+TARGETS_SLOT = "<!-- issue 12 rows -->"
+
+
+def finish_targets(data: dict[str, Any], out_dir: Path, title: str) -> tuple[list[str], str]:
+    """Print issue 12's table; its Markdown section and the name of its PNG (or why not)."""
+    import plot
+    import targets
+
+    res = data.get("targets")
+    if not res:
+        return [], ""
+    lines = targets.lines(targets.all_goals(), res["values"], res["skipped"])
+    log("\nissue 12's targets: the ratio per run, its median and range (sides interleaved)\n"
+        + targets.text(lines, res["skipped"]))
+    png = out_dir / "targets.png"
+    try:
+        why = plot.plot_targets(lines, png, title)
+    except Exception as exc:  # noqa: BLE001 - a plot problem must not lose the table
+        why = f"plot failed: {type(exc).__name__}: {exc}"
+    md = ["## Issue 12's targets, side by side", "",
+          "Each row divides two measurements taken in the same run (the sides, run one",
+          "after the other, run after run), so each run gives one ratio: the median of",
+          "those ratios, their range, and the verdict on the median (\"not in every run\"",
+          "when some runs fell short). The sides' medians are jobs/s, or ms for latency.",
+          "How each side is measured: [README.md](README.md#issue-12s-rows).", "",
+          *targets.markdown(lines, res["skipped"]), ""]
+    if why is None:
+        md += [f"![ratios against their targets]({png.name})", ""]
+    errors = [f"- {side}: {len(errs)} failed run(s): {errs[0]}"
+              for side, errs in res["errors"].items()]
+    if errors:
+        md += ["Failed runs:", "", *errors, ""]
+    return md, (png.name if why is None else why)
 
 
 def results_markdown(data: dict[str, Any], table: list[dict[str, str]], rows: list[Any],
@@ -359,6 +417,7 @@ def results_markdown(data: dict[str, Any], table: list[dict[str, str]], rows: li
     ]
     if png is not None:
         md += [f"![throughput and reserve latency]({png.name})", ""]
+    md += [TARGETS_SLOT, ""]
     goals = report.targets(rows)
     if goals:
         md += ["## sqlq against its targets (issues 2 and 11)", "",

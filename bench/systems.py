@@ -85,6 +85,7 @@ class System:
     durability = "?"    # full | normal | memory
     wait = "?"          # how a blocked consumer waits (shown in the README/RESULTS)
     default = True      # False: runs only when --systems names it exactly
+    mention_off = True  # list it as skipped when it is off (False: only issue 12's rows use it)
 
     def unavailable(self) -> str | None:
         """None when the system can run here, else why not (printed as a skip line)."""
@@ -490,6 +491,7 @@ class RawMinimal(Raw):
     Off by default: the issue 12 rows (targets.py) use it."""
 
     default = False
+    mention_off = False
 
     def __init__(self, durability: str) -> None:
         super().__init__(durability)
