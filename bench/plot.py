@@ -122,7 +122,7 @@ def plot_targets(lines: list[Any], path: Path, title: str) -> str | None:
     ax.set_yticklabels([f"{ln.row} {ln.what}"[:70] for ln in rows], fontsize=7)
     ax.invert_yaxis()
     right = max(score(max(ln.ratios), ln) for ln in rows)
-    ax.set_xlim(min(0.8, *(score(min(ln.ratios), ln) * 0.8 for ln in rows)), right * 6)
+    ax.set_xlim(min(0.8, *(score(min(ln.ratios), ln) * 0.8 for ln in rows)), right * 12)
     ax.set_xlabel("measured / target (log; right of the dashed line = met; whisker = range"
                   " over the runs)")
     ax.set_title(title, fontsize=9)

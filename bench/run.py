@@ -45,7 +45,7 @@ PROFILES: dict[str, dict[str, object]] = {
         "depth_ops": 1000, "depth_runs": 3, "depth_budget": 4.0,
         "cycles": 50_000,
         # issue 12's rows (targets.py): jobs per run of each side, and the runs
-        "targets_runs": 5, "t_work_n": 5000, "t_pause_n": 2000, "t_lib_n": 5000,
+        "targets_runs": 3, "t_work_n": 5000, "t_pause_n": 1000, "t_lib_n": 5000,
         "t_put_n": 3000, "t_drain_n": 3000, "t_server_n": 2000, "t_pg_n": 1000,
     },
     "quick": {  # about 3 minutes
@@ -325,9 +325,11 @@ def finish(data: dict[str, Any], out_dir: Path) -> None:
     rows = [report.Row(**r) for r in data["rows"]]
     order = [s["name"] for s in data["systems"]]
     table = report.build_table(rows, order)
-    log("\n" + report.text_table(table, notes_width=70))
-    log("\nsqlq vs it: > 1 means sqlq is better (faster, or less latency/CPU/disk), compared with"
-        " sqlq of the same durability class; sqlq rows show their ratio to the raw apsw floor.")
+    if table:
+        log("\n" + report.text_table(table, notes_width=70))
+        log("\nsqlq vs it: > 1 means sqlq is better (faster, or less latency/CPU/disk), compared"
+            " with sqlq of the same durability class; sqlq rows show their ratio to the raw apsw"
+            " floor.")
     facts = data["facts"]
     title = (f"sqlq bench ({'quick' if data['quick'] else 'full'}) {data['date'][:10]}: "
              f"{facts.get('cores')} cores, {facts.get('cpu', '?')}, fsync {facts.get(FSYNC)}")
@@ -336,24 +338,31 @@ def finish(data: dict[str, Any], out_dir: Path) -> None:
         why_no_plot = plot.plot(rows, order, png, title)
     except Exception as exc:  # noqa: BLE001 - a plot problem must not lose the table
         why_no_plot = f"plot failed: {type(exc).__name__}: {exc}"
-    goals_md, goals_png = finish_targets(data, out_dir, title)
+    goal_lines, goals_md, goals_png = finish_targets(data, out_dir, title)
     md = results_markdown(data, table, rows, png if why_no_plot is None else None)
     (out_dir / "RESULTS.md").write_text(md.replace(TARGETS_SLOT, "\n".join(goals_md)))
     log(f"\nwrote {out_dir / 'RESULTS.md'}, {png if why_no_plot is None else why_no_plot}"
         f"{', ' + goals_png if goals_png else ''} ({data['elapsed_s'] / 60:.1f} min)")
+    if out_dir.resolve() == HERE and not data["quick"]:
+        import readme_block
+
+        readme = env.ROOT / "README.md"
+        if readme_block.update(readme, readme_block.render(data, goal_lines)):
+            log(f"wrote the figures of README.md's Performance section ({readme})")
 
 
 TARGETS_SLOT = "<!-- issue 12 rows -->"
 
 
-def finish_targets(data: dict[str, Any], out_dir: Path, title: str) -> tuple[list[str], str]:
-    """Print issue 12's table; its Markdown section and the name of its PNG (or why not)."""
+def finish_targets(data: dict[str, Any], out_dir: Path,
+                   title: str) -> tuple[list[Any], list[str], str]:
+    """Print issue 12's table; its lines, its Markdown section and its PNG (or why not)."""
     import plot
     import targets
 
     res = data.get("targets")
     if not res:
-        return [], ""
+        return [], [], ""
     lines = targets.lines(targets.all_goals(), res["values"], res["skipped"])
     log("\nissue 12's targets: the ratio per run, its median and range (sides interleaved)\n"
         + targets.text(lines, res["skipped"]))
@@ -375,7 +384,7 @@ def finish_targets(data: dict[str, Any], out_dir: Path, title: str) -> tuple[lis
               for side, errs in res["errors"].items()]
     if errors:
         md += ["Failed runs:", "", *errors, ""]
-    return md, (png.name if why is None else why)
+    return lines, md, (png.name if why is None else why)
 
 
 def results_markdown(data: dict[str, Any], table: list[dict[str, str]], rows: list[Any],

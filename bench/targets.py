@@ -443,8 +443,7 @@ def lines(goals: list[tuple[str, Goal]], all_values: dict[str, list[float | None
             verdict = ("met" if ok else "MISSED") + ("" if every or not ok else
                                                      " (not in every run)")
         fmt = "{:.2f}"
-        sides = [f"{k.split(':', 1)[0]} {k.split(':', 1)[1]} {_fmt(_median(values[k]))}"
-                 for k in (g.num, g.den) if k]
+        sides = [f"{k.replace(':', ' ')} {_fmt(_median(values[k]))}" for k in (g.num, g.den) if k]
         out.append(Line(g.row, g.what, fmt.format(med) + g.unit,
                         f"{fmt.format(lo)}–{fmt.format(hi)}", len(ratios), g.target, verdict,
                         "; ".join(sides), ratios, g.bound, g.at_least))
