@@ -11,7 +11,7 @@ import pytest
 
 import sqlq
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import readme_block  # noqa: E402
