@@ -56,8 +56,8 @@ PROFILES: dict[str, dict[str, object]] = {
         "depths": [10_000, 100_000], "delayed": 100_000, "peer_depth_max": 0,
         "depth_ops": 200, "depth_runs": 2, "depth_budget": 2.0,
         "cycles": 5000,
-        "targets_runs": 2, "t_work_n": 1500, "t_pause_n": 500, "t_lib_n": 2000,
-        "t_put_n": 1000, "t_drain_n": 1000, "t_server_n": 600, "t_pg_n": 300,
+        "targets_runs": 2, "t_work_n": 1000, "t_pause_n": 300, "t_lib_n": 1000,
+        "t_put_n": 500, "t_drain_n": 500, "t_server_n": 400, "t_pg_n": 200,
     },
 }
 
