@@ -152,7 +152,8 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
     for s in [s for s in systems if not s.default and s.mention_off and s.name not in pats]:
         # a slot waiting for its code (sqlq-pg): only an exact name turns it on
         if not pats or any(fnmatch.fnmatch(s.name, p) or p == s.family for p in pats):
-            skipped[s.name] = f"off by default: name it in --systems ({s.name}) to run it"
+            skipped[s.name] = (f"off by default in the table (issue 12's rows use it): name"
+                               f" it in --systems ({s.name}) to add it")
     systems = [s for s in systems if s.name in pats or (
         s.default and (not pats or any(fnmatch.fnmatch(s.name, p) or p == s.family
                                        for p in pats)))]
@@ -334,8 +335,8 @@ def finish(data: dict[str, Any], out_dir: Path) -> None:
     title = (f"sqlq bench ({'quick' if data['quick'] else 'full'}) {data['date'][:10]}: "
              f"{facts.get('cores')} cores, {facts.get('cpu', '?')}, fsync {facts.get(FSYNC)}")
     png = out_dir / "results.png"
-    try:
-        why_no_plot = plot.plot(rows, order, png, title)
+    try:  # (a run of issue 12's rows alone has no table to draw)
+        why_no_plot = plot.plot(rows, order, png, title) if rows else "no table rows"
     except Exception as exc:  # noqa: BLE001 - a plot problem must not lose the table
         why_no_plot = f"plot failed: {type(exc).__name__}: {exc}"
     goal_lines, goals_md, goals_png = finish_targets(data, out_dir, title)
@@ -343,7 +344,7 @@ def finish(data: dict[str, Any], out_dir: Path) -> None:
     (out_dir / "RESULTS.md").write_text(md.replace(TARGETS_SLOT, "\n".join(goals_md)))
     log(f"\nwrote {out_dir / 'RESULTS.md'}, {png if why_no_plot is None else why_no_plot}"
         f"{', ' + goals_png if goals_png else ''} ({data['elapsed_s'] / 60:.1f} min)")
-    if out_dir.resolve() == HERE and not data["quick"]:
+    if out_dir.resolve() == HERE:  # README.md quotes whatever bench/RESULTS.md holds
         import readme_block
 
         readme = env.ROOT / "README.md"
@@ -412,18 +413,21 @@ def results_markdown(data: dict[str, Any], table: list[dict[str, str]], rows: li
         "",
         *[f"- skipped **{k}**: {v}" for k, v in data["skipped"].items()],
         "",
-        "## Results",
-        "",
-        "Medians of the runs; spread = half the range of the runs over the median.",
-        "**sqlq vs it** > 1 means sqlq is better (more jobs/s, or less latency, CPU or disk)",
-        "than that row, compared with sqlq of the same durability class (full: fsync per",
-        "commit, beanstalkd `-f 0`; normal: no fsync per commit, beanstalkd `-f 50`; memory:",
-        "beanstalkd without binlog, compared with sqlq-normal). sqlq's own rows give their",
-        "ratio to the raw apsw loop running the same SQL (the floor).",
-        "",
-        report.markdown_table(table),
-        "",
     ]
+    if table:
+        md += [
+            "## Results",
+            "",
+            "Medians of the runs; spread = half the range of the runs over the median.",
+            "**sqlq vs it** > 1 means sqlq is better (more jobs/s, or less latency, CPU or",
+            "disk) than that row, compared with sqlq of the same durability class (full: fsync",
+            "per commit, beanstalkd `-f 0`; normal: no fsync per commit, beanstalkd `-f 50`;",
+            "memory: beanstalkd without binlog, compared with sqlq-normal). sqlq's own rows",
+            "give their ratio to the raw apsw loop running the same SQL (the floor).",
+            "",
+            report.markdown_table(table),
+            "",
+        ]
     if png is not None:
         md += [f"![throughput and reserve latency]({png.name})", ""]
     md += [TARGETS_SLOT, ""]
@@ -432,8 +436,9 @@ def results_markdown(data: dict[str, Any], table: list[dict[str, str]], rows: li
         md += ["## sqlq against its targets (issues 2 and 11)", "",
                "| target | measured | verdict |", "|---|---|---|",
                *[f"| {t} | {m.replace('|', '/')} | {v} |" for t, m, v in goals], ""]
-    md += ["## Per workload: sqlq, the floor, and the best peer of the same class", "",
-           *report.summary(rows), ""]
+    if rows:
+        md += ["## Per workload: sqlq, the floor, and the best peer of the same class", "",
+               *report.summary(rows), ""]
     md += ["## Parameters", "", "```", json.dumps(data["profile"]), "```", ""]
     return "\n".join(md)
 
