@@ -67,10 +67,10 @@ typecheck: $(STAMP)  ## mypy --strict on sqlq/
 
 check: lint typecheck test  ## everything CI cares about
 
-bench: $(STAMP)  ## sqlq against its peers (PostgreSQL ones too), one table (bench/RESULTS.md), ~25 min; BENCH_ARGS=--help
+bench: $(STAMP)  ## sqlq against its peers (PostgreSQL ones too) and issue 12's rows: bench/RESULTS.md, the README's figures; ~25 min; BENCH_ARGS=--help
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
-bench-quick: $(STAMP)  ## a three-minute version of make bench (bench/.work/quick/)
+bench-quick: $(STAMP)  ## a five-minute version of make bench (bench/.work/quick/)
 	$(BIN)/python bench/run.py --quick $(BENCH_ARGS)
 
 DOCS_STAMP := $(VENV)/.docs-installed

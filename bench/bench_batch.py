@@ -30,43 +30,11 @@ sys.path.insert(0, str(ROOT))
 
 import sqlq  # noqa: E402
 
-
-def one_at_a_time(q: sqlq.Queue, n: int, batch: int) -> int:
-    done = 0
-    job = q.reserve(timeout=0)
-    while job is not None:
-        done += 1
-        job = q.reserve(timeout=0, delete=job)
-    return done
+sys.path.insert(0, str(ROOT / "bench"))
+from loops import LOOPS, Loop  # noqa: E402
 
 
-def many_then_delete(q: sqlq.Queue, n: int, batch: int) -> int:
-    done = 0
-    jobs = q.reserve_many(batch, timeout=0)
-    while jobs:
-        done += len(jobs)
-        q.delete_many(jobs)
-        jobs = q.reserve_many(batch, timeout=0)
-    return done
-
-
-def many_with_delete(q: sqlq.Queue, n: int, batch: int) -> int:
-    done = 0
-    jobs = q.reserve_many(batch, timeout=0)
-    while jobs:
-        done += len(jobs)
-        jobs = q.reserve_many(batch, timeout=0, delete=jobs)
-    return done
-
-
-LOOPS: dict[str, Callable[[sqlq.Queue, int, int], int]] = {
-    "reserve(delete=job)": one_at_a_time,
-    "reserve_many+delete_many": many_then_delete,
-    "reserve_many(delete=jobs)": many_with_delete,
-}
-
-
-def measure(location: Callable[[], str], loop: Callable[[sqlq.Queue, int, int], int],
+def measure(location: Callable[[], str], loop: Loop,
             jobs: int, batch: int, durability: str) -> float:
     url = location()
     with sqlq.Queue(url, durability=durability) as q:  # type: ignore[arg-type]

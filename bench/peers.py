@@ -8,10 +8,20 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
-from systems import TUBE, Client, NotSupported, System, _dist_version, _files_bytes, _sqlite_files
+from systems import (
+    TUBE,
+    Client,
+    NotSupported,
+    System,
+    _dist_version,
+    _files_bytes,
+    _sqlite_files,
+    sqlq_missing,
+)
 
 # --------------------------------------------------------------------- beanstalkd
 
@@ -81,10 +91,14 @@ class Beanstalkd(System):
         out = subprocess.run([self.binary or "beanstalkd", "-v"], capture_output=True, text=True)
         return f"{out.stdout.strip()} via greenstalk {_dist_version('greenstalk')}"
 
+    def command(self) -> list[str]:
+        """The server's argv before its flags."""
+        return [str(self.binary)]
+
     def start(self, workdir: Path) -> None:
         super().start(workdir)
         self.port = free_port()
-        cmd = [str(self.binary), "-l", "127.0.0.1", "-p", str(self.port)]
+        cmd = [*self.command(), "-l", "127.0.0.1", "-p", str(self.port)]
         if self.mode != "mem":
             self.binlog = workdir / "binlog"
             self.binlog.mkdir()
@@ -121,6 +135,44 @@ class Beanstalkd(System):
 
     def server_pids(self) -> list[int]:
         return [self.proc.pid] if self.proc else []
+
+
+class SqlqBeanstalkd(Beanstalkd):
+    """``sqlq-beanstalkd`` (``python -m sqlq.server``: the checked-out code) with the same
+    flags as beanstalkd: ``-f 0`` is durability full, ``-f 50`` normal, ``-b`` a fresh
+    directory for its SQLite file. Off by default: the issue 12 rows (targets.py) use it.
+    """
+
+    family = "sqlq-beanstalkd"
+    default = False
+    mention_off = False
+
+    def __init__(self, mode: str) -> None:
+        super().__init__(mode, sys.executable)
+        self.name = f"sqlq-beanstalkd-{mode}"
+
+    def unavailable(self) -> str | None:
+        try:
+            import greenstalk  # noqa: F401
+        except ImportError:
+            return "greenstalk is not installed"
+        return sqlq_missing()
+
+    def version(self) -> str:
+        out = subprocess.run([*self.command(), "-v"], capture_output=True, text=True)
+        return f"{out.stdout.strip()} via greenstalk {_dist_version('greenstalk')}"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "sqlq.server"]
+
+    def start(self, workdir: Path) -> None:
+        super().start(workdir)
+        # it listens before its file is open: one round trip that needs the file, so
+        # that the schema is not timed as the first put
+        c = BeanstalkdClient(self.port)
+        c.put(b"warm-up")
+        c.finish(c.take(None, 5))
+        c.close()
 
 
 # --------------------------------------------------------------------------- huey

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 from report import Row
 
@@ -80,6 +82,51 @@ def plot(rows: list[Row], system_order: list[str], path: Path, title: str) -> st
     else:
         ax2.set_axis_off()
     fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
+
+
+def plot_targets(lines: list[Any], path: Path, title: str) -> str | None:
+    """Issue 12's rows (targets.Line): each median against its target, as a multiple of the
+    target (1 = exactly on it, right of 1 = met), with the range over the runs as a
+    whisker. Rows without a bound (what the schema costs) are left out. Returns None, or
+    why no plot was made."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed"
+    rows = [ln for ln in lines if ln.bound and ln.ratios]
+    if not rows:
+        return "no target row has a value"
+
+    def score(v: float, ln: Any) -> float:
+        return v / ln.bound if ln.at_least else ln.bound / v
+
+    fig, ax = plt.subplots(figsize=(11, 0.38 * len(rows) + 1.6))
+    for i, ln in enumerate(rows):
+        med = score(statistics.median(ln.ratios), ln)
+        lo, hi = sorted((score(min(ln.ratios), ln), score(max(ln.ratios), ln)))
+        ok = med >= 1
+        ax.barh(i, med, color="#3a923a" if ok else "#c0392b", alpha=0.75)
+        ax.errorbar(med, i, xerr=[[med - lo], [hi - med]], fmt="none", ecolor="black",
+                    capsize=3, lw=1)
+        ax.text(hi * 1.04, i, f"{ln.measured} (target {ln.target})", va="center", fontsize=7)
+    ax.axvline(1.0, color="black", ls="--", lw=1)
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([f"{ln.row} {ln.what}"[:70] for ln in rows], fontsize=7)
+    ax.invert_yaxis()
+    right = max(score(max(ln.ratios), ln) for ln in rows)
+    ax.set_xlim(min(0.8, *(score(min(ln.ratios), ln) * 0.8 for ln in rows)), right * 12)
+    ax.set_xlabel("measured / target (log; right of the dashed line = met; whisker = range"
+                  " over the runs)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(axis="x", which="both", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -33,7 +33,7 @@ if str(HERE) not in sys.path:
 
 import env  # noqa: E402
 
-WORKLOADS = ["put", "put_many", "drain", "wake", "idle", "depth", "filesize", "work"]
+WORKLOADS = ["put", "put_many", "drain", "wake", "idle", "depth", "filesize", "targets"]
 
 PROFILES: dict[str, dict[str, object]] = {
     "full": {  # about 20-25 minutes on 2 cores, 8-10 of them the PostgreSQL systems
@@ -43,7 +43,10 @@ PROFILES: dict[str, dict[str, object]] = {
         "idle_window": 10.0, "idle_runs": 3,
         "depths": [10_000, 100_000, 1_000_000], "delayed": 1_000_000, "peer_depth_max": 100_000,
         "depth_ops": 1000, "depth_runs": 3, "depth_budget": 4.0,
-        "cycles": 50_000, "work_n": 5000, "work_runs": 3, "work_procs": [1, 2],
+        "cycles": 50_000,
+        # issue 12's rows (targets.py): jobs per run of each side, and the runs
+        "targets_runs": 3, "t_work_n": 5000, "t_pause_n": 1000, "t_lib_n": 5000,
+        "t_put_n": 3000, "t_drain_n": 3000, "t_server_n": 2000, "t_pg_n": 1000,
     },
     "quick": {  # about 3 minutes
         "runs": 3, "put_n": 1000, "put_many_n": 20_000,
@@ -52,7 +55,9 @@ PROFILES: dict[str, dict[str, object]] = {
         "idle_window": 5.0, "idle_runs": 1,
         "depths": [10_000, 100_000], "delayed": 100_000, "peer_depth_max": 0,
         "depth_ops": 200, "depth_runs": 2, "depth_budget": 2.0,
-        "cycles": 5000, "work_n": 1000, "work_runs": 1, "work_procs": [1],
+        "cycles": 5000,
+        "targets_runs": 2, "t_work_n": 1000, "t_pause_n": 300, "t_lib_n": 1000,
+        "t_put_n": 500, "t_drain_n": 500, "t_server_n": 400, "t_pg_n": 200,
     },
 }
 
@@ -75,6 +80,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--systems", default="", help="comma-separated names or globs (sqlq*,raw*)")
     p.add_argument("--workloads", default="", help="comma-separated: " + ",".join(WORKLOADS))
     p.add_argument("--runs", type=int, default=0, help="override the number of runs")
+    p.add_argument("--targets", default="",
+                   help="issue 12's rows to run (workload targets), comma-separated group keys,"
+                   " default all: 1,2,3,4,5,6,7,8,1pg,2pg,3pg,4pg,7pg,8pg")
     p.add_argument("--out", default="", help="directory for RESULTS.md/results.png/json")
     p.add_argument("--no-install", action="store_true", help="do not apt-get install beanstalkd")
     p.add_argument("--retry-honker", action="store_true", help="try pip install honker again")
@@ -138,12 +146,14 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
 
     bs_path, bs_note = env.ensure_beanstalkd(log, install=not args.no_install)
     systems = all_systems(bs_path, bs_note, env.honker_note())
+    registry = list(systems)  # the targets' rows use systems the table may leave out
     pats = [p.strip() for p in args.systems.split(",") if p.strip()]
     skipped: dict[str, str] = {}
-    for s in [s for s in systems if not s.default and s.name not in pats]:
+    for s in [s for s in systems if not s.default and s.mention_off and s.name not in pats]:
         # a slot waiting for its code (sqlq-pg): only an exact name turns it on
         if not pats or any(fnmatch.fnmatch(s.name, p) or p == s.family for p in pats):
-            skipped[s.name] = f"off by default: name it in --systems ({s.name}) to run it"
+            skipped[s.name] = (f"off by default in the table (issue 12's rows use it): name"
+                               f" it in --systems ({s.name}) to add it")
     systems = [s for s in systems if s.name in pats or (
         s.default and (not pats or any(fnmatch.fnmatch(s.name, p) or p == s.family
                                        for p in pats)))]
@@ -262,17 +272,9 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
         log(f"\n== file size after {P['cycles']:,} put/delete cycles (batches of {wl.BATCH})")
         metric = f"disk after {wl._short(int(P['cycles']))} put/delete"  # type: ignore[arg-type]
         repeat(metric, FILESIZE_SYSTEMS, 1, wl.run_filesize, P["cycles"])
-    if "work" in selected:
-        log("\n== sqlq work, no-op task throughput")
-        names = [n for n in ("sqlq-full", "sqlq-normal") if n in by_name]
-        why = wl.sqlq_work_available() if names else "sqlq is not available"
-        if why:
-            log(f"    SKIPPED: {why}")
-            skipped["sqlq work"] = why
-        else:
-            for procs in P["work_procs"]:  # type: ignore[attr-defined]
-                repeat(f"sqlq work no-op, {procs} proc", names, int(P["work_runs"]),  # type: ignore[arg-type]
-                       wl.run_sqlq_work, P["work_n"], procs)
+    target_results = None
+    if "targets" in selected:
+        target_results = run_targets(args, profile, registry)
 
     fsync_end = wl.fsync_rate(wl.TMP_ROOT)
     facts[FSYNC] = f"{fsync_start:,.0f}/s at the start, {fsync_end:,.0f}/s at the end"
@@ -285,6 +287,7 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
         "profile": profile, "facts": facts, "versions": versions, "skipped": skipped,
         "systems": [{"name": s.name, "durability": s.durability, "wait": s.wait} for s in live],
         "rows": [asdict(r) for r in rows.values()],
+        "targets": asdict(target_results) if target_results is not None else None,
     }
     # next to RESULTS.md, except in bench/ itself where only RESULTS.md and the PNG are kept
     json_path = (HERE / ".work" if out_dir.resolve() == HERE else out_dir) / "results.json"
@@ -295,6 +298,26 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
+def run_targets(args: argparse.Namespace, profile: dict[str, Any], registry: list[Any]) -> Any:
+    """Issue 12's rows (targets.py), on every system they need, selected or not."""
+    import targets
+
+    available, why_not = {}, {}
+    for s in registry:
+        why = s.unavailable()
+        if why:
+            why_not[s.name] = why
+        else:
+            available[s.name] = s
+    keys = [k.strip() for k in args.targets.split(",") if k.strip()] or targets.GROUP_KEYS
+    unknown = set(keys) - set(targets.GROUP_KEYS)
+    if unknown:
+        log(f"unknown target group(s) {', '.join(sorted(unknown))}; known: "
+            + ",".join(targets.GROUP_KEYS))
+    groups = [g for g in targets.plan(profile, available) if g.key in keys]
+    return targets.run(groups, int(profile["targets_runs"]), available, why_not, log)
+
+
 def finish(data: dict[str, Any], out_dir: Path) -> None:
     """Print the table; write RESULTS.md and results.png into out_dir (from a results dict)."""
     import plot
@@ -303,21 +326,66 @@ def finish(data: dict[str, Any], out_dir: Path) -> None:
     rows = [report.Row(**r) for r in data["rows"]]
     order = [s["name"] for s in data["systems"]]
     table = report.build_table(rows, order)
-    log("\n" + report.text_table(table, notes_width=70))
-    log("\nsqlq vs it: > 1 means sqlq is better (faster, or less latency/CPU/disk), compared with"
-        " sqlq of the same durability class; sqlq rows show their ratio to the raw apsw floor.")
+    if table:
+        log("\n" + report.text_table(table, notes_width=70))
+        log("\nsqlq vs it: > 1 means sqlq is better (faster, or less latency/CPU/disk), compared"
+            " with sqlq of the same durability class; sqlq rows show their ratio to the raw apsw"
+            " floor.")
     facts = data["facts"]
     title = (f"sqlq bench ({'quick' if data['quick'] else 'full'}) {data['date'][:10]}: "
              f"{facts.get('cores')} cores, {facts.get('cpu', '?')}, fsync {facts.get(FSYNC)}")
     png = out_dir / "results.png"
-    try:
-        why_no_plot = plot.plot(rows, order, png, title)
+    try:  # (a run of issue 12's rows alone has no table to draw)
+        why_no_plot = plot.plot(rows, order, png, title) if rows else "no table rows"
     except Exception as exc:  # noqa: BLE001 - a plot problem must not lose the table
         why_no_plot = f"plot failed: {type(exc).__name__}: {exc}"
+    goal_lines, goals_md, goals_png = finish_targets(data, out_dir, title)
     md = results_markdown(data, table, rows, png if why_no_plot is None else None)
-    (out_dir / "RESULTS.md").write_text(md)
+    (out_dir / "RESULTS.md").write_text(md.replace(TARGETS_SLOT, "\n".join(goals_md)))
     log(f"\nwrote {out_dir / 'RESULTS.md'}, {png if why_no_plot is None else why_no_plot}"
-        f" ({data['elapsed_s'] / 60:.1f} min)")
+        f"{', ' + goals_png if goals_png else ''} ({data['elapsed_s'] / 60:.1f} min)")
+    if out_dir.resolve() == HERE:  # README.md quotes whatever bench/RESULTS.md holds
+        import readme_block
+
+        readme = env.ROOT / "README.md"
+        if readme_block.update(readme, readme_block.render(data, goal_lines)):
+            log(f"wrote the figures of README.md's Performance section ({readme})")
+
+
+TARGETS_SLOT = "<!-- issue 12 rows -->"
+
+
+def finish_targets(data: dict[str, Any], out_dir: Path,
+                   title: str) -> tuple[list[Any], list[str], str]:
+    """Print issue 12's table; its lines, its Markdown section and its PNG (or why not)."""
+    import plot
+    import targets
+
+    res = data.get("targets")
+    if not res:
+        return [], [], ""
+    lines = targets.lines(targets.all_goals(), res["values"], res["skipped"])
+    log("\nissue 12's targets: the ratio per run, its median and range (sides interleaved)\n"
+        + targets.text(lines, res["skipped"]))
+    png = out_dir / "targets.png"
+    try:
+        why = plot.plot_targets(lines, png, title)
+    except Exception as exc:  # noqa: BLE001 - a plot problem must not lose the table
+        why = f"plot failed: {type(exc).__name__}: {exc}"
+    md = ["## Issue 12's targets, side by side", "",
+          "Each row divides two measurements taken in the same run (the sides, run one",
+          "after the other, run after run), so each run gives one ratio: the median of",
+          "those ratios, their range, and the verdict on the median (\"not in every run\"",
+          "when some runs fell short). The sides' medians are jobs/s, or ms for latency.",
+          "How each side is measured: [README.md](README.md#issue-12s-rows).", "",
+          *targets.markdown(lines, res["skipped"]), ""]
+    if why is None:
+        md += [f"![ratios against their targets]({png.name})", ""]
+    errors = [f"- {side}: {len(errs)} failed run(s): {errs[0]}"
+              for side, errs in res["errors"].items()]
+    if errors:
+        md += ["Failed runs:", "", *errors, ""]
+    return lines, md, (png.name if why is None else why)
 
 
 def results_markdown(data: dict[str, Any], table: list[dict[str, str]], rows: list[Any],
@@ -345,27 +413,32 @@ def results_markdown(data: dict[str, Any], table: list[dict[str, str]], rows: li
         "",
         *[f"- skipped **{k}**: {v}" for k, v in data["skipped"].items()],
         "",
-        "## Results",
-        "",
-        "Medians of the runs; spread = half the range of the runs over the median.",
-        "**sqlq vs it** > 1 means sqlq is better (more jobs/s, or less latency, CPU or disk)",
-        "than that row, compared with sqlq of the same durability class (full: fsync per",
-        "commit, beanstalkd `-f 0`; normal: no fsync per commit, beanstalkd `-f 50`; memory:",
-        "beanstalkd without binlog, compared with sqlq-normal). sqlq's own rows give their",
-        "ratio to the raw apsw loop running the same SQL (the floor).",
-        "",
-        report.markdown_table(table),
-        "",
     ]
+    if table:
+        md += [
+            "## Results",
+            "",
+            "Medians of the runs; spread = half the range of the runs over the median.",
+            "**sqlq vs it** > 1 means sqlq is better (more jobs/s, or less latency, CPU or",
+            "disk) than that row, compared with sqlq of the same durability class (full: fsync",
+            "per commit, beanstalkd `-f 0`; normal: no fsync per commit, beanstalkd `-f 50`;",
+            "memory: beanstalkd without binlog, compared with sqlq-normal). sqlq's own rows",
+            "give their ratio to the raw apsw loop running the same SQL (the floor).",
+            "",
+            report.markdown_table(table),
+            "",
+        ]
     if png is not None:
         md += [f"![throughput and reserve latency]({png.name})", ""]
+    md += [TARGETS_SLOT, ""]
     goals = report.targets(rows)
     if goals:
         md += ["## sqlq against its targets (issues 2 and 11)", "",
                "| target | measured | verdict |", "|---|---|---|",
                *[f"| {t} | {m.replace('|', '/')} | {v} |" for t, m, v in goals], ""]
-    md += ["## Per workload: sqlq, the floor, and the best peer of the same class", "",
-           *report.summary(rows), ""]
+    if rows:
+        md += ["## Per workload: sqlq, the floor, and the best peer of the same class", "",
+               *report.summary(rows), ""]
     md += ["## Parameters", "", "```", json.dumps(data["profile"]), "```", ""]
     return "\n".join(md)
 

@@ -85,6 +85,7 @@ class System:
     durability = "?"    # full | normal | memory
     wait = "?"          # how a blocked consumer waits (shown in the README/RESULTS)
     default = True      # False: runs only when --systems names it exactly
+    mention_off = True  # list it as skipped when it is off (False: only issue 12's rows use it)
 
     def unavailable(self) -> str | None:
         """None when the system can run here, else why not (printed as a skip line)."""
@@ -248,10 +249,12 @@ class SqlqAsync(Sqlq):
 
 # ------------------------------------------------------------------ raw apsw floor
 
-# The same table and partial indexes as sqlq's migration 0001, so rows and index
-# entries cost the same; the floor differs only in the Python around the SQL.
+# The floor runs on sqlq's own schema: the file is created by sqlq (its migrations,
+# in a child process), so rows, index entries and triggers cost what sqlq's cost,
+# whatever the schema becomes; the floor differs only in the Python around the SQL.
+# Where sqlq does not import, a copy of migration 0001's table stands in.
 RAW_SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
+CREATE TABLE IF NOT EXISTS sqlq_jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, tube TEXT NOT NULL, priority INTEGER NOT NULL,
     state INTEGER NOT NULL, delay_until INTEGER, reserved_until INTEGER,
     ttr INTEGER NOT NULL, body BLOB NOT NULL, created_at INTEGER NOT NULL,
@@ -259,24 +262,58 @@ CREATE TABLE IF NOT EXISTS jobs (
     releases INTEGER NOT NULL DEFAULT 0, buries INTEGER NOT NULL DEFAULT 0,
     kicks INTEGER NOT NULL DEFAULT 0, lease INTEGER, owner TEXT, bury_reason TEXT,
     unique_key TEXT);
-CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (tube, priority, id) WHERE state = 0;
-CREATE INDEX IF NOT EXISTS jobs_delayed ON jobs (tube, delay_until) WHERE state = 1;
-CREATE INDEX IF NOT EXISTS jobs_reserved ON jobs (reserved_until) WHERE state = 2;
-CREATE INDEX IF NOT EXISTS jobs_buried ON jobs (tube, id) WHERE state = 3;
-CREATE UNIQUE INDEX IF NOT EXISTS jobs_unique ON jobs (tube, unique_key)
+CREATE INDEX IF NOT EXISTS jobs_ready ON sqlq_jobs (tube, priority, id) WHERE state = 0;
+CREATE INDEX IF NOT EXISTS jobs_delayed ON sqlq_jobs (tube, delay_until) WHERE state = 1;
+CREATE INDEX IF NOT EXISTS jobs_reserved ON sqlq_jobs (reserved_until) WHERE state = 2;
+CREATE INDEX IF NOT EXISTS jobs_buried ON sqlq_jobs (tube, id) WHERE state = 3;
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_unique ON sqlq_jobs (tube, unique_key)
     WHERE unique_key IS NOT NULL;
 """
 RAW_INSERT = (
-    "INSERT INTO jobs (tube, priority, state, delay_until, ttr, body, created_at)"
+    "INSERT INTO sqlq_jobs (tube, priority, state, delay_until, ttr, body, created_at)"
     " VALUES (?, 1024, ?, ?, 60000, ?, ?)"
 )
 RAW_CLAIM = """
-UPDATE jobs SET state = 2, reserved_until = ?1 + ttr, reserves = reserves + 1,
+UPDATE sqlq_jobs SET state = 2, reserved_until = ?1 + ttr, reserves = reserves + 1,
        lease = abs(random()), owner = ?2
- WHERE id = (SELECT id FROM jobs WHERE state = 0 AND tube = ?3 ORDER BY priority, id LIMIT 1)
+ WHERE id = (SELECT id FROM sqlq_jobs WHERE state = 0 AND tube = ?3
+             ORDER BY priority, id LIMIT 1)
 RETURNING id, body
 """
-RAW_DELETE = "DELETE FROM jobs WHERE id = ?"
+RAW_DELETE = "DELETE FROM sqlq_jobs WHERE id = ?"
+
+# The least a queue with reservations needs: an id, a state, a lease deadline, the
+# body, and the ready jobs in order. Against the floor above it says what sqlq's
+# schema itself costs (its columns, partial indexes and never-reused ids).
+MINIMAL_SCHEMA = """
+CREATE TABLE IF NOT EXISTS q (id INTEGER PRIMARY KEY, state INTEGER NOT NULL,
+                              reserved_until INTEGER, body BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS q_ready ON q (id) WHERE state = 0;
+"""
+MINIMAL_INSERT = "INSERT INTO q (state, reserved_until, body) VALUES (?, ?, ?)"
+MINIMAL_CLAIM = """
+UPDATE q SET state = 2, reserved_until = ? + 60000
+ WHERE id = (SELECT id FROM q WHERE state = 0 ORDER BY id LIMIT 1)
+RETURNING id, body
+"""
+MINIMAL_DELETE = "DELETE FROM q WHERE id = ?"
+
+
+def _sqlq_schema(path: Path) -> None:
+    """Create sqlq's schema in ``path`` in a forked child (the orchestrator opens no
+    database itself: no connection or inotify watch may cross a later fork)."""
+    import multiprocessing as mp
+
+    def make() -> None:
+        import sqlq
+
+        sqlq.Queue(str(path)).close()
+
+    child = mp.get_context("fork").Process(target=make)
+    child.start()
+    child.join(60)
+    if child.exitcode != 0:
+        raise RuntimeError(f"creating sqlq's schema in {path} failed (exit {child.exitcode})")
 
 
 def _now_ms() -> int:
@@ -318,6 +355,8 @@ class DirWatch:
 
 
 class RawClient(Client):
+    insert, claim, delete = RAW_INSERT, RAW_CLAIM, RAW_DELETE
+
     def __init__(self, path: Path, durability: str) -> None:
         import apsw
 
@@ -329,13 +368,21 @@ class RawClient(Client):
         self.watch: DirWatch | None = None
         self.dir = path.parent
 
+    def row(self, state: int, delay_until: int | None, body: bytes, now: int) -> tuple[object, ...]:
+        """The INSERT's parameters."""
+        return (TUBE, state, delay_until, body, now)
+
+    def claim_args(self) -> tuple[object, ...]:
+        return (_now_ms(), self.owner, TUBE)
+
     def put(self, body: bytes) -> None:
-        self.conn.execute(RAW_INSERT, (TUBE, 0, None, body, _now_ms()))
+        self.conn.execute(self.insert, self.row(0, None, body, _now_ms()))
 
     def put_many(self, bodies: list[bytes], state: int = 0, delay_until: int | None = None) -> None:
         now = _now_ms()
         with self.conn:
-            self.conn.executemany(RAW_INSERT, [(TUBE, state, delay_until, b, now) for b in bodies])
+            self.conn.executemany(self.insert, [self.row(state, delay_until, b, now)
+                                                for b in bodies])
 
     def put_delayed_many(self, bodies: list[bytes]) -> None:
         self.put_many(bodies, 1, _now_ms() + DELAY_S * 1000)
@@ -344,8 +391,8 @@ class RawClient(Client):
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             if prev is not None:
-                self.conn.execute(RAW_DELETE, (prev[0],))  # type: ignore[index]
-            row = self.conn.execute(RAW_CLAIM, (_now_ms(), self.owner, TUBE)).fetchone()
+                self.conn.execute(self.delete, (prev[0],))  # type: ignore[index]
+            row = self.conn.execute(self.claim, self.claim_args()).fetchone()
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
@@ -377,7 +424,7 @@ class RawClient(Client):
                 return row
 
     def finish(self, handle: object) -> None:
-        self.conn.execute(RAW_DELETE, (handle[0],))  # type: ignore[index]
+        self.conn.execute(self.delete, (handle[0],))  # type: ignore[index]
 
     def body(self, handle: object) -> bytes:
         return handle[1]  # type: ignore[index,no-any-return]
@@ -413,6 +460,9 @@ class Raw(System):
 
         super().start(workdir)
         self.path = workdir / "raw.db"
+        if sqlq_missing() is None:
+            _sqlq_schema(self.path)
+            return
         conn = apsw.Connection(str(self.path))
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(RAW_SCHEMA)
@@ -425,11 +475,47 @@ class Raw(System):
         return _files_bytes(_sqlite_files(self.path))
 
 
+class MinimalClient(RawClient):
+    insert, claim, delete = MINIMAL_INSERT, MINIMAL_CLAIM, MINIMAL_DELETE
+
+    def row(self, state: int, delay_until: int | None, body: bytes, now: int) -> tuple[object, ...]:
+        return (state, delay_until, body)
+
+    def claim_args(self) -> tuple[object, ...]:
+        return (_now_ms(),)
+
+
+class RawMinimal(Raw):
+    """The raw loop on the minimal schema (MINIMAL_SCHEMA): what sqlq's schema costs.
+
+    Off by default: the issue 12 rows (targets.py) use it."""
+
+    default = False
+    mention_off = False
+
+    def __init__(self, durability: str) -> None:
+        super().__init__(durability)
+        self.name = f"raw-minimal-{durability}"
+
+    def start(self, workdir: Path) -> None:
+        import apsw
+
+        System.start(self, workdir)
+        self.path = workdir / "minimal.db"
+        conn = apsw.Connection(str(self.path))
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(MINIMAL_SCHEMA)
+        conn.close()
+
+    def client(self, *, setup: bool = False) -> Client:
+        return MinimalClient(self.path, "normal" if setup else self.durability)
+
+
 # ------------------------------------------------------------------------ registry
 
 
 def all_systems(beanstalkd: str | None, beanstalkd_note: str, honker_note: str) -> list[System]:
-    from peers import Beanstalkd, Honker, Huey, Litequeue, PersistQueue
+    from peers import Beanstalkd, Honker, Huey, Litequeue, PersistQueue, SqlqBeanstalkd
     from pg_peers import Pgqueuer, Procrastinate, RawPg, SqlqPg
 
     systems: list[System] = [
@@ -439,9 +525,13 @@ def all_systems(beanstalkd: str | None, beanstalkd_note: str, honker_note: str) 
         SqlqAsync("normal"),
         Raw("full"),
         Raw("normal"),
+        RawMinimal("full"),
+        RawMinimal("normal"),
         Beanstalkd("f0", beanstalkd, beanstalkd_note),
         Beanstalkd("f50", beanstalkd, beanstalkd_note),
         Beanstalkd("mem", beanstalkd, beanstalkd_note),
+        SqlqBeanstalkd("f0"),
+        SqlqBeanstalkd("f50"),
         Huey("full"),
         Huey("normal"),
         PersistQueue("full"),

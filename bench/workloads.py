@@ -15,6 +15,7 @@ import random
 import resource
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -186,6 +187,7 @@ def run_put_many(system: System, n: int) -> list[Sample]:
 
 
 def _drain_worker(system: System, ready: Any, go: Any) -> dict[str, Any]:
+    """Take with timeout 0 until the queue is empty (every body's sequence number kept)."""
     c = system.client()
     ready.send(1)
     ready.close()
@@ -208,32 +210,36 @@ def _drain_worker(system: System, ready: Any, go: Any) -> dict[str, Any]:
     return {"seqs": seqs, "t_last": t_last, "error": error}
 
 
-def run_drain(system: System, n: int, procs: int) -> list[Sample]:
-    metric = f"drain, {procs} process{'es' if procs > 1 else ''}"
-    with fresh(system):
-        in_child(_fill, system, n)
-        go = CTX.Event()
-        workers, readies = [], []
-        for _ in range(procs):
-            rx, tx = CTX.Pipe(duplex=False)
-            workers.append(Child(_drain_worker, system, tx, go))
-            tx.close()
-            readies.append(rx)
-        for rx in readies:
-            if not rx.poll(60):
-                for w in workers:
-                    w.kill()
-                raise ChildError("a drain worker did not get ready")
-            rx.recv()
-        t0 = time.monotonic()
-        go.set()
-        results, errors = [], []
-        for w in workers:
-            try:
-                results.append(w.result(600))
-            except ChildError as exc:
-                errors.append(str(exc).splitlines()[0])
-    errors += [r["error"] for r in results if r["error"]]
+def gang(system: System, fn: Callable[..., Any], args: list[tuple[Any, ...]],
+         timeout: float = 600) -> tuple[float, list[Any], list[str]]:
+    """One forked child per ``args`` entry running ``fn(system, ready, go, *entry)``,
+    released together once all are ready: (release time, their results, errors)."""
+    go = CTX.Event()
+    children, readies = [], []
+    for a in args:
+        rx, tx = CTX.Pipe(duplex=False)
+        children.append(Child(fn, system, tx, go, *a))
+        tx.close()
+        readies.append(rx)
+    for rx in readies:
+        if not rx.poll(60):
+            for c in children:
+                c.kill()
+            raise ChildError("a worker did not get ready")
+        rx.recv()
+    t0 = time.monotonic()
+    go.set()
+    results, errors = [], []
+    for c in children:
+        try:
+            results.append(c.result(timeout))
+        except ChildError as exc:
+            errors.append(str(exc).splitlines()[0])
+    return t0, results, errors + [r["error"] for r in results if r["error"]]
+
+
+def _drain_sample(metric: str, n: int, procs: int, t0: float, results: list[dict[str, Any]],
+                  errors: list[str]) -> Sample:
     seen: Counter[int] = Counter()
     for r in results:
         seen.update(r["seqs"])
@@ -250,7 +256,48 @@ def run_drain(system: System, n: int, procs: int) -> list[Sample]:
         notes.append(f"{len(errors)} worker(s) failed: {errors[0][:90]}")
     extra = {"dup": dup, "lost": lost, "shares": shares, "errors": errors}
     rate = unique / elapsed if elapsed > 0 and results else None
-    return [Sample(metric, rate, "; ".join(notes), extra)]
+    return Sample(metric, rate, "; ".join(notes), extra)
+
+
+def run_drain(system: System, n: int, procs: int) -> list[Sample]:
+    metric = f"drain, {procs} process{'es' if procs > 1 else ''}"
+    with fresh(system):
+        in_child(_fill, system, n)
+        t0, results, errors = gang(system, _drain_worker, [()] * procs)
+    return [_drain_sample(metric, n, procs, t0, results, errors)]
+
+
+def _put_worker(system: System, ready: Any, go: Any, lo: int, hi: int) -> dict[str, Any]:
+    c = system.client()
+    bodies = [body(i) for i in range(lo, hi)]
+    ready.send(1)
+    ready.close()
+    go.wait()
+    error = ""
+    try:
+        for b in bodies:
+            c.put(b)
+        t_last = time.monotonic()
+        c.close()
+    except Exception as exc:  # noqa: BLE001 - reported with the figure
+        t_last = time.monotonic()
+        error = f"{type(exc).__module__}.{type(exc).__name__}: {exc}"
+    return {"t_last": t_last, "error": error}
+
+
+def run_clients(system: System, n: int, clients: int) -> list[Sample]:
+    """``clients`` processes put n jobs together (one per transaction), then drain them
+    together, on one fresh instance: a server's throughput under concurrent clients."""
+    label = f"{clients} client{'s' if clients > 1 else ''}"
+    with fresh(system):
+        cuts = [n * i // clients for i in range(clients + 1)]
+        t0, results, errors = gang(system, _put_worker,
+                                   [(cuts[i], cuts[i + 1]) for i in range(clients)])
+        elapsed = max((r["t_last"] for r in results), default=t0) - t0
+        put = Sample(f"put, {label}", n / elapsed if results and not errors else None,
+                     f"{len(errors)} client(s) failed: {errors[0][:90]}" if errors else "")
+        t0, results, errors = gang(system, _drain_worker, [()] * clients)
+    return [put, _drain_sample(f"drain, {label}", n, clients, t0, results, errors)]
 
 
 # ----------------------------------------------------------------- wake latency
@@ -501,17 +548,14 @@ def run_filesize(system: System, cycles: int) -> list[Sample]:
     ]
 
 
-# ------------------------------------------------------- sqlq work (hook, later)
+# ------------------------------------------------------------------ sqlq work
 
 NOOP_MODULE = "noop_tasks"
+STAMP = struct.Struct("ddq")  # noop_tasks.STAMP: first call, last call, calls
 
 
 def sqlq_work_available() -> str | None:
-    """None when ``sqlq work`` can be benchmarked, else why not.
-
-    The worker lived in ``sqlq.worker`` and now lives in the ``sqlq.work`` package;
-    either will do.
-    """
+    """None when ``sqlq work`` can be benchmarked, else why not."""
     import importlib.util
 
     for name in ("sqlq.work.worker", "sqlq.worker"):
@@ -523,52 +567,95 @@ def sqlq_work_available() -> str | None:
     return "neither sqlq.work.worker nor sqlq.worker is importable (no worker yet)"
 
 
-def _put_noop_tasks(db: str, n: int) -> None:
-    os.environ["SQLQ_BENCH_DB"] = db
+def location(system: System) -> str:
+    """A sqlq system's database: the file's path, or the PostgreSQL URL."""
+    return str(getattr(system, "url", "") or system.path)  # type: ignore[attr-defined]
+
+
+def _put_tasks(loc: str, n: int, sleep_ms: float) -> float:
+    """n task jobs in one transaction; the time it returned (time.monotonic)."""
+    os.environ["SQLQ_BENCH_DB"] = loc
+    os.environ.pop("SQLQ_BENCH_STAMPS", None)
     import noop_tasks
 
-    noop_tasks.put_many(n)
+    noop_tasks.put_many(n, sleep_ms)
+    return time.monotonic()
 
 
-def _sqlq_work(system: System, db: str, procs: int) -> float:
-    """Seconds for one ``sqlq work --burst`` run over whatever the file holds."""
-    env = dict(os.environ, SQLQ_BENCH_DB=db, SQLQ_DB=db)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(Path(__file__).parent), env.get("PYTHONPATH", "")) if p)
-    cmd = [sys.executable, "-m", "sqlq", "--db", db, "work", "--import", NOOP_MODULE,
-           "--tube", "bench", "--burst", "--processes", str(procs),
-           "--durability", system.durability, "--log-level", "warning"]
-    t0 = time.monotonic()
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    dt = time.monotonic() - t0
-    if p.returncode != 0:
-        err = (p.stderr.strip().splitlines() or ["?"])[-1]
-        raise ChildError(f"sqlq work exited {p.returncode}: {err[:150]}")
-    return dt
+def read_stamps(directory: str) -> tuple[int, int, float, float]:
+    """(processes ready, task calls, first call, last call) from noop_tasks' files."""
+    ready = calls = 0
+    first, last = float("inf"), 0.0
+    for name in os.listdir(directory):
+        if name.startswith("ready-"):
+            ready += 1
+        elif name.startswith("calls-"):
+            data = Path(directory, name).read_bytes()[:STAMP.size]
+            if len(data) == STAMP.size:
+                f0, f1, k = STAMP.unpack(data)
+                calls, first, last = calls + k, min(first, f0), max(last, f1)
+    return ready, calls, first, last
 
 
-def run_sqlq_work(system: System, n: int, procs: int) -> list[Sample]:
-    """HOOK: ``sqlq work --import noop_tasks --burst`` over n no-op task jobs.
+def _wait_for(what: str, cond: Callable[[], bool], proc: subprocess.Popen[str],
+              timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if proc.poll() is not None:
+            err = (proc.stderr.read() if proc.stderr else "").strip().splitlines() or ["?"]
+            raise ChildError(f"sqlq work exited {proc.returncode} before {what}: {err[-1][:150]}")
+        if time.monotonic() > deadline:
+            raise ChildError(f"sqlq work: no {what} within {timeout:.0f} s")
+        time.sleep(0.01)
 
-    The time of an empty run (interpreter, imports, supervisor) is measured on the
-    same file first and subtracted, so the figure is the draining rate.
+
+def run_sqlq_work(system: System, n: int, procs: int, sleep_ms: float = 0.0) -> list[Sample]:
+    """``sqlq work --import noop_tasks --processes P`` over n task jobs (no-op, or a sleep).
+
+    The workers start on an empty queue; once every process has imported the tasks
+    (and so opened its Queue), the n jobs are put in one transaction. Rate = n / (the
+    last task call's end - the put's return or the first call, whichever came first):
+    no interpreter start-up, no shutdown, and every process is there from the start.
+    The worker's own defaults are used (prefetch included, where it has one).
     """
-    metric = f"sqlq work no-op, {procs} proc"
+    kind = f"{sleep_ms:g} ms jobs" if sleep_ms else "no-op"
+    metric = f"sqlq work {kind}, {procs} proc"
     with fresh(system):
-        db = str(system.path)  # type: ignore[attr-defined]
-        in_child(_put_noop_tasks, db, 1)  # creates the file; the empty run drains it
-        startup = _sqlq_work(system, db, procs)
-        in_child(_put_noop_tasks, db, n)
-        total = _sqlq_work(system, db, procs)
-        left = in_child(_count_left, system)
-    rate = n / max(total - startup, 1e-6)
-    return [Sample(metric, rate, f"left {left}; start-up {startup:.2f} s subtracted")]
+        loc = location(system)
+        stamps = tempfile.mkdtemp(prefix="sqlq-bench-stamps-", dir=TMP_ROOT)
+        env = dict(os.environ, SQLQ_BENCH_DB=loc, SQLQ_BENCH_STAMPS=stamps)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(Path(__file__).parent), env.get("PYTHONPATH", "")) if p)
+        cmd = [sys.executable, "-m", "sqlq", "--db", loc, "work", "--import", NOOP_MODULE,
+               "--tube", "bench", "--processes", str(procs), "--log-level", "warning"]
+        if "://" not in loc:
+            cmd += ["--durability", system.durability]
+        in_child(_count_left, loc)  # the schema, before several processes open the file
+        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            _wait_for("worker start", lambda: read_stamps(stamps)[0] >= procs, proc, 120)
+            time.sleep(0.3)  # from the import to the first (blocking) reserve
+            t_put = in_child(_put_tasks, loc, n, sleep_ms)
+            _wait_for(f"{n} task calls", lambda: read_stamps(stamps)[1] >= n, proc, 900)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            _, calls, first, last = read_stamps(stamps)
+            shutil.rmtree(stamps, ignore_errors=True)
+        left = in_child(_count_left, loc)
+    rate = n / max(last - min(first, t_put), 1e-6)
+    return [Sample(metric, rate, f"calls {calls}, left {left}", {"left": left})]
 
 
-def _count_left(system: System) -> int:
+def _count_left(loc: str) -> int:
     import sqlq
 
-    q = sqlq.Queue(str(system.path), durability="normal")  # type: ignore[attr-defined]
+    q = sqlq.Queue(loc)
     st = q.stats_tube("bench") if "bench" in q.tubes() else {}
     q.close()
     return int(sum(int(st.get(k, 0)) for k in (
