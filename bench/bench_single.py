@@ -48,30 +48,16 @@ import sqlq  # noqa: E402
 BODY = b"x" * 64
 TUBE = "default"
 
-# sqlq's jobs table and partial indexes as its migrations leave them (tests/schema.sql).
-SAME_SCHEMA = """
-CREATE TABLE jobs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, tube TEXT NOT NULL, priority INTEGER NOT NULL,
-    state INTEGER NOT NULL, delay_until INTEGER, reserved_until INTEGER,
-    ttr INTEGER NOT NULL, body BLOB NOT NULL, created_at INTEGER NOT NULL,
-    reserves INTEGER NOT NULL DEFAULT 0, timeouts INTEGER NOT NULL DEFAULT 0,
-    releases INTEGER NOT NULL DEFAULT 0, buries INTEGER NOT NULL DEFAULT 0,
-    kicks INTEGER NOT NULL DEFAULT 0, lease INTEGER, owner TEXT, bury_reason TEXT,
-    unique_key TEXT, delay INTEGER NOT NULL DEFAULT 0);
-CREATE INDEX jobs_ready ON jobs (tube, priority, id) WHERE state = 0;
-CREATE INDEX jobs_delayed ON jobs (tube, delay_until) WHERE state = 1;
-CREATE INDEX jobs_reserved ON jobs (reserved_until) WHERE state = 2;
-CREATE INDEX jobs_buried ON jobs (tube, id) WHERE state = 3;
-CREATE UNIQUE INDEX jobs_unique ON jobs (tube, unique_key) WHERE unique_key IS NOT NULL;
-"""
-SAME_PUT = ("INSERT INTO jobs (tube, priority, state, delay, delay_until, ttr, body, "
+# The same loop on sqlq's own table: the file is made by sqlq (its migrations), so the
+# floor follows any schema change.
+SAME_PUT = ("INSERT INTO sqlq_jobs (tube, priority, state, delay, delay_until, ttr, body, "
             "created_at, unique_key) VALUES (?, 1024, 0, 0, NULL, 60000, ?, ?, NULL)")
 SAME_CLAIM = """
-UPDATE jobs SET state = 2, reserved_until = ?1 + ttr, reserves = reserves + 1,
+UPDATE sqlq_jobs SET state = 2, reserved_until = ?1 + ttr, reserves = reserves + 1,
        lease = abs(random()), owner = ?2
- WHERE id = (SELECT id FROM jobs WHERE state = 0 AND tube = ?3 ORDER BY priority, id LIMIT 1)
+ WHERE id = (SELECT id FROM sqlq_jobs WHERE state = 0 AND tube = ?3 ORDER BY priority, id LIMIT 1)
 RETURNING id, body, lease"""
-SAME_DELETE = ("DELETE FROM jobs WHERE id = ? AND state = 2 AND lease = ? "
+SAME_DELETE = ("DELETE FROM sqlq_jobs WHERE id = ? AND state = 2 AND lease = ? "
                "AND reserved_until > ?")
 
 # The least a queue with priorities and leases needs: one table, one index, no sequence.
@@ -95,11 +81,14 @@ def now_ms() -> int:
 class Bare:
     """The loop a user would write with apsw alone, one autocommit statement per step."""
 
-    def __init__(self, path: str, durability: str, schema: str, put: str, claim: str,
+    def __init__(self, path: str, durability: str, schema: str | None, put: str, claim: str,
                  delete: str) -> None:
+        if schema is None:  # sqlq's own schema, made by sqlq (this is a child process)
+            sqlq.Queue(path).close()
         self.conn = apsw.Connection(path)
         self.conn.execute("PRAGMA journal_mode = WAL")
-        self.conn.execute(schema)
+        if schema is not None:
+            self.conn.execute(schema)
         self.full = durability == "full"
         self.sql = (put, claim, delete)
         self._sync(self.full)
@@ -160,8 +149,7 @@ class Sqlq:
 
 SYSTEMS: dict[str, Callable[[str, str], Any]] = {
     "sqlq": Sqlq,
-    "bare, sqlq's schema": lambda p, d: Bare(p, d, SAME_SCHEMA, SAME_PUT, SAME_CLAIM,
-                                             SAME_DELETE),
+    "bare, sqlq's schema": lambda p, d: Bare(p, d, None, SAME_PUT, SAME_CLAIM, SAME_DELETE),
     "bare, minimal schema": lambda p, d: Bare(p, d, MINIMAL_SCHEMA, MINIMAL_PUT,
                                               MINIMAL_CLAIM, MINIMAL_DELETE),
 }

@@ -178,6 +178,19 @@ def test_reserve_timeout_and_result_timeout(db_url: str) -> None:
 # -- cancellation ------------------------------------------------------------------------------
 
 
+async def cancel_all(waiters: list[asyncio.Task[T]]) -> list[T]:
+    """Cancel the waiters; what those that had already finished returned."""
+    for w in waiters:
+        w.cancel()
+    done: list[T] = []
+    for w in waiters:
+        try:
+            done.append(await w)
+        except asyncio.CancelledError:
+            continue
+    return done
+
+
 async def no_lease_left(aq: AsyncQueue, tube: str) -> bool:
     """Whether the tube's reservations all end within PATIENCE: a cancelled reserve
     releases its job in the AsyncQueue's thread, which a busy machine may run late. A
@@ -202,13 +215,7 @@ def test_cancelled_reserve_leaves_no_lease(db_url: str) -> None:
             await asyncio.sleep(0.01)
             await loop.run_in_executor(None, lambda: other.put(b"x", tube="t"))
             await asyncio.sleep(i % 6 * 0.0005)
-            for w in waiters:
-                w.cancel()
-            for w in waiters:
-                try:
-                    job = await w
-                except asyncio.CancelledError:
-                    continue
+            for job in await cancel_all(waiters):
                 if job is not None:
                     returned += 1
                     await job.delete()
@@ -258,13 +265,7 @@ def test_cancelled_reserve_many_leaves_no_lease(db_url: str) -> None:
                 await loop.run_in_executor(
                     None, lambda: other.put_many([b"x"] * 3, tube="t"))
                 await asyncio.sleep(i % 6 * 0.0005)
-            for w in waiters:
-                w.cancel()
-            for w in waiters:
-                try:
-                    jobs = await w
-                except asyncio.CancelledError:
-                    continue
+            for jobs in await cancel_all(waiters):
                 await aq.delete_many(jobs)
             assert await no_lease_left(aq, "t"), f"round {i}: a lease was left behind"
             await aq.delete_many(await aq.reserve_many(10, "t", timeout=0))
