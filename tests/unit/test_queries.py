@@ -49,6 +49,8 @@ def _pg_value(name: str) -> object:
         return [b"x"]
     if name in ("ids", "leases"):
         return [1, 2]
+    if name == "lazy":
+        return True
     return "x" if name in _TEXT_PARAMS else 1
 
 

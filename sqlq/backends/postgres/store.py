@@ -17,6 +17,7 @@ import psycopg
 
 from ...model import DELAYED, READY
 from ..store import Store, load_queries, one
+from .db import lazy_commit
 
 Q = load_queries(Path(__file__).with_name("queries.sql"))
 #: The SQLSTATE sqlq_delete_and_claim raises when the lease no longer holds.
@@ -62,7 +63,8 @@ class PostgresStore(Store):
         return sorted(int(r[0]) for r in conn.execute(Q["insert_jobs"], params).fetchall())
 
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> Any:
-        return one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner})
+        return one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner,
+                                          "lazy": lazy_commit(conn)})
 
     def delete_and_claim(self, conn: Any, now: int, job_id: int, lease: int, tubes: Any,
                          owner: str | None) -> Any:
@@ -76,7 +78,7 @@ class PostgresStore(Store):
 
     def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
                    ) -> list[Any]:
-        params = {"tubes": tubes, "now": now, "owner": owner, "n": n}
+        params = {"tubes": tubes, "now": now, "owner": owner, "n": n, "lazy": lazy_commit(conn)}
         rows = conn.execute(Q["claim_jobs"], params).fetchall()
         return sorted(rows, key=lambda r: (r[2], r[0]))
 
