@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 from . import observe, results, stats, topics
 from .backends import Backend, Events, Notifier, open_backend
 from .backends.base import Conn, Durability
+from .backends.group import Batch
 from .durations import now_ms
 from .errors import Error, JobLost, Timeout
 from .model import (
@@ -215,11 +216,21 @@ class Queue:
         body = check_body(body, self.max_job_size)
         check_tube(tube)
         delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
+        # Without a unique key, puts of other threads in the same commit may go in with
+        # this one in one call (group commit's Batch; one statement on a server).
+        batch = None if unique_key is not None else Batch(
+            self._insert_puts, (tube, priority, delay_ms, ttr_ms, body),
+            self._store.ONE_STATEMENT_PUTS)
         job_id = self._backend.write_shared(lambda c: self._store.insert_job(
             c, self._clock(), tube, priority, delay_ms, ttr_ms, body, unique_key),
-            single=unique_key is None)
+            single=unique_key is None, batch=batch)
         self._counts["total-jobs", tube] += 1
         return job_id
+
+    def _insert_puts(self, conn: Conn, puts: list[tuple[str, int, int, int, bytes]]
+                     ) -> list[int]:
+        """The puts of several threads sharing one commit, in one call (see put)."""
+        return self._store.insert_puts(conn, self._clock(), puts)
 
     def put_many(self, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
                  priority: int = DEFAULT_PRIORITY, delay: float = 0,

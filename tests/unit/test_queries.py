@@ -47,7 +47,7 @@ def _pg_value(name: str) -> object:
         return b"x"
     if name == "bodies":
         return [b"x"]
-    if name in ("ids", "leases"):
+    if name in ("ids", "leases", "priorities", "delays", "ttrs"):
         return [1, 2]
     if name == "lazy":
         return True

@@ -32,6 +32,20 @@ WITH job AS (
     RETURNING id)
 SELECT id, pg_notify('sqlq', %(tube)s) FROM job;
 
+-- name: insert_puts
+-- The puts of several threads sharing one commit (group commit), each with its own
+-- tube and options, in one statement: ids ascend with ordinality, as in insert_jobs.
+WITH job AS (
+    INSERT INTO sqlq_jobs (tube, priority, state, delay, delay_until, ttr, body, created_at)
+    SELECT p.tube, p.priority, CASE WHEN p.delay > 0 THEN 1 ELSE 0 END, p.delay,
+           CASE WHEN p.delay > 0 THEN %(now)s + p.delay END, p.ttr, p.body, %(now)s
+      FROM unnest(%(tubes)s::text[], %(priorities)s::bigint[], %(delays)s::bigint[],
+                  %(ttrs)s::bigint[], %(bodies)s::bytea[])
+           WITH ORDINALITY AS p(tube, priority, delay, ttr, body, n)
+     ORDER BY p.n
+    RETURNING id, tube)
+SELECT id, pg_notify('sqlq', tube) FROM job;
+
 -- name: find_unique_job
 SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 

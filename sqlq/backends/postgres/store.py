@@ -34,6 +34,7 @@ class PostgresStore(Store):
     Q = Q
     ONE_STATEMENT_CLAIM = True
     CLAIM_OUTSIDE_TRANSACTION = True
+    ONE_STATEMENT_PUTS = True
 
     def tubes_param(self, tubes: Sequence[str]) -> list[str]:
         return list(tubes)
@@ -61,6 +62,14 @@ class PostgresStore(Store):
         # One statement assigns ids in the order of its rows, so sorted ids are in
         # the order of the bodies (another session's ids may fall between them).
         return sorted(int(r[0]) for r in conn.execute(Q["insert_jobs"], params).fetchall())
+
+    def insert_puts(self, conn: Any, now: int,
+                    puts: Sequence[tuple[str, int, int, int, bytes]]) -> list[int]:
+        tubes, priorities, delays, ttrs, bodies = (list(column) for column in zip(*puts,
+                                                                                  strict=True))
+        params = {"now": now, "tubes": tubes, "priorities": priorities, "delays": delays,
+                  "ttrs": ttrs, "bodies": bodies}
+        return sorted(int(r[0]) for r in conn.execute(Q["insert_puts"], params).fetchall())
 
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> Any:
         return one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner,
