@@ -49,8 +49,9 @@ MAX_GROUP = 64
 class Batch(NamedTuple):
     """How a write may run together with others of its kind: ``run(conn, items)`` does
     the writes of every item and returns their results in order (writes are of a kind
-    when their ``run`` is equal); ``single``: in one statement. The write's own function
-    stays what runs it alone, and under a savepoint when a write of the group fails."""
+    when their ``run`` is equal); ``single``: in one statement that checks nothing of its
+    own (only the database can fail it). The write's own function stays what runs it
+    alone, and under a savepoint when a write of the group fails."""
 
     run: Callable[[Conn, list[Any]], list[Any]]
     item: Any
@@ -196,8 +197,16 @@ class GroupCommit:
         one_statement = first is not None and first.single and all(
             w.batch is not None and w.batch.run == first.run for w in group)
         try:
-            values = backend.write(lambda conn: self._together(conn, group),
-                                   single=one_statement)
+            if one_statement:
+                # Committed on its own, one statement has no write's own check to fail:
+                # what fails is the database, and the statement may have committed unseen
+                # (a lost connection), so no write runs again; each caller gets the error,
+                # as from a failed COMMIT (below).
+                assert first is not None
+                values = backend.write(lambda conn: first.run(conn, [
+                    w.batch.item for w in group if w.batch is not None]), single=True)
+            else:
+                values = backend.write(lambda conn: self._together(conn, group))
         except _WriteFailed:
             pass
         except Exception as e:  # noqa: BLE001 - BEGIN or COMMIT failed: every write did
