@@ -184,7 +184,12 @@ class Holding:
 
     def ack_due(self, now: float) -> bool:
         """True if a finished job has waited :data:`ACK_WAIT` for the next claim."""
-        return bool(self.done) and now - self.done[0].finished >= ACK_WAIT
+        return self.ack_in(now) == 0
+
+    def ack_in(self, now: float) -> float | None:
+        """Seconds until a finished job has waited :data:`ACK_WAIT` (0: now), None if none."""
+        done = self.done
+        return max(0.0, done[0].finished + ACK_WAIT - now) if done else None
 
     def touch_in(self) -> float | None:
         """Seconds until a held job may need a touch (0: now), None if none is held."""
