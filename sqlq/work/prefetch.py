@@ -19,6 +19,11 @@ must not get worse for it:
   rule), from the main thread between jobs and from the watchdog while one runs.
   And a job starts with at least 80% of its TTR ahead (:func:`started_fresh`,
   else a touch first), as if it had been claimed on its own.
+
+Both workers use this policy: the synchronous :class:`~sqlq.work.worker.Worker`
+holds its running job and the rest of a batch; the ``--concurrency`` one
+(:mod:`sqlq.work.aworker`) holds its running jobs and the same rest, a claim
+filling its free slots plus :meth:`BatchSize.next` less one.
 """
 
 from __future__ import annotations
