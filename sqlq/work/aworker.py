@@ -54,7 +54,7 @@ from ..errors import JobLost
 from ..model import Job
 from ..queue import Queue
 from . import runner
-from .prefetch import ACK_WAIT, WAITING, keep, started_fresh
+from .prefetch import ACK_WAIT, WAITING, Done, keep, started_fresh
 from .tasks import TaskRunner, _TaskRun
 from .watchdog import HEARTBEAT
 from .worker import DEFAULT_GRACE, IDLE_CHECK, Worker
@@ -96,6 +96,7 @@ class AsyncWorker:
         self.processed = 0
         self._blocked: asyncio.Future[Any] | None = None  # what the loop awaits: a slot, a job
         self._running: set[asyncio.Task[None]] = set()
+        self._ran: list[tuple[Job, float]] = []  # (job, seconds) of runs not yet counted
 
     @property
     def tubes(self) -> list[str]:
@@ -134,6 +135,7 @@ class AsyncWorker:
                                                      "the worker is stopping"))
                 await self._wind_down()
                 await aq._call(self.sync._ack)
+                await aq._call(functools.partial(self._record, [], self._take_runs()))
             finally:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -217,15 +219,26 @@ class AsyncWorker:
             got = await self._until_stopped(claim)
             jobs = [] if got is None else [j.sync for j in
                                            (got if isinstance(got, list) else [got])]
-        await aq._call(functools.partial(self._reserved, jobs))
+        await aq._call(functools.partial(self._record, jobs, self._take_runs()))
         return jobs
 
-    def _reserved(self, jobs: list[Job]) -> None:
-        # The recorder's counts live in the AsyncQueue's thread, as _finish's do.
+    def _take_runs(self) -> list[tuple[Job, float]]:
+        runs, self._ran = self._ran, []
+        return runs
+
+    def _record(self, jobs: list[Job], runs: list[tuple[Job, float]]) -> None:
+        """Count the jobs just claimed and the runs ended without a trip to the thread.
+
+        The recorder's counts live in the AsyncQueue's thread, as _finish's do."""
+        self._reserved(jobs)
         durations = self.sync.durations
-        for job in jobs:
-            durations.reserved(job)
+        for job, seconds in runs:
+            durations.ran(job, seconds)
         durations.flush_if_due()
+
+    def _reserved(self, jobs: list[Job]) -> None:
+        for job in jobs:
+            self.sync.durations.reserved(job)
 
     async def _until_stopped(self, awaitable: Awaitable[T]) -> T | None:
         """``await awaitable``, or None if a stop request cancelled it."""
@@ -267,12 +280,18 @@ class AsyncWorker:
         if outcome is None:
             return
 
-        def finish() -> None:
-            done = worker._finish(job.sync, name, outcome, duration)
-            if done is not None:
-                worker.holding.finished(done)  # deleted with the next claim
+        if outcome.status == "done" and outcome.result is None:
+            # Nothing to write until the next claim deletes it: no trip to the thread (the
+            # run is counted in it with that claim).
+            self._ran.append((job.sync, duration))
+            worker.holding.finished(Done(job.sync, name, duration, time.monotonic()))
+        else:
+            def finish() -> None:
+                done = worker._finish(job.sync, name, outcome, duration)
+                if done is not None:
+                    worker.holding.finished(done)  # deleted with the next claim
 
-        await aq._call(finish)
+            await aq._call(finish)
         self.processed += 1
 
     async def _execute(self, aq: AsyncQueue, job: AsyncJob,

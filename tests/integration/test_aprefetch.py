@@ -4,7 +4,6 @@ tests/ajobs.py on both backends, as test_aworker; one in-process run counts the 
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from collections import Counter
@@ -18,7 +17,7 @@ from sqlq.work.aworker import AsyncWorker
 from sqlq.work.tasks import TaskRunner
 from tests import ajobs
 from tests.timing import soon
-from tests.workers import Work, lines, wait_for
+from tests.workers import Work, killed_holder_gives_back, lines, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -147,13 +146,4 @@ def test_sigkill_gives_the_held_batch_back_at_once(q: sqlq.Queue, db_url: str,
               "--in-process") as w:
         wait_for(lambda: len(lines(runs)) == 2, what="two jobs to start")
         assert q.stats()["current-jobs-reserved"] == 5  # 2 running, 3 held
-        os.kill(w.pid, signal.SIGKILL)
-        w.wait()
-    started = time.monotonic()
-    back = q.reserve_many(10, "async", timeout=20)
-    while len(back) < 5 and time.monotonic() - started < 20:
-        back += q.reserve_many(10, "async", timeout=1)
-    assert sorted(j.id for j in back) == ids
-    assert time.monotonic() - started < 20  # the owner's death, not the 60 s TTR
-    assert all(j.reserves == 2 for j in back)
-    q.delete_many(back)
+        killed_holder_gives_back(w, q, "async", ids)
