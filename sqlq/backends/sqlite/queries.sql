@@ -66,6 +66,23 @@ UPDATE sqlq_jobs
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay;
 
+-- name: claim_job_in_tube
+-- claim_job for the common reserve that watches one tube: the same job (the tube's best
+-- ready job, unless the tube is paused) without json_each, the join and the sort of one
+-- row: 5.5 us a statement against 6.8. (SELECT :tube), never a bare :tube: SQLite built
+-- with STAT4 (apsw's is) prepares a statement again on every run when a bound value is
+-- compared with an indexed column (25 us a claim); a subquery hides it from the planner.
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
+       lease = abs(random()), owner = :owner
+ WHERE id = (SELECT id FROM sqlq_jobs
+              WHERE state = 0 AND tube = (SELECT :tube)
+              ORDER BY priority, id LIMIT 1)
+   AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
+                    WHERE name = (SELECT :tube) AND paused_until > :now)
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key, delay;
+
 -- name: claim_job_by_id
 -- beanstalkd's reserve-job: any job that is not reserved under a live lease.
 UPDATE sqlq_jobs

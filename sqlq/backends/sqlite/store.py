@@ -22,6 +22,7 @@ Q = load_queries(Path(__file__).with_name("queries.sql"))
 _INSERT_JOB = Q["insert_job"]
 _PROMOTE_DUE = Q["promote_due"]
 _CLAIM_JOB = Q["claim_job"]
+_CLAIM_JOB_IN_TUBE = Q["claim_job_in_tube"]
 _EARLIEST_DUE = Q["earliest_due"]
 #: Later than any time in ms: "nothing will ever be due" in DueCache.
 NEVER = 2**63 - 1
@@ -90,9 +91,17 @@ class SQLiteStore(Store):
 
     def __init__(self) -> None:
         self.due = DueCache()
+        #: The :tubes parameters made for one tube, and that tube: claim runs
+        #: claim_job_in_tube for them (most workers watch one tube).
+        self._one_tube: dict[str, str] = {}
 
     def tubes_param(self, tubes: Sequence[str]) -> str:
-        return json.dumps(list(tubes))
+        param = json.dumps(list(tubes))
+        if len(tubes) == 1:
+            if len(self._one_tube) >= DUE_CACHE_SIZE:
+                self._one_tube.clear()
+            self._one_tube[param] = tubes[0]
+        return param
 
     def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:
@@ -145,7 +154,11 @@ class SQLiteStore(Store):
 
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> Any:
         self._promote(conn, now, tubes)
-        row = one(conn, _CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner})
+        tube = self._one_tube.get(tubes)
+        if tube is not None:
+            row = one(conn, _CLAIM_JOB_IN_TUBE, {"tube": tube, "now": now, "owner": owner})
+        else:
+            row = one(conn, _CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner})
         if row is not None:
             self._claimed((row,))
         return row
