@@ -10,11 +10,15 @@
 -- The one INSERT of every put, put_many and publish. The hottest statement, so
 -- its parameters are positional (they bind faster) and the new id is read from
 -- last_insert_rowid() instead of a RETURNING row: put_many runs it through
--- executemany, and counts its ids from sqlite_sequence.
+-- executemany, and counts its ids with total_jobs. The id is past both the highest
+-- job left and the highest ever issued (migration 0007: ids are never reused, and
+-- only a delete of the highest job writes sqlq_last_id); two probes of the last
+-- page of a b-tree, cheaper than the sqlite_sequence write of AUTOINCREMENT.
 -- Parameters: tube, priority, state, delay, delay_until, ttr, body, created_at, unique_key.
-INSERT INTO sqlq_jobs (tube, priority, state, delay, delay_until, ttr, body, created_at,
+INSERT INTO sqlq_jobs (id, tube, priority, state, delay, delay_until, ttr, body, created_at,
                        unique_key)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
+VALUES ((SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0), id) + 1 FROM sqlq_last_id),
+        ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: find_unique_job
 -- The live job holding a unique key in a tube (sqlq_jobs_unique makes it one at most).
@@ -225,7 +229,10 @@ SELECT tube,
  GROUP BY tube;
 
 -- name: total_jobs
-SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'sqlq_jobs'), 0);
+-- The highest id issued: ids count from 1 without gaps (a put that rolls back issues
+-- none), so it is also how many (migration 0007).
+SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0),
+           coalesce((SELECT id FROM sqlq_last_id), 0));
 
 -- name: list_tubes
 -- A tube subscribed to a topic is listed even while empty: publish fills it.
@@ -306,7 +313,7 @@ RETURNING last_slot;
 SELECT (SELECT count(*) FROM sqlq_jobs) + (SELECT count(*) FROM sqlq_tubes)
      + (SELECT count(*) FROM sqlq_results) + (SELECT count(*) FROM sqlq_subscriptions)
      + (SELECT count(*) FROM sqlq_periodic)
-     + coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'sqlq_jobs'), 0);
+     + coalesce((SELECT id FROM sqlq_last_id), 0);
 
 -- name: export_job
 -- sqlq copy: live jobs a page at a time, in id order. A reserved job is copied as
@@ -350,8 +357,7 @@ VALUES (:name, :last_slot, :enqueued_at);
 
 -- name: set_total_jobs
 -- After a copy, ids go on from the source's: an id is never issued twice.
-INSERT INTO sqlite_sequence (name, seq) SELECT 'sqlq_jobs', :total
- WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'sqlq_jobs');
+UPDATE sqlq_last_id SET id = :total WHERE id < :total;
 
 -- ---------------------------------------------------------------------------------------------
 -- Read-only views for the dashboard and /metrics (observe.py). Each answers from

@@ -1,9 +1,10 @@
 """SQLite's dialect of the verbs (``queries.sql`` beside this file).
 
 Only what SQLite does differently from the shared :class:`~sqlq.backends.store.Store`
-lives here: ids read with ``last_insert_rowid()`` and counted from
-``sqlite_sequence``, the claim's ``promote_due`` step (skipped while nothing can be
-due: :class:`DueCache`), and tube lists passed as JSON for ``json_each``.
+lives here: ids read with ``last_insert_rowid()`` and counted by ``total_jobs``
+(the highest id issued, migration 0007), the claim's ``promote_due`` step (skipped
+while nothing can be due: :class:`DueCache`), tube lists passed as JSON for
+``json_each``, and the claim of one tube without it.
 """
 
 from __future__ import annotations
@@ -120,9 +121,9 @@ class SQLiteStore(Store):
 
     def insert_jobs(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
                     ttr_ms: int, bodies: Sequence[bytes]) -> list[int]:
-        """One prepared statement for all. Under the write lock AUTOINCREMENT hands out
-        consecutive ids, so they are counted rather than returned row by row (the
-        sequence is checked at the end)."""
+        """One prepared statement for all. Under the write lock each row's id is the
+        highest issued plus one, so the ids are consecutive: they are counted rather
+        than returned row by row (and the count checked at the end)."""
         row = (tube, priority, DELAYED if delay_ms else READY, delay_ms,
                now + delay_ms if delay_ms else None, ttr_ms)
         if delay_ms:
