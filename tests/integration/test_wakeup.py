@@ -307,3 +307,35 @@ def test_watches_only_while_waiting(q: Queue) -> None:
     q.put(b"x")
     assert not notifier.drain()
     assert q.reserve(timeout=1) is not None  # and waiting still works
+
+
+@pytest.mark.sqlite_only
+def test_watch_lingers_from_a_wake_until_a_reserve_needs_no_wait(db_path: str) -> None:
+    """Taking the watches down costs two system calls, and up again two more: a worker
+    woken by a job returns it first. Its next reserve either waits again on the watch
+    still there, or finds a job at once and takes the watch down then."""
+    with Queue(db_path, durability="normal") as q, \
+            Queue(db_path, durability="normal") as other:
+        q.put(b"soon", delay=0.1)
+        assert q.reserve(timeout=5) is not None  # found by a wait (the job's due time)
+        notifier = q._ensure_notifier()
+        other.put(b"x")
+        assert notifier.drain().commit  # still watching after the wait
+        assert q.reserve(timeout=0) is not None  # found at once: the watch comes down
+        other.put(b"y")
+        assert not notifier.drain()
+        assert q.reserve(timeout=1) is not None  # and waiting still works
+
+
+def test_a_waiting_claim_reads_first_only_where_an_empty_claim_locks(
+        q: Queue, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite's waiters read before they claim (a claim takes the one write lock, which
+    idle waiters must not take from producers at every commit); PostgreSQL's claim at
+    once (SKIP LOCKED: an empty claim locks nothing), one round trip instead of two."""
+    reads = []
+    has_ready_job = q._store.has_ready_job
+    monkeypatch.setattr(q._store, "has_ready_job",
+                        lambda *args: reads.append(1) or has_ready_job(*args))
+    q.put(b"soon", delay=0.2)
+    assert q.reserve(timeout=5) is not None
+    assert bool(reads) == (backend != "postgres")

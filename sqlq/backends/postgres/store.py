@@ -33,6 +33,7 @@ class PostgresStore(Store):
     Q = Q
     ONE_STATEMENT_CLAIM = True
     CLAIM_OUTSIDE_TRANSACTION = True
+    LOOK_BEFORE_CLAIM = False
 
     def tubes_param(self, tubes: Sequence[str]) -> list[str]:
         return list(tubes)
