@@ -67,6 +67,7 @@ def instrument() -> None:
     from sqlq.backends.sqlite import db, wakeup
 
     wrap(db.Database, "_published", "published")
+    wrap(db.Database, "check_wal", "check_wal")
     wrap(wakeup.Notifier, "drain", "drain")
     wrap(listen.PgNotifier, "drain", "drain")
     wrap(listen.Listener, "_wake_all", "listener")
@@ -140,7 +141,7 @@ def pct(xs: list[float], p: float) -> float:
 
 
 #: Steps stamped only with WAKE_PARTS_FINE=1: the first entry and exit of each is shown.
-FINE = ("promote", "has_ready_job", "pause", "resume", "listener", "setmode")
+FINE = ("promote", "has_ready_job", "pause", "resume", "listener", "setmode", "check_wal")
 
 
 def analyse(prod: list[tuple[str, int]], cons: list[tuple[str, int]]) -> None:

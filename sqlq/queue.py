@@ -483,7 +483,7 @@ class Queue:
         if not self._store.LOOK_BEFORE_CLAIM:
             return claim()
         ready = self._backend.read(
-            lambda c: self._store.has_ready_job(c, self._clock(), tubes_param))
+            lambda c: self._store.has_ready_job(c, self._clock(), tubes_param), single=True)
         return claim() if ready else None
 
     def _due(self, tubes_param: Any) -> int | None:
