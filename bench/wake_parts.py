@@ -177,6 +177,9 @@ def analyse(prod: list[tuple[str, int]], cons: list[tuple[str, int]]) -> None:
         for name, t in steps.items():
             if t is not None:
                 rows.setdefault(name, []).append((t - t0) / 1e6)
+        if "put<" in p:  # the consumer's share: from the producer's acknowledged commit
+            rows.setdefault("= reserve returned - put returned", []).append(
+                (ret - p["put<"]) / 1e6)
     print(f"{'step (ms from put start)':36} {'p50':>7} {'p90':>7} {'n':>5}")
     for name, xs in rows.items():
         print(f"{name:36} {statistics.median(xs):7.3f} {pct(xs, 0.9):7.3f} {len(xs):5}")
