@@ -31,9 +31,9 @@ def _put_params(now: int, tube: str, priority: int, delay_ms: int, ttr_ms: int) 
 
 class PostgresStore(Store):
     Q = Q
+    LOOK_BEFORE_CLAIM = False
     ONE_STATEMENT_CLAIM = True
     CLAIM_OUTSIDE_TRANSACTION = True
-    LOOK_BEFORE_CLAIM = False
 
     def tubes_param(self, tubes: Sequence[str]) -> list[str]:
         return list(tubes)
