@@ -48,7 +48,9 @@ def mark(label: str) -> None:
 
 def wrap(owner: Any, name: str, label: str, after_only: bool = False) -> None:
     """Stamp ``label>`` when owner.name is called and ``label<`` when it returns."""
-    fn = getattr(owner, name)
+    fn = getattr(owner, name, None)
+    if fn is None:
+        return  # not in this version of sqlq
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not after_only:
