@@ -339,3 +339,39 @@ def test_a_waiting_claim_reads_first_only_where_an_empty_claim_locks(
     q.put(b"soon", delay=0.2)
     assert q.reserve(timeout=5) is not None
     assert bool(reads) == (backend != "postgres")
+
+
+@pytest.mark.sqlite_only
+def test_a_waiters_look_opens_no_transaction(q: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The look after a wake is one statement, its own snapshot: no BEGIN and COMMIT."""
+    outside: list[bool] = []
+    has_ready_job = q._store.has_ready_job
+
+    def spy(conn, *args):  # type: ignore[no-untyped-def]
+        outside.append(conn.get_autocommit())
+        return has_ready_job(conn, *args)
+
+    monkeypatch.setattr(q._store, "has_ready_job", spy)
+    q.put(b"soon", delay=0.2)
+    assert q.reserve(timeout=5) is not None
+    assert outside and all(outside)
+
+
+@pytest.mark.sqlite_only
+def test_own_commits_heard_by_a_lingering_watch_do_not_prolong_the_next_wait(
+        q: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a watch left up heard before the next wait (this thread's own commits) counts
+    with that wait's first look, not as a new commit to re-check for 4 s."""
+    looks: list[int] = []
+    has_ready_job = q._store.has_ready_job
+    monkeypatch.setattr(q._store, "has_ready_job",
+                        lambda *args: looks.append(1) or has_ready_job(*args))
+    q.put(b"soon", delay=0.1)
+    job = q.reserve(timeout=5)  # found by a wait: the watch stays up
+    assert job is not None
+    looks.clear()
+    assert q.reserve(timeout=0.5, delete=job) is None  # its commit is heard by the watch
+    # The first look, its few quick re-checks (a commit may be unpublished as a wait
+    # begins) and one at the deadline: the later schedule (0.2 ms ... 4 s), restarted by
+    # the stale events, would add a few more within 0.5 s (13 looks in all, measured).
+    assert len(looks) <= 2 + len(q._ensure_notifier().recheck_delays(first=True))
