@@ -534,6 +534,7 @@ class Queue:
         from now on (look once more after taking it)."""
         notifier = self._ensure_notifier()
         notifier.resume()
+        self._notifiers.lingering = False  # the caller decides when it stops watching
         return notifier
 
     def has_ready(self, tubes: str | Sequence[str] | None = None) -> bool:
