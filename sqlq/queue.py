@@ -463,8 +463,9 @@ class Queue:
                         events: Events) -> Job | None:
         """One look of a waiting reserve (this wait loop's or an AsyncQueue's).
 
-        It first looks without the write lock (has_ready_job), so idle workers woken
-        by unrelated commits never contend with producers.
+        On SQLite it first looks without the write lock (has_ready_job), so idle
+        workers woken by unrelated commits never contend with producers; on
+        PostgreSQL it claims at once (``Store.LOOK_BEFORE_CLAIM``).
         """
         return self._look(tubes_param, events, lambda: self._claim(tubes_param, owner, None))
 
