@@ -70,6 +70,7 @@ def instrument() -> None:
 
     wrap(db.Database, "_published", "published")
     wrap(db.Database, "check_wal", "check_wal")
+    wrap(db.Database, "_check_wal_dir", "check_wal_dir")
     wrap(wakeup.Notifier, "drain", "drain")
     wrap(listen.PgNotifier, "drain", "drain")
     wrap(listen.Listener, "_wake_all", "listener")
@@ -143,7 +144,8 @@ def pct(xs: list[float], p: float) -> float:
 
 
 #: Steps stamped only with WAKE_PARTS_FINE=1: the first entry and exit of each is shown.
-FINE = ("promote", "has_ready_job", "pause", "resume", "listener", "setmode", "check_wal")
+FINE = ("promote", "has_ready_job", "pause", "resume", "listener", "setmode", "check_wal",
+        "check_wal_dir")
 
 
 def analyse(prod: list[tuple[str, int]], cons: list[tuple[str, int]]) -> None:
