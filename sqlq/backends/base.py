@@ -109,11 +109,13 @@ class Backend(abc.ABC):
     # -- transactions ------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def read(self, fn: Callable[[Conn], T]) -> T:
+    def read(self, fn: Callable[[Conn], T], *, single: bool = False) -> T:
         """Run ``fn(conn)`` without taking a write lock. SQLite reads it all from one
         snapshot; a server backend may give each statement its own (a transaction
         there costs round trips on every wake of a waiter): what must be read together
-        is read in one statement, or inside :meth:`transaction`."""
+        is read in one statement, or inside :meth:`transaction`. ``single=True``
+        promises one statement, which is its own snapshot: no transaction is opened
+        around it (a waiter's look after a wake saves SQLite's BEGIN and COMMIT)."""
 
     @abc.abstractmethod
     def write(self, fn: Callable[[Conn], T], *, durable: bool = True,

@@ -62,6 +62,11 @@ class Store(abc.ABC):
     """A backend's SQL verbs. ``Q`` maps each query name to its statement."""
 
     Q: dict[str, str]
+    #: Whether a waiting claim first reads has_ready_job: where a claim that finds
+    #: nothing holds a lock others wait on (SQLite's one writer), idle waiters woken by
+    #: unrelated commits must not take it; where it holds none (PostgreSQL's SKIP
+    #: LOCKED), the read is only one more round trip before the claim.
+    LOOK_BEFORE_CLAIM = True
     #: Whether claim and delete_and_claim are one statement each: a backend may then run
     #: them as their own transaction (one round trip to a server instead of four).
     ONE_STATEMENT_CLAIM = False

@@ -32,6 +32,7 @@ def _put_params(now: int, tube: str, priority: int, delay_ms: int, ttr_ms: int) 
 
 class PostgresStore(Store):
     Q = Q
+    LOOK_BEFORE_CLAIM = False
     ONE_STATEMENT_CLAIM = True
     CLAIM_OUTSIDE_TRANSACTION = True
     ONE_STATEMENT_PUTS = True

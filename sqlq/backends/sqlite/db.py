@@ -477,11 +477,15 @@ class Database:
         with self._lock, translate_errors(self.path, self.driver):
             return fn(self.conn)
 
-    def read(self, fn: Callable[[Any], T]) -> T:
-        """Run fn(conn) in one read transaction: a consistent snapshot, no lock taken."""
+    def read(self, fn: Callable[[Any], T], *, single: bool = False) -> T:
+        """Run fn(conn) in one read transaction: a consistent snapshot, no lock taken.
+
+        ``single=True`` promises that fn reads with one statement, which SQLite runs
+        as its own read transaction: no BEGIN and COMMIT around it.
+        """
         with self._lock, translate_errors(self.path, self.driver):
             conn = self.conn
-            if not conn.get_autocommit():
+            if single or not conn.get_autocommit():
                 return fn(conn)
             conn.execute("BEGIN")
             try:
