@@ -151,6 +151,25 @@ def test_puts_from_many_connections_at_once_share_fsyncs(
         assert q.stats()["current-jobs-ready"] == 800
 
 
+@pytest.mark.sqlite_only
+def test_a_put_failing_in_sqlite_answers_only_itself_without_a_savepoint(srv: Running) -> None:
+    """A put whose INSERT fails in the middle of a pipelined round (here a trigger
+    refuses its body; a full disk would too) answers INTERNAL_ERROR; the round's
+    other puts, run without savepoints (Backend.statement_atomic), are all stored."""
+    with apsw.Connection(srv.path) as db:
+        db.execute("CREATE TRIGGER refuse BEFORE INSERT ON sqlq_jobs WHEN NEW.body = x'626164' "
+                   "BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    client = Raw(srv.address)
+    bodies = [b"a", b"b", b"bad", b"c", b"bad", b"d"]
+    client.send(b"".join(put(body) for body in bodies))
+    assert replies(client, 6) == [b"INSERTED 1\r\n", b"INSERTED 2\r\n", b"INTERNAL_ERROR\r\n",
+                                  b"INSERTED 3\r\n", b"INTERNAL_ERROR\r\n", b"INSERTED 4\r\n"]
+    client.close()
+    with apsw.Connection(srv.path) as db:
+        rows = list(db.execute("SELECT id, body FROM sqlq_jobs ORDER BY id"))
+    assert rows == [(1, b"a"), (2, b"b"), (3, b"c"), (4, b"d")]
+
+
 # ---- reserves arriving together -----------------------------------------------------------
 
 
