@@ -1,4 +1,9 @@
-"""Blocking reserves: the FIFO of waiting connections, and when to look at it again.
+"""Reserves: those arriving together, and the FIFO of waiting connections.
+
+Reserves from several connections in one loop round are claimed together at its
+end, in one statement (``flush``: ``Queue.reserve_many``), the jobs handed out
+in arrival order, as claims one after another would hand them out: with eight
+workers, a claim per round instead of one per worker.
 
 A reserve that finds nothing parks its connection here. The waiters are served
 again, first come first served, when a job may have become ready: a put,
