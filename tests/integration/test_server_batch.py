@@ -245,6 +245,45 @@ def test_reserves_in_one_round_with_other_tubes_and_too_few_jobs(srv: Running) -
         c.close()
 
 
+def test_eight_workers_draining_together_get_each_job_once(srv: Running) -> None:
+    """Eight connections reserve and delete as fast as they can: every job is handed
+    out once (each delete under its reserver's lease succeeds), the most urgent
+    first within each worker, and rounds of several reserves did share claims."""
+    producer = Raw(srv.address)
+    rng = random.Random(8)
+    pris = [rng.randrange(4) for _ in range(200)]
+    producer.send(b"".join(put(b"%d" % i, pri) for i, pri in enumerate(pris)))
+    assert replies(producer, 200)[-1] == b"INSERTED 200\r\n"
+    got: list[list[int]] = [[] for _ in range(8)]
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        client = Raw(srv.address)
+        try:
+            while (reply := client.cmd(b"reserve-with-timeout 0")) != b"TIMED_OUT\r\n":
+                job = int(reply.split()[1])
+                got[n].append(job)
+                assert client.cmd(b"delete %d" % job) == b"DELETED\r\n"
+        except BaseException as e:  # reported below
+            errors.append(e)
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors[:3]
+    every = sorted(job for jobs in got for job in jobs)
+    assert every == list(range(1, 201))
+    for jobs in got:  # each worker's jobs come in priority order (ties: by id)
+        keys = [(pris[j - 1], j) for j in jobs]
+        assert keys == sorted(keys)
+    assert srv.server.waiters.claimed_together > 0
+    producer.close()
+
+
 # ---- SIGKILL ------------------------------------------------------------------------------
 
 
