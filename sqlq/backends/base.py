@@ -105,6 +105,11 @@ class Backend(abc.ABC):
     #: reservations, for a backend whose notifier cannot signal a death; None when
     #: it can (SQLite: the kernel closes a dead process's owner file).
     liveness_poll: float | None = None
+    #: Whether a statement that fails inside a transaction undoes only its own writes,
+    #: the transaction going on (SQLite); PostgreSQL aborts the whole transaction. Then
+    #: ``sqlq serve`` runs a one-statement command of a group commit without a
+    #: savepoint of its own (server/batch.py).
+    statement_atomic = False
 
     # -- transactions ------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ One thread runs one ``selectors`` loop, the shape of beanstalkd itself:
 ``core.py``               ``Server``: the Queue, listeners, connections, their lifecycle
 ``connection.py``         ``Conn``: one client's buffers and protocol state, backpressure
 ``commands.py``           the verbs: a parsed command line → a Queue call → reply bytes
-``waiters.py``            blocking reserves: the FIFO of waiters, notifier, timers, DEADLINE_SOON
+``waiters.py``            reserves of a round claimed together; blocking ones: waiters, timers
 ``batch.py``              group commit: a round's writes in one transaction, replies after it
 ``locks.py``              commands waiting for another process's write lock, retried in order
 ``budget.py``             the cap on memory all connections' put bodies hold at once

@@ -12,7 +12,10 @@ connection, replies keep their order; a connection whose held replies reach
 Why a savepoint per command: a command that fails answers that command only,
 as it would alone (a claim or a multi-statement verb is rolled back whole, and
 on PostgreSQL a failed statement would otherwise void the transaction). It costs
-two statements, a few microseconds, against an fsync saved per command.
+two statements, a few microseconds, against an fsync saved per command. A
+command that writes with one statement (a put, a delete: ``single``) needs none
+where a failed statement undoes only itself (SQLite: ``Backend.statement_atomic``):
+the round's hottest commands skip that fifth of their cost.
 
 A write with nothing else to do in its round (``alone``: no other ready file, no
 more input on its connection) runs as it always did, in its own commit: a lone
@@ -70,8 +73,10 @@ class Batch:
         return not (server.loop.pending or (conn is not None and conn.inbuf)
                     or len(server.locks.parked) > 1)
 
-    def run(self, attempt: Callable[[], T], durable: bool, conn: Conn | None) -> T:
+    def run(self, attempt: Callable[[], T], durable: bool, conn: Conn | None,
+            single: bool = False) -> T:
         """``attempt()``, a write, in the round's transaction (opened now if need be).
+        ``single``: it writes with one statement, or fails having written nothing.
 
         Raises whatever ``attempt`` raises, its writes rolled back; ``Locked`` when
         another process holds the write lock (nothing written, nothing held).
@@ -84,8 +89,11 @@ class Batch:
             self.commit()  # what came before needs no fsync; what comes next does
             self._begin(True)
         self.writes += 1
+        backend = self.server.q.backend
         try:
-            with self.server.q.backend.transaction():  # a savepoint
+            if single and backend.statement_atomic:
+                return attempt()
+            with backend.transaction():  # a savepoint
                 return attempt()
         except _EXPECTED:
             raise

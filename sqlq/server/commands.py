@@ -37,6 +37,10 @@ _WRITES = frozenset(v.value for v in (
 # a release and a touch are not (batch.py commits a round of only those without one).
 _DURABLE = frozenset(v.value for v in (
     Verb.PUT, Verb.DELETE, Verb.BURY, Verb.KICK, Verb.KICK_JOB, Verb.PAUSE_TUBE))
+# The writes of one statement (batch.py runs them without a savepoint where it may): a
+# put; a delete, whose statement changes nothing when it fails, and whose fallback (a
+# job held by nobody: claimed, then deleted) leaves it held if the delete fails.
+_SINGLE = frozenset(v.value for v in (Verb.PUT, Verb.DELETE))
 
 
 class Commands:
@@ -95,9 +99,10 @@ class Commands:
         A write joins the round's transaction (batch.py)."""
         if write:
             inner, durable, batch = attempt, verb in _DURABLE, self.server.batch
+            single = verb in _SINGLE
 
             def attempt() -> bytes:
-                return batch.run(inner, durable, conn)
+                return batch.run(inner, durable, conn, single)
 
         reply = self.locks.run(conn, lambda: self._guarded(verb, attempt), write)
         if reply is not None:

@@ -47,7 +47,7 @@ class Server:
         self.skew = 0.0  # seconds a command waited for the file to open (see attach)
         self.loop = Loop()
         self.batch = Batch(self)
-        self.loop.end_round = self.batch.end_round
+        self.loop.end_round = self.end_round
         self.conns: set[Conn] = set()
         self.draining = False
         self.listeners: list[socket.socket] = []
@@ -104,12 +104,20 @@ class Server:
         finally:
             for conn in list(self.conns):
                 conn.close()
-            self.batch.end_round()  # the closed connections' jobs given back
+            self.end_round()  # the closed connections' jobs given back
             self.waiters.close()
             for sock in self.listeners:
                 unlink_unix(sock)
                 sock.close()
             self.loop.close()
+
+    def end_round(self) -> None:
+        """The loop round's end: commit its writes (batch.py), claim its deferred
+        reserves together (waiters.py), and again for what their answers set going."""
+        self.batch.end_round()
+        while self.waiters.deferred:
+            self.waiters.flush()
+            self.batch.end_round()
 
     def stop(self) -> None:
         """Make ``run()`` return; callable from a signal handler or another thread."""

@@ -1,4 +1,9 @@
-"""Blocking reserves: the FIFO of waiting connections, and when to look at it again.
+"""Reserves: those arriving together, and the FIFO of waiting connections.
+
+Reserves from several connections in one loop round are claimed together at its
+end, in one statement (``flush``: ``Queue.reserve_many``), the jobs handed out
+in arrival order, as claims one after another would hand them out: with eight
+workers, a claim per round instead of one per worker.
 
 A reserve that finds nothing parks its connection here. The waiters are served
 again, first come first served, when a job may have become ready: a put,
@@ -20,6 +25,7 @@ from sqlq.server.protocol import SAFETY_MARGIN_MS, Reply
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from sqlq.backends import Notifier
+    from sqlq.model import Job
     from sqlq.server.connection import Conn, Held
     from sqlq.server.core import Server
     from sqlq.server.loop import Timer
@@ -63,6 +69,9 @@ class Waiters:
         self._reap = False       # look for dead reservation holders on the next pass
         self._last_reap = 0.0
         self._last_pass = 0.0
+        # reserves of this round claimed together at its end (flush), in arrival order
+        self.deferred: dict[Conn, int | None] = {}
+        self.claimed_together = 0  # jobs handed out by flush's shared claims
 
     def __len__(self) -> int:
         return len(self.waiting)
@@ -73,12 +82,70 @@ class Waiters:
     def forget(self, conn: Conn) -> None:
         """A closed connection waits no more."""
         self.waiting.pop(conn, None)
+        self.deferred.pop(conn, None)
 
     # -- reserving --
 
     def reserve(self, conn: Conn, timeout: int | None) -> None:
-        """``reserve`` (timeout None) or ``reserve-with-timeout``: answer now or park ``conn``."""
+        """``reserve`` (timeout None) or ``reserve-with-timeout``: answer now, park ``conn``,
+        or, when other connections' commands came in the same round, claim with the
+        round's other reserves at its end (``flush``).
+
+        Only the last command of its connection's input is deferred: one pipelined
+        before others runs in the round's transaction, as every other command (a
+        round of one connection is one commit). Nor is one of a connection holding
+        a job: it may be owed DEADLINE_SOON first.
+        """
         conn.worker = True
+        if not (conn.reserved or conn.eof or conn.inbuf) and (
+                self.deferred or not self.server.batch.alone(conn)):
+            conn.waiting = True  # reads no further command until answered
+            self.deferred[conn] = timeout
+            return
+        self._reserve_now(conn, timeout)
+
+    def flush(self) -> None:
+        """Claim the round's deferred reserves: one statement for each run of reserves
+        with the same watch list, the jobs handed out in arrival order (the first to
+        ask gets the most urgent), as one claim after another would have."""
+        while self.deferred:
+            asked = [(c, t) for c, t in self.deferred.items() if c.waiting and not c.closed]
+            self.deferred.clear()
+            start = 0
+            while start < len(asked):
+                end = start + 1
+                while end < len(asked) and asked[end][0].watch == asked[start][0].watch:
+                    end += 1
+                self._claim_together(asked[start:end])
+                start = end
+
+    def _claim_together(self, asked: list[tuple[Conn, int | None]]) -> None:
+        """Claim up to one job for each of ``asked`` (same watch list) in one statement;
+        those left without one go the one-at-a-time way (reap, TIMED_OUT or wait)."""
+        jobs: list[Job] = []
+        if len(asked) > 1 and not self.server.locks.locked():
+            q, names = self.server.q, list(asked[0][0].watch)
+            try:
+                jobs = self.server.batch.run(
+                    lambda: q.reserve_many(len(asked), names, timeout=0),
+                    durable=False, conn=None)
+                self.claimed_together += len(jobs)
+            except Locked:
+                self.server.locks.refused()
+            except Exception:
+                log().exception("reserve failed")
+        for n, (conn, timeout) in enumerate(asked):
+            if n < len(jobs):
+                self.answer(conn, conn.hold(jobs[n]))
+                continue
+            conn.waiting = False
+            self._reserve_now(conn, timeout)
+            if not conn.waiting:  # answered: on with its next commands
+                conn.process()
+                conn.update()
+
+    def _reserve_now(self, conn: Conn, timeout: int | None) -> None:
+        """A reserve claimed on its own: answer now or park ``conn``."""
         deadline = None if timeout is None else time.monotonic() + timeout - self.server.skew
         soon = self.deadline_soon(conn, now_ms())
         reply = self._claim(conn, conn.watch)

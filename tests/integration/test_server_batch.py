@@ -151,6 +151,139 @@ def test_puts_from_many_connections_at_once_share_fsyncs(
         assert q.stats()["current-jobs-ready"] == 800
 
 
+@pytest.mark.sqlite_only
+def test_a_put_failing_in_sqlite_answers_only_itself_without_a_savepoint(srv: Running) -> None:
+    """A put whose INSERT fails in the middle of a pipelined round (here a trigger
+    refuses its body; a full disk would too) answers INTERNAL_ERROR; the round's
+    other puts, run without savepoints (Backend.statement_atomic), are all stored."""
+    with apsw.Connection(srv.path) as db:
+        db.execute("CREATE TRIGGER refuse BEFORE INSERT ON sqlq_jobs WHEN NEW.body = x'626164' "
+                   "BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    client = Raw(srv.address)
+    bodies = [b"a", b"b", b"bad", b"c", b"bad", b"d"]
+    client.send(b"".join(put(body) for body in bodies))
+    assert replies(client, 6) == [b"INSERTED 1\r\n", b"INSERTED 2\r\n", b"INTERNAL_ERROR\r\n",
+                                  b"INSERTED 3\r\n", b"INTERNAL_ERROR\r\n", b"INSERTED 4\r\n"]
+    client.close()
+    with apsw.Connection(srv.path) as db:
+        rows = list(db.execute("SELECT id, body FROM sqlq_jobs ORDER BY id"))
+    assert rows == [(1, b"a"), (2, b"b"), (3, b"c"), (4, b"d")]
+
+
+# ---- reserves arriving together -----------------------------------------------------------
+
+
+def held_loop(running: Running) -> threading.Event:
+    """Stop the server's loop until the returned event is set: whatever clients send
+    meanwhile is read in one round of the loop."""
+    entered, go = threading.Event(), threading.Event()
+
+    def block() -> None:
+        entered.set()
+        go.wait(30)
+
+    running.server.loop.call_soon_threadsafe(block)
+    assert entered.wait(10)
+    return go
+
+
+def test_reserves_from_many_connections_in_one_round_share_a_claim(srv: Running) -> None:
+    """Eight connections reserve in the same round: one claim serves them (server
+    waiters.flush), no job goes to two of them, and together they get the eight most
+    urgent jobs, as eight claims one after another would have."""
+    rng = random.Random(12)
+    producer = Raw(srv.address)
+    pris = [rng.choice([0, 5, 5, 9, 1024]) for _ in range(20)]
+    producer.send(b"".join(put(b"%d" % i, pri) for i, pri in enumerate(pris)))
+    assert replies(producer, 20) == [b"INSERTED %d\r\n" % i for i in range(1, 21)]
+    workers = [Raw(srv.address) for _ in range(8)]
+    for w in workers:  # connected and accepted before the loop stops
+        assert w.cmd(b"list-tube-used") == b"USING default\r\n"
+    go = held_loop(srv)
+    for w in workers:
+        w.send(b"reserve-with-timeout 0\r\n")
+    go.set()
+    got = [int(w.reply().split()[1]) for w in workers]
+    assert len(set(got)) == 8, got
+    best = sorted(range(1, 21), key=lambda i: (pris[i - 1], i))[:8]
+    assert sorted(got) == sorted(best)
+    assert srv.server.waiters.claimed_together >= 2
+    for w, job in zip(workers, got, strict=True):  # each holds its own under its lease
+        assert w.cmd(b"delete %d" % job) == b"DELETED\r\n"
+    for c in (producer, *workers):
+        c.close()
+
+
+def test_reserves_in_one_round_with_other_tubes_and_too_few_jobs(srv: Running) -> None:
+    """Reserves of one round over different watch lists, more of them than ready jobs:
+    each gets a job of its own tubes or TIMED_OUT, and a blocking one waits for the
+    next put."""
+    producer = Raw(srv.address)
+    producer.send(b"use a\r\n" + put(b"a1", 3) + put(b"a2", 1) + b"use b\r\n" + put(b"b1"))
+    assert replies(producer, 5)[1:] == [b"INSERTED 1\r\n", b"INSERTED 2\r\n",
+                                        b"USING b\r\n", b"INSERTED 3\r\n"]
+    watching = [b"a", b"a", b"a", b"b", b"b", b"c"]
+    workers = [Raw(srv.address) for _ in watching]
+    for w, tube in zip(workers, watching, strict=True):
+        assert w.cmd(b"watch " + tube) == b"WATCHING 2\r\n"
+        assert w.cmd(b"ignore default") == b"WATCHING 1\r\n"
+    go = held_loop(srv)
+    for w in workers[:5]:
+        w.send(b"reserve-with-timeout 0\r\n")
+    workers[5].send(b"reserve\r\n")
+    go.set()
+    answers = [w.reply() for w in workers[:5]]
+    assert sorted(answers[:3]) == [b"RESERVED 1 2\r\na1\r\n", b"RESERVED 2 2\r\na2\r\n",
+                                   b"TIMED_OUT\r\n"]
+    assert sorted(answers[3:]) == [b"RESERVED 3 2\r\nb1\r\n", b"TIMED_OUT\r\n"]
+    assert srv.server.waiters.claimed_together >= 2  # a1 and a2 in one claim
+    assert producer.cmd(b"use c") == b"USING c\r\n"
+    producer.send(put(b"c1"))
+    assert producer.reply() == b"INSERTED 4\r\n"
+    assert workers[5].reply() == b"RESERVED 4 2\r\nc1\r\n"
+    for c in (producer, *workers):
+        c.close()
+
+
+def test_eight_workers_draining_together_get_each_job_once(srv: Running) -> None:
+    """Eight connections reserve and delete as fast as they can: every job is handed
+    out once (each delete under its reserver's lease succeeds), the most urgent
+    first within each worker, and rounds of several reserves did share claims."""
+    producer = Raw(srv.address)
+    rng = random.Random(8)
+    pris = [rng.randrange(4) for _ in range(200)]
+    producer.send(b"".join(put(b"%d" % i, pri) for i, pri in enumerate(pris)))
+    assert replies(producer, 200)[-1] == b"INSERTED 200\r\n"
+    got: list[list[int]] = [[] for _ in range(8)]
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        client = Raw(srv.address)
+        try:
+            while (reply := client.cmd(b"reserve-with-timeout 0")) != b"TIMED_OUT\r\n":
+                job = int(reply.split()[1])
+                got[n].append(job)
+                assert client.cmd(b"delete %d" % job) == b"DELETED\r\n"
+        except BaseException as e:  # reported below
+            errors.append(e)
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors[:3]
+    every = sorted(job for jobs in got for job in jobs)
+    assert every == list(range(1, 201))
+    for jobs in got:  # each worker's jobs come in priority order (ties: by id)
+        keys = [(pris[j - 1], j) for j in jobs]
+        assert keys == sorted(keys)
+    assert srv.server.waiters.claimed_together > 0
+    producer.close()
+
+
 # ---- SIGKILL ------------------------------------------------------------------------------
 
 

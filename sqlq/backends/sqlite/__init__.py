@@ -41,6 +41,7 @@ class SQLiteBackend(Backend):
     """A sqlq database in one SQLite file (see :class:`sqlq.Queue` for the arguments)."""
 
     store: SQLiteStore
+    statement_atomic = True
 
     def __init__(self, path: str, *, durability: Durability = "full", init: bool = False,
                  clock: Callable[[], int], vfs: str | None = None,
