@@ -200,3 +200,13 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.section("chaos and power cuts")
         for line in _SUMMARY_LINES:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def srv(db_url: str) -> Iterator[Any]:
+    """An in-process server over a fresh database of the test's backend."""
+    from .servers import Running
+
+    running = Running(db_url)
+    yield running
+    running.stop()

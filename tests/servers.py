@@ -9,9 +9,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -192,3 +193,18 @@ def beanstalkd(*flags: str) -> Iterator[tuple[str, int]]:
     finally:
         proc.terminate()
         proc.wait()
+
+
+_R = TypeVar("_R")
+
+
+def on_both(tmp_path: Path, play: Callable[[tuple[str, int]], _R]) -> tuple[_R, _R]:
+    """``play`` against a fresh beanstalkd, then a fresh sqlq server: (ours, theirs)."""
+    with beanstalkd() as fresh:
+        theirs = play(fresh)
+    running = Running(str(tmp_path / "compared.db"))
+    try:
+        ours = play(running.address)
+    finally:
+        running.stop()
+    return ours, theirs

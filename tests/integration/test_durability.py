@@ -7,36 +7,14 @@ test sees exactly which operations pay for durability in each mode.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Iterator
 
-import apsw
 import pytest
 
 from sqlq import Queue
 from tests.conftest import spawn
+from tests.vfs import CountingVFS
 from tests.workers import SQLITE_WRITE_LOCK_HOLDER
-
-
-class CountingFile(apsw.VFSFile):  # type: ignore[misc]
-    def __init__(self, counts: Counter[str], name: object, flags: list[int]) -> None:
-        super().__init__("", name, flags)
-        path = name.filename() if isinstance(name, apsw.URIFilename) else str(name or "")
-        self.kind = "wal" if path.endswith("-wal") else "db" if path.endswith(".db") else "other"
-        self.counts = counts
-
-    def xSync(self, flags: int) -> None:
-        self.counts[self.kind] += 1
-        super().xSync(flags)
-
-
-class CountingVFS(apsw.VFS):  # type: ignore[misc]
-    def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
-        super().__init__("counting", "")
-
-    def xOpen(self, name: object, flags: list[int]) -> CountingFile:
-        return CountingFile(self.counts, name, flags)
 
 
 @pytest.fixture

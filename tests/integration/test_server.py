@@ -25,14 +25,6 @@ from tests.workers import wait_for
 
 
 @pytest.fixture
-def srv(db_url: str) -> Iterator[Running]:
-    """An in-process server over a fresh database of the test's backend."""
-    running = Running(db_url)
-    yield running
-    running.stop()
-
-
-@pytest.fixture
 def raw(srv: Running) -> Iterator[Raw]:
     client = Raw(srv.address)
     yield client

@@ -24,10 +24,8 @@ import apsw
 import pytest
 
 import sqlq
-from tests.integration.test_durability import CountingVFS
-from tests.integration.test_server import srv as srv  # noqa: F401 (the fixture)
-from tests.integration.test_server_fuzz import _on_both
-from tests.servers import BeanstalkdProcess, Raw, Running
+from tests.servers import BeanstalkdProcess, Raw, Running, on_both
+from tests.vfs import CountingVFS
 
 BODY = b"x" * 40
 
@@ -66,7 +64,7 @@ def test_pipelined_commands_answer_as_beanstalkd_byte_for_byte(tmp_path: Path) -
         finally:
             client.close()
 
-    ours, theirs = _on_both(tmp_path, play)
+    ours, theirs = on_both(tmp_path, play)
     for command, a, b in zip(PIPELINED, ours, theirs, strict=True):
         assert a == b, command[:40]
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sqlq.server.protocol import ERROR_REPLIES, GRAMMAR, ProtocolError, Verb, parse_command
-from tests.servers import Raw, Running, beanstalkd
+from tests.servers import Raw, Running, beanstalkd, on_both
 
 MAX_JOB_SIZE = 1000
 _R = TypeVar("_R")
@@ -213,18 +213,6 @@ def _play(address: tuple[str, int]) -> list[object]:
     return replies
 
 
-def _on_both(tmp_path: Path, play: Callable[[tuple[str, int]], _R]) -> tuple[_R, _R]:
-    """``play`` against a fresh beanstalkd, then a fresh sqlq server: (ours, theirs)."""
-    with beanstalkd() as fresh:
-        theirs = play(fresh)
-    running = Running(str(tmp_path / "compared.db"))
-    try:
-        ours = play(running.address)
-    finally:
-        running.stop()
-    return ours, theirs
-
-
 def _script(lines: list[bytes]) -> Callable[[tuple[str, int]], list[bytes]]:
     """A player that sends ``lines`` on one connection and returns the replies."""
     def play(address: tuple[str, int]) -> list[bytes]:
@@ -237,7 +225,7 @@ def _script(lines: list[bytes]) -> Callable[[tuple[str, int]], list[bytes]]:
 
 
 def test_a_lifecycle_matches_beanstalkd(tmp_path: Path) -> None:
-    ours, theirs = _on_both(tmp_path, _play)
+    ours, theirs = on_both(tmp_path, _play)
     for (who, data), a, b in zip(LIFECYCLE, ours, theirs, strict=True):
         assert a == b, (who, data)
 
@@ -254,7 +242,7 @@ def test_stats_documents_have_beanstalkd_112s_keys_and_quotes(tmp_path: Path) ->
     """beanstalkd 1.12 quotes only ``version`` (1.13 also hostname, os, platform, name,
     tube); sqlq matches 1.12 and adds one key of its own, last, for its version."""
     script = [b"use jobs", b"put 0 0 10 1\r\nx", b"stats-job 1", b"stats-tube jobs", b"stats"]
-    ours, theirs = _on_both(tmp_path, _script(script))
+    ours, theirs = on_both(tmp_path, _script(script))
     assert ours[:2] == theirs[:2] == [b"USING jobs\r\n", b"INSERTED 1\r\n"]
     assert _shape(ours[2]) == _shape(theirs[2])
     assert _shape(ours[3]) == _shape(theirs[3])
@@ -270,7 +258,7 @@ def test_emptied_tube_stats_as_beanstalkd(tmp_path: Path) -> None:
     script = [b"use e", b"put 0 0 10 1\r\nx", b"reserve-job 1", b"delete 1",
               b"stats-tube e", b"use default", b"stats-tube e", b"pause-tube e 1",
               b"peek-ready", b"kick 5", b"list-tubes"]
-    ours, theirs = _on_both(tmp_path, _script(script))
+    ours, theirs = on_both(tmp_path, _script(script))
     for line, a, b in zip(script, ours, theirs, strict=True):
         # stats bodies as sets of lines: the same counters, in any order
         assert (set(a.splitlines()) if a.startswith(b"OK ") else a) == (
