@@ -219,3 +219,31 @@ def test_a_job_named_under_a_stale_and_a_live_lease(fq: Queue, clock: FakeClock)
     assert list(caught.value.job_ids) == [jid]
     assert fq.peek(jid) is None  # deleted under the live lease
     assert live[0].state == "deleted" and stale[0].state == "reserved"
+
+
+def test_claimed_jobs_read_as_jobs_built_field_by_field(fq: Queue, clock: FakeClock) -> None:
+    # Job.from_claim skips Job.__init__ (a batch worker's per-job cost): every attribute
+    # must still read as __init__ would set it, through reserve and reserve_many alike.
+    put_at = clock()
+    first = fq.put(b"one", tube="t", priority=7, ttr=5, delay=2, unique_key="k")
+    second = fq.put(b"two", tube="t", priority=8, ttr=3)
+    clock.advance(2.5)
+    many = fq.reserve_many(1, tubes="t", timeout=0)
+    one = fq.reserve(tubes="t", timeout=0)
+    assert one is not None and [j.id for j in many] == [first]
+    built = [
+        sqlq.Job(fq, id=first, tube="t", body=b"one", priority=7, ttr_ms=5000,
+                 state="reserved", reserves=1, lease=many[0].lease, created_at=put_at,
+                 reserved_until=clock() + 5000, unique_key="k", delay_ms=2000),
+        sqlq.Job(fq, id=second, tube="t", body=b"two", priority=8, ttr_ms=3000,
+                 state="reserved", reserves=1, lease=one.lease, created_at=put_at,
+                 reserved_until=clock() + 3000),
+    ]
+    public = [name for name in sqlq.Job.__slots__ if not name.startswith("_")]
+    for handle, expected in zip([*many, one], built, strict=True):
+        job = getattr(handle, "sync", handle)  # the async API wraps the Job
+        assert {name: getattr(job, name) for name in public} == \
+            {name: getattr(expected, name) for name in public}
+        assert type(job.ttr) is float and type(job.delay) is float
+    many[0].delete()
+    assert many[0].state == "deleted"
