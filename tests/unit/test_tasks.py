@@ -119,7 +119,7 @@ def test_a_bad_call_is_refused_per_shape_as_signature_bind_refuses_it(q: sqlq.Qu
     assert f.signature is not None
     shapes: list[tuple[list[Any], dict[str, Any]]] = [
         ([], {}), ([1], {}), ([1, 2], {"c": 3}), ([1, 2, 3], {}), ([1], {"d": 1}),
-        ([1], {"a": 2}), ([], {"b": 1, "a": 1}), ([], {"d": 1, "e": 2}), ([], {"e": 2, "d": 1})]
+        ([1], {"a": 2}), ([], {"b": 1, "a": 1}), ([1], {"d": 1, "e": 2}), ([1], {"e": 2, "d": 1})]
     for _ in range(2):
         for args, kwargs in shapes:
             try:
