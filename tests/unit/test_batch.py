@@ -247,3 +247,26 @@ def test_claimed_jobs_read_as_jobs_built_field_by_field(fq: Queue, clock: FakeCl
         assert type(job.ttr) is float and type(job.delay) is float
     many[0].delete()
     assert many[0].state == "deleted"
+
+
+@pytest.mark.parametrize("size", [2, 64, 65, 150])
+def test_delete_many_matches_each_id_with_its_own_lease(fq: Queue, clock: FakeClock,
+                                                        size: int) -> None:
+    # Whatever the batch's size (SQLite passes the pairs as JSON it writes itself), a job
+    # reserved again since (same id, another lease) must stay, and only it is named; the
+    # rest are deleted in the same commit.
+    ids = fq.put_many([b"x"] * size, ttr=100)
+    fq.put(b"short", ttr=5)
+    jobs = fq.reserve_many(size + 1, timeout=0)
+    assert len(jobs) == size + 1
+    clock.advance(10)  # the short job's TTR ran out: another holder takes it
+    again = fq.reserve_many(size, timeout=0)
+    assert [j.id for j in again] == [jobs[-1].id]
+    with pytest.raises(JobLost) as caught:
+        fq.delete_many(jobs)
+    assert list(caught.value.job_ids) == [jobs[-1].id]
+    assert all(fq.peek(i) is None for i in ids)
+    held = fq.peek(jobs[-1].id)
+    assert held is not None and held.state == "reserved"
+    fq.delete_many(again)  # the new holder's lease is intact
+    assert fq.peek(jobs[-1].id) is None
