@@ -1,7 +1,7 @@
 """How much a worker costs: no-op tasks drained by ``sqlq work`` next to a raw loop.
 
     .venv/bin/python bench/bench_worker.py [--jobs 3000] [--durability full|normal]
-        [--task-ms 1] [--prefetch N|auto] [--processes 1 4]
+        [--task-ms 1] [--prefetch N|auto] [--processes 1 4] [--concurrency 8]
 
 Prints jobs/s for:
 
@@ -14,6 +14,8 @@ Prints jobs/s for:
   worker's own overhead (decoding the call, the task thread, logging).
   ``--task-ms`` makes the task sleep that long (jobs that take real time, where
   several processes should scale); ``--prefetch`` is passed on to ``sqlq work``.
+  ``--concurrency N`` runs the event-loop worker (``sqlq work --concurrency N``) on
+  an ``async def`` task instead (its pause an ``asyncio.sleep``).
 
 Standalone on purpose (bench/run.py owns the comparison with peers).
 """
@@ -36,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 import sqlq  # noqa: E402
 
 TASK_MODULE = '''
-import os, time, sqlq
+import asyncio, os, time, sqlq
 q = sqlq.Queue(os.environ["SQLQ_DB"], durability=os.environ["SQLQ_BENCH_DURABILITY"])
 PAUSE = float(os.environ.get("SQLQ_BENCH_TASK_MS", "0")) / 1000
 
@@ -45,13 +47,19 @@ def noop():
     if PAUSE:
         time.sleep(PAUSE)
     return None
+
+@q.task(tube="bench")
+async def anoop():
+    if PAUSE:
+        await asyncio.sleep(PAUSE)
+    return None
 '''
 
 
-def fill(db: str, n: int, durability: str) -> None:
+def fill(db: str, n: int, durability: str, task: str = "noop") -> None:
     """Put n no-op task calls in one transaction."""
     with sqlq.Queue(db, durability=durability) as q:  # type: ignore[arg-type]
-        body = b'{"task":"bench_noop_tasks.noop","args":[],"kwargs":{}}'
+        body = b'{"task":"bench_noop_tasks.%s","args":[],"kwargs":{}}' % task.encode()
         q.put_many([body] * n, tube="bench")
 
 
@@ -77,7 +85,7 @@ def work(db: str, n: int, processes: int, durability: str, tasks_dir: str,
          extra: tuple[str, ...] = ()) -> float:
     """Seconds for ``sqlq work --burst`` to drain n jobs with this many processes."""
     if n:
-        fill(db, n, durability)
+        fill(db, n, durability, "anoop" if "--concurrency" in extra else "noop")
     env = dict(os.environ, SQLQ_DB=db, SQLQ_BENCH_DURABILITY=durability,
                PYTHONPATH=os.pathsep.join([tasks_dir, str(ROOT)]))
     argv = [sys.executable, "-m", "sqlq", "--db", db, "work", "--import", "bench_noop_tasks",
@@ -100,15 +108,20 @@ def main() -> None:
     parser.add_argument("--task-ms", type=float, default=0.0,
                         help="each task sleeps this long (default: a no-op)")
     parser.add_argument("--prefetch", default=None, help="passed on to sqlq work")
+    parser.add_argument("--concurrency", type=int, default=None,
+                        help="passed on to sqlq work: the event-loop worker on an async task")
     parser.add_argument("--no-raw", action="store_true", help="skip the raw loops")
     args = parser.parse_args()
     os.environ["SQLQ_BENCH_TASK_MS"] = str(args.task_ms)
-    extra = ("--prefetch", args.prefetch) if args.prefetch else ()
+    extra: tuple[str, ...] = ("--prefetch", args.prefetch) if args.prefetch else ()
+    if args.concurrency is not None:
+        extra += ("--concurrency", str(args.concurrency))
     n = args.jobs
     with tempfile.TemporaryDirectory(prefix="sqlq-bench-worker-") as tmp:
         Path(tmp, "bench_noop_tasks.py").write_text(TASK_MODULE)
         print(f"# sqlq worker bench: {n} jobs of {args.task_ms:g} ms, "
               f"durability={args.durability}, prefetch={args.prefetch or 'default'}, "
+              f"concurrency={args.concurrency or 'none'}, "
               f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
               f"SQLite {sqlq.Queue.__module__ and __import__('apsw').sqlite_lib_version()}")
         rows: list[tuple[str, float]] = []

@@ -829,7 +829,9 @@ def metrics(ctx: click.Context) -> None:
               "auto: about 20 ms of work per claim by measured run times, from 1 (at start, "
               "and for jobs of 20 ms or more) to 64; 1: one job at a time. Jobs held in a "
               "batch are touched before 80% of their TTR passes; on SIGTERM a batch that "
-              "should take over 1 s (or --grace) is released at once.")
+              "should take over 1 s (or --grace) is released at once. With --concurrency "
+              "N a claim fills the free slots plus this many less one, and SIGTERM "
+              "releases the jobs waiting in the batch at once.")
 @click.option("--burst", is_flag=True, help="Exit when no job is ready (delayed ones are "
               "not waited for).")
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
 from . import observe, results, stats, topics
 from .backends import Backend, Events, Notifier, open_backend
 from .backends.base import Conn, Durability
+from .backends.group import Batch
 from .durations import now_ms
 from .errors import Error, JobLost, Timeout
 from .model import (
@@ -215,11 +216,21 @@ class Queue:
         body = check_body(body, self.max_job_size)
         check_tube(tube)
         delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
+        # Without a unique key, puts of other threads in the same commit may go in with
+        # this one in one call (group commit's Batch; one statement on a server).
+        batch = None if unique_key is not None else Batch(
+            self._insert_puts, (tube, priority, delay_ms, ttr_ms, body),
+            self._store.ONE_STATEMENT_PUTS)
         job_id = self._backend.write_shared(lambda c: self._store.insert_job(
             c, self._clock(), tube, priority, delay_ms, ttr_ms, body, unique_key),
-            single=unique_key is None)
+            single=unique_key is None, batch=batch)
         self._counts["total-jobs", tube] += 1
         return job_id
+
+    def _insert_puts(self, conn: Conn, puts: list[tuple[str, int, int, int, bytes]]
+                     ) -> list[int]:
+        """The puts of several threads sharing one commit, in one call (see put)."""
+        return self._store.insert_puts(conn, self._clock(), puts)
 
     def put_many(self, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
                  priority: int = DEFAULT_PRIORITY, delay: float = 0,
@@ -286,6 +297,7 @@ class Queue:
         if job is None and self._reap_dead_owners():
             job = self._claim(tubes_param, owner, None)
         if job is not None or timeout == 0:
+            self._stop_lingering()
             return job
         return self._wait_and_claim(tubes_param, owner, deadline)
 
@@ -338,10 +350,11 @@ class Queue:
         if not jobs and self._reap_dead_owners():
             jobs = self._claim_many(tubes_param, owner, count, [])
         if jobs or timeout == 0:
+            self._stop_lingering()
             return jobs
         found = self._wait(lambda events: self._look_and_claim_many(tubes_param, owner, count,
                                                                     events),
-                           deadline, lambda: self._due(tubes_param))
+                           deadline, lambda: self._due(tubes_param), linger=True)
         return found or []
 
     def delete_many(self, jobs: Iterable[Job]) -> None:
@@ -464,21 +477,23 @@ class Queue:
                         deadline: float | None) -> Job | None:
         """Sleep on the notifier until a job can be claimed or the deadline passes."""
         return self._wait(lambda events: self._look_and_claim(tubes_param, owner, events),
-                          deadline, lambda: self._due(tubes_param))
+                          deadline, lambda: self._due(tubes_param), linger=True)
 
     def _look_and_claim(self, tubes_param: Any, owner: str | None,
                         events: Events) -> Job | None:
         """One look of a waiting reserve (this wait loop's or an AsyncQueue's).
 
-        It first looks without the write lock (has_ready_job), so idle workers woken
-        by unrelated commits never contend with producers.
+        On SQLite it first looks without the write lock (has_ready_job), so idle
+        workers woken by unrelated commits never contend with producers; on
+        PostgreSQL it claims at once (``Store.LOOK_BEFORE_CLAIM``).
         """
         return self._look(tubes_param, events, lambda: self._claim(tubes_param, owner, None))
 
     def _look(self, tubes_param: Any, events: Events, claim: Callable[[], _T | None]
               ) -> _T | None:
         """A waiting claim's look: reap dead holders when told to, then ``claim()`` if a
-        read without the write lock says a job is ready."""
+        read without the write lock says a job is ready (or at once, on a backend whose
+        empty claim locks nothing: ``Store.LOOK_BEFORE_CLAIM``)."""
         # A backend that cannot signal a death is asked on the wakes of its poll
         # timer (no commit event), not on every commit.
         polled = self._backend.liveness_poll is not None and not events.commit
@@ -486,8 +501,10 @@ class Queue:
             found = claim()
             if found is not None:
                 return found
+        if not self._store.LOOK_BEFORE_CLAIM:
+            return claim()
         ready = self._backend.read(
-            lambda c: self._store.has_ready_job(c, self._clock(), tubes_param))
+            lambda c: self._store.has_ready_job(c, self._clock(), tubes_param), single=True)
         return claim() if ready else None
 
     def _due(self, tubes_param: Any) -> int | None:
@@ -502,14 +519,35 @@ class Queue:
         return due_ms
 
     def _wait(self, look: Callable[[Events], _T | None], deadline: float | None,
-              due: Callable[[], int | None] | None = None) -> _T | None:
-        """The one wait loop behind reserve and result (see waiting.py)."""
+              due: Callable[[], int | None] | None = None, *, linger: bool = False
+              ) -> _T | None:
+        """The one wait loop behind reserve and result (see waiting.py).
+
+        A watch may cost every commit something, so it is held only while waiting;
+        but taking it down (and up again) costs two system calls each way, which a
+        worker woken by a job would pay before it returns that job. With ``linger``
+        a wait that found something leaves it up: the thread's next reserve either
+        waits again (on the watch already there) or finds a job at once and takes
+        it down then (:meth:`_stop_lingering`), off the path of a wakeup.
+        """
         notifier = self._ensure_notifier()
         notifier.resume()  # a watch may cost every commit something: only while waiting
+        found: _T | None = None
         try:
-            return wait_for(notifier, look, deadline, self._clock, due)
+            found = wait_for(notifier, look, deadline, self._clock, due)
+            return found
         finally:
-            notifier.pause()
+            if linger and found is not None:
+                self._notifiers.lingering = True
+            else:
+                self._notifiers.lingering = False
+                notifier.pause()
+
+    def _stop_lingering(self) -> None:
+        """This thread goes on without waiting: take down a watch its last wait left up."""
+        if getattr(self._notifiers, "lingering", False):
+            self._notifiers.lingering = False
+            self._notifiers.notifier.pause()
 
     @property
     def notifier(self) -> Notifier:
@@ -517,6 +555,7 @@ class Queue:
         from now on (look once more after taking it)."""
         notifier = self._ensure_notifier()
         notifier.resume()
+        self._notifiers.lingering = False  # the caller decides when it stops watching
         return notifier
 
     def has_ready(self, tubes: str | Sequence[str] | None = None) -> bool:

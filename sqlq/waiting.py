@@ -90,7 +90,10 @@ def wait_for(notifier: Notifier, look: Callable[[Events], T | None], deadline: f
     a commit. The notifier must be watching (see :class:`Pacer` for the first look).
     """
     pacer = Pacer(notifier)
-    events = Events(commit=True)
+    # What the watch heard before this wait (a watch left up by the last one: our own
+    # commits since, or a holder's exit) counts with the first look, which covers it.
+    events = notifier.drain()
+    events.commit = True
     while True:
         found = look(events)
         if found is not None:

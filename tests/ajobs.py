@@ -59,3 +59,21 @@ async def fail(message: str) -> None:
 def plain(n: int) -> int:
     """A plain function among async tasks: it runs in a thread."""
     return n + 1
+
+
+def _reserved() -> int:
+    return int(q.stats()["current-jobs-reserved"])
+
+
+@q.task(tube="batch")
+async def record(path: str, tag: str) -> None:
+    """Note its tag and how many jobs are reserved as it runs (a batch held counts)."""
+    _append(path, f"{tag} {_reserved()}")
+
+
+@q.task(tube="batch", ttr=3)
+async def held(path: str, seconds: float) -> None:
+    """Note how many jobs are reserved as it starts, then sleep without blocking the loop."""
+    _append(path, f"start {_reserved()}")
+    await asyncio.sleep(seconds)
+    _append(path, "end")

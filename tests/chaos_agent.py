@@ -3,6 +3,7 @@
     python tests/chaos_agent.py producer DB LOG SEED
     python tests/chaos_agent.py worker   DB LOG SEED
     python tests/chaos_agent.py pworker  DB LOG SEED   # sqlq work's Worker, prefetching
+    python tests/chaos_agent.py aworker  DB LOG SEED   # its --concurrency worker, prefetching
 
 Each runs until it is killed (the test sends SIGKILL at random moments) and
 writes one line per event to LOG, appended and flushed line by line: the
@@ -33,17 +34,20 @@ during the delete, which may or may not have committed. A prefetching worker
 adaptive default) deletes its finished jobs together with its next claim: it
 writes a ``D`` for each before that commit, then ``C`` or ``F`` for each, then an
 ``R`` for each job claimed; so the trailing ``D`` lines of a killed one all dangle.
+The event-loop worker (``aworker``: ``sqlq work --concurrency`` 2 or 8, async tasks,
+prefetching likewise) logs the same way: its claims and deletes are the Worker's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 import sqlq
 from sqlq.work.runner import DONE, Outcome
@@ -211,8 +215,8 @@ class _Naps:
         pass
 
 
-def pworker(db: str, log: TextIO, rng: random.Random) -> None:
-    """``sqlq work``'s Worker with prefetch, logging what it claims and deletes."""
+def _logged_worker(log: TextIO, r_lines: bool = True) -> type[Any]:
+    """``sqlq work``'s Worker, logging what it deletes and (``r_lines``) claims."""
     from sqlq.work.prefetch import Done
     from sqlq.work.worker import Worker
 
@@ -221,10 +225,8 @@ def pworker(db: str, log: TextIO, rng: random.Random) -> None:
             for done in acks:
                 emit(log, "D", done.job.id, done.job.lease)
             jobs = super()._claim(size, timeout, acks)
-            at = time.time_ns() // 1_000_000
-            for job in jobs:
-                emit(log, "R", job.id, job.lease, job.body.split(b" ", 1)[0].decode(),
-                     job.reserved_until, at)
+            if r_lines:
+                _claimed(log, jobs)
             return jobs
 
         def _ack(self) -> None:
@@ -236,15 +238,64 @@ def pworker(db: str, log: TextIO, rng: random.Random) -> None:
             for done in acks:
                 emit(log, "F" if done.job.id in lost else "C", done.job.id, done.job.lease)
 
+    return Logged
+
+
+def _claimed(log: TextIO, jobs: Sequence[sqlq.Job]) -> None:
+    at = time.time_ns() // 1_000_000
+    for job in jobs:
+        emit(log, "R", job.id, job.lease, job.body.split(b" ", 1)[0].decode(),
+             job.reserved_until, at)
+
+
+def pworker(db: str, log: TextIO, rng: random.Random) -> None:
+    """``sqlq work``'s Worker with prefetch, logging what it claims and deletes."""
     prefetch = rng.choice([None, 2, 8, 32])
-    Logged(_open(db, rng), _Naps(rng), TUBES, prefetch=prefetch).run()
+    _logged_worker(log)(_open(db, rng), _Naps(rng), TUBES, prefetch=prefetch).run()
+
+
+def aworker(db: str, log: TextIO, rng: random.Random) -> None:
+    """``sqlq work --concurrency``'s event-loop worker with prefetch, running async naps,
+    logging what it claims (all of it passes through ``_reserved``) and deletes (the
+    Worker's ``_claim`` and ``_ack``, with their ``R`` lines left to ``_reserved``)."""
+    from sqlq.work.aworker import AsyncWorker
+    from sqlq.work.tasks import Task, TaskRunner, _TaskRun
+
+    class Outcomes(_logged_worker(log, r_lines=False)):  # type: ignore[misc]
+        def _finish(self, job: sqlq.Job, name: str, outcome: Outcome,
+                    duration: float) -> Any:
+            done = super()._finish(job, name, outcome, duration)
+            if outcome.status != "done":  # a nap cancelled at its TTR: released or buried
+                emit(log, "X", job.id, job.lease)
+            return done
+
+    class Logged(AsyncWorker):
+        sync_worker = Outcomes
+
+        def _reserved(self, jobs: list[sqlq.Job]) -> None:
+            _claimed(log, jobs)
+            super()._reserved(jobs)
+
+    async def nap(seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    q = _open(db, rng)
+    task = Task(q, nap, name="chaos-anap")
+
+    class Naps(TaskRunner):
+        def start(self, job: sqlq.Job) -> _TaskRun:
+            return _TaskRun(task, [rng.choice([0, 0, 0, 0.001, 0.005, 0.02])], {})
+
+    Logged(q, Naps({}), TUBES, concurrency=rng.choice([2, 8]),
+           prefetch=rng.choice([None, 1, 4, 32])).run()
 
 
 def main() -> None:
     role, db, log_path, seed = sys.argv[1:5]
     rng = random.Random(int(seed))
     with open(log_path, "a", encoding="utf-8") as log:
-        {"producer": producer, "worker": worker, "pworker": pworker}[role](db, log, rng)
+        {"producer": producer, "worker": worker, "pworker": pworker,
+         "aworker": aworker}[role](db, log, rng)
 
 
 if __name__ == "__main__":

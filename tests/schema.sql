@@ -10,6 +10,13 @@ BEGIN
                                      timeouts = timeouts + excluded.timeouts;
 END;
 
+-- trigger sqlq_keep_last_id
+CREATE TRIGGER sqlq_keep_last_id AFTER DELETE ON sqlq_jobs
+WHEN NOT EXISTS (SELECT 1 FROM sqlq_jobs WHERE id > old.id)
+BEGIN
+    UPDATE sqlq_last_id SET id = old.id WHERE id < old.id;
+END;
+
 -- table sqlq_counters
 CREATE TABLE sqlq_counters (
     tube     TEXT    PRIMARY KEY,
@@ -30,7 +37,7 @@ CREATE TABLE sqlq_durations (
 
 -- table sqlq_jobs
 CREATE TABLE sqlq_jobs (
-    id             INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused
+    id             INTEGER PRIMARY KEY,                -- never reused: see sqlq_last_id
     tube           TEXT    NOT NULL,
     priority       INTEGER NOT NULL,                   -- 0 .. 2**32-1, lower is more urgent
     state          INTEGER NOT NULL,
@@ -47,8 +54,15 @@ CREATE TABLE sqlq_jobs (
     lease          INTEGER,                            -- token of the current reservation
     owner          TEXT,                               -- process holding the reservation
     bury_reason    TEXT,
-    unique_key     TEXT
-, delay INTEGER NOT NULL DEFAULT 0);
+    unique_key     TEXT,
+    delay          INTEGER NOT NULL DEFAULT 0          -- ms, as last set by put or release
+);
+
+-- table sqlq_last_id
+CREATE TABLE sqlq_last_id (
+    one INTEGER PRIMARY KEY CHECK (one = 1),  -- a single row
+    id  INTEGER NOT NULL                      -- the highest job id ever issued
+);
 
 -- table sqlq_periodic
 CREATE TABLE sqlq_periodic (

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlq import Queue
+from sqlq import Job, Queue
 from tests.conftest import spawn
 from tests.timing import PATIENCE
 
@@ -33,6 +33,23 @@ def wait_for(predicate: Callable[[], Any], timeout: float = PATIENCE, what: str 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
         time.sleep(0.02)
+
+
+def killed_holder_gives_back(w: Work, q: Queue, tube: str, ids: list[int],
+                             within: float = 20) -> None:
+    """SIGKILL the worker ``w``, which holds the jobs ``ids`` (with a TTR over ``within``):
+    all of them are ready again within ``within`` seconds (its owner's death, not their
+    TTR), each having counted one reservation more, started or not; then deleted."""
+    os.kill(w.pid, signal.SIGKILL)
+    w.wait()
+    started = time.monotonic()
+    back: list[Job] = q.reserve_many(len(ids), tube, timeout=within)
+    while len(back) < len(ids) and time.monotonic() - started < within:
+        back += q.reserve_many(len(ids) - len(back), tube, timeout=1)
+    assert sorted(j.id for j in back) == sorted(ids)
+    assert time.monotonic() - started < within, "the jobs came back at their TTR"
+    assert all(j.reserves == 2 for j in back)
+    q.delete_many(back)
 
 
 def lines(path: Path) -> list[str]:

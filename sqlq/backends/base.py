@@ -30,7 +30,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
-from .group import GroupCommit
+from .group import Batch, GroupCommit
 
 if TYPE_CHECKING:
     from .store import Store
@@ -109,11 +109,13 @@ class Backend(abc.ABC):
     # -- transactions ------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def read(self, fn: Callable[[Conn], T]) -> T:
+    def read(self, fn: Callable[[Conn], T], *, single: bool = False) -> T:
         """Run ``fn(conn)`` without taking a write lock. SQLite reads it all from one
         snapshot; a server backend may give each statement its own (a transaction
         there costs round trips on every wake of a waiter): what must be read together
-        is read in one statement, or inside :meth:`transaction`."""
+        is read in one statement, or inside :meth:`transaction`. ``single=True``
+        promises one statement, which is its own snapshot: no transaction is opened
+        around it (a waiter's look after a wake saves SQLite's BEGIN and COMMIT)."""
 
     @abc.abstractmethod
     def write(self, fn: Callable[[Conn], T], *, durable: bool = True,
@@ -124,17 +126,20 @@ class Backend(abc.ABC):
         one statement, which a backend may run as its own autocommit transaction.
         Inside :meth:`transaction` on the same thread, fn joins it."""
 
-    def write_shared(self, fn: Callable[[Conn], T], *, single: bool = False) -> T:
+    def write_shared(self, fn: Callable[[Conn], T], *, single: bool = False,
+                     batch: Batch | None = None) -> T:
         """:meth:`write` (durable) for a short write that may share its transaction and
         its commit with writes other threads make at the same time (group commit,
         ``group.py``): one flush for them all, each caller still returning only once
         the commit holding its write is durable, with its own result or exception.
-        fn may run on another thread, and again alone if a write of the group fails.
-        Alone, or inside a transaction of this thread's own, exactly :meth:`write`
-        (not from inside a ``single=True`` write's fn, which holds no transaction)."""
+        fn may run on another thread, and again alone if a write of the group fails;
+        ``batch`` says how writes of its kind run together (one statement for a run of
+        puts). Alone, or inside a transaction of this thread's own, exactly
+        :meth:`write` (not from inside a ``single=True`` write's fn, which holds no
+        transaction)."""
         if not self.commits_are_costly:
             return self.write(fn, single=single)
-        return self._group.write(fn, single)
+        return self._group.write(fn, single, batch)
 
     @property
     def commits_are_costly(self) -> bool:

@@ -19,6 +19,11 @@ so what its caller sees is what it would have seen without anyone else around; i
 the database itself fails under a write (a full disk, a lost connection), the
 transaction is rolled back and every write of the group is run alone.
 
+Writes of one kind (the puts of several threads) may say how to run together
+(:class:`Batch`): the leader then runs a run of them as one call, on a server one
+statement and one round trip for them all (PostgreSQL inserts them with one
+``unnest``), instead of one round trip each between BEGIN and COMMIT.
+
 A thread inside a transaction of its own (``Queue.transaction``, a write's
 function) joins it, as every write does: an explicit transaction is never merged
 with other threads' writes.
@@ -28,7 +33,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..errors import DatabaseError
 
@@ -41,14 +46,27 @@ T = TypeVar("T")
 MAX_GROUP = 64
 
 
+class Batch(NamedTuple):
+    """How a write may run together with others of its kind: ``run(conn, items)`` does
+    the writes of every item and returns their results in order (writes are of a kind
+    when their ``run`` is equal); ``single``: in one statement that checks nothing of its
+    own (only the database can fail it). The write's own function stays what runs it
+    alone, and under a savepoint when a write of the group fails."""
+
+    run: Callable[[Conn, list[Any]], list[Any]]
+    item: Any
+    single: bool = False
+
+
 class _Write:
     """One queued write, and what became of it."""
 
-    __slots__ = ("fn", "single", "lead", "error", "value", "_wake")
+    __slots__ = ("fn", "single", "batch", "lead", "error", "value", "_wake")
 
-    def __init__(self, fn: Callable[[Conn], Any], single: bool) -> None:
+    def __init__(self, fn: Callable[[Conn], Any], single: bool, batch: Batch | None) -> None:
         self.fn = fn
         self.single = single
+        self.batch = batch
         #: Woken to lead the next group rather than with an outcome.
         self.lead = False
         self.error: BaseException | None = None
@@ -91,7 +109,8 @@ class GroupCommit:
         #: Whether a writer holds the turn (writing alone or leading a group).
         self._busy = False
 
-    def write(self, fn: Callable[[Conn], T], single: bool = False) -> T:
+    def write(self, fn: Callable[[Conn], T], single: bool = False,
+              batch: Batch | None = None) -> T:
         """``backend.write(fn, single=single)``, durable, possibly sharing its commit."""
         backend = self._backend
         with self._mutex:
@@ -105,7 +124,7 @@ class GroupCommit:
         if backend.in_transaction():
             # This thread's own transaction: join it (the leader may be waiting for it).
             return backend.write(fn, single=single)
-        me = _Write(fn, single)
+        me = _Write(fn, single, batch)
         with self._mutex:
             if self._busy:
                 self._queue.append(me)
@@ -174,8 +193,20 @@ class GroupCommit:
         if len(group) == 1:
             self._alone(group)
             return
+        first = group[0].batch
+        one_statement = first is not None and first.single and all(
+            w.batch is not None and w.batch.run == first.run for w in group)
         try:
-            values = backend.write(lambda conn: self._together(conn, group))
+            if one_statement:
+                # Committed on its own, one statement has no write's own check to fail:
+                # what fails is the database, and the statement may have committed unseen
+                # (a lost connection), so no write runs again; each caller gets the error,
+                # as from a failed COMMIT (below).
+                assert first is not None
+                values = backend.write(lambda conn: first.run(conn, [
+                    w.batch.item for w in group if w.batch is not None]), single=True)
+            else:
+                values = backend.write(lambda conn: self._together(conn, group))
         except _WriteFailed:
             pass
         except Exception as e:  # noqa: BLE001 - BEGIN or COMMIT failed: every write did
@@ -198,13 +229,25 @@ class GroupCommit:
 
     @staticmethod
     def _together(conn: Conn, group: list[_Write]) -> list[Any]:
-        """Every write in this transaction; the first to raise rolls it all back."""
-        values = []
-        for w in group:
+        """Every write in this transaction, each run of writes of a kind in one call; the
+        first to raise rolls it all back."""
+        values: list[Any] = []
+        start = 0
+        while start < len(group):
+            batch = group[start].batch
+            end = start + 1
+            while batch is not None and end < len(group) and \
+                    (other := group[end].batch) is not None and other.run == batch.run:
+                end += 1
             try:
-                values.append(w.fn(conn))
+                if batch is not None and end - start > 1:
+                    values += batch.run(conn, [w.batch.item for w in group[start:end]
+                                               if w.batch is not None])
+                else:
+                    values.append(group[start].fn(conn))
             except Exception as e:
                 raise _WriteFailed from e
+            start = end
         return values
 
     def _apart(self, conn: Conn, group: list[_Write]) -> list[_Write]:

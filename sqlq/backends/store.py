@@ -62,6 +62,11 @@ class Store(abc.ABC):
     """A backend's SQL verbs. ``Q`` maps each query name to its statement."""
 
     Q: dict[str, str]
+    #: Whether a waiting claim first reads has_ready_job: where a claim that finds
+    #: nothing holds a lock others wait on (SQLite's one writer), idle waiters woken by
+    #: unrelated commits must not take it; where it holds none (PostgreSQL's SKIP
+    #: LOCKED), the read is only one more round trip before the claim.
+    LOOK_BEFORE_CLAIM = True
     #: Whether claim and delete_and_claim are one statement each: a backend may then run
     #: them as their own transaction (one round trip to a server instead of four).
     ONE_STATEMENT_CLAIM = False
@@ -69,6 +74,9 @@ class Store(abc.ABC):
     #: (``Backend.write(single=True)``): each commit they make on their own leaves the
     #: database consistent (SQLite: a promotion of due jobs, then the claim).
     CLAIM_OUTSIDE_TRANSACTION = False
+    #: Whether insert_puts is one statement (group commit may then run it alone, without
+    #: BEGIN and COMMIT around it).
+    ONE_STATEMENT_PUTS = False
 
     # -- dialect-specific --------------------------------------------------------------------
 
@@ -87,6 +95,12 @@ class Store(abc.ABC):
     def insert_jobs(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
                     ttr_ms: int, bodies: Sequence[bytes]) -> list[int]:
         """Insert many jobs; return their ids, in order."""
+
+    def insert_puts(self, conn: Any, now: int,
+                    puts: Sequence[tuple[str, int, int, int, bytes]]) -> list[int]:
+        """Insert the jobs of several puts, each (tube, priority, delay_ms, ttr_ms, body)
+        with its own options (threads' puts sharing one commit); their ids, in order."""
+        return [self.insert_job(conn, now, *put, None) for put in puts]
 
     @abc.abstractmethod
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> Any:

@@ -13,12 +13,28 @@ the synchronous worker's promises, on the loop instead of a watchdog thread:
   leaves no lease), lets running jobs finish within ``grace`` seconds, then
   cancels them and releases their jobs. A second signal skips the grace.
 
+* prefetch (``--prefetch``, as the synchronous worker's, see
+  :mod:`sqlq.work.prefetch`): a claim takes, in one commit, enough jobs to fill the
+  free slots plus the batch the policy allows less one (the synchronous worker
+  holds its running job and the rest of its batch; this one holds its running
+  jobs and the same rest), and deletes the jobs finished since the last claim
+  (``reserve_many(n, delete=done)``); finished jobs no claim picks up within
+  :data:`~sqlq.work.prefetch.ACK_WAIT` are deleted together (``delete_many``).
+  Jobs waiting in the batch, and finished ones not yet deleted, are touched 80%
+  into their TTR; a job starts with at least 80% of its TTR ahead (touched first if
+  it waited longer), and one whose lease lapsed while it waited is not run.
+  ``--prefetch 1`` claims just enough to fill the free slots.
+
 What happens to a finished job (delete, complete, retry, bury) and every log
-line are the synchronous Worker's own code (``Worker._finish``), run in the
-AsyncQueue's thread. A plain function among the tasks runs in a thread; it can
-be neither cancelled at its TTR nor stopped (a warning says so), as in the
-synchronous worker. A task that blocks the loop (CPU work without ``await``)
-delays the other jobs and its own cancellation: run such work in a thread.
+line are the synchronous Worker's own code (``Worker._finish``, ``_claim``,
+``_ack``), run in the AsyncQueue's thread. A stopping worker releases the jobs
+waiting in its batch at once (they have not started), lets the running ones
+finish within the grace period, then deletes the finished ones.
+
+A plain function among the tasks runs in a thread; it can be neither cancelled
+at its TTR nor stopped (a warning says so), as in the synchronous worker. A task
+that blocks the loop (CPU work without ``await``) delays the other jobs and its own
+cancellation: run such work in a thread.
 """
 
 from __future__ import annotations
@@ -35,8 +51,10 @@ from typing import Any, TypeVar
 from ..asyncq import AsyncJob, AsyncQueue
 from ..durations import now_ms
 from ..errors import JobLost
+from ..model import Job
 from ..queue import Queue
 from . import runner
+from .prefetch import ACK_WAIT, WAITING, Done, keep, started_fresh
 from .tasks import TaskRunner, _TaskRun
 from .watchdog import HEARTBEAT
 from .worker import DEFAULT_GRACE, IDLE_CHECK, Worker
@@ -55,15 +73,21 @@ class AsyncWorker:
         concurrency: jobs running at once.
         burst: return as soon as no job is ready and none runs.
         grace: seconds running jobs may go on after a stop is requested.
+        prefetch: jobs claimed per commit beyond the free slots, plus one; None adapts
+            to how long jobs take (see :mod:`sqlq.work.prefetch`); 1 fills the slots.
     """
+
+    #: The synchronous loop whose claims, acknowledgements, outcome handling and log
+    #: lines this one reuses as they are (run in the AsyncQueue's thread).
+    sync_worker: type[Worker] = Worker
 
     def __init__(self, queue: Queue, task_runner: TaskRunner, tubes: Sequence[str], *,
                  concurrency: int = 1, burst: bool = False,
-                 grace: float = DEFAULT_GRACE) -> None:
+                 grace: float = DEFAULT_GRACE, prefetch: int | None = None) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, not {concurrency}")
-        # The synchronous loop's outcome handling and log lines, reused as they are.
-        self.sync = Worker(queue, task_runner, tubes, burst=burst, grace=grace)
+        self.sync = self.sync_worker(queue, task_runner, tubes, burst=burst, grace=grace,
+                                     prefetch=prefetch)
         self.runner = task_runner
         self.concurrency = concurrency
         self.stopping = False
@@ -72,6 +96,7 @@ class AsyncWorker:
         self.processed = 0
         self._blocked: asyncio.Future[Any] | None = None  # what the loop awaits: a slot, a job
         self._running: set[asyncio.Task[None]] = set()
+        self._ran: list[tuple[Job, float]] = []  # (job, seconds) of runs not yet counted
 
     @property
     def tubes(self) -> list[str]:
@@ -103,8 +128,14 @@ class AsyncWorker:
                 loop.add_signal_handler(sig, self.request_stop)
         async with AsyncQueue(self.sync.queue) as aq:
             try:
-                await self._reserve_loop(aq)
+                try:
+                    await self._reserve_loop(aq)
+                finally:  # not started: they go back at once, whatever ended the loop
+                    await aq._call(functools.partial(self.sync._give_back_waiting,
+                                                     "the worker is stopping"))
                 await self._wind_down()
+                await aq._call(self.sync._ack)
+                await aq._call(functools.partial(self._record, [], self._take_runs()))
             finally:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -112,36 +143,102 @@ class AsyncWorker:
         return self.processed
 
     async def _reserve_loop(self, aq: AsyncQueue) -> None:
-        slots = asyncio.Semaphore(self.concurrency)
+        holding = self.sync.holding
         while not self.stopping:
-            if not await self._until_stopped(slots.acquire()):
-                break
             if self.sync._orphaned():
                 self.request_stop()
-            timeout = 0 if self.sync.burst else IDLE_CHECK
-            job: AsyncJob | None = None
-            if not self.stopping:
-                job = await self._until_stopped(aq.reserve(self.tubes, timeout))
-            # The recorder's counts live in the AsyncQueue's thread, as _finish's do.
-            durations = self.sync.durations
-            if job is not None:
-                await aq._call(functools.partial(durations.reserved, job.sync))
-            await aq._call(durations.flush_if_due)
-            if job is None:
-                slots.release()
-                if self.sync.burst and not self.stopping:
-                    if not self._running:
-                        break
-                    await asyncio.wait(self._running, return_when=asyncio.FIRST_COMPLETED)
+                break
+            due = self._due_in()
+            if due == 0:
+                await aq._call(self._keep_held)
                 continue
-            task = asyncio.ensure_future(self._run(aq, job))
+            if len(self._running) >= self.concurrency:
+                await self._until_stopped(asyncio.wait(
+                    self._running, timeout=due, return_when=asyncio.FIRST_COMPLETED))
+                continue
+            job = await self._from_batch(aq)
+            if job is None:
+                free = self.concurrency - len(self._running)
+                jobs = await self._claim(aq, free + self.sync.batch.next() - 1)
+                if not jobs:
+                    if self.sync.burst and not self.stopping:
+                        if not self._running:
+                            break
+                        await self._until_stopped(asyncio.wait(
+                            self._running, return_when=asyncio.FIRST_COMPLETED))
+                    continue
+                holding.add(jobs[1:])
+                job = jobs[0]
+            task = asyncio.ensure_future(self._run(aq, AsyncJob(aq, job)))
             self._running.add(task)
+            task.add_done_callback(self._running.discard)
 
-            def done(t: asyncio.Task[None]) -> None:
-                self._running.discard(t)
-                slots.release()
+    def _due_in(self) -> float | None:
+        """Seconds until a held job needs a touch or the finished ones their delete."""
+        holding = self.sync.holding
+        dues = [d for d in (holding.touch_in(), holding.ack_in(time.monotonic()))
+                if d is not None]
+        return min(dues) if dues and min(dues) < float("inf") else None
 
-            task.add_done_callback(done)
+    def _keep_held(self) -> None:
+        """Touch the held jobs that need it; delete the finished ones if they waited long."""
+        self.sync.holding.touch_due()
+        if self.sync.holding.ack_due(time.monotonic()):
+            self.sync._ack()
+
+    async def _from_batch(self, aq: AsyncQueue) -> Job | None:
+        """The next job of the batch held, with most of its TTR ahead, or None."""
+        holding = self.sync.holding
+        while (job := holding.next_job()) is not None:
+            if started_fresh(job) or await aq._call(functools.partial(keep, job, WAITING)):
+                return job
+            # lost while it waited: it runs elsewhere
+        return None
+
+    async def _claim(self, aq: AsyncQueue, size: int) -> list[Job]:
+        """Up to ``size`` jobs claimed in one commit, which deletes the finished ones.
+
+        With none finished, or none ready at once, it waits (costing no thread) up to
+        :data:`~sqlq.work.worker.IDLE_CHECK`, less while jobs run: a job finishing
+        meanwhile waits no longer than :data:`~sqlq.work.prefetch.ACK_WAIT` for its delete.
+        """
+        sync = self.sync
+        acks = sync.holding.take_done()
+        jobs: list[Job] = []
+        if acks:
+            jobs = await aq._call(functools.partial(sync._claim, size, 0, acks), pokes=True)
+        if not jobs and not self.stopping:
+            timeout = 0.0 if sync.burst else IDLE_CHECK
+            if self._running:
+                timeout = min(timeout, ACK_WAIT)
+            touch = sync.holding.touch_in()
+            if touch is not None:
+                timeout = min(timeout, touch)
+            claim = aq.reserve(self.tubes, timeout) if size == 1 else \
+                aq.reserve_many(size, self.tubes, timeout)
+            got = await self._until_stopped(claim)
+            jobs = [] if got is None else [j.sync for j in
+                                           (got if isinstance(got, list) else [got])]
+        await aq._call(functools.partial(self._record, jobs, self._take_runs()))
+        return jobs
+
+    def _take_runs(self) -> list[tuple[Job, float]]:
+        runs, self._ran = self._ran, []
+        return runs
+
+    def _record(self, jobs: list[Job], runs: list[tuple[Job, float]]) -> None:
+        """Count the jobs just claimed and the runs ended without a trip to the thread.
+
+        The recorder's counts live in the AsyncQueue's thread, as _finish's do."""
+        self._reserved(jobs)
+        durations = self.sync.durations
+        for job, seconds in runs:
+            durations.ran(job, seconds)
+        durations.flush_if_due()
+
+    def _reserved(self, jobs: list[Job]) -> None:
+        for job in jobs:
+            self.sync.durations.reserved(job)
 
     async def _until_stopped(self, awaitable: Awaitable[T]) -> T | None:
         """``await awaitable``, or None if a stop request cancelled it."""
@@ -177,18 +274,24 @@ class AsyncWorker:
             outcome = await self._execute(aq, job, running)
         else:
             outcome = running.wait(0.0)  # it ended before it started (an unknown task...)
-        if outcome is None:
-            return
         duration = time.monotonic() - started
         worker = self.sync
+        worker.batch.observe(duration)
+        if outcome is None:
+            return
 
-        def finish() -> None:
-            done = worker._finish(job.sync, name, outcome, duration)
-            if done is not None:
-                worker.holding.finished(done)
-                worker._ack()
+        if outcome.status == "done" and outcome.result is None:
+            # Nothing to write until the next claim deletes it: no trip to the thread (the
+            # run is counted in it with that claim).
+            self._ran.append((job.sync, duration))
+            worker.holding.finished(Done(job.sync, name, duration, time.monotonic()))
+        else:
+            def finish() -> None:
+                done = worker._finish(job.sync, name, outcome, duration)
+                if done is not None:
+                    worker.holding.finished(done)  # deleted with the next claim
 
-        await aq._call(finish)
+            await aq._call(finish)
         self.processed += 1
 
     async def _execute(self, aq: AsyncQueue, job: AsyncJob,

@@ -147,7 +147,8 @@ def run_worker(config: WorkConfig, db: str, tubes: Sequence[str]) -> int:
         from .aworker import AsyncWorker
 
         worker = AsyncWorker(queue, job_runner, tubes, concurrency=config.concurrency,
-                             burst=config.burst, grace=config.grace)
+                             burst=config.burst, grace=config.grace,
+                             prefetch=config.prefetch)
     else:
         worker = Worker(queue, job_runner, tubes, burst=config.burst, grace=config.grace,
                         prefetch=config.prefetch)

@@ -19,6 +19,11 @@ must not get worse for it:
   rule), from the main thread between jobs and from the watchdog while one runs.
   And a job starts with at least 80% of its TTR ahead (:func:`started_fresh`,
   else a touch first), as if it had been claimed on its own.
+
+Both workers use this policy: the synchronous :class:`~sqlq.work.worker.Worker`
+holds its running job and the rest of a batch; the ``--concurrency`` one
+(:mod:`sqlq.work.aworker`) holds its running jobs and the same rest, a claim
+filling its free slots plus :meth:`BatchSize.next` less one.
 """
 
 from __future__ import annotations
@@ -184,7 +189,12 @@ class Holding:
 
     def ack_due(self, now: float) -> bool:
         """True if a finished job has waited :data:`ACK_WAIT` for the next claim."""
-        return bool(self.done) and now - self.done[0].finished >= ACK_WAIT
+        return self.ack_in(now) == 0
+
+    def ack_in(self, now: float) -> float | None:
+        """Seconds until a finished job has waited :data:`ACK_WAIT` (0: now), None if none."""
+        done = self.done
+        return max(0.0, done[0].finished + ACK_WAIT - now) if done else None
 
     def touch_in(self) -> float | None:
         """Seconds until a held job may need a touch (0: now), None if none is held."""

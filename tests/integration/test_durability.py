@@ -124,3 +124,39 @@ def test_file_stays_bounded_under_churn(db_path: str) -> None:
     # 1000 live jobs of 500 bytes need about 1 MB; 30 000 jobs went through.
     assert max(sizes[10:]) <= max(sizes[:10]) * 1.5, sizes
     assert os.path.getsize(db_path) < 4 * 1024 * 1024
+
+
+PUT_AND_DELETE_THE_TOP = """
+import sys
+import sqlq
+q = sqlq.Queue(sys.argv[1], durability="normal")
+q.put(b"keeps the table from emptying", priority=2**32 - 1)
+while True:
+    job_id = q.put(b"x")
+    print(job_id, flush=True)
+    q.delete(job_id)  # the highest id left: it goes to sqlq_last_id
+"""
+
+
+def test_ids_are_not_issued_again_after_a_sigkill_mid_put(db_path: str) -> None:
+    """A process putting and deleting the job with the highest id is SIGKILLed at some
+    point of its loop, three times: each time the next id is past every id it was given,
+    and past any put it made that committed unacknowledged (total-jobs counts it)."""
+    import signal
+
+    Queue(db_path).close()
+    given: list[int] = []
+    for _ in range(3):
+        child = spawn(PUT_AND_DELETE_THE_TOP, db_path)
+        for _ in range(200):
+            given.append(int(child.stdout.readline()))
+        child.send_signal(signal.SIGKILL)
+        out, _ = child.communicate(timeout=30)
+        given.extend(int(line) for line in out.split())
+        with Queue(db_path, durability="normal") as q:
+            total = q.stats()["total-jobs"]
+            assert total >= max(given)
+            assert q.put(b"after the kill") == total + 1
+            assert q.backend.db.conn.execute(  # type: ignore[attr-defined]
+                "PRAGMA integrity_check").fetchall() == [("ok",)]
+    assert len(given) == len(set(given))

@@ -3,7 +3,6 @@ promises of one job at a time (real worker processes on both backends, as test_w
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from sqlq.work.prefetch import BATCH_BUDGET, MAX_PREFETCH, BatchSize
 from sqlq.work.tasks import TaskRunner
 from sqlq.work.worker import Worker
 from tests import jobs
-from tests.workers import Work, lines, wait_for
+from tests.workers import Work, killed_holder_gives_back, lines, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -98,17 +97,7 @@ def test_sigkill_gives_the_whole_batch_back_at_once(q: sqlq.Queue, db_url: str,
     ids = [q.put(jobs.nap.message(str(runs), 5.0), tube="slow", ttr=60) for _ in range(4)]
     with Work(db_url, "--import", "tests.jobs", "--prefetch", "4", "--in-process") as w:
         wait_for(lambda: lines(runs), what="the first job to start")
-        os.kill(w.pid, signal.SIGKILL)
-        w.wait()
-    started = time.monotonic()
-    back = q.reserve_many(10, "slow", timeout=20)
-    while len(back) < 4 and time.monotonic() - started < 20:
-        back += q.reserve_many(10, "slow", timeout=1)
-    assert sorted(j.id for j in back) == ids
-    assert time.monotonic() - started < 20  # the owner's death, not the 60 s TTR
-    # Each job of the batch counts a reservation, whether it had started or not.
-    assert all(j.reserves == 2 for j in back)
-    q.delete_many(back)
+        killed_holder_gives_back(w, q, "slow", ids)
 
 
 def test_a_job_held_in_a_batch_keeps_its_ttr_and_starts_with_most_of_it(

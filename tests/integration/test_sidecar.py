@@ -297,6 +297,30 @@ def test_a_deleted_wal_stops_the_queue(db_path: str, durability: str) -> None:
             q.put(b"refused")
 
 
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+@pytest.mark.parametrize("settled", [False, True])
+def test_full_mode_refuses_the_very_next_put_after_the_wal_goes(db_path: str, how: str,
+                                                                 settled: bool) -> None:
+    """In full mode no put is acknowledged into a lost -wal, whether the directory had just
+    changed (the -wal made by the first commit: its time stamp may share the clock tick of
+    the deletion) or had long been still (the check then starts from a stat of the
+    directory, db.Database._check_wal_dir)."""
+    with sqlq.Queue(db_path) as q:
+        q.put(b"first")
+        if settled:
+            time.sleep(0.2)
+            q.put(b"seen settled")
+            q.put(b"again")
+        wal = f"{db_path}-wal"
+        if how == "deleted":
+            os.unlink(wal)
+        else:
+            Path(f"{wal}.new").write_bytes(b"")
+            os.replace(f"{wal}.new", wal)
+        with pytest.raises(sqlq.DatabaseError, match="-wal file was deleted or replaced"):
+            q.put(b"lost on close")
+
+
 def test_a_waiter_stops_when_the_wal_is_deleted(db_path: str) -> None:
     """A blocked reserve stops with the clear message at the next commit event (it got
     SQLite's bare "disk I/O error" before)."""

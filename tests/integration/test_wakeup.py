@@ -307,3 +307,71 @@ def test_watches_only_while_waiting(q: Queue) -> None:
     q.put(b"x")
     assert not notifier.drain()
     assert q.reserve(timeout=1) is not None  # and waiting still works
+
+
+@pytest.mark.sqlite_only
+def test_watch_lingers_from_a_wake_until_a_reserve_needs_no_wait(db_path: str) -> None:
+    """Taking the watches down costs two system calls, and up again two more: a worker
+    woken by a job returns it first. Its next reserve either waits again on the watch
+    still there, or finds a job at once and takes the watch down then."""
+    with Queue(db_path, durability="normal") as q, \
+            Queue(db_path, durability="normal") as other:
+        q.put(b"soon", delay=0.1)
+        assert q.reserve(timeout=5) is not None  # found by a wait (the job's due time)
+        notifier = q._ensure_notifier()
+        other.put(b"x")
+        assert notifier.drain().commit  # still watching after the wait
+        assert q.reserve(timeout=0) is not None  # found at once: the watch comes down
+        other.put(b"y")
+        assert not notifier.drain()
+        assert q.reserve(timeout=1) is not None  # and waiting still works
+
+
+def test_a_waiting_claim_reads_first_only_where_an_empty_claim_locks(
+        q: Queue, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite's waiters read before they claim (a claim takes the one write lock, which
+    idle waiters must not take from producers at every commit); PostgreSQL's claim at
+    once (SKIP LOCKED: an empty claim locks nothing), one round trip instead of two."""
+    reads = []
+    has_ready_job = q._store.has_ready_job
+    monkeypatch.setattr(q._store, "has_ready_job",
+                        lambda *args: reads.append(1) or has_ready_job(*args))
+    q.put(b"soon", delay=0.2)
+    assert q.reserve(timeout=5) is not None
+    assert bool(reads) == (backend != "postgres")
+
+
+@pytest.mark.sqlite_only
+def test_a_waiters_look_opens_no_transaction(q: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The look after a wake is one statement, its own snapshot: no BEGIN and COMMIT."""
+    outside: list[bool] = []
+    has_ready_job = q._store.has_ready_job
+
+    def spy(conn, *args):  # type: ignore[no-untyped-def]
+        outside.append(conn.get_autocommit())
+        return has_ready_job(conn, *args)
+
+    monkeypatch.setattr(q._store, "has_ready_job", spy)
+    q.put(b"soon", delay=0.2)
+    assert q.reserve(timeout=5) is not None
+    assert outside and all(outside)
+
+
+@pytest.mark.sqlite_only
+def test_own_commits_heard_by_a_lingering_watch_do_not_prolong_the_next_wait(
+        q: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a watch left up heard before the next wait (this thread's own commits) counts
+    with that wait's first look, not as a new commit to re-check for 4 s."""
+    looks: list[int] = []
+    has_ready_job = q._store.has_ready_job
+    monkeypatch.setattr(q._store, "has_ready_job",
+                        lambda *args: looks.append(1) or has_ready_job(*args))
+    q.put(b"soon", delay=0.1)
+    job = q.reserve(timeout=5)  # found by a wait: the watch stays up
+    assert job is not None
+    looks.clear()
+    assert q.reserve(timeout=0.5, delete=job) is None  # its commit is heard by the watch
+    # The first look, its few quick re-checks (a commit may be unpublished as a wait
+    # begins) and one at the deadline: the later schedule (0.2 ms ... 4 s), restarted by
+    # the stale events, would add a few more within 0.5 s (13 looks in all, measured).
+    assert len(looks) <= 2 + len(q._ensure_notifier().recheck_delays(first=True))

@@ -4,9 +4,10 @@ It runs on both backends: a SQLite file, and a PostgreSQL database (where a
 killed holder's session lock is what gives its jobs back).
 
 For SQLQ_CHAOS_SECONDS (10 in ``make test``, 60 in ``make test-chaos``) the test
-runs rounds of a few seconds. In a round, three producer and three worker
+runs rounds of a few seconds. In a round, three producer and four worker
 processes (tests/chaos_agent.py, each with a random durability; one worker is
-``sqlq work``'s Worker claiming batches, ``--prefetch`` 2 to 32 or adaptive) share one
+``sqlq work``'s Worker claiming batches, ``--prefetch`` 2 to 32 or adaptive, and a
+fourth its ``--concurrency`` event-loop worker, prefetching likewise) share one
 file; every 50-400 ms one of them, chosen at random, is killed with SIGKILL and
 a fresh one takes its place; at the end of the round all of them are killed.
 On a file, half the agents open it through a symlink to it, and now and then
@@ -46,8 +47,9 @@ from tests.timing import PATIENCE
 AGENT = Path(__file__).parents[1] / "chaos_agent.py"
 ROOT = AGENT.parent.parent
 PRODUCERS = 3
-#: The worker agents of a round: library loops, and sqlq work's Worker prefetching.
-WORKERS = ["worker", "worker", "pworker"]
+#: The worker agents of a round: library loops, and sqlq work's Worker and its event-loop
+#: worker (--concurrency), prefetching.
+WORKERS = ["worker", "worker", "pworker", "aworker"]
 ROUND_SECONDS = 2.5
 #: The chance that a step of the round deletes the sidecar directory instead of killing.
 SIDECAR_REMOVAL = 0.1

@@ -59,6 +59,30 @@ def test_puts_queued_behind_a_commit_share_the_next_one(gq: tuple[sqlq.Queue, Ga
         assert transactions_of(q, ids) == 1
 
 
+def test_a_postgresql_groups_puts_go_in_as_one_statement(pg_url: str) -> None:
+    """A run of puts in a group is one INSERT (one round trip, no BEGIN and COMMIT
+    around it: rows of one statement share their cmin), each job with its own tube
+    and options, and the ids in the order the puts were queued."""
+    clock = GateClock()
+    with sqlq.Queue(pg_url, durability="full", clock=clock) as q:
+        options = [{"tube": f"t{i % 3}", "priority": i, "delay": i % 2 * 60, "ttr": 10 + i}
+                   for i in range(6)]
+        _, outcomes = run_as_group(q, clock, [
+            lambda i=i: q.put(b"job %d" % i, **options[i]) for i in range(6)])
+        ids = [value for kind, value in outcomes if kind == "ok"]
+        assert len(ids) == 6 and ids == sorted(ids), outcomes
+        rows = q.backend.read(lambda c: list(c.execute(
+            "SELECT count(DISTINCT xmin::text), count(DISTINCT cmin::text) FROM sqlq_jobs"
+            " WHERE id = ANY(%s)", (ids,))))
+        assert rows == [(1, 1)]
+        for i, job_id in enumerate(ids):
+            stats = q.stats_job(job_id)
+            assert (stats["tube"], stats["pri"], stats["ttr"]) == (
+                options[i]["tube"], i, 10 + i)
+            assert stats["state"] == ("delayed" if i % 2 else "ready")
+            assert q.peek(job_id).body == b"job %d" % i  # type: ignore[union-attr]
+
+
 def test_a_failing_write_fails_only_its_caller(gq: tuple[sqlq.Queue, GateClock]) -> None:
     q, clock = gq
     lost = q.put(b"lost lease")

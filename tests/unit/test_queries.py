@@ -47,8 +47,10 @@ def _pg_value(name: str) -> object:
         return b"x"
     if name == "bodies":
         return [b"x"]
-    if name in ("ids", "leases"):
+    if name in ("ids", "leases", "priorities", "delays", "ttrs"):
         return [1, 2]
+    if name == "lazy":
+        return True
     return "x" if name in _TEXT_PARAMS else 1
 
 
@@ -105,3 +107,80 @@ def test_postgres_claim_functions_read_jobs_through_indexes(pg_url: str) -> None
         conn.rollback()
     assert scans is not None
     assert scans[0] == 0, f"{scans[0]} sequential scans of sqlq_jobs"
+
+
+def _claims(conn: object, sql: str, params: dict[str, object]) -> list[tuple[object, ...]]:
+    """What one claim statement takes, claim after claim until it finds nothing, in a
+    transaction rolled back afterwards (the next statement sees the same jobs)."""
+    run = conn.execute  # type: ignore[attr-defined]
+    run("BEGIN")
+    taken = []
+    try:
+        while rows := run(sql, params).fetchall():
+            taken.append(rows[0][:3])
+    finally:
+        run("ROLLBACK")
+    return taken
+
+
+@pytest.mark.sqlite_only
+def test_the_one_tube_claim_takes_the_jobs_the_general_claim_takes(fq: Queue, clock: object
+                                                                   ) -> None:
+    """claim_job_in_tube (the reserve of one tube) and claim_job give the same jobs in the
+    same order: priority, then id; other tubes, delayed, buried and reserved jobs left
+    alone; a paused tube gives nothing, a pause that ended gives back its jobs."""
+    fq.put(b"held", tube="a", priority=0)
+    held = fq.reserve("a", timeout=0)
+    assert held is not None and held.body == b"held"
+    fq.put(b"parked", tube="a", priority=0)
+    parked = fq.reserve("a", timeout=0)
+    assert parked is not None and parked.body == b"parked"
+    parked.bury()
+    for i, priority in enumerate([5, 1, 5, 0, 2**32 - 1, 1, 5, 3]):
+        fq.put(f"a{i}", tube="a", priority=priority)
+        fq.put(f"b{i}", tube="b", priority=priority)
+    fq.put(b"later", tube="a", priority=0, delay=60)
+    fq.pause_tube("b", 30)
+    conn = fq.backend.db.conn  # type: ignore[attr-defined]
+    now = clock.now  # type: ignore[attr-defined]
+    for tube in ("a", "b", "empty"):
+        general = _claims(conn, SQLiteStore.Q["claim_job"],
+                          {"tubes": f'["{tube}"]', "now": now, "owner": "o"})
+        one_tube = _claims(conn, SQLiteStore.Q["claim_job_in_tube"],
+                           {"tube": tube, "now": now, "owner": "o"})
+        assert one_tube == general
+        if tube == "a":
+            assert [row[2] for row in one_tube] == sorted(row[2] for row in one_tube)
+            assert len(one_tube) == 8
+        else:
+            assert one_tube == []
+    later = now + 31_000  # the pause is over
+    assert (_claims(conn, SQLiteStore.Q["claim_job_in_tube"], {"tube": "b", "now": later,
+                                                                "owner": "o"})
+            == _claims(conn, SQLiteStore.Q["claim_job"], {"tubes": '["b"]', "now": later,
+                                                          "owner": "o"}))
+
+
+@pytest.mark.sqlite_only
+def test_a_reserve_of_one_tube_runs_the_one_tube_claim(q: Queue) -> None:
+    """Queue.reserve("t") goes through claim_job_in_tube, a reserve of several tubes
+    through claim_job, and each takes the right job."""
+    statements: list[str] = []
+    conn = q.backend.db.conn  # type: ignore[attr-defined]
+
+    def trace(cursor: object, sql: str, bindings: object) -> bool:
+        statements.append(sql)
+        return True
+
+    q.put(b"x", tube="t")
+    q.put(b"y", tube="u")
+    conn.set_exec_trace(trace)
+    try:
+        one_job = q.reserve("t", timeout=0)
+        both = q.reserve(["t", "u"], timeout=0)
+    finally:
+        conn.set_exec_trace(None)
+    assert one_job is not None and one_job.body == b"x"
+    assert both is not None and both.body == b"y"
+    assert SQLiteStore.Q["claim_job_in_tube"] in statements
+    assert SQLiteStore.Q["claim_job"] in statements

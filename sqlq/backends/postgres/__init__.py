@@ -58,8 +58,8 @@ class PostgresBackend(Backend):
         self._owner_epoch = 0  # db.reconnects when the token was locked
         self._listener: Listener | None = None
 
-    def read(self, fn: Callable[[Conn], T]) -> T:
-        return self.db.read(fn)
+    def read(self, fn: Callable[[Conn], T], *, single: bool = False) -> T:
+        return self.db.read(fn)  # autocommit: every statement is its own snapshot
 
     def write(self, fn: Callable[[Conn], T], *, durable: bool = True,
               single: bool = False) -> T:

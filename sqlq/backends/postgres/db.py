@@ -65,10 +65,26 @@ def translate(location: str, error: psycopg.Error) -> Error:
     return DatabaseError(f"{location}: {text}")
 
 
-def connect(url: str, location: str) -> psycopg.Connection[Any]:
+class Connection(psycopg.Connection[Any]):
+    """psycopg's connection, telling the statements that can make use of it whether the
+    one now running is a transaction of its own whose commit need not wait for the WAL
+    flush (:meth:`Database.write` with ``durable=False, single=True``, full durability):
+    such a statement sets ``synchronous_commit`` off for its own transaction, which
+    costs nothing, where a session SET before and after it costs two round trips."""
+
+    lazy_commit = False
+
+
+def lazy_commit(conn: Any) -> bool:
+    """Whether the statement about to run on conn may commit without waiting for the
+    WAL flush (False on any connection sqlq did not open: the application's own)."""
+    return isinstance(conn, Connection) and conn.lazy_commit
+
+
+def connect(url: str, location: str) -> Connection:
     """A new autocommit connection; DatabaseError in one line if the server refuses."""
     try:
-        return psycopg.connect(url, autocommit=True, **CONNECT_OPTIONS)
+        return Connection.connect(url, autocommit=True, **CONNECT_OPTIONS)
     except psycopg.Error as e:
         raise translate(location, e) from None
 
@@ -91,38 +107,22 @@ class Database:
         #: connection may have committed unseen (see PostgresBackend.owner_token).
         self.reconnects = 0
         self._lock_timeout = "0"  # PostgreSQL's: wait for ever (set_lock_wait)
-        self._conn = self._connect()
+        self._conn: Connection = self._connect()
         try:
             self._migrate(clock())
         except BaseException:
             self._conn.close()
             raise
 
-    def _connect(self) -> psycopg.Connection[Any]:
+    def _connect(self) -> Connection:
         conn = connect(self.url, self.location)
-        if self.durability == "normal":
-            # Survives any crash of a client, may lose the last commits if the server's
-            # host loses power: the same promise as normal on a SQLite file.
-            conn.execute("SET synchronous_commit = off")
-        #: Whether the session's synchronous_commit is off (always, in normal durability).
-        self._async = self.durability == "normal"
-        conn.execute("SELECT set_config('lock_timeout', %s, false)", (self._lock_timeout,))
+        # normal survives any crash of a client, may lose the last commits if the
+        # server's host loses power: the same promise as normal on a SQLite file. full
+        # waits for the flush whatever the server's default says.
+        conn.execute("SELECT set_config('synchronous_commit', %s, false),"
+                     " set_config('lock_timeout', %s, false)",
+                     ("off" if self.durability == "normal" else "on", self._lock_timeout))
         return conn
-
-    def _commit_mode(self, conn: psycopg.Connection[Any], durable: bool) -> None:
-        """In full durability, commit a write that may be lost on power loss (a claim, a
-        touch, a release: the job simply comes back) without waiting for the server's
-        WAL flush, and every other one with it, as SQLite's file does with its
-        synchronous pragma. Set for the session and changed only when the kind of
-        write changes: SET LOCAL would wrap each one-statement claim in BEGIN and COMMIT
-        (three more round trips, measured 0.2 ms against 0.05 ms a statement)."""
-        if self.durability == "normal" or durable is not self._async:
-            return
-        if durable:
-            conn.execute("SET synchronous_commit = on")
-        else:
-            conn.execute("SET synchronous_commit = off")
-        self._async = not durable
 
     def set_lock_wait(self, seconds: float | None) -> None:
         """A write waiting longer than this for a row or table lock raises Locked."""
@@ -156,7 +156,7 @@ class Database:
         except psycopg.Error as e:
             raise translate(self.location, e) from e
 
-    def _usable(self) -> psycopg.Connection[Any]:
+    def _usable(self) -> Connection:
         """The connection, reconnected first if the server dropped it (a restart):
         what failed is reported once; the next call finds a new session."""
         conn = self._conn
@@ -197,14 +197,21 @@ class Database:
               single: bool = False) -> T:
         """fn(conn) in one transaction (in autocommit when it is one statement), retried
         whole on a serialization failure or deadlock; inside transaction(), it joins.
-        ``durable=False``: the commit does not wait for the WAL flush (full durability)."""
+
+        ``durable=False``: the commit may be lost on power loss. In full durability
+        the session keeps ``synchronous_commit`` on, and a one-statement write (a claim)
+        that can, turns it off for its own transaction (:class:`Connection`); any other
+        write commits durably, which costs a WAL flush but never a round trip."""
         with self._lock, self._errors():
             conn = self._usable()
             if self.in_transaction():
                 return fn(conn)
-            self._commit_mode(conn, durable)
             if single:
-                return fn(conn)
+                conn.lazy_commit = not durable and self.durability == "full"
+                try:
+                    return fn(conn)
+                finally:
+                    conn.lazy_commit = False
             deadline = time.monotonic() + RETRY_FOR_S
             delay = 0.001
             while True:
@@ -221,11 +228,7 @@ class Database:
     def transaction(self) -> Iterator[Any]:
         """A transaction the caller fills; nested use takes a savepoint (psycopg's own)."""
         with self._lock, self._errors():
-            if self.in_transaction():
-                conn = self._conn
-            else:
-                conn = self._usable()
-                self._commit_mode(conn, durable=True)
+            conn = self._conn if self.in_transaction() else self._usable()
             with conn.transaction():
                 yield conn
 

@@ -32,15 +32,34 @@ WITH job AS (
     RETURNING id)
 SELECT id, pg_notify('sqlq', %(tube)s) FROM job;
 
+-- name: insert_puts
+-- The puts of several threads sharing one commit (group commit), each with its own
+-- tube and options, in one statement: ids ascend with ordinality, as in insert_jobs.
+WITH job AS (
+    INSERT INTO sqlq_jobs (tube, priority, state, delay, delay_until, ttr, body, created_at)
+    SELECT p.tube, p.priority, CASE WHEN p.delay > 0 THEN 1 ELSE 0 END, p.delay,
+           CASE WHEN p.delay > 0 THEN %(now)s + p.delay END, p.ttr, p.body, %(now)s
+      FROM unnest(%(tubes)s::text[], %(priorities)s::bigint[], %(delays)s::bigint[],
+                  %(ttrs)s::bigint[], %(bodies)s::bytea[])
+           WITH ORDINALITY AS p(tube, priority, delay, ttr, body, n)
+     ORDER BY p.n
+    RETURNING id, tube)
+SELECT id, pg_notify('sqlq', tube) FROM job;
+
 -- name: find_unique_job
 SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 
 -- name: claim_job
 -- The most urgent job ready as of now in the watched, unpaused tubes, due delayed
--- jobs and expired reservations included: see sqlq_claim in migrations/0003.
-SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries, kicks,
-       lease, reserved_until, unique_key, delay
-  FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text);
+-- jobs and expired reservations included: see sqlq_claim in migrations/0003. With
+-- %(lazy)s (a claim that is its own transaction, in full durability: db.Connection),
+-- its commit does not wait for the WAL flush (set_config local to this transaction:
+-- no SET before and after it, two round trips). CASE: never evaluated otherwise.
+SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
+       c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay
+  FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text) AS c
+ CROSS JOIN (SELECT CASE WHEN %(lazy)s::boolean
+                         THEN set_config('synchronous_commit', 'off', true) END) AS lazy;
 
 -- name: delete_and_claim
 -- The worker's fast path: delete the job it finished (under its lease) and claim the
@@ -488,10 +507,12 @@ SELECT tube, metric, le, count, sum FROM sqlq_durations ORDER BY tube, metric;
 
 -- name: claim_jobs
 -- Up to %(n)s of the most urgent jobs ready as of now, each under a lease of its own
--- (sqlq_claim in migrations/0005: the same claim as claim_job, LIMIT n).
-SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries, kicks,
-       lease, reserved_until, unique_key, delay
-  FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, %(n)s::integer);
+-- (sqlq_claim in migrations/0005: the same claim as claim_job, LIMIT n; %(lazy)s as there).
+SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
+       c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay
+  FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, %(n)s::integer) AS c
+ CROSS JOIN (SELECT CASE WHEN %(lazy)s::boolean
+                         THEN set_config('synchronous_commit', 'off', true) END) AS lazy;
 
 -- name: delete_and_claim_jobs
 -- Delete jobs under their leases and claim up to %(n)s more (0: none), in one statement

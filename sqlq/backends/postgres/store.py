@@ -17,6 +17,7 @@ import psycopg
 
 from ...model import DELAYED, READY
 from ..store import Store, load_queries, one
+from .db import lazy_commit
 
 Q = load_queries(Path(__file__).with_name("queries.sql"))
 #: The SQLSTATE sqlq_delete_and_claim raises when the lease no longer holds.
@@ -31,8 +32,10 @@ def _put_params(now: int, tube: str, priority: int, delay_ms: int, ttr_ms: int) 
 
 class PostgresStore(Store):
     Q = Q
+    LOOK_BEFORE_CLAIM = False
     ONE_STATEMENT_CLAIM = True
     CLAIM_OUTSIDE_TRANSACTION = True
+    ONE_STATEMENT_PUTS = True
 
     def tubes_param(self, tubes: Sequence[str]) -> list[str]:
         return list(tubes)
@@ -61,8 +64,17 @@ class PostgresStore(Store):
         # the order of the bodies (another session's ids may fall between them).
         return sorted(int(r[0]) for r in conn.execute(Q["insert_jobs"], params).fetchall())
 
+    def insert_puts(self, conn: Any, now: int,
+                    puts: Sequence[tuple[str, int, int, int, bytes]]) -> list[int]:
+        tubes, priorities, delays, ttrs, bodies = (list(column) for column in zip(*puts,
+                                                                                  strict=True))
+        params = {"now": now, "tubes": tubes, "priorities": priorities, "delays": delays,
+                  "ttrs": ttrs, "bodies": bodies}
+        return sorted(int(r[0]) for r in conn.execute(Q["insert_puts"], params).fetchall())
+
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> Any:
-        return one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner})
+        return one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner,
+                                          "lazy": lazy_commit(conn)})
 
     def delete_and_claim(self, conn: Any, now: int, job_id: int, lease: int, tubes: Any,
                          owner: str | None) -> Any:
@@ -76,7 +88,7 @@ class PostgresStore(Store):
 
     def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
                    ) -> list[Any]:
-        params = {"tubes": tubes, "now": now, "owner": owner, "n": n}
+        params = {"tubes": tubes, "now": now, "owner": owner, "n": n, "lazy": lazy_commit(conn)}
         rows = conn.execute(Q["claim_jobs"], params).fetchall()
         return sorted(rows, key=lambda r: (r[2], r[0]))
 

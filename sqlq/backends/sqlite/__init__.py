@@ -59,8 +59,8 @@ class SQLiteBackend(Backend):
         self._owner_checked = 0.0
         self._owner_lock = threading.Lock()
 
-    def read(self, fn: Callable[[Conn], T]) -> T:
-        return self.db.read(fn)
+    def read(self, fn: Callable[[Conn], T], *, single: bool = False) -> T:
+        return self.db.read(fn, single=single)
 
     def write(self, fn: Callable[[Conn], T], *, durable: bool = True,
               single: bool = False) -> T:

@@ -10,11 +10,15 @@
 -- The one INSERT of every put, put_many and publish. The hottest statement, so
 -- its parameters are positional (they bind faster) and the new id is read from
 -- last_insert_rowid() instead of a RETURNING row: put_many runs it through
--- executemany, and counts its ids from sqlite_sequence.
+-- executemany, and counts its ids with total_jobs. The id is past both the highest
+-- job left and the highest ever issued (migration 0007: ids are never reused, and
+-- only a delete of the highest job writes sqlq_last_id); two probes of the last
+-- page of a b-tree, cheaper than the sqlite_sequence write of AUTOINCREMENT.
 -- Parameters: tube, priority, state, delay, delay_until, ttr, body, created_at, unique_key.
-INSERT INTO sqlq_jobs (tube, priority, state, delay, delay_until, ttr, body, created_at,
+INSERT INTO sqlq_jobs (id, tube, priority, state, delay, delay_until, ttr, body, created_at,
                        unique_key)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
+VALUES ((SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0), id) + 1 FROM sqlq_last_id),
+        ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: find_unique_job
 -- The live job holding a unique key in a tube (sqlq_jobs_unique makes it one at most).
@@ -63,6 +67,23 @@ UPDATE sqlq_jobs
                            WHERE p.name = t.value AND p.paused_until > :now)
         ORDER BY j.priority, j.id
         LIMIT 1)
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key, delay;
+
+-- name: claim_job_in_tube
+-- claim_job for the common reserve that watches one tube: the same job (the tube's best
+-- ready job, unless the tube is paused) without json_each, the join and the sort of one
+-- row: 5.5 us a statement against 6.8. (SELECT :tube), never a bare :tube: SQLite built
+-- with STAT4 (apsw's is) prepares a statement again on every run when a bound value is
+-- compared with an indexed column (25 us a claim); a subquery hides it from the planner.
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
+       lease = abs(random()), owner = :owner
+ WHERE id = (SELECT id FROM sqlq_jobs
+              WHERE state = 0 AND tube = (SELECT :tube)
+              ORDER BY priority, id LIMIT 1)
+   AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
+                    WHERE name = (SELECT :tube) AND paused_until > :now)
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay;
 
@@ -208,7 +229,10 @@ SELECT tube,
  GROUP BY tube;
 
 -- name: total_jobs
-SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'sqlq_jobs'), 0);
+-- The highest id issued: ids count from 1 without gaps (a put that rolls back issues
+-- none), so it is also how many (migration 0007).
+SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0),
+           coalesce((SELECT id FROM sqlq_last_id), 0));
 
 -- name: list_tubes
 -- A tube subscribed to a topic is listed even while empty: publish fills it.
@@ -289,7 +313,7 @@ RETURNING last_slot;
 SELECT (SELECT count(*) FROM sqlq_jobs) + (SELECT count(*) FROM sqlq_tubes)
      + (SELECT count(*) FROM sqlq_results) + (SELECT count(*) FROM sqlq_subscriptions)
      + (SELECT count(*) FROM sqlq_periodic)
-     + coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'sqlq_jobs'), 0);
+     + coalesce((SELECT id FROM sqlq_last_id), 0);
 
 -- name: export_job
 -- sqlq copy: live jobs a page at a time, in id order. A reserved job is copied as
@@ -333,8 +357,7 @@ VALUES (:name, :last_slot, :enqueued_at);
 
 -- name: set_total_jobs
 -- After a copy, ids go on from the source's: an id is never issued twice.
-INSERT INTO sqlite_sequence (name, seq) SELECT 'sqlq_jobs', :total
- WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'sqlq_jobs');
+UPDATE sqlq_last_id SET id = :total WHERE id < :total;
 
 -- ---------------------------------------------------------------------------------------------
 -- Read-only views for the dashboard and /metrics (observe.py). Each answers from

@@ -1,9 +1,10 @@
 """SQLite's dialect of the verbs (``queries.sql`` beside this file).
 
 Only what SQLite does differently from the shared :class:`~sqlq.backends.store.Store`
-lives here: ids read with ``last_insert_rowid()`` and counted from
-``sqlite_sequence``, the claim's ``promote_due`` step (skipped while nothing can be
-due: :class:`DueCache`), and tube lists passed as JSON for ``json_each``.
+lives here: ids read with ``last_insert_rowid()`` and counted by ``total_jobs``
+(the highest id issued, migration 0007), the claim's ``promote_due`` step (skipped
+while nothing can be due: :class:`DueCache`), tube lists passed as JSON for
+``json_each``, and the claim of one tube without it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ Q = load_queries(Path(__file__).with_name("queries.sql"))
 _INSERT_JOB = Q["insert_job"]
 _PROMOTE_DUE = Q["promote_due"]
 _CLAIM_JOB = Q["claim_job"]
+_CLAIM_JOB_IN_TUBE = Q["claim_job_in_tube"]
 _EARLIEST_DUE = Q["earliest_due"]
 #: Later than any time in ms: "nothing will ever be due" in DueCache.
 NEVER = 2**63 - 1
@@ -93,9 +95,17 @@ class SQLiteStore(Store):
 
     def __init__(self) -> None:
         self.due = DueCache()
+        #: The :tubes parameters made for one tube, and that tube: claim runs
+        #: claim_job_in_tube for them (most workers watch one tube).
+        self._one_tube: dict[str, str] = {}
 
     def tubes_param(self, tubes: Sequence[str]) -> str:
-        return json.dumps(list(tubes))
+        param = json.dumps(list(tubes))
+        if len(tubes) == 1:
+            if len(self._one_tube) >= DUE_CACHE_SIZE:
+                self._one_tube.clear()
+            self._one_tube[param] = tubes[0]
+        return param
 
     def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:
@@ -114,9 +124,9 @@ class SQLiteStore(Store):
 
     def insert_jobs(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
                     ttr_ms: int, bodies: Sequence[bytes]) -> list[int]:
-        """One prepared statement for all. Under the write lock AUTOINCREMENT hands out
-        consecutive ids, so they are counted rather than returned row by row (the
-        sequence is checked at the end)."""
+        """One prepared statement for all. Under the write lock each row's id is the
+        highest issued plus one, so the ids are consecutive: they are counted rather
+        than returned row by row (and the count checked at the end)."""
         row = (tube, priority, DELAYED if delay_ms else READY, delay_ms,
                now + delay_ms if delay_ms else None, ttr_ms)
         if delay_ms:
@@ -148,7 +158,11 @@ class SQLiteStore(Store):
 
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> Any:
         self._promote(conn, now, tubes)
-        row = one(conn, _CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner})
+        tube = self._one_tube.get(tubes)
+        if tube is not None:
+            row = one(conn, _CLAIM_JOB_IN_TUBE, {"tube": tube, "now": now, "owner": owner})
+        else:
+            row = one(conn, _CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner})
         if row is not None:
             self._claimed((row,))
         return row

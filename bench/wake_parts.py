@@ -1,0 +1,286 @@
+"""Where a wake's time goes: timestamps on one clock in the producer and the consumer.
+
+    .venv/bin/python bench/wake_parts.py [--db sqlite|URL] [--samples 150] [--floor]
+
+The wake workload of ``workloads.py`` (a consumer blocked in ``reserve(delete=prev)``,
+a producer putting one job every 10-20 ms), with both processes stamping
+``time.monotonic_ns()`` (CLOCK_MONOTONIC: one clock for every process) at each step,
+by wrapping sqlq's methods from outside (nothing in sqlq knows). Prints the median
+and p90 of each step's share, from the put's start:
+
+  put → commit (the write returned) → notified (SQLite: the notify byte read) →
+  put returned | woke (the notifier's wait returned) → look (has_ready) → claim →
+  reserve returned
+
+and how many looks a wake took. ``--floor`` also measures what no queue can beat on
+this machine at this moment: a pipe ping-pong and an inotify ping-pong between two
+processes, timed the same way (send → the other side's read returning).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import random
+import select
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# The sqlq to measure: this work tree's, or another's (--sqlq, for an A/B in one run).
+_at = sys.argv.index("--sqlq") + 1 if "--sqlq" in sys.argv else 0
+sys.path.insert(0, sys.argv[_at] if _at else str(Path(__file__).resolve().parent.parent))
+
+CTX = mp.get_context("spawn")
+FORK = mp.get_context("fork")  # the floor's children inherit their pipes
+TUBE = "wake"
+MARKS: list[tuple[str, int]] = []
+
+
+def mark(label: str) -> None:
+    MARKS.append((label, time.monotonic_ns()))
+
+
+def wrap(owner: Any, name: str, label: str, after_only: bool = False) -> None:
+    """Stamp ``label>`` when owner.name is called and ``label<`` when it returns."""
+    fn = getattr(owner, name, None)
+    if fn is None:
+        return  # not in this version of sqlq
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not after_only:
+            mark(label + ">")
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            mark(label + "<")
+
+    setattr(owner, name, wrapper)
+
+
+def instrument() -> None:
+    import sqlq.queue as queue
+    from sqlq.backends.postgres import listen
+    from sqlq.backends.sqlite import db, wakeup
+
+    wrap(db.Database, "_published", "published")
+    wrap(db.Database, "check_wal", "check_wal")
+    wrap(db.Database, "_check_wal_dir", "check_wal_dir")
+    wrap(wakeup.Notifier, "drain", "drain")
+    wrap(listen.PgNotifier, "drain", "drain")
+    wrap(listen.Listener, "_wake_all", "listener")
+    from sqlq.backends.postgres import db as pgdb
+    wrap(pgdb.Database, "_commit_mode", "setmode")
+    wrap(queue.Queue, "_look", "look")
+    wrap(queue.Queue, "_claim", "claim")
+    wrap(queue.Queue, "has_ready", "has_ready")
+    if os.environ.get("WAKE_PARTS_FINE"):
+        from sqlq.backends.sqlite import store
+        wrap(store.SQLiteStore, "_promote", "promote")
+        wrap(store.SQLiteStore, "has_ready_job", "has_ready_job")
+        wrap(wakeup.Notifier, "pause", "pause")
+        wrap(wakeup.Notifier, "resume", "resume")
+
+
+def consumer(target: str, conn: Any, samples: int) -> list[tuple[str, int]]:
+    instrument()
+    import sqlq
+
+    q = sqlq.Queue(target, durability="normal") if "://" not in target else sqlq.Queue(target)
+    conn.send("ready")
+    prev = None
+    for _ in range(samples + 1):
+        mark("reserve>")
+        job = q.reserve([TUBE], timeout=30, delete=prev)
+        mark("reserve<")
+        if job is None or job.body == b"stop":
+            break
+        prev = job
+        conn.send("got")
+    q.close()
+    return MARKS
+
+
+def producer(target: str, conn: Any, samples: int) -> list[tuple[str, int]]:
+    instrument()
+    import sqlq
+
+    q = sqlq.Queue(target, durability="normal") if "://" not in target else sqlq.Queue(target)
+    conn.recv()
+    time.sleep(0.2)
+    rnd = random.Random(7)
+    for _ in range(samples):
+        time.sleep(rnd.uniform(0.010, 0.020))
+        mark("put>")
+        q.put(b"x" * 100, tube=TUBE)
+        mark("put<")
+        if not conn.poll(10):
+            break
+        conn.recv()
+    q.put(b"stop", tube=TUBE)
+    q.close()
+    return MARKS
+
+
+def run(fn: Callable[..., Any], *args: Any, ctx: Any = CTX) -> Any:
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=_child, args=(fn, child, *args))
+    p.start()
+    return p, parent
+
+
+def _child(fn: Callable[..., Any], out: Any, *args: Any) -> None:
+    out.send(fn(*args))
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p * len(xs)))]
+
+
+#: Steps stamped only with WAKE_PARTS_FINE=1: the first entry and exit of each is shown.
+FINE = ("promote", "has_ready_job", "pause", "resume", "listener", "setmode", "check_wal",
+        "check_wal_dir")
+
+
+def analyse(prod: list[tuple[str, int]], cons: list[tuple[str, int]]) -> None:
+    puts = [i for i, (label, _) in enumerate(prod) if label == "put>"]
+    rows: dict[str, list[float]] = {}
+    looks: list[int] = []
+    for k, i in enumerate(puts):
+        t0 = prod[i][1]
+        end = prod[puts[k + 1]][1] if k + 1 < len(puts) else 1 << 62
+        p = {label: t for label, t in prod[i:] if t0 <= t < end}
+        c = [(label, t) for label, t in cons if t0 <= t < end]
+        ret = next((t for label, t in c if label == "reserve<"), None)
+        if ret is None:
+            continue
+        c = [(label, t) for label, t in c if t <= ret]
+        first = {}
+        for label, t in c:
+            first.setdefault(label, t)
+        last = {label: t for label, t in c}
+        looks.append(sum(1 for label, _ in c if label == "look>"))
+        steps = {
+            "commit (published> / put<)": p.get("published>", p.get("put<")),
+            "notified (published<)": p.get("published<"),
+            "put returned": p.get("put<"),
+            "consumer woke (drain<)": first.get("drain<"),
+            "first look starts": first.get("look>"),
+            "last look starts": last.get("look>"),
+            "claim starts (last)": last.get("claim>"),
+            "claim returns (last)": last.get("claim<"),
+            **{label: first.get(label) for step in FINE for label in (step + ">", step + "<")},
+            "reserve returned": ret,
+        }
+        for name, t in steps.items():
+            if t is not None:
+                rows.setdefault(name, []).append((t - t0) / 1e6)
+        if "put<" in p:  # the consumer's share: from the producer's acknowledged commit
+            rows.setdefault("= reserve returned - put returned", []).append(
+                (ret - p["put<"]) / 1e6)
+    print(f"{'step (ms from put start)':36} {'p50':>7} {'p90':>7} {'n':>5}")
+    for name, xs in rows.items():
+        print(f"{name:36} {statistics.median(xs):7.3f} {pct(xs, 0.9):7.3f} {len(xs):5}")
+    print(f"looks per wake: median {statistics.median(looks)}, max {max(looks)}, "
+          f"wakes with >1 look: {sum(1 for n in looks if n > 1)}/{len(looks)}")
+
+
+# -------------------------------------------------------------------- the floor
+
+
+def pong_pipe(r: int, w: int, n: int) -> list[int]:
+    out = []
+    for _ in range(n):
+        select.select([r], [], [])
+        os.read(r, 8)
+        out.append(time.monotonic_ns())
+        os.write(w, b"k")
+    return out
+
+
+def pong_inotify(directory: str, w: int, n: int) -> list[int]:
+    from inotify_simple import INotify, flags
+
+    ino = INotify()
+    ino.add_watch(directory, flags.ACCESS)
+    os.write(w, b"r")
+    out = []
+    for _ in range(n):
+        select.select([ino.fileno()], [], [])
+        ino.read(timeout=0)
+        out.append(time.monotonic_ns())
+        os.write(w, b"k")
+    return out
+
+
+def floor(n: int) -> None:
+    rnd = random.Random(3)
+    for kind in ("pipe", "inotify"):
+        r1, w1 = os.pipe()
+        r2, w2 = os.pipe()
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "notify")
+            Path(path).write_bytes(b"\n")
+            if kind == "pipe":
+                p, out = run(pong_pipe, r1, w2, n, ctx=FORK)
+            else:
+                p, out = run(pong_inotify, d, w2, n, ctx=FORK)
+                os.read(r2, 1)
+            fd = os.open(path, os.O_RDONLY)
+            sent = []
+            for _ in range(n):
+                time.sleep(rnd.uniform(0.010, 0.020))
+                sent.append(time.monotonic_ns())
+                if kind == "pipe":
+                    os.write(w1, b"p")
+                else:
+                    os.pread(fd, 1, 0)
+                os.read(r2, 1)
+            got = out.recv()
+            p.join()
+            os.close(fd)
+        lat = [(g - s) / 1e6 for s, g in zip(sent, got, strict=True)]
+        print(f"floor, {kind} ping: p50 {statistics.median(lat):.3f} ms, "
+              f"p90 {pct(lat, 0.9):.3f}, p99 {pct(lat, 0.99):.3f} (n={n})")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--db", default="sqlite",
+                    help="'sqlite' (a temporary file), 'pg' (a durable throwaway server) or a URL")
+    ap.add_argument("--samples", type=int, default=150)
+    ap.add_argument("--floor", action="store_true")
+    ap.add_argument("--sqlq", help="the work tree whose sqlq to measure (default: this one)")
+    args = ap.parse_args()
+    if args.floor:
+        floor(args.samples)
+    with tempfile.TemporaryDirectory() as d:
+        target = os.path.join(d, "q.db") if args.db == "sqlite" else args.db
+        if args.db == "pg":
+            sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))
+            from pgserver import PgServer
+
+            server = PgServer(durable=True).start()
+            server.create_database("wake")
+            target = server.url_for("wake")
+        import sqlq
+
+        print(f"sqlq from {Path(sqlq.__file__).parent.parent}")
+        sqlq.Queue(target, durability="normal").close()
+        a, b = CTX.Pipe()
+        pc, cons = run(consumer, target, a, args.samples)
+        pp, prod = run(producer, target, b, args.samples)
+        cmarks, pmarks = cons.recv(), prod.recv()
+        pc.join()
+        pp.join()
+    analyse(pmarks, cmarks)
+
+
+if __name__ == "__main__":
+    main()
