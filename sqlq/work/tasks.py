@@ -42,6 +42,8 @@ T = TypeVar("T")
 
 #: Every task declared in this process, by name.
 REGISTRY: dict[str, Task[Any, Any]] = {}
+#: The call shapes (argument count, keyword names) a task remembers the binding of.
+BIND_SHAPES = 64
 
 
 # -- the body: a JSON call ---------------------------------------------------------------------
@@ -75,10 +77,30 @@ def encode_call(name: str, args: Sequence[Any], kwargs: dict[str, Any],
     raise TypeError(f"{name}: the arguments cannot be sent as JSON")
 
 
+_DECODER = json.JSONDecoder()
+
+
+def _loads(body: bytes) -> Any:
+    """``json.loads(body)``, with a shortcut for what task bodies are (a worker decodes
+    one per job): json.loads first works out the encoding of bytes, and a body that
+    starts with ``{`` and a byte other than NUL is UTF-8 by its rules; then it skips
+    whitespace around the value, and such a body has none before it. So it is
+    decoded here directly and scanned from its first byte; only a body with more
+    after the value (whitespace, or an error) goes the whole way, for the same
+    result or error message."""
+    if body[:1] == b"{" and body[1:2] not in (b"", b"\x00"):
+        text = body.decode("utf-8", "surrogatepass")
+        value, end = _DECODER.raw_decode(text)
+        if end == len(text):
+            return value
+        return json.loads(text)
+    return json.loads(body)
+
+
 def decode_call(body: bytes) -> tuple[str, list[Any], dict[str, Any]]:
     """``(task name, args, kwargs)`` from a job body; ValueError says what is wrong."""
     try:
-        call = json.loads(body)
+        call = _loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"the body is not JSON ({exc})") from None
     if not isinstance(call, dict) or not isinstance(call.get("task"), str):
@@ -134,6 +156,9 @@ class Task(Generic[P, R]):
             self.signature: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):  # some builtins have none
             self.signature = None
+        self.is_async = inspect.iscoroutinefunction(fn)
+        #: bind_error's answers by call shape (see there).
+        self._binds: dict[tuple[int, tuple[str, ...]], str | None] = {}
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", self.name)
         self.__wrapped__ = fn
@@ -148,12 +173,34 @@ class Task(Generic[P, R]):
 
     def message(self, *args: Any, **kwargs: Any) -> bytes:
         """The job body that calls this task with these arguments (checked, JSON)."""
-        if self.signature is not None:
-            try:
-                self.signature.bind(*args, **kwargs)
-            except TypeError as exc:
-                raise TypeError(f"{self.name}: {exc}") from None
+        error = self.bind_error(args, kwargs)
+        if error is not None:
+            raise TypeError(f"{self.name}: {error}")
         return encode_call(self.name, args, kwargs, self.signature)
+
+    def bind_error(self, args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+        """Why a call with these arguments would not bind to the function, or None.
+
+        Whether a call binds (and the error if not) depends only on its shape, the
+        number of positional arguments and the keyword names in order, never on the
+        values: the answer is kept per shape, so a worker pays for ``Signature.bind``
+        once per shape, not once per job (a few shapes are kept, at most
+        :data:`BIND_SHAPES`)."""
+        if self.signature is None:
+            return None
+        shape = (len(args), tuple(kwargs))
+        try:
+            return self._binds[shape]
+        except KeyError:
+            pass
+        try:
+            self.signature.bind(*args, **kwargs)
+            error = None
+        except TypeError as exc:
+            error = str(exc)
+        if len(self._binds) < BIND_SHAPES:
+            self._binds[shape] = error
+        return error
 
     def put(self, *args: P.args, **kwargs: P.kwargs) -> int:
         """Enqueue a call with these arguments (JSON); return the job's id."""
@@ -214,7 +261,7 @@ class _TaskRun:
         self.task = task
         self.name = task.name
         self.keepalive = task.keepalive
-        self.is_async = inspect.iscoroutinefunction(task.fn)
+        self.is_async = task.is_async
         self._call = (args, kwargs)
 
     def wait(self, timeout: float) -> runner.Outcome | None:
@@ -274,11 +321,9 @@ class TaskRunner:
         given_up = runner.exhausted(job, task.policy)
         if given_up is not None:
             return runner.Finished(given_up, name=name)
-        if task.signature is not None:
-            try:
-                task.signature.bind(*args, **kwargs)
-            except TypeError as exc:
-                return runner.Finished(runner.bury(f"bad arguments: {exc}"), name=name)
+        error = task.bind_error(args, kwargs)
+        if error is not None:
+            return runner.Finished(runner.bury(f"bad arguments: {error}"), name=name)
         return _TaskRun(task, args, kwargs)
 
     def close(self) -> None:

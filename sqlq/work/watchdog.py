@@ -46,7 +46,7 @@ HEARTBEAT = 0.8
 _STOP_SIGNALS = {signal.SIGTERM.value, signal.SIGINT.value}
 
 
-@dataclass
+@dataclass(slots=True)  # one per job: made and read faster without a __dict__
 class _Watch:
     job: Job
     name: str

@@ -221,6 +221,8 @@ class Worker:
 
     def _acked(self, acks: list[Done], lost: Sequence[int] = ()) -> None:
         """Log each acknowledged job: done, or lost (its lease had gone)."""
+        if not lost and not log.isEnabledFor(logging.INFO):
+            return  # nothing to say: once per batch, not once per job
         for done in acks:
             if done.job.id in lost:
                 self._lost(done.job, done.name, done.duration)

@@ -219,3 +219,54 @@ def test_a_job_named_under_a_stale_and_a_live_lease(fq: Queue, clock: FakeClock)
     assert list(caught.value.job_ids) == [jid]
     assert fq.peek(jid) is None  # deleted under the live lease
     assert live[0].state == "deleted" and stale[0].state == "reserved"
+
+
+def test_claimed_jobs_read_as_jobs_built_field_by_field(fq: Queue, clock: FakeClock) -> None:
+    # Job.from_claim skips Job.__init__ (a batch worker's per-job cost): every attribute
+    # must still read as __init__ would set it, through reserve and reserve_many alike.
+    put_at = clock()
+    first = fq.put(b"one", tube="t", priority=7, ttr=5, delay=2, unique_key="k")
+    second = fq.put(b"two", tube="t", priority=8, ttr=3)
+    clock.advance(2.5)
+    many = fq.reserve_many(1, tubes="t", timeout=0)
+    one = fq.reserve(tubes="t", timeout=0)
+    assert one is not None and [j.id for j in many] == [first]
+    built = [
+        sqlq.Job(fq, id=first, tube="t", body=b"one", priority=7, ttr_ms=5000,
+                 state="reserved", reserves=1, lease=many[0].lease, created_at=put_at,
+                 reserved_until=clock() + 5000, unique_key="k", delay_ms=2000),
+        sqlq.Job(fq, id=second, tube="t", body=b"two", priority=8, ttr_ms=3000,
+                 state="reserved", reserves=1, lease=one.lease, created_at=put_at,
+                 reserved_until=clock() + 3000),
+    ]
+    public = [name for name in sqlq.Job.__slots__ if not name.startswith("_")]
+    for handle, expected in zip([*many, one], built, strict=True):
+        job = getattr(handle, "sync", handle)  # the async API wraps the Job
+        assert {name: getattr(job, name) for name in public} == \
+            {name: getattr(expected, name) for name in public}
+        assert type(job.ttr) is float and type(job.delay) is float
+    many[0].delete()
+    assert many[0].state == "deleted"
+
+
+@pytest.mark.parametrize("size", [2, 64, 65, 150])
+def test_delete_many_matches_each_id_with_its_own_lease(fq: Queue, clock: FakeClock,
+                                                        size: int) -> None:
+    # Whatever the batch's size (SQLite passes the pairs as JSON it writes itself), a job
+    # reserved again since (same id, another lease) must stay, and only it is named; the
+    # rest are deleted in the same commit.
+    ids = fq.put_many([b"x"] * size, ttr=100)
+    fq.put(b"short", ttr=5)
+    jobs = fq.reserve_many(size + 1, timeout=0)
+    assert len(jobs) == size + 1
+    clock.advance(10)  # the short job's TTR ran out: another holder takes it
+    again = fq.reserve_many(size, timeout=0)
+    assert [j.id for j in again] == [jobs[-1].id]
+    with pytest.raises(JobLost) as caught:
+        fq.delete_many(jobs)
+    assert list(caught.value.job_ids) == [jobs[-1].id]
+    assert all(fq.peek(i) is None for i in ids)
+    held = fq.peek(jobs[-1].id)
+    assert held is not None and held.state == "reserved"
+    fq.delete_many(again)  # the new holder's lease is intact
+    assert fq.peek(jobs[-1].id) is None

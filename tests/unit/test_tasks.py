@@ -14,7 +14,7 @@ import tenacity
 
 import sqlq
 from sqlq.work import REGISTRY, RetryPolicy, TaskRunner, Worker
-from sqlq.work.tasks import decode_call, encode_call
+from sqlq.work.tasks import BIND_SHAPES, _loads, decode_call, encode_call
 
 
 def test_a_task_still_runs_when_called(q: sqlq.Queue) -> None:
@@ -90,6 +90,56 @@ def test_codec_round_trip_and_bad_bodies() -> None:
             decode_call(bad)
     with pytest.raises(TypeError, match="argument 0"):
         encode_call("m.f", [object()], {})
+
+
+def test_bodies_decode_exactly_as_json_loads_would() -> None:
+    # The worker's shortcut (a UTF-8 body scanned from its first byte) must give what
+    # json.loads gives, value or error message, whatever the bytes.
+    bodies = [b'{"task":"m.f","args":[],"kwargs":{}}', b'{"a":1}  \n', b'{"a":1} x', b'{"a":',
+              b"{", b"{}", b"[1]", b' {"a":1}', '{"a":"\u00e9"}'.encode(), b'{"a":"\xff"}',
+              '{"a":1}'.encode("utf-16-le"), '{"a":1}'.encode("utf-16"),
+              b'\xef\xbb\xbf{"a":1}', b"{\x00", b'{"a":"\\ud800"}', b'{"a":1}{"b":2}']
+
+    def outcome(load: Any, body: bytes) -> tuple[str, Any]:
+        try:
+            return "value", load(body)
+        except Exception as exc:  # noqa: BLE001 - the error is what is compared
+            return type(exc).__name__, str(exc)
+
+    for body in bodies:
+        assert outcome(_loads, body) == outcome(json.loads, body), body
+
+
+def test_a_bad_call_is_refused_per_shape_as_signature_bind_refuses_it(q: sqlq.Queue) -> None:
+    # bind_error keeps its answer per call shape (argument count, keyword names): the
+    # answer must be Signature.bind's for every shape, the first time and from memory.
+    @q.task(name="shapes.f")
+    def f(a: int, b: int = 1, *, c: int = 2) -> None: ...
+
+    assert f.signature is not None
+    shapes: list[tuple[list[Any], dict[str, Any]]] = [
+        ([], {}), ([1], {}), ([1, 2], {"c": 3}), ([1, 2, 3], {}), ([1], {"d": 1}),
+        ([1], {"a": 2}), ([], {"b": 1, "a": 1}), ([1], {"d": 1, "e": 2}), ([1], {"e": 2, "d": 1})]
+    for _ in range(2):
+        for args, kwargs in shapes:
+            try:
+                f.signature.bind(*args, **kwargs)
+                expected = None
+            except TypeError as exc:
+                expected = str(exc)
+            assert f.bind_error(args, kwargs) == expected, (args, kwargs)
+    for i in range(BIND_SHAPES * 2):
+        f.bind_error([1], {f"k{i}": 0})
+    assert len(f._binds) <= BIND_SHAPES
+    # Through the worker's runner: every job of a bad shape is buried with the reason.
+    for _ in range(2):
+        q.put(encode_call("shapes.f", [], {"z": 1}))
+        job = q.reserve(timeout=0)
+        assert job is not None
+        outcome = TaskRunner().start(job).wait(0)
+        assert outcome is not None and outcome.status == "bury"
+        assert outcome.reason == "bad arguments: missing a required argument: 'a'"
+        job.delete()
 
 
 def test_retry_policy_counts_attempts_and_backs_off_exponentially() -> None:

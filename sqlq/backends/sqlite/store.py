@@ -10,6 +10,7 @@ while nothing can be due: :class:`DueCache`), tube lists passed as JSON for
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ _CLAIM_JOB_IN_TUBE = Q["claim_job_in_tube"]
 _EARLIEST_DUE = Q["earliest_due"]
 #: Later than any time in ms: "nothing will ever be due" in DueCache.
 NEVER = 2**63 - 1
+#: A claim row's place in claim order: (priority, id).
+_CLAIM_ORDER = operator.itemgetter(2, 0)
 #: The most tube lists DueCache remembers (a worker watches one list; the server a few).
 DUE_CACHE_SIZE = 64
 
@@ -170,7 +173,7 @@ class SQLiteStore(Store):
         params = {"tubes": tubes, "now": now, "owner": owner, "n": n}
         rows = conn.execute(self.Q["claim_jobs"], params).fetchall()
         self._claimed(rows)
-        return sorted(rows, key=lambda r: (r[2], r[0]))
+        return sorted(rows, key=_CLAIM_ORDER)
 
     def claim_by_id(self, conn: Any, now: int, job_id: int, owner: str | None) -> Any:
         row = super().claim_by_id(conn, now, job_id, owner)
@@ -189,9 +192,11 @@ class SQLiteStore(Store):
 
     def delete_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]]
                     ) -> list[tuple[int, int]]:
-        pairs = [[job_id, lease] for job_id, lease in leases]
+        # The JSON array of pairs written directly, in a third of json.dumps' time (a
+        # batch's fixed cost). ``:d`` takes ints only, as the ids and leases are.
+        pairs = "[" + ",".join(f"[{job_id:d},{lease:d}]" for job_id, lease in leases) + "]"
         gone = {(r[0], r[1]) for r in conn.execute(
-            self.Q["delete_leased_jobs"], {"jobs": json.dumps(pairs), "now": now})}
+            self.Q["delete_leased_jobs"], {"jobs": pairs, "now": now})}
         return [pair for pair in leases if pair not in gone]
 
     def total_jobs(self, conn: Any) -> int:
