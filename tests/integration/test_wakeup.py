@@ -375,3 +375,35 @@ def test_own_commits_heard_by_a_lingering_watch_do_not_prolong_the_next_wait(
     # begins) and one at the deadline: the later schedule (0.2 ms ... 4 s), restarted by
     # the stale events, would add a few more within 0.5 s (13 looks in all, measured).
     assert len(looks) <= 2 + len(q._ensure_notifier().recheck_delays(first=True))
+
+
+@pytest.mark.sqlite_only
+def test_draining_while_events_arrive_never_fails(q: Queue) -> None:
+    """A drain that meets an event arriving mid-read takes it or leaves it for the next,
+    never raising: inotify_simple 1.3 (the floor) read the byte count first and then
+    exactly that many bytes, which turned an event arriving in between into EINVAL
+    (found by make test-min, in a worker whose watch lingered over its own commits)."""
+    import threading
+
+    from sqlq.backends.sqlite import sidecar
+    from sqlq.backends.sqlite.wakeup import Notifier
+
+    real = sidecar.real_path(q.path)
+    notifier = Notifier(q.path, sidecar.ensure(q.path, real))
+    stop = threading.Event()
+
+    def write_the_wal() -> None:
+        with open(real + "-wal", "ab") as wal:
+            while not stop.is_set():
+                wal.write(b"x")
+                wal.flush()
+
+    writer = threading.Thread(target=write_the_wal)
+    writer.start()
+    try:
+        seen = sum(notifier.drain().commit for _ in range(20_000))
+    finally:
+        stop.set()
+        writer.join()
+        notifier.close()
+    assert seen > 0

@@ -55,7 +55,10 @@ RECHECK_DELAYS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.
 FIRST_RECHECKS = 6
 #: Even with no event at all, a sleeper looks once in this many seconds.
 MAX_SLEEP = 30.0
-
+#: Bytes asked of the inotify fd per read, and the largest event it can hold
+#: (struct inotify_event, 16 bytes, then a name of up to NAME_MAX bytes and its NUL).
+READ_SIZE = 65536
+MAX_EVENT_SIZE = 16 + 255 + 1
 
 
 class Notifier:
@@ -67,9 +70,10 @@ class Notifier:
 
     def __init__(self, db_path: str, owners_dir: str,
                  check: Callable[[], None] | None = None) -> None:
-        from inotify_simple import INotify, flags
+        from inotify_simple import INotify, flags, parse_events
 
         self._flags = flags
+        self._parse = parse_events
         self._check = check
         #: Set once the kernel refuses a watch: this notifier polls from then on.
         self._polling: PollingNotifier | None = None
@@ -176,12 +180,28 @@ class Notifier:
         directory) afresh, and its first look covers what happened meanwhile. A watch
         left up after a wake (Queue._wait) may have queued thousands of events, one per
         write of the thread's own: parsing them would cost microseconds each."""
+        self._read_pending()
+
+    def _read_pending(self) -> bytes:
+        """Every whole event queued now, without blocking.
+
+        Read here rather than by ``INotify.read``: inotify_simple before 2.0 asks the
+        kernel how many bytes are queued and then reads exactly that many, so an event
+        that arrives in between (our own commits do, while a watch lingers) turns a
+        zero-byte read into EINVAL. A read into a large buffer takes whole events only
+        and stops early only when the queue is empty.
+        """
         fd = self._inotify.fileno()
+        chunks = []
         try:
-            while os.read(fd, 65536):
-                pass
+            while True:
+                data = os.read(fd, READ_SIZE)
+                chunks.append(data)
+                if len(data) <= READ_SIZE - MAX_EVENT_SIZE:
+                    break  # room was left for one more event: none was queued
         except BlockingIOError:
             pass
+        return b"".join(chunks)
 
     def fileno(self) -> int | None:
         return None if self._polling is not None else int(self._inotify.fileno())
@@ -197,11 +217,7 @@ class Notifier:
         if self._polling is not None:
             return self._polling.drain()
         found = Events()
-        try:
-            pending = self._inotify.read(timeout=0)
-        except BlockingIOError:
-            return found
-        for event in pending:
+        for event in self._parse(self._read_pending()):
             if event.mask & self._flags.Q_OVERFLOW:
                 found.commit = found.owner = True
             elif event.wd == self._db_wd and event.name == self._sidecar_name:
