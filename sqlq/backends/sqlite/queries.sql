@@ -7,10 +7,9 @@
 -- States: 0 ready, 1 delayed, 2 reserved, 3 buried.
 
 -- name: insert_job
--- The one INSERT of every put, put_many and publish. The hottest statement, so
--- its parameters are positional (they bind faster) and the new id is read from
--- last_insert_rowid() instead of a RETURNING row: put_many runs it through
--- executemany, and counts its ids with total_jobs. The id is past both the highest
+-- The one INSERT of every put and publish (put_many: insert_job_at). The hottest
+-- statement, so its parameters are positional (they bind faster) and the new id is
+-- read from last_insert_rowid() instead of a RETURNING row. The id is past both the highest
 -- job left and the highest ever issued (migration 0007: ids are never reused, and
 -- only a delete of the highest job writes sqlq_last_id); two probes of the last
 -- page of a b-tree, cheaper than the sqlite_sequence write of AUTOINCREMENT.
@@ -19,6 +18,16 @@ INSERT INTO sqlq_jobs (id, tube, priority, state, delay, delay_until, ttr, body,
                        unique_key)
 VALUES ((SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0), id) + 1 FROM sqlq_last_id),
         ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: insert_job_at
+-- insert_job with the id given: put_many, under the write lock, reads the highest id
+-- issued once (total_jobs) and numbers its rows from there, which spares every row
+-- insert_job's two probes (about 0.4 us a job of 2.6).
+-- Parameters: id, tube, priority, state, delay, delay_until, ttr, body, created_at,
+-- unique_key.
+INSERT INTO sqlq_jobs (id, tube, priority, state, delay, delay_until, ttr, body, created_at,
+                       unique_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: find_unique_job
 -- The live job holding a unique key in a tube (sqlq_jobs_unique makes it one at most).
