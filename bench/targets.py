@@ -219,6 +219,18 @@ def plan(P: dict[str, Any], sy: dict[str, System]) -> list[Group]:
     n_work, n_pause, n_lib = P["t_work_n"], P["t_pause_n"], P["t_lib_n"]
     n_put, n_drain, n_srv = P["t_put_n"], P["t_drain_n"], P["t_server_n"]
     n_pg = P["t_pg_n"]
+    def server_group(row: str, k: int, who: str, clients_said: str, bound: float) -> Group:
+        """sqlq-beanstalkd against beanstalkd with k clients: put and drain, -f 0 and -f 50."""
+        names = ("sqlq-beanstalkd-f0", "beanstalkd-f0", "sqlq-beanstalkd-f50", "beanstalkd-f50")
+        return Group(row, f"sqlq-beanstalkd against beanstalkd, {who}",
+                     [clients(name, k, n_srv) for name in names], [
+            ratio(f"{row}{x}", f"sqlq-beanstalkd {verb}, {clients_said}, -f {f}",
+                  f"≥ {bound}× beanstalkd -f {f}", f"sqlq-beanstalkd-f{f}:{verb} {k}c",
+                  f"beanstalkd-f{f}:{verb} {k}c", bound)
+            for x, (verb, f) in zip("abcd", [("put", 0), ("drain", 0), ("put", 50),
+                                             ("drain", 50)], strict=True)
+        ])
+
     groups = [
         Group("1", "sqlq work no-op drain, 1 process, vs beanstalkd and SqliteHuey", [
             work("sqlq-full", 1, 0, n_work), drain("beanstalkd-f0", n_work),
@@ -263,26 +275,8 @@ def plan(P: dict[str, Any], sy: dict[str, System]) -> list[Group]:
             ratio("4", "put, 8 threads sharing a Queue vs 1 thread, full", "≥ 3×",
                   "sqlq-full:put 8 threads", "sqlq-full:put 1 threads", 3.0),
         ]),
-        Group("5", "sqlq-beanstalkd against beanstalkd, 8 greenstalk clients (processes)", [
-            clients("sqlq-beanstalkd-f0", 8, n_srv), clients("beanstalkd-f0", 8, n_srv),
-            clients("sqlq-beanstalkd-f50", 8, n_srv), clients("beanstalkd-f50", 8, n_srv),
-        ], [
-            ratio(f"5{x}", f"sqlq-beanstalkd {verb}, 8 clients, -f {f}",
-                  f"≥ 1.0× beanstalkd -f {f}", f"sqlq-beanstalkd-f{f}:{verb} 8c",
-                  f"beanstalkd-f{f}:{verb} 8c", 1.0)
-            for x, (verb, f) in zip("abcd", [("put", 0), ("drain", 0), ("put", 50),
-                                             ("drain", 50)], strict=True)
-        ]),
-        Group("6", "sqlq-beanstalkd against beanstalkd, 1 greenstalk client", [
-            clients("sqlq-beanstalkd-f0", 1, n_srv), clients("beanstalkd-f0", 1, n_srv),
-            clients("sqlq-beanstalkd-f50", 1, n_srv), clients("beanstalkd-f50", 1, n_srv),
-        ], [
-            ratio(f"6{x}", f"sqlq-beanstalkd {verb}, 1 client, -f {f}",
-                  f"≥ 0.6× beanstalkd -f {f}", f"sqlq-beanstalkd-f{f}:{verb} 1c",
-                  f"beanstalkd-f{f}:{verb} 1c", 0.6)
-            for x, (verb, f) in zip("abcd", [("put", 0), ("drain", 0), ("put", 50),
-                                             ("drain", 50)], strict=True)
-        ]),
+        server_group("5", 8, "8 greenstalk clients (processes)", "8 clients", 1.0),
+        server_group("6", 1, "1 greenstalk client", "1 client", 0.6),
         Group("7", "single put / one-at-a-time drain against a bare apsw loop", [
             side for d in ("full", "normal") for side in (
                 put(f"sqlq-{d}", n_put), put(f"raw-{d}", n_put), put(f"raw-minimal-{d}", n_put),
