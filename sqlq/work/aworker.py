@@ -63,6 +63,18 @@ log = logging.getLogger("sqlq.worker")
 T = TypeVar("T")
 
 
+def first_finished(running: set[asyncio.Task[None]],
+                   timeout: float | None = None) -> Awaitable[Any]:
+    """Wait until one of the tasks running now ends (or ``timeout`` passes).
+
+    The set is copied here, while the caller has just seen it non-empty: the wait itself
+    starts a loop turn later, when the done callbacks of tasks that ended meanwhile may
+    have emptied ``running``, and ``asyncio.wait`` refuses an empty set. Tasks already
+    done make the wait return at once.
+    """
+    return asyncio.wait(set(running), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+
+
 class AsyncWorker:
     """Reserves jobs from ``tubes`` and runs up to ``concurrency`` of them at once.
 
@@ -153,8 +165,7 @@ class AsyncWorker:
                 await aq._call(self._keep_held)
                 continue
             if len(self._running) >= self.concurrency:
-                await self._until_stopped(asyncio.wait(
-                    self._running, timeout=due, return_when=asyncio.FIRST_COMPLETED))
+                await self._until_stopped(first_finished(self._running, due))
                 continue
             job = await self._from_batch(aq)
             if job is None:
@@ -164,8 +175,7 @@ class AsyncWorker:
                     if self.sync.burst and not self.stopping:
                         if not self._running:
                             break
-                        await self._until_stopped(asyncio.wait(
-                            self._running, return_when=asyncio.FIRST_COMPLETED))
+                        await self._until_stopped(first_finished(self._running))
                     continue
                 holding.add(jobs[1:])
                 job = jobs[0]
