@@ -8,6 +8,7 @@ quiet spell, is the one that fills the cache), then checks the job comes back at
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -137,8 +138,7 @@ def test_a_quiet_claim_is_one_statement(db_path: str) -> None:
         seen: list[str] = []
 
         def trace(cursor: Any, sql: str, bindings: Any) -> bool:
-            seen.append(" ".join(line for line in sql.splitlines()
-                                 if not line.lstrip().startswith("--")).split()[0])
+            seen.append(first_word(sql))
             return True
 
         conn = q.backend.db.conn  # type: ignore[attr-defined]
@@ -149,3 +149,39 @@ def test_a_quiet_claim_is_one_statement(db_path: str) -> None:
             job.delete()
         conn.set_exec_trace(None)
         assert seen == ["PRAGMA", "UPDATE", "DELETE"] * 10
+
+
+def first_word(sql: str) -> str:
+    """A statement's first keyword, its comment lines skipped."""
+    return " ".join(line for line in sql.splitlines()
+                    if not line.lstrip().startswith("--")).split()[0]
+
+
+@pytest.mark.sqlite_only
+def test_a_woken_claim_skips_promote_due(db_path: str) -> None:
+    """Another connection's put changes data_version, which used to cost the woken
+    claim a promote_due; the wake's look reads the next due time in the same snapshot
+    as data_version, so the claim after it is data_version and the claim alone."""
+    with sqlq.Queue(db_path, durability="normal") as consumer, \
+            sqlq.Queue(db_path, durability="normal") as producer:
+        seen: list[str] = []
+        looked = threading.Event()
+
+        def trace(cursor: Any, sql: str, bindings: Any) -> bool:
+            seen.append(first_word(sql))
+            if seen[-1] == "SELECT":
+                looked.set()
+            return True
+
+        conn = consumer.backend.db.conn  # type: ignore[attr-defined]
+        conn.set_exec_trace(trace)
+        got: list[Any] = []
+        waiter = threading.Thread(target=lambda: got.append(consumer.reserve(timeout=PATIENCE)))
+        waiter.start()
+        assert looked.wait(PATIENCE)  # the waiter is in its wait
+        jid = producer.put(b"job")
+        waiter.join(PATIENCE)
+        conn.set_exec_trace(None)
+        assert got and got[0] is not None and got[0].id == jid
+        last_look = max(i for i, word in enumerate(seen) if word == "SELECT")
+        assert seen[last_look:] == ["SELECT", "PRAGMA", "UPDATE"]

@@ -47,18 +47,6 @@ UPDATE sqlq_jobs
               UNION ALL
               SELECT id FROM sqlq_jobs WHERE state = 2 AND reserved_until <= :now);
 
--- name: earliest_due
--- The first time (ms) at which promote_due could find something in these tubes, read
--- right after it ran: the earliest delayed job of each tube (one probe per tube) and
--- the earliest reservation deadline of any tube (promote_due takes every expired
--- one; the first entry of sqlq_jobs_reserved). store.py skips promote_due until then
--- while no other connection commits (PRAGMA data_version).
-SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
-                     WHERE state = 1 AND tube = t.value
-                     ORDER BY delay_until LIMIT 1))
-          FROM json_each(:tubes) AS t),
-       (SELECT min(reserved_until) FROM sqlq_jobs WHERE state = 2);
-
 -- name: claim_job
 -- The most urgent ready job across the watched, unpaused tubes: one index probe
 -- per tube (the correlated subquery), then the best of those, in one statement.
@@ -106,23 +94,37 @@ UPDATE sqlq_jobs
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay;
 
--- name: has_ready_job
--- A read-only probe a waiting worker makes before it asks for the write lock.
-SELECT 1
-  FROM json_each(:tubes) AS t
- WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p WHERE p.name = t.value AND p.paused_until > :now)
-   AND (EXISTS (SELECT 1 FROM sqlq_jobs WHERE state = 0 AND tube = t.value)
-        OR EXISTS (SELECT 1 FROM sqlq_jobs
-                    WHERE state = 1 AND tube = t.value AND delay_until <= :now))
- UNION ALL
-SELECT 1 FROM sqlq_jobs
- WHERE state = 2 AND reserved_until <= :now AND tube IN (SELECT value FROM json_each(:tubes))
- LIMIT 1;
+-- name: look_ready
+-- A waiting worker's look, a read before it asks for the write lock: whether a claim
+-- in these tubes would find a job (ready, or due: a delayed job that came due, an
+-- expired reservation), and when promote_due can next find something there, for
+-- store.py's DueCache. That time is the earliest delayed job of each tube (one probe
+-- per tube) and the earliest reservation deadline of any tube (promote_due takes every
+-- expired one; the first entry of sqlq_jobs_reserved), read in the same snapshot as
+-- the PRAGMA data_version that proves it current: a claim right after a wake then
+-- skips promote_due. Also read right after a committed promote_due.
+SELECT (SELECT data_version FROM pragma_data_version()),
+       EXISTS (SELECT 1
+                 FROM json_each(:tubes) AS t
+                WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
+                                   WHERE p.name = t.value AND p.paused_until > :now)
+                  AND (EXISTS (SELECT 1 FROM sqlq_jobs WHERE state = 0 AND tube = t.value)
+                       OR EXISTS (SELECT 1 FROM sqlq_jobs
+                                   WHERE state = 1 AND tube = t.value AND delay_until <= :now))
+                UNION ALL
+               SELECT 1 FROM sqlq_jobs
+                WHERE state = 2 AND reserved_until <= :now
+                  AND tube IN (SELECT value FROM json_each(:tubes))),
+       (SELECT min((SELECT delay_until FROM sqlq_jobs
+                     WHERE state = 1 AND tube = t.value
+                     ORDER BY delay_until LIMIT 1))
+          FROM json_each(:tubes) AS t),
+       (SELECT min(reserved_until) FROM sqlq_jobs WHERE state = 2);
 
 -- name: next_due
 -- When something in these tubes may next become ready: the earliest delayed job
 -- (one probe per tube), the earliest reservation deadline, the earliest end of a pause.
--- Only times still to come, in these tubes: what is due already is ready (has_ready_job
+-- Only times still to come, in these tubes: what is due already is ready (look_ready
 -- sees it) or waits for a pause to end, and an expired reservation of another tube
 -- makes nothing ready here (a past time would make a waiter look again at once, in a
 -- loop, until somebody claimed in that tube).

@@ -25,7 +25,7 @@ _INSERT_JOB_AT = Q["insert_job_at"]
 _PROMOTE_DUE = Q["promote_due"]
 _CLAIM_JOB = Q["claim_job"]
 _CLAIM_JOB_IN_TUBE = Q["claim_job_in_tube"]
-_EARLIEST_DUE = Q["earliest_due"]
+_LOOK_READY = Q["look_ready"]
 #: Later than any time in ms: "nothing will ever be due" in DueCache.
 NEVER = 2**63 - 1
 #: A claim row's place in claim order: (priority, id).
@@ -38,16 +38,21 @@ class DueCache:
     """When promote_due can next find something, per list of watched tubes, so that a
     claim skips it (and can run as one autocommit statement) until then.
 
-    A claim that runs promote_due outside any transaction (so that the promotion is
-    committed, whatever follows) reads :data:`_EARLIEST_DUE` right after and keeps it.
-    The time stays true while nothing else writes, and what could make it earlier is
-    known: another connection's commit (a put with a delay, a claim, a release), seen
-    as a new ``PRAGMA data_version`` (which changes on every other connection's commit
-    and on none of this one's) and clearing everything, or a write on this connection,
-    which goes through the store and lowers the time (:meth:`lower`) or clears it
-    (:meth:`forget`). A time is only ever kept too early, never too late: the cost of
-    a mistake is one promote_due that finds nothing. The cache is the connection's
-    (one store per backend, one connection per backend) and is used under its lock.
+    The time is read by :data:`_LOOK_READY`, with the ``PRAGMA data_version`` of the
+    same snapshot: by a waiting worker's look (:meth:`SQLiteStore.has_ready_job`), so
+    that the claim a wake makes right after it skips promote_due, and right after a
+    claim ran promote_due outside any transaction (so that the promotion is
+    committed, whatever follows). The time stays true while nothing else writes, and
+    what could make it earlier is known: another connection's commit (a put with a
+    delay, a claim, a release), seen as a new ``PRAGMA data_version`` (which changes
+    on every other connection's commit and on none of this one's) and clearing
+    everything, or a write on this connection, which goes through the store and
+    lowers the time (:meth:`lower`) or clears it (:meth:`forget`). A time is only ever
+    kept too early, never too late: the cost of a mistake is one promote_due that
+    finds nothing. Nothing read inside a transaction is kept: it could still roll
+    back (a promotion undone would leave jobs due, unseen). The cache is the
+    connection's (one store per backend, one connection per backend) and is used
+    under its lock.
     """
 
     __slots__ = ("due", "version")
@@ -68,13 +73,20 @@ class DueCache:
         due = self.due.get(tubes)
         return due is not None and now < due
 
-    def keep(self, conn: Any, tubes: str) -> None:
-        """Remember when promote_due, just committed, can next find something in tubes."""
-        row = one(conn, _EARLIEST_DUE, {"tubes": tubes})
-        times = [t for t in row if t is not None]
-        if len(self.due) >= DUE_CACHE_SIZE:
-            self.due.clear()
-        self.due[tubes] = min(times) if times else NEVER
+    def look(self, conn: Any, now: int, tubes: str) -> bool:
+        """Whether a claim in tubes would find a job now (one read); keeps when
+        promote_due can next find something there, if no transaction is open."""
+        version, ready, delayed, reserved = one(conn, _LOOK_READY,
+                                                {"tubes": tubes, "now": now})
+        if conn.get_autocommit():
+            if version != self.version:
+                self.version = version
+                self.due.clear()
+            if len(self.due) >= DUE_CACHE_SIZE:
+                self.due.clear()
+            times = [t for t in (delayed, reserved) if t is not None]
+            self.due[tubes] = min(times) if times else NEVER
+        return bool(ready)
 
     def lower(self, when: int) -> None:
         """This connection wrote a job that becomes due at ``when`` (a delay, a TTR)."""
@@ -143,15 +155,16 @@ class SQLiteStore(Store):
         if nothing_due:
             return
         conn.execute(_PROMOTE_DUE, {"tubes": tubes, "now": now})
-        # Only a committed promotion may be cached: inside a transaction that could
-        # still roll back, the jobs just promoted would come back as due, unseen.
-        if nothing_due is False and conn.get_autocommit():
-            self.due.keep(conn, tubes)
+        if nothing_due is False:
+            self.due.look(conn, now, tubes)  # keeps nothing inside a transaction
 
     def _claimed(self, rows: Sequence[Any]) -> None:
         """Reservations this connection made end at their reserved_until (column 12)."""
         if rows:
             self.due.lower(min(int(r[12]) for r in rows))
+
+    def has_ready_job(self, conn: Any, now: int, tubes: Any) -> bool:
+        return self.due.look(conn, now, tubes)
 
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> Any:
         self._promote(conn, now, tubes)
