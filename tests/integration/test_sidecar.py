@@ -32,6 +32,7 @@ import pytest
 import sqlq
 from sqlq.backends.sqlite import owners, wakeup
 from tests.conftest import spawn
+from tests.groups import wait_until
 
 pytestmark = pytest.mark.sqlite_only  # the files beside a SQLite database
 
@@ -319,6 +320,42 @@ def test_full_mode_refuses_the_very_next_put_after_the_wal_goes(db_path: str, ho
             os.replace(f"{wal}.new", wal)
         with pytest.raises(sqlq.DatabaseError, match="-wal file was deleted or replaced"):
             q.put(b"lost on close")
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_waiter_whose_watch_proved_the_wal_still_stops_when_it_goes(db_path: str,
+                                                                      how: str) -> None:
+    """A waiter's wakes skip the -wal check once its watch has seen the -wal stay put; its
+    deletion or replacement (a rename over it) is itself an event, which checks again."""
+    errors: list[BaseException] = []
+    with sqlq.Queue(db_path, durability="normal") as q, \
+            sqlq.Queue(db_path, durability="normal") as producer:
+        got: list[sqlq.Job | None] = []
+
+        def wait() -> None:
+            try:
+                while True:
+                    got.append(q.reserve("t", timeout=20))
+            except sqlq.DatabaseError as e:
+                errors.append(e)
+
+        waiting = threading.Thread(target=wait)
+        waiting.start()
+        for n in range(1, 3):  # two wakes: the first checks and proves, the second not
+            time.sleep(0.1)  # let it block on its watches
+            producer.put(b"x", tube="t")
+            wait_until(lambda: len(got) == n, f"wake {n}")  # noqa: B023
+        time.sleep(0.1)
+        wal = f"{db_path}-wal"
+        if how == "deleted":
+            os.unlink(wal)
+        else:
+            Path(f"{wal}.new").write_bytes(b"")
+            os.replace(f"{wal}.new", wal)
+        with contextlib.suppress(sqlq.Error), sqlq.Queue(db_path, durability="full") as other:
+            other.put(b"x", tube="u")  # a commit: the waiter's event, if it had none
+        waiting.join(30)
+        assert errors and "-wal file was deleted or replaced" in str(errors[0])
 
 
 def test_a_waiter_stops_when_the_wal_is_deleted(db_path: str) -> None:

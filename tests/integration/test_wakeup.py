@@ -6,6 +6,7 @@ import builtins
 import os
 import resource
 import sqlite3
+import threading
 import time
 
 import pytest
@@ -407,3 +408,46 @@ def test_draining_while_events_arrive_never_fails(q: Queue) -> None:
         writer.join()
         notifier.close()
     assert seen > 0
+
+
+@pytest.mark.sqlite_only
+def test_a_watch_that_saw_no_wal_change_spares_the_wakes_its_check(
+        db_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a check of the -wal has passed with the watch up, the watch proves the -wal
+    unchanged (deleting or replacing it sends an event), so later wakes skip the stat:
+    one check for the first commit event, none for the next wakes."""
+    with Queue(db_path, durability="normal") as q, \
+            Queue(db_path, durability="normal") as producer:
+        checks: list[int] = []
+        check_wal = q.backend.db.check_wal  # type: ignore[attr-defined]
+        monkeypatch.setattr(q.backend.db, "check_wal",  # type: ignore[attr-defined]
+                            lambda: checks.append(1) or check_wal())
+        # Each put comes once the waiter's reserve has looked and found nothing: its
+        # job comes by a wake, not by the claim a reserve starts with.
+        empty_looks: set[int] = set()
+        turn = threading.Condition()
+        has_ready_job = q._store.has_ready_job
+
+        def look(*args: object) -> bool:
+            found = has_ready_job(*args)
+            if not found:
+                with turn:
+                    empty_looks.add(len(got))
+                    turn.notify()
+            return found
+
+        def waiter() -> None:
+            for _ in range(6):
+                got.append(q.reserve(timeout=30))  # one thread: one notifier, its watch
+
+        monkeypatch.setattr(q._store, "has_ready_job", look)
+        got: list[sqlq.Job | None] = []
+        woken = threading.Thread(target=waiter)
+        woken.start()
+        for n in range(6):
+            with turn:
+                assert turn.wait_for(lambda: n in empty_looks, 30)  # noqa: B023
+            producer.put(b"%d" % n)
+        woken.join(30)
+        assert len(got) == 6 and all(job is not None for job in got)
+        assert len(checks) <= 2
