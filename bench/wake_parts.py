@@ -1,6 +1,6 @@
 """Where a wake's time goes: timestamps on one clock in the producer and the consumer.
 
-    .venv/bin/python bench/wake_parts.py [--db sqlite|URL] [--samples 150] [--floor]
+    .venv/bin/python bench/wake_parts.py [--db sqlite|URL] [--samples 150] [--floor] [--row]
 
 The wake workload of ``workloads.py`` (a consumer blocked in ``reserve(delete=prev)``,
 a producer putting one job every 10-20 ms), with both processes stamping
@@ -12,7 +12,10 @@ and p90 of each step's share, from the put's start:
   put returned | woke (the notifier's wait returned) → look (has_ready) → claim →
   reserve returned
 
-and how many looks a wake took. ``--floor`` also measures what no queue can beat on
+and how many looks a wake took. ``--row`` stamps the bench row's own run instead
+(targets.py group "8": ``workloads.run_wake`` on ``sqlq-normal``, forked children,
+its payload, its clock read in the body), and prints the row's p50 and p99 with it.
+``--floor`` also measures what no queue can beat on
 this machine at this moment: a pipe ping-pong and an inotify ping-pong between two
 processes, timed the same way (send → the other side's read returning).
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import pickle
 import random
 import select
 import statistics
@@ -125,6 +129,44 @@ def producer(target: str, conn: Any, samples: int) -> list[tuple[str, int]]:
     q.put(b"stop", tube=TUBE)
     q.close()
     return MARKS
+
+
+def row(samples: int) -> None:
+    """The bench row's wake run, stamped: its children are forked from here, so they
+    inherit the wrapped methods, and leave their stamps in a file for the analysis."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import workloads as wl
+    from systems import Sqlq
+
+    import sqlq.queue as queue
+
+    instrument()
+    wrap(queue.Queue, "put", "put")  # the stamps wake_parts' own children make by hand
+    wrap(queue.Queue, "reserve", "reserve")
+    with tempfile.TemporaryDirectory() as d:
+        for role in ("_wake_consumer", "_wake_producer"):
+            setattr(wl, role, _stamped(getattr(wl, role), os.path.join(d, role)))
+        # The row's budget: 2.5 s for 150 samples (run.py's wake_budget).
+        p50, p99 = wl.run_wake(Sqlq("normal"), samples, samples / 60)
+        marks = {}
+        for role in ("_wake_consumer", "_wake_producer"):
+            with open(os.path.join(d, role), "rb") as f:
+                marks[role] = pickle.load(f)
+    print(f"bench row 8 (stamped): wake p50 {p50.value:.3f} ms, p99 {p99.value:.3f} ms "
+          f"({p50.notes})")
+    analyse(marks["_wake_producer"], marks["_wake_consumer"])
+
+
+def _stamped(fn: Callable[..., Any], out: str) -> Callable[..., Any]:
+    def child(*args: Any) -> Any:
+        MARKS.clear()  # what the parent stamped before the fork is not this child's
+        try:
+            return fn(*args)
+        finally:
+            with open(out, "wb") as f:
+                pickle.dump(MARKS, f)
+
+    return child
 
 
 def run(fn: Callable[..., Any], *args: Any, ctx: Any = CTX) -> Any:
@@ -256,10 +298,15 @@ def main() -> None:
                     help="'sqlite' (a temporary file), 'pg' (a durable throwaway server) or a URL")
     ap.add_argument("--samples", type=int, default=150)
     ap.add_argument("--floor", action="store_true")
+    ap.add_argument("--row", action="store_true",
+                    help="stamp the bench row's own wake run (SQLite, normal) instead")
     ap.add_argument("--sqlq", help="the work tree whose sqlq to measure (default: this one)")
     args = ap.parse_args()
     if args.floor:
         floor(args.samples)
+    if args.row:
+        row(args.samples)
+        return
     with tempfile.TemporaryDirectory() as d:
         target = os.path.join(d, "q.db") if args.db == "sqlite" else args.db
         if args.db == "pg":
