@@ -100,11 +100,12 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
 -- expired reservation), and when promote_due can next find something there, for
 -- store.py's DueCache. That time is the earliest delayed job of each tube (one probe
 -- per tube) and the earliest reservation deadline of any tube (promote_due takes every
--- expired one; the first entry of sqlq_jobs_reserved), read in the same snapshot as
--- the PRAGMA data_version that proves it current: a claim right after a wake then
--- skips promote_due. Also read right after a committed promote_due.
-SELECT (SELECT data_version FROM pragma_data_version()),
-       EXISTS (SELECT 1
+-- expired one; the first entry of sqlq_jobs_reserved), read after a PRAGMA data_version
+-- that proves it current (store.py: the pragma as its own statement, not the
+-- pragma_data_version() table, which prepares the pragma again at every run: 20 us of
+-- a wake): a claim right after a wake then skips promote_due. Also read right after a
+-- committed promote_due.
+SELECT EXISTS (SELECT 1
                  FROM json_each(:tubes) AS t
                 WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
                                    WHERE p.name = t.value AND p.paused_until > :now)

@@ -38,8 +38,8 @@ class DueCache:
     """When promote_due can next find something, per list of watched tubes, so that a
     claim skips it (and can run as one autocommit statement) until then.
 
-    The time is read by :data:`_LOOK_READY`, with the ``PRAGMA data_version`` of the
-    same snapshot: by a waiting worker's look (:meth:`SQLiteStore.has_ready_job`), so
+    The time is read by :data:`_LOOK_READY`, after a ``PRAGMA data_version`` that
+    proves it current: by a waiting worker's look (:meth:`SQLiteStore.has_ready_job`), so
     that the claim a wake makes right after it skips promote_due, and right after a
     claim ran promote_due outside any transaction (so that the promotion is
     committed, whatever follows). The time stays true while nothing else writes, and
@@ -76,8 +76,10 @@ class DueCache:
     def look(self, conn: Any, now: int, tubes: str) -> bool:
         """Whether a claim in tubes would find a job now (one read); keeps when
         promote_due can next find something there, if no transaction is open."""
-        version, ready, delayed, reserved = one(conn, _LOOK_READY,
-                                                {"tubes": tubes, "now": now})
+        # The version first: a commit after it, which the look may see, changes it
+        # again before the claim reads it (a time kept is then dropped, never wrong).
+        version = one(conn, "PRAGMA data_version")[0]
+        ready, delayed, reserved = one(conn, _LOOK_READY, {"tubes": tubes, "now": now})
         if conn.get_autocommit():
             if version != self.version:
                 self.version = version
