@@ -185,3 +185,18 @@ def test_a_woken_claim_skips_promote_due(db_path: str) -> None:
         assert got and got[0] is not None and got[0].id == jid
         last_look = max(i for i, word in enumerate(seen) if word == "SELECT")
         assert seen[last_look:] == ["SELECT", "PRAGMA", "UPDATE"]
+
+
+def test_a_look_in_a_transaction_rolled_back_keeps_no_time(fq: sqlq.Queue,
+                                                           clock: FakeClock) -> None:
+    """A look reads when something is next due; inside a transaction it would read the
+    promotion that the rollback undoes, and a kept time would hide the job come due."""
+    jid = fq.put(b"job", delay=1)
+    clock.advance(2)
+    with pytest.raises(RuntimeError), fq.transaction():
+        job = fq.reserve(timeout=0)  # promotes and claims it, uncommitted
+        assert job is not None and job.id == jid
+        assert not fq.has_ready()
+        raise RuntimeError("roll back")
+    job = fq.reserve(timeout=0)
+    assert job is not None and job.id == jid
