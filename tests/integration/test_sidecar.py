@@ -298,6 +298,16 @@ def test_a_deleted_wal_stops_the_queue(db_path: str, durability: str) -> None:
             q.put(b"refused")
 
 
+def lose_wal(db_path: str, how: str) -> None:
+    """Delete the -wal, or replace it with another file by a rename over it."""
+    wal = f"{db_path}-wal"
+    if how == "deleted":
+        os.unlink(wal)
+    else:
+        Path(f"{wal}.new").write_bytes(b"")
+        os.replace(f"{wal}.new", wal)
+
+
 @pytest.mark.parametrize("how", ["deleted", "replaced"])
 @pytest.mark.parametrize("settled", [False, True])
 def test_full_mode_refuses_the_very_next_put_after_the_wal_goes(db_path: str, how: str,
@@ -312,12 +322,7 @@ def test_full_mode_refuses_the_very_next_put_after_the_wal_goes(db_path: str, ho
             time.sleep(0.2)
             q.put(b"seen settled")
             q.put(b"again")
-        wal = f"{db_path}-wal"
-        if how == "deleted":
-            os.unlink(wal)
-        else:
-            Path(f"{wal}.new").write_bytes(b"")
-            os.replace(f"{wal}.new", wal)
+        lose_wal(db_path, how)
         with pytest.raises(sqlq.DatabaseError, match="-wal file was deleted or replaced"):
             q.put(b"lost on close")
 
@@ -346,12 +351,7 @@ def test_a_waiter_whose_watch_proved_the_wal_still_stops_when_it_goes(db_path: s
             producer.put(b"x", tube="t")
             wait_until(lambda: len(got) == n, f"wake {n}")  # noqa: B023
         time.sleep(0.1)
-        wal = f"{db_path}-wal"
-        if how == "deleted":
-            os.unlink(wal)
-        else:
-            Path(f"{wal}.new").write_bytes(b"")
-            os.replace(f"{wal}.new", wal)
+        lose_wal(db_path, how)
         with contextlib.suppress(sqlq.Error), sqlq.Queue(db_path, durability="full") as other:
             other.put(b"x", tube="u")  # a commit: the waiter's event, if it had none
         waiting.join(30)

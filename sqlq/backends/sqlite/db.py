@@ -481,18 +481,22 @@ class Database:
         """Run fn(conn) in one read transaction: a consistent snapshot, no lock taken.
 
         ``single=True`` promises that fn reads with one statement, which SQLite runs
-        as its own read transaction: no BEGIN and COMMIT around it.
+        as its own read transaction: no BEGIN and COMMIT around it. Written flat, as
+        write() is: translate_errors' generator cost 1.5 us a read (a waiter's look).
         """
-        with self._lock, translate_errors(self.path, self.driver):
+        with self._lock:
             conn = self.conn
-            if single or not conn.get_autocommit():
-                return fn(conn)
-            conn.execute("BEGIN")
             try:
-                return fn(conn)
-            finally:
-                if not conn.get_autocommit():
-                    conn.execute("COMMIT")
+                if single or not conn.get_autocommit():
+                    return fn(conn)
+                conn.execute("BEGIN")
+                try:
+                    return fn(conn)
+                finally:
+                    if not conn.get_autocommit():
+                        conn.execute("COMMIT")
+            except self.driver.Error as e:
+                raise translate(self.path, e, self.driver) from e
 
     @contextlib.contextmanager
     def transaction(self, durable: bool = True) -> Iterator[Any]:
