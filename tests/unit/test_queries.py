@@ -110,6 +110,23 @@ def test_postgres_claim_functions_read_jobs_through_indexes(pg_url: str) -> None
     assert scans[0] == 0, f"{scans[0]} sequential scans of sqlq_jobs"
 
 
+def test_postgres_claims_find_their_rows_by_id_on_a_long_queue(pg_url: str) -> None:
+    """With the planner free to choose (statistics of a queue of thousands, the claim's
+    generic plan), a claim reads no more of the table than its probes and the rows it
+    takes: joining the pick to the table chose a hash join over a scan of every job."""
+    with Queue(pg_url) as q:
+        q.put_many([b"x"] * 3000, tube="a")
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("ANALYZE sqlq_jobs")
+        for n in (1, 10, 1, 10):
+            conn.execute("SELECT id FROM sqlq_claim(ARRAY['a'], 0, 'o', %s)", (n,)).fetchall()
+        scans = conn.execute(
+            "SELECT pg_stat_get_xact_numscans('sqlq_jobs'::regclass)").fetchone()
+        conn.rollback()
+    assert scans is not None
+    assert scans[0] == 0, f"{scans[0]} sequential scans of sqlq_jobs in 4 claims"
+
+
 def _claims(conn: object, sql: str, params: dict[str, object]) -> list[tuple[object, ...]]:
     """What one claim statement takes, claim after claim until it finds nothing, in a
     transaction rolled back afterwards (the next statement sees the same jobs)."""
