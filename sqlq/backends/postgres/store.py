@@ -42,14 +42,16 @@ class PostgresStore(Store):
 
     def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:
-        if unique_key is not None:
-            # Look first: a conflicting INSERT would use up an id (total-jobs counts ids).
-            row = one(conn, Q["find_unique_job"], {"tube": tube, "unique_key": unique_key})
-            if row is not None:
-                return int(row[0])
         params = _put_params(now, tube, priority, delay_ms, ttr_ms)
-        params.update(body=body, unique_key=unique_key)
-        row = one(conn, Q["insert_job"], params)
+        params["body"] = body
+        if unique_key is None:
+            return int(one(conn, Q["insert_job"], params)[0])
+        # Look first: a conflicting INSERT would use up an id (total-jobs counts ids).
+        row = one(conn, Q["find_unique_job"], {"tube": tube, "unique_key": unique_key})
+        if row is not None:
+            return int(row[0])
+        params["unique_key"] = unique_key
+        row = one(conn, Q["insert_unique_job"], params)
         if row is None:  # another producer's put of the key won the race (ON CONFLICT)
             row = one(conn, Q["find_unique_job"], {"tube": tube, "unique_key": unique_key})
         return int(row[0])
