@@ -206,11 +206,11 @@ def test_a_reserve_of_one_tube_runs_the_one_tube_claim(q: Queue) -> None:
 
 #: Statements that bind a tube, a time or a LIMIT where the planner would read it, run
 #: by reserve of one tube, peek, kick, stats, the dashboard's lists and sqlq copy. Left
-#: out (they still re-prepare once the file has sqlite_stat4): promote_due,
-#: has_ready_job and next_due (the claim and its wait), purge_results (complete),
-#: result_outcome and topic_tubes.
-NO_REPREPARE = ("claim_job_in_tube", "peek_ready_id", "peek_delayed_id", "peek_buried_id",
-                "kick_buried", "kick_delayed", "tube_counts", "list_ready_jobs",
+#: out (they still re-prepare once the file has sqlite_stat4): promote_due and
+#: next_due (the claim and its wait), purge_results (complete), result_outcome and
+#: topic_tubes.
+NO_REPREPARE = ("claim_job_in_tube", "look_ready", "peek_ready_id", "peek_delayed_id",
+                "peek_buried_id", "kick_buried", "kick_delayed", "tube_counts", "list_ready_jobs",
                 "list_delayed_jobs", "list_reserved_jobs", "list_buried_jobs", "search_jobs",
                 "export_job")
 
@@ -227,8 +227,8 @@ def test_statements_are_not_prepared_again_on_every_run_after_analyze(q: Queue) 
     conn = q.backend.db.conn  # type: ignore[attr-defined]
     conn.execute("ANALYZE")
     assert conn.execute("SELECT count(*) FROM sqlite_stat4").fetchone()[0] > 0
-    values = {"tube": "a", "now": 1, "owner": "o", "bound": 0, "limit": 10, "key": 0,
-              "after": 0, "min_id": 0, "bytes": b"x", "text": "x"}
+    values = {"tube": "a", "tubes": '["a"]', "now": 1, "owner": "o", "bound": 0, "limit": 10,
+              "key": 0, "after": 0, "min_id": 0, "bytes": b"x", "text": "x"}
     compiled = 0
 
     def count(*_: object) -> int:

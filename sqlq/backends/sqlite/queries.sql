@@ -109,17 +109,17 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
 -- that proves it current (store.py: the pragma as its own statement, not the
 -- pragma_data_version() table, which prepares the pragma again at every run: 20 us of
 -- a wake): a claim right after a wake then skips promote_due. Also read right after a
--- committed promote_due.
+-- committed promote_due. (SELECT :now): see the header.
 SELECT EXISTS (SELECT 1
                  FROM json_each(:tubes) AS t
                 WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
-                                   WHERE p.name = t.value AND p.paused_until > :now)
+                                   WHERE p.name = t.value AND p.paused_until > (SELECT :now))
                   AND (EXISTS (SELECT 1 FROM sqlq_jobs WHERE state = 0 AND tube = t.value)
                        OR EXISTS (SELECT 1 FROM sqlq_jobs
-                                   WHERE state = 1 AND tube = t.value AND delay_until <= :now))
+                                   WHERE state = 1 AND tube = t.value AND delay_until <= (SELECT :now)))
                 UNION ALL
                SELECT 1 FROM sqlq_jobs
-                WHERE state = 2 AND reserved_until <= :now
+                WHERE state = 2 AND reserved_until <= (SELECT :now)
                   AND tube IN (SELECT value FROM json_each(:tubes))),
        (SELECT min((SELECT delay_until FROM sqlq_jobs
                      WHERE state = 1 AND tube = t.value
