@@ -25,8 +25,9 @@ def test_query_plan_uses_indexes(q: Queue, name: str) -> None:
     params: dict[str, object] | tuple[None, ...] = {p: None for p in re.findall(r":(\w+)", sql)}
     if "tubes" in params:
         params["tubes"] = '["a", "b"]'  # type: ignore[call-overload]
-    if not params:  # positional
-        params = (None,) * sql.count("?")
+    if not params:  # positional: ?, or numbered ?N (each number bound once)
+        numbered = {int(n) for n in re.findall(r"\?(\d+)", sql)}
+        params = (None,) * (max(numbered) if numbered else sql.count("?"))
     plan = [row[3] for row in q.backend.db.conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
     # Walking the reserved-jobs index is bounded by the reservations held, not the queue.
     scans = [step for step in plan if re.match(r"SCAN (sqlq_jobs|j|r)\b", step)
@@ -59,7 +60,10 @@ def test_postgres_query_plan_uses_indexes(pg_url: str, name: str) -> None:
     """With sequential scans priced out, no statement scans the jobs table: each has an
     index to use (on a small table the planner would rightly scan anyway)."""
     sql = PostgresStore.Q[name]
-    params = {p: _pg_value(p) for p in re.findall(r"%\((\w+)\)s", sql)}
+    params: dict[str, object] | tuple[object, ...] = {
+        p: _pg_value(p) for p in re.findall(r"%\((\w+)\)s", sql)}
+    if not params and "%s" in sql:  # positional (delete_leased_job: ints)
+        params = (1,) * sql.count("%s")
     with psycopg.connect(pg_url) as conn:
         conn.execute("SET enable_seqscan = off")
         plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params or None))
@@ -109,7 +113,8 @@ def test_postgres_claim_functions_read_jobs_through_indexes(pg_url: str) -> None
     assert scans[0] == 0, f"{scans[0]} sequential scans of sqlq_jobs"
 
 
-def _claims(conn: object, sql: str, params: dict[str, object]) -> list[tuple[object, ...]]:
+def _claims(conn: object, sql: str, params: dict[str, object] | tuple[object, ...]
+            ) -> list[tuple[object, ...]]:
     """What one claim statement takes, claim after claim until it finds nothing, in a
     transaction rolled back afterwards (the next statement sees the same jobs)."""
     run = conn.execute  # type: ignore[attr-defined]
@@ -146,8 +151,7 @@ def test_the_one_tube_claim_takes_the_jobs_the_general_claim_takes(fq: Queue, cl
     for tube in ("a", "b", "empty"):
         general = _claims(conn, SQLiteStore.Q["claim_job"],
                           {"tubes": f'["{tube}"]', "now": now, "owner": "o"})
-        one_tube = _claims(conn, SQLiteStore.Q["claim_job_in_tube"],
-                           {"tube": tube, "now": now, "owner": "o"})
+        one_tube = _claims(conn, SQLiteStore.Q["claim_job_in_tube"], (now, "o", tube))
         assert one_tube == general
         if tube == "a":
             assert [row[2] for row in one_tube] == sorted(row[2] for row in one_tube)
@@ -155,8 +159,7 @@ def test_the_one_tube_claim_takes_the_jobs_the_general_claim_takes(fq: Queue, cl
         else:
             assert one_tube == []
     later = now + 31_000  # the pause is over
-    assert (_claims(conn, SQLiteStore.Q["claim_job_in_tube"], {"tube": "b", "now": later,
-                                                                "owner": "o"})
+    assert (_claims(conn, SQLiteStore.Q["claim_job_in_tube"], (later, "o", "b"))
             == _claims(conn, SQLiteStore.Q["claim_job"], {"tubes": '["b"]', "now": later,
                                                           "owner": "o"}))
 

@@ -60,7 +60,7 @@ class DueCache:
         """True if promote_due would find nothing in tubes now; else False, or None when
         another connection committed since the last look (so a time read now could be
         stale by the next claim: not worth reading)."""
-        version = one(conn, "PRAGMA data_version")[0]
+        version = conn.execute("PRAGMA data_version").fetchall()[0][0]
         if version != self.version:
             self.version = version
             self.due.clear()
@@ -157,11 +157,11 @@ class SQLiteStore(Store):
         self._promote(conn, now, tubes)
         tube = self._one_tube.get(tubes)
         if tube is not None:
-            row = one(conn, _CLAIM_JOB_IN_TUBE, {"tube": tube, "now": now, "owner": owner})
+            row = one(conn, _CLAIM_JOB_IN_TUBE, (now, owner, tube))
         else:
             row = one(conn, _CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner})
         if row is not None:
-            self._claimed((row,))
+            self.due.lower(row[12])  # the reservation ends at its reserved_until
         return row
 
     def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
