@@ -187,3 +187,35 @@ def test_a_reserve_of_one_tube_runs_the_one_tube_claim(q: Queue) -> None:
     assert both is not None and both.body == b"y"
     assert SQLiteStore.Q["claim_job_in_tube"] in statements
     assert SQLiteStore.Q["claim_job"] in statements
+
+
+@pytest.mark.sqlite_only
+def test_a_plain_put_runs_the_ready_insert_and_writes_the_row_insert_job_would(q: Queue
+                                                                                ) -> None:
+    """A put ready now without a unique key runs insert_ready_job (its constants spare
+    SQLite four bindings and two partial indexes); any other put runs insert_job. Both
+    write the same row for the same options, with ids that keep counting up."""
+    statements: list[str] = []
+    conn = q.backend.db.conn  # type: ignore[attr-defined]
+
+    def trace(cursor: object, sql: str, bindings: object) -> bool:
+        statements.append(sql)
+        return True
+
+    conn.set_exec_trace(trace)
+    try:
+        plain = q.put(b"plain", tube="t", priority=7, ttr=30)
+        keyed = q.put(b"keyed", tube="t", priority=7, ttr=30, unique_key="k")
+        delayed = q.put(b"delayed", tube="t", priority=7, ttr=30, delay=60)
+    finally:
+        conn.set_exec_trace(None)
+    assert statements.count(SQLiteStore.Q["insert_ready_job"]) == 1
+    assert statements.count(SQLiteStore.Q["insert_job"]) == 2
+    assert [plain, keyed, delayed] == [1, 2, 3]
+    rows = {job_id: conn.execute(
+        "SELECT tube, priority, state, delay, delay_until, ttr, body, unique_key, created_at"
+        " FROM sqlq_jobs WHERE id = ?", (job_id,)).fetchall()[0] for job_id in (1, 2, 3)}
+    assert rows[plain][:8] == ("t", 7, 0, 0, None, 30_000, b"plain", None)
+    assert 0 <= rows[keyed][8] - rows[plain][8] < 60_000  # created_at: the put's clock
+    assert rows[keyed][:8] == ("t", 7, 0, 0, None, 30_000, b"keyed", "k")
+    assert rows[delayed][2:4] == (1, 60_000)

@@ -377,10 +377,10 @@ class Database:
                     if single and (durable is self._durable_now or not self._full):
                         # The hot path (a put, a delete, a claim), _transaction's
                         # first branch without its call: one autocommit statement.
-                        result = fn(conn)
+                        value = fn(conn)
                         if durable:
                             self._published()
-                        return result
+                        return value
                     return self._transaction(fn, durable, single)
                 except self.driver.Error as e:
                     if self.lock_wait is not None or not self.driver.busy(e):

@@ -19,6 +19,17 @@ INSERT INTO sqlq_jobs (id, tube, priority, state, delay, delay_until, ttr, body,
 VALUES ((SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0), id) + 1 FROM sqlq_last_id),
         ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
+-- name: insert_ready_job
+-- insert_job for the common put (ready now, no unique key), the state, delay and key
+-- written as constants: SQLite then leaves out at prepare time the partial indexes such
+-- a row can never enter (delayed jobs, unique keys) and binds 5 values, not 9: about 14%
+-- of the statement's instructions (callgrind, 36k against 42k).
+-- Parameters: tube, priority, ttr, body, created_at.
+INSERT INTO sqlq_jobs (id, tube, priority, state, delay, delay_until, ttr, body, created_at,
+                       unique_key)
+VALUES ((SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0), id) + 1 FROM sqlq_last_id),
+        ?, ?, 0, 0, NULL, ?, ?, ?, NULL);
+
 -- name: insert_job_at
 -- insert_job with the id given: put_many, under the write lock, reads the highest id
 -- issued once (total_jobs) and numbers its rows from there, which spares every row

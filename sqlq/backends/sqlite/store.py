@@ -21,6 +21,7 @@ from ..store import Store, load_queries, one
 Q = load_queries(Path(__file__).with_name("queries.sql"))
 # The hot path's statements, looked up once.
 _INSERT_JOB = Q["insert_job"]
+_INSERT_READY_JOB = Q["insert_ready_job"]
 _INSERT_JOB_AT = Q["insert_job_at"]
 _PROMOTE_DUE = Q["promote_due"]
 _CLAIM_JOB = Q["claim_job"]
@@ -109,6 +110,9 @@ class SQLiteStore(Store):
 
     def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:
+        if unique_key is None and not delay_ms:  # the common put: ready now, no key
+            conn.execute(_INSERT_READY_JOB, (tube, priority, ttr_ms, body, now))
+            return int(conn.last_insert_rowid())
         if unique_key is not None:
             # Look first (we hold the write lock): an INSERT that conflicts would
             # still use up an id, and total-jobs counts ids.
