@@ -55,8 +55,9 @@ def test_full_mode_syncs_the_one_statement_writes_right_after_a_claim(
     raise it to FULL again first: each pays its fsync, each claim none."""
     with Queue(db_path, durability="full", vfs="counting") as q:
         q.put(b"warm-up")
+        jobs: list[Job | None] = []
         for _ in range(2):
-            jobs: list[Job | None] = []
+            jobs.clear()
             assert _syncs(vfs, lambda: jobs.append(q.reserve(timeout=0))) == 0
             assert _syncs(vfs, lambda: q.put(b"next")) == 1
             assert _syncs(vfs, lambda: jobs.append(q.reserve(timeout=0))) == 0
