@@ -71,11 +71,14 @@ def main(argv: list[str]) -> int:
 
 
 def _marker_holds(marker: str) -> bool:
-    # Only the markers pyproject uses: sys_platform == '...'.
+    # Only the markers pyproject uses: sys_platform == '...', python_version < 'X.Y'.
     match = re.fullmatch(r"\s*sys_platform\s*==\s*['\"]([^'\"]+)['\"]\s*", marker)
-    if match is None:
-        sys.exit(f"min_requirements: cannot evaluate marker {marker!r}")
-    return sys.platform == match.group(1)
+    if match is not None:
+        return sys.platform == match.group(1)
+    match = re.fullmatch(r"\s*python_version\s*<\s*['\"](\d+)\.(\d+)['\"]\s*", marker)
+    if match is not None:
+        return sys.version_info[:2] < (int(match.group(1)), int(match.group(2)))
+    sys.exit(f"min_requirements: cannot evaluate marker {marker!r}")
 
 
 if __name__ == "__main__":

@@ -273,7 +273,7 @@ class AsyncQueue:
         return await self._call(lambda: q.put_many(bodies, tube=tube, priority=priority,
                                                    delay=delay, ttr=ttr), pokes=True)
 
-    async def put_task(self, task: Task[Any, Any] | TaskOptions[Any], /, *args: Any,
+    async def put_task(self, task: Task[Any, Any, Any] | TaskOptions[Any, Any], /, *args: Any,
                        **kwargs: Any) -> int:
         """Enqueue a call of a ``@q.task`` (or ``task.options(...)``) in this queue's
         database: ``await aq.put_task(send_email, "a@example.com")``; the job's id."""

@@ -1,6 +1,6 @@
 """``sqlq work`` and ``@q.task``: the worker side, from a decorated function to N processes.
 
-``sqlq work`` (``cli.py``) calls :func:`run`, which becomes a :class:`Supervisor`; each
+``sqlq work`` (``cli/work.py``) calls :func:`run`, which becomes a :class:`Supervisor`; each
 of its children (``python -m sqlq work --in-process``) runs one :class:`Worker` loop,
 which hands every job it reserves to a runner: a :class:`TaskRunner` or a
 :class:`ShellRunner`.

@@ -26,22 +26,31 @@ import os
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
 from ..model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, Job, check_priority, check_tube
 from . import runner
 from .retry import DEFAULT_BACKOFF, DEFAULT_RETRIES, Backoff, RetryPolicy
 
+if sys.version_info >= (3, 13):
+    from typing import TypeVar as TypeVarWithDefault
+else:  # a type parameter's default (PEP 696) before Python 3.13
+    from typing_extensions import TypeVar as TypeVarWithDefault
+
 if TYPE_CHECKING:
-    from ..queue import Queue
     from .periodic import Schedule
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+#: What a task's ``put`` returns: its queue's ``put`` result. A job id (``int``, the
+#: default: ``Task[P, R]``) for a :class:`sqlq.Queue`; ``int | None`` for the queues of
+#: sqlq.contrib, whose put waits for the application's commit (no id yet) when the
+#: queue is a separate database and a transaction is open.
+Id = TypeVarWithDefault("Id", covariant=True, default=int)
 
 #: Every task declared in this process, by name.
-REGISTRY: dict[str, Task[Any, Any]] = {}
+REGISTRY: dict[str, Task[Any, Any, Any]] = {}
 #: The call shapes (argument count, keyword names) a task remembers the binding of.
 BIND_SHAPES = 64
 
@@ -128,13 +137,28 @@ def default_name(fn: Callable[..., Any]) -> str:
 
 # -- the decorator's product -------------------------------------------------------------------
 
-class Task(Generic[P, R]):
+class Enqueuer(Protocol[Id]):
+    """What a task puts its calls into: a :class:`sqlq.Queue`, or a framework's queue of
+    sqlq.contrib (whose ``put`` returns None for a put deferred to a commit)."""
+
+    @property
+    def path(self) -> str:
+        """The database: a file path or a ``postgresql://`` URL."""
+
+    def put(self, body: bytes | str, *, tube: str = ..., priority: int = ...,
+            delay: float = ..., ttr: float = ..., unique_key: str | None = ...) -> Id:
+        """Put a job."""
+
+
+class Task(Generic[P, R, Id]):
     """A function that can also be enqueued: ``fn(...)`` runs it here, ``fn.put(...)`` there.
 
-    Made by ``@q.task``; see :meth:`sqlq.Queue.task` for the options.
+    Made by ``@q.task``; see :meth:`sqlq.Queue.task` for the options. ``Task[P, R]`` is
+    a task of a :class:`sqlq.Queue`, whose ``put`` returns the job's id; a task of
+    sqlq.contrib's is a ``Task[P, R, int | None]``.
     """
 
-    def __init__(self, queue: Queue, fn: Callable[P, R], *, name: str | None = None,
+    def __init__(self, queue: Enqueuer[Id], fn: Callable[P, R], *, name: str | None = None,
                  tube: str = DEFAULT_TUBE, priority: int = DEFAULT_PRIORITY,
                  ttr: float = DEFAULT_TTR, retries: int = DEFAULT_RETRIES,
                  backoff: Backoff = DEFAULT_BACKOFF, keepalive: bool = False,
@@ -202,14 +226,15 @@ class Task(Generic[P, R]):
             self._binds[shape] = error
         return error
 
-    def put(self, *args: P.args, **kwargs: P.kwargs) -> int:
-        """Enqueue a call with these arguments (JSON); return the job's id."""
+    def put(self, *args: P.args, **kwargs: P.kwargs) -> Id:
+        """Enqueue a call with these arguments (JSON); return the job's id (a task of
+        sqlq.contrib's: None while the put waits for the application's commit)."""
         return self.queue.put(self.message(*args, **kwargs), tube=self.tube,
                               priority=self.priority, ttr=self.ttr)
 
     def options(self, *, delay: float = 0, priority: int | None = None,
                 ttr: float | None = None, unique_key: str | None = None,
-                tube: str | None = None) -> TaskOptions[P]:
+                tube: str | None = None) -> TaskOptions[P, Id]:
         """The same task with other put options for one call: ``.options(delay=30).put(...)``."""
         return TaskOptions(self, delay=delay, unique_key=unique_key,
                            priority=self.priority if priority is None else priority,
@@ -217,17 +242,18 @@ class Task(Generic[P, R]):
                            tube=self.tube if tube is None else tube)
 
 
-class TaskOptions(Generic[P]):
+class TaskOptions(Generic[P, Id]):
     """A task with put options bound, made by :meth:`Task.options`."""
 
-    def __init__(self, task: Task[P, Any], *, delay: float, priority: int, ttr: float,
+    def __init__(self, task: Task[P, Any, Id], *, delay: float, priority: int, ttr: float,
                  unique_key: str | None, tube: str) -> None:
         self.task = task
         self.delay, self.priority, self.ttr = delay, priority, ttr
         self.unique_key, self.tube = unique_key, tube
 
-    def put(self, *args: P.args, **kwargs: P.kwargs) -> int:
-        """Enqueue a call with these arguments and the bound options; return the job id."""
+    def put(self, *args: P.args, **kwargs: P.kwargs) -> Id:
+        """Enqueue a call with these arguments and the bound options; return the job id
+        (as :meth:`Task.put`)."""
         return self.task.queue.put(self.task.message(*args, **kwargs), tube=self.tube,
                                    priority=self.priority, delay=self.delay, ttr=self.ttr,
                                    unique_key=self.unique_key)
@@ -257,7 +283,8 @@ class _TaskRun:
 
     inline = True
 
-    def __init__(self, task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> None:
+    def __init__(self, task: Task[Any, Any, Any], args: list[Any], kwargs: dict[str, Any]
+                 ) -> None:
         self.task = task
         self.name = task.name
         self.keepalive = task.keepalive
@@ -306,7 +333,7 @@ async def _awaited(value: Awaitable[T]) -> T:
 class TaskRunner:
     """Runs task calls by name from the registry, one at a time, in the worker's thread."""
 
-    def __init__(self, registry: dict[str, Task[Any, Any]] | None = None) -> None:
+    def __init__(self, registry: dict[str, Task[Any, Any, Any]] | None = None) -> None:
         self.registry = REGISTRY if registry is None else registry
 
     def start(self, job: Job) -> runner.Running | runner.Finished:
@@ -330,11 +357,12 @@ class TaskRunner:
         """Nothing held between jobs."""
 
 
-def decorator(queue: Queue, fn: Callable[P, R] | None, *, periodic: Schedule | None = None,
-              **options: Any) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
+def decorator(queue: Enqueuer[Id], fn: Callable[P, R] | None, *,
+              periodic: Schedule | None = None, **options: Any
+              ) -> Task[P, R, Id] | Callable[[Callable[P, R]], Task[P, R, Id]]:
     """What ``Queue.task`` and ``Queue.periodic`` return: a Task, or a decorator making one."""
 
-    def make(f: Callable[P, R]) -> Task[P, R]:
+    def make(f: Callable[P, R]) -> Task[P, R, Id]:
         task = Task(queue, f, schedule=periodic, **options)
         if periodic is not None and task.signature is not None:
             try:

@@ -5,9 +5,12 @@ New commands are picked up automatically: adding one without an ``Example:`` fai
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
+import sqlq.cli
 from sqlq.cli import cli
 
 COMMANDS = sorted(cli.commands)
@@ -51,3 +54,18 @@ def test_command_help_has_an_example(name: str) -> None:
 @pytest.mark.parametrize("name", COMMANDS)
 def test_short_help_flag(name: str) -> None:
     assert CliRunner().invoke(cli, [name, "-h"]).exit_code == 0
+
+
+#: STYLE.md's size for a module; the command line is a package of modules with one job each.
+MODULE_LINES = 400
+
+
+def test_the_command_line_is_small_modules() -> None:
+    """sqlq/cli/ holds the group, the shared options, the exit codes and the commands in
+    modules of at most MODULE_LINES lines, and every command is registered on import."""
+    package = Path(sqlq.cli.__file__ or "").parent
+    assert package.name == "cli" and Path(sqlq.cli.__file__ or "").name == "__init__.py"
+    sizes = {p.name: len(p.read_text().splitlines()) for p in package.glob("*.py")}
+    assert len(sizes) > 1
+    assert all(n <= MODULE_LINES for n in sizes.values()), sizes
+    assert {"put", "reserve", "stats", "publish", "serve", "work", "copy"} <= set(COMMANDS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import apsw
 import psycopg
 import pytest
 
@@ -188,6 +189,63 @@ def test_a_reserve_of_one_tube_runs_the_one_tube_claim(q: Queue) -> None:
     assert SQLiteStore.Q["claim_job_in_tube"] in statements
     assert SQLiteStore.Q["claim_job"] in statements
 
+
+#: Statements that bind a tube, a time or a LIMIT where the planner would read it, run
+#: by reserve of one tube, peek, kick, stats, the dashboard's lists and sqlq copy. Left
+#: out (they still re-prepare once the file has sqlite_stat4): promote_due,
+#: has_ready_job and next_due (the claim and its wait), purge_results (complete),
+#: result_outcome and topic_tubes.
+NO_REPREPARE = ("claim_job_in_tube", "peek_ready_id", "peek_delayed_id", "peek_buried_id",
+                "kick_buried", "kick_delayed", "tube_counts", "list_ready_jobs",
+                "list_delayed_jobs", "list_reserved_jobs", "list_buried_jobs", "search_jobs",
+                "export_job")
+
+#: The statements of NO_REPREPARE bound by number, from a tuple: their values in order.
+POSITIONAL = {"claim_job_in_tube": ("now", "owner", "tube")}
+
+
+@pytest.mark.sqlite_only
+def test_statements_are_not_prepared_again_on_every_run_after_analyze(q: Queue) -> None:
+    """Once the file has sqlite_stat4 (ANALYZE, PRAGMA optimize), SQLite prepares a
+    statement again on every run if the planner looks at a bound value: (SELECT :tube)
+    hides it. A preparation is seen as authorizer calls (the authorizer runs only while
+    a statement is compiled), counted over runs of an already prepared statement."""
+    for tube in ("a", "b"):
+        q.put_many([b"x"] * 200, tube=tube)
+        q.put_many([b"y"] * 50, tube=tube, delay=100)
+    conn = q.backend.db.conn  # type: ignore[attr-defined]
+    conn.execute("ANALYZE")
+    assert conn.execute("SELECT count(*) FROM sqlite_stat4").fetchone()[0] > 0
+    values = {"tube": "a", "now": 1, "owner": "o", "bound": 0, "limit": 10, "key": 0,
+              "after": 0, "min_id": 0, "bytes": b"x", "text": "x"}
+    compiled = 0
+
+    def count(*_: object) -> int:
+        nonlocal compiled
+        compiled += 1
+        return apsw.SQLITE_OK
+
+    prepared_again: dict[str, int] = {}
+    for name in NO_REPREPARE:
+        sql = SQLiteStore.Q[name]
+        params: dict[str, object] | tuple[object, ...] = {
+            p: values[p] for p in re.findall(r":(\w+)", sql)}
+        if name in POSITIONAL:
+            params = tuple(values[p] for p in POSITIONAL[name])
+        conn.execute("BEGIN")
+        try:
+            conn.execute(sql, params).fetchall()
+            conn.set_authorizer(count)  # expires every statement: the next run compiles
+            conn.execute(sql, params).fetchall()
+            compiled = 0
+            for _ in range(3):
+                conn.execute(sql, params).fetchall()
+            if compiled:
+                prepared_again[name] = compiled
+        finally:
+            conn.set_authorizer(None)
+            conn.execute("ROLLBACK")
+    assert not prepared_again, f"prepared again on every run (authorizer calls): {prepared_again}"
 
 @pytest.mark.sqlite_only
 def test_a_plain_put_runs_the_ready_insert_and_writes_the_row_insert_job_would(q: Queue

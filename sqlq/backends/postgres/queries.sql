@@ -225,7 +225,12 @@ SELECT tube,
  GROUP BY tube;
 
 -- name: total_jobs
--- Ids issued so far (a rolled-back put or a unique-key conflict uses one up too).
+-- Ids issued so far (a rolled-back put or a unique-key conflict uses one up too), not
+-- the puts that committed as on SQLite (where ids have no gaps, migration 0007): a
+-- sequence is not transactional, so nothing records which ids were rolled back once
+-- their jobs are deleted. An exact count would be a counter row written by every put
+-- (put, put_many, publish, sqlq.put through the application's connection, copy): one
+-- more write per put, and a row lock that every producer's commit queues on.
 SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM sqlq_jobs_id_seq;
 
 -- name: list_tubes

@@ -5,6 +5,11 @@
 -- the only reader of this file. Parameters are always bound, never formatted.
 -- :now is the caller's clock in ms; :tubes is a JSON array of tube names.
 -- States: 0 ready, 1 delayed, 2 reserved, 3 buried.
+-- (SELECT :x), not a bare :x, where the planner would read a bound value: a tube or a
+-- time compared with an indexed column once the file has sqlite_stat4 (after ANALYZE or
+-- PRAGMA optimize; apsw's SQLite has STAT4), or a LIMIT. SQLite then prepares the
+-- statement again on every run (2-45 us); a subquery hides the value from the planner
+-- and the plan stays the same. tests/unit/test_queries.py counts the re-prepares.
 
 -- name: insert_job
 -- The one INSERT of every put and publish (put_many: insert_job_at). The hottest
@@ -188,15 +193,16 @@ RETURNING reserved_until;
 
 -- name: kick_buried
 UPDATE sqlq_jobs SET state = 0, kicks = kicks + 1, bury_reason = NULL
- WHERE id IN (SELECT id FROM sqlq_jobs WHERE state = 3 AND tube = :tube ORDER BY id LIMIT :bound)
+ WHERE id IN (SELECT id FROM sqlq_jobs WHERE state = 3 AND tube = (SELECT :tube)
+               ORDER BY id LIMIT (SELECT :bound))
 RETURNING id;
 
 -- name: kick_delayed
 -- Only jobs still waiting: a due one is already ready as of now.
 UPDATE sqlq_jobs SET state = 0, delay_until = NULL, kicks = kicks + 1
  WHERE id IN (SELECT id FROM sqlq_jobs
-               WHERE state = 1 AND tube = :tube AND delay_until > :now
-               ORDER BY delay_until, id LIMIT :bound)
+               WHERE state = 1 AND tube = (SELECT :tube) AND delay_until > (SELECT :now)
+               ORDER BY delay_until, id LIMIT (SELECT :bound))
 RETURNING id;
 
 -- name: kick_job
@@ -222,20 +228,24 @@ SELECT id, tube, priority,
 -- Ready as of now: the best ready job, or a due delayed job, or an expired
 -- reservation, whichever is most urgent (peek ignores pauses, as in beanstalkd).
 SELECT id FROM (
-    SELECT * FROM (SELECT id, priority FROM sqlq_jobs WHERE state = 0 AND tube = :tube
+    SELECT * FROM (SELECT id, priority FROM sqlq_jobs
+                    WHERE state = 0 AND tube = (SELECT :tube)
                     ORDER BY priority, id LIMIT 1)
     UNION ALL
-    SELECT id, priority FROM sqlq_jobs WHERE state = 1 AND tube = :tube AND delay_until <= :now
+    SELECT id, priority FROM sqlq_jobs
+     WHERE state = 1 AND tube = (SELECT :tube) AND delay_until <= (SELECT :now)
     UNION ALL
-    SELECT id, priority FROM sqlq_jobs WHERE state = 2 AND reserved_until <= :now AND tube = :tube)
+    SELECT id, priority FROM sqlq_jobs
+     WHERE state = 2 AND reserved_until <= (SELECT :now) AND tube = (SELECT :tube))
  ORDER BY priority, id LIMIT 1;
 
 -- name: peek_delayed_id
-SELECT id FROM sqlq_jobs WHERE state = 1 AND tube = :tube AND delay_until > :now
+SELECT id FROM sqlq_jobs
+ WHERE state = 1 AND tube = (SELECT :tube) AND delay_until > (SELECT :now)
  ORDER BY delay_until, id LIMIT 1;
 
 -- name: peek_buried_id
-SELECT id FROM sqlq_jobs WHERE state = 3 AND tube = :tube ORDER BY id LIMIT 1;
+SELECT id FROM sqlq_jobs WHERE state = 3 AND tube = (SELECT :tube) ORDER BY id LIMIT 1;
 
 -- name: count_jobs
 -- Jobs per tube and state as of now, for stats. One pass over the jobs table:
@@ -345,7 +355,7 @@ SELECT (SELECT count(*) FROM sqlq_jobs) + (SELECT count(*) FROM sqlq_tubes)
 SELECT id, tube, priority, CASE WHEN state = 2 THEN 0 ELSE state END, delay_until, ttr,
        body, created_at, reserves, timeouts, releases, buries, kicks, bury_reason,
        unique_key, delay
-  FROM sqlq_jobs WHERE id > :after ORDER BY id LIMIT :limit;
+  FROM sqlq_jobs WHERE id > :after ORDER BY id LIMIT (SELECT :limit);
 
 -- name: import_job
 INSERT INTO sqlq_jobs (id, tube, priority, state, delay_until, ttr, body, created_at,
@@ -422,21 +432,25 @@ UNION SELECT tube FROM sqlq_subscriptions;
 -- due delay_until, paused_until.
 SELECT rdy.n + due.n + expired.n, urg.n + due.urgent + expired.urgent, held.n, waiting.n,
        bur.n, rdy.oldest, due.since,
-       (SELECT paused_until FROM sqlq_tubes WHERE name = :tube)
+       (SELECT paused_until FROM sqlq_tubes WHERE name = (SELECT :tube))
   FROM (SELECT count(*) AS n, min(id) AS oldest FROM sqlq_jobs
-         WHERE state = 0 AND tube = :tube) AS rdy,
+         WHERE state = 0 AND tube = (SELECT :tube)) AS rdy,
        (SELECT count(*) AS n FROM sqlq_jobs
-         WHERE state = 0 AND tube = :tube AND priority < 1024) AS urg,
+         WHERE state = 0 AND tube = (SELECT :tube) AND priority < 1024) AS urg,
        (SELECT count(*) AS n, coalesce(sum(priority < 1024), 0) AS urgent,
                min(delay_until) AS since FROM sqlq_jobs
-         WHERE state = 1 AND tube = :tube AND delay_until <= :now) AS due,
+         WHERE state = 1 AND tube = (SELECT :tube) AND delay_until <= (SELECT :now)) AS due,
        (SELECT count(*) AS n, coalesce(sum(priority < 1024), 0) AS urgent FROM sqlq_jobs
-         WHERE state = 2 AND reserved_until <= :now AND tube = :tube) AS expired,
+         WHERE state = 2 AND reserved_until <= (SELECT :now)
+           AND tube = (SELECT :tube)) AS expired,
        (SELECT count(*) AS n FROM sqlq_jobs
-         WHERE state = 2 AND reserved_until > :now AND tube = :tube) AS held,
+         WHERE state = 2 AND reserved_until > (SELECT :now)
+           AND tube = (SELECT :tube)) AS held,
        (SELECT count(*) AS n FROM sqlq_jobs
-         WHERE state = 1 AND tube = :tube AND delay_until > :now) AS waiting,
-       (SELECT count(*) AS n FROM sqlq_jobs WHERE state = 3 AND tube = :tube) AS bur;
+         WHERE state = 1 AND tube = (SELECT :tube)
+           AND delay_until > (SELECT :now)) AS waiting,
+       (SELECT count(*) AS n FROM sqlq_jobs
+         WHERE state = 3 AND tube = (SELECT :tube)) AS bur;
 
 -- name: job_created_at
 SELECT created_at FROM sqlq_jobs WHERE id = :id;
@@ -451,33 +465,33 @@ SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserve
        releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
        length(body)
   FROM sqlq_jobs
- WHERE state = 0 AND tube = :tube AND (priority, id) > (:key, :after)
- ORDER BY priority, id LIMIT :limit;
+ WHERE state = 0 AND tube = (SELECT :tube) AND (priority, id) > (:key, :after)
+ ORDER BY priority, id LIMIT (SELECT :limit);
 
 -- name: list_delayed_jobs
 SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
        releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
        length(body)
   FROM sqlq_jobs
- WHERE state = 1 AND tube = :tube AND (delay_until, id) > (:key, :after)
- ORDER BY delay_until, id LIMIT :limit;
+ WHERE state = 1 AND tube = (SELECT :tube) AND (delay_until, id) > (:key, :after)
+ ORDER BY delay_until, id LIMIT (SELECT :limit);
 
 -- name: list_reserved_jobs
 SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
        releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
        length(body)
   FROM sqlq_jobs
- WHERE state = 2 AND reserved_until IS NOT NULL AND tube = :tube
+ WHERE state = 2 AND reserved_until IS NOT NULL AND tube = (SELECT :tube)
    AND (reserved_until, id) > (:key, :after)
- ORDER BY reserved_until, id LIMIT :limit;
+ ORDER BY reserved_until, id LIMIT (SELECT :limit);
 
 -- name: list_buried_jobs
 SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
        releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
        length(body)
   FROM sqlq_jobs
- WHERE state = 3 AND tube = :tube AND id > :after
- ORDER BY id LIMIT :limit;
+ WHERE state = 3 AND tube = (SELECT :tube) AND id > :after
+ ORDER BY id LIMIT (SELECT :limit);
 
 -- name: search_jobs
 -- Jobs of a tube whose id, unique key or body contains :text, newest first,
@@ -487,9 +501,9 @@ SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserve
        releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
        length(body)
   FROM sqlq_jobs
- WHERE id > :min_id AND tube = :tube
+ WHERE id > :min_id AND tube = (SELECT :tube)
    AND (instr(body, :bytes) > 0 OR instr(unique_key, :text) > 0 OR CAST(id AS TEXT) = :text)
- ORDER BY id DESC LIMIT :limit;
+ ORDER BY id DESC LIMIT (SELECT :limit);
 
 -- name: owner_reservations
 -- The processes holding live reservations (sqlq's workers), from the reserved

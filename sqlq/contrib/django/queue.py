@@ -19,13 +19,16 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from ...errors import SchemaError
 from ...model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE
 from ...queue import Queue
 from .. import _shared
 from . import conf
+
+if TYPE_CHECKING:
+    from ...work.tasks import Task
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -115,11 +118,26 @@ class DjangoQueue:
             raise SchemaError(f"{exc} (for Django's database {config.alias!r}: "
                               "python manage.py migrate sqlq)") from None
 
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R, int | None]: ...
+
+    @overload
+    def task(self, fn: None = None, /, **options: Any
+             ) -> Callable[[Callable[P, R]], Task[P, R, int | None]]: ...
+
     def task(self, fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
-        """``@task``: :meth:`sqlq.Queue.task` on this queue, usable at import time."""
+        """``@task``: :meth:`sqlq.Queue.task` on this queue, usable at import time. The
+        task's ``put`` is :meth:`put`: the job's id, or None while it waits for the commit."""
         from ...work.tasks import decorator
 
-        return decorator(cast(Queue, self), fn, **options)
+        return decorator(self, fn, **options)
+
+    @overload
+    def periodic(self, fn: Callable[[], R], /) -> Task[[], R, int | None]: ...
+
+    @overload
+    def periodic(self, fn: None = None, /, **options: Any
+                 ) -> Callable[[Callable[[], R]], Task[[], R, int | None]]: ...
 
     def periodic(self, fn: Callable[[], R] | None = None, /, *, every: float | None = None,
                  cron: str | None = None, **options: Any) -> Any:
@@ -127,11 +145,20 @@ class DjangoQueue:
         from ...work.periodic import Schedule
         from ...work.tasks import decorator
 
-        return decorator(cast(Queue, self), fn, periodic=Schedule(every, cron), **options)
+        return decorator(self, fn, periodic=Schedule(every, cron), **options)
 
 
 #: The queue of ``settings.SQLQ``: ``queue.result(job_id)``, ``queue.stats()``, ...
 queue = DjangoQueue()
+
+
+@overload
+def task(fn: Callable[P, R], /) -> Task[P, R, int | None]: ...
+
+
+@overload
+def task(fn: None = None, /, **options: Any
+         ) -> Callable[[Callable[P, R]], Task[P, R, int | None]]: ...
 
 
 def task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
@@ -142,6 +169,15 @@ def task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
     waits for the commit.
     """
     return queue.task(fn, **options)
+
+
+@overload
+def periodic(fn: Callable[[], R], /) -> Task[[], R, int | None]: ...
+
+
+@overload
+def periodic(fn: None = None, /, **options: Any
+             ) -> Callable[[Callable[[], R]], Task[[], R, int | None]]: ...
 
 
 def periodic(fn: Callable[[], R] | None = None, /, **options: Any) -> Any:

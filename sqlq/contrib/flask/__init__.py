@@ -39,7 +39,7 @@ import inspect
 import os
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
 
 from flask import Flask, current_app, g, has_app_context
 
@@ -57,6 +57,8 @@ if TYPE_CHECKING:
     from ...work.tasks import Task
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 #: The environment variable that sets the default SQLite library of every Queue
 #: (README: "One SQLite library per process and file").
 DRIVER_ENV = "SQLQ_SQLITE_DRIVER"
@@ -200,14 +202,29 @@ class Sqlq:
 
     # -- tasks -----------------------------------------------------------------------------
 
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R, int | None]: ...
+
+    @overload
+    def task(self, fn: None = None, /, **options: Any
+             ) -> Callable[[Callable[P, R]], Task[P, R, int | None]]: ...
+
     def task(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         """``@jobs.task``: ``Queue.task``'s decorator, usable before the app exists.
 
         ``f.put(...)`` goes through :meth:`put` (so it follows the request's
-        transaction); a worker runs ``f`` in an app context of its own.
+        transaction, and returns None while it waits for the commit); a worker runs
+        ``f`` in an app context of its own.
         Options are ``Queue.task``'s (``tube``, ``retries``, ``ttr``, ...).
         """
         return self._decorate(fn, options)
+
+    @overload
+    def periodic(self, fn: Callable[[], R], /) -> Task[[], R, int | None]: ...
+
+    @overload
+    def periodic(self, fn: None = None, /, **options: Any
+                 ) -> Callable[[Callable[[], R]], Task[[], R, int | None]]: ...
 
     def periodic(self, fn: Callable[..., Any] | None = None, /, *, every: float | None = None,
                  cron: str | None = None, **options: Any) -> Any:
@@ -220,10 +237,10 @@ class Sqlq:
                   schedule: Any = None) -> Any:
         from ...work.tasks import decorator
 
-        def make(f: Callable[..., Any]) -> Task[Any, Any]:
-            made = decorator(cast(Queue, self.tasks_queue), _in_app_context(self, f),
-                             periodic=schedule, **options)
-            return cast("Task[Any, Any]", made)
+        def make(f: Callable[..., Any]) -> Task[Any, Any, int | None]:
+            made = decorator(self.tasks_queue, _in_app_context(self, f), periodic=schedule,
+                             **options)
+            return cast("Task[Any, Any, int | None]", made)
 
         return make if fn is None else make(fn)
 

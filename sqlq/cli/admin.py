@@ -1,0 +1,106 @@
+"""Commands on the whole queue: its counters, tubes and pauses, housekeeping, copies."""
+
+from __future__ import annotations
+
+import click
+
+from sqlq.durations import format_duration
+from sqlq.output import emit
+
+from .group import cli
+from .options import DURATION, TUBE, json_option, queue_from_ctx
+
+
+@cli.command()
+@click.option("--tube", "-t", type=TUBE, help="Statistics of this tube.")
+@click.option("--job", "-j", "job_id", type=click.IntRange(min=1), help="Statistics of this job.")
+@json_option
+@click.pass_context
+def stats(ctx: click.Context, tube: str | None, job_id: int | None, as_json: bool) -> None:
+    """Show the counters of the file, of one --tube or of one --job.
+
+    The keys are beanstalkd's (current-jobs-ready, total-jobs, ...). A tube with no
+    jobs (drained, or never used) shows zeros: it is not an error.
+
+    Example:
+
+    \b
+        sqlq stats --tube emails --json
+    """
+    if tube is not None and job_id is not None:
+        raise click.UsageError("give --tube or --job, not both")
+    queue = queue_from_ctx(ctx, create=False)
+    emit(queue.stats_job(job_id) if job_id is not None else queue.stats_tube(tube)
+         if tube is not None else queue.stats(), as_json)
+
+
+@cli.command()
+@json_option
+@click.pass_context
+def tubes(ctx: click.Context, as_json: bool) -> None:
+    """List the tubes that hold jobs (or are paused or subscribed to a topic), one per line.
+
+    Example:
+
+    \b
+        sqlq tubes --json
+    """
+    names = queue_from_ctx(ctx, create=False).tubes()
+    emit([{"name": name} for name in names], as_json, text="\n".join(names) or None)
+
+
+@cli.command()
+@click.argument("tube", type=TUBE)
+@click.argument("duration", type=DURATION)
+@json_option
+@click.pass_context
+def pause(ctx: click.Context, tube: str, duration: float, as_json: bool) -> None:
+    """Stop reserves from TUBE for DURATION (0 un-pauses it).
+
+    Example:
+
+    \b
+        sqlq pause emails 10m
+    """
+    queue_from_ctx(ctx, create=False).pause_tube(tube, duration)
+    text = f"paused tube {tube} for {format_duration(duration)}" if duration else None
+    emit({"tube": tube, "paused": duration}, as_json, text=text or f"unpaused tube {tube}")
+
+
+@cli.command()
+@json_option
+@click.pass_context
+def maintain(ctx: click.Context, as_json: bool) -> None:
+    """Housekeeping, and what holds it back: on a file, checkpoint the WAL and check
+    the file; on PostgreSQL, vacuum the jobs table and report dead rows and the
+    oldest open transaction on the server (its snapshot keeps deleted jobs around).
+
+    Example:
+
+    \b
+        sqlq --db postgresql://app@db/app maintain
+    """
+    report = queue_from_ctx(ctx, create=False).backend.maintain()
+    emit(report, as_json)
+
+
+@cli.command("copy")
+@click.argument("source")
+@click.argument("target")
+@json_option
+def copy_command(source: str, target: str, as_json: bool) -> None:
+    """Copy every live job and all queue state from SOURCE to TARGET (a file or a
+    postgresql:// URL): states, priorities, delays, counters, unique keys, pauses,
+    results, subscriptions, periodic slots, and the id counter. TARGET must be new
+    or empty; it is written in one transaction. Stop the workers first: a reserved
+    job is copied as ready.
+
+    Example:
+
+    \b
+        sqlq copy app.db postgresql://app@db.internal/app
+    """
+    from sqlq.copy import copy
+
+    report = copy(source, target)
+    emit({**report.counts, "total-jobs": report.total_jobs}, as_json)

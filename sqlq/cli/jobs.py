@@ -1,0 +1,280 @@
+"""Commands on jobs: put them, reserve them, and act on one by id."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from typing import IO
+
+import click
+
+import sqlq
+from sqlq.durations import format_duration
+from sqlq.output import display_text, emit
+
+from .group import cli
+from .options import (
+    DURATION,
+    delay_option,
+    job_id_argument,
+    json_option,
+    priority_option,
+    put_options,
+    queue_from_ctx,
+    raw_option,
+    read_body,
+    tube_option,
+    tubes_option,
+)
+
+
+@cli.command()
+@click.argument("body", required=False)
+@put_options
+@click.option("--unique-key", "-u", help="Insert nothing if a live job in the tube has this key.")
+@json_option
+@click.pass_context
+def put(ctx: click.Context, body: str | None, tube: str, priority: int, delay: float,
+        ttr: float, unique_key: str | None, as_json: bool) -> None:
+    """Put a job into a tube and print its id.
+
+    BODY is the job's body; '-' (or no BODY with a pipe on stdin) reads it from stdin,
+    byte for byte.
+
+    Example:
+
+    \b
+        sqlq put '{"to": "a@example.com"}' --tube emails --delay 5m
+        gzip -c report.csv | sqlq put - --tube reports
+    """
+    jid = queue_from_ctx(ctx).put(read_body(body), tube=tube, priority=priority, delay=delay,
+                                  ttr=ttr, unique_key=unique_key)
+    emit({"id": jid}, as_json, text=str(jid))
+
+
+@cli.command("put-many")
+@click.argument("file", type=click.File("rb"), default="-")
+@put_options
+@click.option("--null", "-0", "null", is_flag=True,
+              help="Bodies end with NUL instead of newline (as with find -print0).")
+@json_option
+@click.pass_context
+def put_many(ctx: click.Context, file: IO[bytes], tube: str, priority: int, delay: float,
+             ttr: float, null: bool, as_json: bool) -> None:
+    """Put one job per line of FILE (or stdin) at once; print the ids.
+
+    All the jobs are put in one transaction: all or none.
+    Empty lines are skipped. With --null, bodies are separated by NUL bytes, so they
+    may contain newlines.
+
+    Example:
+
+    \b
+        seq 1 100 | sqlq put-many --tube numbers
+        find /srv/in -name '*.jpg' -print0 | sqlq put-many -0 --tube thumbs
+    """
+    sep = b"\0" if null else b"\n"
+    bodies = [b for b in file.read().split(sep) if b]
+    ids = queue_from_ctx(ctx).put_many(bodies, tube=tube, priority=priority, delay=delay,
+                                       ttr=ttr)
+    emit([{"id": i} for i in ids], as_json, text="\n".join(map(str, ids)) if ids else None)
+
+
+@cli.command()
+@tubes_option
+@click.option("--timeout", type=DURATION, default=None,
+              help="Give up after this long (exit 4); 0 means do not wait.  [default: forever]")
+@click.option("--id-only", is_flag=True, help="Print only the job's id.")
+@raw_option
+@json_option
+@click.pass_context
+def reserve(ctx: click.Context, tubes: Sequence[str], timeout: float | None, id_only: bool,
+            raw: bool, as_json: bool) -> None:
+    """Reserve the most urgent ready job and show it.
+
+    Waits for one, or exits with code 4 once --timeout has passed. The job stays
+    reserved for its TTR after sqlq exits: delete, release or bury it by id. Plain
+    output escapes what is not printable text in the body; --raw writes only the
+    exact body bytes; --id-only only the id, for scripts.
+
+    Example:
+
+    \b
+        id=$(sqlq reserve --tube thumbs --timeout 30s --id-only) && sqlq peek "$id" --raw
+    """
+    watched = list(tubes) or ["default"]
+    # detach: this process exits at once, the reservation must outlive it (for its TTR).
+    job = queue_from_ctx(ctx).reserve(watched, timeout=timeout, detach=True)
+    if job is None:
+        waited = f"within {format_duration(timeout)}" if timeout else "now"
+        raise sqlq.Timeout(f"no job ready {waited} in tube {', '.join(watched)}")
+    emit(job, as_json, raw=raw, text=str(job.id) if id_only else None)
+
+
+@cli.command()
+@job_id_argument
+@json_option
+@click.pass_context
+def delete(ctx: click.Context, job_id: int, as_json: bool) -> None:
+    """Delete a job by id, in any state (exit 3 if there is none).
+
+    Example:
+
+    \b
+        sqlq delete 42
+    """
+    queue_from_ctx(ctx, create=False).delete(job_id)
+    emit({"id": job_id, "deleted": True}, as_json, text=f"deleted job {job_id}")
+
+
+@cli.command()
+@job_id_argument
+@priority_option(None)
+@delay_option
+@json_option
+@click.pass_context
+def release(ctx: click.Context, job_id: int, priority: int | None, delay: float,
+            as_json: bool) -> None:
+    """Put a reserved job back: ready, or delayed with --delay.
+
+    Example:
+
+    \b
+        sqlq release 42 --delay 30s --priority 10
+    """
+    queue_from_ctx(ctx, create=False).release(job_id, priority=priority, delay=delay)
+    state = f"delayed {format_duration(delay)}" if delay else "ready"
+    emit({"id": job_id, "released": True}, as_json, text=f"released job {job_id} ({state})")
+
+
+@cli.command()
+@job_id_argument
+@priority_option(None)
+@click.option("--reason", "-r", help="Why: shown by peek and stats.")
+@json_option
+@click.pass_context
+def bury(ctx: click.Context, job_id: int, priority: int | None, reason: str | None,
+         as_json: bool) -> None:
+    """Bury a reserved job: park it until someone kicks it.
+
+    Example:
+
+    \b
+        sqlq bury 42 --reason 'bad input: no address'
+    """
+    queue_from_ctx(ctx, create=False).bury(job_id, priority=priority, reason=reason)
+    emit({"id": job_id, "buried": True}, as_json, text=f"buried job {job_id}")
+
+
+@cli.command()
+@click.argument("bound", type=click.IntRange(min=0))
+@tube_option
+@json_option
+@click.pass_context
+def kick(ctx: click.Context, bound: int, tube: str, as_json: bool) -> None:
+    """Kick up to BOUND buried jobs to ready (if none, delayed ones).
+
+    Example:
+
+    \b
+        sqlq kick 100 --tube emails
+    """
+    count = queue_from_ctx(ctx, create=False).kick(bound, tube=tube)
+    emit({"kicked": count}, as_json, text=f"kicked {count} job{'s' * (count != 1)}")
+
+
+@cli.command("kick-job")
+@job_id_argument
+@json_option
+@click.pass_context
+def kick_job(ctx: click.Context, job_id: int, as_json: bool) -> None:
+    """Kick one buried or delayed job by id to ready.
+
+    Example:
+
+    \b
+        sqlq kick-job 42
+    """
+    queue_from_ctx(ctx, create=False).kick_job(job_id)
+    emit({"id": job_id, "kicked": True}, as_json, text=f"kicked job {job_id}")
+
+
+@cli.command()
+@job_id_argument
+@json_option
+@click.pass_context
+def touch(ctx: click.Context, job_id: int, as_json: bool) -> None:
+    """Give a reserved job a fresh TTR, so a slow worker keeps it.
+
+    Example:
+
+    \b
+        sqlq touch 42
+    """
+    queue_from_ctx(ctx, create=False).touch(job_id)
+    emit({"id": job_id, "touched": True}, as_json, text=f"touched job {job_id}")
+
+
+@cli.command()
+@click.argument("job_id", metavar="[ID]", required=False, type=click.IntRange(min=1))
+@click.option("--ready", "which", flag_value="ready", help="The next job to be reserved.")
+@click.option("--delayed", "which", flag_value="delayed", help="The delayed job due first.")
+@click.option("--buried", "which", flag_value="buried", help="The oldest buried job.")
+@tube_option
+@raw_option
+@json_option
+@click.pass_context
+def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, raw: bool,
+         as_json: bool) -> None:
+    """Show a job by ID, or the next --ready/--delayed/--buried one.
+
+    The job is not reserved. Exit 3 if there is no such job.
+
+    Example:
+
+    \b
+        sqlq peek 42
+        sqlq peek --buried --tube emails --json
+    """
+    if (job_id is None) == (which is None):
+        raise click.UsageError("give a job ID or one of --ready, --delayed, --buried")
+    queue = queue_from_ctx(ctx, create=False)
+    if job_id is not None:
+        job, missing = queue.peek(job_id), f"job {job_id} not found"
+    else:
+        job, missing = getattr(queue, f"peek_{which}")(tube), f"no {which} job in tube {tube}"
+    if job is None:
+        raise sqlq.JobNotFound(missing)
+    emit(job, as_json, raw=raw)
+
+
+@cli.command()
+@job_id_argument
+@click.option("--timeout", type=DURATION, default=None,
+              help="Give up after this long (exit 4); 0 means do not wait.  [default: forever]")
+@raw_option
+@json_option
+@click.pass_context
+def result(ctx: click.Context, job_id: int, timeout: float | None, raw: bool,
+           as_json: bool) -> None:
+    """Wait for job ID's result and print it (a task's result is JSON).
+
+    Exit 4 on timeout, 3 if the job has no result (never put, deleted without one, or
+    expired), 1 if it was buried (the reason on stderr). Results can be read again
+    until they expire.
+
+    Example:
+
+    \b
+        id=$(sqlq put '{"n": 7}' --tube squares) && sqlq result "$id" --timeout 30s --raw
+    """
+    data = queue_from_ctx(ctx, create=False).result(job_id, timeout=timeout)
+    if raw:
+        click.echo(data, nl=False)
+        return
+    try:
+        record = {"id": job_id, "result": data.decode(), "result_encoding": "utf-8"}
+    except UnicodeDecodeError:
+        record = {"id": job_id, "result": base64.b64encode(data).decode("ascii"),
+                  "result_encoding": "base64"}
+    emit(record, as_json, text=display_text(data))

@@ -1,0 +1,127 @@
+"""What the commands share: option decorators, checked parameter types, the Queue of an
+invocation (:func:`queue_from_ctx`) and the body of a put (:func:`read_body`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+import sqlq
+from sqlq import backends
+from sqlq.durations import parse_duration
+from sqlq.model import check_tube
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_DB = "sqlq.db"
+
+
+if TYPE_CHECKING:  # click >= 8.3 makes ParamType generic; older clicks cannot subscript it
+    _ParamType = click.ParamType[Any, Any]
+else:
+    _ParamType = click.ParamType
+
+
+class Checked(_ParamType):
+    """A value checked by one of sqlq's own rules, so a bad one is a usage error (exit 2)
+    whose message names the option (``Invalid value for '--delay': '5x' is not a
+    duration``): the library's check and message, the command line's exit code."""
+
+    def __init__(self, name: str, check: Callable[[Any], Any]) -> None:
+        self.name = name
+        self._check = check
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        """The checked value, or a usage error with the check's own message."""
+        try:
+            return self._check(value)
+        except (ValueError, TypeError) as exc:
+            self.fail(str(exc), param, ctx)
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        """``TUBE``, ``DURATION``: the group's help explains them."""
+        return self.name.upper()
+
+
+def _prefetch(value: object) -> int | None:
+    from sqlq.work.prefetch import parse_prefetch  # the worker's modules load on first use
+
+    return parse_prefetch(value)
+
+
+TUBE = Checked("tube", check_tube)
+DURATION = Checked("duration", parse_duration)
+PREFETCH = Checked("n|auto", _prefetch)
+
+#: --db PATH, else $SQLQ_DB, else ./sqlq.db (an option of the group, before the command).
+db_option = click.option("--db", "db_path", envvar="SQLQ_DB", default=DEFAULT_DB,
+                         show_default=True, metavar="PATH", help="The database file ($SQLQ_DB).")
+#: --tube T: the one tube a command acts on.
+tube_option = click.option("--tube", "-t", type=TUBE, default="default", show_default=True,
+                           help="The tube to use.")
+#: --tube T, repeatable: the tubes to watch (reserve, work).
+tubes_option = click.option("--tube", "-t", "tubes", type=TUBE, multiple=True,
+                            help="A tube to watch; repeat for several.  [default: default]")
+#: --json: output for scripts, one object per line for lists.
+json_option = click.option("--json", "as_json", is_flag=True,
+                           help="Print JSON (one object per line for lists).")
+#: --raw: a job's body, byte for byte, and nothing else.
+raw_option = click.option("--raw", is_flag=True,
+                          help="Write only the body, byte for byte, with no newline added.")
+#: --delay DURATION before a job is ready.
+delay_option = click.option("--delay", "-d", type=DURATION, default=0.0,
+                            help="Wait this long before it is ready.")
+#: --ttr DURATION: how long a reservation lasts.
+ttr_option = click.option("--ttr", type=DURATION, default="60s", show_default=True,
+                          help="Time to run: a reservation lasts this long (at least 1s).")
+#: The ID argument of by-id commands.
+job_id_argument = click.argument("job_id", metavar="ID", type=click.IntRange(min=1))
+
+
+def priority_option(default: int | None) -> Callable[[F], F]:
+    """``--priority N``; a None default means "keep the job's own" (release, bury)."""
+    return click.option("--priority", "-p", type=click.IntRange(0, 2**32 - 1), default=default,
+                        show_default=default is not None, metavar="N",
+                        help="0 is the most urgent, 4294967295 the least.")
+
+
+def put_options(f: F) -> F:
+    """The options every producing command shares: tube, priority, delay, ttr."""
+    for decorate in (ttr_option, delay_option, priority_option(1024), tube_option):
+        f = decorate(f)
+    return f
+
+
+def queue_from_ctx(ctx: click.Context, *, create: bool = True, **options: Any) -> sqlq.Queue:
+    """The Queue of this invocation, opened once and closed when the command ends.
+
+    Args:
+        ctx: any click context of the invocation.
+        create: False for commands that only look at or act on existing jobs, so that a
+            typo in ``--db`` is an error instead of a new, empty database.
+        options: keywords for ``sqlq.Queue`` (``max_job_size=``, ``durability=`` ...).
+    """
+    root = ctx.find_root()
+    root.ensure_object(dict)
+    queue: sqlq.Queue | None = root.obj.get("queue")
+    if queue is None:
+        path: str = root.params.get("db_path") or DEFAULT_DB
+        if not create and not backends.exists(path):
+            raise sqlq.Error(f"no database at {path} (use --db PATH or $SQLQ_DB)")
+        queue = root.obj["queue"] = sqlq.Queue(path, **options)
+        root.call_on_close(queue.close)
+    return queue
+
+
+def read_body(body: str | None) -> bytes:
+    """The body from the argument (exact argv bytes) or, for ``-`` or none, from stdin."""
+    if body is not None and body != "-":
+        return os.fsencode(body)  # undoes the surrogateescape of non-UTF-8 argv bytes
+    if body is None and sys.stdin.isatty():
+        raise click.UsageError("give the BODY as an argument, or '-' to read it from stdin")
+    return sys.stdin.buffer.read()
