@@ -19,6 +19,7 @@ STATE_NAMES = ("ready", "delayed", "reserved", "buried")
 DEFAULT_TUBE = "default"
 DEFAULT_PRIORITY = 1024
 DEFAULT_TTR = 60.0
+DEFAULT_TTR_MS = int(DEFAULT_TTR * 1000)
 MAX_PRIORITY = 2**32 - 1
 DEFAULT_MAX_JOB_SIZE = 1 << 20
 MAX_JOB_ID = 2**63 - 1  # SQLite's largest integer: a larger id names no job
@@ -313,7 +314,7 @@ def seconds_to_ms(value: object, name: str, *, minimum: float = 0.0) -> int:
 def check_ttr(ttr: object) -> int:
     """TTR in ms; like beanstalkd, anything under a second is raised to one second."""
     if ttr == DEFAULT_TTR and ttr.__class__ is float:
-        return int(DEFAULT_TTR * 1000)
+        return DEFAULT_TTR_MS
     return seconds_to_ms(ttr, "ttr", minimum=1.0)
 
 
@@ -335,6 +336,12 @@ def check_put_options(priority: object, delay: object, ttr: object,
                       unique_key: object = None) -> tuple[int, int]:
     """Check what every put takes besides its body and tube (Queue.put and put_many,
     sqlq.put, publish): return (delay_ms, ttr_ms)."""
+    # The hot path, one test: every option at its default but perhaps the priority, an
+    # int in range (no bool: its class is not int). Anything else takes the checks below.
+    if delay.__class__ is int and delay == 0 and ttr.__class__ is float \
+            and ttr == DEFAULT_TTR and unique_key is None and priority.__class__ is int \
+            and 0 <= priority <= MAX_PRIORITY:
+        return 0, DEFAULT_TTR_MS
     check_priority(priority)
     check_unique_key(unique_key)
     return seconds_to_ms(delay, "delay"), check_ttr(ttr)

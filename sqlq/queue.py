@@ -42,6 +42,14 @@ from .waiting import timeout_deadline, wait_for
 
 _T = TypeVar("_T")
 
+
+class _PerThread(threading.local):
+    """A thread's own notifier, and whether its last wait left the watch up (_wait).
+    Class defaults, so that every reserve reads them without getattr's miss (0.3 us)."""
+
+    notifier: Notifier | None = None
+    lingering: bool = False
+
 if TYPE_CHECKING:
     from .histograms import Histogram, Tally
     from .work.retry import Backoff
@@ -115,7 +123,7 @@ class Queue:
         self._store = self._backend.store
         # One notifier per thread: threads waiting on a shared Queue must not
         # consume each other's events.
-        self._notifiers = threading.local()
+        self._notifiers = _PerThread()
         self._all_notifiers: list[Notifier] = []
         self._counts: Counter[tuple[str, str]] = Counter()  # (counter, tube), since opened
         self._closed = False
@@ -213,16 +221,18 @@ class Queue:
             >>> q.put("welcome a@example.com", tube="emails", unique_key="welcome:a")
             2
         """
-        body = check_body(body, self.max_job_size)
+        if body.__class__ is not bytes or len(body) > self.max_job_size:
+            body = check_body(body, self.max_job_size)
         check_tube(tube)
         delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
+        store, clock = self._store, self._clock
         # Without a unique key, puts of other threads in the same commit may go in with
         # this one in one call (group commit's Batch; one statement on a server).
         batch = None if unique_key is not None else Batch(
             self._insert_puts, (tube, priority, delay_ms, ttr_ms, body),
-            self._store.ONE_STATEMENT_PUTS)
-        job_id = self._backend.write_shared(lambda c: self._store.insert_job(
-            c, self._clock(), tube, priority, delay_ms, ttr_ms, body, unique_key),
+            store.ONE_STATEMENT_PUTS)
+        job_id = self._backend.write_shared(lambda c: store.insert_job(
+            c, clock(), tube, priority, delay_ms, ttr_ms, body, unique_key),
             single=unique_key is None, batch=batch)
         self._counts["total-jobs", tube] += 1
         return job_id
@@ -545,9 +555,10 @@ class Queue:
 
     def _stop_lingering(self) -> None:
         """This thread goes on without waiting: take down a watch its last wait left up."""
-        if getattr(self._notifiers, "lingering", False):
-            self._notifiers.lingering = False
-            self._notifiers.notifier.pause()
+        mine = self._notifiers
+        if mine.lingering and mine.notifier is not None:
+            mine.lingering = False
+            mine.notifier.pause()
 
     @property
     def notifier(self) -> Notifier:
@@ -585,7 +596,7 @@ class Queue:
         return found
 
     def _ensure_notifier(self) -> Notifier:
-        notifier: Notifier | None = getattr(self._notifiers, "notifier", None)
+        notifier = self._notifiers.notifier
         if notifier is None:
             notifier = self._backend.open_notifier()
             self._notifiers.notifier = notifier

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from .backends import Events, Notifier
+from .durations import MAX_SECONDS
 from .model import check_seconds
 
 T = TypeVar("T")
@@ -31,6 +32,8 @@ def timeout_deadline(timeout: float | None) -> float | None:
     """
     if timeout is None:
         return None
+    if timeout.__class__ is int and 0 <= timeout <= MAX_SECONDS:  # the hot path: timeout=0
+        return time.monotonic() + timeout
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != timeout:
         raise TypeError(f"timeout must be a number of seconds or None, not {timeout!r}")
     return time.monotonic() + check_seconds(timeout, "timeout")

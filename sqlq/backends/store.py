@@ -186,7 +186,7 @@ class Store(abc.ABC):
             if row is None:
                 raise JobNotFound(f"job {job_id} not found")
             return str(row[0])
-        row = one(conn, self.Q["delete_leased_job"], {"id": job_id, "lease": lease, "now": now})
+        row = one(conn, self.Q["delete_leased_job"], (job_id, lease, now))
         if row is None:
             raise self._lease_failure(conn, job_id, lease)
         return str(row[0])

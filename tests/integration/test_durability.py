@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sqlq import Queue
+from sqlq import Job, Queue
 from tests.conftest import spawn
 from tests.vfs import CountingVFS
 from tests.workers import SQLITE_WRITE_LOCK_HOLDER
@@ -46,6 +46,26 @@ def test_full_mode_syncs_puts_deletes_buries_but_not_claims(db_path: str,
         assert _syncs(vfs, lambda: jobs[-1].bury(reason="x")) == 1
         assert _syncs(vfs, lambda: q.kick(1)) == 1
         assert _syncs(vfs, lambda: q.delete(jobs[-1].id)) == 1
+
+
+def test_full_mode_syncs_the_one_statement_writes_right_after_a_claim(
+        db_path: str, vfs: CountingVFS) -> None:
+    """A claim commits with synchronous=NORMAL; the put and the job.delete() that follow
+    run as one autocommit statement each (Database.write's inline path), which must
+    raise it to FULL again first: each pays its fsync, each claim none."""
+    with Queue(db_path, durability="full", vfs="counting") as q:
+        q.put(b"warm-up")
+        jobs: list[Job | None] = []
+        for _ in range(2):
+            jobs.clear()
+            assert _syncs(vfs, lambda: jobs.append(q.reserve(timeout=0))) == 0
+            assert _syncs(vfs, lambda: q.put(b"next")) == 1
+            assert _syncs(vfs, lambda: jobs.append(q.reserve(timeout=0))) == 0
+            job, job2 = jobs
+            assert job is not None and job2 is not None
+            assert _syncs(vfs, job2.delete) == 1
+            assert _syncs(vfs, job.delete) == 1
+            assert _syncs(vfs, lambda: q.put(b"again")) == 1
 
 
 def test_normal_mode_syncs_only_at_checkpoints(db_path: str, vfs: CountingVFS) -> None:

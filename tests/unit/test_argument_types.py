@@ -104,3 +104,30 @@ def test_every_argument_of_every_verb_is_tried() -> None:
         params = [p for p in inspect.signature(getattr(sqlq.Queue, verb)).parameters
                   if p != "self"]
         assert set(args) == set(params), verb
+
+
+@pytest.mark.parametrize(("priority", "delay", "ttr", "unique_key", "expected"), [
+    (True, 0, 60.0, None, TypeError),        # a bool is an int subclass, not an int
+    (1.0, 0, 60.0, None, TypeError),
+    (-1, 0, 60.0, None, ValueError),
+    (2**32, 0, 60.0, None, ValueError),
+    (0, False, 60.0, None, TypeError),
+    (0, 0, float("nan"), None, ValueError),
+    (0, 0, 60.0, 5, TypeError),
+    (0, 0, 60, None, (0, 60_000)),           # an int TTR takes the checks, same result
+    (0, 0.0, 60.0, None, (0, 60_000)),
+    (0, 0, 0.5, None, (0, 1_000)),            # raised to one second
+    (2**32 - 1, 0, 60.0, None, (0, 60_000)),
+])
+def test_the_put_options_hot_path_refuses_what_the_checks_refuse(
+        priority: object, delay: object, ttr: object, unique_key: object,
+        expected: type[Exception] | tuple[int, int]) -> None:
+    """check_put_options tests the defaults in one condition before its checks: nothing
+    the checks refuse may slip through it, and what it accepts gives what they give."""
+    from sqlq.model import check_put_options
+
+    if isinstance(expected, tuple):
+        assert check_put_options(priority, delay, ttr, unique_key) == expected
+    else:
+        with pytest.raises(expected):
+            check_put_options(priority, delay, ttr, unique_key)

@@ -26,8 +26,9 @@ def test_query_plan_uses_indexes(q: Queue, name: str) -> None:
     params: dict[str, object] | tuple[None, ...] = {p: None for p in re.findall(r":(\w+)", sql)}
     if "tubes" in params:
         params["tubes"] = '["a", "b"]'  # type: ignore[call-overload]
-    if not params:  # positional
-        params = (None,) * sql.count("?")
+    if not params:  # positional: ?, or numbered ?N (each number bound once)
+        numbered = {int(n) for n in re.findall(r"\?(\d+)", sql)}
+        params = (None,) * (max(numbered) if numbered else sql.count("?"))
     plan = [row[3] for row in q.backend.db.conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
     # Walking the reserved-jobs index is bounded by the reservations held, not the queue.
     scans = [step for step in plan if re.match(r"SCAN (sqlq_jobs|j|r)\b", step)
@@ -60,7 +61,10 @@ def test_postgres_query_plan_uses_indexes(pg_url: str, name: str) -> None:
     """With sequential scans priced out, no statement scans the jobs table: each has an
     index to use (on a small table the planner would rightly scan anyway)."""
     sql = PostgresStore.Q[name]
-    params = {p: _pg_value(p) for p in re.findall(r"%\((\w+)\)s", sql)}
+    params: dict[str, object] | tuple[object, ...] = {
+        p: _pg_value(p) for p in re.findall(r"%\((\w+)\)s", sql)}
+    if not params and "%s" in sql:  # positional (delete_leased_job: ints)
+        params = (1,) * sql.count("%s")
     with psycopg.connect(pg_url) as conn:
         conn.execute("SET enable_seqscan = off")
         plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params or None))
@@ -127,7 +131,8 @@ def test_postgres_claims_find_their_rows_by_id_on_a_long_queue(pg_url: str) -> N
     assert scans[0] == 0, f"{scans[0]} sequential scans of sqlq_jobs in 4 claims"
 
 
-def _claims(conn: object, sql: str, params: dict[str, object]) -> list[tuple[object, ...]]:
+def _claims(conn: object, sql: str, params: dict[str, object] | tuple[object, ...]
+            ) -> list[tuple[object, ...]]:
     """What one claim statement takes, claim after claim until it finds nothing, in a
     transaction rolled back afterwards (the next statement sees the same jobs)."""
     run = conn.execute  # type: ignore[attr-defined]
@@ -164,8 +169,7 @@ def test_the_one_tube_claim_takes_the_jobs_the_general_claim_takes(fq: Queue, cl
     for tube in ("a", "b", "empty"):
         general = _claims(conn, SQLiteStore.Q["claim_job"],
                           {"tubes": f'["{tube}"]', "now": now, "owner": "o"})
-        one_tube = _claims(conn, SQLiteStore.Q["claim_job_in_tube"],
-                           {"tube": tube, "now": now, "owner": "o"})
+        one_tube = _claims(conn, SQLiteStore.Q["claim_job_in_tube"], (now, "o", tube))
         assert one_tube == general
         if tube == "a":
             assert [row[2] for row in one_tube] == sorted(row[2] for row in one_tube)
@@ -173,8 +177,7 @@ def test_the_one_tube_claim_takes_the_jobs_the_general_claim_takes(fq: Queue, cl
         else:
             assert one_tube == []
     later = now + 31_000  # the pause is over
-    assert (_claims(conn, SQLiteStore.Q["claim_job_in_tube"], {"tube": "b", "now": later,
-                                                                "owner": "o"})
+    assert (_claims(conn, SQLiteStore.Q["claim_job_in_tube"], (later, "o", "b"))
             == _claims(conn, SQLiteStore.Q["claim_job"], {"tubes": '["b"]', "now": later,
                                                           "owner": "o"}))
 
@@ -214,6 +217,9 @@ NO_REPREPARE = ("claim_job_in_tube", "look_ready", "peek_ready_id", "peek_delaye
                 "list_delayed_jobs", "list_reserved_jobs", "list_buried_jobs", "search_jobs",
                 "export_job")
 
+#: The statements of NO_REPREPARE bound by number, from a tuple: their values in order.
+POSITIONAL = {"claim_job_in_tube": ("now", "owner", "tube")}
+
 
 @pytest.mark.sqlite_only
 def test_statements_are_not_prepared_again_on_every_run_after_analyze(q: Queue) -> None:
@@ -239,7 +245,10 @@ def test_statements_are_not_prepared_again_on_every_run_after_analyze(q: Queue) 
     prepared_again: dict[str, int] = {}
     for name in NO_REPREPARE:
         sql = SQLiteStore.Q[name]
-        params = {p: values[p] for p in re.findall(r":(\w+)", sql)}
+        params: dict[str, object] | tuple[object, ...] = {
+            p: values[p] for p in re.findall(r":(\w+)", sql)}
+        if name in POSITIONAL:
+            params = tuple(values[p] for p in POSITIONAL[name])
         conn.execute("BEGIN")
         try:
             conn.execute(sql, params).fetchall()
@@ -254,3 +263,34 @@ def test_statements_are_not_prepared_again_on_every_run_after_analyze(q: Queue) 
             conn.set_authorizer(None)
             conn.execute("ROLLBACK")
     assert not prepared_again, f"prepared again on every run (authorizer calls): {prepared_again}"
+
+@pytest.mark.sqlite_only
+def test_a_plain_put_runs_the_ready_insert_and_writes_the_row_insert_job_would(q: Queue
+                                                                                ) -> None:
+    """A put ready now without a unique key runs insert_ready_job (its constants spare
+    SQLite four bindings and two partial indexes); any other put runs insert_job. Both
+    write the same row for the same options, with ids that keep counting up."""
+    statements: list[str] = []
+    conn = q.backend.db.conn  # type: ignore[attr-defined]
+
+    def trace(cursor: object, sql: str, bindings: object) -> bool:
+        statements.append(sql)
+        return True
+
+    conn.set_exec_trace(trace)
+    try:
+        plain = q.put(b"plain", tube="t", priority=7, ttr=30)
+        keyed = q.put(b"keyed", tube="t", priority=7, ttr=30, unique_key="k")
+        delayed = q.put(b"delayed", tube="t", priority=7, ttr=30, delay=60)
+    finally:
+        conn.set_exec_trace(None)
+    assert statements.count(SQLiteStore.Q["insert_ready_job"]) == 1
+    assert statements.count(SQLiteStore.Q["insert_job"]) == 2
+    assert [plain, keyed, delayed] == [1, 2, 3]
+    rows = {job_id: conn.execute(
+        "SELECT tube, priority, state, delay, delay_until, ttr, body, unique_key, created_at"
+        " FROM sqlq_jobs WHERE id = ?", (job_id,)).fetchall()[0] for job_id in (1, 2, 3)}
+    assert rows[plain][:8] == ("t", 7, 0, 0, None, 30_000, b"plain", None)
+    assert 0 <= rows[keyed][8] - rows[plain][8] < 60_000  # created_at: the put's clock
+    assert rows[keyed][:8] == ("t", 7, 0, 0, None, 30_000, b"keyed", "k")
+    assert rows[delayed][2:4] == (1, 60_000)

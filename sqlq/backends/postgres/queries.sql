@@ -129,8 +129,9 @@ SELECT tube, pg_notify('sqlq', '') FROM job;
 -- name: delete_leased_job
 -- The worker's delete: no NOTIFY (the NOTIFY lock would serialise every ack); a
 -- result() waiting on a job deleted without a result learns it at its next look.
+-- Parameters in order, as SQLite's (the store binds one tuple): id, lease, now.
 DELETE FROM sqlq_jobs
- WHERE id = %(id)s AND state = 2 AND lease = %(lease)s AND reserved_until > %(now)s
+ WHERE id = %s AND state = 2 AND lease = %s AND reserved_until > %s
 RETURNING tube;
 
 -- name: lease_state

@@ -48,6 +48,7 @@ NETWORK_FILESYSTEMS = frozenset({
 })
 
 log = logging.getLogger("sqlq")
+_pread = os.pread  # looked up once: _published runs on every durable commit
 _warned_network: set[str] = set()
 
 
@@ -373,6 +374,13 @@ class Database:
                 if not conn.get_autocommit():
                     return fn(conn)
                 try:
+                    if single and (durable is self._durable_now or not self._full):
+                        # The hot path (a put, a delete, a claim), _transaction's
+                        # first branch without its call: one autocommit statement.
+                        value = fn(conn)
+                        if durable:
+                            self._published()
+                        return value
                     return self._transaction(fn, durable, single)
                 except self.driver.Error as e:
                     if self.lock_wait is not None or not self.driver.busy(e):
@@ -417,12 +425,13 @@ class Database:
         the event is cheaper than the waiters' re-checks it spares. Claims,
         touches and releases publish at once and need no signal of their own.
         """
-        if self._notify_fd is not None:
-            os.pread(self._notify_fd, 1, 0)
-        self._commits += 1
+        fd = self._notify_fd
+        if fd is not None:
+            _pread(fd, 1, 0)
+        commits = self._commits = self._commits + 1
         if self._full:
             self._check_wal_dir()
-        elif self._commits % WAL_CHECK_EVERY == 0:
+        elif not commits % WAL_CHECK_EVERY:
             self.check_wal()
 
     def _check_wal_dir(self) -> None:

@@ -24,6 +24,17 @@ INSERT INTO sqlq_jobs (id, tube, priority, state, delay, delay_until, ttr, body,
 VALUES ((SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0), id) + 1 FROM sqlq_last_id),
         ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
+-- name: insert_ready_job
+-- insert_job for the common put (ready now, no unique key), the state, delay and key
+-- written as constants: SQLite then leaves out at prepare time the partial indexes such
+-- a row can never enter (delayed jobs, unique keys) and binds 5 values, not 9: about 14%
+-- of the statement's instructions (callgrind, 36k against 42k).
+-- Parameters: tube, priority, ttr, body, created_at.
+INSERT INTO sqlq_jobs (id, tube, priority, state, delay, delay_until, ttr, body, created_at,
+                       unique_key)
+VALUES ((SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0), id) + 1 FROM sqlq_last_id),
+        ?, ?, 0, 0, NULL, ?, ?, ?, NULL);
+
 -- name: insert_job_at
 -- insert_job with the id given: put_many, under the write lock, reads the highest id
 -- issued once (total_jobs) and numbers its rows from there, which spares every row
@@ -75,17 +86,19 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
 -- name: claim_job_in_tube
 -- claim_job for the common reserve that watches one tube: the same job (the tube's best
 -- ready job, unless the tube is paused) without json_each, the join and the sort of one
--- row: 5.5 us a statement against 6.8. (SELECT :tube), never a bare :tube: SQLite built
+-- row: 5.5 us a statement against 6.8. (SELECT ?3), never a bare ?3: SQLite built
 -- with STAT4 (apsw's is) prepares a statement again on every run when a bound value is
 -- compared with an indexed column (25 us a claim); a subquery hides it from the planner.
+-- Parameters by number, bound from a tuple (0.2 us a claim less than a dict's names):
+-- ?1 now, ?2 owner, ?3 tube.
 UPDATE sqlq_jobs
-   SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
-       lease = abs(random()), owner = :owner
+   SET state = 2, reserved_until = ?1 + ttr, reserves = reserves + 1,
+       lease = abs(random()), owner = ?2
  WHERE id = (SELECT id FROM sqlq_jobs
-              WHERE state = 0 AND tube = (SELECT :tube)
+              WHERE state = 0 AND tube = (SELECT ?3)
               ORDER BY priority, id LIMIT 1)
    AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
-                    WHERE name = (SELECT :tube) AND paused_until > :now)
+                    WHERE name = (SELECT ?3) AND paused_until > ?1)
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay;
 
@@ -148,8 +161,10 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
 DELETE FROM sqlq_jobs WHERE id = :id RETURNING tube;
 
 -- name: delete_leased_job
+-- The worker's delete, every job's last statement: parameters by number (a tuple binds
+-- faster than a dict's names): ?1 id, ?2 lease, ?3 now.
 DELETE FROM sqlq_jobs
- WHERE id = :id AND state = 2 AND lease = :lease AND reserved_until > :now
+ WHERE id = ?1 AND state = 2 AND lease = ?2 AND reserved_until > ?3
 RETURNING tube;
 
 -- name: lease_state

@@ -21,6 +21,7 @@ from ..store import Store, load_queries, one
 Q = load_queries(Path(__file__).with_name("queries.sql"))
 # The hot path's statements, looked up once.
 _INSERT_JOB = Q["insert_job"]
+_INSERT_READY_JOB = Q["insert_ready_job"]
 _INSERT_JOB_AT = Q["insert_job_at"]
 _PROMOTE_DUE = Q["promote_due"]
 _CLAIM_JOB = Q["claim_job"]
@@ -65,7 +66,7 @@ class DueCache:
         """True if promote_due would find nothing in tubes now; else False, or None when
         another connection committed since the last look (so a time read now could be
         stale by the next claim: not worth reading)."""
-        version = one(conn, "PRAGMA data_version")[0]
+        version = conn.execute("PRAGMA data_version").fetchall()[0][0]
         if version != self.version:
             self.version = version
             self.due.clear()
@@ -123,6 +124,9 @@ class SQLiteStore(Store):
 
     def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:
+        if unique_key is None and not delay_ms:  # the common put: ready now, no key
+            conn.execute(_INSERT_READY_JOB, (tube, priority, ttr_ms, body, now))
+            return int(conn.last_insert_rowid())
         if unique_key is not None:
             # Look first (we hold the write lock): an INSERT that conflicts would
             # still use up an id, and total-jobs counts ids.
@@ -172,11 +176,11 @@ class SQLiteStore(Store):
         self._promote(conn, now, tubes)
         tube = self._one_tube.get(tubes)
         if tube is not None:
-            row = one(conn, _CLAIM_JOB_IN_TUBE, {"tube": tube, "now": now, "owner": owner})
+            row = one(conn, _CLAIM_JOB_IN_TUBE, (now, owner, tube))
         else:
             row = one(conn, _CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner})
         if row is not None:
-            self._claimed((row,))
+            self.due.lower(row[12])  # the reservation ends at its reserved_until
         return row
 
     def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
