@@ -215,7 +215,7 @@ def test_a_reserve_of_one_tube_runs_the_one_tube_claim(q: Queue) -> None:
 NO_REPREPARE = ("claim_job_in_tube", "look_ready", "peek_ready_id", "peek_delayed_id",
                 "peek_buried_id", "kick_buried", "kick_delayed", "tube_counts", "list_ready_jobs",
                 "list_delayed_jobs", "list_reserved_jobs", "list_buried_jobs", "search_jobs",
-                "export_job")
+                "export_job", "promote_due", "next_due", "purge_results", "claim_job")
 
 #: The statements of NO_REPREPARE bound by number, from a tuple: their values in order.
 POSITIONAL = {"claim_job_in_tube": ("now", "owner", "tube")}

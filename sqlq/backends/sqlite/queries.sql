@@ -59,9 +59,9 @@ UPDATE sqlq_jobs
        timeouts = timeouts + (state = 2)
  WHERE id IN (SELECT id FROM sqlq_jobs
                WHERE state = 1 AND tube IN (SELECT value FROM json_each(:tubes))
-                 AND delay_until <= :now
+                 AND delay_until <= (SELECT :now)
               UNION ALL
-              SELECT id FROM sqlq_jobs WHERE state = 2 AND reserved_until <= :now);
+              SELECT id FROM sqlq_jobs WHERE state = 2 AND reserved_until <= (SELECT :now));
 
 -- name: claim_job
 -- The most urgent ready job across the watched, unpaused tubes: one index probe
@@ -148,14 +148,14 @@ SELECT EXISTS (SELECT 1
 -- makes nothing ready here (a past time would make a waiter look again at once, in a
 -- loop, until somebody claimed in that tube).
 SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
-                     WHERE state = 1 AND tube = t.value AND delay_until > :now
+                     WHERE state = 1 AND tube = t.value AND delay_until > (SELECT :now)
                      ORDER BY delay_until LIMIT 1))
           FROM json_each(:tubes) AS t),
        (SELECT min(reserved_until) FROM sqlq_jobs
-         WHERE state = 2 AND reserved_until > :now
+         WHERE state = 2 AND reserved_until > (SELECT :now)
            AND tube IN (SELECT value FROM json_each(:tubes))),
        (SELECT min(paused_until) FROM sqlq_tubes
-         WHERE paused_until > :now AND name IN (SELECT value FROM json_each(:tubes)));
+         WHERE paused_until > (SELECT :now) AND name IN (SELECT value FROM json_each(:tubes)));
 
 -- name: delete_job
 DELETE FROM sqlq_jobs WHERE id = :id RETURNING tube;
@@ -307,8 +307,8 @@ INSERT INTO sqlq_results (job_id, result, expires_at) VALUES (:id, :result, :exp
 -- Expired results go a few at a time, piggybacked on complete(): a bounded
 -- range probe on sqlq_results_expires that finds nothing in the common case.
 DELETE FROM sqlq_results
- WHERE job_id IN (SELECT job_id FROM sqlq_results WHERE expires_at <= :now
-                   ORDER BY expires_at LIMIT :limit);
+ WHERE job_id IN (SELECT job_id FROM sqlq_results WHERE expires_at <= (SELECT :now)
+                   ORDER BY expires_at LIMIT (SELECT :limit));
 
 -- name: result_outcome
 -- What result() waits on, in one snapshot: the unexpired result, else the job's
