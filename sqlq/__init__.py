@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 from .errors import (
     DatabaseError,
+    Disconnected,
     Error,
     InvalidTube,
     JobBuried,
@@ -53,6 +54,7 @@ __all__ = [
     "AsyncJob",
     "AsyncQueue",
     "DatabaseError",
+    "Disconnected",
     "Error",
     "InvalidTube",
     "Job",

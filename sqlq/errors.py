@@ -63,5 +63,14 @@ class DatabaseError(Error):
     """The database could not be read or written."""
 
 
+class Disconnected(DatabaseError):
+    """The connection to the database server was lost, or none could be made.
+
+    What was in flight may or may not have committed. sqlq makes the connection
+    again on the next call; a blocked ``reserve`` or ``result`` and ``sqlq work`` do
+    so by themselves and go on.
+    """
+
+
 class Locked(DatabaseError):
     """Another process held the database's write lock for longer than this write would wait."""

@@ -18,7 +18,7 @@ from .backends import Backend, Events, Notifier, open_backend
 from .backends.base import Conn, Durability
 from .backends.group import Batch
 from .durations import now_ms
-from .errors import Error, JobLost, Timeout
+from .errors import Disconnected, Error, JobLost, JobNotFound, Timeout
 from .model import (
     DEFAULT_MAX_JOB_SIZE,
     DEFAULT_PRIORITY,
@@ -302,10 +302,16 @@ class Queue:
             raise TypeError(f"delete must be a reserved Job or None, not {type(delete).__name__}")
         if detach.__class__ is not bool:
             raise TypeError(f"detach must be a bool, not {type(detach).__name__}")
-        owner = None if detach else self._backend.owner_token()
-        job = self._claim(tubes_param, owner, delete)
-        if job is None and self._reap_dead_owners():
-            job = self._claim(tubes_param, owner, None)
+        owner = None if detach else ""  # "": a token the wait's looks fetch again
+        try:
+            owner = None if detach else self._backend.owner_token()
+            job = self._claim(tubes_param, owner, delete)
+            if job is None and self._reap_dead_owners():
+                job = self._claim(tubes_param, owner, None)
+        except Disconnected:
+            if delete is not None or timeout == 0:
+                raise  # whether the delete committed is for the caller to find out
+            job = None  # a blocking reserve waits through the outage (waiting.py)
         if job is not None or timeout == 0:
             self._stop_lingering()
             return job
@@ -355,10 +361,16 @@ class Queue:
         tubes_param = self._tubes_param(tubes)
         deadline = timeout_deadline(timeout)
         done = [] if delete is None else self._reserved_jobs(delete, "delete")
-        owner = self._backend.owner_token()
-        jobs = self._claim_many(tubes_param, owner, count, done)
-        if not jobs and self._reap_dead_owners():
-            jobs = self._claim_many(tubes_param, owner, count, [])
+        owner = ""  # a token the wait's looks fetch again
+        try:
+            owner = self._backend.owner_token()
+            jobs = self._claim_many(tubes_param, owner, count, done)
+            if not jobs and self._reap_dead_owners():
+                jobs = self._claim_many(tubes_param, owner, count, [])
+        except Disconnected:
+            if done or timeout == 0:
+                raise  # whether the deletes committed is for the caller to find out
+            jobs = []  # a blocking reserve waits through the outage (waiting.py)
         if jobs or timeout == 0:
             self._stop_lingering()
             return jobs
@@ -454,6 +466,7 @@ class Queue:
     def _look_and_claim_many(self, tubes_param: Any, owner: str | None, n: int,
                              events: Events) -> list[Job] | None:
         """One look of a waiting reserve_many: _look_and_claim's, for up to n jobs."""
+        owner = self._backend.owner_token()  # confirmed again (a session may have been lost)
         return self._look(tubes_param, events,
                           lambda: self._claim_many(tubes_param, owner, n, []) or None)
 
@@ -495,8 +508,11 @@ class Queue:
 
         On SQLite it first looks without the write lock (has_ready_job), so idle
         workers woken by unrelated commits never contend with producers; on
-        PostgreSQL it claims at once (``Store.LOOK_BEFORE_CLAIM``).
+        PostgreSQL it claims at once (``Store.LOOK_BEFORE_CLAIM``). A token (not None:
+        detached) is fetched again, as the backend may have had to confirm it anew.
         """
+        if owner is not None:
+            owner = self._backend.owner_token()
         return self._look(tubes_param, events, lambda: self._claim(tubes_param, owner, None))
 
     def _look(self, tubes_param: Any, events: Events, claim: Callable[[], _T | None]
@@ -612,14 +628,7 @@ class Queue:
         me = backend.current_owner() or ""
         held = backend.read(lambda c: store.reserving_owners(c, self._clock(), me))
         self._others_hold = bool(held)
-        dead = backend.dead_owners(held) if held else []
-        if not dead:
-            return False
-        released = backend.write(
-            lambda c: sum(store.release_owner(c, token) for token in dead), durable=False)
-        for token in dead:
-            backend.forget_owner(token)
-        return released > 0
+        return bool(held) and backend.reap_owners(held) > 0
 
     # -- verbs on jobs by id -----------------------------------------------------------------
 
@@ -635,8 +644,22 @@ class Queue:
         """
         check_job_id(job_id)
         check_lease(lease)
-        tube = self._backend.write_shared(
-            lambda c: self._store.delete(c, self._clock(), job_id, lease), single=True)
+
+        def delete(c: Conn) -> str:
+            return self._store.delete(c, self._clock(), job_id, lease)
+
+        try:
+            tube = self._backend.write_shared(delete, single=True)
+        except Disconnected:
+            # Cut off by a lost connection, it may have committed: once more on a new
+            # connection, and a job now missing was deleted (an acknowledgement is
+            # never left undone by a server restart, nor reported failed when done).
+            try:
+                tube = self._backend.write_shared(delete, single=True)
+            except (JobLost, JobNotFound):
+                if self.peek(job_id) is None:
+                    return
+                raise
         self._counts["cmd-delete", tube] += 1
 
     def release(self, job_id: int, *, priority: int | None = None, delay: float = 0,

@@ -13,15 +13,23 @@ Pacer from an event loop, for all of an AsyncQueue's waiters at once.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from .backends import Events, Notifier
 from .durations import MAX_SECONDS
+from .errors import Disconnected
 from .model import check_seconds
 
 T = TypeVar("T")
+log = logging.getLogger("sqlq")
+
+#: How long a waiter whose database server went away waits before looking again, at
+#: first and at most (each look also retries the connection for a while: db.py).
+RETRY_FIRST_S = 0.1
+RETRY_MAX_S = 2.0
 
 
 def timeout_deadline(timeout: float | None) -> float | None:
@@ -97,13 +105,30 @@ def wait_for(notifier: Notifier, look: Callable[[Events], T | None], deadline: f
     # commits since, or a holder's exit) counts with the first look, which covers it.
     events = notifier.drain()
     events.commit = True
+    retry = RETRY_FIRST_S
     while True:
-        found = look(events)
+        try:
+            found = look(events)
+            due_ms = None if due is None else due()
+        except Disconnected as e:
+            # The server restarted or dropped us: a look is safe to make again (a claim
+            # cut off may have committed; its job comes back: db.ClaimLedger). Until
+            # the deadline, and for ever without one, as a worker expects.
+            if deadline is not None and time.monotonic() + retry >= deadline:
+                raise
+            if retry == RETRY_FIRST_S:
+                log.warning("%s; waiting for the database to come back", e)
+            time.sleep(retry)
+            retry = min(retry * 2, RETRY_MAX_S)
+            events = Events(commit=True, owner=True)  # anything may have happened meanwhile
+            continue
+        if retry != RETRY_FIRST_S:
+            log.warning("the database is back; waiting goes on")
+            retry = RETRY_FIRST_S
         if found is not None:
             return found
         if deadline is not None and time.monotonic() >= deadline:
             return None
-        due_ms = None if due is None else due()
         wait = pacer.after_look(events, deadline, due_ms, clock())
         if wait is not None and wait < 0:
             return None

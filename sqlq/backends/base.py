@@ -196,6 +196,19 @@ class Backend(abc.ABC):
         that cannot be read, a lock that cannot be asked about) counts as alive:
         giving a live holder's job to a second worker is the one thing never to do."""
 
+    def reap_owners(self, tokens: Sequence[str]) -> int:
+        """Give back the reservations of those of tokens whose holder is surely dead
+        (:meth:`dead_owners`); how many came back. A backend where a holder can come
+        back to life (its session made again) decides again inside the write."""
+        dead = self.dead_owners(tokens)
+        if not dead:
+            return 0
+        released = self.write(lambda c: sum(self.store.release_owner(c, t) for t in dead),
+                              durable=False)
+        for token in dead:
+            self.forget_owner(token)
+        return released
+
     @abc.abstractmethod
     def owner_info(self, token: str) -> tuple[str, int | None]:
         """(host, pid) of the process that registered token, for people (the dashboard)."""

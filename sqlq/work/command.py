@@ -12,12 +12,14 @@ import inspect
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..backends import identity
-from ..errors import Error
+from ..backends.base import Durability
+from ..errors import Disconnected, Error
 from ..queue import Queue
 from . import logs, runner
 from .retry import RetryPolicy
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
     from .aworker import AsyncWorker
 
 log = logging.getLogger("sqlq.worker")
+#: How often a worker started during an outage tries its database server again.
+RECONNECT_S = 0.5
 
 @dataclass
 class WorkConfig:
@@ -127,13 +131,34 @@ def run(config: WorkConfig) -> int:
     return run_worker(config, db, tubes)
 
 
+def open_queue(db: str, durability: Durability) -> Queue:
+    """The worker's Queue, once its database server can be reached: a worker started
+    during an outage waits for the server (every RECONNECT_S) rather than exit and
+    be restarted by its supervisor with a growing back-off, which would delay the
+    first jobs by up to that back-off once the server is back."""
+    waiting_since = None
+    while True:
+        try:
+            queue = Queue(db, durability=durability)
+        except Disconnected as e:
+            if waiting_since is None:
+                waiting_since = time.monotonic()
+                log.warning("%s; waiting for the database server", e)
+            time.sleep(RECONNECT_S)
+            continue
+        if waiting_since is not None:
+            log.warning("the database server answered after %.1f s",
+                        time.monotonic() - waiting_since)
+        return queue
+
+
 def run_worker(config: WorkConfig, db: str, tubes: Sequence[str]) -> int:
     """Run one worker in this process until it is stopped; the exit status (0)."""
     from . import periodic
     from .shell import ShellRunner
     from .tasks import REGISTRY, TaskRunner
 
-    queue = Queue(db, durability="normal" if config.durability == "normal" else "full")
+    queue = open_queue(db, "normal" if config.durability == "normal" else "full")
     job_runner: runner.Runner
     if config.command:
         policy = RetryPolicy(config.retries, config.backoff)

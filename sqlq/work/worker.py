@@ -36,7 +36,7 @@ from types import FrameType
 from typing import Any
 
 from ..durations import now_ms
-from ..errors import JobLost
+from ..errors import Disconnected, JobLost
 from ..model import Job, check_tubes
 from ..queue import Queue
 from . import runner
@@ -201,8 +201,25 @@ class Worker:
         except JobLost as exc:
             self._acked(acks, exc.job_ids or [job.id for job in delete])
             return []
+        except Disconnected as exc:
+            if not acks:
+                raise  # a claim alone waits through an outage inside reserve
+            # The database went away with the acknowledgements in flight: make each
+            # again (Queue.delete finds out whether the first one committed).
+            log.warning("%s; acknowledging %d finished job(s) again", exc, len(acks))
+            self._ack_each(acks)
+            return []
         self._acked(acks)
         return jobs
+
+    def _ack_each(self, acks: list[Done]) -> None:
+        lost = []
+        for done in acks:
+            try:
+                done.job.delete()
+            except JobLost:
+                lost.append(done.job.id)
+        self._acked(acks, lost)
 
     def _ack(self) -> None:
         """Delete the finished jobs held for the next claim, now, in one commit."""
@@ -216,6 +233,10 @@ class Worker:
                 self.queue.delete_many([done.job for done in acks])
         except JobLost as exc:
             self._acked(acks, exc.job_ids or [done.job.id for done in acks])
+            return
+        except Disconnected as exc:
+            log.warning("%s; acknowledging %d finished job(s) again", exc, len(acks))
+            self._ack_each(acks)
             return
         self._acked(acks)
 

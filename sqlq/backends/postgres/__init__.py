@@ -7,31 +7,27 @@
 * ``listen.py``: LISTEN/NOTIFY wakeups, one listening connection per process;
 * ``psycopg_put.py``: ``sqlq.put(conn)`` in the application's own psycopg transaction.
 
-Liveness of reservation holders: each reserving process holds a session advisory
-lock on a connection of its own; the server drops it the moment that session
-ends (a SIGKILL, a crash, a vanished host once TCP keepalives give up), and a
-waiter that can take a holder's lock gives its jobs back. No event announces
-a death, so waiters check while others hold jobs (:attr:`liveness_poll`).
+* ``liveness.py``: who holds reservations and who is dead: a session advisory lock
+  per reserving process, kept (and made again after a lost session) by a thread
+  that also writes a sign of life; a waiter gives back a dead holder's jobs. No
+  event announces a death, so waiters check while others hold jobs
+  (:attr:`liveness_poll`).
 """
 
 from __future__ import annotations
 
-import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from ..base import Backend, Conn, Durability, Notifier
-from .db import Database, connect
+from .db import Database
 from .listen import Listener, PgNotifier
+from .liveness import GRACE_S, Holder, judge, place
 from .store import PostgresStore
 
 T = TypeVar("T")
-
-#: How often the owner session is checked (and re-locked after a server restart).
-OWNER_CHECK_S = 1.0
 
 _listeners: dict[str, tuple[Listener, int]] = {}
 _listeners_lock = threading.Lock()
@@ -52,10 +48,8 @@ class PostgresBackend(Backend):
         self.durability = durability
         self.store = PostgresStore()
         self._owner_lock = threading.Lock()
-        self._owner: str | None = None
-        self._owner_conn: Any = None
-        self._owner_checked = 0.0
-        self._owner_epoch = 0  # db.reconnects when the token was locked
+        self._holder: Holder | None = None
+        self._place = place()
         self._listener: Listener | None = None
 
     def read(self, fn: Callable[[Conn], T], *, single: bool = False) -> T:
@@ -86,60 +80,55 @@ class PostgresBackend(Backend):
     def set_lock_wait(self, seconds: float | None) -> None:
         self.db.set_lock_wait(seconds)
 
-    # -- liveness ----------------------------------------------------------------------------
+    # -- liveness (liveness.py) --------------------------------------------------------------
 
     def owner_token(self) -> str:
-        with self._owner_lock:
-            now = time.monotonic()
-            if self._owner_conn is None or self.db.reconnects != self._owner_epoch \
-                    or now - self._owner_checked >= OWNER_CHECK_S:
-                self._hold_owner_lock()
-                self._owner_checked = now
-            assert self._owner is not None
-            return self._owner
+        holder = self._holder
+        if holder is None:
+            with self._owner_lock:
+                holder = self._holder
+                if holder is None:
+                    holder = self._holder = Holder(self._url, self.location, self.store)
+        token = holder.token_now()
+        if self.db.ledger.unseen:
+            self._release_unseen_claims()
+        return token
 
-    def _hold_owner_lock(self) -> None:
-        """Hold this process's token's lock on a session of its own.
-
-        After any lost connection the process takes a new token. A claim cut off by
-        the loss may have committed without our knowing its job; under the old token,
-        given up here (or gone with its session), such a job is a dead holder's, and
-        the next reserve anywhere, ours included, gives it back. Jobs we do know of
-        may be given back too: their verbs then raise JobLost, and they run again.
-        """
-        conn = self._owner_conn
-        alive = conn is not None and not (conn.closed or conn.broken)
-        if alive:
-            try:
-                conn.execute("SELECT 1").fetchall()
-            except Exception:  # noqa: BLE001 - any failure: the session is gone
-                alive = False
-        if alive and self._owner is not None and self.db.reconnects == self._owner_epoch:
-            return
-        epoch = self.db.reconnects
-        if alive and self._owner is not None:
-            self.store.unlock_owner(conn, self._owner)
-        elif conn is not None:
-            conn.close()
-            conn = None
-        if conn is None:
-            conn = connect(self._url, self.location)
-        token = f"{os.uname().nodename}-{os.getpid()}-{os.urandom(6).hex()}"
-        self.store.lock_owner(conn, token)
-        self._owner, self._owner_conn, self._owner_epoch = token, conn, epoch
+    def _release_unseen_claims(self) -> None:
+        """Give back what claims cut off by a lost connection may have taken (ClaimLedger),
+        before this process claims again."""
+        unseen = self.db.ledger.take_unseen()
+        try:
+            self.db.write(lambda c: sum(self.store.release_unseen_claim(c, owner, now, known)
+                                        for owner, now, known in unseen), durable=False)
+        except BaseException:
+            self.db.ledger.put_back(unseen)
+            raise
 
     def current_owner(self) -> str | None:
-        return self._owner if self._owner_conn is not None else None
+        return None if self._holder is None else self._holder.token
+
+    def _judge(self, tokens: Sequence[str]) -> list[tuple[str, bool]]:
+        rows = self.db.read(lambda c: self.store.dead_owners(c, tokens, GRACE_S))
+        return judge(rows, self._place)
 
     def dead_owners(self, tokens: Sequence[str]) -> list[str]:
-        return self.db.read(lambda c: self.store.dead_owners(c, tokens))
+        return [token for token, _ in self._judge(tokens)]
+
+    def reap_owners(self, tokens: Sequence[str]) -> int:
+        dead = self._judge(tokens)
+        if not dead:
+            return 0
+        return self.db.write(lambda c: sum(
+            self.store.release_dead_owner(c, token, gone, GRACE_S) for token, gone in dead),
+            durable=False)
 
     def owner_info(self, token: str) -> tuple[str, int | None]:
         host, _, rest = token.rpartition("-")[0].rpartition("-")  # "<host>-<pid>-<random>"
         return (host, int(rest)) if rest.isdigit() else (token, None)
 
     def forget_owner(self, token: str) -> None:
-        pass  # nothing is left of it: the lock went with its session
+        pass  # release_dead_owner deleted its row with its jobs' hand-over
 
     # -- operations --------------------------------------------------------------------------
 
@@ -192,8 +181,8 @@ class PostgresBackend(Backend):
                         del _listeners[self._url]
                         listener.stop()
                 self._listener = None
-            if self._owner_conn is not None:
-                self._owner_conn.close()
-                self._owner_conn = None
+            if self._holder is not None:
+                self._holder.close()
+                self._holder = None
         finally:
             self.db.close()

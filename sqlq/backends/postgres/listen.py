@@ -26,7 +26,7 @@ from typing import Any
 
 import psycopg
 
-from ...errors import DatabaseError
+from ...errors import DatabaseError, Disconnected
 from ..base import Events
 from .db import connect
 
@@ -47,7 +47,13 @@ class Listener:
         self._notifiers: set[PgNotifier] = set()
         self._stopping = False
         self._stop_r, self._stop_w = os.pipe()  # a byte here ends the reader thread
-        self._conn = self._listen()  # the first connection fails loudly; later ones retry
+        # The first connection fails loudly if the server refuses us (a password, a
+        # missing database); one that cannot reach it yet is retried by the thread.
+        self._conn: psycopg.Connection[Any] | None = None
+        try:
+            self._conn = self._listen()
+        except Disconnected as e:
+            log.warning("%s; listening as soon as it can be reached", e)
         self._thread = threading.Thread(target=self._run, name="sqlq-listen", daemon=True)
         self._thread.start()
 
@@ -76,6 +82,9 @@ class Listener:
         """Sleep in select() on the connection's socket (psycopg's own wait wakes every
         100 ms: CPU for nothing), then take what arrived without blocking."""
         while not self._stopping:
+            if self._conn is None:
+                self._reconnect()
+                continue
             try:
                 ready, _, _ = select.select([self._conn.fileno(), self._stop_r], [], [],
                                             HEALTH_INTERVAL)
@@ -93,8 +102,10 @@ class Listener:
 
     def _reconnect(self) -> None:
         """Listen again, with back-off; then everyone looks (notifications were lost)."""
-        with contextlib.suppress(psycopg.Error):
-            self._conn.close()
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+            self._conn = None
         delay = 0.05
         while not self._stopping:
             try:
@@ -111,8 +122,10 @@ class Listener:
         self._stopping = True
         os.write(self._stop_w, b"x")
         self._thread.join(timeout=5)
-        with contextlib.suppress(psycopg.Error):
-            self._conn.close()
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+            self._conn = None
         os.close(self._stop_r)
         os.close(self._stop_w)
 

@@ -278,15 +278,77 @@ WITH job AS (
 SELECT tube, pg_notify('sqlq', tube) FROM job;
 
 -- name: dead_owners
--- Holders whose session advisory lock can be taken are gone (the server released
--- it when their session ended). The locks taken here are given back at once.
-SELECT token FROM unnest(%(tokens)s::text[]) AS t(token)
- WHERE pg_try_advisory_lock(hashtextextended('sqlq owner ' || token, 0))
-   AND pg_advisory_unlock(hashtextextended('sqlq owner ' || token, 0));
+-- Holders that may be dead: their session advisory lock can be taken (the server
+-- released it when their session ended; the locks taken here are given back at once),
+-- with what tells a dead process from one re-making its session (liveness.py): its
+-- place and pid, and whether its keeper has been silent for the grace period, counted
+-- from the server's start at the earliest (a restart loses unflushed heartbeats).
+-- A token with no row (a process of an older sqlq) is judged by its lock alone.
+SELECT t.token, o.place, o.pid,
+       o.token IS NULL OR greatest(o.seen_at, pg_postmaster_start_time())
+                          < now() - make_interval(secs => %(grace)s::float8) AS silent
+  FROM unnest(%(tokens)s::text[]) AS t(token)
+  LEFT JOIN sqlq_owners AS o ON o.token = t.token
+ WHERE pg_try_advisory_lock(hashtextextended('sqlq owner ' || t.token, 0))
+   AND pg_advisory_unlock(hashtextextended('sqlq owner ' || t.token, 0));
 
--- name: lock_owner
+-- name: release_dead_owner
+-- Give back a dead holder's reservations, deciding again in this transaction, under
+-- its lock (held until the commit), that it is dead: a holder re-taking its lock on
+-- a new session waits for the commit, then finds its jobs gone (JobLost), never
+-- given to a second worker while it holds them. %(gone)s: the reaper saw its
+-- process gone on its own machine; otherwise its keeper must be silent for the grace.
+WITH dead AS (
+    SELECT 1 AS yes
+     WHERE pg_try_advisory_xact_lock(hashtextextended('sqlq owner ' || %(owner)s, 0))
+       AND (%(gone)s::boolean
+            OR NOT EXISTS (SELECT 1 FROM sqlq_owners
+                            WHERE token = %(owner)s
+                              AND greatest(seen_at, pg_postmaster_start_time())
+                                  >= now() - make_interval(secs => %(grace)s::float8)))),
+job AS (
+    UPDATE sqlq_jobs SET state = 0, reserved_until = NULL, lease = NULL, owner = NULL
+     WHERE state = 2 AND owner = %(owner)s AND EXISTS (SELECT 1 FROM dead)
+    RETURNING tube),
+forgotten AS (
+    DELETE FROM sqlq_owners WHERE token = %(owner)s AND EXISTS (SELECT 1 FROM dead))
+SELECT tube, pg_notify('sqlq', tube) FROM job;
+
+-- name: release_unseen_claim
+-- The jobs a claim cut off by a lost connection may have taken (db.ClaimLedger): this
+-- owner's, reserved at that claim's time, but for those claims seen to commit took.
+WITH job AS (
+    UPDATE sqlq_jobs SET state = 0, reserved_until = NULL, lease = NULL, owner = NULL
+     WHERE state = 2 AND owner = %(owner)s AND reserved_until - ttr = %(now)s
+       AND id <> ALL (%(known)s::bigint[])
+    RETURNING tube)
+SELECT tube, pg_notify('sqlq', tube) FROM job;
+
+-- name: try_lock_owner
 -- This process's liveness: a session lock the server drops when the session ends.
-SELECT pg_advisory_lock(hashtextextended('sqlq owner ' || %(token)s, 0));
+-- Busy only for the moment a reaper holds it (release_dead_owner): the caller retries.
+SELECT pg_try_advisory_lock(hashtextextended('sqlq owner ' || %(token)s, 0));
+
+-- name: register_owner
+-- Under the token's lock: who holds it, and its first (or renewed) sign of life.
+-- synchronous_commit stays on here: a reaper must not see the lock free with no row.
+INSERT INTO sqlq_owners AS o (token, host, pid, place)
+VALUES (%(token)s, %(host)s, %(pid)s, %(place)s)
+ON CONFLICT (token) DO UPDATE SET seen_at = now();
+
+-- name: owner_heartbeat
+-- The keeper's sign of life, once a HEARTBEAT_S; no row: a reaper judged us dead and
+-- forgot us (our jobs are gone), and the keeper registers again.
+UPDATE sqlq_owners SET seen_at = now() WHERE token = %(token)s RETURNING 1;
+
+-- name: unregister_owner
+DELETE FROM sqlq_owners WHERE token = %(token)s;
+
+-- name: forget_silent_owners
+-- Rows of holders gone long ago that held nothing when they died (nothing reaped them).
+DELETE FROM sqlq_owners AS o
+ WHERE seen_at < now() - interval '1 hour'
+   AND pg_try_advisory_xact_lock(hashtextextended('sqlq owner ' || o.token, 0));
 
 -- name: insert_result
 INSERT INTO sqlq_results (job_id, result, expires_at)
@@ -398,10 +460,6 @@ SELECT pid, datname, extract(epoch FROM now() - xact_start)::float8, state,
 -- name: vacuum_jobs
 -- Runs outside a transaction. SKIP_LOCKED: never wait behind a lock on the hot table.
 VACUUM (ANALYZE, SKIP_LOCKED) sqlq_jobs;
-
--- name: unlock_owner
--- Give up a token (its reservations become a dead holder's, for anyone to take back).
-SELECT pg_advisory_unlock(hashtextextended('sqlq owner ' || %(token)s, 0));
 
 -- ---------------------------------------------------------------------------------------------
 -- Read-only views for the dashboard and /metrics (observe.py); the SQLite file's

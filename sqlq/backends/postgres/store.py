@@ -30,6 +30,17 @@ def _put_params(now: int, tube: str, priority: int, delay_ms: int, ttr_ms: int) 
             "delay_until": now + delay_ms if delay_ms else None, "ttr": ttr_ms}
 
 
+def _claiming(conn: Any, owner: str | None, now: int) -> list[Any] | None:
+    """Note a claim about to run in the connection's ledger (db.ClaimLedger)."""
+    ledger = getattr(conn, "ledger", None)
+    return None if ledger is None else ledger.claiming(owner, now)
+
+
+def _claimed(conn: Any, entry: list[Any] | None, rows: Sequence[Any]) -> None:
+    if entry is not None:
+        conn.ledger.claimed(entry, [int(r[0]) for r in rows])
+
+
 class PostgresStore(Store):
     Q = Q
     LOOK_BEFORE_CLAIM = False
@@ -75,24 +86,43 @@ class PostgresStore(Store):
         return sorted(int(r[0]) for r in conn.execute(Q["insert_puts"], params).fetchall())
 
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> Any:
-        return one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner,
-                                          "lazy": lazy_commit(conn)})
+        entry = _claiming(conn, owner, now)
+        row = one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner,
+                                         "lazy": lazy_commit(conn)})
+        _claimed(conn, entry, [row] if row else [])
+        return row
 
     def delete_and_claim(self, conn: Any, now: int, job_id: int, lease: int, tubes: Any,
                          owner: str | None) -> Any:
         params = {"id": job_id, "lease": lease, "now": now, "tubes": tubes, "owner": owner}
+        entry = _claiming(conn, owner, now)
         try:
-            return one(conn, Q["delete_and_claim"], params)
+            row = one(conn, Q["delete_and_claim"], params)
         except psycopg.Error as e:
             if e.sqlstate == LEASE_LOST:
                 raise self._lease_failure(conn, job_id, lease) from None
             raise
+        _claimed(conn, entry, [row] if row else [])
+        return row
 
     def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
                    ) -> list[Any]:
         params = {"tubes": tubes, "now": now, "owner": owner, "n": n, "lazy": lazy_commit(conn)}
+        entry = _claiming(conn, owner, now)
         rows = conn.execute(Q["claim_jobs"], params).fetchall()
+        _claimed(conn, entry, rows)
         return sorted(rows, key=lambda r: (r[2], r[0]))
+
+    def claim_by_id(self, conn: Any, now: int, job_id: int, owner: str | None) -> Any:
+        entry = _claiming(conn, owner, now)
+        row = super().claim_by_id(conn, now, job_id, owner)
+        _claimed(conn, entry, [row])
+        return row
+
+    def release_unseen_claim(self, conn: Any, owner: str, now: int, known: list[int]) -> int:
+        """Give back the jobs a claim cut off by a lost connection may have taken."""
+        return len(conn.execute(Q["release_unseen_claim"],
+                                {"owner": owner, "now": now, "known": known}).fetchall())
 
     def delete_and_claim_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]],
                               tubes: Any, owner: str | None, n: int
@@ -102,10 +132,12 @@ class PostgresStore(Store):
         params = {"ids": [job_id for job_id, _ in leases],
                   "leases": [lease for _, lease in leases],
                   "now": now, "tubes": tubes, "owner": owner, "n": n}
+        entry = _claiming(conn, owner, now) if n else None
         rows = conn.execute(Q["delete_and_claim_jobs"], params).fetchall()
         lost = [(int(r[0]), int(r[11])) for r in rows if r[1] is None]
         if lost:
             return lost, []
+        _claimed(conn, entry, rows)
         return [], sorted(rows, key=lambda r: (r[2], r[0]))
 
     def delete_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]]
@@ -115,16 +147,37 @@ class PostgresStore(Store):
     def total_jobs(self, conn: Any) -> int:
         return int(one(conn, Q["total_jobs"])[0])
 
-    def dead_owners(self, conn: Any, tokens: Sequence[str]) -> list[str]:
-        """The tokens whose session lock is free: their process (or host) is gone."""
-        return [r[0] for r in conn.execute(Q["dead_owners"], {"tokens": list(tokens)})]
+    # -- liveness (liveness.py) --------------------------------------------------------------
 
-    def lock_owner(self, conn: Any, token: str) -> None:
-        """Hold token's session lock on conn for as long as the session lives."""
-        conn.execute(Q["lock_owner"], {"token": token}).fetchall()
+    def dead_owners(self, conn: Any, tokens: Sequence[str], grace_s: float
+                    ) -> list[tuple[str, str | None, int | None, bool]]:
+        """(token, place, pid, silent) of each token whose session lock is free: its
+        holder died, or its session ended under a live process re-making it."""
+        return [tuple(r) for r in conn.execute(
+            Q["dead_owners"], {"tokens": list(tokens), "grace": grace_s})]
 
-    def unlock_owner(self, conn: Any, token: str) -> None:
-        conn.execute(Q["unlock_owner"], {"token": token}).fetchall()
+    def release_dead_owner(self, conn: Any, owner: str, gone: bool, grace_s: float) -> int:
+        """Give back owner's reservations if, under its lock, it is still dead; how many."""
+        return len(conn.execute(Q["release_dead_owner"],
+                                {"owner": owner, "gone": gone, "grace": grace_s}).fetchall())
+
+    def try_lock_owner(self, conn: Any, token: str) -> bool:
+        """Take token's session lock on conn, held for as long as the session lives."""
+        return bool(one(conn, Q["try_lock_owner"], {"token": token})[0])
+
+    def register_owner(self, conn: Any, token: str, host: str, pid: int, place: str) -> None:
+        conn.execute(Q["register_owner"],
+                     {"token": token, "host": host, "pid": pid, "place": place})
+
+    def owner_heartbeat(self, conn: Any, token: str) -> bool:
+        """Renew token's sign of life; False if a reaper forgot it (judged it dead)."""
+        return conn.execute(Q["owner_heartbeat"], {"token": token}).fetchone() is not None
+
+    def unregister_owner(self, conn: Any, token: str) -> None:
+        conn.execute(Q["unregister_owner"], {"token": token})
+
+    def forget_silent_owners(self, conn: Any) -> None:
+        conn.execute(Q["forget_silent_owners"])
 
     def begin_snapshot(self, conn: Any) -> None:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")

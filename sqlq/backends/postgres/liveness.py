@@ -1,0 +1,201 @@
+"""Liveness of reservation holders on PostgreSQL: who holds jobs, and who is dead.
+
+Each process that reserves holds a session advisory lock, ``sqlq owner <token>``,
+on a connection of its own, and a row in ``sqlq_owners`` (host, pid, place, and
+``seen_at``, its last sign of life). The server drops the lock the moment that
+session ends. That is how a SIGKILLed holder's jobs come back at once; but a
+session also ends while its process lives on: a server restart or failover,
+``pg_terminate_backend``, a pooler, ``idle_session_timeout``. A free lock alone
+therefore proves nothing, and this module adds what does:
+
+* the holder's **keeper**, a thread that every :data:`HEARTBEAT_S` renews
+  ``seen_at`` on the owner session, and when the session is gone makes a new one
+  and takes the *same* token's lock again (its leases stand: nothing was reaped);
+* the **reaper's rule**: a holder whose lock is free is dead when its process is
+  seen gone on the reaper's own machine (same boot and pid namespace, no such pid:
+  at once), or when its keeper has been silent for :data:`GRACE_S` (any machine);
+  a server restart counts as a sign of life, since it loses unflushed heartbeats;
+* the **hand-over**: the reaper gives a dead holder's jobs back in one transaction
+  that holds the token's lock and checks the rule again, so a holder re-taking its
+  lock either comes first (and keeps its jobs) or waits for that commit (and finds
+  its jobs gone: ``JobLost``); never both;
+* **no claim under a doubtful token**: :meth:`Holder.token` gives the token only
+  while the keeper confirmed it within half the grace, else it waits for the keeper
+  (or raises :class:`~sqlq.Disconnected`).
+
+A holder on another machine that really died is noticed after the grace (at most
+``GRACE_S`` plus a heartbeat); one whose host vanished without a TCP reset keeps its
+lock until the server's keepalives end its session (``db.SESSION_SETTINGS``: about
+25 s), then the grace.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Sequence
+
+import psycopg
+
+from ...errors import DatabaseError, Disconnected
+from .db import Connection, connect
+from .store import PostgresStore
+
+log = logging.getLogger("sqlq")
+
+#: How often the keeper renews this process's sign of life (and checks its session).
+HEARTBEAT_S = 1.0
+#: How long a holder whose lock is free may stay silent before others judge it dead:
+#: the time its keeper has to make a new session and take its lock again.
+GRACE_S = 5.0
+#: A token is handed to a claim only while the keeper confirmed it this recently.
+CONFIRMED_S = GRACE_S / 2
+#: How long a claim waits for the keeper to confirm the token again before raising.
+CONFIRM_WAIT_S = 60.0
+#: Pause between the keeper's attempts to make a lost session again.
+RETRY_S = 0.25
+
+
+def place() -> str:
+    """Where a pid names this process: the kernel's boot and the pid namespace; ""
+    where they cannot be read (then no pid is ever judged by another process)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+    return f"{boot} {namespace}"
+
+
+def process_gone(pid: int) -> bool:
+    """Whether no process with this pid exists here (a reused pid reads as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # EPERM: someone else's process, alive
+    return False
+
+
+class Holder:
+    """This process's registration as a holder of reservations, kept by a thread."""
+
+    def __init__(self, url: str, location: str, store: PostgresStore) -> None:
+        self._url = url
+        self._location = location
+        self._store = store
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.place = place()
+        self.token = f"{self.host}-{self.pid}-{os.urandom(6).hex()}"
+        self._conn: Connection | None = None
+        self._confirmed = 0.0  # monotonic, before the last heartbeat that was written
+        self._closed = False
+        self._changed = threading.Condition()
+        self._register()  # the first registration fails loudly; the keeper retries later ones
+        self._thread = threading.Thread(target=self._keep, name="sqlq-owner-keeper", daemon=True)
+        self._thread.start()
+
+    def token_now(self) -> str:
+        """The token, if the keeper confirmed it lately; else wait for the keeper."""
+        if time.monotonic() - self._confirmed < CONFIRMED_S:
+            return self.token
+        with self._changed:
+            fresh = self._changed.wait_for(
+                lambda: self._closed or time.monotonic() - self._confirmed < CONFIRMED_S,
+                CONFIRM_WAIT_S)
+        if not fresh or self._closed:
+            raise Disconnected(f"{self._location}: the session that keeps this process's "
+                               "reservations could not be made again")
+        return self.token
+
+    def _register(self) -> None:
+        """On a new session: take the token's lock, then write the row under it."""
+        started = time.monotonic()
+        conn = connect(self._url, self._location)
+        try:
+            # Busy only while a reaper's hand-over holds it (one short transaction).
+            while not self._store.try_lock_owner(conn, self.token):
+                if self._closed:
+                    raise Disconnected(f"{self._location}: closed")
+                time.sleep(0.02)
+            self._store.register_owner(conn, self.token, self.host, self.pid, self.place)
+        except BaseException:
+            conn.close()
+            raise
+        old, self._conn = self._conn, conn
+        if old is not None:
+            old.close()
+        self._confirm(started)
+
+    def _confirm(self, started: float) -> None:
+        with self._changed:
+            self._confirmed = started
+            self._changed.notify_all()
+
+    def _keep(self) -> None:
+        """Renew the sign of life; on any failure, make the session again, the same
+        token's lock first, for as long as this process runs."""
+        lost_at: float | None = None
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._closed, HEARTBEAT_S)
+                if self._closed:
+                    return
+            started = time.monotonic()
+            try:
+                if lost_at is not None:
+                    self._register()
+                    log.warning("the owner session of %s is back after %.1f s; its "
+                                "reservations stand", self._location, time.monotonic() - lost_at)
+                    lost_at = None
+                    continue
+                assert self._conn is not None
+                if self._store.owner_heartbeat(self._conn, self.token):
+                    self._confirm(started)
+                else:  # a reaper judged us dead: our jobs went back; register again
+                    self._store.register_owner(self._conn, self.token, self.host, self.pid,
+                                               self.place)
+                    self._confirm(started)
+            except (psycopg.Error, DatabaseError) as e:
+                if self._closed:
+                    return
+                if lost_at is None:
+                    lost_at = started
+                    log.warning("lost the owner session of %s (%s); making it again",
+                                self._location, str(e).strip().splitlines()[0] if str(e) else e)
+                time.sleep(RETRY_S)
+
+    def close(self) -> None:
+        """Stop the keeper, forget the row and end the session (its lock goes with it)."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+        self._thread.join(timeout=5)
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            self._store.unregister_owner(conn, self.token)
+        except psycopg.Error:
+            pass  # gone with the session: a reaper forgets the row
+        finally:
+            conn.close()
+
+
+def judge(rows: Sequence[tuple[str, str | None, int | None, bool]], here: str
+          ) -> list[tuple[str, bool]]:
+    """(token, gone) for each holder the reaper's rule finds dead, of the rows of
+    ``dead_owners`` (free locks): gone, its process is missing from this machine;
+    else its keeper has been silent for the grace."""
+    dead = []
+    for token, where, pid, silent in rows:
+        gone = bool(here) and where == here and pid is not None and process_gone(pid)
+        if gone or silent:
+            dead.append((token, gone))
+    return dead
