@@ -280,37 +280,3 @@ def test_maintain_names_a_long_open_transaction_and_vacuums(pg_server: PgServer,
         assert report["sqlq_jobs-dead-rows"] >= 200  # the old snapshot may still see them
     report = json.loads(_sqlq(pg_url, "maintain", "--json").stdout)
     assert report["oldest-transaction"] is None or f"pid {pid}" not in report["oldest-transaction"]
-
-
-def test_only_a_claim_of_its_own_commits_without_the_wal_flush(pg_url: str) -> None:
-    """In full durability a claim that is its own transaction turns synchronous_commit
-    off for that transaction alone (no SET round trips); every other write, and a claim
-    made inside the application's transaction, keeps the session's durable commit."""
-    def commit_mode(conn: Any) -> str:
-        return str(conn.execute("SHOW synchronous_commit").fetchone()[0])
-
-    with sqlq.Queue(pg_url) as q:
-        q.put_many([b"a", b"b", b"c"], tube="t")
-        backend: Any = q._backend
-        db, store = backend.db, backend.store
-        now = int(time.time() * 1000)
-        # Who may skip the flush: one statement, not durable, not inside a transaction.
-        assert db.write(lambda c: c.lazy_commit, durable=False, single=True) is True
-        assert db.write(lambda c: c.lazy_commit, single=True) is False
-        assert db.write(lambda c: c.lazy_commit, durable=False) is False
-        # What the claims do with it, seen from inside the transaction they commit.
-        for lazy, expected in ((True, "off"), (False, "on")):
-            with db.transaction() as conn:
-                conn.lazy_commit = lazy
-                try:
-                    assert store.claim(conn, now, ["t"], None) is not None
-                    assert len(store.claim_many(conn, now, ["t"], None, 1)) == 1
-                    assert commit_mode(conn) == expected
-                finally:
-                    conn.lazy_commit = False
-                raise psycopg.Rollback()  # the jobs stay ready for the next round
-        assert commit_mode(db._conn) == "on"  # the session itself never changes
-        with q.transaction() as tx:
-            tx.put(b"with the application's rows", tube="t")
-            assert q.reserve("t", timeout=0) is not None
-            assert tx.execute("SHOW synchronous_commit") == [("on",)]

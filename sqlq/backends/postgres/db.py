@@ -92,13 +92,8 @@ def _unreachable(error: psycopg.Error) -> bool:
 
 
 class Connection(psycopg.Connection[Any]):
-    """psycopg's connection, telling the statements that can make use of it whether the
-    one now running is a transaction of its own whose commit need not wait for the WAL
-    flush (:meth:`Database.write` with ``durable=False, single=True``, full durability):
-    such a statement sets ``synchronous_commit`` off for its own transaction, which
-    costs nothing, where a session SET before and after it costs two round trips."""
+    """psycopg's connection, with the ledger of the claims made on it."""
 
-    lazy_commit = False
     #: The claims made on this connection (Database's, shared across its reconnects).
     ledger: ClaimLedger | None = None
 
@@ -167,12 +162,6 @@ class ClaimLedger:
     def put_back(self, unseen: list[tuple[str, int, list[int]]]) -> None:
         with self._lock:
             self.unseen[:0] = unseen
-
-
-def lazy_commit(conn: Any) -> bool:
-    """Whether the statement about to run on conn may commit without waiting for the
-    WAL flush (False on any connection sqlq did not open: the application's own)."""
-    return isinstance(conn, Connection) and conn.lazy_commit
 
 
 def connect(url: str, location: str) -> Connection:
@@ -313,20 +302,17 @@ class Database:
         """fn(conn) in one transaction (in autocommit when it is one statement), retried
         whole on a serialization failure or deadlock; inside transaction(), it joins.
 
-        ``durable=False``: the commit may be lost on power loss. In full durability
-        the session keeps ``synchronous_commit`` on, and a one-statement write (a claim)
-        that can, turns it off for its own transaction (:class:`Connection`); any other
-        write commits durably, which costs a WAL flush but never a round trip."""
+        ``durable`` is the session's: in full durability every commit waits for the
+        WAL flush, claims and touches included. On a file such a write may be lost
+        only with the machine, and so with its holder; here a server crash would
+        undo a claim or a touch while the holder, alive elsewhere, runs the job: the
+        job would be given to a second worker."""
         with self._lock, self._errors():
             conn = self._usable()
             if self.in_transaction():
                 return fn(conn)
             if single:
-                conn.lazy_commit = not durable and self.durability == "full"
-                try:
-                    return fn(conn)
-                finally:
-                    conn.lazy_commit = False
+                return fn(conn)
             deadline = time.monotonic() + RETRY_FOR_S
             delay = 0.001
             while True:

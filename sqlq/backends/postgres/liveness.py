@@ -72,14 +72,20 @@ def place() -> str:
 
 
 def process_gone(pid: int) -> bool:
-    """Whether no process with this pid exists here (a reused pid reads as alive)."""
+    """Whether no process with this pid runs here: none exists, or a zombie its
+    parent has not waited for yet (a reused pid reads as alive: then the grace)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except OSError:
-        return False  # EPERM: someone else's process, alive
-    return False
+        pass  # EPERM: someone else's process
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X")  # the state, after "(comm)"
 
 
 class Holder:

@@ -66,15 +66,13 @@ SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 
 -- name: claim_job
 -- The most urgent job ready as of now in the watched, unpaused tubes, due delayed
--- jobs and expired reservations included: see sqlq_claim in migrations/0003. With
--- %(lazy)s (a claim that is its own transaction, in full durability: db.Connection),
--- its commit does not wait for the WAL flush (set_config local to this transaction:
--- no SET before and after it, two round trips). CASE: never evaluated otherwise.
+-- jobs and expired reservations included: see sqlq_claim in migrations/0003. In full
+-- durability its commit waits for the WAL flush, as every write's: a claim lost by a
+-- server crash would make the job ready again while its holder, alive on another
+-- machine, runs it (liveness.py), so a claim is not cheaper to lose than a put.
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay
-  FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text) AS c
- CROSS JOIN (SELECT CASE WHEN %(lazy)s::boolean
-                         THEN set_config('synchronous_commit', 'off', true) END) AS lazy;
+  FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text) AS c;
 
 -- name: delete_and_claim
 -- The worker's fast path: delete the job it finished (under its lease) and claim the
@@ -586,12 +584,10 @@ SELECT tube, metric, le, count, sum FROM sqlq_durations ORDER BY tube, metric;
 
 -- name: claim_jobs
 -- Up to %(n)s of the most urgent jobs ready as of now, each under a lease of its own
--- (sqlq_claim in migrations/0005: the same claim as claim_job, LIMIT n; %(lazy)s as there).
+-- (sqlq_claim in migrations/0005: the same claim as claim_job, LIMIT n, as durable).
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay
-  FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, %(n)s::integer) AS c
- CROSS JOIN (SELECT CASE WHEN %(lazy)s::boolean
-                         THEN set_config('synchronous_commit', 'off', true) END) AS lazy;
+  FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, %(n)s::integer) AS c;
 
 -- name: delete_and_claim_jobs
 -- Delete jobs under their leases and claim up to %(n)s more (0: none), in one statement

@@ -17,7 +17,6 @@ import psycopg
 
 from ...model import DELAYED, READY
 from ..store import Store, load_queries, one
-from .db import lazy_commit
 
 Q = load_queries(Path(__file__).with_name("queries.sql"))
 #: The SQLSTATE sqlq_delete_and_claim raises when the lease no longer holds.
@@ -87,8 +86,7 @@ class PostgresStore(Store):
 
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> Any:
         entry = _claiming(conn, owner, now)
-        row = one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner,
-                                         "lazy": lazy_commit(conn)})
+        row = one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner})
         _claimed(conn, entry, [row] if row else [])
         return row
 
@@ -107,7 +105,7 @@ class PostgresStore(Store):
 
     def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
                    ) -> list[Any]:
-        params = {"tubes": tubes, "now": now, "owner": owner, "n": n, "lazy": lazy_commit(conn)}
+        params = {"tubes": tubes, "now": now, "owner": owner, "n": n}
         entry = _claiming(conn, owner, now)
         rows = conn.execute(Q["claim_jobs"], params).fetchall()
         _claimed(conn, entry, rows)
