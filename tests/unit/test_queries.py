@@ -39,7 +39,8 @@ def test_query_plan_uses_indexes(q: Queue, name: str) -> None:
 
 #: PostgreSQL statements EXPLAIN cannot take (VACUUM) or that read catalogs, not jobs.
 PG_NOT_PLANNED = {"vacuum_jobs", "table_health", "oldest_transaction"}
-_TEXT_PARAMS = {"tube", "topic", "unique_key", "reason", "owner", "name", "token", "text"}
+_TEXT_PARAMS = {"tube", "topic", "unique_key", "reason", "owner", "name", "token", "text",
+                "host", "place"}
 
 
 def _pg_value(name: str) -> object:
@@ -49,10 +50,12 @@ def _pg_value(name: str) -> object:
         return b"x"
     if name == "bodies":
         return [b"x"]
-    if name in ("ids", "leases", "priorities", "delays", "ttrs"):
+    if name in ("ids", "leases", "priorities", "delays", "ttrs", "known"):
         return [1, 2]
-    if name == "lazy":
-        return True
+    if name == "gone":
+        return False
+    if name == "grace":
+        return 5.0
     return "x" if name in _TEXT_PARAMS else 1
 
 
