@@ -130,7 +130,7 @@ def run(config: WorkConfig) -> int:
 def run_worker(config: WorkConfig, db: str, tubes: Sequence[str]) -> int:
     """Run one worker in this process until it is stopped; the exit status (0)."""
     from . import periodic
-    from .shell import ShellRunner
+    from .shell import GroupReport, ShellRunner
     from .tasks import REGISTRY, TaskRunner
 
     queue = Queue(db, durability="normal" if config.durability == "normal" else "full")
@@ -138,7 +138,8 @@ def run_worker(config: WorkConfig, db: str, tubes: Sequence[str]) -> int:
     if config.command:
         policy = RetryPolicy(config.retries, config.backoff)
         job_runner = ShellRunner(config.command, policy, keepalive=config.keepalive,
-                                 db_path=queue.backend.child_location())
+                                 db_path=queue.backend.child_location(),
+                                 report=GroupReport.from_environ())
     else:
         job_runner = TaskRunner()
     worker: Worker | AsyncWorker
