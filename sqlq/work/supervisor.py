@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass
 from types import FrameType
 
+from ..backends import is_url
 from .command import WorkConfig
 from .shell import REPORT_FD_ENV
 
@@ -103,7 +104,8 @@ class Supervisor:
         handlers = {sig: signal.signal(sig, handler) for sig, handler in (
             (signal.SIGTERM, self._on_stop), (signal.SIGINT, self._on_stop),
             (signal.SIGCHLD, self._on_child))}
-        log.info("supervisor %d: %d workers on %s", os.getpid(), len(self.slots), self.db,
+        where = self.db if is_url(self.db) else os.path.abspath(self.db)
+        log.info("supervisor %d: %d workers on %s", os.getpid(), len(self.slots), where,
                  extra={"pid": os.getpid()})
         os.set_blocking(self._report_r, False)
         os.set_blocking(self._report_w, False)  # a worker never waits for us to read
