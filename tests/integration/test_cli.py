@@ -9,6 +9,7 @@ signals, broken pipes, resource limits.
 from __future__ import annotations
 
 import base64
+import importlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -472,18 +474,56 @@ def test_subprocess_full_disk(db: Path) -> None:
     assert json.loads(run(db, "stats", "--json").stdout)["total-jobs"] == 1
 
 
-def test_subprocess_read_only_directory(tmp_path: Path) -> None:
-    directory = tmp_path / "ro"
-    directory.mkdir()
-    directory.chmod(0o555)
+#: What ``python -m sqlq`` imports: sqlq and its dependencies (pyproject.toml).
+_RUNTIME = ("sqlq", "apsw", "click", "tenacity", "inotify_simple", "cronsim", "typing_extensions")
+
+
+def _readable_by_anyone() -> Path:
+    """A directory any user can enter, holding a copy of sqlq and what it imports.
+
+    The checkout and its venv may sit where only their owner can read (under /root,
+    or in a ``mktemp -d`` directory, mode 0700), and so may pytest's own tmp_path: a
+    child run as another user must need neither.
+    """
+    where = Path(tempfile.mkdtemp(prefix="sqlq-anyone-"))
+    where.chmod(0o755)
+    lib = where / "lib"
+    lib.mkdir()
+    for name in _RUNTIME:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # an optional one (inotify-simple off Linux, typing-extensions)
+            continue
+        source = Path(str(module.__file__))
+        if source.stem.split(".")[0] == "__init__":
+            shutil.copytree(source.parent, lib / name,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, lib / source.name)
+    for path in (where, *lib.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return where
+
+
+def test_subprocess_read_only_directory() -> None:
     as_root = os.geteuid() == 0
     if as_root and not shutil.which("setpriv"):
         pytest.skip("running as root, and setpriv is missing to drop privileges")
     prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if as_root else []
-    tmp_path.chmod(0o755)
-    done = subprocess.run([*prefix, sys.executable, "-m", "sqlq", "--db",
-                           str(directory / "q.db"), "put", "x"], capture_output=True,
-                          timeout=60, cwd="/")
+    where = _readable_by_anyone()
+    directory = where / "ro"
+    directory.mkdir()
+    directory.chmod(0o555)
+    # The interpreter itself, not the venv's link to it (which lies in the checkout).
+    python = os.path.realpath(sys.executable)
+    try:
+        done = subprocess.run([*prefix, python, "-s", "-m", "sqlq", "--db",
+                               str(directory / "q.db"), "put", "x"], capture_output=True,
+                              timeout=60, cwd="/", env={**os.environ,
+                                                        "PYTHONPATH": str(where / "lib")})
+    finally:
+        directory.chmod(0o755)
+        shutil.rmtree(where, ignore_errors=True)
     assert done.returncode == 1, done.stderr
     assert_one_line_error(done.stderr.decode())
     assert b"q.db" in done.stderr
