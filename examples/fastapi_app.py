@@ -1,6 +1,6 @@
 """A FastAPI app that enqueues a task on each request and awaits its result.
 
-    pip install 'sqlq-jobs' fastapi uvicorn
+    pip install /path/to/sqlq fastapi uvicorn   # a checkout of sqlq (not on PyPI yet)
     export SQLQ_DB=$PWD/fastapi_app.db
     sqlq work --import fastapi_app --concurrency 50 &      # the workers (async def tasks)
     uvicorn fastapi_app:app                                # the web app

@@ -75,7 +75,8 @@ def main(path: str) -> None:
         print(f"buried: #{buried.id} {buried.body.decode()!r}, reason: {buried.bury_reason}")
     sqlq_cmd = os.path.join(os.path.dirname(sys.executable), "sqlq")
     print(f"\nTry: {sqlq_cmd} --db {path} stats")
-    print(f"     {sqlq_cmd} --db {path} peek --buried --tube emails")
+    if buried:
+        print(f"     {sqlq_cmd} --db {path} peek --buried --tube {buried.tube}")
 
 
 if __name__ == "__main__":

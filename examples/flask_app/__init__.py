@@ -1,5 +1,8 @@
 """A tiny Flask + Flask-SQLAlchemy app whose requests enqueue sqlq tasks.
 
+Run from ``examples/`` (the directory that holds ``flask_app/``), in a venv with
+``pip install '/path/to/sqlq[flask]'``:
+
     export FLASK_SQLALCHEMY_DATABASE_URI=sqlite:///$PWD/words.db   # the queue shares it
     # export FLASK_SQLQ_DB=$PWD/jobs.db                            # or a queue of its own
     flask --app flask_app sqlq work &        # runs count_letters (tasks.py)

@@ -27,6 +27,13 @@ def exit_code_for(exc: BaseException) -> tuple[int, str]:
     """Map an exception to ``(exit code, one-line message)``: the single mapping point."""
     if isinstance(exc, click.exceptions.NoArgsIsHelpError):
         return EXIT_OK, exc.format_message()  # a bare `sqlq` asks for help
+    if isinstance(exc, click.NoSuchOption) and exc.option_name == "--db" and exc.ctx \
+            and exc.ctx.parent is not None:
+        # The likeliest slip (`sqlq put x --db q.db`): click would suggest --tube.
+        root = exc.ctx.find_root().command_path
+        rest = exc.ctx.command_path[len(root):].strip()
+        return EXIT_USAGE, (f"{exc.ctx.command_path}: --db goes before the command: "
+                            f"{root} --db PATH {rest} ... (or set $SQLQ_DB)")
     if isinstance(exc, click.UsageError):
         path = exc.ctx.command_path if exc.ctx else "sqlq"
         return EXIT_USAGE, f"{path}: {_one_line(exc.format_message())} (see '{path} --help')"

@@ -20,7 +20,7 @@ from .options import (
 
 
 @cli.command()
-@click.argument("topic", type=TUBE)
+@click.argument("topic", type=TUBE, metavar="TOPIC")
 @click.argument("body", required=False)
 @priority_option(1024)
 @delay_option
@@ -46,7 +46,7 @@ def publish(ctx: click.Context, topic: str, body: str | None, priority: int, del
 
 
 @cli.command()
-@click.argument("topic", type=TUBE)
+@click.argument("topic", type=TUBE, metavar="TOPIC")
 @click.argument("tube", type=TUBE)
 @json_option
 @click.pass_context
@@ -66,7 +66,7 @@ def subscribe(ctx: click.Context, topic: str, tube: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("topic", type=TUBE)
+@click.argument("topic", type=TUBE, metavar="TOPIC")
 @click.argument("tube", type=TUBE)
 @json_option
 @click.pass_context
@@ -87,7 +87,7 @@ def unsubscribe(ctx: click.Context, topic: str, tube: str, as_json: bool) -> Non
 
 
 @cli.command()
-@click.argument("topic", type=TUBE, required=False)
+@click.argument("topic", type=TUBE, required=False, metavar="[TOPIC]")
 @json_option
 @click.pass_context
 def subscriptions(ctx: click.Context, topic: str | None, as_json: bool) -> None:

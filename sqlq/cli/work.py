@@ -41,6 +41,10 @@ from .options import DURATION, PREFETCH, tubes_option
               show_default=True, help="json: one object per line (job, tube, task, outcome...).")
 @click.option("--durability", type=click.Choice(["full", "normal"]), default="full",
               show_default=True, help="normal: deletes are not fsynced (about 3x the jobs/s).")
+@click.option("--init", is_flag=True,
+              help="Create the database if it does not exist, or add sqlq's tables to "
+              "another application's (as Queue(init=True)). Without it a worker refuses a "
+              "missing file: a typo in --db would wait on a new, empty queue for ever.")
 @click.option("--in-process", is_flag=True, hidden=True,
               help="Be one worker, without a supervisor (how a supervisor starts its own).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND ARGS...]")
@@ -48,7 +52,7 @@ from .options import DURATION, PREFETCH, tubes_option
 def work(ctx: click.Context, imports: tuple[str, ...], tubes: tuple[str, ...], processes: int,
          concurrency: int, prefetch: int | None, burst: bool, retries: int, backoff: float,
          grace: float, keepalive: bool,
-         log_level: str, log_format: str, durability: str, in_process: bool,
+         log_level: str, log_format: str, durability: str, init: bool, in_process: bool,
          command: tuple[str, ...]) -> None:
     """Run jobs: task functions from --import modules, or COMMAND once per job.
 
@@ -57,7 +61,8 @@ def work(ctx: click.Context, imports: tuple[str, ...], tubes: tuple[str, ...], p
     COMMAND gets the body on stdin and SQLQ_JOB_ID, SQLQ_TUBE, SQLQ_ATTEMPT in its
     environment; exit 0 deletes the job, anything else retries then buries it, and
     it is killed when its TTR runs out (unless --keepalive). Without --db, a task
-    worker uses the file its tasks' Queue opened. SIGTERM or Ctrl-C: stop reserving,
+    worker uses the file its tasks' Queue opened; a missing file is refused unless
+    --init is given. SIGTERM or Ctrl-C: stop reserving,
     finish running jobs within --grace, release the rest, exit 0.
 
     Example:
@@ -77,5 +82,5 @@ def work(ctx: click.Context, imports: tuple[str, ...], tubes: tuple[str, ...], p
         burst=burst,
         retries=retries, backoff=backoff,
         grace=grace, keepalive=keepalive, log_level=log_level.upper(), log_format=log_format,
-        durability=durability, in_process=in_process)
+        durability=durability, init=init, in_process=in_process)
     ctx.exit(run(config))

@@ -13,11 +13,12 @@ import logging
 import os
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..backends import identity
+from ..backends import exists, identity
 from ..backends.base import Durability
 from ..errors import Disconnected, Error
 from ..queue import Queue
@@ -51,6 +52,7 @@ class WorkConfig:
     log_level: str = "INFO"
     log_format: str = "text"
     durability: str = "full"
+    init: bool = False  # create a missing file, or add sqlq's tables to another app's database
     in_process: bool = False  # be the worker, not a supervisor (a supervisor's children)
 
     def child_argv(self, db: str) -> list[str]:
@@ -69,6 +71,8 @@ class WorkConfig:
             argv.append("--burst")
         if self.keepalive:
             argv.append("--keepalive")
+        if self.init:
+            argv.append("--init")
         if self.command:
             argv += ["--", *self.command]
         return argv
@@ -117,13 +121,42 @@ def prepare(config: WorkConfig) -> tuple[str, list[str]]:
     if config.imports:
         from .tasks import import_modules
 
-        import_modules(config.imports)
+        for module in config.imports:
+            try:
+                import_modules([module])
+            except Exception as exc:
+                raise Error(import_failure(module, exc)) from exc
     return resolve(config)
+
+
+def import_failure(module: str, exc: BaseException) -> str:
+    """One line on a task module that failed to import: the error, and where it was raised.
+
+    ``SQLQ_DEBUG=1`` prints the whole traceback (``cli/exits.py``).
+    """
+    what = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ModuleNotFoundError) and exc.name is not None \
+            and (module == exc.name or module.startswith(exc.name + ".")):
+        return (f"cannot import {module}: {what} (looked in {os.getcwd()} and the Python "
+                "path: run from the directory that holds it, or set PYTHONPATH)")
+    if isinstance(exc, SyntaxError) and exc.filename:
+        where = f"{exc.filename}, line {exc.lineno}"
+        what = f"{type(exc).__name__}: {exc.msg}"
+    else:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                  if not f.filename.startswith("<frozen ")]
+        where = f"{frames[-1].filename}, line {frames[-1].lineno}" if frames else ""
+    at = f"at {where}; " if where else ""
+    return f"cannot import {module}: {what} ({at}SQLQ_DEBUG=1 shows the traceback)"
 
 
 def run(config: WorkConfig) -> int:
     """``sqlq work``: a supervisor of ``--processes`` workers, or (``--in-process``) one."""
     db, tubes = prepare(config)
+    if not config.init and not exists(db):
+        # A worker on a new, empty file would wait for ever: most likely a typo.
+        raise Error(f"no database at {db} (use --db PATH or $SQLQ_DB; --init starts a worker "
+                    "on a new, empty one)")
     if not config.in_process:
         from .supervisor import Supervisor
 
@@ -131,7 +164,7 @@ def run(config: WorkConfig) -> int:
     return run_worker(config, db, tubes)
 
 
-def open_queue(db: str, durability: Durability) -> Queue:
+def open_queue(db: str, durability: Durability, *, init: bool = False) -> Queue:
     """The worker's Queue, once its database server can be reached: a worker started
     during an outage waits for the server (every RECONNECT_S) rather than exit and
     be restarted by its supervisor with a growing back-off, which would delay the
@@ -139,7 +172,7 @@ def open_queue(db: str, durability: Durability) -> Queue:
     waiting_since = None
     while True:
         try:
-            queue = Queue(db, durability=durability)
+            queue = Queue(db, durability=durability, init=init)
         except Disconnected as e:
             if waiting_since is None:
                 waiting_since = time.monotonic()
@@ -155,15 +188,17 @@ def open_queue(db: str, durability: Durability) -> Queue:
 def run_worker(config: WorkConfig, db: str, tubes: Sequence[str]) -> int:
     """Run one worker in this process until it is stopped; the exit status (0)."""
     from . import periodic
-    from .shell import ShellRunner
+    from .shell import GroupReport, ShellRunner
     from .tasks import REGISTRY, TaskRunner
 
-    queue = open_queue(db, "normal" if config.durability == "normal" else "full")
+    queue = open_queue(db, "normal" if config.durability == "normal" else "full",
+                       init=config.init)
     job_runner: runner.Runner
     if config.command:
         policy = RetryPolicy(config.retries, config.backoff)
         job_runner = ShellRunner(config.command, policy, keepalive=config.keepalive,
-                                 db_path=queue.backend.child_location())
+                                 db_path=queue.backend.child_location(),
+                                 report=GroupReport.from_environ())
     else:
         job_runner = TaskRunner()
     worker: Worker | AsyncWorker
@@ -179,7 +214,8 @@ def run_worker(config: WorkConfig, db: str, tubes: Sequence[str]) -> int:
                         prefetch=config.prefetch)
         worker.install_signal_handlers()
     scheduler = None if config.burst else periodic.start_scheduler(queue, REGISTRY.values())
-    log.info("worker %d watching %s on %s%s", os.getpid(), ", ".join(worker.tubes), db,
+    log.info("worker %d watching %s on %s%s", os.getpid(), ", ".join(worker.tubes),
+             queue.backend.location,
              f" ({config.concurrency} at once, asyncio)" if not isinstance(worker, Worker)
              else "", extra={"pid": os.getpid()})
     try:

@@ -10,17 +10,23 @@ The child runs in its own session, hence its own process group: killing the grou
 at the TTR also stops whatever the command started (``sh -c 'a | b'``), and a
 Ctrl-C meant for the worker does not reach it, so a stopping worker lets it finish
 within the grace period instead.
+
+The child does not outlive its worker: on Linux it asks the kernel for SIGKILL when
+the worker dies (``PR_SET_PDEATHSIG``), and a supervisor that sees its worker die
+kills the command's process group too (grandchildren included), before it starts
+another worker that may run the same job again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO
 
 from ..model import Job
@@ -30,6 +36,72 @@ from .retry import RetryPolicy
 #: How long the reader thread may lag behind the child's exit (stderr held open by a
 #: grandchild must not hold the worker up).
 _READER_JOIN = 0.2
+
+#: Set in a supervisor's children: the write end of a pipe on which a worker tells its
+#: supervisor the process group of the command it runs (see :class:`GroupReport`).
+REPORT_FD_ENV = "SQLQ_SUPERVISOR_FD"
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _prctl() -> Callable[..., int] | None:
+    """libc's ``prctl``, looked up once in the worker (never in a forked child)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+        return prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+
+
+def _die_with(parent: int) -> None:
+    """In the child, before exec: SIGKILL when the thread that forked us ends.
+
+    The kernel ties the signal to the *thread* that forked, hence only commands started
+    from the main thread, which lives as long as the worker, are tied. If the worker
+    died between the fork and this call, the child is already an orphan and the
+    signal will never come: it kills itself instead of running the job.
+    """
+    assert _PRCTL is not None
+    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class GroupReport:
+    """The worker's side of a pipe to its supervisor: which command group it runs now.
+
+    Each message is one line, ``"WORKER_PID PGID"`` (``PGID`` 0: none), shorter than
+    ``PIPE_BUF`` so written at once. A worker SIGKILLed while its command runs cannot
+    kill that command's group; its supervisor, which read the last message, does.
+    A supervisor that is gone (EPIPE) or not reading (a full pipe) costs nothing
+    but the message.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @classmethod
+    def from_environ(cls) -> GroupReport | None:
+        """The report pipe a supervisor gave this process, if any."""
+        value = os.environ.get(REPORT_FD_ENV, "")
+        if not value.isdigit():
+            return None
+        fd = int(value)
+        try:
+            os.fstat(fd)
+        except OSError:
+            return None
+        return cls(fd)
+
+    def running(self, pgid: int) -> None:
+        """Tell the supervisor the command in process group ``pgid`` runs (0: none)."""
+        with contextlib.suppress(OSError):
+            os.write(self.fd, f"{os.getpid()} {pgid}\n".encode())
 
 
 def describe_status(code: int) -> str:
@@ -81,10 +153,11 @@ class _ShellRun:
     inline = False
 
     def __init__(self, proc: subprocess.Popen[bytes], job: Job, name: str, policy: RetryPolicy,
-                 keepalive: bool) -> None:
+                 keepalive: bool, report: GroupReport | None) -> None:
         self.name = name
         self.keepalive = keepalive
         self._proc = proc
+        self._report = report
         self._policy = policy
         self._term_wait = runner.kill_margin(job.ttr) / 2
         assert proc.stdin is not None and proc.stderr is not None
@@ -100,6 +173,7 @@ class _ShellRun:
             code = self._proc.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
+        self._ended()
         self._stderr.join()
         if code == 0:
             return runner.done(None)
@@ -117,8 +191,13 @@ class _ShellRun:
             self._signal(signal.SIGKILL)
             self._proc.wait()
         self._signal(signal.SIGKILL)  # whatever the command left behind in its group
+        self._ended()
         self._stderr.join()
         return runner.failed(reason, self._policy)
+
+    def _ended(self) -> None:
+        if self._report is not None:
+            self._report.running(0)
 
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -133,17 +212,24 @@ class ShellRunner:
         policy: retries and backoff for failed runs (``--retries``, ``--backoff``).
         keepalive: touch jobs while they run instead of killing them at the TTR.
         db_path: exported as ``SQLQ_DB`` so the command's own ``sqlq`` calls find the file.
+        report: where to say which command group runs (a supervisor's pipe), if anywhere.
+
+    A command started from the main thread (as ``sqlq work`` starts them) dies with the
+    worker process (Linux). The kernel ties that to the thread that forked, so a command
+    started from another thread, which may end before the worker, is not tied.
     """
 
     def __init__(self, command: Sequence[str], policy: RetryPolicy, *, keepalive: bool = False,
-                 db_path: str | None = None) -> None:
+                 db_path: str | None = None, report: GroupReport | None = None) -> None:
         if not command:
             raise ValueError("command must name a program")
         self.command = list(command)
         self.policy = policy
         self.keepalive = keepalive
         self.name = os.path.basename(self.command[0])
+        self.report = report
         self._env = dict(os.environ)
+        self._env.pop(REPORT_FD_ENV, None)  # the command gets no copy of the pipe
         if db_path is not None:
             self._env["SQLQ_DB"] = db_path
 
@@ -153,14 +239,21 @@ class ShellRunner:
             return runner.Finished(given_up, name=self.name)
         env = dict(self._env, SQLQ_JOB_ID=str(job.id), SQLQ_TUBE=job.tube,
                    SQLQ_ATTEMPT=str(job.reserves))
+        parent = os.getpid()
+        tie = None
+        if _PRCTL is not None and threading.current_thread() is threading.main_thread():
+            tie = lambda: _die_with(parent)  # noqa: E731
         try:
             proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=env, start_new_session=True, close_fds=True)
+                                    env=env, start_new_session=True, close_fds=True,
+                                    preexec_fn=tie)
         except OSError as exc:
             # Maybe a deploy in progress: a failure like any other, retried then buried.
             reason = f"cannot run {self.command[0]}: {exc.strerror or exc}"
             return runner.Finished(runner.failed(reason, self.policy), name=self.name)
-        return _ShellRun(proc, job, self.name, self.policy, self.keepalive)
+        if self.report is not None:
+            self.report.running(proc.pid)  # its own session: its pid is its group
+        return _ShellRun(proc, job, self.name, self.policy, self.keepalive, self.report)
 
     def close(self) -> None:
         """Nothing held between jobs."""

@@ -18,6 +18,12 @@ otherwise. Children that are still there a little after that are killed, and
 the supervisor exits 0. Children live in their own process group, so a Ctrl-C
 at the terminal reaches them once, through the supervisor, not twice; and they
 stop by themselves if the supervisor disappears.
+
+A worker that runs a COMMAND tells the supervisor, on a pipe, the process group of
+the command it runs (``shell.GroupReport``). When such a worker dies, the supervisor
+kills that group before it starts another worker: the job, given back by the death,
+must not run twice at once. (The command itself also dies with its worker, through
+``PR_SET_PDEATHSIG``; the group kill takes what it started too.)
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ import time
 from dataclasses import dataclass
 from types import FrameType
 
+from ..backends import is_url
 from .command import WorkConfig
+from .shell import REPORT_FD_ENV
 
 log = logging.getLogger("sqlq.supervisor")
 
@@ -71,6 +79,10 @@ class Supervisor:
         self.stopping = False
         self.signals = 0
         self._forwarded = 0
+        #: Each worker's running command group (shell.GroupReport), and the pipe it comes on.
+        self._groups: dict[int, int] = {}
+        self._report_r, self._report_w = os.pipe()
+        self._report_buffer = b""
 
     # -- signals -----------------------------------------------------------------------------
 
@@ -92,22 +104,26 @@ class Supervisor:
         handlers = {sig: signal.signal(sig, handler) for sig, handler in (
             (signal.SIGTERM, self._on_stop), (signal.SIGINT, self._on_stop),
             (signal.SIGCHLD, self._on_child))}
-        log.info("supervisor %d: %d workers on %s", os.getpid(), len(self.slots), self.db,
+        where = self.db if is_url(self.db) else os.path.abspath(self.db)
+        log.info("supervisor %d: %d workers on %s", os.getpid(), len(self.slots), where,
                  extra={"pid": os.getpid()})
+        os.set_blocking(self._report_r, False)
+        os.set_blocking(self._report_w, False)  # a worker never waits for us to read
         try:
             self._loop(wake_r)
         finally:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
             signal.set_wakeup_fd(previous)
-            os.close(wake_r)
-            os.close(wake_w)
+            for fd in (wake_r, wake_w, self._report_r, self._report_w):
+                os.close(fd)
         log.info("supervisor %d stopped", os.getpid(), extra={"pid": os.getpid()})
         return 0
 
     def _loop(self, wake_r: int) -> None:
         kill_at: float | None = None  # when stopping: when to SIGKILL what is left
         while True:
+            self._read_reports()
             self._reap()
             now = time.monotonic()
             if self.stopping:
@@ -129,7 +145,7 @@ class Supervisor:
                     return
             timeout = self._next_event(kill_at)
             with contextlib.suppress(InterruptedError):
-                select.select([wake_r], [], [], timeout)
+                select.select([wake_r, self._report_r], [], [], timeout)
             with contextlib.suppress(BlockingIOError):
                 while os.read(wake_r, 512):
                     pass
@@ -153,10 +169,11 @@ class Supervisor:
                 self._start(slot)
 
     def _start(self, slot: _Slot) -> None:
-        env = dict(os.environ, **{SUPERVISOR_ENV: str(os.getpid())})
+        env = dict(os.environ, **{SUPERVISOR_ENV: str(os.getpid()),
+                                  REPORT_FD_ENV: str(self._report_w)})
         try:
             slot.proc = subprocess.Popen(self.config.child_argv(self.db), env=env,
-                                         start_new_session=True)
+                                         start_new_session=True, pass_fds=(self._report_w,))
         except OSError as exc:
             log.error("cannot start worker %d: %s", slot.index, exc)
             self._schedule_restart(slot, time.monotonic())
@@ -172,6 +189,7 @@ class Supervisor:
                 continue
             code, pid = slot.proc.returncode, slot.proc.pid
             slot.proc = None
+            self._kill_group_of(pid)
             now = time.monotonic()
             if self.stopping:
                 continue
@@ -182,6 +200,31 @@ class Supervisor:
             log.warning("worker %d (pid %d) ended with %s; restarting it in %.1fs",
                         slot.index, pid, _status(code), (slot.restart_at or now) - now,
                         extra={"pid": pid, "exit": code})
+
+    def _read_reports(self) -> None:
+        """Take in the workers' messages: which command group each runs now."""
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(self._report_r, 4096):
+                self._report_buffer += chunk
+        *complete, self._report_buffer = self._report_buffer.split(b"\n")
+        for line in complete:
+            worker, _, pgid = line.partition(b" ")
+            if worker.isdigit() and pgid.isdigit():
+                self._groups[int(worker)] = int(pgid)
+
+    def _kill_group_of(self, pid: int) -> None:
+        """SIGKILL the group of the command the dead worker ``pid`` was running, if any.
+
+        The message that it ended may not have been sent (the worker died just after
+        reaping it): the group is then already empty, or, if its number was reused
+        in that instant, very unlikely to be a group of this user's.
+        """
+        pgid = self._groups.pop(pid, 0)
+        if pgid > 0:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+                log.warning("worker (pid %d) died while its command ran: killed the command's "
+                            "process group %d", pid, pgid, extra={"pid": pid})
 
     def _schedule_restart(self, slot: _Slot, now: float) -> None:
         if now - slot.started >= RESTART_RESET:

@@ -9,6 +9,7 @@ signals, broken pipes, resource limits.
 from __future__ import annotations
 
 import base64
+import importlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -290,6 +292,16 @@ def test_unknown_command_and_option(db: Path) -> None:
     run(db, "put", "x", "--frob", code=2)
 
 
+def test_db_after_the_command_says_where_it_goes() -> None:
+    for args in (["put", "x", "--db", "q.db"], ["put", "x", "--db=q.db"],
+                 ["work", "--db", "q.db", "--", "true"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2, result.output
+        assert_one_line_error(result.stderr)
+        assert f"--db goes before the command: sqlq --db PATH {args[0]} " in result.stderr
+        assert "--tube" not in result.stderr  # click's guess, which pointed away from it
+
+
 def test_db_from_environment_and_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runner = CliRunner()
     env_db = tmp_path / "env.db"
@@ -462,21 +474,102 @@ def test_subprocess_full_disk(db: Path) -> None:
     assert json.loads(run(db, "stats", "--json").stdout)["total-jobs"] == 1
 
 
-def test_subprocess_read_only_directory(tmp_path: Path) -> None:
-    directory = tmp_path / "ro"
-    directory.mkdir()
-    directory.chmod(0o555)
+#: What ``python -m sqlq`` imports: sqlq and its dependencies (pyproject.toml).
+_RUNTIME = ("sqlq", "apsw", "click", "tenacity", "inotify_simple", "cronsim", "typing_extensions")
+
+
+def _readable_by_anyone() -> Path:
+    """A directory any user can enter, holding a copy of sqlq and what it imports.
+
+    The checkout and its venv may sit where only their owner can read (under /root,
+    or in a ``mktemp -d`` directory, mode 0700), and so may pytest's own tmp_path: a
+    child run as another user must need neither.
+    """
+    where = Path(tempfile.mkdtemp(prefix="sqlq-anyone-"))
+    where.chmod(0o755)
+    lib = where / "lib"
+    lib.mkdir()
+    for name in _RUNTIME:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # an optional one (inotify-simple off Linux, typing-extensions)
+            continue
+        source = Path(str(module.__file__))
+        if source.stem.split(".")[0] == "__init__":
+            shutil.copytree(source.parent, lib / name,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, lib / source.name)
+    for path in (where, *lib.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return where
+
+
+def test_subprocess_read_only_directory() -> None:
     as_root = os.geteuid() == 0
     if as_root and not shutil.which("setpriv"):
         pytest.skip("running as root, and setpriv is missing to drop privileges")
     prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if as_root else []
-    tmp_path.chmod(0o755)
-    done = subprocess.run([*prefix, sys.executable, "-m", "sqlq", "--db",
-                           str(directory / "q.db"), "put", "x"], capture_output=True,
-                          timeout=60, cwd="/")
+    where = _readable_by_anyone()
+    directory = where / "ro"
+    directory.mkdir()
+    directory.chmod(0o555)
+    # The interpreter itself, not the venv's link to it (which lies in the checkout).
+    python = os.path.realpath(sys.executable)
+    try:
+        done = subprocess.run([*prefix, python, "-s", "-m", "sqlq", "--db",
+                               str(directory / "q.db"), "put", "x"], capture_output=True,
+                              timeout=60, cwd="/", env={**os.environ,
+                                                        "PYTHONPATH": str(where / "lib")})
+    finally:
+        directory.chmod(0o755)
+        shutil.rmtree(where, ignore_errors=True)
     assert done.returncode == 1, done.stderr
     assert_one_line_error(done.stderr.decode())
     assert b"q.db" in done.stderr
+
+
+# --- sqlq work's first minute: a typo in --db, a module that does not import -----------------
+
+
+def _work(cwd: Path, *args: str, env: dict[str, str] | None = None
+          ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sqlq", *args], capture_output=True, text=True,
+                          timeout=60, cwd=cwd, env={**os.environ, **(env or {})})
+
+
+def test_work_refuses_a_missing_file_unless_told_to_create_it(tmp_path: Path) -> None:
+    for how in (["--db", "typo.db"], []):
+        done = _work(tmp_path, *how, "work", "--burst", "--", "true",
+                     env={"SQLQ_DB": "typo.db"})
+        assert done.returncode == 1, done.stderr
+        assert_one_line_error(done.stderr)
+        assert "no database at typo.db" in done.stderr and "--init" in done.stderr
+        assert not (tmp_path / "typo.db").exists()
+    done = _work(tmp_path, "--db", "typo.db", "work", "--init", "--burst", "--", "true")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "typo.db").exists()
+    # The log says which file, in full: a typo is seen at once.
+    assert f"workers on {tmp_path / 'typo.db'}" in done.stderr
+    assert f"on {tmp_path / 'typo.db'}" in done.stderr.split("watching", 1)[1]
+
+
+def test_work_names_a_task_module_that_fails_to_import(tmp_path: Path) -> None:
+    (tmp_path / "badmod.py").write_text("import os\nratio = 1 / 0\n")
+    done = _work(tmp_path, "--db", "q.db", "work", "--import", "badmod")
+    assert done.returncode == 1, done.stderr
+    assert_one_line_error(done.stderr)
+    assert "cannot import badmod: ZeroDivisionError: division by zero" in done.stderr
+    assert f"{tmp_path / 'badmod.py'}, line 2" in done.stderr
+    assert "SQLQ_DEBUG=1" in done.stderr
+    debug = _work(tmp_path, "--db", "q.db", "work", "--import", "badmod",
+                  env={"SQLQ_DEBUG": "1"})
+    assert "Traceback" in debug.stderr and "ratio = 1 / 0" in debug.stderr
+    missing = _work(tmp_path, "--db", "q.db", "work", "--import", "nosuchmodule")
+    assert missing.returncode == 1
+    assert_one_line_error(missing.stderr)
+    assert "cannot import nosuchmodule" in missing.stderr
+    assert str(tmp_path) in missing.stderr and "PYTHONPATH" in missing.stderr
 
 
 # --- the worker loop of the README's "From the shell", run as written -------------------------

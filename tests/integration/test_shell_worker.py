@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
 import pytest
 
 import sqlq
-from tests.workers import Work, alive, lines, wait_for
+from tests.timing import soon
+from tests.workers import Work, alive, children, lines, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -98,3 +101,49 @@ def test_missing_command_fails_and_is_buried(q: sqlq.Queue, db_url: str) -> None
     job = q.peek(jid)
     assert job is not None and job.state == "buried"
     assert "cannot run /no/such/program" in str(job.bury_reason)
+
+
+def test_a_sigkilled_worker_takes_its_command_and_what_it_started_with_it(
+        q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
+    """Reliability W1: the job a SIGKILLed worker held comes back at once and runs
+    again; the first run (the command and its grandchild) must be gone by then."""
+    runs = tmp_path / "runs"
+    jid = q.put(b"x", tube="sh", ttr=300)
+    script = f'sleep 60 & echo "start $$ $!" >> {runs}; wait; echo "end $$" >> {runs}'
+    with Work(db_url, "--tube", "sh", "--grace", "0.3", "--", "sh", "-c", script) as w:
+        first = wait_for(lambda: lines(runs), what="the command to start")
+        shell, grandchild = map(int, first[0].split()[1:])
+        (worker,) = children(w.pid)
+        os.kill(worker, signal.SIGKILL)
+        wait_for(lambda: len(lines(runs)) >= 2, what="the job to run again")
+        # Neither the command nor what it started outlived the worker that ran it.
+        assert not alive(shell) and not alive(grandchild), lines(runs)
+        assert w.stop() == 0
+    assert [line.split()[0] for line in lines(runs)] == ["start", "start"]
+    job = q.peek(jid)
+    assert job is not None and job.state == "ready" and job.reserves == 2
+    assert f"killed the command's process group {shell}" in w.text()
+
+
+@pytest.mark.parametrize("victims", ["worker", "supervisor and worker"])
+def test_a_command_dies_with_its_worker_even_with_no_supervisor_left(
+        q: sqlq.Queue, db_url: str, tmp_path: Path, victims: str) -> None:
+    """The kernel's PR_SET_PDEATHSIG, not the supervisor, stops the command here."""
+    runs = tmp_path / "runs"
+    q.put(b"x", tube="sh", ttr=300)
+    # exec: the command's own process is the one that must go.
+    script = f'echo "$$" >> {runs}; exec sleep 60'
+    with Work(db_url, "--tube", "sh", "--grace", "0.3", "--", "sh", "-c", script) as w:
+        (command,) = map(int, wait_for(lambda: lines(runs), what="the command to start"))
+        wait_for(lambda: alive(command) and "sleep" in Path(f"/proc/{command}/cmdline")
+                 .read_text(), what="the exec")
+        (worker,) = children(w.pid)
+        if victims != "worker":
+            os.kill(w.pid, signal.SIGKILL)
+            w.wait()
+        os.kill(worker, signal.SIGKILL)
+        wait_for(lambda: not alive(command), timeout=soon(), what="the command to die")
+        if victims == "worker":
+            wait_for(lambda: len(lines(runs)) >= 2, what="the job to run again")
+            assert w.stop() == 0
+    assert lines(runs)[0] == str(command)

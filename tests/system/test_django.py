@@ -88,24 +88,27 @@ def site_env(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> It
     the queue's (the same, or a second file / database)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SQLQ_", "DJANGO_"))}
     env["PYTHONPATH"] = str(ROOT)
+    # What a shell that followed the README's "From the shell" has exported: the site
+    # must keep to its own setting (SHOP_SQLQ_DB), not quietly use this queue.
+    env["SQLQ_DB"] = str(tmp_path / "exported-for-the-sqlq-command.db")
     if backend == "postgres":
         server = request.getfixturevalue("pg_server")
         env["DJANGO_DATABASE_URL"] = request.getfixturevalue("pg_url")
         if request.param == "separate":
-            name, env["SQLQ_DB"] = server.clone(request.getfixturevalue("pg_template"))
+            name, env["SHOP_SQLQ_DB"] = server.clone(request.getfixturevalue("pg_template"))
             yield env
             server.drop_database(name)
             return
     else:
         env["DJANGO_DATABASE_URL"] = str(tmp_path / "site.db")
         if request.param == "separate":
-            env["SQLQ_DB"] = str(tmp_path / "jobs.db")
+            env["SHOP_SQLQ_DB"] = str(tmp_path / "jobs.db")
     yield env
 
 
 def test_site_enqueues_in_its_transaction_and_the_worker_runs_it(site_env: dict[str, str],
                                                                   tmp_path: Path) -> None:
-    shared = "SQLQ_DB" not in site_env
+    shared = "SHOP_SQLQ_DB" not in site_env
     with Site(tmp_path, site_env) as site:
         placed = site.post("/orders?item=pen")
         assert placed.status_code == 201, placed.text

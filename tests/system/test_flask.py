@@ -19,8 +19,9 @@ from flask_sqlalchemy import SQLAlchemy
 
 import sqlq
 from sqlq.contrib.flask import Sqlq
-from sqlq.contrib.flask._cli import with_task_modules
+from sqlq.contrib.flask._cli import with_init, with_task_modules
 from tests.conftest import ROOT
+from tests.workers import wait_for
 
 EXAMPLES = ROOT / "examples"
 if str(EXAMPLES) not in sys.path:
@@ -97,6 +98,41 @@ def test_example_app_enqueues_in_the_request_transaction(
         assert _live_jobs(app) == 0
     finally:
         _close(app, jobs, db)
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("queue_in", ["app-database", "separate-file"])
+def test_the_worker_started_first_on_a_fresh_database_runs_the_jobs(
+        queue_in: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example's docstring order: `flask sqlq work &` before the app has served a
+    request, on a words.db (and jobs.db) that does not exist yet."""
+    monkeypatch.setenv("FLASK_SQLALCHEMY_DATABASE_URI", f"sqlite:///{tmp_path / 'words.db'}")
+    if queue_in == "separate-file":
+        monkeypatch.setenv("FLASK_SQLQ_DB", str(tmp_path / "jobs.db"))
+    env = dict(os.environ, PYTHONPATH=f"{EXAMPLES}{os.pathsep}{ROOT}")
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as out:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "flask", "--app", "flask_app", "sqlq", "work"],
+            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: "watching" in log.read_text(), what=f"the worker:\n{log.read_text()}")
+        app = create_app()
+        try:
+            added = app.test_client().post("/words/hello")
+            assert added.status_code == 201, added.text
+            wait_for(lambda: app.test_client().get(f"/words/{added.json['id']}").json
+                     == {"text": "hello", "letters": 5}, what=f"the task:\n{log.read_text()}")
+        finally:
+            _close(app, jobs, db)
+        worker.terminate()
+        assert worker.wait(timeout=30) == 0, log.read_text()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    text = log.read_text()
+    assert "restarting" not in text and "init=True" not in text, text
 
 
 def _separate_app(tmp_path: Path) -> tuple[Flask, Sqlq, SQLAlchemy]:
@@ -201,6 +237,12 @@ def test_work_imports_the_task_modules_unless_told_otherwise() -> None:
     for args in (["work", "-i", "other"], ["work", "--import=other"],
                  ["work", "--", "./run.sh"], ["stats"], []):
         assert with_task_modules(args, mods) == args
+    assert with_init(["--db", "x", "work", "--burst"]) == ["--db", "x", "work", "--init",
+                                                           "--burst"]
+    assert with_init(["work", "--", "cmd", "--init"]) == ["work", "--init", "--", "cmd",
+                                                          "--init"]
+    for args in (["work", "--init"], ["stats"], []):
+        assert with_init(args) == args
 
 
 @pytest.mark.parametrize(("config", "message"), [

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -49,6 +50,19 @@ def test_command_help_has_an_example(name: str) -> None:
     # A one-line summary for `sqlq --help`, written as a sentence.
     summary = cli.commands[name].get_short_help_str(limit=200)
     assert summary and summary[0].isupper(), name
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_usage_names_each_argument_apart(name: str) -> None:
+    """`sqlq subscribe TOPIC TUBE`, not `TUBE TUBE` (both are checked as tube names)."""
+    command = cli.commands[name]
+    with click.Context(command, info_name=name) as ctx:
+        metavars = [p.make_metavar(ctx) for p in command.params
+                    if isinstance(p, click.Argument)]
+    assert len(set(metavars)) == len(metavars), (name, metavars)
+    for param in command.params:
+        if isinstance(param, click.Argument) and param.name == "topic":
+            assert "TOPIC" in CliRunner().invoke(cli, [name, "--help"]).output.splitlines()[0]
 
 
 @pytest.mark.parametrize("name", COMMANDS)

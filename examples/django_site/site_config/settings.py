@@ -3,8 +3,10 @@
 Environment:
     DJANGO_DATABASE_URL: the site's database, ``postgresql://...`` or a SQLite file
         path (default: db.sqlite3 beside this project).
-    SQLQ_DB: a separate queue database (file or URL). Unset: the queue shares the
-        site's database, and a put joins the request's transaction.
+    SHOP_SQLQ_DB: a separate queue database (file or URL). Unset: the queue shares the
+        site's database, and a put joins the request's transaction. (Not ``SQLQ_DB``,
+        which a shell may export for the ``sqlq`` command: the site would then quietly
+        use that queue.)
 """
 
 import os
@@ -38,4 +40,5 @@ DATABASES = {"default": _database(os.environ.get("DJANGO_DATABASE_URL")
                                   or str(BASE_DIR / "db.sqlite3"))}
 
 # The whole configuration of sqlq: share Django's database, or use a queue of its own.
-SQLQ = {"DB": os.environ["SQLQ_DB"]} if os.environ.get("SQLQ_DB") else {"DATABASE": "default"}
+SQLQ = ({"DB": os.environ["SHOP_SQLQ_DB"]} if os.environ.get("SHOP_SQLQ_DB")
+        else {"DATABASE": "default"})

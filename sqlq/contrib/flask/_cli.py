@@ -6,7 +6,10 @@ app's queue and the app's open Queue as the group's object, so every command
 codes are the ``sqlq`` command's, and a shared SQLite file is read through the
 app's own SQLite library. ``flask sqlq work`` without ``--import`` or a command
 imports the modules that declare the extension's tasks; its worker processes
-(``python -m sqlq``) find the app through ``$FLASK_APP``, set here from ``--app``.
+(``python -m sqlq``) find the app through ``$FLASK_APP``, set here from ``--app``,
+and open the queue with ``--init`` when the extension would create it or add its
+tables to the app's database: started before the web app has served a request,
+they would otherwise refuse it.
 """
 
 from __future__ import annotations
@@ -75,6 +78,20 @@ def with_task_modules(args: Sequence[str], modules: Sequence[str]) -> list[str]:
     return [*args[:at + 1], *imports, *rest]
 
 
+def with_init(args: Sequence[str]) -> list[str]:
+    """args, with ``--init`` after ``work``: a worker opens the app's queue as the
+    extension does (sqlq's tables added to the app's database, a missing file created),
+    whether or not the web app has opened it yet."""
+    args = list(args)
+    at = _command_index(args)
+    if at is None or args[at] != "work":
+        return args
+    rest = args[at + 1:]
+    if "--init" in rest[:rest.index("--")] if "--" in rest else "--init" in rest:
+        return args
+    return [*args[:at + 1], "--init", *rest]
+
+
 def make_command(ext: Sqlq) -> click.Command:
     """The ``sqlq`` command of ``app.cli`` for this extension."""
 
@@ -93,7 +110,8 @@ def make_command(ext: Sqlq) -> click.Command:
             os.environ["FLASK_APP"] = info.app_import_path  # for work's processes
         try:
             with app.app_context():
-                location = ext.settings(app).location
+                settings = ext.settings(app)
+                location = settings.location
         except Error as exc:  # as the sqlq command says it: one line, its exit code
             code, message = exit_code_for(exc)
             click.echo(message, err=True)
@@ -103,6 +121,8 @@ def make_command(ext: Sqlq) -> click.Command:
         modules = sorted({t.fn.__module__ for t in REGISTRY.values()
                           if t.queue is cast(Any, ext.tasks_queue)})
         argv = ["--db", location, *with_task_modules(args, modules)]
+        if settings.shared or not exists(location):  # as queue_of opens it
+            argv = with_init(argv)
         code = cli.main(argv, prog_name=ctx.command_path, standalone_mode=False,
                         obj=_AppObject(location, lambda: ext.queue_of(app)))
         ctx.exit(code if isinstance(code, int) else 0)
@@ -110,4 +130,4 @@ def make_command(ext: Sqlq) -> click.Command:
     return sqlq_command
 
 
-__all__ = ["COMMAND_CONTEXT", "make_command", "with_task_modules"]
+__all__ = ["COMMAND_CONTEXT", "make_command", "with_init", "with_task_modules"]

@@ -1,0 +1,100 @@
+"""What a first user copies, run as written: the README's shell block top to bottom, its
+"Enqueue in your own transaction" snippets one after another, and ``make demo``'s
+closing hints. Only placeholders get a stand-in (the database's path, ``report.pdf``);
+``sqlq top``, the live view, is the one line left out (``top --once`` stays)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.timeout(120)
+
+BIN_DIR = Path(sys.executable).parent
+
+
+def _blocks(language: str, doc: str = "README.md") -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", (ROOT / doc).read_text(), re.S)
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SQLQ_")}
+    if not (BIN_DIR / "sqlq").exists():  # no console script installed: a stand-in
+        (tmp_path / "bin").mkdir()
+        (tmp_path / "bin" / "sqlq").write_text(f"#!/bin/sh\nexec {sys.executable} -m sqlq \"$@\"\n")
+        (tmp_path / "bin" / "sqlq").chmod(0o755)
+        env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    else:
+        env["PATH"] = f"{BIN_DIR}{os.pathsep}{os.environ['PATH']}"
+    return env
+
+
+def test_the_readme_shell_block_runs_top_to_bottom(tmp_path: Path) -> None:
+    block = next(b for b in _blocks("sh") if "sqlq put 'resize 1.jpg'" in b)
+    db = tmp_path / "jobs.db"
+    script = block.replace("/var/lib/app/jobs.db", str(db))
+    lines = [line for line in script.splitlines() if not re.match(r"sqlq top\s+#", line)]
+    assert len(lines) == len(script.splitlines()) - 1  # only the live view is left out
+    (tmp_path / "report.pdf").write_bytes(b"%PDF-1.4 a stand-in")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "cat.jpg").write_bytes(b"\xff\xd8")
+    done = subprocess.run(["sh", "-ex", "-c", "\n".join(lines)], cwd=tmp_path,
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    assert "corrupt image" in done.stdout  # peek --buried found the job it buried
+
+
+def test_the_readme_own_transaction_snippets_run_one_after_another(tmp_path: Path) -> None:
+    """As a reader follows them, in one process and one directory; the second one's
+    ``q.result`` waits for a worker elsewhere, which a stand-in plays."""
+    snippets = [b for b in _blocks("python") if "orders" in b and "async " not in b
+                and "INSERT" in b]
+    assert len(snippets) == 3, snippets
+    worker = subprocess.Popen(
+        [sys.executable, "-c", "import sqlq, time\n"
+         "import os\n"
+         "while not os.path.exists('app.db'): time.sleep(0.05)\n"
+         "q = sqlq.Queue('app.db', init=True)\n"
+         "while True:\n"
+         "    job = q.reserve('emails', timeout=None)\n"
+         "    job.complete(b'sent')\n"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stderr=subprocess.PIPE, text=True)
+    try:
+        program = "\n".join(snippets) + "\nprint('orders', db.execute(" \
+            "'SELECT count(*) FROM orders').fetchone()[0])\n"
+        done = subprocess.run([sys.executable, "-c", program], cwd=tmp_path,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)},
+                              capture_output=True, text=True, timeout=90)
+    finally:
+        worker.kill()
+        worker.wait()
+    assert done.returncode == 0, (done.stderr, worker.stderr.read() if worker.stderr else "")
+    assert "b'sent'" in done.stdout and "orders 3" in done.stdout, done.stdout
+
+
+def test_getting_started_tasks_module_puts_nothing_on_import(tmp_path: Path) -> None:
+    module = next(b for b in _blocks("python", "docs/getting-started.md")
+                  if b.startswith("# myapp/tasks.py"))
+    assert ".put(" not in module  # every worker process imports it: a put there runs N times
+
+
+def test_make_demo_hints_run(tmp_path: Path) -> None:
+    demo = subprocess.run([sys.executable, "-m", "sqlq.demo", str(tmp_path / "demo.db")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=90,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert demo.returncode == 0, demo.stderr
+    tail = demo.stdout.split("\nTry:", 1)[1].splitlines()
+    hints = [line.strip() for line in tail if line.strip()]
+    assert len(hints) == 2, demo.stdout
+    for hint in hints:
+        done = subprocess.run(hint.split(), capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, (hint, done.stderr)
+    assert "always fails" in done.stdout  # the buried job, with its reason
