@@ -39,3 +39,12 @@ def always(note: str) -> None:
 def loud() -> None:
     """Fails with a message far longer than a kept traceback."""
     raise ValueError("x" * 20_000 + " END")
+
+
+@q.task(tube="attempts", retries=1, backoff=0)
+def once(marker: str) -> str:
+    """Fails on its first run (no marker file yet), succeeds on the next."""
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        return str(_lookup({}, "first run"))
+    return "ok"
