@@ -30,12 +30,13 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .asyncq import AsyncJob, AsyncQueue
+    from .attempts import Attempt
     from .enqueue import put, put_many
     from .model import Job
     from .queue import Queue, Transaction
 
-_LAZY = {"AsyncJob": ".asyncq", "AsyncQueue": ".asyncq", "Job": ".model", "Queue": ".queue",
-         "Transaction": ".queue", "put": ".enqueue", "put_many": ".enqueue"}
+_LAZY = {"AsyncJob": ".asyncq", "AsyncQueue": ".asyncq", "Attempt": ".attempts", "Job": ".model",
+         "Queue": ".queue", "Transaction": ".queue", "put": ".enqueue", "put_many": ".enqueue"}
 
 
 def __getattr__(name: str) -> Any:
@@ -53,6 +54,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AsyncJob",
     "AsyncQueue",
+    "Attempt",
     "DatabaseError",
     "Disconnected",
     "Error",

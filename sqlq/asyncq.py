@@ -42,6 +42,7 @@ from .waiting import timeout_deadline
 
 if TYPE_CHECKING:
     from . import observe
+    from .attempts import Attempt
     from .queue import Transaction
     from .work.tasks import Task, TaskOptions
 
@@ -548,6 +549,11 @@ class AsyncQueue:
     async def stats_job(self, job_id: int) -> dict[str, Any]:
         """:meth:`sqlq.Queue.stats_job`, awaited."""
         value: dict[str, Any] = await self._run("stats_job", job_id)
+        return value
+
+    async def attempts(self, job_id: int) -> list[Attempt]:
+        """:meth:`sqlq.Queue.attempts` (a job's failed runs, with tracebacks), awaited."""
+        value: list[Attempt] = await self._run("attempts", job_id)
         return value
 
     async def overview(self) -> observe.Overview:

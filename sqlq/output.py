@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import sys
+import time
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
@@ -81,6 +82,24 @@ def _job_rows(job: sqlq.Job) -> Iterable[tuple[str, str]]:
         yield "unique key", display_text(job.unique_key)
     binary = job_record(job)["body_encoding"] != "utf-8"
     yield "body", f"({len(job.body)} bytes{', binary' if binary else ''})"
+
+
+def attempts_text(attempts: list[sqlq.Attempt]) -> str:
+    """A job's kept failed runs, one line each, then the traceback of the latest (for
+    ``sqlq peek``); empty for none."""
+    if not attempts:
+        return ""
+    lines = [f"attempts: {len(attempts)} failed run{'s' * (len(attempts) != 1)} kept, "
+             "oldest first"]
+    for a in attempts:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(a.started_at / 1000)) + "Z"
+        lines.append(f"  #{a.attempt}  {when}  ran {format_duration(a.duration)}  "
+                     f"{a.outcome}  {a.host}[{a.pid}]  {display_text(a.message, None)}")
+    last = attempts[-1]
+    if last.traceback:
+        lines.append(f"traceback of attempt {last.attempt}:")
+        lines.append(display_text(last.traceback, None))
+    return "\n".join(lines)
 
 
 def _aligned(rows: Iterable[tuple[str, str]]) -> str:

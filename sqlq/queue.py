@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
 
-from . import observe, results, stats, topics
+from . import attempts, observe, results, stats, topics
 from .backends import Backend, Events, Notifier, open_backend
 from .backends.base import Conn, Durability
 from .backends.group import Batch
@@ -43,6 +43,7 @@ from .waiting import timeout_deadline, wait_for
 _T = TypeVar("_T")
 
 if TYPE_CHECKING:
+    from .attempts import Attempt
     from .histograms import Histogram, Tally
     from .work.retry import Backoff
     from .work.tasks import Task
@@ -944,6 +945,41 @@ class Queue:
         """
         check_job_id(job_id)
         return stats.job_stats(self._backend, self._clock(), job_id)
+
+    def attempts(self, job_id: int) -> list[Attempt]:
+        """The failed runs ``sqlq work`` kept of a job, oldest first: when, which worker,
+        how long, what became of the job, the error and its full traceback. The last
+        10 are kept, each traceback up to 8 KiB; they go with the job. An unknown job
+        (or one that never failed) has none.
+
+        Examples:
+            >>> [(a.attempt, a.outcome, a.message) for a in q.attempts(7)]
+            [(1, 'retried', "KeyError: 'sku'"), (2, 'buried', "KeyError: 'sku'")]
+            >>> print(q.attempts(7)[-1].traceback)
+            Traceback (most recent call last):
+              File "/srv/app/shop.py", line 12, in price
+            ...
+        """
+        if not job_id_in_range(job_id):
+            return []
+        return attempts.read(self._backend, job_id)
+
+    def _end_attempt(self, job: Job, attempt: Attempt, delay: float | None) -> None:
+        """A worker's end of a failed run of the reserved ``job``: release it to run
+        again after ``delay`` seconds (None: bury it, the reason ``attempt.message``) and
+        keep ``attempt``, in one commit. JobLost, as release and bury."""
+        delay_ms = None if delay is None else seconds_to_ms(delay, "delay")
+        attempts.end(self._backend, self._clock, job.id, job._require_lease(), attempt,
+                     delay_ms)
+        if delay_ms is None:
+            job.state, job.bury_reason = "buried", attempt.message
+        else:
+            job.state = "delayed" if delay_ms else "ready"
+
+    def _keep_attempt(self, attempt: Attempt) -> None:
+        """Keep a failed run whose reservation was lost meanwhile (nothing if the job is
+        gone, or was never released, buried or reserved again)."""
+        attempts.keep(self._backend, attempt)
 
     # -- views for the dashboard and /metrics (logic in observe.py) ---------------------------
 

@@ -87,10 +87,17 @@ def tube_stats(backend: Backend, now: int, tube: str,
 
 
 def job_stats(backend: Backend, now: int, job_id: int) -> dict[str, Any]:
-    """One job's record (``Queue.stats_job``)."""
-    row = backend.read(lambda c: backend.store.select_job(c, now, job_id))
+    """One job's record (``Queue.stats_job``): beanstalkd's keys, then sqlq's own about
+    its failed runs (``failures``, ``last-error``, ``last-traceback``: sqlq/attempts.py)."""
+    store = backend.store
+
+    def read(c: Conn) -> Any:
+        return store.select_job(c, now, job_id), store.last_attempt(c, job_id)
+
+    row, last = backend.read(read)
     if row is None:
         raise JobNotFound(f"job {job_id} not found")
+    failures, _, last_error, last_traceback = last or (0, "", "", "")
     state = STATE_NAMES[row.state]
     if state == "delayed" and row.delay_until is not None:
         time_left = row.delay_until - now
@@ -105,4 +112,5 @@ def job_stats(backend: Backend, now: int, job_id: int) -> dict[str, Any]:
         "ttr": row.ttr // 1000, "time-left": max(0, time_left // 1000), "file": 0,
         "reserves": row.reserves, "timeouts": row.timeouts, "releases": row.releases,
         "buries": row.buries, "kicks": row.kicks,
+        "failures": failures, "last-error": last_error, "last-traceback": last_traceback,
     }

@@ -10,12 +10,34 @@ BEGIN
                                      timeouts = timeouts + excluded.timeouts;
 END;
 
+-- trigger sqlq_forget_attempts
+CREATE TRIGGER sqlq_forget_attempts AFTER DELETE ON sqlq_jobs
+WHEN old.failures > 0
+BEGIN
+    DELETE FROM sqlq_attempts WHERE job_id = old.id;
+END;
+
 -- trigger sqlq_keep_last_id
 CREATE TRIGGER sqlq_keep_last_id AFTER DELETE ON sqlq_jobs
 WHEN NOT EXISTS (SELECT 1 FROM sqlq_jobs WHERE id > old.id)
 BEGIN
     UPDATE sqlq_last_id SET id = old.id WHERE id < old.id;
 END;
+
+-- table sqlq_attempts
+CREATE TABLE sqlq_attempts (
+    job_id     INTEGER NOT NULL,   -- the job (ids are never reused)
+    attempt    INTEGER NOT NULL,   -- the run: the job's reserves when it ran (1 = first)
+    started_at INTEGER NOT NULL,   -- ms since the epoch
+    duration   INTEGER NOT NULL,   -- ms the run took
+    host       TEXT    NOT NULL,   -- the worker's host name
+    pid        INTEGER,            -- and process id
+    outcome    TEXT    NOT NULL,   -- retried, buried, lost
+    error      TEXT    NOT NULL,   -- exception type, exit status, 'timed out', or ''
+    message    TEXT    NOT NULL,   -- one line: what a burial keeps as its reason
+    traceback  TEXT    NOT NULL,   -- the traceback, or a command's stderr tail ('' if none)
+    PRIMARY KEY (job_id, attempt)
+);
 
 -- table sqlq_counters
 CREATE TABLE sqlq_counters (
@@ -56,7 +78,7 @@ CREATE TABLE sqlq_jobs (
     bury_reason    TEXT,
     unique_key     TEXT,
     delay          INTEGER NOT NULL DEFAULT 0          -- ms, as last set by put or release
-);
+, failures INTEGER NOT NULL DEFAULT 0);
 
 -- table sqlq_last_id
 CREATE TABLE sqlq_last_id (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 from collections.abc import Sequence
 from typing import IO
 
@@ -10,7 +11,7 @@ import click
 
 import sqlq
 from sqlq.durations import format_duration
-from sqlq.output import display_text, emit
+from sqlq.output import attempts_text, display_text, emit, job_record
 
 from .group import cli
 from .options import (
@@ -228,7 +229,8 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, r
          as_json: bool) -> None:
     """Show a job by ID, or the next --ready/--delayed/--buried one.
 
-    The job is not reserved. Exit 3 if there is no such job.
+    The job is not reserved. Exit 3 if there is no such job. A job that failed under
+    `sqlq work` also shows its failed runs and the traceback of the latest.
 
     Example:
 
@@ -245,7 +247,16 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, r
         job, missing = getattr(queue, f"peek_{which}")(tube), f"no {which} job in tube {tube}"
     if job is None:
         raise sqlq.JobNotFound(missing)
-    emit(job, as_json, raw=raw)
+    if raw:
+        emit(job, raw=True)
+        return
+    attempts = queue.attempts(job.id)  # failed runs kept by sqlq work, with tracebacks
+    if as_json:
+        emit({**job_record(job), "attempts": [dataclasses.asdict(a) for a in attempts]}, True)
+        return
+    emit(job)
+    if attempts:
+        click.echo(attempts_text(attempts))
 
 
 @cli.command()

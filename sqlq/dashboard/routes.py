@@ -207,6 +207,7 @@ class Dashboard:
         if job is None and result is None:
             raise JobNotFound(f"job {job_id} not found (deleted, or its result expired)")
         return self.render("job.html", job_id=job_id, job=job, note=req.arg("note"),
+                           attempts=self.queue.attempts(job_id) if job else [],
                            body=views.show_body(job.body) if job else None,
                            result=views.show_body(result) if result is not None else None,
                            now=now_ms())

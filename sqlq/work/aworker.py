@@ -49,6 +49,7 @@ from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
 from ..asyncq import AsyncJob, AsyncQueue
+from ..attempts import TIMED_OUT
 from ..durations import now_ms
 from ..errors import JobLost
 from ..model import Job
@@ -330,7 +331,8 @@ class AsyncWorker:
                     with contextlib.suppress(asyncio.CancelledError):
                         await call
                     return runner.failed(f"cancelled: still running when its TTR of "
-                                         f"{job.ttr:g}s ran out", run.task.policy)
+                                         f"{job.ttr:g}s ran out", run.task.policy,
+                                         error=TIMED_OUT)
                 else:
                     warned = True
                     log.warning("job %d %s is still running past its TTR of %gs: it may be "

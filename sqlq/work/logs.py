@@ -4,7 +4,9 @@ Workers log through the standard :mod:`logging` module (logger ``sqlq.worker`` a
 friends), so an application that embeds a Worker keeps its own configuration; only
 the ``sqlq work`` command calls :func:`configure`. Structured fields travel as the
 record's ``extra`` (``job``, ``tube``, ``task``, ``outcome``, ``duration_ms`` ...) and
-the JSON formatter writes them as keys.
+the JSON formatter writes them as keys. A failed run's traceback (a task's, or a
+command's stderr tail) travels as ``traceback``: the JSON line's ``traceback`` key, and
+in text the block below the line, as Python prints an exception's.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 #: The ``extra`` keys that the JSON formatter copies into each line, in this order.
 FIELDS = ("job", "tube", "task", "outcome", "attempt", "duration_ms", "delay", "reason",
-          "pid", "exit")
+          "pid", "exit", "traceback")
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 FORMATS = ("text", "json")
@@ -44,6 +46,23 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
+class TextFormatter(logging.Formatter):
+    """``time LEVEL logger[pid]: message``, then the record's ``traceback`` field (a
+    failed run's, kept from the worker's child or thread) as the traceback block that an
+    exception logged here would show."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The line, and the traceback block below it if the record carries one."""
+        line = super().format(record)
+        trace = record.__dict__.get("traceback")
+        if trace and not record.exc_info:
+            line += "\n" + str(trace)
+        return line
+
+
 def configure(level: str = "INFO", fmt: str = "text") -> None:
     """Send log records to stderr at ``level``, as text or JSON lines.
 
@@ -54,8 +73,7 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter(
-            "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"))
+        handler.setFormatter(TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -32,13 +32,18 @@ class Outcome:
 
     ``done``: delete the job (storing ``result`` when it is not None). ``failed``:
     retry under ``policy`` or bury with ``reason``. ``bury``: bury at once with
-    ``reason``; running it again cannot help (unknown task, malformed body).
+    ``reason``; running it again cannot help (unknown task, malformed body). A failure
+    also says what failed (``error``: an exception's type, an exit status) and how
+    (``traceback``: a task's traceback, a command's stderr tail), which the worker keeps
+    as the job's attempt (sqlq/attempts.py).
     """
 
     status: Literal["done", "failed", "bury"]
     result: bytes | None = None
     reason: str = ""
     policy: RetryPolicy | None = None
+    error: str = ""
+    traceback: str = ""
 
 
 def done(result: bytes | None = None) -> Outcome:
@@ -50,14 +55,15 @@ def done(result: bytes | None = None) -> Outcome:
 DONE = done(None)
 
 
-def failed(reason: str, policy: RetryPolicy) -> Outcome:
-    """The job failed and may be retried under ``policy``."""
-    return Outcome("failed", reason=reason, policy=policy)
+def failed(reason: str, policy: RetryPolicy, *, error: str = "",
+           traceback: str = "") -> Outcome:
+    """The job failed and may be retried under ``policy``; ``reason`` is one line."""
+    return Outcome("failed", reason=reason, policy=policy, error=error, traceback=traceback)
 
 
-def bury(reason: str) -> Outcome:
+def bury(reason: str, *, error: str = "", traceback: str = "") -> Outcome:
     """The job can never succeed as it is: bury it with ``reason``."""
-    return Outcome("bury", reason=reason)
+    return Outcome("bury", reason=reason, error=error, traceback=traceback)
 
 
 def exhausted(job: Job, policy: RetryPolicy) -> Outcome | None:

@@ -4,7 +4,8 @@ The child gets the body on stdin and ``SQLQ_JOB_ID``, ``SQLQ_TUBE``,
 ``SQLQ_ATTEMPT`` (1 on the first run) and ``SQLQ_DB`` in its environment, so a
 script can ``sqlq touch "$SQLQ_JOB_ID"`` or put follow-up jobs. Exit status 0
 deletes the job; anything else is a failure, retried with backoff and finally
-buried with the exit status and the last line the command wrote to stderr.
+buried with the exit status and the last line the command wrote to stderr; the
+last lines of its stderr (up to 8 KiB) are kept as the attempt's traceback.
 
 The child runs in its own session, hence its own process group: killing the group
 at the TTR also stops whatever the command started (``sh -c 'a | b'``), and a
@@ -26,9 +27,11 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import IO
 
+from ..attempts import TIMED_OUT, TRACEBACK_LIMIT
 from ..model import Job
 from . import runner
 from .retry import RetryPolicy
@@ -115,10 +118,14 @@ def describe_status(code: int) -> str:
 
 
 class _Stderr:
-    """Copies the child's stderr to ours as it comes and keeps its last non-empty line."""
+    """Copies the child's stderr to ours as it comes and keeps its last non-empty line,
+    and its last lines up to :data:`~sqlq.attempts.TRACEBACK_LIMIT` characters (the
+    failed attempt's "traceback")."""
 
     def __init__(self, stream: IO[bytes]) -> None:
         self.last_line = ""
+        self._lines: deque[str] = deque()
+        self._kept = 0  # characters in _lines
         self._stream = stream
         self._thread = threading.Thread(target=self._pump, name="sqlq-stderr", daemon=True)
         self._thread.start()
@@ -129,11 +136,25 @@ class _Stderr:
             text = line.decode("utf-8", "replace").strip()
             if text:
                 self.last_line = text
+            self._keep(line.decode("utf-8", "replace").rstrip("\r\n"))
             if out is not None:
                 with contextlib.suppress(OSError, ValueError):
                     out.write(line)
                     out.flush()
         self._stream.close()
+
+    def _keep(self, text: str) -> None:
+        text = text[-TRACEBACK_LIMIT:]
+        self._lines.append(text)
+        self._kept += len(text) + 1
+        while self._kept > TRACEBACK_LIMIT and len(self._lines) > 1:
+            self._kept -= len(self._lines.popleft()) + 1
+
+    @property
+    def tail(self) -> str:
+        """The last lines the command wrote to stderr (at most 8 KiB), empty lines at the
+        end left out."""
+        return "\n".join(list(self._lines)).rstrip()
 
     def join(self) -> None:
         self._thread.join(_READER_JOIN)
@@ -177,10 +198,10 @@ class _ShellRun:
         self._stderr.join()
         if code == 0:
             return runner.done(None)
-        reason = describe_status(code)
+        reason = status = describe_status(code)
         if self._stderr.last_line:
             reason += f": {self._stderr.last_line}"
-        return runner.failed(reason, self._policy)
+        return runner.failed(reason, self._policy, error=status, traceback=self._stderr.tail)
 
     def kill(self, reason: str) -> runner.Outcome | None:
         """SIGTERM to the process group, SIGKILL if it is still there a moment later."""
@@ -193,7 +214,7 @@ class _ShellRun:
         self._signal(signal.SIGKILL)  # whatever the command left behind in its group
         self._ended()
         self._stderr.join()
-        return runner.failed(reason, self._policy)
+        return runner.failed(reason, self._policy, error=TIMED_OUT, traceback=self._stderr.tail)
 
     def _ended(self) -> None:
         if self._report is not None:
@@ -250,7 +271,8 @@ class ShellRunner:
         except OSError as exc:
             # Maybe a deploy in progress: a failure like any other, retried then buried.
             reason = f"cannot run {self.command[0]}: {exc.strerror or exc}"
-            return runner.Finished(runner.failed(reason, self.policy), name=self.name)
+            return runner.Finished(runner.failed(reason, self.policy, error=type(exc).__name__),
+                                   name=self.name)
         if self.report is not None:
             self.report.running(proc.pid)  # its own session: its pid is its group
         return _ShellRun(proc, job, self.name, self.policy, self.keepalive, self.report)

@@ -28,6 +28,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
+from ..attempts import error_name, format_traceback
 from ..model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, Job, check_priority, check_tube
 from . import runner
 from .retry import DEFAULT_BACKOFF, DEFAULT_RETRIES, Backoff, RetryPolicy
@@ -277,6 +278,13 @@ def _last_line(exc: BaseException) -> str:
     return text[-1] if text else type(exc).__name__
 
 
+def _failed(exc: BaseException, policy: RetryPolicy) -> runner.Outcome:
+    """A task's exception as a failure: its last line (the bury reason), its type, and
+    its traceback from the task's own frame (the worker's call into it left out)."""
+    return runner.failed(_last_line(exc), policy, error=error_name(exc),
+                         traceback=format_traceback(exc, skip=1))
+
+
 class _TaskRun:
     """A task call, run in the caller's thread when the worker waits for it (see watchdog.py),
     or awaited on the async worker's loop (:meth:`run_async`, see aworker.py)."""
@@ -298,7 +306,7 @@ class _TaskRun:
             if value is not None and inspect.isawaitable(value):  # an async task, run here
                 value = asyncio.run(_awaited(value))
         except Exception as exc:  # noqa: BLE001 - a task's failure is data, not our crash
-            return runner.failed(_last_line(exc), self.task.policy)
+            return _failed(exc, self.task.policy)
         return self._outcome(value)
 
     async def run_async(self) -> runner.Outcome:
@@ -311,7 +319,7 @@ class _TaskRun:
                 value = await asyncio.get_running_loop().run_in_executor(
                     None, lambda: self.task.fn(*args, **kwargs))
         except Exception as exc:  # noqa: BLE001 - a task's failure is data, not our crash
-            return runner.failed(_last_line(exc), self.task.policy)
+            return _failed(exc, self.task.policy)
         return self._outcome(value)
 
     def _outcome(self, value: Any) -> runner.Outcome:
@@ -320,7 +328,8 @@ class _TaskRun:
         try:
             return runner.done(json.dumps(value, allow_nan=False).encode())
         except (TypeError, ValueError) as exc:
-            return runner.bury(f"the return value cannot be stored as JSON: {exc}")
+            return runner.bury(f"the return value cannot be stored as JSON: {exc}",
+                               error=error_name(exc))
 
     def kill(self, reason: str) -> runner.Outcome | None:
         return None  # a Python call cannot be stopped from outside

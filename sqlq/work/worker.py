@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
+from ..attempts import BURIED, LOST, RETRIED, Attempt, worker_identity
 from ..durations import now_ms
 from ..errors import Disconnected, JobLost
 from ..model import Job, check_tubes
@@ -380,19 +381,23 @@ class Worker:
             elif outcome.status == "failed" and self._retry(outcome.policy, attempt):
                 assert outcome.policy is not None
                 delay = outcome.policy.delay_for(attempt)
-                job.release(delay=delay)
+                self.queue._end_attempt(job, _attempt(job, outcome, duration, RETRIED), delay)
                 log.warning("job %d %s failed in %s (attempt %d), retry in %.1fs: %s", job.id,
                             name, _ms(duration), attempt, delay, outcome.reason,
                             extra=self._fields(job, name, duration, "retry", delay=round(delay, 3),
-                                               reason=outcome.reason))
+                                               reason=outcome.reason,
+                                               **_traceback(outcome)))
             else:
-                job.bury(reason=outcome.reason)
+                self.queue._end_attempt(job, _attempt(job, outcome, duration, BURIED), None)
                 log.error("job %d %s buried after %d attempt%s: %s", job.id, name, attempt,
                           "" if attempt == 1 else "s", outcome.reason,
                           extra=self._fields(job, name, duration, "buried",
-                                             reason=outcome.reason))
+                                             reason=outcome.reason, **_traceback(outcome)))
         except JobLost:
-            self._lost(job, name, duration)
+            if outcome.status != "done":
+                # The failure is still worth keeping, beside the job's next run.
+                self.queue._keep_attempt(_attempt(job, outcome, duration, LOST))
+            self._lost(job, name, duration, outcome)
         return None
 
     @staticmethod
@@ -419,10 +424,27 @@ class Worker:
                  _ms(done.duration), done.job.tube, done.job.reserves,
                  extra=self._fields(done.job, done.name, done.duration, "done"))
 
-    def _lost(self, job: Job, name: str, duration: float) -> None:
+    def _lost(self, job: Job, name: str, duration: float,
+              outcome: runner.Outcome | None = None) -> None:
+        failed = outcome is not None and outcome.status != "done"
         log.warning("job %d %s finished in %s after its reservation was lost (TTR ran out): "
-                    "nothing recorded, it runs again", job.id, name, _ms(duration),
-                    extra=self._fields(job, name, duration, "lost"))
+                    "%s, it runs again", job.id, name, _ms(duration),
+                    f"its failure kept ({outcome.reason})" if failed and outcome is not None
+                    else "nothing recorded",
+                    extra=self._fields(job, name, duration, "lost",
+                                       **(_traceback(outcome) if outcome else {})))
+
+
+def _attempt(job: Job, outcome: runner.Outcome, duration: float, what: str) -> Attempt:
+    """The attempt to keep of a failed run of ``job`` that ended just now."""
+    host, pid = worker_identity()
+    return Attempt(job.id, job.reserves, now_ms() - round(duration * 1000), duration, host,
+                   pid, what, outcome.error, outcome.reason, outcome.traceback)
+
+
+def _traceback(outcome: runner.Outcome) -> dict[str, str]:
+    """The log record's ``traceback`` field (text and JSON logs show it), if any."""
+    return {"traceback": outcome.traceback} if outcome.traceback else {}
 
 
 def _ms(seconds: float) -> str:

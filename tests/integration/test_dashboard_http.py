@@ -291,3 +291,28 @@ def test_a_completed_job_shows_its_result(q: sqlq.Queue) -> None:
     with running(q) as c:
         html = c.get(f"/job?id={job.id}").text
     assert "completed" in html and "&#34;answer&#34;: 42" in html and 'id="body"' not in html
+
+
+def test_a_failed_jobs_page_shows_its_attempts_with_escaped_tracebacks(q: sqlq.Queue) -> None:
+    from sqlq.attempts import Attempt
+
+    jid = q.put(b"x", tube="mail")
+    for outcome in ("retried", "buried"):
+        job = q.reserve("mail", timeout=0)
+        assert job is not None
+        trace = (f'Traceback (most recent call last):\n  File "/srv/shop.py", line '
+                 f'{job.reserves}2, in price\nValueError: {HOSTILE}')
+        q._end_attempt(job, Attempt(jid, job.reserves, 1_700_000_000_000, 1.5, "web-1", 77,
+                                    outcome, "ValueError", f"ValueError: {HOSTILE}", trace),
+                       0 if outcome == "retried" else None)
+    with running(q) as client:
+        reply = client.get(f"/job?id={jid}")
+    assert reply.status == 200
+    page = reply.text
+    table = page[page.index('id="attempts"'):]
+    assert table.count('<pre class="body traceback">') == 2
+    assert 'File &#34;/srv/shop.py&#34;, line 12, in price' in table
+    assert 'File &#34;/srv/shop.py&#34;, line 22, in price' in table
+    assert "retried" in table and "buried" in table and "web-1 pid 77" in table
+    assert "2023-11-14 22:13:20Z" in table and "1.5s" in table
+    assert HOSTILE not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in table

@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 
 import sqlq
+from sqlq.attempts import Attempt
+from sqlq.durations import now_ms
 from sqlq.histograms import Tally
 from tests.conftest import ROOT, spawn
 
@@ -37,6 +39,11 @@ TRACEBACK = """Traceback (most recent call last):
   File "/srv/app/renderer.py", line 88, in render
     raise TemplateError(f"missing field {name!r}")
 app.renderer.TemplateError: missing field 'invoice_total'"""
+
+FAILED_TRACEBACK = f"""Traceback (most recent call last):
+  File "/srv/app/imports.py", line 17, in import_csv
+    customer = customers[row["customer"]]
+KeyError: '{HOSTILE}'"""
 
 
 def _fill(db: str) -> dict[str, int]:
@@ -63,6 +70,15 @@ def _fill(db: str) -> dict[str, int]:
         job.bury(reason=TRACEBACK)
         buried.append(job.id)
     ids["kick"], ids["delete"], ids["bulk"], ids["csrf"] = buried
+    # A task that failed twice under sqlq work: its attempts, as the worker keeps them.
+    ids["failed"] = q.put(json.dumps({"task": "import_csv", "file": "orders.csv"}),
+                          tube="imports")
+    for outcome in ("retried", "buried"):
+        job = q.reserve("imports", timeout=0)
+        assert job is not None
+        q._end_attempt(job, Attempt(job.id, job.reserves, now_ms(), 0.8, "web-1", 4242, outcome,
+                                    "KeyError", f"KeyError: '{HOSTILE}'", FAILED_TRACEBACK),
+                       0 if outcome == "retried" else None)
     q.put("live 0", tube="live")
     q.subscribe("orders", "billing")
     q.subscribe("orders", "audit")
@@ -251,6 +267,17 @@ def test_search_finds_a_job(site: dict[str, Any], page: Any, tmp_path: Path) -> 
     page.click(f'a[href="/job?id={site["ids"]["searched"]}"]')
     assert '"invoice": 77' in page.inner_text("#body")
     _shot(page, tmp_path, "job-json")
+
+
+def test_a_failed_jobs_attempts_show_the_latest_traceback(site: dict[str, Any], page: Any,
+                                                         tmp_path: Path) -> None:
+    page.goto(site["url"] + f"/job?id={site['ids']['failed']}")
+    assert page.locator("#attempts > tbody > tr:not(.traceback)").count() == 2
+    shown = page.locator("#attempts details[open] pre")  # the latest one is unfolded
+    assert shown.count() == 1 and shown.inner_text() == FAILED_TRACEBACK
+    assert page.locator("#attempts details:not([open])").count() == 1
+    assert page.locator("main img, main script").count() == 0
+    _shot(page, tmp_path, "job-attempts")
 
 
 def test_hostile_bodies_stay_text(site: dict[str, Any], page: Any, tmp_path: Path) -> None:

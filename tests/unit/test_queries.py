@@ -40,7 +40,7 @@ def test_query_plan_uses_indexes(q: Queue, name: str) -> None:
 #: PostgreSQL statements EXPLAIN cannot take (VACUUM) or that read catalogs, not jobs.
 PG_NOT_PLANNED = {"vacuum_jobs", "table_health", "oldest_transaction"}
 _TEXT_PARAMS = {"tube", "topic", "unique_key", "reason", "owner", "name", "token", "text",
-                "host", "place"}
+                "host", "place", "outcome", "error", "message", "traceback"}
 
 
 def _pg_value(name: str) -> object:

@@ -597,3 +597,45 @@ SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, 
        lease, reserved_until, unique_key, delay
   FROM sqlq_delete_and_claim_many(%(ids)s::bigint[], %(leases)s::bigint[], %(now)s::bigint,
                                   %(tubes)s::text[], %(owner)s::text, %(n)s::integer);
+
+-- ---------------------------------------------------------------------------------------------
+-- Failed attempts (migration 0009, sqlq/attempts.py). Written only when a run fails: the
+-- success path (claim, delete) never reads or writes sqlq_attempts.
+
+-- name: insert_attempt
+-- One failed run, in the transaction that released or buried the job (or alone, for a
+-- run whose reservation was lost), counted on the job in the same statement (the delete
+-- trigger sqlq_forget_attempts of migration 0009 fires only for a job whose count is
+-- above 0). Nothing for a job gone: no row outlives its job. The same attempt written
+-- twice keeps the later.
+WITH job AS (
+    UPDATE sqlq_jobs SET failures = failures + 1 WHERE id = %(job_id)s RETURNING id)
+INSERT INTO sqlq_attempts (job_id, attempt, started_at, duration, host, pid, outcome, error,
+                           message, traceback)
+SELECT id, %(attempt)s::integer, %(started_at)s::bigint, %(duration)s::bigint,
+       %(host)s::text, %(pid)s::integer, %(outcome)s::text, %(error)s::text,
+       %(message)s::text, %(traceback)s::text
+  FROM job
+ON CONFLICT (job_id, attempt) DO UPDATE
+   SET started_at = excluded.started_at, duration = excluded.duration,
+       host = excluded.host, pid = excluded.pid, outcome = excluded.outcome,
+       error = excluded.error, message = excluded.message, traceback = excluded.traceback;
+
+-- name: trim_attempts
+-- Keep a job's last `kept` attempts (run only once it has had more runs than that):
+-- a range of the primary key.
+DELETE FROM sqlq_attempts
+ WHERE job_id = %(job_id)s AND attempt <= %(attempt)s::integer - %(kept)s::integer;
+
+-- name: list_attempts
+SELECT job_id, attempt, started_at, duration, host, pid, outcome, error, message, traceback
+  FROM sqlq_attempts WHERE job_id = %(job_id)s ORDER BY attempt;
+
+-- name: last_attempt
+-- stats_job's failures, last-error and last-traceback: the job's count of failed runs and
+-- its newest kept attempt (no row: no such job).
+SELECT j.failures, a.error, a.message, a.traceback
+  FROM sqlq_jobs AS j
+  LEFT JOIN (SELECT error, message, traceback FROM sqlq_attempts WHERE job_id = %(job_id)s
+              ORDER BY attempt DESC LIMIT 1) AS a ON true
+ WHERE j.id = %(job_id)s;

@@ -573,3 +573,45 @@ DELETE FROM sqlq_jobs
                          FROM json_each(:jobs))
    AND state = 2 AND reserved_until > :now
 RETURNING id, lease;
+
+-- ---------------------------------------------------------------------------------------------
+-- Failed attempts (migration 0008, sqlq/attempts.py). Written only when a run fails: the
+-- success path (claim, delete) never reads or writes sqlq_attempts.
+
+-- name: count_failure
+-- A failed run is written: count it on the job (the delete trigger sqlq_forget_attempts
+-- of migration 0008 fires only for a job whose count is above 0). Nothing for a job gone.
+UPDATE sqlq_jobs SET failures = failures + 1 WHERE id = :job_id;
+
+-- name: insert_attempt
+-- One failed run, in the transaction that released or buried the job (or alone, for a
+-- run whose reservation was lost), after count_failure. Nothing for a job gone: no row
+-- outlives its job. The same attempt written twice keeps the later.
+INSERT INTO sqlq_attempts (job_id, attempt, started_at, duration, host, pid, outcome, error,
+                           message, traceback)
+SELECT id, :attempt, :started_at, :duration, :host, :pid, :outcome, :error, :message,
+       :traceback
+  FROM sqlq_jobs
+ WHERE id = :job_id
+ON CONFLICT (job_id, attempt) DO UPDATE
+   SET started_at = excluded.started_at, duration = excluded.duration,
+       host = excluded.host, pid = excluded.pid, outcome = excluded.outcome,
+       error = excluded.error, message = excluded.message, traceback = excluded.traceback;
+
+-- name: trim_attempts
+-- Keep a job's last :kept attempts (run only once it has had more runs than that):
+-- a range of the primary key.
+DELETE FROM sqlq_attempts WHERE job_id = :job_id AND attempt <= :attempt - :kept;
+
+-- name: list_attempts
+SELECT job_id, attempt, started_at, duration, host, pid, outcome, error, message, traceback
+  FROM sqlq_attempts WHERE job_id = :job_id ORDER BY attempt;
+
+-- name: last_attempt
+-- stats_job's failures, last-error and last-traceback: the job's count of failed runs and
+-- its newest kept attempt (no row: no such job).
+SELECT j.failures, a.error, a.message, a.traceback
+  FROM sqlq_jobs AS j
+  LEFT JOIN (SELECT error, message, traceback FROM sqlq_attempts WHERE job_id = :job_id
+              ORDER BY attempt DESC LIMIT 1) AS a ON true
+ WHERE j.id = :job_id;

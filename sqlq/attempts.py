@@ -1,0 +1,165 @@
+"""Failed attempts: what a worker keeps of each run of a job that did not succeed.
+
+``sqlq work`` writes an :class:`Attempt` when a run fails, in the transaction that
+releases the job for a retry or buries it, so the error of every failed run is kept
+with the job: when it ran, on which worker, for how long, what became of the job,
+and the full traceback (a task's, with files and lines; a command's stderr tail).
+:meth:`sqlq.Queue.attempts` reads them back, ``sqlq peek ID`` and the dashboard's job
+page show them, and :meth:`sqlq.Queue.stats_job` reports the latest.
+
+Bounded: the last :data:`KEPT` attempts of a job, each traceback at most
+:data:`TRACEBACK_LIMIT` characters (its start and its end, the middle left out) and
+each message at most :data:`MESSAGE_LIMIT`. The rows go with their job: deleted,
+completed, or replaced by nothing at all when it succeeds. A run that succeeds
+writes nothing here.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback as tb
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .backends import Backend
+    from .backends.base import Conn
+
+#: Attempts kept per job: the last ten (older ones are deleted as newer ones come).
+KEPT = 10
+#: Characters of one traceback kept (8 KiB): its first quarter and its last three.
+TRACEBACK_LIMIT = 8192
+#: Characters of one message kept.
+MESSAGE_LIMIT = 1024
+
+#: What became of the job after the attempt.
+RETRIED, BURIED, LOST = "retried", "buried", "lost"
+#: The ``error`` of a run stopped because its TTR ran out (a killed command, a
+#: cancelled async task).
+TIMED_OUT = "timed out"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One failed run of a job, as :meth:`sqlq.Queue.attempts` returns it.
+
+    Attributes:
+        job_id: the job.
+        attempt: which run it was: the job's ``reserves`` when it ran (1 = the first).
+        started_at: when the run started, ms since the epoch (as Job's times).
+        duration: how long it ran, in seconds.
+        host: the host name of the worker that ran it.
+        pid: that worker's process id.
+        outcome: what became of the job: ``retried`` (released to run again after a
+            backoff), ``buried``, or ``lost`` (the reservation had run out before the
+            run ended: the job was already back in the queue).
+        error: what failed: the exception's type (``KeyError``,
+            ``myapp.errors.PaymentDeclined``); a command's ``exit status 3`` or
+            ``killed by SIGSEGV``; ``timed out`` for a run stopped at its TTR; empty
+            when the worker buried the job without running it (unknown task, a body
+            that is not a task call).
+        message: one line, the bury reason of a buried job (``KeyError: 'sku'``).
+        traceback: the full traceback of a task (files, lines, chained exceptions), a
+            command's last lines of stderr, or empty.
+    """
+
+    job_id: int
+    attempt: int
+    started_at: int
+    duration: float
+    host: str
+    pid: int | None
+    outcome: str
+    error: str
+    message: str
+    traceback: str
+
+    @classmethod
+    def from_row(cls, row: Any) -> Attempt:
+        """An Attempt from a row of ``list_attempts`` (duration in ms)."""
+        (job_id, attempt, started_at, duration, host, pid, outcome, error, message,
+         traceback) = row
+        return cls(int(job_id), int(attempt), int(started_at), int(duration) / 1000, host,
+                   None if pid is None else int(pid), outcome, error, message, traceback)
+
+    def params(self) -> dict[str, Any]:
+        """The row to store, bounded (the store's ``insert_attempt`` parameters)."""
+        return {"job_id": self.job_id, "attempt": self.attempt, "started_at": self.started_at,
+                "duration": round(self.duration * 1000), "host": self.host, "pid": self.pid,
+                "outcome": self.outcome, "error": cap(self.error, MESSAGE_LIMIT),
+                "message": cap(self.message, MESSAGE_LIMIT),
+                "traceback": cap(self.traceback, TRACEBACK_LIMIT)}
+
+
+def cap(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters, else its first quarter and last
+    three quarters with a line between them saying how much was left out (the end of
+    a traceback is where the error is; its start says where the run began)."""
+    if len(text) <= limit:
+        return text
+    head = limit // 4
+    tail = limit - head - 64
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters left out ...]\n{text[-tail:]}"
+
+
+def error_name(exc: BaseException) -> str:
+    """The exception's type as a person looks it up: ``KeyError``, ``myapp.errors.Oops``."""
+    kind = type(exc)
+    if kind.__module__ in ("builtins", "__main__"):
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def format_traceback(exc: BaseException, skip: int = 0) -> str:
+    """The traceback Python prints for ``exc`` (chained exceptions included), without
+    its first ``skip`` frames (the worker's own call into the task), capped."""
+    trace = exc.__traceback__
+    for _ in range(skip):
+        if trace is None or trace.tb_next is None:
+            break
+        trace = trace.tb_next
+    text = "".join(tb.format_exception(type(exc), exc, trace))
+    return cap(text.rstrip("\n"), TRACEBACK_LIMIT)
+
+
+def worker_identity() -> tuple[str, int]:
+    """(host, pid) of this process, as an attempt records its worker."""
+    return os.uname().nodename, os.getpid()
+
+
+# -- storage (the Queue's calls) ------------------------------------------------------------
+
+def end(backend: Backend, clock: Callable[[], int], job_id: int, lease: int | None,
+        attempt: Attempt, delay_ms: int | None) -> None:
+    """Release the reserved job to run again after ``delay_ms`` (None: bury it, with the
+    attempt's message as its reason) and keep ``attempt``, in one transaction."""
+    store = backend.store
+    params = attempt.params()
+
+    def write(c: Conn) -> None:
+        now = clock()
+        if delay_ms is None:
+            store.bury(c, now, job_id, lease, None, attempt.message)
+        else:
+            store.release(c, now, job_id, lease, None, delay_ms)
+        store.keep_attempt(c, params, KEPT)
+
+    if delay_ms is None:
+        backend.write_shared(write)  # durable, as a bury
+    else:
+        backend.write(write, durable=False)  # as a release: a lost retry comes back anyway
+
+
+def keep(backend: Backend, attempt: Attempt) -> None:
+    """Store ``attempt`` alone (a run that ended after its reservation was lost); nothing
+    if the job is gone."""
+    params = attempt.params()
+    backend.write(lambda c: backend.store.keep_attempt(c, params, KEPT), durable=False)
+
+
+def read(backend: Backend, job_id: int) -> list[Attempt]:
+    """The job's kept attempts, oldest first."""
+    rows = backend.read(lambda c: backend.store.attempts(c, job_id), single=True)
+    return [Attempt.from_row(row) for row in rows]
