@@ -207,6 +207,40 @@ def test_a_foreign_host_header_is_refused(client: Client) -> None:
     assert client.get("/", headers={"Host": "localhost:8080"}).status == 200
 
 
+@pytest.mark.parametrize("host", [
+    "127.evil.example", "127.evil.example:8080", "127.0.0.1.evil.example",
+    "127.0.0.1.evil.example:8080", "localhost.evil.example", "evil-localhost",
+    "[::1].evil.example", "[::2]:8080", "[127.0.0.1]", "127.0.0.1:80:80", "127.0.0.1:x",
+    "0.0.0.0", "10.0.0.1:8080", "::1", "",
+])
+def test_a_host_that_only_looks_like_loopback_is_refused(client: Client, host: str) -> None:
+    """Names are compared whole: a rebinding attacker controls 127.evil.example's DNS."""
+    assert client.get("/", headers={"Host": host}).status == 403
+
+
+@pytest.mark.parametrize("host", [
+    "127.0.0.1", "127.0.0.1:8080", "127.1.2.3:80", "LOCALHOST:8080", "localhost",
+    "[::1]", "[::1]:8080",
+])
+def test_loopback_hosts_are_accepted(client: Client, host: str) -> None:
+    assert client.get("/", headers={"Host": host}).status == 200
+
+
+def test_a_rebinding_page_can_neither_read_the_token_nor_delete(client: Client,
+                                                                filled: sqlq.Queue) -> None:
+    """The attack the 127.-prefix check let through: read the CSRF token under a
+    127.-prefixed name, then POST a delete with matching Host and Origin."""
+    evil = {"Host": "127.evil.example:8080", "Origin": "http://127.evil.example:8080"}
+    page = client.get("/", headers=evil)
+    assert page.status == 403 and client.csrf not in page.text
+    job = filled.peek_ready("mail")
+    assert job is not None
+    reply = client.post("/actions/delete-job", {"id": job.id, "csrf": client.csrf},
+                        headers=evil)
+    assert reply.status == 403
+    assert filled.peek(job.id) is not None
+
+
 def test_beyond_loopback_needs_a_token(q: sqlq.Queue) -> None:
     with pytest.raises(sqlq.Error, match="without --token"):
         DashboardServer(q, "0.0.0.0:0")
