@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +17,7 @@ from sqlq.cli import cli
 from sqlq.dashboard import DashboardServer
 from sqlq.dashboard.views import show_body
 from tests.dashboard_client import Client, running
+from tests.servers import require
 
 HOSTILE = "<script>alert(1)</script>"
 IMG = '<img src=x onerror="alert(2)">'
@@ -325,3 +327,31 @@ def test_a_completed_job_shows_its_result(q: sqlq.Queue) -> None:
     with running(q) as c:
         html = c.get(f"/job?id={job.id}").text
     assert "completed" in html and "&#34;answer&#34;: 42" in html and 'id="body"' not in html
+
+
+def test_a_drained_tube_stays_listed_at_zero(q: sqlq.Queue) -> None:
+    """A tube whose workers keep up (no live job), and one whose pause ended, stay in
+    the overview and in every per-tube series of /metrics, reading 0."""
+    q.put(b"x", tube="media")
+    job = q.reserve("media", timeout=0)
+    assert job is not None
+    job.delete()
+    q.pause_tube("thumbs", 0)
+    with running(q) as c:
+        overview = json.loads(c.get("/api/overview").text)["tubes"]
+        assert overview["media"]["live"] == 0 and overview["thumbs"]["ready"] == 0
+        assert "media" in c.get("/").text
+        text = c.get("/metrics").text
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(text) for s in f.samples}
+    for tube in ("media", "thumbs"):
+        for state in ("ready", "reserved", "delayed", "buried"):
+            assert samples["sqlq_jobs", (("state", state), ("tube", tube))] == 0
+        for name in ("sqlq_jobs_urgent", "sqlq_tube_paused",
+                     "sqlq_oldest_ready_job_age_seconds", "sqlq_jobs_buried_total",
+                     "sqlq_jobs_kicked_total", "sqlq_jobs_timed_out_total"):
+            assert samples[name, (("tube", tube),)] == 0, name
+    promtool = require("promtool", "prometheus")
+    check = subprocess.run([promtool, "check", "metrics"], input=text, text=True,
+                           capture_output=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
