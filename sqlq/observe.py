@@ -138,7 +138,10 @@ def overview(backend: Backend, now: int) -> Overview:
 
     def read(c: Conn) -> Overview:
         counters = store.event_counters(c)
-        names = sorted(set(store.tube_names(c, now)) | {DEFAULT_TUBE})
+        # Known tubes stay listed at zero when drained: a busy tube whose workers keep
+        # up must not vanish, nor its /metrics series go stale instead of reading 0.
+        names = sorted(set(store.tube_names(c, now)) | set(store.known_tubes(c))
+                       | {DEFAULT_TUBE})
         return Overview(now, [_summary(backend, c, now, name, counters) for name in names],
                         store.total_jobs(c))
 

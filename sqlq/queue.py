@@ -920,8 +920,8 @@ class Queue:
     def stats_tube(self, tube: str) -> dict[str, Any]:
         """One tube's counts with beanstalkd's keys; all zeros for a valid name with no jobs.
 
-        ``total-jobs``, ``cmd-delete`` and ``cmd-pause-tube`` count what this Queue did
-        since it was opened, as beanstalkd counts since its start. An empty tube is not
+        ``total-jobs``, ``cmd-delete`` and ``cmd-pause-tube`` count the tube's puts, deletes
+        and pauses since the database was created, by anyone. An empty tube is not
         an error: a monitor must not fail because a worker just drained the tube.
 
         Raises:

@@ -1,10 +1,10 @@
 """Stats with beanstalkd's key names, as of now, for the library, the CLI and ``top``.
 
 Counts come from the file (one pass over the jobs table: stats are for people and
-monitors, not the hot path). Counters of commands (``total-jobs`` of a tube,
-``cmd-delete``, ``cmd-pause-tube``) are the Queue object's own, since it was
-opened, as beanstalkd's are since its start; ``stats()["total-jobs"]`` is the
-file's, since it was created. The beanstalkd server keeps its own counters.
+monitors, not the hot path). A tube's ``total-jobs``, ``cmd-delete`` and
+``cmd-pause-tube`` are the database's too, since it was created, whoever put,
+deleted or paused (SQLite migration 0009, PostgreSQL 0010), as is
+``stats()["total-jobs"]``.
 """
 
 from __future__ import annotations
@@ -56,15 +56,29 @@ def tube_stats(backend: Backend, now: int, tube: str,
     Not JobNotFound for an empty tube: a monitor reading a tube's counters must not
     fail because a worker just drained it, and a missing tube is not a missing job.
     (The beanstalkd server keeps the protocol's NOT_FOUND for tubes it does not know.)
-    ``counts_here`` are the Queue's own command counters, since it was opened.
+    ``counts_here`` is not read: a tube's totals are the database's.
     """
+    return tube_doc(read_tube(backend, now, tube), now, tube)
+
+
+def read_tube(backend: Backend, now: int, tube: str) -> tuple[Any, ...]:
+    """What :func:`tube_doc` needs from the database, in one read: the tube's
+    [ready, urgent, reserved, delayed, buried] as of ``now`` (None: no jobs), its
+    last pause (paused_until, pause_ms) or None, and its (puts, pauses) ever."""
     check_tube(tube)
     store = backend.store
 
     def read(c: Conn) -> Any:
-        return store.count_jobs(c, now, tube).get(tube), store.tube_pause(c, tube)
+        return (store.count_jobs(c, now, tube).get(tube), store.tube_pause(c, tube),
+                store.tube_totals(c, tube))
 
-    counts, pause = backend.read(read)
+    return tuple(backend.read(read))
+
+
+def tube_doc(read: tuple[Any, ...], now: int, tube: str) -> dict[str, Any]:
+    """The ``stats_tube`` document from :func:`read_tube`'s answer, as of ``now`` (the
+    pause's time left runs on while the counts hold)."""
+    counts, pause, (puts, pauses) = read
     paused_until, pause_ms = pause if pause else (0, 0)
     paused = paused_until > now
     ready, urgent, reserved, delayed, buried = counts or [0, 0, 0, 0, 0]
@@ -75,15 +89,28 @@ def tube_stats(backend: Backend, now: int, tube: str,
         "current-jobs-reserved": reserved,
         "current-jobs-delayed": delayed,
         "current-jobs-buried": buried,
-        "total-jobs": counts_here["total-jobs", tube],
+        "total-jobs": puts,
         "current-using": 0,
         "current-watching": 0,
         "current-waiting": 0,
-        "cmd-delete": counts_here["cmd-delete", tube],
-        "cmd-pause-tube": counts_here["cmd-pause-tube", tube],
+        "cmd-delete": max(puts - ready - reserved - delayed - buried, 0),
+        "cmd-pause-tube": pauses,
         "pause": pause_ms // 1000 if paused else 0,
         "pause-time-left": max(0, (paused_until - now) // 1000) if paused else 0,
     }
+
+
+def next_change(backend: Backend, now: int) -> int | None:
+    """The earliest time (ms) after ``now`` at which counts as of now change without a
+    write: a delayed job comes due, a reservation's TTR runs out, a pause ends. None if
+    nothing is timed (counts then hold until the next write)."""
+    store = backend.store
+
+    def read(c: Conn) -> int | None:
+        names = store.tube_names(c, now)
+        return store.next_due(c, now, store.tubes_param(names)) if names else None
+
+    return backend.read(read)
 
 
 def job_stats(backend: Backend, now: int, job_id: int) -> dict[str, Any]:

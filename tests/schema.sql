@@ -10,6 +10,30 @@ BEGIN
                                      timeouts = timeouts + excluded.timeouts;
 END;
 
+-- trigger sqlq_count_pauses
+CREATE TRIGGER sqlq_count_pauses AFTER INSERT ON sqlq_tubes
+BEGIN
+    INSERT INTO sqlq_counters (tube, pauses) VALUES (new.name, 1)
+    ON CONFLICT (tube) DO UPDATE SET pauses = pauses + 1;
+END;
+
+-- trigger sqlq_count_puts
+CREATE TRIGGER sqlq_count_puts AFTER INSERT ON sqlq_jobs
+WHEN new.tube IS NOT (SELECT tube FROM sqlq_tube_run)
+BEGIN
+    INSERT INTO sqlq_counters (tube, puts)
+    SELECT tube, new.id - start FROM sqlq_tube_run WHERE tube IS NOT NULL
+    ON CONFLICT (tube) DO UPDATE SET puts = puts + excluded.puts;
+    UPDATE sqlq_tube_run SET tube = new.tube, start = new.id;
+END;
+
+-- trigger sqlq_count_repauses
+CREATE TRIGGER sqlq_count_repauses AFTER UPDATE OF paused_until, pause_ms ON sqlq_tubes
+BEGIN
+    INSERT INTO sqlq_counters (tube, pauses) VALUES (new.name, 1)
+    ON CONFLICT (tube) DO UPDATE SET pauses = pauses + 1;
+END;
+
 -- trigger sqlq_forget_attempts
 CREATE TRIGGER sqlq_forget_attempts AFTER DELETE ON sqlq_jobs
 WHEN old.failures > 0
@@ -45,7 +69,7 @@ CREATE TABLE sqlq_counters (
     buries   INTEGER NOT NULL DEFAULT 0,
     kicks    INTEGER NOT NULL DEFAULT 0,
     timeouts INTEGER NOT NULL DEFAULT 0
-) WITHOUT ROWID;
+, puts INTEGER NOT NULL DEFAULT 0, pauses INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 
 -- table sqlq_durations
 CREATE TABLE sqlq_durations (
@@ -113,6 +137,13 @@ CREATE TABLE sqlq_subscriptions (
     tube  TEXT NOT NULL,
     PRIMARY KEY (topic, tube)
 ) WITHOUT ROWID;
+
+-- table sqlq_tube_run
+CREATE TABLE sqlq_tube_run (
+    one   INTEGER PRIMARY KEY CHECK (one = 1),  -- a single row
+    tube  TEXT,                                 -- the tube of the latest put; NULL: none
+    start INTEGER NOT NULL                      -- the first id of the latest run
+);
 
 -- table sqlq_tubes
 CREATE TABLE sqlq_tubes (

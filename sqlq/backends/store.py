@@ -258,9 +258,19 @@ class Store(abc.ABC):
         return {r[0]: [int(x or 0) for x in r[1:]]
                 for r in conn.execute(self.Q["count_jobs"], {"now": now, "tube": tube})}
 
+    def change_token(self, conn: Any) -> tuple[Any, ...]:
+        """A value that differs whenever what this connection reads may have changed
+        (another connection committed, or this one wrote) since it was last read."""
+        return tuple(one(conn, self.Q["change_token"]))
+
     def list_tubes(self, conn: Any, now: int) -> list[str]:
         """Tubes that hold jobs, are paused, or are subscribed to a topic."""
         return sorted(r[0] for r in conn.execute(self.Q["list_tubes"], {"now": now}))
+
+    def tube_totals(self, conn: Any, tube: str) -> tuple[int, int]:
+        """(puts, pauses) of the tube since the database was created."""
+        row = one(conn, self.Q["tube_totals"], {"tube": tube})
+        return int(row[0]), int(row[1])
 
     def tube_pause(self, conn: Any, tube: str) -> tuple[int, int] | None:
         """(paused_until, pause_ms) of the tube's last pause, or None."""
@@ -273,6 +283,10 @@ class Store(abc.ABC):
         """Tubes with jobs, paused or subscribed, without reading every job (list_tubes
         does): a hop from tube to tube in each state's index."""
         return sorted(r[0] for r in conn.execute(self.Q["tube_names"], {"now": now}))
+
+    def known_tubes(self, conn: Any) -> list[str]:
+        """Tubes with counters, a pause (past or present) or histograms: known, if empty."""
+        return sorted(r[0] for r in conn.execute(self.Q["known_tubes"]))
 
     def tube_counts(self, conn: Any, now: int, tube: str) -> tuple[Any, ...]:
         """(ready, urgent, reserved, delayed, buried, oldest ready created_at, earliest due

@@ -9,9 +9,10 @@ The rules, all enforced here so the routes cannot forget one:
   curl) or the session cookie that ``/login`` sets (browsers; HttpOnly, SameSite=Strict).
 * Every action is a POST carrying the CSRF token printed in the page's forms; the token
   is random per process and compared in constant time. A cross-site form cannot read it.
-* On loopback without a token, the ``Host`` header must name loopback: a DNS-rebinding
-  page (evil.example resolving to 127.0.0.1) would otherwise be same-origin with us and
-  could read the CSRF token.
+* On loopback without a token, the ``Host`` header must name loopback: a loopback
+  address literal, ``localhost`` or the host listened on. A DNS-rebinding page
+  (evil.example, or 127.evil.example, resolving to 127.0.0.1) would otherwise be
+  same-origin with us and could read the CSRF token.
 * Every response forbids inline scripts, framing and sniffing (CSP), so a value that
   escaping somehow missed still could not run.
 """
@@ -70,6 +71,22 @@ def is_loopback(host: str) -> bool:
         ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses)
 
 
+def host_name(host_header: str) -> str | None:
+    """The host of a ``Host`` header (``name``, ``name:port``, ``[v6]``, ``[v6]:port``),
+    lower-cased; None if the header is malformed."""
+    header = host_header.strip().lower()
+    if header.startswith("["):
+        name, sep, rest = header[1:].partition("]")
+        if not sep or ":" not in name:
+            return None
+    else:
+        name, sep, rest = header.partition(":")
+        rest = sep + rest
+    if rest and not (rest[0] == ":" and rest[1:].isdigit()):
+        return None
+    return name or None
+
+
 @dataclass
 class Guard:
     """The dashboard's access rules for one process (see the module docstring).
@@ -114,11 +131,23 @@ class Guard:
         raise AccessDenied("log in with the dashboard token", status=401)
 
     def _check_host(self, host_header: str) -> None:
-        name = host_header.rsplit(":", 1)[0] if not host_header.endswith("]") else host_header
-        name = name.strip("[]").lower()
-        if name not in ("localhost", "127.0.0.1", "::1", self.host.lower()) \
-                and not name.startswith("127."):
+        if not self.host_allowed(host_header):
             raise AccessDenied(f"Host {host_header!r} is not this dashboard's address")
+
+    def host_allowed(self, host_header: str) -> bool:
+        """True if ``host_header`` names this dashboard: a loopback address literal
+        (127.0.0.0/8, ``[::1]``), ``localhost`` or the host listened on, with or without
+        a port. A name is compared whole, never by prefix: ``127.evil.example`` is a
+        name an attacker's DNS can point at 127.0.0.1 (DNS rebinding)."""
+        name = host_name(host_header)
+        if name is None:
+            return False
+        if name in ("localhost", self.host.lower().strip("[]")):
+            return True
+        try:
+            return ipaddress.ip_address(name).is_loopback
+        except ValueError:
+            return False
 
     def check_login(self, given: str) -> bool:
         return self.token is not None and hmac.compare_digest(given.encode(),

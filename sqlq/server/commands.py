@@ -142,9 +142,7 @@ class Commands:
                                        delay=max(delay - self.server.skew, 0.0) if delay else 0)
         except JobTooBig:
             return Reply.JOB_TOO_BIG
-        stats = self.stats
-        stats.total_jobs += 1
-        stats.tube_counts["total-jobs", tube] += 1
+        self.stats.total_jobs += 1
         self.waiters.poke()
         return bs.inserted(job_id)
 
@@ -183,7 +181,6 @@ class Commands:
             del conn.reserved[job_id]
             raise
         del conn.reserved[job_id]
-        self.stats.tube_counts["cmd-delete", held.tube] += 1
         return Reply.DELETED
 
     def _release(self, conn: Conn, cmd: Command) -> bytes:
@@ -292,7 +289,6 @@ class Commands:
             return Reply.NOT_FOUND
         delay = cmd.ints[0]
         self.server.q.pause_tube(cmd.tube, max(delay - self.server.skew, 0.001) if delay else 0)
-        self.stats.tube_counts["cmd-pause-tube", cmd.tube] += 1
         self.waiters.poke()
         return Reply.PAUSED
 

@@ -28,6 +28,13 @@ _READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 READ_SIZE = 65536
 HIGH_WATER = 1 << 20
 """Stop reading a client's commands while this many reply bytes wait for it."""
+TURN = 0.002
+"""Seconds of commands a connection runs in one turn of the loop (at least one command);
+what is left of its pipeline goes on in the next round, after the other connections'
+turns: a client pipelining slow commands (``stats`` on a big file) cannot hold the
+others up for longer than one command plus a turn. Time rather than a count, so that
+a pipeline of cheap puts still shares a round's one commit (batch.py) a hundred at a
+time."""
 
 
 class Held:
@@ -67,6 +74,7 @@ class Conn:
         self.reserved: dict[int, Held] = {}
         self.producer = False
         self.worker = False
+        self.queued = False      # put off to the next round with commands left (TURN)
 
     def hold(self, job: Job) -> bytes:
         """Remember a job this client just reserved; the RESERVED reply for it."""
@@ -107,10 +115,12 @@ class Conn:
         self.process()
 
     def process(self) -> None:
-        """Run every complete command in the input, in order, until one has to wait."""
-        if not self.server.ready:
+        """Run the complete commands in the input, in order, until one has to wait or
+        this connection's turn is used up (TURN: the rest goes on in the next round)."""
+        if not self.server.ready or self.queued:
             return
         commands = self.server.commands
+        turn_end = time.monotonic() + TURN
         while not (self.closed or self.closing or self.waiting or self.blocked) \
                 and len(self.outbuf) + len(self.held) < HIGH_WATER:
             if self.discard:
@@ -146,8 +156,19 @@ class Conn:
                     self.send(Reply.BAD_FORMAT)
                 else:
                     commands.dispatch(self, line)
+                    if self.inbuf and time.monotonic() >= turn_end:
+                        self.queued = True
+                        self.server.loop.again(self._next_turn)
+                        return
         if self.eof and not (self.waiting or self.blocked or self.closed):
             self.close_after_flush()
+
+    def _next_turn(self) -> None:
+        """The loop's next round: go on with the commands left from the last turn."""
+        self.queued = False
+        if not self.closed:
+            self.process()
+            self.update()
 
     def expect(self, cmd: Command) -> None:
         """A put's command line came: its body is next. One larger than a read waits

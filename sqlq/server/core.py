@@ -19,7 +19,7 @@ from sqlq.server.connection import Conn, Held
 from sqlq.server.locks import LOCK_WAIT, LockWaits
 from sqlq.server.loop import Loop, log
 from sqlq.server.net import DEFAULT_LISTEN, address_of, bind, unlink_unix
-from sqlq.server.stats import Stats
+from sqlq.server.stats import FileCounts, Stats
 from sqlq.server.waiters import Waiters
 
 TYPE_CHECKING = False
@@ -52,6 +52,7 @@ class Server:
         self.draining = False
         self.listeners: list[socket.socket] = []
         self.stats = Stats()
+        self.file_counts = FileCounts(self)
         self.waiters = Waiters(self)
         self.locks = LockWaits(self)
         self.commands = Commands(self)

@@ -7,9 +7,12 @@ the loop polls it directly and calls ``callbacks[fd]``, sparing the per-round
 work of ``selectors`` (its key objects and ready lists) on every command.
 
 A round is one poll, the callbacks of the files it found ready, then the timers
-that are due; ``end_round`` runs after each (the server commits the round's
-writes there, batch.py), and ``pending`` says, during a round, how many ready
-files are still to be served in it.
+that are due, then the calls put off to it (``again``: a connection that used up
+its turn with commands still buffered goes on there, after everyone else had
+theirs); ``end_round`` runs after each (the server commits the round's writes
+there, batch.py), and ``pending`` says, during a round, how many ready files and
+put-off calls are still to be served in it. While calls are put off, the poll
+does not wait.
 """
 
 from __future__ import annotations
@@ -91,7 +94,8 @@ class Loop:
         self._seq = itertools.count()
         self.stopping = False
         self._calls: list[Callable[[], None]] = []  # from other threads, run on the loop
-        self.pending = 0  # ready files of this round whose callbacks have not run yet
+        self._again: list[Callable[[], None]] = []  # put off to the next round (again())
+        self.pending = 0  # ready files and put-off calls of this round still to run
         self.end_round: Callable[[], None] | None = None
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -136,6 +140,11 @@ class Loop:
         heapq.heappush(self._timers, (timer.when, next(self._seq), timer))
         return timer
 
+    def again(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` in the next round, after that round's ready files and timers:
+        a connection that used up its turn goes on once the others had theirs."""
+        self._again.append(fn)
+
     def call_soon_threadsafe(self, fn: Callable[[], None]) -> None:
         self._calls.append(fn)
         self._wake()
@@ -171,7 +180,10 @@ class Loop:
                 heapq.heappop(self._timers)
             if self._timers:
                 timeout = max(self._timers[0][0] - time.monotonic(), 0.0)
-            self._poll(timeout)
+            again, self._again = self._again, []
+            if again:
+                timeout = 0.0
+            self._poll(timeout, len(again))
             if self._timers:  # (the usual round has none: no clock to read)
                 now = time.monotonic()
                 while self._timers and self._timers[0][0] <= now and not self.stopping:
@@ -179,14 +191,19 @@ class Loop:
                     if not timer.cancelled:
                         timer.cancelled = True
                         guard(timer.fn)
+            for i, fn in enumerate(again):
+                self.pending = len(again) - 1 - i
+                guard(fn)
+            self.pending = 0
             if self.end_round is not None:
                 guard(self.end_round)
 
-    def _poll(self, timeout: float | None) -> None:
+    def _poll(self, timeout: float | None, later: int = 0) -> None:
         """Wait for the registered files, up to ``timeout`` seconds; run their callbacks.
 
         A callback is looked up when its turn comes: a file that an earlier callback
-        of the same round unregistered is skipped.
+        of the same round unregistered is skipped. ``later``: put-off calls that run
+        after these callbacks in this round (counted in ``pending``).
         """
         callbacks = self.callbacks
         if self._epoll is None:
@@ -200,7 +217,7 @@ class Loop:
             except InterruptedError:
                 return
             ready = [(fd, _epoll_events(e)) for fd, e in polled]
-        left = len(ready)
+        left = self.pending = len(ready) + later
         for fd, mask in ready:
             left -= 1
             self.pending = left

@@ -1,9 +1,17 @@
 """The server's counters and the three stats documents (``stats``, ``stats-tube``, ``stats-job``).
 
-Counters that beanstalkd keeps in memory (``cmd-*``, ``total-jobs``, the
-per-tube ``cmd-delete``...) live here and start at zero with the server; job
-counts come from the file, so they include what library users and other
-servers did.
+Counters that beanstalkd keeps in memory (``cmd-*``, ``total-jobs``) live here
+and start at zero with the server; job counts and a tube's totals (its
+``total-jobs``, ``cmd-delete``, ``cmd-pause-tube``) come from the file, so they
+include what library users and other servers did.
+
+beanstalkd's stats are O(1) counters; counting the file's jobs is a pass over
+them (tens of ms at 80,000 jobs). So what the file said is kept (``FileCounts``)
+and reused while it still holds, which the backend's change token tells exactly
+(SQLite: data_version and this connection's own writes; PostgreSQL: the snapshot),
+up to the next moment a count changes by itself (a delayed job comes due, a TTR
+or a pause runs out). A monitor polling ``stats`` of an idle or a slow-moving file
+then costs one tiny statement a call; a file that changed is counted again.
 """
 
 from __future__ import annotations
@@ -11,13 +19,56 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from typing import Any
 
+from sqlq.server.loop import now_ms
 from sqlq.server.protocol import DEFAULT_TUBE, PROTOCOL_VERSION
 from sqlq.server.yaml import STATS_JOB_KEYS, STATS_KEYS, STATS_TUBE_KEYS, Scalar, yaml_dict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable
+
     from sqlq.server.core import Server
+
+
+class FileCounts:
+    """What the file said, by key, while its change token stays the same and no count
+    changes by itself (``until``, ms). Filled only outside the round's write
+    transaction: what a read sees inside it may still be rolled back."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self._token: tuple[Any, ...] | None = None
+        self._until: int | None = None  # ms; None: nothing timed
+        self._values: dict[Hashable, Any] = {}
+        self.reads = 0  # how often the file was read for them (tests)
+
+    def get(self, key: Hashable, read: Callable[[], Any]) -> Any:
+        """``read()``'s answer for ``key``, reused while the file has not changed."""
+        server = self.server
+        if server.batch.open:
+            self.reads += 1
+            return read()
+        from sqlq import stats as counting  # not before the server listens (main.py)
+
+        backend = server.q.backend
+        token = backend.read(backend.store.change_token, single=True)
+        now = now_ms()
+        if token != self._token or (self._until is not None and now >= self._until):
+            self._token, self._values = None, {}
+            until = counting.next_change(backend, now)
+        elif key in self._values:
+            return self._values[key]
+        else:
+            until = self._until
+        self.reads += 1
+        value = read()
+        if backend.read(backend.store.change_token, single=True) == token:
+            if self._token is None:  # nothing committed meanwhile: all read one state
+                self._token, self._until = token, until
+            self._values[key] = value
+        return value
 
 
 class Stats:
@@ -25,7 +76,6 @@ class Stats:
 
     def __init__(self) -> None:
         self.cmds: Counter[str] = Counter()  # cmd-<verb>
-        self.tube_counts: Counter[tuple[str, str]] = Counter()  # (key, tube)
         self.total_jobs = 0
         self.total_connections = 0
         self.job_timeouts = 0
@@ -34,7 +84,8 @@ class Stats:
 
     def server_doc(self, server: Server) -> bytes:
         """The ``stats`` document."""
-        file_stats = server.q.stats()
+        counts = server.file_counts
+        file_stats = counts.get("stats", server.q.stats)
         usage = _rusage()
         uname = os.uname()
         conns = server.conns
@@ -61,15 +112,18 @@ class Stats:
         """The ``stats-tube`` document; None for a tube beanstalkd would not know."""
         if tube not in tubes(server):
             return None
-        values = server.q.stats_tube(tube)  # all zeros for a tube only a client names
+        from sqlq import stats as counting
+
+        q = server.q
+        read = server.file_counts.get(
+            ("tube", tube), lambda: counting.read_tube(q.backend, now_ms(), tube))
+        values = counting.tube_doc(read, now_ms(), tube)  # zeros for a tube without jobs
         conns = server.conns
         values.update({
-            "name": tube, "total-jobs": self.tube_counts["total-jobs", tube],
+            "name": tube,
             "current-using": sum(c.use == tube for c in conns),
             "current-watching": sum(tube in c.watch for c in conns),
             "current-waiting": sum(tube in w.tubes for w in server.waiters.waiting.values()),
-            "cmd-delete": self.tube_counts["cmd-delete", tube],
-            "cmd-pause-tube": self.tube_counts["cmd-pause-tube", tube],
         })
         return yaml_dict(STATS_TUBE_KEYS, values)
 
@@ -86,7 +140,7 @@ class Stats:
 
 def tubes(server: Server) -> list[str]:
     """Tubes as beanstalkd sees them: ``default``, those with jobs, those a client names."""
-    names = dict.fromkeys([DEFAULT_TUBE, *server.q.tubes()])
+    names = dict.fromkeys([DEFAULT_TUBE, *server.file_counts.get("tubes", server.q.tubes)])
     for conn in server.conns:
         names.update(dict.fromkeys([conn.use, *conn.watch]))
     return list(names)

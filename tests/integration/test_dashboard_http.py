@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +17,7 @@ from sqlq.cli import cli
 from sqlq.dashboard import DashboardServer
 from sqlq.dashboard.views import show_body
 from tests.dashboard_client import Client, running
+from tests.servers import require
 
 HOSTILE = "<script>alert(1)</script>"
 IMG = '<img src=x onerror="alert(2)">'
@@ -207,6 +209,40 @@ def test_a_foreign_host_header_is_refused(client: Client) -> None:
     assert client.get("/", headers={"Host": "localhost:8080"}).status == 200
 
 
+@pytest.mark.parametrize("host", [
+    "127.evil.example", "127.evil.example:8080", "127.0.0.1.evil.example",
+    "127.0.0.1.evil.example:8080", "localhost.evil.example", "evil-localhost",
+    "[::1].evil.example", "[::2]:8080", "[127.0.0.1]", "127.0.0.1:80:80", "127.0.0.1:x",
+    "0.0.0.0", "10.0.0.1:8080", "::1", "",
+])
+def test_a_host_that_only_looks_like_loopback_is_refused(client: Client, host: str) -> None:
+    """Names are compared whole: a rebinding attacker controls 127.evil.example's DNS."""
+    assert client.get("/", headers={"Host": host}).status == 403
+
+
+@pytest.mark.parametrize("host", [
+    "127.0.0.1", "127.0.0.1:8080", "127.1.2.3:80", "LOCALHOST:8080", "localhost",
+    "[::1]", "[::1]:8080",
+])
+def test_loopback_hosts_are_accepted(client: Client, host: str) -> None:
+    assert client.get("/", headers={"Host": host}).status == 200
+
+
+def test_a_rebinding_page_can_neither_read_the_token_nor_delete(client: Client,
+                                                                filled: sqlq.Queue) -> None:
+    """The attack the 127.-prefix check let through: read the CSRF token under a
+    127.-prefixed name, then POST a delete with matching Host and Origin."""
+    evil = {"Host": "127.evil.example:8080", "Origin": "http://127.evil.example:8080"}
+    page = client.get("/", headers=evil)
+    assert page.status == 403 and client.csrf not in page.text
+    job = filled.peek_ready("mail")
+    assert job is not None
+    reply = client.post("/actions/delete-job", {"id": job.id, "csrf": client.csrf},
+                        headers=evil)
+    assert reply.status == 403
+    assert filled.peek(job.id) is not None
+
+
 def test_beyond_loopback_needs_a_token(q: sqlq.Queue) -> None:
     with pytest.raises(sqlq.Error, match="without --token"):
         DashboardServer(q, "0.0.0.0:0")
@@ -316,3 +352,31 @@ def test_a_failed_jobs_page_shows_its_attempts_with_escaped_tracebacks(q: sqlq.Q
     assert "retried" in table and "buried" in table and "web-1 pid 77" in table
     assert "2023-11-14 22:13:20Z" in table and "1.5s" in table
     assert HOSTILE not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in table
+
+
+def test_a_drained_tube_stays_listed_at_zero(q: sqlq.Queue) -> None:
+    """A tube whose workers keep up (no live job), and one whose pause ended, stay in
+    the overview and in every per-tube series of /metrics, reading 0."""
+    q.put(b"x", tube="media")
+    job = q.reserve("media", timeout=0)
+    assert job is not None
+    job.delete()
+    q.pause_tube("thumbs", 0)
+    with running(q) as c:
+        overview = json.loads(c.get("/api/overview").text)["tubes"]
+        assert overview["media"]["live"] == 0 and overview["thumbs"]["ready"] == 0
+        assert "media" in c.get("/").text
+        text = c.get("/metrics").text
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(text) for s in f.samples}
+    for tube in ("media", "thumbs"):
+        for state in ("ready", "reserved", "delayed", "buried"):
+            assert samples["sqlq_jobs", (("state", state), ("tube", tube))] == 0
+        for name in ("sqlq_jobs_urgent", "sqlq_tube_paused",
+                     "sqlq_oldest_ready_job_age_seconds", "sqlq_jobs_buried_total",
+                     "sqlq_jobs_kicked_total", "sqlq_jobs_timed_out_total"):
+            assert samples[name, (("tube", tube),)] == 0, name
+    promtool = require("promtool", "prometheus")
+    check = subprocess.run([promtool, "check", "metrics"], input=text, text=True,
+                           capture_output=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr

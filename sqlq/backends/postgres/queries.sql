@@ -246,6 +246,15 @@ SELECT tube,
 -- more write per put, and a row lock that every producer's commit queues on.
 SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM sqlq_jobs_id_seq;
 
+-- name: change_token
+-- A value that changes whenever what a new statement reads may have changed: the
+-- snapshot (xmin, xmax, transactions in progress) moves with every transaction that
+-- takes an id or ends, in the whole cluster. Equal before and after a read, nothing
+-- committed in between; equal again later, nothing has since (sqlq serve reuses its
+-- stats while it holds: server/stats.py). NOTIFY would not do: a worker's delete
+-- sends none.
+SELECT pg_current_snapshot()::text;
+
 -- name: list_tubes
 SELECT DISTINCT tube FROM sqlq_jobs
 UNION
@@ -260,6 +269,12 @@ VALUES (%(tube)s, %(now)s + %(pause_ms)s, %(pause_ms)s)
 ON CONFLICT (name) DO UPDATE SET paused_until = excluded.paused_until,
                                  pause_ms = excluded.pause_ms
 RETURNING pg_notify('sqlq', %(tube)s);
+
+-- name: tube_totals
+-- A tube's puts and pauses since the database was created (migration 0010): the sum
+-- of its slots' puts.
+SELECT coalesce((SELECT sum(puts) FROM sqlq_tube_puts WHERE tube = %(tube)s), 0)::bigint,
+       coalesce((SELECT pauses FROM sqlq_counters WHERE tube = %(tube)s), 0);
 
 -- name: tube_pause
 SELECT paused_until, pause_ms FROM sqlq_tubes WHERE name = %(tube)s;
@@ -486,6 +501,16 @@ UNION SELECT tube FROM buried WHERE tube IS NOT NULL
 UNION SELECT tube FROM sqlq_jobs WHERE state = 2 AND reserved_until IS NOT NULL
 UNION SELECT name FROM sqlq_tubes WHERE paused_until > %(now)s
 UNION SELECT tube FROM sqlq_subscriptions;
+
+-- name: known_tubes
+-- Tubes the database remembers though they may hold no job now: those with counters
+-- (migrations 0002, 0010), a pause (even one that ended) or histogram rows. The
+-- dashboard and /metrics list them at zero instead of dropping them (a Prometheus
+-- series would go stale instead of reading 0). O(tubes).
+SELECT tube FROM sqlq_counters
+UNION SELECT DISTINCT tube FROM sqlq_tube_puts
+UNION SELECT name FROM sqlq_tubes
+UNION SELECT DISTINCT tube FROM sqlq_durations;
 
 -- name: tube_counts
 SELECT rdy.n + due.n + expired.n, urg.n + due.urgent + expired.urgent, held.n, waiting.n,

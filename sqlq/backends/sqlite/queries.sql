@@ -271,6 +271,14 @@ SELECT tube,
 SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0),
            coalesce((SELECT id FROM sqlq_last_id), 0));
 
+-- name: change_token
+-- A value that changes whenever what this connection reads may have changed:
+-- data_version moves with every commit of another connection, total_changes() with
+-- every row this connection wrote. Equal before and after a read, the read saw one
+-- state of the file; equal again later, that state still holds (sqlq serve reuses
+-- its stats while it does: server/stats.py).
+SELECT data_version, total_changes() FROM pragma_data_version;
+
 -- name: list_tubes
 -- A tube subscribed to a topic is listed even while empty: publish fills it.
 SELECT DISTINCT tube FROM sqlq_jobs
@@ -282,6 +290,16 @@ SELECT tube FROM sqlq_subscriptions;
 -- name: pause_tube
 INSERT INTO sqlq_tubes (name, paused_until, pause_ms) VALUES (:tube, :now + :pause_ms, :pause_ms)
 ON CONFLICT (name) DO UPDATE SET paused_until = excluded.paused_until, pause_ms = excluded.pause_ms;
+
+-- name: tube_totals
+-- A tube's puts and pauses since the file was created (migration 0009): the total
+-- its finished runs of puts left, plus, while the latest run is its own, the ids
+-- issued since that run began.
+SELECT coalesce((SELECT puts FROM sqlq_counters WHERE tube = :tube), 0)
+       + coalesce((SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0),
+                              coalesce((SELECT id FROM sqlq_last_id), 0)) + 1 - start
+                     FROM sqlq_tube_run WHERE tube = :tube), 0),
+       coalesce((SELECT pauses FROM sqlq_counters WHERE tube = :tube), 0);
 
 -- name: tube_pause
 SELECT paused_until, pause_ms FROM sqlq_tubes WHERE name = :tube;
@@ -427,6 +445,16 @@ UNION SELECT tube FROM buried WHERE tube IS NOT NULL
 UNION SELECT tube FROM sqlq_jobs WHERE state = 2 AND reserved_until IS NOT NULL
 UNION SELECT name FROM sqlq_tubes WHERE paused_until > :now
 UNION SELECT tube FROM sqlq_subscriptions;
+
+-- name: known_tubes
+-- Tubes the database remembers though they may hold no job now: those with counters
+-- (migrations 0005, 0009), the latest run of puts, a pause (even one that ended) or
+-- histogram rows. The dashboard and /metrics list them at zero instead of dropping
+-- them (a Prometheus series would go stale instead of reading 0). O(tubes).
+SELECT tube FROM sqlq_counters
+UNION SELECT tube FROM sqlq_tube_run WHERE tube IS NOT NULL
+UNION SELECT name FROM sqlq_tubes
+UNION SELECT DISTINCT tube FROM sqlq_durations;
 
 -- name: tube_counts
 -- One tube's jobs by state as of now (as count_jobs, but from the partial indexes:
