@@ -109,7 +109,7 @@ def wait_for(notifier: Notifier, look: Callable[[Events], T | None], deadline: f
     while True:
         try:
             found = look(events)
-            due_ms = None if due is None else due()
+            due_ms = None if due is None or found is not None else due()
         except Disconnected as e:
             # The server restarted or dropped us: a look is safe to make again (a claim
             # cut off may have committed; its job comes back: db.ClaimLedger). Until

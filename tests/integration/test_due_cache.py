@@ -184,7 +184,7 @@ def test_a_woken_claim_skips_promote_due(db_path: str) -> None:
         conn.set_exec_trace(None)
         assert got and got[0] is not None and got[0].id == jid
         last_look = max(i for i, word in enumerate(seen) if word == "SELECT")
-        assert seen[last_look:] == ["SELECT", "PRAGMA", "UPDATE"]
+        assert seen[last_look:] == ["SELECT", "PRAGMA", "UPDATE"], " ".join(seen)
 
 
 def test_a_look_in_a_transaction_rolled_back_keeps_no_time(fq: sqlq.Queue,
