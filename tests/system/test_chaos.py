@@ -67,7 +67,7 @@ SIDECAR_REMOVAL = 0.1
 STARTUP_KILLS = 0.2
 #: PostgreSQL: the chance that a step ends a live agent's sessions instead of killing it,
 #: and how many server restarts a run makes per 10 s (at least one of each mode).
-TERMINATION = 0.12
+TERMINATION = 0.2
 RESTARTS_PER_10S = 1.5
 
 
@@ -94,7 +94,8 @@ class PgDisturber:
 
     def step(self, fleet: Fleet) -> bool:
         """Disturb the server, or not (then the caller kills); whether it did."""
-        if self.plan and time.monotonic() >= self.plan[0][0]:
+        # A restart waits for agents at work: it is meant to cut work in flight.
+        if self.plan and time.monotonic() >= self.plan[0][0] and fleet.busy():
             _, mode = self.plan.pop(0)
             started = time.time_ns() // 1_000_000
             self.pg.restart(mode)
@@ -300,12 +301,19 @@ def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None],
         for role in WORKERS:
             fleet.start(role)
         round_start = time.monotonic()
-        round_end = min(round_start + ROUND_SECONDS, end)
+        at_work: float | None = None
         try:
-            # A round runs its time, and longer while none of its agents is at work yet
-            # (a loaded machine starts interpreters slowly), up to PATIENCE.
-            while (now := time.monotonic()) < round_end or (
-                    not fleet.busy() and now < round_start + PATIENCE):
+            # A round gives its agents ROUND_SECONDS at work, counted from the first
+            # record of any of them: a loaded machine takes seconds to start seven
+            # interpreters, and a round timed from its start was little but start-ups.
+            # Without any agent at work it ends after PATIENCE.
+            while True:
+                now = time.monotonic()
+                if at_work is None and fleet.busy():
+                    at_work = now
+                if now >= (round_start + PATIENCE if at_work is None
+                           else at_work + ROUND_SECONDS):
+                    break
                 time.sleep(rng.uniform(0.05, 0.4))
                 fleet.step()
         finally:
