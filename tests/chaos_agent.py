@@ -40,8 +40,8 @@ Worker lines, for a job reserved under lease L:
                        connection was lost and it may or may not have committed; the
                        worker lets the job go (if it was not done, it comes back at its
                        TTR) and goes on
-    E <what>           another call raised DatabaseError (kick, touch), and the
-                       worker went on
+    E <what>           another call raised DatabaseError (kick, touch; reserve, when an
+                       outage outlasts its timeout), and the worker went on
 
 A ``D`` with nothing after it from the same worker means the worker was killed
 during the delete, which may or may not have committed. A prefetching worker
@@ -170,7 +170,13 @@ def worker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
                 job = None
             pending = None
         else:
-            job = q.reserve(tubes, timeout=0.5)
+            try:
+                job = q.reserve(tubes, timeout=0.5)
+            except sqlq.Disconnected:
+                # A reserve waits through an outage only up to its timeout, then raises
+                # (undocumented in Queue.reserve; sqlq work's Worker claimed so and died).
+                emit(log, "E", "reserve")
+                continue
         if job is None:
             if rng.random() < 0.3:
                 try:

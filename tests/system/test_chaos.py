@@ -411,3 +411,56 @@ def test_checker_reads_a_corrupt_file_as_an_integrity_failure(tmp_path: Path) ->
     verdict = chaos_checker.check(db, logs)
     assert not verdict.integrity_ok
     assert verdict.problems[0].startswith("integrity_check: "), verdict.problems
+
+
+def test_checker_excuses_only_what_an_immediate_restart_may_undo(tmp_path: Path) -> None:
+    """A normal-mode put acknowledged just before an immediate restart and a claim made
+    then may be undone; the same put long before, or any claim across a fast restart,
+    may not. A verb cut off by a lost connection (U) may have committed."""
+    db = tmp_path / "c.db"
+    with sqlq.Queue(str(db), durability="normal") as q:
+        ids = q.put_many([b"p1-%d" % i for i in range(6)], tube="chaos-a")
+    crashed_put, old_put, claimed, fast_claimed, cut_delete, cut_release = ids
+    with sqlq.Queue(str(db), durability="normal") as q:
+        for job_id in (crashed_put, old_put, cut_delete):
+            q.delete(job_id)  # gone from the file
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "agents.txt").write_text("p.log producer normal\nw1.log worker full\n"
+                                     "w2.log worker full\n")
+    (logs / "restarts.txt").write_text("immediate 10000 10600\nfast 20000 20600\n")
+    (logs / "p.log").write_text(
+        f"P {crashed_put} p1-0 9500\nP {old_put} p1-1 5000\nP {claimed} p1-2 100\n"
+        f"P {fast_claimed} p1-3 100\nP {cut_delete} p1-4 100\nP {cut_release} p1-5 100\n")
+    (logs / "w1.log").write_text(
+        f"R {claimed} 1 p1-2 40000 9700\nR {fast_claimed} 2 p1-3 40000 19700\n"
+        f"R {cut_delete} 3 p1-4 40000 30000\nD {cut_delete} 3\nU {cut_delete} 3 delete\n"
+        f"R {cut_release} 4 p1-5 40000 30000\nU {cut_release} 4 release\n")
+    (logs / "w2.log").write_text(
+        f"R {claimed} 5 p1-2 90000 10800\nR {fast_claimed} 6 p1-3 90000 20800\n"
+        f"R {cut_release} 7 p1-5 90000 30500\n")
+    verdict = chaos_checker.check(db, logs)
+    assert verdict.lost == [old_put], verdict
+    assert verdict.stolen == [fast_claimed], verdict
+    assert verdict.undone_by_crash == {"puts": 1, "claims": 1, "deletes": 0}, verdict
+
+
+def test_checker_measures_how_soon_a_killed_holders_jobs_run_elsewhere(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    with sqlq.Queue(str(db), durability="normal") as q:
+        ids = q.put_many([b"p1-%d" % i for i in range(4)], tube="chaos-a")
+    held, expired, finished, late = ids
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "k.log").write_text(
+        f"R {held} 1 p1-0 5000 900\nR {expired} 2 p1-1 950 900\n"
+        f"R {finished} 3 p1-2 5000 900\nD {finished} 3\nC {finished} 3 950\n"
+        f"R {late} 4 p1-3 5000 900\n")
+    (logs / "o.log").write_text(f"R {held} 5 p1-0 9000 1250\nR {expired} 6 p1-1 9000 1100\n"
+                                f"R {late} 7 p1-3 9000 3500\n")
+    (logs / "kills.txt").write_text("k.log 1000 step\no.log 3000 end\n")
+    verdict = chaos_checker.check(db, logs)
+    assert verdict.recoveries == [250] and verdict.left == 1, verdict
+    summary = chaos_checker.Summary()
+    summary.add(verdict)
+    assert "holder-recovery p50=0.25s max=0.25s n=1 left=1" in summary.line(1)
