@@ -1,9 +1,13 @@
 """A producer or worker process for the chaos test (tests/system/test_chaos.py).
 
-    python tests/chaos_agent.py producer DB LOG SEED
-    python tests/chaos_agent.py worker   DB LOG SEED
-    python tests/chaos_agent.py pworker  DB LOG SEED   # sqlq work's Worker, prefetching
-    python tests/chaos_agent.py aworker  DB LOG SEED   # its --concurrency worker, prefetching
+    python tests/chaos_agent.py producer DB LOG SEED DURABILITY
+    python tests/chaos_agent.py worker   DB LOG SEED DURABILITY
+    python tests/chaos_agent.py pworker  DB LOG SEED DURABILITY  # sqlq work's Worker, prefetching
+    python tests/chaos_agent.py aworker  DB LOG SEED DURABILITY  # its --concurrency worker
+
+The driver picks each agent's durability (``full`` or ``normal``) and notes it in
+``agents.txt`` beside the logs: on PostgreSQL an immediate server restart may lose a
+``normal`` commit (the checker needs to know whose).
 
 Each runs until it is killed (the test sends SIGKILL at random moments) and
 writes one line per event to LOG, appended and flushed line by line: the
@@ -13,9 +17,14 @@ newline. No fsync: the chaos test kills processes, not the machine.
 
 Producer lines (``put`` returned, so the job is *acknowledged*; logged right
 after, so a kill in between leaves a job that is in the file but not in the log,
-which the checker allows; a producer with four threads writes them all in its log):
+which the checker allows; a producer with four threads writes them all in its log;
+``at``: the time (ms) put returned):
 
-    P <id> <tag>
+    P <id> <tag> <at>
+
+A put that raised :class:`sqlq.DatabaseError` (on PostgreSQL: the connection was
+lost, ``sqlq.Disconnected``; it may or may not have committed) is not acknowledged:
+the producer writes ``E put`` and goes on, as a careful user would.
 
 Worker lines, for a job reserved under lease L:
 
@@ -23,10 +32,16 @@ Worker lines, for a job reserved under lease L:
                        reserved (tag read from the body: the checker matches it to P),
                        until ``reserved_until`` (ms); ``at``: the time (ms) reserve returned
     D <id> <L>         about to delete: written *before* the delete starts
-    C <id> <L>         the delete (or complete) succeeded: completed
+    C <id> <L> <at>    the delete (or complete) succeeded at ``at`` (ms): completed
     F <id> <L>         the delete failed with JobLost (lease no longer live)
     X <id> <L>         released;  B <id> <L> buried;  T <id> <L> touched
     K <n>              kicked n buried jobs back to ready
+    U <id> <L> <verb>  ``verb`` (delete, release, bury) raised DatabaseError: the
+                       connection was lost and it may or may not have committed; the
+                       worker lets the job go (if it was not done, it comes back at its
+                       TTR) and goes on
+    E <what>           another call raised DatabaseError (kick, touch; reserve, when an
+                       outage outlasts its timeout), and the worker went on
 
 A ``D`` with nothing after it from the same worker means the worker was killed
 during the delete, which may or may not have committed. A prefetching worker
@@ -58,8 +73,16 @@ SLOW = "chaos-slow"
 TUBES = ["chaos-a", "chaos-b", SLOW]
 
 
-def _open(db: str, rng: random.Random) -> sqlq.Queue:
-    return sqlq.Queue(db, durability=rng.choice(["full", "normal"]))
+def _open(db: str, durability: str) -> sqlq.Queue:
+    """The agent's Queue, once the server answers (an agent may start while the driver
+    restarts PostgreSQL: it waits, as ``sqlq work`` does, rather than exit)."""
+    from sqlq.work.command import open_queue
+
+    return open_queue(db, "full" if durability == "full" else "normal")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def emit(log: TextIO, *fields: object) -> None:
@@ -67,10 +90,10 @@ def emit(log: TextIO, *fields: object) -> None:
     log.flush()
 
 
-def producer(db: str, log: TextIO, rng: random.Random) -> None:
+def producer(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
     """Puts for ever; half the producers from four threads sharing one Queue, whose
     puts share commits (group commit): a put is logged only once it returned."""
-    q = _open(db, rng)
+    q = _open(db, durability)
     threads = rng.choice([1, 4])
     if threads == 1:
         put_loop(q, log, rng, f"p{os.getpid()}")  # for ever
@@ -97,18 +120,25 @@ def put_loop(q: sqlq.Queue, log: TextIO, rng: random.Random, tag_base: str,
         ttr = rng.choice([1, 1, 2, 30])
         priority = rng.choice([0, 10, 1024, 2**32 - 1])
         delay = rng.choice([0, 0, 0, 0, 0.05, 0.3])
-        if rng.random() < 0.1:
-            tags = [f"{tag_base}-{seq + i}" for i in range(rng.randint(2, 8))]
-            seq += len(tags)
-            bodies = [_body(t, rng) for t in tags]
-            ids = q.put_many(bodies, tube=tube, priority=priority, delay=delay, ttr=ttr)
-            for job_id, tag in zip(ids, tags, strict=True):
-                emit(log, "P", job_id, tag)
-        else:
-            tag = f"{tag_base}-{seq}"
-            seq += 1
-            job_id = q.put(_body(tag, rng), tube=tube, priority=priority, delay=delay, ttr=ttr)
-            emit(log, "P", job_id, tag)
+        try:
+            if rng.random() < 0.1:
+                tags = [f"{tag_base}-{seq + i}" for i in range(rng.randint(2, 8))]
+                seq += len(tags)
+                bodies = [_body(t, rng) for t in tags]
+                ids = q.put_many(bodies, tube=tube, priority=priority, delay=delay, ttr=ttr)
+            else:
+                tags = [f"{tag_base}-{seq}"]
+                seq += 1
+                ids = [q.put(_body(tags[0], rng), tube=tube, priority=priority, delay=delay,
+                             ttr=ttr)]
+        except sqlq.DatabaseError:
+            # Cut off (sqlq.Disconnected): it may have committed, but was not
+            # acknowledged, so it is not logged as put. The next put reconnects.
+            emit(log, "E", "put")
+            continue
+        at = now_ms()
+        for job_id, tag in zip(ids, tags, strict=True):
+            emit(log, "P", job_id, tag, at)
         if rng.random() < 0.3:
             time.sleep(rng.uniform(0, 0.01))
 
@@ -120,8 +150,8 @@ def _body(tag: str, rng: random.Random) -> bytes:
         + b"x" * max(0, size - 64)
 
 
-def worker(db: str, log: TextIO, rng: random.Random) -> None:
-    q = _open(db, rng)
+def worker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
+    q = _open(db, durability)
     tubes = rng.choice([TUBES, [SLOW]])
     pending: sqlq.Job | None = None  # a job to delete through the fast path
     while True:
@@ -129,29 +159,47 @@ def worker(db: str, log: TextIO, rng: random.Random) -> None:
             emit(log, "D", pending.id, pending.lease)
             try:
                 job = q.reserve(tubes, timeout=0.5, delete=pending)
-                emit(log, "C", pending.id, pending.lease)
+                emit(log, "C", pending.id, pending.lease, now_ms())
             except sqlq.JobLost:  # never JobNotFound: a stale lease is JobLost (F3)
                 emit(log, "F", pending.id, pending.lease)
                 job = None
+            except sqlq.DatabaseError:
+                # The delete was in flight when the connection went (Disconnected):
+                # done or not, nobody can say; the next reserve reconnects.
+                emit(log, "U", pending.id, pending.lease, "delete")
+                job = None
             pending = None
         else:
-            job = q.reserve(tubes, timeout=0.5)
+            try:
+                job = q.reserve(tubes, timeout=0.5)
+            except sqlq.Disconnected:
+                # A reserve waits through an outage only up to its timeout, then raises
+                # (undocumented in Queue.reserve; sqlq work's Worker claimed so and died).
+                emit(log, "E", "reserve")
+                continue
         if job is None:
             if rng.random() < 0.3:
-                kicked = sum(q.kick(20, tube) for tube in TUBES)
+                try:
+                    kicked = sum(q.kick(20, tube) for tube in TUBES)
+                except sqlq.DatabaseError:
+                    emit(log, "E", "kick")
+                    continue
                 if kicked:
                     emit(log, "K", kicked)
             continue
         lease = job.lease
         emit(log, "R", job.id, lease, job.body.split(b" ", 1)[0].decode(), job.reserved_until,
              time.time_ns() // 1_000_000)
+        verb = "work"
         try:
             r = rng.random()
             if r < 0.05:
+                verb = "release"
                 job.release(delay=rng.choice([0, 0.1]))
                 emit(log, "X", job.id, lease)
                 continue
             if r < 0.08:
+                verb = "bury"
                 job.bury(reason="chaos")
                 emit(log, "B", job.id, lease)
                 continue
@@ -160,15 +208,25 @@ def worker(db: str, log: TextIO, rng: random.Random) -> None:
                 # worker may hold the job under a new, live lease by now.
                 time.sleep(job.ttr + 0.15)
             elif r < 0.15:
-                job.touch()
-                emit(log, "T", job.id, lease)
+                try:
+                    job.touch()
+                    emit(log, "T", job.id, lease)
+                except sqlq.DatabaseError:  # cut off: the lease stands; finish the job
+                    emit(log, "E", "touch")
             elif r < 0.25 or job.tube == SLOW:
                 # Work on it for a while, well within the TTR: nobody else may get it
-                # meanwhile (the checker's "stolen" rule), whatever happens to the sidecar.
-                time.sleep(rng.uniform(0.05, 0.3))
+                # meanwhile (the checker's "stolen" rule), whatever happens to the sidecar
+                # or to the server's sessions. A SLOW job on PostgreSQL sometimes works
+                # past the database's idle_session_timeout without a database call.
+                long = job.tube == SLOW and job.ttr >= 2 and rng.random() < 0.5
+                time.sleep(rng.uniform(1.2, 1.8) if long else rng.uniform(0.05, 0.3))
         except sqlq.JobLost:  # never JobNotFound: a stale lease is JobLost (F3)
             # A one-second TTR can run out on a loaded machine: the lease is gone.
             emit(log, "F", job.id, lease)
+            continue
+        except sqlq.DatabaseError:
+            # A release or bury cut off by a lost connection: it may have committed.
+            emit(log, "U", job.id, lease, verb)
             continue
         if rng.random() < 0.5:
             pending = job
@@ -178,10 +236,12 @@ def worker(db: str, log: TextIO, rng: random.Random) -> None:
             if rng.random() < 0.3:
                 job.complete(result=job.body[:64])  # delete + result in one commit
             else:
-                job.delete()
-            emit(log, "C", job.id, lease)
+                job.delete()  # made again by sqlq if the connection was lost
+            emit(log, "C", job.id, lease, now_ms())
         except sqlq.JobLost:  # never JobNotFound: a stale lease is JobLost (F3)
             emit(log, "F", job.id, lease)
+        except sqlq.DatabaseError:
+            emit(log, "U", job.id, lease, "delete")
 
 
 class _Nap:
@@ -234,9 +294,20 @@ def _logged_worker(log: TextIO, r_lines: bool = True) -> type[Any]:
                 emit(log, "D", done.job.id, done.job.lease)
             super()._ack()
 
-        def _acked(self, acks: list[Done], lost: Sequence[int] = ()) -> None:
+        def _ack_each(self, acks: list[Done]) -> None:
+            # The commit deleting them was cut off (Disconnected): it may have
+            # committed, and each delete made again may then find its job gone.
             for done in acks:
-                emit(log, "F" if done.job.id in lost else "C", done.job.id, done.job.lease)
+                emit(log, "U", done.job.id, done.job.lease, "delete")
+            super()._ack_each(acks)
+
+        def _acked(self, acks: list[Done], lost: Sequence[int] = ()) -> None:
+            at = now_ms()
+            for done in acks:
+                if done.job.id in lost:
+                    emit(log, "F", done.job.id, done.job.lease)
+                else:
+                    emit(log, "C", done.job.id, done.job.lease, at)
 
     return Logged
 
@@ -248,13 +319,13 @@ def _claimed(log: TextIO, jobs: Sequence[sqlq.Job]) -> None:
              job.reserved_until, at)
 
 
-def pworker(db: str, log: TextIO, rng: random.Random) -> None:
+def pworker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
     """``sqlq work``'s Worker with prefetch, logging what it claims and deletes."""
     prefetch = rng.choice([None, 2, 8, 32])
-    _logged_worker(log)(_open(db, rng), _Naps(rng), TUBES, prefetch=prefetch).run()
+    _logged_worker(log)(_open(db, durability), _Naps(rng), TUBES, prefetch=prefetch).run()
 
 
-def aworker(db: str, log: TextIO, rng: random.Random) -> None:
+def aworker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
     """``sqlq work --concurrency``'s event-loop worker with prefetch, running async naps,
     logging what it claims (all of it passes through ``_reserved``) and deletes (the
     Worker's ``_claim`` and ``_ack``, with their ``R`` lines left to ``_reserved``)."""
@@ -279,7 +350,7 @@ def aworker(db: str, log: TextIO, rng: random.Random) -> None:
     async def nap(seconds: float) -> None:
         await asyncio.sleep(seconds)
 
-    q = _open(db, rng)
+    q = _open(db, durability)
     task = Task(q, nap, name="chaos-anap")
 
     class Naps(TaskRunner):
@@ -291,11 +362,11 @@ def aworker(db: str, log: TextIO, rng: random.Random) -> None:
 
 
 def main() -> None:
-    role, db, log_path, seed = sys.argv[1:5]
+    role, db, log_path, seed, durability = sys.argv[1:6]
     rng = random.Random(int(seed))
     with open(log_path, "a", encoding="utf-8") as log:
         {"producer": producer, "worker": worker, "pworker": pworker,
-         "aworker": aworker}[role](db, log, rng)
+         "aworker": aworker}[role](db, log, rng, durability)
 
 
 if __name__ == "__main__":

@@ -28,19 +28,47 @@ What it proves, and how each claim is defined:
   signal. A job reserved by B at a time before A's deadline and before A was
   killed, while A had not released or buried it, was taken from a live holder
   (deleting the ``<db>-sqlq`` sidecar once caused exactly that).
+  On PostgreSQL neither a terminated session nor a server restart is a reason:
+  a holder whose session ends keeps its jobs while its process lives. A verb cut
+  off by a lost connection (``U`` line) may have committed: a release or bury so
+  cut off lets the job go, a delete so cut off may have completed it.
 * **The file is sound.** ``PRAGMA integrity_check`` answers ``ok``.
 * Bodies are not mixed up: the tag a worker read from a body (``R``) and the one
   found in the file match the tag the producer put under that id.
+
+What an immediate restart of PostgreSQL may undo (``restarts.txt``, written by the
+driver: mode, start and end in ms). It is a crash of the server: commits whose WAL
+record had not left the server's memory are gone. That is every commit that did not
+wait for the flush (``synchronous_commit`` off): all of a ``durability="normal"``
+agent's (``agents.txt``: log name, role, durability) and every agent's claims, which
+sqlq makes without waiting in either mode (a lost claim makes the job ready again).
+The walwriter writes such commits within 3 x ``wal_writer_delay`` (0.6 s), and every
+``full`` commit writes all WAL before it; so only commits made from
+:data:`CRASH_WINDOW_MS` before an immediate restart's start to its end are excused, and
+counted apart (``undone-by-crash``): a ``normal`` put acknowledged and then missing
+(its id may then be issued again), a ``normal`` delete whose job is back, a claim whose
+job a second worker reserved after the restart. Fast restarts excuse nothing.
+
+What a kill costs: for every SIGKILL sent during a round (``kills.txt``: log name, ms,
+``step``; the kills that end a round say ``end``) of an agent holding jobs whose TTR
+had not run out, the time from the kill to the next reservation of each such job by
+another agent (``holder-recovery``: p50 and max). A job not reserved again before the
+round ended waits for the next round's agents and is counted apart (``left``).
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import apsw
+
+#: How long before an immediate restart a commit that did not wait for the WAL flush
+#: may still be only in the server's memory (3 x wal_writer_delay, and a loaded machine).
+CRASH_WINDOW_MS = 2000
 
 
 def complete_lines(path: Path) -> list[list[str]]:
@@ -62,6 +90,11 @@ class Verdict:
     lost: list[int] = field(default_factory=list)
     duplicates: list[int] = field(default_factory=list)
     stolen: list[int] = field(default_factory=list)  #: reserved again while the holder lived
+    #: what an immediate restart undid, as it may (see the module's docstring), by kind
+    undone_by_crash: Counter[str] = field(default_factory=Counter)
+    #: ms from the SIGKILL of a holder to the next reservation of its job elsewhere
+    recoveries: list[int] = field(default_factory=list)
+    left: int = 0  #: jobs of killed holders not reserved again before the round ended
     integrity_ok: bool = True
     problems: list[str] = field(default_factory=list)
 
@@ -76,17 +109,67 @@ class Reservation:
 
 def read_kills(log_dir: Path) -> dict[str, int]:
     """Log name -> the time (ms) just before its process was sent SIGKILL."""
+    return {name: at for name, at, _ in read_kill_records(log_dir)}
+
+
+def read_kill_records(log_dir: Path) -> list[tuple[str, int, str]]:
+    """(log name, ms, why: ``step`` during a round, ``end`` at its end) of every kill."""
     path = log_dir / "kills.txt"
     if not path.exists():
+        return []
+    return [(rec[0], int(rec[1]), rec[2] if len(rec) > 2 else "step")
+            for rec in complete_lines(path) if len(rec) >= 2]
+
+
+@dataclass(frozen=True)
+class Restart:
+    mode: str
+    start_ms: int
+    end_ms: int
+
+
+def read_restarts(log_dir: Path) -> list[Restart]:
+    path = log_dir / "restarts.txt"
+    if not path.exists():
+        return []
+    return [Restart(rec[0], int(rec[1]), int(rec[2]))
+            for rec in complete_lines(path) if len(rec) == 3]
+
+
+def read_durabilities(log_dir: Path) -> dict[str, str]:
+    """Log name -> the durability its agent ran with (``agents.txt``)."""
+    path = log_dir / "agents.txt"
+    if not path.exists():
         return {}
-    return {rec[0]: int(rec[1]) for rec in complete_lines(path) if len(rec) == 2}
+    return {rec[0]: rec[2] for rec in complete_lines(path) if len(rec) == 3}
+
+
+class CrashWindows:
+    """The times at which a commit made without waiting for the flush may have been
+    undone by an immediate restart."""
+
+    def __init__(self, restarts: list[Restart]) -> None:
+        self.windows = [(r.start_ms - CRASH_WINDOW_MS, r.start_ms, r.end_ms)
+                        for r in restarts if r.mode == "immediate"]
+
+    def crash_after(self, at_ms: int | None) -> int | None:
+        """The start of the immediate restart that may have undone a commit made at
+        ``at_ms`` (None: none may have; or the time is unknown)."""
+        if at_ms is None:
+            return None
+        for low, start, end in self.windows:
+            if low <= at_ms <= end:
+                return start
+        return None
 
 
 def stolen_from_live_holders(reservations: dict[int, list[Reservation]],
-                             let_go: set[tuple[str, int, str]], kills: dict[str, int]
-                             ) -> list[int]:
+                             let_go: set[tuple[str, int, str]], kills: dict[str, int],
+                             crashes: CrashWindows | None = None,
+                             undone: Counter[str] | None = None) -> list[int]:
     """Jobs reserved by a second process before the first one's deadline, while the first
-    was neither killed yet nor had released or buried the job (see the module's docstring)."""
+    was neither killed yet nor had released or buried the job (see the module's docstring).
+    A claim an immediate restart may have undone is counted in ``undone`` instead."""
     stolen = []
     for job_id, seen in reservations.items():
         seen.sort(key=lambda r: r.at_ms)
@@ -95,9 +178,45 @@ def stolen_from_live_holders(reservations: dict[int, list[Reservation]],
                 continue
             alive_until = kills.get(first.log, 2**63)
             if second.at_ms < first.until_ms and second.at_ms < alive_until:
+                crash = crashes.crash_after(first.at_ms) if crashes else None
+                if crash is not None and second.at_ms > crash:
+                    if undone is not None:
+                        undone["claims"] += 1
+                    continue
                 stolen.append(job_id)
                 break
     return sorted(stolen)
+
+
+def recovery_times(records: dict[str, list[list[str]]],
+                   reservations: dict[int, list[Reservation]],
+                   kills: list[tuple[str, int, str]]) -> tuple[list[int], int]:
+    """(ms from each SIGKILL of a holder to the next reservation elsewhere of each job it
+    held within its TTR, the number of such jobs not reserved again before its round
+    ended); see the module's docstring."""
+    ends = sorted(at for _, at, why in kills if why == "end")
+    times: list[int] = []
+    left = 0
+    for name, killed_at, why in kills:
+        if why != "step" or name not in records:
+            continue
+        held: dict[int, int] = {}  # id -> reserved_until of what the agent held
+        for rec in records[name]:
+            if rec[0] == "R" and len(rec) >= 6:
+                held[int(rec[1])] = int(rec[4])
+            elif rec[0] in ("C", "F", "X", "B", "U", "D") and len(rec) > 1:
+                held.pop(int(rec[1]), None)  # done, gone, or perhaps deleted (D)
+        round_end = next((at for at in ends if at >= killed_at), 2**63)
+        for job_id, until in held.items():
+            if until <= killed_at:
+                continue  # its TTR had run out: not the kill's doing
+            nxt = min((r.at_ms for r in reservations.get(job_id, ())
+                       if r.log != name and r.at_ms >= killed_at), default=None)
+            if nxt is None or nxt > round_end:
+                left += 1
+            else:
+                times.append(nxt - killed_at)
+    return times, left
 
 
 def read_file(db: str | Path) -> tuple[bool, dict[int, str], list[str]]:
@@ -121,6 +240,11 @@ def read_file(db: str | Path) -> tuple[bool, dict[int, str], list[str]]:
     return rows == ["ok"], jobs, [] if rows == ["ok"] else rows[:5]
 
 
+def _at(rec: list[str], index: int) -> int | None:
+    """The time field of a record, if it has one (older logs' lines do not)."""
+    return int(rec[index]) if len(rec) > index else None
+
+
 def _tag(body: bytes) -> str:
     return bytes(body).split(b" ", 1)[0].decode("utf-8", "replace")
 
@@ -132,19 +256,36 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
     verdict.problems += [f"integrity_check: {m}" for m in messages]
     verdict.in_file = len(in_file)
 
+    crashes = CrashWindows(read_restarts(log_dir))
+    durability = read_durabilities(log_dir)
     acked: dict[int, str] = {}
+    fragile_puts: set[int] = set()  # normal puts an immediate restart may have undone
     completions: Counter[int] = Counter()
+    fragile_completions: Counter[int] = Counter()  # likewise, normal deletes
     dangling: set[int] = set()
     reservations: dict[int, list[Reservation]] = {}
     let_go: set[tuple[str, int, str]] = set()  # (log, id, lease) released or buried
+    all_records: dict[str, list[list[str]]] = {}
     for log in sorted(log_dir.glob("*.log")):
-        records = complete_lines(log)
+        records = all_records[log.name] = complete_lines(log)
+        normal = durability.get(log.name) == "normal"
         reserved: dict[int, str] = {}  # id -> lease of this worker's latest reservation
         for rec in records:
             kind = rec[0]
             if kind == "P":
                 job_id, tag = int(rec[1]), rec[2]
-                if acked.setdefault(job_id, tag) != tag:
+                fragile = normal and crashes.crash_after(_at(rec, 3)) is not None
+                if acked.get(job_id, tag) == tag:
+                    acked[job_id] = tag
+                    if fragile:
+                        fragile_puts.add(job_id)
+                elif fragile or job_id in fragile_puts:
+                    # one of the two puts was undone by a crash, and its id issued again
+                    verdict.undone_by_crash["ids"] += 1
+                    if not fragile:
+                        acked[job_id] = tag
+                        fragile_puts.discard(job_id)
+                else:
                     verdict.problems.append(f"id {job_id} acknowledged twice "
                                             f"({acked[job_id]}, {tag}): an id was reused")
             elif kind == "R":
@@ -158,11 +299,18 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                                             f"put as {acked[job_id]}")
             elif kind in ("X", "B"):
                 let_go.add((log.name, int(rec[1]), rec[2]))
+            elif kind == "U":  # a verb cut off by a lost connection: it may have committed
+                if rec[3] == "delete":
+                    dangling.add(int(rec[1]))
+                else:
+                    let_go.add((log.name, int(rec[1]), rec[2]))
             elif kind == "F":
                 verdict.refused += 1
             elif kind == "C":
                 job_id, lease = int(rec[1]), rec[2]
                 completions[job_id] += 1
+                if normal and crashes.crash_after(_at(rec, 3)) is not None:
+                    fragile_completions[job_id] += 1
                 if reserved.get(job_id) != lease:
                     verdict.problems.append(f"{log.name}: job {job_id} completed under lease "
                                             f"{lease}, not the one it reserved")
@@ -180,11 +328,21 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                                     f"put as {acked[job_id]}")
     verdict.acknowledged = len(acked)
     verdict.completed = len(completions)
-    verdict.duplicates = sorted(j for j, n in completions.items() if n > 1)
-    verdict.stolen = stolen_from_live_holders(reservations, let_go, read_kills(log_dir))
-    verdict.lost = sorted(j for j in acked
-                          if j not in in_file and j not in completions and j not in dangling)
-    resurrected = sorted(j for j in completions if j in in_file)
+    # A completion an immediate restart may have undone leaves the job to be done again.
+    verdict.undone_by_crash["deletes"] += sum(
+        1 for j, n in fragile_completions.items() if completions[j] > 1 or j in in_file)
+    verdict.duplicates = sorted(j for j, n in completions.items()
+                                if n - fragile_completions[j] > 1)
+    kills = read_kill_records(log_dir)
+    verdict.stolen = stolen_from_live_holders(reservations, let_go,
+                                              {name: at for name, at, _ in kills},
+                                              crashes, verdict.undone_by_crash)
+    verdict.recoveries, verdict.left = recovery_times(all_records, reservations, kills)
+    missing = [j for j in acked
+               if j not in in_file and j not in completions and j not in dangling]
+    verdict.lost = sorted(j for j in missing if j not in fragile_puts)
+    verdict.undone_by_crash["puts"] += len(missing) - len(verdict.lost)
+    resurrected = sorted(j for j in completions if j in in_file and not fragile_completions[j])
     if resurrected:
         verdict.problems.append(f"jobs deleted successfully but still in the file: "
                                 f"{resurrected[:10]}")
@@ -206,6 +364,13 @@ class Summary:
     stolen: int = 0
     sidecar_removals: int = 0
     integrity_failures: int = 0
+    #: PostgreSQL: server restarts by mode, and sessions ended by pg_terminate_backend
+    restarts: Counter[str] = field(default_factory=Counter)
+    sessions_terminated: int = 0
+    terminations: Counter[str] = field(default_factory=Counter)  #: "owner"/"all" of an agent
+    undone_by_crash: Counter[str] = field(default_factory=Counter)
+    recoveries: list[int] = field(default_factory=list)
+    left: int = 0
     problems: list[str] = field(default_factory=list)
 
     def add(self, verdict: Verdict) -> None:
@@ -215,6 +380,8 @@ class Summary:
         self.completed = verdict.completed
         self.in_file = verdict.in_file
         self.refused = verdict.refused
+        self.undone_by_crash = verdict.undone_by_crash
+        self.recoveries, self.left = verdict.recoveries, verdict.left
         self.lost = max(self.lost, len(verdict.lost))
         self.duplicates = max(self.duplicates, len(verdict.duplicates))
         self.stolen = max(self.stolen, len(verdict.stolen))
@@ -230,7 +397,7 @@ class Summary:
         self.problems += [f"round {self.rounds}: {p}" for p in verdict.problems]
 
     def line(self, seconds: float) -> str:
-        return (f"chaos: {seconds:.0f}s rounds={self.rounds} kills={self.kills} "
+        text = (f"chaos: {seconds:.0f}s rounds={self.rounds} kills={self.kills} "
                 f"sidecar-removals={self.sidecar_removals} "
                 f"jobs-acknowledged={self.acknowledged} completed={self.completed} "
                 f"left-in-file={self.in_file} stale-leases-refused={self.refused} "
@@ -238,6 +405,23 @@ class Summary:
                 f"duplicates-under-live-leases={self.duplicates} "
                 f"stolen-from-live-holders={self.stolen} "
                 f"integrity-failures={self.integrity_failures}")
+        if self.restarts or self.sessions_terminated:
+            undone = ",".join(f"{k}:{n}" for k, n in sorted(self.undone_by_crash.items()) if n)
+            text += (f" restarts=fast:{self.restarts['fast']}"
+                     f"/immediate:{self.restarts['immediate']} "
+                     f"sessions-terminated={self.sessions_terminated}"
+                     f" (owner-only:{self.terminations['owner']}"
+                     f",all-of-an-agent:{self.terminations['all']})"
+                     f" undone-by-crash={undone or 0}")
+        return text + " " + self.recovery()
+
+    def recovery(self) -> str:
+        """The time from a holder's SIGKILL to its jobs' next reservation: p50, max."""
+        if not self.recoveries:
+            return f"holder-recovery=none left={self.left}"
+        times = sorted(self.recoveries)
+        return (f"holder-recovery p50={statistics.median(times) / 1000:.2f}s "
+                f"max={times[-1] / 1000:.2f}s n={len(times)} left={self.left}")
 
     @property
     def ok(self) -> bool:

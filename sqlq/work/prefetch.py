@@ -34,7 +34,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from ..durations import now_ms
-from ..errors import JobLost
+from ..errors import Disconnected, JobLost
 from ..model import MAX_BATCH, Job
 from .watchdog import HEARTBEAT
 
@@ -226,5 +226,8 @@ def keep(job: Job, what: str) -> bool:
         log.warning("job %d lost its reservation while %s; it may run again", job.id, what,
                     extra={"job": job.id, "tube": job.tube, "outcome": "lost"})
         return False
+    except Disconnected as e:  # the lease stands (the owner session is kept): keep it
+        log.warning("%s; job %d kept (%s)", e, job.id, what)
+        return True
     log.debug("job %d touched (%s)", job.id, what)
     return True

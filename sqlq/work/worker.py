@@ -204,7 +204,10 @@ class Worker:
             return []
         except Disconnected as exc:
             if not acks:
-                raise  # a claim alone waits through an outage inside reserve
+                # A claim alone waits through an outage inside reserve, but only up to
+                # its timeout (IDLE_CHECK), then raises: the loop claims again.
+                log.warning("%s; claiming again", exc)
+                return []
             # The database went away with the acknowledgements in flight: make each
             # again (Queue.delete finds out whether the first one committed).
             log.warning("%s; acknowledging %d finished job(s) again", exc, len(acks))

@@ -1,7 +1,7 @@
 """Chaos: producers and workers on one database, killed with SIGKILL at random moments.
 
 It runs on both backends: a SQLite file, and a PostgreSQL database (where a
-killed holder's session lock is what gives its jobs back).
+killed holder's session lock, and its process seen gone, give its jobs back).
 
 For SQLQ_CHAOS_SECONDS (10 in ``make test``, 60 in ``make test-chaos``) the test
 runs rounds of a few seconds. In a round, three producer and four worker
@@ -12,6 +12,14 @@ file; every 50-400 ms one of them, chosen at random, is killed with SIGKILL and
 a fresh one takes its place; at the end of the round all of them are killed.
 On a file, half the agents open it through a symlink to it, and now and then
 the driver deletes the ``<db>-sqlq`` sidecar (``rm -rf``) under them all.
+On PostgreSQL the driver also disturbs the server under load, as production does:
+``pg_terminate_backend`` of one live agent's sessions (all of them, or only the
+owner session that keeps its reservations), ``pg_ctl restart`` in fast and immediate
+modes a few times a run, and the whole run on a database whose
+``idle_session_timeout`` is 1 s (PostgreSQL 14 and later), with slow jobs that
+work longer than that without a database call. None of it may take a job from a
+live holder: its process lives, so it keeps its jobs. The agents behave as careful
+users: a put or a verb cut off by the lost connection is not logged as done.
 After every round tests/chaos_checker.py reads the file and all the logs so
 far and proves: no acknowledged job lost, no job completed twice (only a live
 lease can delete), no job reserved again while its holder lived (the sidecar's
@@ -25,6 +33,7 @@ One summary line is printed, even without ``-s``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -42,6 +51,7 @@ import sqlq
 from sqlq.durations import now_ms
 from tests import chaos_checker
 from tests.chaos_agent import TUBES
+from tests.pgserver import PgServer
 from tests.timing import PATIENCE
 
 AGENT = Path(__file__).parents[1] / "chaos_agent.py"
@@ -55,13 +65,103 @@ ROUND_SECONDS = 2.5
 SIDECAR_REMOVAL = 0.1
 #: The chance that a kill picks any agent, even one that has not started work yet.
 STARTUP_KILLS = 0.2
+#: PostgreSQL: the chance that a step ends a live agent's sessions instead of killing it,
+#: and how many server restarts a run makes per 10 s (at least one of each mode).
+TERMINATION = 0.2
+RESTARTS_PER_10S = 1.5
+
+
+class PgDisturber:
+    """What the driver does to the PostgreSQL server during a run: restarts at planned
+    times, and pg_terminate_backend of a live agent's sessions; it writes each restart
+    to ``restarts.txt`` (mode, start ms, end ms) for the checker."""
+
+    def __init__(self, pg: PgServer, db: str, log_dir: Path, rng: random.Random,
+                 start: float, seconds: float) -> None:
+        self.pg, self.database, self.log_dir, self.rng = pg, db.rsplit("/", 1)[1], log_dir, rng
+        count = max(2, round(seconds / 10 * RESTARTS_PER_10S))
+        modes = [("fast", "immediate")[i % 2] for i in range(count)]
+        rng.shuffle(modes)
+        # Spread over the run, away from its very end (the drain follows).
+        self.plan = sorted(zip([start + seconds * (i + rng.uniform(0.2, 0.8)) / count
+                                for i in range(count)], modes, strict=True))
+        self.restarts: dict[str, int] = {"fast": 0, "immediate": 0}
+        self.terminations: dict[str, int] = {"owner": 0, "all": 0}
+        self.sessions_terminated = 0
+        if pg.major() >= 14:
+            # sqlq's sessions must outlive it: each sets its own idle_session_timeout to 0.
+            pg.psql(f"ALTER DATABASE {self.database} SET idle_session_timeout = '1s'")
+
+    def step(self, fleet: Fleet) -> bool:
+        """Disturb the server, or not (then the caller kills); whether it did."""
+        # A restart waits for agents at work: it is meant to cut work in flight.
+        if self.plan and time.monotonic() >= self.plan[0][0] and fleet.busy():
+            _, mode = self.plan.pop(0)
+            started = time.time_ns() // 1_000_000
+            self.pg.restart(mode)
+            with open(self.log_dir / "restarts.txt", "a", encoding="utf-8") as f:
+                f.write(f"{mode} {started} {time.time_ns() // 1_000_000}\n")
+            self.restarts[mode] += 1
+            return True
+        if self.rng.random() >= TERMINATION:
+            return False
+        busy = fleet.busy()
+        if not busy:
+            return False
+        which = self.rng.choice(["owner", "all"])
+        _, _, proc = fleet.procs[self.rng.choice(busy)]
+        sessions = agent_sessions(self.pg, self.database, proc.pid)
+        pids = [pid for pid, owner in sessions if owner or which == "all"]
+        if pids:
+            self.sessions_terminated += sum(self.pg.terminate(pid) for pid in pids)
+            self.terminations[which] += 1
+        return True
+
+
+def agent_sessions(pg: PgServer, database: str, pid: int) -> list[tuple[int, bool]]:
+    """(backend pid, whether it is the owner session) of each session process ``pid`` has
+    with the database, matched by the client's TCP port (sqlq names every session
+    "sqlq", whatever the URL says): the owner session is the one holding an advisory
+    lock (its token's)."""
+    ports = client_ports(pid)
+    out = pg.psql(
+        "SELECT a.pid, a.client_port, EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid"
+        " AND l.locktype = 'advisory' AND l.granted) FROM pg_stat_activity a"
+        " WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()", database)
+    sessions = []
+    for line in out.splitlines():
+        backend, port, owner = line.split("|")
+        if port and int(port) in ports:
+            sessions.append((int(backend), owner == "t"))
+    return sessions
+
+
+def client_ports(pid: int) -> set[int]:
+    """The local TCP ports of process ``pid``'s sockets (from /proc)."""
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                link = os.readlink(fd)
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[9] in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 class Fleet:
     """The agent processes of one round, and the kills done to them."""
 
-    def __init__(self, db: str, log_dir: Path, rng: random.Random, round_no: int) -> None:
+    def __init__(self, db: str, log_dir: Path, rng: random.Random, round_no: int,
+                 disturber: PgDisturber | None = None) -> None:
         self.db, self.log_dir, self.rng, self.round_no = db, log_dir, rng, round_no
+        self.disturber = disturber
         # A file is also opened through a symlink, and its sidecar deleted now and then.
         self.file = "://" not in db
         self.link = str(symlink_to(Path(db))) if self.file else db
@@ -74,15 +174,21 @@ class Fleet:
         self.started += 1
         log = self.log_dir / f"r{self.round_no:03d}-{self.started:04d}-{role}.log"
         path = self.rng.choice([self.db, self.link])
+        durability = self.rng.choice(["full", "normal"])
+        with open(self.log_dir / "agents.txt", "a", encoding="utf-8") as agents:
+            agents.write(f"{log.name} {role} {durability}\n")
         proc = subprocess.Popen(
             [sys.executable, str(AGENT), role, str(path), str(log),
-             str(self.rng.getrandbits(32))],
+             str(self.rng.getrandbits(32)), durability],
             env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE)
         self.procs.append((role, log, proc))
 
     def step(self) -> None:
-        """Kill one agent and start another, or now and then delete the sidecar."""
+        """Kill one agent and start another, or now and then delete the sidecar (a file)
+        or disturb the server (PostgreSQL)."""
+        if self.disturber is not None and self.disturber.step(self):
+            return
         if self.file and self.rng.random() < SIDECAR_REMOVAL:
             shutil.rmtree(f"{self.db}-sqlq", ignore_errors=True)
             self.sidecar_removals += 1
@@ -97,7 +203,7 @@ class Fleet:
         pool = busy if self.rng.random() >= STARTUP_KILLS else range(len(self.procs))
         index = self.rng.choice(list(pool))
         role, log, proc = self.procs.pop(index)
-        self._kill(log, proc)
+        self._kill(log, proc, "step")
         self.start(role)
 
     def busy(self) -> list[int]:
@@ -107,14 +213,14 @@ class Fleet:
 
     def kill_all(self) -> None:
         for _, log, proc in self.procs:
-            self._kill(log, proc)
+            self._kill(log, proc, "end")
         self.procs.clear()
 
-    def _kill(self, log: Path, proc: subprocess.Popen[bytes]) -> None:
+    def _kill(self, log: Path, proc: subprocess.Popen[bytes], why: str) -> None:
         if proc.poll() is None:
             # Written before the signal: the agent was surely alive until this time.
             with open(self.log_dir / "kills.txt", "a", encoding="utf-8") as kills:
-                kills.write(f"{log.name} {time.time_ns() // 1_000_000}\n")
+                kills.write(f"{log.name} {time.time_ns() // 1_000_000} {why}\n")
             proc.send_signal(signal.SIGKILL)
             self.kills += 1
         proc.wait()
@@ -144,8 +250,9 @@ def drain(db: str, log_dir: Path, deadline: float) -> None:
     with sqlq.Queue(db, durability="normal", clock=lambda: now_ms() + ahead) as q, \
             open(log_dir / "zz-drain.log", "w", encoding="utf-8") as log:
         while time.monotonic() < deadline:
-            job = q.reserve(TUBES, timeout=0.5)
-            if job is None:
+            # In batches: a minute of fast producers can leave tens of thousands of jobs.
+            jobs = q.reserve_many(200, TUBES, timeout=0.5)
+            if not jobs:
                 # Only now kick the buried (kicking before every reserve made the
                 # drain too slow for what a minute of fast producers leaves behind).
                 for tube in TUBES:
@@ -156,11 +263,13 @@ def drain(db: str, log_dir: Path, deadline: float) -> None:
                 if left == 0:
                     return
                 continue
-            tag = job.body.split(b" ", 1)[0].decode()
-            chaos_agent_line(log, "R", job.id, job.lease, tag)
-            chaos_agent_line(log, "D", job.id, job.lease)
-            job.delete()
-            chaos_agent_line(log, "C", job.id, job.lease)
+            for job in jobs:
+                tag = job.body.split(b" ", 1)[0].decode()
+                chaos_agent_line(log, "R", job.id, job.lease, tag)
+                chaos_agent_line(log, "D", job.id, job.lease)
+            q.delete_many(jobs)
+            for job in jobs:
+                chaos_agent_line(log, "C", job.id, job.lease)
 
 
 def chaos_agent_line(log: object, *fields: object) -> None:
@@ -169,7 +278,8 @@ def chaos_agent_line(log: object, *fields: object) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(0)
-def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None]) -> None:
+def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None],
+               request: pytest.FixtureRequest) -> None:
     seconds = float(os.environ.get("SQLQ_CHAOS_SECONDS", "10"))
     seed = int(os.environ.get("SQLQ_CHAOS_SEED", str(random.randrange(2**32))))
     rng = random.Random(seed)
@@ -181,21 +291,32 @@ def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None])
     summary = chaos_checker.Summary()
     started = time.monotonic()
     end = started + seconds
+    disturber = None
+    if "://" in db:
+        disturber = PgDisturber(request.getfixturevalue("pg_server"), db, log_dir, rng,
+                                started, seconds)
     round_no = 0
     while True:
         round_no += 1
-        fleet = Fleet(db, log_dir, rng, round_no)
+        fleet = Fleet(db, log_dir, rng, round_no, disturber)
         for _ in range(PRODUCERS):
             fleet.start("producer")
         for role in WORKERS:
             fleet.start(role)
         round_start = time.monotonic()
-        round_end = min(round_start + ROUND_SECONDS, end)
+        at_work: float | None = None
         try:
-            # A round runs its time, and longer while none of its agents is at work yet
-            # (a loaded machine starts interpreters slowly), up to PATIENCE.
-            while (now := time.monotonic()) < round_end or (
-                    not fleet.busy() and now < round_start + PATIENCE):
+            # A round gives its agents ROUND_SECONDS at work, counted from the first
+            # record of any of them: a loaded machine takes seconds to start seven
+            # interpreters, and a round timed from its start was little but start-ups.
+            # Without any agent at work it ends after PATIENCE.
+            while True:
+                now = time.monotonic()
+                if at_work is None and fleet.busy():
+                    at_work = now
+                if now >= (round_start + PATIENCE if at_work is None
+                           else at_work + ROUND_SECONDS):
+                    break
                 time.sleep(rng.uniform(0.05, 0.4))
                 fleet.step()
         finally:
@@ -210,6 +331,10 @@ def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None])
     final = chaos_checker.check(db, log_dir)
     summary.add(final)
     summary.rounds -= 1  # the drain's look is not a round of kills
+    if disturber is not None:
+        summary.restarts.update(disturber.restarts)
+        summary.terminations.update(disturber.terminations)
+        summary.sessions_terminated = disturber.sessions_terminated
     backend = "postgres" if "://" in db else "sqlite"
     line = summary.line(time.monotonic() - started) + f" seed={seed} ({backend})"
     summary_line(line)
@@ -289,3 +414,56 @@ def test_checker_reads_a_corrupt_file_as_an_integrity_failure(tmp_path: Path) ->
     verdict = chaos_checker.check(db, logs)
     assert not verdict.integrity_ok
     assert verdict.problems[0].startswith("integrity_check: "), verdict.problems
+
+
+def test_checker_excuses_only_what_an_immediate_restart_may_undo(tmp_path: Path) -> None:
+    """A normal-mode put acknowledged just before an immediate restart and a claim made
+    then may be undone; the same put long before, or any claim across a fast restart,
+    may not. A verb cut off by a lost connection (U) may have committed."""
+    db = tmp_path / "c.db"
+    with sqlq.Queue(str(db), durability="normal") as q:
+        ids = q.put_many([b"p1-%d" % i for i in range(6)], tube="chaos-a")
+    crashed_put, old_put, claimed, fast_claimed, cut_delete, cut_release = ids
+    with sqlq.Queue(str(db), durability="normal") as q:
+        for job_id in (crashed_put, old_put, cut_delete):
+            q.delete(job_id)  # gone from the file
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "agents.txt").write_text("p.log producer normal\nw1.log worker full\n"
+                                     "w2.log worker full\n")
+    (logs / "restarts.txt").write_text("immediate 10000 10600\nfast 20000 20600\n")
+    (logs / "p.log").write_text(
+        f"P {crashed_put} p1-0 9500\nP {old_put} p1-1 5000\nP {claimed} p1-2 100\n"
+        f"P {fast_claimed} p1-3 100\nP {cut_delete} p1-4 100\nP {cut_release} p1-5 100\n")
+    (logs / "w1.log").write_text(
+        f"R {claimed} 1 p1-2 40000 9700\nR {fast_claimed} 2 p1-3 40000 19700\n"
+        f"R {cut_delete} 3 p1-4 40000 30000\nD {cut_delete} 3\nU {cut_delete} 3 delete\n"
+        f"R {cut_release} 4 p1-5 40000 30000\nU {cut_release} 4 release\n")
+    (logs / "w2.log").write_text(
+        f"R {claimed} 5 p1-2 90000 10800\nR {fast_claimed} 6 p1-3 90000 20800\n"
+        f"R {cut_release} 7 p1-5 90000 30500\n")
+    verdict = chaos_checker.check(db, logs)
+    assert verdict.lost == [old_put], verdict
+    assert verdict.stolen == [fast_claimed], verdict
+    assert verdict.undone_by_crash == {"puts": 1, "claims": 1, "deletes": 0}, verdict
+
+
+def test_checker_measures_how_soon_a_killed_holders_jobs_run_elsewhere(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    with sqlq.Queue(str(db), durability="normal") as q:
+        ids = q.put_many([b"p1-%d" % i for i in range(4)], tube="chaos-a")
+    held, expired, finished, late = ids
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "k.log").write_text(
+        f"R {held} 1 p1-0 5000 900\nR {expired} 2 p1-1 950 900\n"
+        f"R {finished} 3 p1-2 5000 900\nD {finished} 3\nC {finished} 3 950\n"
+        f"R {late} 4 p1-3 5000 900\n")
+    (logs / "o.log").write_text(f"R {held} 5 p1-0 9000 1250\nR {expired} 6 p1-1 9000 1100\n"
+                                f"R {late} 7 p1-3 9000 3500\n")
+    (logs / "kills.txt").write_text("k.log 1000 step\no.log 3000 end\n")
+    verdict = chaos_checker.check(db, logs)
+    assert verdict.recoveries == [250] and verdict.left == 1, verdict
+    summary = chaos_checker.Summary()
+    summary.add(verdict)
+    assert "holder-recovery p50=0.25s max=0.25s n=1 left=1" in summary.line(1)

@@ -216,9 +216,14 @@ class Database:
         # normal survives any crash of a client, may lose the last commits if the
         # server's host loses power: the same promise as normal on a SQLite file. full
         # waits for the flush whatever the server's default says.
-        conn.execute("SELECT set_config('synchronous_commit', %s, false),"
-                     " set_config('lock_timeout', %s, false)",
-                     ("off" if self.durability == "normal" else "on", self._lock_timeout))
+        try:
+            conn.execute("SELECT set_config('synchronous_commit', %s, false),"
+                         " set_config('lock_timeout', %s, false)",
+                         ("off" if self.durability == "normal" else "on", self._lock_timeout))
+        except psycopg.Error as e:  # the session went at once (a restart): Disconnected
+            error = translate(self.location, e, conn)
+            conn.close()
+            raise error from None
         return conn
 
     def set_lock_wait(self, seconds: float | None) -> None:

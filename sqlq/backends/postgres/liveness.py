@@ -41,7 +41,7 @@ from collections.abc import Sequence
 import psycopg
 
 from ...errors import DatabaseError, Disconnected
-from .db import Connection, connect
+from .db import Connection, connect, translate
 from .store import PostgresStore
 
 log = logging.getLogger("sqlq")
@@ -131,6 +131,10 @@ class Holder:
                     raise Disconnected(f"{self._location}: closed")
                 time.sleep(0.02)
             self._store.register_owner(conn, self.token, self.host, self.pid, self.place)
+        except psycopg.Error as e:  # the new session went at once (a restart): Disconnected
+            error = translate(self._location, e, conn)
+            conn.close()
+            raise error from None
         except BaseException:
             conn.close()
             raise
