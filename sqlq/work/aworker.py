@@ -51,7 +51,7 @@ from typing import Any, TypeVar
 from ..asyncq import AsyncJob, AsyncQueue
 from ..attempts import TIMED_OUT
 from ..durations import now_ms
-from ..errors import JobLost
+from ..errors import Disconnected, JobLost
 from ..model import Job
 from ..queue import Queue
 from . import runner
@@ -364,5 +364,9 @@ class AsyncWorker:
             log.warning("job %d %s lost its reservation while running; it may run again",
                         job.id, name, extra=self.sync._fields(job.sync, name, outcome="lost"))
             return False
+        except Disconnected as exc:  # the lease stands; the next heartbeat tries again
+            log.warning("job %d %s: could not touch it (%s)", job.id, name, exc,
+                        extra=self.sync._fields(job.sync, name))
+            return True
         log.debug("job %d touched", job.id, extra=self.sync._fields(job.sync, name))
         return True

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import JobLost
+from ..errors import Disconnected, JobLost
 from ..model import Job
 
 if TYPE_CHECKING:
@@ -165,6 +165,8 @@ class Watchdog:
                 watch.keepalive = False
                 log.warning("job %d %s lost its reservation while running; it may run again",
                             watch.job.id, watch.name)
+            except Disconnected as exc:  # the lease stands; the next heartbeat tries again
+                log.warning("job %d %s: could not touch it (%s)", watch.job.id, watch.name, exc)
             else:
                 log.debug("job %d touched", watch.job.id)
         elif not watch.keepalive and not watch.warned and watch.job.reserved_until is not None \

@@ -354,6 +354,10 @@ class Worker:
             log.warning("job %d %s lost its reservation while running; it may run again",
                         job.id, name, extra=self._fields(job, name, outcome="lost"))
             return False
+        except Disconnected as exc:  # the lease stands; the next heartbeat tries again
+            log.warning("job %d %s: could not touch it (%s)", job.id, name, exc,
+                        extra=self._fields(job, name))
+            return True
         log.debug("job %d touched", job.id, extra=self._fields(job, name))
         return True
 
