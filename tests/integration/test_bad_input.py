@@ -732,7 +732,7 @@ def test_manage_py_sqlq_with_an_unusable_queue_is_one_line(tmp_path: Path) -> No
     site = ROOT / "examples" / "django_site"
     env = dict(os.environ, PYTHONPATH=str(site.parents[1]),
                DJANGO_DATABASE_URL=str(tmp_path / "site.db"),
-               SQLQ_DB=str(tmp_path / "missing" / "jobs.db"))
+               SHOP_SQLQ_DB=str(tmp_path / "missing" / "jobs.db"))
     run = subprocess.run([sys.executable, str(site / "manage.py"), "sqlq", "stats"], env=env,
                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert run.returncode == 1, run.stderr
