@@ -13,11 +13,13 @@ the others are about a SQL_ASCII database itself.
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 import pytest
 
 import sqlq
-from tests.timing import soon
+from tests.timing import PATIENCE, soon
 
 #: Text beyond ASCII, in the places a user's text goes (tube names are ASCII by rule).
 KEY = "clé ✓ 日本"
@@ -110,9 +112,27 @@ def test_put_through_the_applications_connection_on_sql_ascii(pg_ascii_url: str)
         jid = sqlq.put(conn, "é".encode(), tube="t", unique_key=KEY)
         assert sqlq.put(conn, b"again", tube="t", unique_key=KEY) == jid
         assert q.put(b"from the queue", tube="t", unique_key=KEY) == jid
-        [other] = sqlq.put_many(conn, [b"y"], tube="t")
+        plain = sqlq.put(conn, b"plain", tube="t")  # sqlq's SQL must be ASCII here
+        [many] = sqlq.put_many(conn, [b"y"], tube="t")
         assert conn.execute("SHOW client_encoding").fetchone() == (b"SQL_ASCII",)
         job = q.peek(jid)
         assert job is not None and (job.tube, job.unique_key, job.body) == (
             "t", KEY, "é".encode())
-        assert q.stats_tube("t")["current-jobs-ready"] == 2 and other > jid
+        assert q.stats_tube("t")["current-jobs-ready"] == 3 and jid < plain < many
+
+
+def test_maintain_names_a_transaction_whose_query_a_cut_splits(pg_ascii_url: str) -> None:
+    """``sqlq maintain`` shows the first 80 bytes of the oldest transaction's query: on
+    SQL_ASCII a cut inside a UTF-8 character made the whole report fail."""
+    query = "SELECT '" + "x" * 71 + "é' AS cut"  # the 80th byte is é's first
+    with sqlq.Queue(pg_ascii_url) as q, _raw(pg_ascii_url) as other:
+        other.autocommit = False
+        other.execute(query.encode())  # an application's UTF-8 text, as bytes
+        pid = other.info.backend_pid
+        deadline = time.monotonic() + PATIENCE
+        while True:  # another test's transaction may be older for a moment
+            oldest = q.backend.maintain()["oldest-transaction"]
+            if f"pid {pid} " in oldest or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+    assert oldest.endswith(f"idle in transaction: SELECT '{'x' * 71}\N{REPLACEMENT CHARACTER}")
