@@ -48,12 +48,26 @@ def clock() -> FakeClock:
 #: ``sqlite3_driver``, once more on a file opened through Python's sqlite3 (backend
 #: ``"sqlite3"``: SQLQ_SQLITE_DRIVER is set for the test and the processes it starts).
 BACKENDS = ("sqlite", "postgres")
+#: Backend ``"postgres-ascii"``: a PostgreSQL database in SQL_ASCII, what ``initdb
+#: --no-locale`` gives every database, where a client that does not ask for UTF8 gets
+#: text back as bytes (issue 22, F8). Every test under tests/unit runs on it too (about
+#: 20 s more on two cores); elsewhere only those marked ``sql_ascii``.
+ASCII_BACKEND = "postgres-ascii"
+UNIT_DIR = Path(__file__).resolve().parent / "unit"
+
+
+def is_postgres(backend: str) -> bool:
+    """Whether the test's backend is a PostgreSQL database (in UTF8 or SQL_ASCII)."""
+    return backend.startswith("postgres")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
         only = metafunc.definition.get_closest_marker("sqlite_only")
-        backends = ("sqlite",) if only else BACKENDS
+        backends: tuple[str, ...] = ("sqlite",) if only else BACKENDS
+        if not only and (UNIT_DIR in Path(str(metafunc.definition.path)).parents
+                         or metafunc.definition.get_closest_marker("sql_ascii")):
+            backends = (*backends, ASCII_BACKEND)
         if metafunc.definition.get_closest_marker("sqlite3_driver"):
             backends = (*backends, "sqlite3")
         metafunc.parametrize("backend", backends)
@@ -89,8 +103,8 @@ def open_queue(api: str, db_url: str, **options: object) -> sqlq.Queue:
 @pytest.fixture
 def db_url(backend: str, request: pytest.FixtureRequest) -> str:
     """A fresh database of this test's backend: a file path, or a PostgreSQL URL."""
-    if backend == "postgres":
-        return str(request.getfixturevalue("pg_url"))
+    if is_postgres(backend):
+        return str(request.getfixturevalue(PG_URLS[backend]))
     return str(request.getfixturevalue("db_path"))
 
 
@@ -160,6 +174,27 @@ def pg_template(pg_server: PgServer, pg_template_setup: Callable[[str], None] | 
     return pg_server.make_template("sqlq_template", pg_template_setup)
 
 
+@pytest.fixture(scope="session")
+def pg_ascii_template(pg_server: PgServer,
+                      pg_template_setup: Callable[[str], None] | None) -> str:
+    """The template of ``pg_ascii_url``: as ``pg_template``, in SQL_ASCII (C locale)."""
+    return pg_server.make_template("sqlq_template_ascii", pg_template_setup,
+                                   encoding="SQL_ASCII")
+
+
+#: The fixture of a fresh database, and of its template, per PostgreSQL backend.
+PG_URLS = {"postgres": "pg_url", ASCII_BACKEND: "pg_ascii_url"}
+PG_TEMPLATES = {"postgres": "pg_template", ASCII_BACKEND: "pg_ascii_template"}
+
+
+def _fresh_database(pg_server: PgServer, template: str) -> Iterator[str]:
+    name, url = pg_server.clone(template)
+    yield url
+    if not pg_server.running:
+        pg_server.start()
+    pg_server.drop_database(name)
+
+
 @pytest.fixture
 def pg_url(pg_server: PgServer, pg_template: str) -> Iterator[str]:
     """A fresh database for this test, copied from the template: its ``postgresql://`` URL.
@@ -167,11 +202,13 @@ def pg_url(pg_server: PgServer, pg_template: str) -> Iterator[str]:
     Dropped afterwards, cutting any session the test left open; a test that left the
     server stopped gets it started again first.
     """
-    name, url = pg_server.clone(pg_template)
-    yield url
-    if not pg_server.running:
-        pg_server.start()
-    pg_server.drop_database(name)
+    yield from _fresh_database(pg_server, pg_template)
+
+
+@pytest.fixture
+def pg_ascii_url(pg_server: PgServer, pg_ascii_template: str) -> Iterator[str]:
+    """As ``pg_url``, a database in SQL_ASCII (what ``initdb --no-locale`` makes)."""
+    yield from _fresh_database(pg_server, pg_ascii_template)
 
 
 # ------------------------------------------------------------------ run summary lines

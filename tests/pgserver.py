@@ -329,10 +329,19 @@ class PgServer:
         """
         return self.psql(f"SELECT pg_terminate_backend({int(backend_pid)}, 5000)") == "t"
 
-    def create_database(self, name: str, template: str | None = None) -> str:
-        """Create a database (from ``template``, if given); returns its URL."""
+    def create_database(self, name: str, template: str | None = None,
+                        encoding: str | None = None) -> str:
+        """Create a database (from ``template``, if given); returns its URL.
+
+        ``encoding="SQL_ASCII"`` makes what ``initdb --no-locale`` gives every database
+        (C collation, from ``template0``): text is stored as the client's bytes.
+        """
         _check_name(name)
         clause = f" TEMPLATE {_check_name(template)}" if template else ""
+        if encoding is not None:
+            if template is not None or not re.fullmatch(r"[A-Z0-9_]+", encoding):
+                raise ValueError(f"encoding {encoding!r}: a plain name, without template")
+            clause = f" ENCODING '{encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
         if template and self.major() >= 15:
             # copy the files, not WAL-log every block: 3x faster for a small template
             clause += " STRATEGY FILE_COPY"
@@ -367,14 +376,16 @@ class PgServer:
                 if attempt == 2:
                     raise
 
-    def make_template(self, name: str, setup: Callable[[str], None] | None = None) -> str:
-        """Create database ``name``, let ``setup(url)`` fill it, and freeze it as a template.
+    def make_template(self, name: str, setup: Callable[[str], None] | None = None,
+                      encoding: str | None = None) -> str:
+        """Create database ``name`` (in ``encoding``, if given: see
+        :meth:`create_database`), let ``setup(url)`` fill it, and freeze it as a template.
 
         ``CREATE DATABASE … TEMPLATE`` copies files, so one migration run serves
         every test. A template must have no open session when it is copied: the
         sessions ``setup`` left open are cut, and new ones are refused.
         """
-        self.create_database(name)
+        self.create_database(name, encoding=encoding)
         if setup is not None:
             setup(self.url_for(name))
         self.psql(f"ALTER DATABASE {name} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false;\n"

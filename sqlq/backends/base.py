@@ -30,6 +30,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
+from ..errors import DatabaseError
 from .group import Batch, GroupCommit
 
 if TYPE_CHECKING:
@@ -250,8 +251,12 @@ def open_backend(location: str, *, durability: Durability = "full", init: bool =
     if is_url(location):
         if vfs is not None or driver is not None:
             raise ValueError("vfs and driver apply to SQLite files only")
-        from .postgres import PostgresBackend
-
+        try:
+            from .postgres import PostgresBackend
+        except ImportError as e:
+            if (e.name or "psycopg").partition(".")[0] not in ("psycopg", "psycopg_binary"):
+                raise  # not the driver: sqlq's own bug
+            raise _missing_driver(e) from e
         backend: Backend = PostgresBackend(location, durability=durability, init=init,
                                            clock=clock)
         return backend
@@ -259,6 +264,14 @@ def open_backend(location: str, *, durability: Durability = "full", init: bool =
 
     return SQLiteBackend(location, durability=durability, init=init, clock=clock, vfs=vfs,
                          driver=driver)
+
+
+def _missing_driver(error: ImportError) -> DatabaseError:
+    """A one-line error naming the extra to install, for psycopg missing (or unusable:
+    psycopg without its binary and no libpq on the machine)."""
+    why = (str(error).strip().splitlines() or ["no psycopg"])[0].rstrip(".")
+    return DatabaseError(f"a postgresql:// database needs psycopg 3 ({why}): "
+                         "pip install 'sqlq-jobs[postgres]'")
 
 
 URL_SCHEMES = ("postgresql://", "postgres://")

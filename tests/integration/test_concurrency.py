@@ -25,6 +25,7 @@ print(" ".join(map(str, got)))
 """
 
 
+@pytest.mark.sql_ascii
 def test_four_processes_drain_5000_jobs_exactly_once(db_url: str) -> None:
     shares = drain_exactly_once(db_url, DRAINER, 5000)
     print(f"\nshares of 5000 jobs across 4 processes: {shares}")
@@ -44,6 +45,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.sql_ascii  # F8: a dead holder's token read back as bytes
 def test_sigkilled_holder_gives_job_back_within_a_second(db_url: str) -> None:
     with Queue(db_url) as q:
         jid = q.put(b"precious", ttr=60)
@@ -59,6 +61,7 @@ def test_sigkilled_holder_gives_job_back_within_a_second(db_url: str) -> None:
         assert job.reserves == 2
 
 
+@pytest.mark.sql_ascii  # F8: a dead holder's token read back as bytes
 def test_blocked_reserver_notices_a_holder_dying(db_url: str) -> None:
     """The waiter is already asleep when the holder dies: the owner file's close wakes it."""
     with Queue(db_url) as q:
@@ -82,6 +85,7 @@ def test_blocked_reserver_notices_a_holder_dying(db_url: str) -> None:
         waiter.wait(5)
 
 
+@pytest.mark.sql_ascii
 def test_live_holder_keeps_its_job(db_url: str) -> None:
     with Queue(db_url) as q:
         q.put(b"x")

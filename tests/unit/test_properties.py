@@ -25,7 +25,7 @@ from hypothesis.stateful import (
 
 import sqlq
 from sqlq import Queue
-from tests.conftest import FakeClock
+from tests.conftest import PG_TEMPLATES, FakeClock, is_postgres
 
 pytestmark = pytest.mark.sqlite3_driver
 
@@ -263,9 +263,9 @@ class QueueMachine(RuleBasedStateMachine):
 
 def test_queue_follows_the_model(backend: str, request: pytest.FixtureRequest) -> None:
     """The state machine, on a fresh database per example, on each backend."""
-    if backend == "postgres":
+    if is_postgres(backend):
         server = request.getfixturevalue("pg_server")
-        template = request.getfixturevalue("pg_template")
+        template = request.getfixturevalue(PG_TEMPLATES[backend])
 
         def fresh_db() -> tuple[str, Callable[[], None]]:
             name, url = server.clone(template)

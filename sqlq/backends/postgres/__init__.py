@@ -150,7 +150,7 @@ class PostgresBackend(Backend):
             else:
                 pid, database, seconds, state, query = oldest
                 report["oldest-transaction"] = (f"{seconds:.1f} s, pid {pid} on {database}, "
-                                                f"{state}: {query}")
+                                                f"{state}: {query.decode(errors='replace')}")
             return report
 
         return self.db.read(look)

@@ -463,9 +463,12 @@ SELECT relname, n_live_tup, n_dead_tup,
 -- name: oldest_transaction
 -- The longest-open transaction on the server, anywhere: its snapshot keeps every
 -- row deleted since from being vacuumed, and claims walk them (measured: 62 ms
--- claims behind one old snapshot instead of 0.7 ms).
+-- claims behind one old snapshot instead of 0.7 ms). The query's text as bytes (the
+-- caller decodes): in a SQL_ASCII database left() counts bytes and may cut a UTF-8
+-- character, and another database's session may have sent text in any encoding;
+-- as text either one fails the whole report ("invalid byte sequence").
 SELECT pid, datname, extract(epoch FROM now() - xact_start)::float8, state,
-       left(query, 80)
+       convert_to(left(query, 80), 'SQL_ASCII')
   FROM pg_stat_activity
  WHERE xact_start IS NOT NULL AND pid <> pg_backend_pid()
  ORDER BY xact_start LIMIT 1;
