@@ -26,13 +26,13 @@ from ..migrations import load
 T = TypeVar("T")
 
 #: libpq options every sqlq connection uses. Keepalives bound how long a vanished
-#: host (no TCP reset) keeps its session, and so its owner lock: about 25 s. UTF8:
-#: on a SQL_ASCII database (``initdb --no-locale``) psycopg would return text as bytes
-#: (tubes, owner tokens, bury reasons); the server takes any client encoding there.
+#: host (no TCP reset) keeps its session, and so its owner lock: about 25 s.
 CONNECT_OPTIONS: dict[str, Any] = {
+    # Text as str on a SQL_ASCII database too (initdb --no-locale), where psycopg would
+    # return bytes; the server takes any client encoding there (issue 22, F8).
+    "client_encoding": "UTF8",
     "application_name": "sqlq", "connect_timeout": 10, "keepalives": 1,
     "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
-    "client_encoding": "UTF8",
 }
 #: How long a write keeps retrying a serialization failure or deadlock.
 RETRY_FOR_S = 60.0
