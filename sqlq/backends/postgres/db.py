@@ -27,15 +27,13 @@ T = TypeVar("T")
 
 #: libpq options every sqlq connection uses. Keepalives and the TCP user timeout bound
 #: how long this side takes to notice a vanished server (no TCP reset): about 25 s.
-#: UTF8: on a SQL_ASCII database (``initdb --no-locale``) psycopg would return text as
-#: bytes (tubes, owner tokens, bury reasons); the server takes any client encoding there.
 CONNECT_OPTIONS: dict[str, Any] = {
     # Text as str on a SQL_ASCII database too (initdb --no-locale), where psycopg would
     # return bytes; the server takes any client encoding there (issue 22, F8).
     "client_encoding": "UTF8",
     "application_name": "sqlq", "connect_timeout": 10, "keepalives": 1,
     "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
-    "tcp_user_timeout": 25_000, "client_encoding": "UTF8",
+    "tcp_user_timeout": 25_000,
 }
 #: What every sqlq session sets on the server, whatever the database's defaults:
 #: a session is never ended for being idle (idle_session_timeout, PostgreSQL 14 and
