@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from . import results
 from .asyncwait import Waiter, Waiters
 from .backends import Events
-from .errors import Error, JobLost, JobNotFound, Timeout
+from .errors import Disconnected, Error, JobLost, JobNotFound, Timeout
 from .model import (
     DEFAULT_PRIORITY,
     DEFAULT_TTR,
@@ -306,10 +306,16 @@ class AsyncQueue:
         sync_delete = delete.sync if isinstance(delete, AsyncJob) else delete
 
         def first() -> tuple[Job | None, Any, str | None]:
-            job = q.reserve(tubes, 0, delete=sync_delete, detach=detach)
+            try:
+                job = q.reserve(tubes, 0, delete=sync_delete, detach=detach)
+            except Disconnected:
+                if sync_delete is not None or timeout == 0:
+                    raise
+                job = None  # waited through, as Queue.reserve does
             if job is not None or timeout == 0:
                 return job, None, None
-            return None, q._tubes_param(tubes), None if detach else q.backend.owner_token()
+            # "": a token the looks fetch (and the backend confirms) each time
+            return None, q._tubes_param(tubes), None if detach else ""
 
         job, tubes_param, owner = await self._call(first, claims=True, pokes=delete is not None)
         if job is None and timeout != 0:
@@ -329,10 +335,15 @@ class AsyncQueue:
         sync_delete = _sync_jobs(delete)
 
         def first() -> tuple[list[Job], Any, str | None]:
-            jobs = q.reserve_many(n, tubes, 0, delete=sync_delete)
+            try:
+                jobs = q.reserve_many(n, tubes, 0, delete=sync_delete)
+            except Disconnected:
+                if sync_delete or timeout == 0:
+                    raise
+                jobs = []  # waited through, as Queue.reserve_many does
             if jobs or timeout == 0:
                 return jobs, None, None
-            return [], q._tubes_param(tubes), q.backend.owner_token()
+            return [], q._tubes_param(tubes), ""
 
         jobs, tubes_param, owner = await self._call(first, claims=True,
                                                     pokes=delete is not None)
@@ -340,7 +351,7 @@ class AsyncQueue:
             count = check_batch_size(n)
             key = ("reserve_many", count, tuple(check_tubes(tubes)), owner)
             jobs = await self._waiting.wait(Waiter(
-                key, lambda events: q._look_and_claim_many(tubes_param, owner, count, events),
+                key, lambda events: q._look_and_claim_many(tubes_param, count, events),
                 lambda: q._due(tubes_param)), deadline) or []
         return [AsyncJob(self, job) for job in jobs]
 

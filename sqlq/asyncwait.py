@@ -19,15 +19,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 from .backends import Events, Notifier
-from .errors import Error, JobLost, JobNotFound
+from .errors import Disconnected, Error, JobLost, JobNotFound
 from .model import Job
-from .waiting import Pacer
+from .waiting import RETRY_FIRST_S, RETRY_MAX_S, Pacer
 
 if TYPE_CHECKING:
     from .asyncq import AsyncQueue
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 #: The dispatcher looks by itself at least this often, whatever it heard (a lost
 #: PostgreSQL notification costs this much at most, as in the synchronous loop).
 MAX_SLEEP = 10.0
+log = logging.getLogger("sqlq")
 #: How often waiters look when the notifier has no descriptor (the polling fallback).
 POLL_INTERVAL = 0.05
 
@@ -64,6 +66,10 @@ class Waiters:
         self._wake: asyncio.Event | None = None
         self._events = Events()
         self._closed = False
+        #: Whether the last pass's looks met a lost connection, and the pause before the
+        #: next look while they do (RETRY_FIRST_S: none met).
+        self._outage = False
+        self._retry = RETRY_FIRST_S
 
     def __len__(self) -> int:
         return len(self._waiters)
@@ -204,6 +210,13 @@ class Waiters:
                 break
             wait = pacer.after_look(events, None, due_ms, now_ms)
             wait = MAX_SLEEP if wait is None else min(wait, MAX_SLEEP)
+            if self._outage:
+                wait = min(wait, self._retry)
+                self._retry = min(self._retry * 2, RETRY_MAX_S)
+                self._events.commit = self._events.owner = True  # anything may have happened
+            elif self._retry != RETRY_FIRST_S:
+                log.warning("the database is back; waiting goes on")
+                self._retry = RETRY_FIRST_S
             if polling:
                 wait = min(wait, POLL_INTERVAL)
             if wait > 0 and not wake.is_set():
@@ -218,6 +231,7 @@ class Waiters:
         """One pass over the waiters, in this AsyncQueue's thread: each distinct request
         looks once; returns what was found, the earliest due time and the clock."""
         q = self._aq.queue
+        self._outage = False
         found: list[tuple[Waiter, Any, BaseException | None]] = []
         empty: set[Hashable] = set()
         due_ms: int | None = None
@@ -226,6 +240,14 @@ class Waiters:
                 continue
             try:
                 value = waiter.look(events)
+            except Disconnected as exc:
+                # As the blocking loop does (waiting.py): an outage is waited through
+                # as an empty queue is, each waiter up to its deadline.
+                if not self._outage and self._retry == RETRY_FIRST_S:
+                    log.warning("%s; waiting for the database to come back", exc)
+                self._outage = True
+                empty.add(waiter.key)
+                continue
             except Exception as exc:  # noqa: BLE001 - the waiter raises it (JobBuried...)
                 found.append((waiter, None, exc))
                 continue

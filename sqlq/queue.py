@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
@@ -126,7 +125,6 @@ class Queue:
         # consume each other's events.
         self._notifiers = _PerThread()
         self._all_notifiers: list[Notifier] = []
-        self._counts: Counter[tuple[str, str]] = Counter()  # (counter, tube), since opened
         self._closed = False
         self._tubes_cache: dict[object, Any] = {}
         self._lock_wait: float | None = None
@@ -235,7 +233,6 @@ class Queue:
         job_id = self._backend.write_shared(lambda c: store.insert_job(
             c, clock(), tube, priority, delay_ms, ttr_ms, body, unique_key),
             single=unique_key is None, batch=batch)
-        self._counts["total-jobs", tube] += 1
         return job_id
 
     def _insert_puts(self, conn: Conn, puts: list[tuple[str, int, int, int, bytes]]
@@ -268,10 +265,8 @@ class Queue:
         checked = [check_body(b, self.max_job_size) for b in items]
         check_tube(tube)
         delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
-        ids = self._backend.write_shared(lambda c: self._store.insert_jobs(
+        return self._backend.write_shared(lambda c: self._store.insert_jobs(
             c, self._clock(), tube, priority, delay_ms, ttr_ms, checked))
-        self._counts["total-jobs", tube] += len(ids)
-        return ids
 
     # -- reserve -----------------------------------------------------------------------------
 
@@ -286,8 +281,14 @@ class Queue:
         after this Queue closes or the process exits (``sqlq reserve`` hands the job
         to a shell script and exits at once).
 
+        A database server that goes away (a restart) is waited for as an empty queue
+        is, up to ``timeout`` (a warning is logged); jobs this process holds stay its.
+
         Raises:
             JobLost: ``delete=job`` and that job's lease was lost (nothing is claimed).
+            Disconnected: the connection was lost with ``timeout=0``, or with
+                ``delete=job`` in flight (that delete may have committed:
+                ``job.delete()`` again deletes it, or raises JobLost if it is gone).
             InvalidTube: a name in ``tubes`` is not a valid tube name.
             TypeError: ``tubes``, ``timeout``, ``delete`` or ``detach`` has the wrong type.
 
@@ -303,20 +304,13 @@ class Queue:
             raise TypeError(f"delete must be a reserved Job or None, not {type(delete).__name__}")
         if detach.__class__ is not bool:
             raise TypeError(f"detach must be a bool, not {type(detach).__name__}")
-        owner = None if detach else ""  # "": a token the wait's looks fetch again
-        try:
-            owner = None if detach else self._backend.owner_token()
-            job = self._claim(tubes_param, owner, delete)
-            if job is None and self._reap_dead_owners():
-                job = self._claim(tubes_param, owner, None)
-        except Disconnected:
-            if delete is not None or timeout == 0:
-                raise  # whether the delete committed is for the caller to find out
-            job = None  # a blocking reserve waits through the outage (waiting.py)
+        job = self._claim_first(
+            lambda owner, first: self._claim(tubes_param, owner, delete if first else None),
+            detach, delete is not None, timeout)
         if job is not None or timeout == 0:
             self._stop_lingering()
             return job
-        return self._wait_and_claim(tubes_param, owner, deadline)
+        return self._wait_and_claim(tubes_param, None if detach else "", deadline)
 
     def try_reserve(self, tubes: str | Sequence[str] | None = None) -> Job | None:
         """One non-blocking claim attempt (for event loops: see ``notifier``)."""
@@ -362,23 +356,35 @@ class Queue:
         tubes_param = self._tubes_param(tubes)
         deadline = timeout_deadline(timeout)
         done = [] if delete is None else self._reserved_jobs(delete, "delete")
-        owner = ""  # a token the wait's looks fetch again
-        try:
-            owner = self._backend.owner_token()
-            jobs = self._claim_many(tubes_param, owner, count, done)
-            if not jobs and self._reap_dead_owners():
-                jobs = self._claim_many(tubes_param, owner, count, [])
-        except Disconnected:
-            if done or timeout == 0:
-                raise  # whether the deletes committed is for the caller to find out
-            jobs = []  # a blocking reserve waits through the outage (waiting.py)
+        jobs = self._claim_first(
+            lambda owner, first: self._claim_many(tubes_param, owner, count,
+                                                  done if first else []) or None,
+            False, bool(done), timeout) or []
         if jobs or timeout == 0:
             self._stop_lingering()
             return jobs
-        found = self._wait(lambda events: self._look_and_claim_many(tubes_param, owner, count,
-                                                                    events),
+        found = self._wait(lambda events: self._look_and_claim_many(tubes_param, count, events),
                            deadline, lambda: self._due(tubes_param), linger=True)
         return found or []
+
+    def _claim_first(self, claim: Callable[[str | None, bool], _T | None], detach: bool,
+                     acking: bool, timeout: float | None) -> _T | None:
+        """A reserve's claim before it waits: ``claim(owner, True)`` (with the jobs to
+        acknowledge), then, if it found nothing and dead holders' jobs came back,
+        ``claim(owner, False)``. A lost connection (Disconnected) is raised when
+        acknowledgements were in flight (whether they committed is for the caller to
+        find out) or the reserve must not wait; else None: the wait's looks go on
+        through the outage (waiting.py)."""
+        try:
+            owner = None if detach else self._backend.owner_token()
+            found = claim(owner, True)
+            if found is None and self._reap_dead_owners():
+                found = claim(owner, False)
+            return found
+        except Disconnected:
+            if acking or timeout == 0:
+                raise
+            return None
 
     def delete_many(self, jobs: Iterable[Job]) -> None:
         """Delete reserved jobs (``reserve``'s or ``reserve_many``'s) in one commit.
@@ -434,12 +440,10 @@ class Queue:
     def _deleted(self, done: list[Job], lost: list[tuple[int, int]], claimed: bool) -> None:
         """Mark a batch's deleted handles; raise JobLost for the lost ones (committed)."""
         stale = set(lost)
-        counts = self._counts
         kept = 0
         for job in done:
             if not stale or (job.id, job.lease) not in stale:
                 job.state = "deleted"
-                counts["cmd-delete", job.tube] += 1
                 kept += 1
         if lost:
             ids = list(dict.fromkeys(job_id for job_id, _ in lost))
@@ -464,7 +468,7 @@ class Queue:
         self._deleted(done, lost, claimed=True)
         return [Job.from_claim(self, row) for row in rows]
 
-    def _look_and_claim_many(self, tubes_param: Any, owner: str | None, n: int,
+    def _look_and_claim_many(self, tubes_param: Any, n: int,
                              events: Events) -> list[Job] | None:
         """One look of a waiting reserve_many: _look_and_claim's, for up to n jobs."""
         owner = self._backend.owner_token()  # confirmed again (a session may have been lost)
@@ -494,7 +498,6 @@ class Queue:
             lease = delete._require_lease()
             row = self._backend.write(claim, single=store.ONE_STATEMENT_CLAIM)
             delete.state = "deleted"
-            self._counts["cmd-delete", delete.tube] += 1
         return None if row is None else Job.from_claim(self, row)
 
     def _wait_and_claim(self, tubes_param: Any, owner: str | None,
@@ -650,18 +653,17 @@ class Queue:
             return self._store.delete(c, self._clock(), job_id, lease)
 
         try:
-            tube = self._backend.write_shared(delete, single=True)
+            self._backend.write_shared(delete, single=True)
         except Disconnected:
             # Cut off by a lost connection, it may have committed: once more on a new
             # connection, and a job now missing was deleted (an acknowledgement is
             # never left undone by a server restart, nor reported failed when done).
             try:
-                tube = self._backend.write_shared(delete, single=True)
+                self._backend.write_shared(delete, single=True)
             except (JobLost, JobNotFound):
                 if self.peek(job_id) is None:
                     return
                 raise
-        self._counts["cmd-delete", tube] += 1
 
     def release(self, job_id: int, *, priority: int | None = None, delay: float = 0,
                 lease: int | None = None) -> None:
@@ -764,7 +766,6 @@ class Queue:
         check_tube(tube)
         pause_ms = seconds_to_ms(seconds, "seconds")
         self._backend.write(lambda c: self._store.pause_tube(c, self._clock(), tube, pause_ms))
-        self._counts["cmd-pause-tube", tube] += 1
 
     # -- results and fan-out (logic in results.py, topics.py) --------------------------------
 
@@ -783,9 +784,7 @@ class Queue:
         check_job_id(job_id)
         check_lease(lease)
         data = check_body(result, self.max_job_size, "result")
-        tube = results.complete(self._backend, self._clock, job_id, data, lease,
-                                self.result_ttl_ms)
-        self._counts["cmd-delete", tube] += 1
+        results.complete(self._backend, self._clock, job_id, data, lease, self.result_ttl_ms)
 
     def result(self, job_id: int, timeout: float | None = None) -> bytes:
         """Wait for a job's result and return it; it can be read again until it expires.
@@ -857,8 +856,6 @@ class Queue:
         delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
         put = topics.publish(self._backend, self._clock, topic, data, priority=priority,
                              delay_ms=delay_ms, ttr_ms=ttr_ms, unique_key=unique_key)
-        for tube, _ in put:
-            self._counts["total-jobs", tube] += 1
         return [job_id for _, job_id in put]
 
     # -- observers ---------------------------------------------------------------------------
@@ -931,7 +928,7 @@ class Queue:
             >>> q.stats_tube("emails")["current-jobs-ready"]
             0
         """
-        return stats.tube_stats(self._backend, self._clock(), tube, self._counts)
+        return stats.tube_stats(self._backend, self._clock(), tube)
 
     def stats_job(self, job_id: int) -> dict[str, Any]:
         """One job's record with beanstalkd's keys (times in whole seconds).

@@ -10,7 +10,6 @@ deleted or paused (SQLite migration 0009, PostgreSQL 0010), as is
 from __future__ import annotations
 
 import os
-from collections import Counter
 from typing import Any
 
 from . import __version__
@@ -49,14 +48,12 @@ def file_stats(backend: Backend, now: int, max_job_size: int) -> dict[str, Any]:
     }
 
 
-def tube_stats(backend: Backend, now: int, tube: str,
-               counts_here: Counter[tuple[str, str]]) -> dict[str, Any]:
+def tube_stats(backend: Backend, now: int, tube: str) -> dict[str, Any]:
     """One tube's counters; a valid name with no jobs has all-zero counters.
 
     Not JobNotFound for an empty tube: a monitor reading a tube's counters must not
     fail because a worker just drained it, and a missing tube is not a missing job.
     (The beanstalkd server keeps the protocol's NOT_FOUND for tubes it does not know.)
-    ``counts_here`` is not read: a tube's totals are the database's.
     """
     return tube_doc(read_tube(backend, now, tube), now, tube)
 

@@ -112,13 +112,15 @@ def wait_for(notifier: Notifier, look: Callable[[Events], T | None], deadline: f
             due_ms = None if due is None or found is not None else due()
         except Disconnected as e:
             # The server restarted or dropped us: a look is safe to make again (a claim
-            # cut off may have committed; its job comes back: db.ClaimLedger). Until
-            # the deadline, and for ever without one, as a worker expects.
-            if deadline is not None and time.monotonic() + retry >= deadline:
-                raise
+            # cut off may have committed; its job comes back: db.ClaimLedger). An
+            # outage is waited through as an empty queue is, up to the deadline (then
+            # None, as for a timeout), logged once.
             if retry == RETRY_FIRST_S:
                 log.warning("%s; waiting for the database to come back", e)
-            time.sleep(retry)
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            time.sleep(retry if left is None else min(retry, left))
             retry = min(retry * 2, RETRY_MAX_S)
             events = Events(commit=True, owner=True)  # anything may have happened meanwhile
             continue

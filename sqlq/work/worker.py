@@ -204,8 +204,8 @@ class Worker:
             return []
         except Disconnected as exc:
             if not acks:
-                # A claim alone waits through an outage inside reserve, but only up to
-                # its timeout (IDLE_CHECK), then raises: the loop claims again.
+                # A claim that may not wait (timeout 0, --burst) raises it; one that
+                # may waits through the outage inside reserve. The loop claims again.
                 log.warning("%s; claiming again", exc)
                 return []
             # The database went away with the acknowledgements in flight: make each
@@ -217,12 +217,15 @@ class Worker:
         return jobs
 
     def _ack_each(self, acks: list[Done]) -> None:
+        """Acknowledge each job again after a commit of them all was cut off: a job
+        already gone was deleted (most likely by that commit), not lost."""
         lost = []
         for done in acks:
             try:
                 done.job.delete()
             except JobLost:
-                lost.append(done.job.id)
+                if self.queue.peek(done.job.id) is not None:
+                    lost.append(done.job.id)
         self._acked(acks, lost)
 
     def _ack(self) -> None:

@@ -272,3 +272,35 @@ def test_a_worker_started_while_the_server_is_down_runs_jobs_once_it_is_back(
         worker.terminate()
         _, err = worker.communicate(timeout=60)
     assert "waiting for the database server" in err
+
+
+def test_an_async_reserve_waits_through_a_restart(pg_server: PgServer, pg_url: str) -> None:
+    """AsyncQueue's waiters go on as Queue's do: no Disconnected, the job put after."""
+    import asyncio
+
+    async def main() -> Any:
+        async with sqlq.AsyncQueue(pg_url) as aq:
+            waiter = asyncio.ensure_future(aq.reserve("t", timeout=None))
+            await asyncio.sleep(0.5)
+            await asyncio.to_thread(pg_server.restart, "immediate")
+            with sqlq.Queue(pg_url) as producer:
+                jid = producer.put(b"after", tube="t")
+            job = await asyncio.wait_for(waiter, 60)
+            await job.delete()
+            return job.id == jid
+
+    assert asyncio.run(main())
+
+
+def test_a_timed_reserve_during_an_outage_times_out(pg_server: PgServer, pg_url: str) -> None:
+    """An outage is waited through as an empty queue is: None at the timeout."""
+    with sqlq.Queue(pg_url) as q:
+        q.put(b"x", tube="other")  # the queue is made; then the server goes away
+        pg_server.stop("immediate")
+        try:
+            started = time.monotonic()
+            assert q.reserve("t", timeout=1) is None
+            assert time.monotonic() - started < 1 + 60 + SLACK  # a look may retry its connect
+        finally:
+            pg_server.start()
+        assert q.reserve("other", timeout=10) is not None
