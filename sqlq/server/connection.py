@@ -30,11 +30,11 @@ HIGH_WATER = 1 << 20
 """Stop reading a client's commands while this many reply bytes wait for it."""
 TURN = 0.002
 """Seconds of commands a connection runs in one turn of the loop (at least one command);
-what is left of its pipeline goes on in the next round, after the other connections'
-turns: a client pipelining slow commands (``stats`` on a big file) cannot hold the
-others up for longer than one command plus a turn. Time rather than a count, so that
-a pipeline of cheap puts still shares a round's one commit (batch.py) a hundred at a
-time."""
+while other connections wait (Loop.others_waiting), what is left of its pipeline goes
+on in the next round, after their turns: a client pipelining slow commands (``stats``
+on a big file) cannot hold the others up for longer than one command plus a turn. Time
+rather than a count, so that a pipeline of cheap puts still shares a round's one commit
+(batch.py) a hundred at a time."""
 
 
 class Held:
@@ -157,9 +157,11 @@ class Conn:
                 else:
                     commands.dispatch(self, line)
                     if self.inbuf and time.monotonic() >= turn_end:
-                        self.queued = True
-                        self.server.loop.again(self._next_turn)
-                        return
+                        if self.server.loop.others_waiting(self.sock.fileno()):
+                            self.queued = True
+                            self.server.loop.again(self._next_turn)
+                            return
+                        turn_end = time.monotonic() + TURN
         if self.eof and not (self.waiting or self.blocked or self.closed):
             self.close_after_flush()
 

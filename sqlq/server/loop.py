@@ -145,6 +145,17 @@ class Loop:
         a connection that used up its turn goes on once the others had theirs."""
         self._again.append(fn)
 
+    def others_waiting(self, fd: int) -> bool:
+        """Whether anything but ``fd`` waits to be served: files left in this round,
+        calls put off, or another file ready now (a poll that does not wait). A
+        connection yields its turn only then: alone, it keeps its pipeline in one
+        round, and so in one commit (batch.py)."""
+        if self.pending or self._again:
+            return True
+        if self._epoll is None:
+            return True  # no cheap look: yield, as fairness asks
+        return any(ready != fd for ready, _ in self._epoll.poll(0))
+
     def call_soon_threadsafe(self, fn: Callable[[], None]) -> None:
         self._calls.append(fn)
         self._wake()

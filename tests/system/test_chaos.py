@@ -371,15 +371,21 @@ def test_checker_finds_lost_jobs_duplicates_and_bad_leases(tmp_path: Path) -> No
     assert any("not the one it reserved" in p for p in verdict.problems), verdict.problems
 
 
-def test_checker_finds_a_job_taken_from_a_live_holder(tmp_path: Path) -> None:
-    """Reserved again before the holder's deadline, while it lived and held on: stolen.
-    After its kill, after its deadline, or after it released the job: fine."""
+def _four_jobs(tmp_path: Path) -> tuple[Path, list[int], Path]:
+    """A file with four jobs put by producer p1 (bodies p1-0 .. p1-3), and a log folder."""
     db = tmp_path / "c.db"
     with sqlq.Queue(str(db), durability="normal") as q:
         ids = q.put_many([b"p1-%d" % i for i in range(4)], tube="chaos-a")
-    stolen, after_kill, after_deadline, released = ids
     logs = tmp_path / "logs"
     logs.mkdir()
+    return db, ids, logs
+
+
+def test_checker_finds_a_job_taken_from_a_live_holder(tmp_path: Path) -> None:
+    """Reserved again before the holder's deadline, while it lived and held on: stolen.
+    After its kill, after its deadline, or after it released the job: fine."""
+    db, ids, logs = _four_jobs(tmp_path)
+    stolen, after_kill, after_deadline, released = ids
     (logs / "a.log").write_text(
         f"R {stolen} 1 p1-0 5000 1000\nR {after_deadline} 2 p1-2 5000 1000\n"
         f"R {released} 3 p1-3 5000 1000\nX {released} 3\n")
@@ -449,12 +455,8 @@ def test_checker_excuses_only_what_an_immediate_restart_may_undo(tmp_path: Path)
 
 
 def test_checker_measures_how_soon_a_killed_holders_jobs_run_elsewhere(tmp_path: Path) -> None:
-    db = tmp_path / "c.db"
-    with sqlq.Queue(str(db), durability="normal") as q:
-        ids = q.put_many([b"p1-%d" % i for i in range(4)], tube="chaos-a")
+    db, ids, logs = _four_jobs(tmp_path)
     held, expired, finished, late = ids
-    logs = tmp_path / "logs"
-    logs.mkdir()
     (logs / "k.log").write_text(
         f"R {held} 1 p1-0 5000 900\nR {expired} 2 p1-1 950 900\n"
         f"R {finished} 3 p1-2 5000 900\nD {finished} 3\nC {finished} 3 950\n"
