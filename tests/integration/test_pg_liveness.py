@@ -304,3 +304,18 @@ def test_a_timed_reserve_during_an_outage_times_out(pg_server: PgServer, pg_url:
         finally:
             pg_server.start()
         assert q.reserve("other", timeout=10) is not None
+
+
+def test_rows_of_holders_long_gone_are_forgotten(pg_url: str) -> None:
+    """A holder that died holding nothing leaves its row; the next process to reserve
+    removes rows silent for an hour whose lock nobody holds, and only those."""
+    with sqlq.Queue(pg_url) as q:
+        q.reserve("t", timeout=0)  # registers this process
+        conn: Any = q.backend.db._conn  # type: ignore[attr-defined]
+        conn.execute("INSERT INTO sqlq_owners (token, host, pid, place, seen_at) VALUES"
+                     " ('gone-1-x', 'h', 1, '', now() - interval '2 hours'),"
+                     " ('recent-1-x', 'h', 1, '', now() - interval '5 minutes')")
+        with sqlq.Queue(pg_url) as other:
+            other.reserve("t", timeout=0)
+        tokens = {r[0] for r in conn.execute("SELECT token FROM sqlq_owners")}
+    assert "gone-1-x" not in tokens and "recent-1-x" in tokens

@@ -131,6 +131,10 @@ class Holder:
                     raise Disconnected(f"{self._location}: closed")
                 time.sleep(0.02)
             self._store.register_owner(conn, self.token, self.host, self.pid, self.place)
+            if self._conn is None:
+                # Once a process: rows of holders gone long ago that held nothing when
+                # they died (a reaper forgets those it gives jobs back for).
+                self._store.forget_silent_owners(conn)
         except psycopg.Error as e:  # the new session went at once (a restart): Disconnected
             error = translate(self._location, e, conn)
             conn.close()
