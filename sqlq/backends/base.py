@@ -29,6 +29,7 @@ import contextlib
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import DatabaseError
 from .group import Batch, GroupCommit
@@ -286,6 +287,16 @@ def exists(location: str) -> bool:
     """False only for a file path with no file (a typo in ``--db``); a server URL is
     checked when it is connected to."""
     return is_url(location) or os.path.exists(location)
+
+
+def redact(location: str) -> str:
+    """The location without a URL's password, for messages and logs."""
+    parts = urlsplit(location)
+    if parts.password is None:
+        return location
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}" if user else netloc))
 
 
 def identity(location: str) -> str:

@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 from types import FrameType
 
-from ..backends import is_url
+from ..backends import is_url, redact
 from .command import WorkConfig
 from .shell import REPORT_FD_ENV
 
@@ -104,7 +104,7 @@ class Supervisor:
         handlers = {sig: signal.signal(sig, handler) for sig, handler in (
             (signal.SIGTERM, self._on_stop), (signal.SIGINT, self._on_stop),
             (signal.SIGCHLD, self._on_child))}
-        where = self.db if is_url(self.db) else os.path.abspath(self.db)
+        where = redact(self.db) if is_url(self.db) else os.path.abspath(self.db)
         log.info("supervisor %d: %d workers on %s", os.getpid(), len(self.slots), where,
                  extra={"pid": os.getpid()})
         os.set_blocking(self._report_r, False)

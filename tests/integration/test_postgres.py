@@ -280,3 +280,15 @@ def test_maintain_names_a_long_open_transaction_and_vacuums(pg_server: PgServer,
         assert report["sqlq_jobs-dead-rows"] >= 200  # the old snapshot may still see them
     report = json.loads(_sqlq(pg_url, "maintain", "--json").stdout)
     assert report["oldest-transaction"] is None or f"pid {pid}" not in report["oldest-transaction"]
+
+
+def test_sqlq_work_never_logs_a_password(pg_url: str) -> None:
+    """The supervisor's and the worker's first lines name the database without it."""
+    url = pg_url.replace("postgresql://postgres@", "postgresql://postgres:s3cret@")
+    assert "s3cret" in url  # trust authentication: any password is taken
+    run = subprocess.run([sys.executable, "-m", "sqlq", "--db", url, "work", "--tube", "t",
+                          "--burst", "--", "true"], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert run.returncode == 0, run.stderr
+    assert "workers on postgresql://postgres:***@" in run.stderr
+    assert "s3cret" not in run.stderr + run.stdout

@@ -14,13 +14,12 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
 
 from ...errors import DatabaseError, Disconnected, Error, Locked, SchemaError
-from ..base import Durability
+from ..base import Durability, redact
 from ..migrations import load
 
 T = TypeVar("T")
@@ -59,16 +58,6 @@ CREATE TABLE IF NOT EXISTS sqlq_schema (
     name       text    NOT NULL,
     applied_at bigint  NOT NULL
 )"""
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}" if user else netloc))
 
 
 def translate(location: str, error: psycopg.Error, conn: psycopg.Connection[Any] | None = None
