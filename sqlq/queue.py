@@ -656,14 +656,16 @@ class Queue:
             self._backend.write_shared(delete, single=True)
         except Disconnected:
             # Cut off by a lost connection, it may have committed: once more on a new
-            # connection, and a job now missing was deleted (an acknowledgement is
-            # never left undone by a server restart, nor reported failed when done).
+            # connection, so that a restart never leaves an acknowledgement undone. If
+            # the job is gone then, the first attempt may have deleted it, or another
+            # worker (a lease lost meanwhile): no one can tell, and JobLost says so.
+            cut_off = " (or by this delete's first attempt, cut off by a lost connection)"
             try:
                 self._backend.write_shared(delete, single=True)
-            except (JobLost, JobNotFound):
-                if self.peek(job_id) is None:
-                    return
-                raise
+            except JobLost as e:
+                raise JobLost(f"{e}{cut_off}", job_ids=e.job_ids) from None
+            except JobNotFound as e:
+                raise JobNotFound(f"{e}{cut_off}") from None
 
     def release(self, job_id: int, *, priority: int | None = None, delay: float = 0,
                 lease: int | None = None) -> None:

@@ -217,15 +217,15 @@ class Worker:
         return jobs
 
     def _ack_each(self, acks: list[Done]) -> None:
-        """Acknowledge each job again after a commit of them all was cut off: a job
-        already gone was deleted (most likely by that commit), not lost."""
+        """Acknowledge each job again after a commit of them all was cut off. A job
+        gone by then is logged as lost: that commit may have deleted it, or another
+        worker may have (no one can tell), and "done" must never be said falsely."""
         lost = []
         for done in acks:
             try:
                 done.job.delete()
             except JobLost:
-                if self.queue.peek(done.job.id) is not None:
-                    lost.append(done.job.id)
+                lost.append(done.job.id)
         self._acked(acks, lost)
 
     def _ack(self) -> None:
