@@ -100,3 +100,25 @@ def test_jobs_live_at_the_upgrade_count_as_put(tmp_path: Path) -> None:
         assert q.put(b"x", tube="a") == 5
         q.put(b"y", tube="b")
         assert totals(q, "a")[0] == 3 and totals(q, "b")[0] == 2
+
+
+def test_big_batches_count_their_tube_once_and_leave_the_triggers_on(q: sqlq.Queue) -> None:
+    """A put_many of QUIET_BATCH jobs or more runs with the triggers off and counts its
+    tube itself (SQLite): totals stay exact between single puts and batches of every
+    size, and single puts after a batch are counted by the trigger again."""
+    from sqlq.backends.sqlite.store import QUIET_BATCH
+
+    expected = {"a": 0, "b": 0}
+    for tube, n in [("a", QUIET_BATCH), ("a", 1), ("b", QUIET_BATCH * 2), ("b", 3),
+                    ("a", 5), ("a", QUIET_BATCH + 1), ("b", 1), ("b", QUIET_BATCH)]:
+        if n == 1:
+            q.put(b"x", tube=tube)
+        else:
+            q.put_many([b"x"] * n, tube=tube)
+        expected[tube] += n
+        assert {t: totals(q, t)[0] for t in expected} == expected
+    for _ in range(expected["a"]):
+        job = q.reserve("a", timeout=0)
+        assert job is not None
+        job.delete()
+    assert totals(q, "a")[:2] == (expected["a"], expected["a"])

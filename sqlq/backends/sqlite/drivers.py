@@ -14,6 +14,7 @@ busy fairness, durability and wakeup live once, in db.py, for both.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
@@ -213,4 +214,23 @@ class Connection:
         self.conn.close()
 
 
-__all__ = ["DRIVERS", "MIN_SQLITE", "Connection", "Driver", "Rows", "check_version", "get"]
+@contextlib.contextmanager
+def triggers_off(conn: Any) -> Iterator[bool]:
+    """Inside, no trigger fires on conn, if its library can say so (apsw; True), for a
+    batch that does itself what a per-row trigger would (each firing costs a row
+    about 13k instructions: half of what the insert costs). Per connection, not
+    saved in the file; sqlite3_db_config expires conn's prepared statements, which
+    are prepared again at their next use: worth it for batches, not for one row."""
+    if not isinstance(conn, apsw.Connection):
+        yield False
+        return
+    was = conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, -1)  # -1: only asks
+    conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
+    try:
+        yield True
+    finally:
+        conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, was)
+
+
+__all__ = ["DRIVERS", "MIN_SQLITE", "Connection", "Driver", "Rows", "check_version", "get",
+           "triggers_off"]

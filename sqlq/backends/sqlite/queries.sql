@@ -35,6 +35,18 @@ INSERT INTO sqlq_jobs (id, tube, priority, state, delay, delay_until, ttr, body,
 VALUES ((SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0), id) + 1 FROM sqlq_last_id),
         ?, ?, 0, 0, NULL, ?, ?, ?, NULL);
 
+-- name: close_put_run
+-- A put_many made with the triggers off (drivers.triggers_off) does once what
+-- sqlq_count_puts (migration 0009) does for a row: if the latest run of puts was
+-- another tube's, add its length to that tube's total (this statement), and start a
+-- run of this tube at the batch's first id (open_put_run).
+INSERT INTO sqlq_counters (tube, puts)
+SELECT tube, :first - start FROM sqlq_tube_run WHERE tube IS NOT NULL AND tube IS NOT :tube
+ON CONFLICT (tube) DO UPDATE SET puts = puts + excluded.puts;
+
+-- name: open_put_run
+UPDATE sqlq_tube_run SET tube = :tube, start = :first WHERE tube IS NOT :tube;
+
 -- name: insert_job_at
 -- insert_job with the id given: put_many, under the write lock, reads the highest id
 -- issued once (total_jobs) and numbers its rows from there, which spares every row
