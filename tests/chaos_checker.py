@@ -316,10 +316,16 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                                             f"{lease}, not the one it reserved")
         # A worker killed during its last delete (or a prefetching one during the
         # commit that deletes its batch) ends with D lines: each may have committed.
+        # So does one killed after that commit, while it wrote the batch's C (or F)
+        # lines one by one: its log ends with D lines, then some of their C lines.
+        refused_at_end: set[int] = set()  # an F says that delete did not commit
         for rec in reversed(records):
-            if rec[0] != "D":
+            if rec[0] not in ("D", "C", "F"):
                 break
-            dangling.add(int(rec[1]))
+            if rec[0] == "F":
+                refused_at_end.add(int(rec[1]))
+            elif rec[0] == "D" and int(rec[1]) not in refused_at_end:
+                dangling.add(int(rec[1]))
 
     # P lines are read from every log before tags in the file are compared.
     for job_id, tag in in_file.items():

@@ -371,6 +371,25 @@ def test_checker_finds_lost_jobs_duplicates_and_bad_leases(tmp_path: Path) -> No
     assert any("not the one it reserved" in p for p in verdict.problems), verdict.problems
 
 
+def test_checker_counts_a_batch_killed_while_logging_its_deletes_as_uncertain(
+        tmp_path: Path) -> None:
+    """A prefetching worker writes D for each job of a batch, commits, then C for each:
+    killed between two C lines, the batch's jobs without C may be gone (committed),
+    not lost. One refused (F) among them is not excused."""
+    db, ids, logs = _four_jobs(tmp_path)
+    with sqlq.Queue(str(db), durability="normal") as q:
+        for job_id in ids:
+            q.delete(job_id)
+    first, second, refused, never = ids
+    (logs / "p.log").write_text("".join(f"P {j} p1-{i}\n" for i, j in enumerate(ids)))
+    (logs / "w.log").write_text(
+        "".join(f"R {j} {j} p1-{i}\n" for i, j in enumerate(ids[:3]))
+        + f"D {first} {first}\nD {second} {second}\nD {refused} {refused}\n"
+        + f"C {first} {first}\nF {refused} {refused}\n")
+    verdict = chaos_checker.check(db, logs)
+    assert verdict.lost == sorted([refused, never]), verdict
+
+
 def _four_jobs(tmp_path: Path) -> tuple[Path, list[int], Path]:
     """A file with four jobs put by producer p1 (bodies p1-0 .. p1-3), and a log folder."""
     db = tmp_path / "c.db"
