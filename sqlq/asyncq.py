@@ -315,14 +315,14 @@ class AsyncQueue:
             if job is not None or timeout == 0:
                 return job, None, None
             # "": a token the looks fetch (and the backend confirms) each time
-            return None, q._tubes_param(tubes), None if detach else ""
+            return None, q.engine.tubes(tubes), None if detach else ""
 
         job, tubes_param, owner = await self._call(first, claims=True, pokes=delete is not None)
         if job is None and timeout != 0:
             key = ("reserve", tuple(check_tubes(tubes)), owner)
             job = await self._waiting.wait(Waiter(
-                key, lambda events: q._look_and_claim(tubes_param, owner, events),
-                lambda: q._due(tubes_param)), deadline)
+                key, lambda events: q.engine.look(tubes_param, owner, events),
+                lambda: q.engine.due(tubes_param)), deadline)
         return None if job is None else AsyncJob(self, job)
 
     async def reserve_many(self, n: int, tubes: str | Sequence[str] | None = None,
@@ -343,7 +343,7 @@ class AsyncQueue:
                 jobs = []  # waited through, as Queue.reserve_many does
             if jobs or timeout == 0:
                 return jobs, None, None
-            return [], q._tubes_param(tubes), ""
+            return [], q.engine.tubes(tubes), ""
 
         jobs, tubes_param, owner = await self._call(first, claims=True,
                                                     pokes=delete is not None)
@@ -351,8 +351,8 @@ class AsyncQueue:
             count = check_batch_size(n)
             key = ("reserve_many", count, tuple(check_tubes(tubes)), owner)
             jobs = await self._waiting.wait(Waiter(
-                key, lambda events: q._look_and_claim_many(tubes_param, count, events),
-                lambda: q._due(tubes_param)), deadline) or []
+                key, lambda events: q.engine.look_many(tubes_param, count, events),
+                lambda: q.engine.due(tubes_param)), deadline) or []
         return [AsyncJob(self, job) for job in jobs]
 
     async def delete_many(self, jobs: Iterable[AsyncJob | Job]) -> None:
@@ -375,7 +375,7 @@ class AsyncQueue:
         deadline = timeout_deadline(timeout)
 
         def look(events: Events) -> bytes | None:
-            return results.look(q.backend, q._clock, job_id)
+            return results.look(q.backend, q.engine.clock, job_id)
 
         found = await self._call(lambda: look(Events()))
         if found is None and timeout != 0:

@@ -263,4 +263,4 @@ class Waiters:
                     continue
                 if due is not None:
                     due_ms = due if due_ms is None else min(due_ms, due)
-        return found, due_ms, q._clock()
+        return found, due_ms, q.engine.clock()

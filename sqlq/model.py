@@ -146,7 +146,7 @@ class Job:
             JobLost: the reservation was lost (TTR ran out, or reserved again).
             ValueError: this Job was peeked, not reserved (use ``Queue.delete(id)``).
         """
-        self._queue.delete(self.id, lease=self._require_lease())
+        self._queue.delete(self.id, lease=lease_of(self))
         self.state = "deleted"
 
     def release(self, priority: int | None = None, delay: float = 0) -> None:
@@ -156,7 +156,7 @@ class Job:
             JobLost: the reservation was lost (TTR ran out, or reserved again).
             ValueError: this Job was peeked, not reserved.
         """
-        self._queue.release(self.id, priority=priority, delay=delay, lease=self._require_lease())
+        self._queue.release(self.id, priority=priority, delay=delay, lease=lease_of(self))
         self.state = "delayed" if delay else "ready"
 
     def bury(self, priority: int | None = None, reason: str | None = None) -> None:
@@ -169,7 +169,7 @@ class Job:
         Examples:
             >>> job.bury(reason="ValueError: cannot deliver")
         """
-        self._queue.bury(self.id, priority=priority, reason=reason, lease=self._require_lease())
+        self._queue.bury(self.id, priority=priority, reason=reason, lease=lease_of(self))
         self.state = "buried"
         self.bury_reason = reason
 
@@ -180,7 +180,7 @@ class Job:
             JobLost: the reservation was lost (TTR ran out, or reserved again).
             ValueError: this Job was peeked, not reserved.
         """
-        self.reserved_until = self._queue.touch(self.id, lease=self._require_lease())
+        self.reserved_until = self._queue.touch(self.id, lease=lease_of(self))
 
     def complete(self, result: bytes | str = b"") -> None:
         """Delete the job and store its result (see Queue.result), in one transaction.
@@ -193,14 +193,17 @@ class Job:
         Examples:
             >>> job.complete(b'{"square": 49}')
         """
-        self._queue.complete(self.id, result, lease=self._require_lease())
+        self._queue.complete(self.id, result, lease=lease_of(self))
         self.state = "deleted"
 
-    def _require_lease(self) -> int:
-        if self.lease is None:
-            raise ValueError(f"job {self.id} is not reserved through this handle; "
-                             "use the Queue's by-id verbs")
-        return self.lease
+
+
+def lease_of(job: Job) -> int:
+    """The lease a reserved Job carries; ValueError for a peeked one (it has none)."""
+    if job.lease is None:
+        raise ValueError(f"job {job.id} is not reserved through this handle; "
+                         "use the Queue's by-id verbs")
+    return job.lease
 
 
 # -- argument rules ----------------------------------------------------------------------------

@@ -6,17 +6,18 @@ write goes to its backend (``backends/``), which it never asks which one it is.
 
 from __future__ import annotations
 
+import functools
 import os
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from . import attempts, observe, results, stats, topics
 from .backends import Backend, Events, Notifier, open_backend
 from .backends.base import Conn, Durability
 from .backends.group import Batch
 from .durations import now_ms
+from .engine import Engine
 from .errors import Disconnected, Error, JobLost, JobNotFound, Timeout
 from .model import (
     DEFAULT_MAX_JOB_SIZE,
@@ -33,11 +34,10 @@ from .model import (
     check_put_options,
     check_seconds,
     check_tube,
-    check_tubes,
     job_id_in_range,
     seconds_to_ms,
 )
-from .waiting import timeout_deadline, wait_for
+from .waiting import timeout_deadline
 
 _T = TypeVar("_T")
 
@@ -49,14 +49,6 @@ if TYPE_CHECKING:
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-
-
-class _PerThread(threading.local):
-    """A thread's own notifier, and whether its last wait left the watch up (_wait).
-    Class defaults, so that every reserve reads them without getattr's miss (0.3 us)."""
-
-    notifier: Notifier | None = None
-    lingering: bool = False
 
 
 class Queue:
@@ -121,12 +113,9 @@ class Queue:
         self._backend = open_backend(self.path, durability=durability, init=init,
                                      clock=self._clock, vfs=vfs, driver=driver)
         self._store = self._backend.store
-        # One notifier per thread: threads waiting on a shared Queue must not
-        # consume each other's events.
-        self._notifiers = _PerThread()
-        self._all_notifiers: list[Notifier] = []
+        #: The reservation engine (engine.py): for sqlq's own faces, not applications.
+        self.engine = Engine(self._backend, self._clock, functools.partial(Job.from_claim, self))
         self._closed = False
-        self._tubes_cache: dict[object, Any] = {}
         self._lock_wait: float | None = None
 
     @property
@@ -177,8 +166,7 @@ class Queue:
                     # these reservations back all the same.
                     pass
         finally:
-            for notifier in self._all_notifiers:
-                notifier.close()
+            self.engine.close()
             self._backend.close()
 
     def __enter__(self) -> Queue:
@@ -298,23 +286,26 @@ class Queue:
             ...     handle(job.body)
             ...     job.delete()
         """
-        tubes_param = self._tubes_param(tubes)
+        engine = self.engine
+        tubes_param = engine.tubes(tubes)
         deadline = timeout_deadline(timeout)
         if delete is not None and not isinstance(delete, Job):
             raise TypeError(f"delete must be a reserved Job or None, not {type(delete).__name__}")
         if detach.__class__ is not bool:
             raise TypeError(f"detach must be a bool, not {type(detach).__name__}")
-        job = self._claim_first(
-            lambda owner, first: self._claim(tubes_param, owner, delete if first else None),
+        job = engine.claim_first(
+            lambda owner, first: engine.claim(tubes_param, owner, delete if first else None),
             detach, delete is not None, timeout)
         if job is not None or timeout == 0:
-            self._stop_lingering()
+            engine.stop_lingering()
             return job
-        return self._wait_and_claim(tubes_param, None if detach else "", deadline)
+        owner = None if detach else ""  # "": a token each look fetches (and confirms)
+        return engine.wait(lambda events: engine.look(tubes_param, owner, events),
+                           deadline, lambda: engine.due(tubes_param), linger=True)
 
     def try_reserve(self, tubes: str | Sequence[str] | None = None) -> Job | None:
         """One non-blocking claim attempt (for event loops: see ``notifier``)."""
-        return self._claim(self._tubes_param(tubes), self._backend.owner_token(), None)
+        return self.engine.claim(self.engine.tubes(tubes), self._backend.owner_token())
 
     def reserve_many(self, n: int, tubes: str | Sequence[str] | None = None,
                      timeout: float | None = None, *,
@@ -352,39 +343,21 @@ class Queue:
             ...         handle(job.body)
             ...     jobs = q.reserve_many(10, tubes="thumbs", timeout=5, delete=jobs)
         """
+        engine = self.engine
         count = check_batch_size(n)
-        tubes_param = self._tubes_param(tubes)
+        tubes_param = engine.tubes(tubes)
         deadline = timeout_deadline(timeout)
-        done = [] if delete is None else self._reserved_jobs(delete, "delete")
-        jobs = self._claim_first(
-            lambda owner, first: self._claim_many(tubes_param, owner, count,
-                                                  done if first else []) or None,
+        done = [] if delete is None else engine.reserved_jobs(delete, "delete")
+        jobs = engine.claim_first(
+            lambda owner, first: engine.claim_many(tubes_param, owner, count,
+                                                   done if first else []) or None,
             False, bool(done), timeout) or []
         if jobs or timeout == 0:
-            self._stop_lingering()
+            engine.stop_lingering()
             return jobs
-        found = self._wait(lambda events: self._look_and_claim_many(tubes_param, count, events),
-                           deadline, lambda: self._due(tubes_param), linger=True)
+        found = engine.wait(lambda events: engine.look_many(tubes_param, count, events),
+                            deadline, lambda: engine.due(tubes_param), linger=True)
         return found or []
-
-    def _claim_first(self, claim: Callable[[str | None, bool], _T | None], detach: bool,
-                     acking: bool, timeout: float | None) -> _T | None:
-        """A reserve's claim before it waits: ``claim(owner, True)`` (with the jobs to
-        acknowledge), then, if it found nothing and dead holders' jobs came back,
-        ``claim(owner, False)``. A lost connection (Disconnected) is raised when
-        acknowledgements were in flight (whether they committed is for the caller to
-        find out) or the reserve must not wait; else None: the wait's looks go on
-        through the outage (waiting.py)."""
-        try:
-            owner = None if detach else self._backend.owner_token()
-            found = claim(owner, True)
-            if found is None and self._reap_dead_owners():
-                found = claim(owner, False)
-            return found
-        except Disconnected:
-            if acking or timeout == 0:
-                raise
-            return None
 
     def delete_many(self, jobs: Iterable[Job]) -> None:
         """Delete reserved jobs (``reserve``'s or ``reserve_many``'s) in one commit.
@@ -404,235 +377,29 @@ class Queue:
             >>> jobs = q.reserve_many(100, tubes="thumbs", timeout=0)
             >>> q.delete_many([job for job in jobs if handle(job.body)])
         """
-        done = self._reserved_jobs(jobs, "jobs")
-        if not done:
-            return
-        pairs = self._leases(done)
-        lost = self._backend.write_shared(
-            lambda c: self._store.delete_many(c, self._clock(), pairs), single=True)
-        self._deleted(done, lost, claimed=False)
-
-    @staticmethod
-    def _reserved_jobs(jobs: Iterable[Job], name: str) -> list[Job]:
-        """The Jobs of a batch argument, each checked to carry a lease."""
-        if isinstance(jobs, (Job, bytes, str)):
-            raise TypeError(f"{name} must be an iterable of reserved Jobs, not one "
-                            f"{type(jobs).__name__}")
-        try:
-            items = list(jobs)
-        except TypeError:
-            raise TypeError(f"{name} must be an iterable of reserved Jobs, not "
-                            f"{type(jobs).__name__}") from None
-        for job in items:
-            # The common case in one test per job: a Job (not a subclass) with a lease.
-            if job.__class__ is Job and job.lease is not None:
-                continue
-            if not isinstance(job, Job):
-                raise TypeError(f"{name} must hold reserved Jobs, not {type(job).__name__}")
-            job._require_lease()
-        return items
-
-    @staticmethod
-    def _leases(done: list[Job]) -> list[tuple[int, int]]:
-        """The (id, lease) pairs of jobs :meth:`_reserved_jobs` checked to hold a lease."""
-        return cast("list[tuple[int, int]]", [(job.id, job.lease) for job in done])
-
-    def _deleted(self, done: list[Job], lost: list[tuple[int, int]], claimed: bool) -> None:
-        """Mark a batch's deleted handles; raise JobLost for the lost ones (committed)."""
-        stale = set(lost)
-        kept = 0
-        for job in done:
-            if not stale or (job.id, job.lease) not in stale:
-                job.state = "deleted"
-                kept += 1
-        if lost:
-            ids = list(dict.fromkeys(job_id for job_id, _ in lost))
-            named = ", ".join(str(i) for i in ids)
-            tail = "; nothing was claimed" if claimed else ""
-            raise JobLost(f"job {named}: lease lost (TTR expired or reserved again); "
-                          f"the other {kept} deleted{tail}", job_ids=ids)
-
-    def _claim_many(self, tubes_param: Any, owner: str | None, n: int,
-                    done: list[Job]) -> list[Job]:
-        """One commit: delete ``done`` (if any) and claim up to n jobs."""
-        clock, store = self._clock, self._store
-        if not done:
-            rows = self._backend.write(
-                lambda c: store.claim_many(c, clock(), tubes_param, owner, n),
-                durable=False, single=store.CLAIM_OUTSIDE_TRANSACTION)
-            return [Job.from_claim(self, row) for row in rows]
-        pairs = self._leases(done)
-        lost, rows = self._backend.write(
-            lambda c: store.delete_and_claim_many(c, clock(), pairs, tubes_param, owner, n),
-            single=store.ONE_STATEMENT_CLAIM)
-        self._deleted(done, lost, claimed=True)
-        return [Job.from_claim(self, row) for row in rows]
-
-    def _look_and_claim_many(self, tubes_param: Any, n: int,
-                             events: Events) -> list[Job] | None:
-        """One look of a waiting reserve_many: _look_and_claim's, for up to n jobs."""
-        owner = self._backend.owner_token()  # confirmed again (a session may have been lost)
-        return self._look(tubes_param, events,
-                          lambda: self._claim_many(tubes_param, owner, n, []) or None)
+        done = self.engine.reserved_jobs(jobs, "jobs")
+        if done:
+            self.engine.delete_many(done)
 
     def reserve_job(self, job_id: int) -> Job:
         """Reserve a specific job, whatever its state unless reserved (beanstalkd's reserve-job)."""
         check_job_id(job_id)
-        owner = self._backend.owner_token()
-        row = self._backend.write(
-            lambda c: self._store.claim_by_id(c, self._clock(), job_id, owner), durable=False)
-        return Job.from_claim(self, row)
-
-    def _claim(self, tubes_param: Any, owner: str | None, delete: Job | None) -> Job | None:
-        clock, store = self._clock, self._store
-
-        def claim(c: Conn) -> Any:
-            if delete is not None:
-                return store.delete_and_claim(c, clock(), delete.id, lease, tubes_param, owner)
-            return store.claim(c, clock(), tubes_param, owner)
-
-        if delete is None:
-            row = self._backend.write(claim, durable=False,
-                                      single=store.CLAIM_OUTSIDE_TRANSACTION)
-        else:
-            lease = delete._require_lease()
-            row = self._backend.write(claim, single=store.ONE_STATEMENT_CLAIM)
-            delete.state = "deleted"
-        return None if row is None else Job.from_claim(self, row)
-
-    def _wait_and_claim(self, tubes_param: Any, owner: str | None,
-                        deadline: float | None) -> Job | None:
-        """Sleep on the notifier until a job can be claimed or the deadline passes."""
-        return self._wait(lambda events: self._look_and_claim(tubes_param, owner, events),
-                          deadline, lambda: self._due(tubes_param), linger=True)
-
-    def _look_and_claim(self, tubes_param: Any, owner: str | None,
-                        events: Events) -> Job | None:
-        """One look of a waiting reserve (this wait loop's or an AsyncQueue's).
-
-        On SQLite it first looks without the write lock (has_ready_job), so idle
-        workers woken by unrelated commits never contend with producers; on
-        PostgreSQL it claims at once (``Store.LOOK_BEFORE_CLAIM``). A token (not None:
-        detached) is fetched again, as the backend may have had to confirm it anew.
-        """
-        if owner is not None:
-            owner = self._backend.owner_token()
-        return self._look(tubes_param, events, lambda: self._claim(tubes_param, owner, None))
-
-    def _look(self, tubes_param: Any, events: Events, claim: Callable[[], _T | None]
-              ) -> _T | None:
-        """A waiting claim's look: reap dead holders when told to, then ``claim()`` if a
-        read without the write lock says a job is ready (or at once, on a backend whose
-        empty claim locks nothing: ``Store.LOOK_BEFORE_CLAIM``)."""
-        # A backend that cannot signal a death is asked on the wakes of its poll
-        # timer (no commit event), not on every commit.
-        polled = self._backend.liveness_poll is not None and not events.commit
-        if (events.owner or polled) and self._reap_dead_owners():
-            found = claim()
-            if found is not None:
-                return found
-        if not self._store.LOOK_BEFORE_CLAIM:
-            return claim()
-        ready = self._backend.read(
-            lambda c: self._store.has_ready_job(c, self._clock(), tubes_param), single=True)
-        return claim() if ready else None
-
-    def _due(self, tubes_param: Any) -> int | None:
-        """When (ms) something may make a job ready in these tubes without a commit."""
-        poll = self._backend.liveness_poll
-        due_ms: int | None = self._backend.read(
-            lambda c: self._store.next_due(c, self._clock(), tubes_param))
-        if poll is not None and self._others_hold:
-            # A backend that cannot signal a holder's death is asked again soon.
-            check_ms = self._clock() + int(poll * 1000)
-            due_ms = check_ms if due_ms is None else min(due_ms, check_ms)
-        return due_ms
-
-    def _wait(self, look: Callable[[Events], _T | None], deadline: float | None,
-              due: Callable[[], int | None] | None = None, *, linger: bool = False
-              ) -> _T | None:
-        """The one wait loop behind reserve and result (see waiting.py).
-
-        A watch may cost every commit something, so it is held only while waiting;
-        but taking it down (and up again) costs two system calls each way, which a
-        worker woken by a job would pay before it returns that job. With ``linger``
-        a wait that found something leaves it up: the thread's next reserve either
-        waits again (on the watch already there) or finds a job at once and takes
-        it down then (:meth:`_stop_lingering`), off the path of a wakeup.
-        """
-        notifier = self._ensure_notifier()
-        notifier.resume()  # a watch may cost every commit something: only while waiting
-        found: _T | None = None
-        try:
-            found = wait_for(notifier, look, deadline, self._clock, due)
-            return found
-        finally:
-            if linger and found is not None:
-                self._notifiers.lingering = True
-            else:
-                self._notifiers.lingering = False
-                notifier.pause()
-
-    def _stop_lingering(self) -> None:
-        """This thread goes on without waiting: take down a watch its last wait left up."""
-        mine = self._notifiers
-        if mine.lingering and mine.notifier is not None:
-            mine.lingering = False
-            mine.notifier.pause()
+        return self.engine.claim_by_id(job_id, self._backend.owner_token())
 
     @property
     def notifier(self) -> Notifier:
         """The wakeup source: ``fileno()`` for an event loop, then ``drain()``; watching
         from now on (look once more after taking it)."""
-        notifier = self._ensure_notifier()
-        notifier.resume()
-        self._notifiers.lingering = False  # the caller decides when it stops watching
-        return notifier
+        return self.engine.watching_notifier()
 
     def has_ready(self, tubes: str | Sequence[str] | None = None) -> bool:
         """Whether a reserve on ``tubes`` would find a job now; a read, no write lock."""
-        tubes_param = self._tubes_param(tubes)
-        return self._backend.read(
-            lambda c: self._store.has_ready_job(c, self._clock(), tubes_param))
+        return self.engine.has_ready(self.engine.tubes(tubes))
 
     def next_wakeup(self, tubes: str | Sequence[str] | None = None) -> float | None:
         """Seconds until a delayed job, a TTR or a pause may make a job ready in tubes."""
-        tubes_param = self._tubes_param(tubes)
-        due = self._backend.read(lambda c: self._store.next_due(c, self._clock(), tubes_param))
+        due = self.engine.next_due(self.engine.tubes(tubes))
         return None if due is None else max((due - self._clock()) / 1000, 0.0)
-
-    def _tubes_param(self, tubes: str | Sequence[str] | None) -> Any:
-        """The backend's :tubes parameter for a reserve, checked once per distinct
-        argument (a worker asks for the same tubes on every call)."""
-        try:
-            key = tubes if tubes is None or tubes.__class__ is str else tuple(tubes)
-            found = self._tubes_cache.get(key)
-        except TypeError:  # not iterable, or unhashable items: check_tubes says what is wrong
-            return self._store.tubes_param(check_tubes(tubes))
-        if found is None:
-            found = self._store.tubes_param(check_tubes(tubes))
-            if len(self._tubes_cache) < 256:
-                self._tubes_cache[key] = found
-        return found
-
-    def _ensure_notifier(self) -> Notifier:
-        notifier = self._notifiers.notifier
-        if notifier is None:
-            notifier = self._backend.open_notifier()
-            self._notifiers.notifier = notifier
-            self._all_notifiers.append(notifier)
-        return notifier
-
-    #: Whether, at the last look, other processes held reservations (see _wait_and_claim).
-    _others_hold = False
-
-    def _reap_dead_owners(self) -> bool:
-        """Give back the reservations of processes that died; True if any came back."""
-        backend, store = self._backend, self._store
-        me = backend.current_owner() or ""
-        held = backend.read(lambda c: store.reserving_owners(c, self._clock(), me))
-        self._others_hold = bool(held)
-        return bool(held) and backend.reap_owners(held) > 0
 
     # -- verbs on jobs by id -----------------------------------------------------------------
 
@@ -813,7 +580,7 @@ class Queue:
 
         found = look(Events())
         if found is None and timeout != 0:
-            found = self._wait(look, deadline)
+            found = self.engine.wait(look, deadline)
         if found is None:
             raise Timeout(f"job {job_id}: no result within {timeout:g} s")
         return found
@@ -962,23 +729,6 @@ class Queue:
         if not job_id_in_range(job_id):
             return []
         return attempts.read(self._backend, job_id)
-
-    def _end_attempt(self, job: Job, attempt: Attempt, delay: float | None) -> None:
-        """A worker's end of a failed run of the reserved ``job``: release it to run
-        again after ``delay`` seconds (None: bury it, the reason ``attempt.message``) and
-        keep ``attempt``, in one commit. JobLost, as release and bury."""
-        delay_ms = None if delay is None else seconds_to_ms(delay, "delay")
-        attempts.end(self._backend, self._clock, job.id, job._require_lease(), attempt,
-                     delay_ms)
-        if delay_ms is None:
-            job.state, job.bury_reason = "buried", attempt.message
-        else:
-            job.state = "delayed" if delay_ms else "ready"
-
-    def _keep_attempt(self, attempt: Attempt) -> None:
-        """Keep a failed run whose reservation was lost meanwhile (nothing if the job is
-        gone, or was never released, buried or reserved again)."""
-        attempts.keep(self._backend, attempt)
 
     # -- views for the dashboard and /metrics (logic in observe.py) ---------------------------
 

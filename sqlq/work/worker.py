@@ -391,14 +391,14 @@ class Worker:
             elif outcome.status == "failed" and self._retry(outcome.policy, attempt):
                 assert outcome.policy is not None
                 delay = outcome.policy.delay_for(attempt)
-                self.queue._end_attempt(job, _attempt(job, outcome, duration, RETRIED), delay)
+                self.queue.engine.end_attempt(job, _attempt(job, outcome, duration, RETRIED), delay)
                 log.warning("job %d %s failed in %s (attempt %d), retry in %.1fs: %s", job.id,
                             name, _ms(duration), attempt, delay, outcome.reason,
                             extra=self._fields(job, name, duration, "retry", delay=round(delay, 3),
                                                reason=outcome.reason,
                                                **_traceback(outcome)))
             else:
-                self.queue._end_attempt(job, _attempt(job, outcome, duration, BURIED), None)
+                self.queue.engine.end_attempt(job, _attempt(job, outcome, duration, BURIED), None)
                 log.error("job %d %s buried after %d attempt%s: %s", job.id, name, attempt,
                           "" if attempt == 1 else "s", outcome.reason,
                           extra=self._fields(job, name, duration, "buried",
@@ -406,7 +406,7 @@ class Worker:
         except JobLost:
             if outcome.status != "done":
                 # The failure is still worth keeping, beside the job's next run.
-                self.queue._keep_attempt(_attempt(job, outcome, duration, LOST))
+                self.queue.engine.keep_attempt(_attempt(job, outcome, duration, LOST))
             self._lost(job, name, duration, outcome)
         return None
 

@@ -338,9 +338,10 @@ def test_a_failed_jobs_page_shows_its_attempts_with_escaped_tracebacks(q: sqlq.Q
         assert job is not None
         trace = (f'Traceback (most recent call last):\n  File "/srv/shop.py", line '
                  f'{job.reserves}2, in price\nValueError: {HOSTILE}')
-        q._end_attempt(job, Attempt(jid, job.reserves, 1_700_000_000_000, 1.5, "web-1", 77,
-                                    outcome, "ValueError", f"ValueError: {HOSTILE}", trace),
-                       0 if outcome == "retried" else None)
+        q.engine.end_attempt(job, Attempt(jid, job.reserves, 1_700_000_000_000, 1.5, "web-1",
+                                          77, outcome, "ValueError", f"ValueError: {HOSTILE}",
+                                          trace),
+                             0 if outcome == "retried" else None)
     with running(q) as client:
         reply = client.get(f"/job?id={jid}")
     assert reply.status == 200

@@ -76,9 +76,10 @@ def _fill(db: str) -> dict[str, int]:
     for outcome in ("retried", "buried"):
         job = q.reserve("imports", timeout=0)
         assert job is not None
-        q._end_attempt(job, Attempt(job.id, job.reserves, now_ms(), 0.8, "web-1", 4242, outcome,
-                                    "KeyError", f"KeyError: '{HOSTILE}'", FAILED_TRACEBACK),
-                       0 if outcome == "retried" else None)
+        q.engine.end_attempt(job, Attempt(job.id, job.reserves, now_ms(), 0.8, "web-1", 4242,
+                                          outcome, "KeyError", f"KeyError: '{HOSTILE}'",
+                                          FAILED_TRACEBACK),
+                             0 if outcome == "retried" else None)
     q.put("live 0", tube="live")
     q.subscribe("orders", "billing")
     q.subscribe("orders", "audit")

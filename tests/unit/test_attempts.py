@@ -39,11 +39,11 @@ def test_an_attempt_is_written_with_the_release_or_burial_and_read_back(db_url: 
         jid = q.put(b"x")
         job = q.reserve(timeout=0)
         assert job is not None
-        q._end_attempt(job, _attempt(job, "retried"), 0)
+        q.engine.end_attempt(job, _attempt(job, "retried"), 0)
         assert job.state == "ready" and q.peek(jid).releases == 1  # type: ignore[union-attr]
         job = q.reserve(timeout=0)
         assert job is not None
-        q._end_attempt(job, _attempt(job, "buried", "Traceback ...\nKeyError: 'b'"), None)
+        q.engine.end_attempt(job, _attempt(job, "buried", "Traceback ...\nKeyError: 'b'"), None)
         peeked = q.peek(jid)
         assert peeked is not None and peeked.state == "buried"
         assert peeked.bury_reason == "KeyError: 'a'" == job.bury_reason
@@ -59,13 +59,13 @@ def test_an_attempt_is_written_with_the_release_or_burial_and_read_back(db_url: 
         assert job is not None
         q.release(jid)  # an administrator took it back
         with pytest.raises(sqlq.JobLost):
-            q._end_attempt(job, _attempt(job, "retried"), 0)
+            q.engine.end_attempt(job, _attempt(job, "retried"), 0)
         assert len(q.attempts(jid)) == 2 and q.stats_job(jid)["failures"] == 2
         # A lost run's failure is kept beside the job; a job gone keeps nothing.
-        q._keep_attempt(_attempt(job, "lost"))
+        q.engine.keep_attempt(_attempt(job, "lost"))
         assert [a.outcome for a in q.attempts(jid)] == ["retried", "buried", "lost"]
         q.delete(jid)
-        q._keep_attempt(_attempt(job, "lost"))
+        q.engine.keep_attempt(_attempt(job, "lost"))
         assert q.attempts(jid) == [] and _rows(q) == 0
 
 
@@ -77,7 +77,7 @@ def test_only_the_last_attempts_are_kept_each_bounded(db_url: str) -> None:
             assert job is not None
             long = Attempt(job.id, job.reserves, 1, 0.0, "h", None, "retried", "E" * 5000,
                            "m" * 5000, "t" * 50_000)
-            q._end_attempt(job, long, 0)
+            q.engine.end_attempt(job, long, 0)
         kept = q.attempts(jid)
         assert [a.attempt for a in kept] == list(range(4, KEPT + 4))
         assert all(len(a.traceback) <= TRACEBACK_LIMIT and len(a.message) <= MESSAGE_LIMIT
@@ -100,7 +100,7 @@ def test_the_delete_of_a_job_that_never_failed_leaves_the_attempts_table_alone(
         assert job is not None and job.id == clean
         job = q.reserve(timeout=0, delete=job)  # the worker's one-commit success path
         assert job is not None and job.id == failed
-        q._end_attempt(job, _attempt(job, "buried"), None)
+        q.engine.end_attempt(job, _attempt(job, "buried"), None)
         assert q.peek(clean) is None and _rows(q) == 2
         q.delete(failed)
         assert [a.outcome for a in q.attempts(clean)] == ["planted"] and _rows(q) == 1

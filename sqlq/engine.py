@@ -1,0 +1,341 @@
+"""The reservation engine: claiming, looking, due times, reaping the dead and waiting.
+
+Every face of sqlq reserves through this one object: :class:`~sqlq.Queue`'s
+``reserve``/``reserve_many``, :class:`~sqlq.AsyncQueue` (its dispatcher calls
+:meth:`Engine.look` and :meth:`Engine.due`), both workers and the beanstalkd
+server (through the Queue's verbs and :meth:`Engine.look`). A new way to reserve
+(limits, dependencies) is decided here once, and in each backend's
+``queries.sql``; the faces only check arguments and shape results.
+
+Its names have no underscore because other sqlq modules call them; they are not
+part of the public API (``docs/spec.md``): applications use the Queue.
+
+What it decides, beyond the SQL:
+
+* **how a claim runs**: one statement outside a transaction where the backend
+  can (``Store.CLAIM_OUTSIDE_TRANSACTION``), one commit for "delete this job and
+  claim the next" (the worker's fast path);
+* **how a waiting claim looks**: on SQLite a read without the write lock first
+  (``Store.LOOK_BEFORE_CLAIM``), so idle waiters woken by unrelated commits never
+  contend with producers; dead holders reaped when a death is signalled;
+* **when to look again without a commit** (:meth:`Engine.due`): a delayed job
+  coming due, a TTR or a pause running out, a backend's liveness poll;
+* **waiting** (:meth:`Engine.wait`): one notifier per thread, held only while a
+  thread waits, on the policy of ``waiting.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from . import attempts
+from .backends import Backend, Events, Notifier
+from .backends.base import Conn
+from .errors import Disconnected, JobLost
+from .model import Job, check_tubes, lease_of, seconds_to_ms
+from .waiting import wait_for
+
+if TYPE_CHECKING:
+    from .attempts import Attempt
+
+T = TypeVar("T")
+#: A checked list of tubes in the backend's own form (``Store.tubes_param``).
+TubesParam = Any
+
+
+class _PerThread(threading.local):
+    """A thread's own notifier, and whether its last wait left the watch up (wait).
+    Class defaults, so that every reserve reads them without getattr's miss (0.3 us)."""
+
+    notifier: Notifier | None = None
+    lingering: bool = False
+
+
+class Engine:
+    """Reservations on one backend, for one Queue (and everything built on it).
+
+    Args:
+        backend: the open backend.
+        clock: the Queue's clock (ms since the epoch).
+        make_job: makes a reserved Job of a claim's row (the Queue's Job handle).
+    """
+
+    def __init__(self, backend: Backend, clock: Callable[[], int],
+                 make_job: Callable[[Any], Job]) -> None:
+        self.backend = backend
+        self.store = backend.store
+        self.clock = clock
+        self._make_job = make_job
+        # One notifier per thread: threads waiting on a shared Queue must not
+        # consume each other's events.
+        self._notifiers = _PerThread()
+        self._all_notifiers: list[Notifier] = []
+        self._tubes_cache: dict[object, TubesParam] = {}
+        #: Whether, at the last look, other processes held reservations (see due).
+        self._others_hold = False
+
+    def close(self) -> None:
+        """Close every thread's notifier (the Queue is closing)."""
+        for notifier in self._all_notifiers:
+            notifier.close()
+
+    # -- arguments ---------------------------------------------------------------------------
+
+    def tubes(self, tubes: str | Sequence[str] | None) -> TubesParam:
+        """The backend's :tubes parameter for a reserve, checked once per distinct
+        argument (a worker asks for the same tubes on every call)."""
+        try:
+            key = tubes if tubes is None or tubes.__class__ is str else tuple(tubes)
+            found = self._tubes_cache.get(key)
+        except TypeError:  # not iterable, or unhashable items: check_tubes says what is wrong
+            return self.store.tubes_param(check_tubes(tubes))
+        if found is None:
+            found = self.store.tubes_param(check_tubes(tubes))
+            if len(self._tubes_cache) < 256:
+                self._tubes_cache[key] = found
+        return found
+
+    @staticmethod
+    def reserved_jobs(jobs: Iterable[Job], name: str) -> list[Job]:
+        """The Jobs of a batch argument, each checked to carry a lease."""
+        if isinstance(jobs, (Job, bytes, str)):
+            raise TypeError(f"{name} must be an iterable of reserved Jobs, not one "
+                            f"{type(jobs).__name__}")
+        try:
+            items = list(jobs)
+        except TypeError:
+            raise TypeError(f"{name} must be an iterable of reserved Jobs, not "
+                            f"{type(jobs).__name__}") from None
+        for job in items:
+            # The common case in one test per job: a Job (not a subclass) with a lease.
+            if job.__class__ is Job and job.lease is not None:
+                continue
+            if not isinstance(job, Job):
+                raise TypeError(f"{name} must hold reserved Jobs, not {type(job).__name__}")
+            lease_of(job)
+        return items
+
+    # -- claiming ----------------------------------------------------------------------------
+
+    def claim(self, tubes: TubesParam, owner: str | None, delete: Job | None = None
+              ) -> Job | None:
+        """One commit: delete ``delete`` (a reserved Job) if given, and claim the most
+        urgent ready job of ``tubes`` for ``owner`` (None: detached); None if none."""
+        clock, store = self.clock, self.store
+
+        def claim(c: Conn) -> Any:
+            if delete is not None:
+                return store.delete_and_claim(c, clock(), delete.id, lease, tubes, owner)
+            return store.claim(c, clock(), tubes, owner)
+
+        if delete is None:
+            row = self.backend.write(claim, durable=False,
+                                     single=store.CLAIM_OUTSIDE_TRANSACTION)
+        else:
+            lease = lease_of(delete)
+            row = self.backend.write(claim, single=store.ONE_STATEMENT_CLAIM)
+            delete.state = "deleted"
+        return None if row is None else self._make_job(row)
+
+    def claim_many(self, tubes: TubesParam, owner: str | None, n: int,
+                   done: list[Job]) -> list[Job]:
+        """One commit: delete ``done`` (if any; JobLost names the lost ones, and then
+        nothing is claimed) and claim up to n jobs."""
+        clock, store = self.clock, self.store
+        if not done:
+            rows = self.backend.write(
+                lambda c: store.claim_many(c, clock(), tubes, owner, n),
+                durable=False, single=store.CLAIM_OUTSIDE_TRANSACTION)
+            return [self._make_job(row) for row in rows]
+        pairs = _leases(done)
+        lost, rows = self.backend.write(
+            lambda c: store.delete_and_claim_many(c, clock(), pairs, tubes, owner, n),
+            single=store.ONE_STATEMENT_CLAIM)
+        _deleted(done, lost, claimed=True)
+        return [self._make_job(row) for row in rows]
+
+    def claim_by_id(self, job_id: int, owner: str | None) -> Job:
+        """Reserve one job by id, whatever its state unless reserved (JobNotFound)."""
+        row = self.backend.write(
+            lambda c: self.store.claim_by_id(c, self.clock(), job_id, owner), durable=False)
+        return self._make_job(row)
+
+    def claim_first(self, claim: Callable[[str | None, bool], T | None], detach: bool,
+                    acking: bool, timeout: float | None) -> T | None:
+        """A reserve's claim before it waits: ``claim(owner, True)`` (with the jobs to
+        acknowledge), then, if it found nothing and dead holders' jobs came back,
+        ``claim(owner, False)``. A lost connection (Disconnected) is raised when
+        acknowledgements were in flight (whether they committed is for the caller to
+        find out) or the reserve must not wait; else None: the wait's looks go on
+        through the outage (waiting.py)."""
+        try:
+            owner = None if detach else self.backend.owner_token()
+            found = claim(owner, True)
+            if found is None and self.reap():
+                found = claim(owner, False)
+            return found
+        except Disconnected:
+            if acking or timeout == 0:
+                raise
+            return None
+
+    def delete_many(self, done: list[Job]) -> None:
+        """Delete reserved jobs in one commit: those whose lease holds always; then
+        JobLost names the others (see Queue.delete_many)."""
+        pairs = _leases(done)
+        lost = self.backend.write_shared(
+            lambda c: self.store.delete_many(c, self.clock(), pairs), single=True)
+        _deleted(done, lost, claimed=False)
+
+    def end_attempt(self, job: Job, attempt: Attempt, delay: float | None) -> None:
+        """A worker's end of a failed run of the reserved ``job``: release it to run
+        again after ``delay`` seconds (None: bury it, the reason ``attempt.message``) and
+        keep ``attempt``, in one commit. JobLost, as release and bury."""
+        delay_ms = None if delay is None else seconds_to_ms(delay, "delay")
+        attempts.end(self.backend, self.clock, job.id, lease_of(job), attempt, delay_ms)
+        if delay_ms is None:
+            job.state, job.bury_reason = "buried", attempt.message
+        else:
+            job.state = "delayed" if delay_ms else "ready"
+
+    def keep_attempt(self, attempt: Attempt) -> None:
+        """Keep a failed run whose reservation was lost meanwhile (nothing if the job is
+        gone, or was never released, buried or reserved again)."""
+        attempts.keep(self.backend, attempt)
+
+    # -- looking, for a waiting claim ----------------------------------------------------------
+
+    def look(self, tubes: TubesParam, owner: str | None, events: Events) -> Job | None:
+        """One look of a waiting reserve (the blocking wait's, an AsyncQueue's, the
+        server's): claim if something may be ready, as :meth:`look_with` decides. A
+        token (not None: detached) is fetched again, as the backend may have had to
+        confirm it anew."""
+        if owner is not None:
+            owner = self.backend.owner_token()
+        return self.look_with(tubes, events, lambda: self.claim(tubes, owner))
+
+    def look_many(self, tubes: TubesParam, n: int, events: Events) -> list[Job] | None:
+        """One look of a waiting reserve_many: :meth:`look`'s, for up to n jobs."""
+        owner = self.backend.owner_token()  # confirmed again (a session may have been lost)
+        return self.look_with(tubes, events,
+                              lambda: self.claim_many(tubes, owner, n, []) or None)
+
+    def look_with(self, tubes: TubesParam, events: Events, claim: Callable[[], T | None]
+                  ) -> T | None:
+        """A waiting claim's look: reap dead holders when told to, then ``claim()`` if a
+        read without the write lock says a job is ready (or at once, on a backend whose
+        empty claim locks nothing: ``Store.LOOK_BEFORE_CLAIM``)."""
+        # A backend that cannot signal a death is asked on the wakes of its poll
+        # timer (no commit event), not on every commit.
+        polled = self.backend.liveness_poll is not None and not events.commit
+        if (events.owner or polled) and self.reap():
+            found = claim()
+            if found is not None:
+                return found
+        if not self.store.LOOK_BEFORE_CLAIM:
+            return claim()
+        return claim() if self.has_ready(tubes) else None
+
+    def has_ready(self, tubes: TubesParam) -> bool:
+        """Whether a claim on ``tubes`` would find a job now; a read, no write lock."""
+        return bool(self.backend.read(
+            lambda c: self.store.has_ready_job(c, self.clock(), tubes), single=True))
+
+    def next_due(self, tubes: TubesParam) -> int | None:
+        """When (ms) a delayed job, a TTR or a pause may make a job ready in ``tubes``."""
+        due: int | None = self.backend.read(
+            lambda c: self.store.next_due(c, self.clock(), tubes))
+        return due
+
+    def due(self, tubes: TubesParam) -> int | None:
+        """When (ms) something may make a job ready in ``tubes`` without a commit: the
+        next due time, or sooner a backend's liveness poll while others hold jobs."""
+        poll = self.backend.liveness_poll
+        due_ms = self.next_due(tubes)
+        if poll is not None and self._others_hold:
+            # A backend that cannot signal a holder's death is asked again soon.
+            check_ms = self.clock() + int(poll * 1000)
+            due_ms = check_ms if due_ms is None else min(due_ms, check_ms)
+        return due_ms
+
+    def reap(self) -> bool:
+        """Give back the reservations of processes that died; True if any came back."""
+        backend, store = self.backend, self.store
+        me = backend.current_owner() or ""
+        held = backend.read(lambda c: store.reserving_owners(c, self.clock(), me))
+        self._others_hold = bool(held)
+        return bool(held) and backend.reap_owners(held) > 0
+
+    # -- waiting -----------------------------------------------------------------------------
+
+    def wait(self, look: Callable[[Events], T | None], deadline: float | None,
+             due: Callable[[], int | None] | None = None, *, linger: bool = False
+             ) -> T | None:
+        """Block this thread until ``look`` finds something or the deadline passes (the
+        loop and its policy: waiting.py).
+
+        A watch may cost every commit something, so it is held only while waiting;
+        but taking it down (and up again) costs two system calls each way, which a
+        worker woken by a job would pay before it returns that job. With ``linger``
+        a wait that found something leaves it up: the thread's next reserve either
+        waits again (on the watch already there) or finds a job at once and takes
+        it down then (:meth:`stop_lingering`), off the path of a wakeup.
+        """
+        notifier = self.thread_notifier()
+        notifier.resume()  # a watch may cost every commit something: only while waiting
+        found: T | None = None
+        try:
+            found = wait_for(notifier, look, deadline, self.clock, due)
+            return found
+        finally:
+            if linger and found is not None:
+                self._notifiers.lingering = True
+            else:
+                self._notifiers.lingering = False
+                notifier.pause()
+
+    def stop_lingering(self) -> None:
+        """This thread goes on without waiting: take down a watch its last wait left up."""
+        mine = self._notifiers
+        if mine.lingering and mine.notifier is not None:
+            mine.lingering = False
+            mine.notifier.pause()
+
+    def watching_notifier(self) -> Notifier:
+        """This thread's notifier, watching from now on until the caller pauses it."""
+        notifier = self.thread_notifier()
+        notifier.resume()
+        self._notifiers.lingering = False  # the caller decides when it stops watching
+        return notifier
+
+    def thread_notifier(self) -> Notifier:
+        """This thread's notifier (opened on first use), watching or not as it is."""
+        notifier = self._notifiers.notifier
+        if notifier is None:
+            notifier = self.backend.open_notifier()
+            self._notifiers.notifier = notifier
+            self._all_notifiers.append(notifier)
+        return notifier
+
+
+def _leases(done: list[Job]) -> list[tuple[int, int]]:
+    """The (id, lease) pairs of jobs :meth:`Engine.reserved_jobs` checked."""
+    return cast("list[tuple[int, int]]", [(job.id, job.lease) for job in done])
+
+
+def _deleted(done: list[Job], lost: list[tuple[int, int]], claimed: bool) -> None:
+    """Mark a batch's deleted handles; raise JobLost for the lost ones (committed)."""
+    stale = set(lost)
+    kept = 0
+    for job in done:
+        if not stale or (job.id, job.lease) not in stale:
+            job.state = "deleted"
+            kept += 1
+    if lost:
+        ids = list(dict.fromkeys(job_id for job_id, _ in lost))
+        named = ", ".join(str(i) for i in ids)
+        tail = "; nothing was claimed" if claimed else ""
+        raise JobLost(f"job {named}: lease lost (TTR expired or reserved again); "
+                      f"the other {kept} deleted{tail}", job_ids=ids)
