@@ -18,35 +18,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
+import inspect
 import logging
+import operator
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from . import results
 from .asyncwait import Waiter, Waiters
 from .backends import Events
+from .backends.base import Durability
 from .errors import Disconnected, Error, JobLost, JobNotFound, Timeout
 from .model import (
-    DEFAULT_PRIORITY,
-    DEFAULT_TTR,
-    DEFAULT_TUBE,
+    JOB_FIELDS,
     Job,
     check_batch_size,
     check_job_id,
     check_tubes,
 )
-from .queue import Queue
+from .queue import Queue, Transaction
 from .waiting import timeout_deadline
 
 if TYPE_CHECKING:
-    from . import observe
-    from .attempts import Attempt
-    from .queue import Transaction
     from .work.tasks import Task, TaskOptions
 
 T = TypeVar("T")
+R = TypeVar("R")
+P = ParamSpec("P")
 log = logging.getLogger("sqlq")
 
 #: The transaction open in this task: (its AsyncQueue, the thread that holds it, the task).
@@ -64,39 +65,102 @@ def _tx_executor(aq: AsyncQueue) -> ThreadPoolExecutor | None:
     return tx[1]
 
 
+def awaited(verb: Callable[Concatenate[Any, P], R], *, pokes: bool = False
+            ) -> Callable[Concatenate[AsyncQueue, P], Coroutine[Any, Any, R]]:
+    """The Queue's ``verb`` as a coroutine method of AsyncQueue: the same signature (the
+    one definition, read by ``inspect.signature``, mypy and the docs), run in the
+    AsyncQueue's thread. ``pokes``: the verb may make a job ready or final, so this
+    process's waiters look at once."""
+    name = verb.__name__
+
+    @functools.wraps(verb)
+    async def call(self: AsyncQueue, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        q = await self._opened()
+        return await self.call_in_thread(lambda: verb(q, *args, **kwargs), pokes=pokes)
+
+    call.__qualname__ = f"AsyncQueue.{name}"
+    call.__doc__ = f":meth:`sqlq.Queue.{name}`, awaited.\n\n{inspect.getdoc(verb) or ''}"
+    return call
+
+
+def awaited_job(verb: Callable[Concatenate[Any, P], Job | None]
+                ) -> Callable[Concatenate[AsyncQueue, P], Coroutine[Any, Any, AsyncJob | None]]:
+    """:func:`awaited` for a verb returning a Job (or None): an AsyncJob (or None)."""
+    call = awaited(verb)
+
+    @functools.wraps(call)
+    async def wrapped(self: AsyncQueue, /, *args: P.args, **kwargs: P.kwargs
+                      ) -> AsyncJob | None:
+        job = await call(self, *args, **kwargs)
+        return None if job is None else AsyncJob(self, job)
+
+    return wrapped
+
+
+class _HoldsSync(Protocol):
+    """An async handle of a synchronous object (AsyncJob, AsyncTransaction)."""
+
+    @property
+    def aq(self) -> AsyncQueue: ...
+
+    @property
+    def sync(self) -> Any: ...
+
+
+def _sync_verb(verb: Callable[Concatenate[Any, P], R], *, pokes: bool = False
+               ) -> Callable[Concatenate[_HoldsSync, P], Coroutine[Any, Any, R]]:
+    """The verb of a handle's synchronous object (``self.sync``: a Job, a Transaction) as
+    a coroutine method of the async handle: the same signature, run in the
+    AsyncQueue's thread (see :func:`awaited`)."""
+
+    @functools.wraps(verb)
+    async def call(self: _HoldsSync, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        sync = self.sync
+        return await self.aq.call_in_thread(lambda: verb(sync, *args, **kwargs), pokes=pokes)
+
+    owner = verb.__qualname__
+    call.__qualname__ = f"Async{owner}"
+    call.__doc__ = f":meth:`sqlq.{owner}`, awaited.\n\n{inspect.getdoc(verb) or ''}"
+    return call
+
+
 class AsyncJob:
     """A reserved (or peeked) job: the :class:`~sqlq.Job`'s fields, its verbs awaited.
 
-    ``job.sync`` is the Job itself (for code that runs in a thread).
+    ``job.sync`` is the Job itself (for code that runs in a thread); ``job.aq`` the
+    AsyncQueue it came from.
     """
 
-    __slots__ = ("_aq", "sync")
+    __slots__ = ("aq", "sync")
+
+    # The record, read through from the Job (see Job for each field). The properties
+    # are made from Job's own fields below: these annotations are for type checkers,
+    # and tests/unit/test_async_parity.py fails if they differ from Job's.
+    id: int
+    tube: str
+    body: bytes
+    priority: int
+    ttr: float
+    state: str
+    reserves: int
+    timeouts: int
+    releases: int
+    buries: int
+    kicks: int
+    lease: int | None
+    created_at: int
+    delay_until: int | None
+    reserved_until: int | None
+    bury_reason: str | None
+    unique_key: str | None
+    delay: float
 
     def __init__(self, aq: AsyncQueue, job: Job) -> None:
-        self._aq = aq
+        self.aq = aq
         self.sync = job
 
     def __repr__(self) -> str:
         return repr(self.sync)
-
-    # The record, read through (see Job for each field).
-    id = property(lambda self: self.sync.id)
-    tube = property(lambda self: self.sync.tube)
-    body = property(lambda self: self.sync.body)
-    priority = property(lambda self: self.sync.priority)
-    ttr = property(lambda self: self.sync.ttr)
-    state = property(lambda self: self.sync.state)
-    reserves = property(lambda self: self.sync.reserves)
-    timeouts = property(lambda self: self.sync.timeouts)
-    releases = property(lambda self: self.sync.releases)
-    buries = property(lambda self: self.sync.buries)
-    kicks = property(lambda self: self.sync.kicks)
-    lease = property(lambda self: self.sync.lease)
-    created_at = property(lambda self: self.sync.created_at)
-    delay_until = property(lambda self: self.sync.delay_until)
-    reserved_until = property(lambda self: self.sync.reserved_until)
-    bury_reason = property(lambda self: self.sync.bury_reason)
-    unique_key = property(lambda self: self.sync.unique_key)
 
     def json(self) -> Any:
         """The body decoded as JSON."""
@@ -106,25 +170,19 @@ class AsyncJob:
         """The body decoded as UTF-8."""
         return self.sync.text()
 
-    async def delete(self) -> None:
-        """:meth:`sqlq.Job.delete`, awaited."""
-        await self._aq._call(self.sync.delete)
+    delete = _sync_verb(Job.delete)
+    release = _sync_verb(Job.release, pokes=True)
+    bury = _sync_verb(Job.bury, pokes=True)
+    touch = _sync_verb(Job.touch)
+    complete = _sync_verb(Job.complete, pokes=True)
 
-    async def release(self, priority: int | None = None, delay: float = 0) -> None:
-        """:meth:`sqlq.Job.release`, awaited."""
-        await self._aq._call(lambda: self.sync.release(priority, delay), pokes=True)
 
-    async def bury(self, priority: int | None = None, reason: str | None = None) -> None:
-        """:meth:`sqlq.Job.bury`, awaited."""
-        await self._aq._call(lambda: self.sync.bury(priority, reason), pokes=True)
+def _read_through(name: str) -> property:
+    return property(operator.attrgetter(f"sync.{name}"), doc=f"The Job's ``{name}``.")
 
-    async def touch(self) -> None:
-        """:meth:`sqlq.Job.touch`, awaited."""
-        await self._aq._call(self.sync.touch)
 
-    async def complete(self, result: bytes | str = b"") -> None:
-        """:meth:`sqlq.Job.complete`, awaited."""
-        await self._aq._call(lambda: self.sync.complete(result), pokes=True)
+for _field in JOB_FIELDS:
+    setattr(AsyncJob, _field, _read_through(_field))
 
 
 def _sync_jobs(jobs: Any) -> Any:
@@ -186,7 +244,7 @@ class AsyncQueue:
         async with self._opening:
             if self._queue is None:
                 path, options = self._path, self._options
-                self._queue = await self._call(lambda: Queue(path, **options))
+                self._queue = await self.call_in_thread(lambda: Queue(path, **options))
         return self._queue
 
     async def open(self) -> AsyncQueue:
@@ -203,7 +261,7 @@ class AsyncQueue:
         await self._waiting.close()
         queue = self._queue
         if queue is not None and self._owns:
-            await self._call(queue.close)
+            await self.call_in_thread(queue.close)
         self._executor.shutdown(wait=False)
 
     async def __aenter__(self) -> AsyncQueue:
@@ -218,14 +276,17 @@ class AsyncQueue:
 
     # -- running the Queue's code off the loop -----------------------------------------------
 
-    async def _call(self, fn: Callable[[], T], *, claims: bool = False,
-                    pokes: bool = False) -> T:
-        """``fn()`` in this AsyncQueue's thread (or its open transaction's), awaited.
+    def call_in_thread(self, fn: Callable[[], T], *, claims: bool = False,
+                       pokes: bool = False) -> Awaitable[T]:
+        """``fn()`` in this AsyncQueue's thread (or its open transaction's), to await: for
+        code built on sqlq that runs several of the Queue's calls in one go (the async
+        worker). Every verb of this class is a call of this. The call is queued for the
+        thread before this returns (calls run in the order they were made).
 
-        Cancelling the caller does not stop a call already running (one still queued
-        behind others is dropped); ``claims``: a job it reserves anyway is released.
-        ``pokes``: the call may make a job ready or final, so this process's waiters
-        look at once (no need to hear the commit).
+        Cancelling the awaiting caller does not stop a call already running (one still
+        queued behind others is dropped); ``claims``: a job it reserves anyway is
+        released. ``pokes``: the call may make a job ready or final, so this process's
+        waiters look at once (no need to hear the commit).
         """
         executor = _tx_executor(self) or self._executor
         try:
@@ -236,6 +297,12 @@ class AsyncQueue:
             if self._closed:
                 raise Error("the AsyncQueue is closed") from None
             raise
+        if not (claims or pokes):
+            return future
+        return self._settled(future, claims, pokes)
+
+    async def _settled(self, future: asyncio.Future[T], claims: bool, pokes: bool) -> T:
+        """A call's result, with what ``claims`` and ``pokes`` ask (see call_in_thread)."""
         if not claims:
             value = await future
         else:
@@ -258,21 +325,9 @@ class AsyncQueue:
 
     # -- put ---------------------------------------------------------------------------------
 
-    async def put(self, body: bytes | str, *, tube: str = DEFAULT_TUBE,
-                  priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
-                  unique_key: str | None = None) -> int:
-        """:meth:`sqlq.Queue.put`, awaited: the job's id."""
-        q = await self._opened()
-        return await self._call(lambda: q.put(body, tube=tube, priority=priority, delay=delay,
-                                              ttr=ttr, unique_key=unique_key), pokes=True)
-
-    async def put_many(self, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
-                       priority: int = DEFAULT_PRIORITY, delay: float = 0,
-                       ttr: float = DEFAULT_TTR) -> list[int]:
-        """:meth:`sqlq.Queue.put_many`, awaited: the ids, in order."""
-        q = await self._opened()
-        return await self._call(lambda: q.put_many(bodies, tube=tube, priority=priority,
-                                                   delay=delay, ttr=ttr), pokes=True)
+    put = awaited(Queue.put, pokes=True)
+    put_many = awaited(Queue.put_many, pokes=True)
+    publish = awaited(Queue.publish, pokes=True)
 
     async def put_task(self, task: Task[Any, Any, Any] | TaskOptions[Any, Any], /, *args: Any,
                        **kwargs: Any) -> int:
@@ -285,11 +340,6 @@ class AsyncQueue:
         return await self.put(body, tube=options.tube, priority=options.priority,
                               delay=options.delay, ttr=options.ttr,
                               unique_key=options.unique_key)
-
-    async def publish(self, topic: str, body: bytes | str, **options: Any) -> list[int]:
-        """:meth:`sqlq.Queue.publish`, awaited."""
-        q = await self._opened()
-        return await self._call(lambda: q.publish(topic, body, **options), pokes=True)
 
     # -- reserve and result: the waiting verbs -----------------------------------------------
 
@@ -317,7 +367,8 @@ class AsyncQueue:
             # "": a token the looks fetch (and the backend confirms) each time
             return None, q.engine.tubes(tubes), None if detach else ""
 
-        job, tubes_param, owner = await self._call(first, claims=True, pokes=delete is not None)
+        job, tubes_param, owner = await self.call_in_thread(first, claims=True,
+                                                            pokes=delete is not None)
         if job is None and timeout != 0:
             key = ("reserve", tuple(check_tubes(tubes)), owner)
             job = await self._waiting.wait(Waiter(
@@ -345,7 +396,7 @@ class AsyncQueue:
                 return jobs, None, None
             return [], q.engine.tubes(tubes), ""
 
-        jobs, tubes_param, owner = await self._call(first, claims=True,
+        jobs, tubes_param, owner = await self.call_in_thread(first, claims=True,
                                                     pokes=delete is not None)
         if not jobs and timeout != 0:
             count = check_batch_size(n)
@@ -359,7 +410,7 @@ class AsyncQueue:
         """:meth:`sqlq.Queue.delete_many`, awaited."""
         q = await self._opened()
         sync = _sync_jobs(jobs)
-        await self._call(lambda: q.delete_many(sync))
+        await self.call_in_thread(lambda: q.delete_many(sync))
 
     async def result(self, job_id: int, timeout: float | None = None) -> bytes:
         """:meth:`sqlq.Queue.result`, awaited; waiting costs no thread.
@@ -377,7 +428,7 @@ class AsyncQueue:
         def look(events: Events) -> bytes | None:
             return results.look(q.backend, q.engine.clock, job_id)
 
-        found = await self._call(lambda: look(Events()))
+        found = await self.call_in_thread(lambda: look(Events()))
         if found is None and timeout != 0:
             found = await self._waiting.wait(Waiter(("result", job_id), look), deadline)
         if found is None:
@@ -443,167 +494,55 @@ class AsyncQueue:
             if not nested:
                 executor.shutdown(wait=False)
 
-    # -- verbs on jobs by id, and observers: the Queue's, awaited -----------------------------
-
-    async def _run(self, method: str, *args: Any, pokes: bool = False, **kwargs: Any) -> Any:
-        q = await self._opened()
-        return await self._call(lambda: getattr(q, method)(*args, **kwargs), pokes=pokes)
+    # -- verbs on jobs by id, and observers: the Queue's, awaited ---------------------------
 
     async def try_reserve(self, tubes: str | Sequence[str] | None = None) -> AsyncJob | None:
         """:meth:`sqlq.Queue.try_reserve`, awaited: one claim attempt, no waiting."""
         q = await self._opened()
-        job = await self._call(lambda: q.try_reserve(tubes), claims=True)
+        job = await self.call_in_thread(lambda: q.try_reserve(tubes), claims=True)
         return None if job is None else AsyncJob(self, job)
 
-    async def reserve_job(self, job_id: int) -> AsyncJob:
-        """:meth:`sqlq.Queue.reserve_job`, awaited."""
-        return AsyncJob(self, await self._run("reserve_job", job_id))
+    @property
+    def durability(self) -> Durability:
+        """The Queue's :attr:`~sqlq.Queue.durability` (once open)."""
+        return self.queue.durability
 
-    async def delete(self, job_id: int, *, lease: int | None = None) -> None:
-        """:meth:`sqlq.Queue.delete`, awaited."""
-        await self._run("delete", job_id, lease=lease)
+    @property
+    def location(self) -> str:
+        """The Queue's :attr:`~sqlq.Queue.location` (once open)."""
+        return self.queue.location
 
-    async def release(self, job_id: int, *, priority: int | None = None, delay: float = 0,
-                      lease: int | None = None) -> None:
-        """:meth:`sqlq.Queue.release`, awaited."""
-        await self._run("release", job_id, priority=priority, delay=delay, lease=lease,
-                        pokes=True)
-
-    async def bury(self, job_id: int, *, priority: int | None = None, reason: str | None = None,
-                   lease: int | None = None) -> None:
-        """:meth:`sqlq.Queue.bury`, awaited."""
-        await self._run("bury", job_id, priority=priority, reason=reason, lease=lease,
-                        pokes=True)
-
-    async def touch(self, job_id: int, *, lease: int | None = None) -> int:
-        """:meth:`sqlq.Queue.touch`, awaited: the new deadline in ms."""
-        value: int = await self._run("touch", job_id, lease=lease)
-        return value
-
-    async def complete(self, job_id: int, result: bytes | str = b"", *,
-                       lease: int | None = None) -> None:
-        """:meth:`sqlq.Queue.complete`, awaited."""
-        await self._run("complete", job_id, result, lease=lease, pokes=True)
-
-    async def kick(self, bound: int, tube: str = DEFAULT_TUBE) -> int:
-        """:meth:`sqlq.Queue.kick`, awaited: how many were kicked."""
-        value: int = await self._run("kick", bound, tube, pokes=True)
-        return value
-
-    async def kick_job(self, job_id: int) -> None:
-        """:meth:`sqlq.Queue.kick_job`, awaited."""
-        await self._run("kick_job", job_id, pokes=True)
-
-    async def pause_tube(self, tube: str, seconds: float) -> None:
-        """:meth:`sqlq.Queue.pause_tube`, awaited."""
-        await self._run("pause_tube", tube, seconds, pokes=True)
-
-    async def subscribe(self, topic: str, tube: str) -> None:
-        """:meth:`sqlq.Queue.subscribe`, awaited."""
-        await self._run("subscribe", topic, tube)
-
-    async def unsubscribe(self, topic: str, tube: str) -> bool:
-        """:meth:`sqlq.Queue.unsubscribe`, awaited."""
-        value: bool = await self._run("unsubscribe", topic, tube)
-        return value
-
-    async def subscriptions(self, topic: str | None = None) -> list[tuple[str, str]]:
-        """:meth:`sqlq.Queue.subscriptions`, awaited."""
-        value: list[tuple[str, str]] = await self._run("subscriptions", topic)
-        return value
-
-    async def _peek(self, method: str, *args: Any) -> AsyncJob | None:
-        job: Job | None = await self._run(method, *args)
-        return None if job is None else AsyncJob(self, job)
-
-    async def peek(self, job_id: int) -> AsyncJob | None:
-        """:meth:`sqlq.Queue.peek`, awaited."""
-        return await self._peek("peek", job_id)
-
-    async def peek_ready(self, tube: str = DEFAULT_TUBE) -> AsyncJob | None:
-        """:meth:`sqlq.Queue.peek_ready`, awaited."""
-        return await self._peek("peek_ready", tube)
-
-    async def peek_delayed(self, tube: str = DEFAULT_TUBE) -> AsyncJob | None:
-        """:meth:`sqlq.Queue.peek_delayed`, awaited."""
-        return await self._peek("peek_delayed", tube)
-
-    async def peek_buried(self, tube: str = DEFAULT_TUBE) -> AsyncJob | None:
-        """:meth:`sqlq.Queue.peek_buried`, awaited."""
-        return await self._peek("peek_buried", tube)
-
-    async def has_ready(self, tubes: str | Sequence[str] | None = None) -> bool:
-        """:meth:`sqlq.Queue.has_ready`, awaited."""
-        value: bool = await self._run("has_ready", tubes)
-        return value
-
-    async def next_wakeup(self, tubes: str | Sequence[str] | None = None) -> float | None:
-        """:meth:`sqlq.Queue.next_wakeup`, awaited."""
-        value: float | None = await self._run("next_wakeup", tubes)
-        return value
-
-    async def tubes(self) -> list[str]:
-        """:meth:`sqlq.Queue.tubes`, awaited."""
-        value: list[str] = await self._run("tubes")
-        return value
-
-    async def stats(self) -> dict[str, Any]:
-        """:meth:`sqlq.Queue.stats`, awaited."""
-        value: dict[str, Any] = await self._run("stats")
-        return value
-
-    async def stats_tube(self, tube: str) -> dict[str, Any]:
-        """:meth:`sqlq.Queue.stats_tube`, awaited."""
-        value: dict[str, Any] = await self._run("stats_tube", tube)
-        return value
-
-    async def stats_job(self, job_id: int) -> dict[str, Any]:
-        """:meth:`sqlq.Queue.stats_job`, awaited."""
-        value: dict[str, Any] = await self._run("stats_job", job_id)
-        return value
-
-    async def attempts(self, job_id: int) -> list[Attempt]:
-        """:meth:`sqlq.Queue.attempts` (a job's failed runs, with tracebacks), awaited."""
-        value: list[Attempt] = await self._run("attempts", job_id)
-        return value
-
-    async def overview(self) -> observe.Overview:
-        """:meth:`sqlq.Queue.overview`, awaited."""
-        value: observe.Overview = await self._run("overview")
-        return value
-
-    async def job_page(self, tube: str, state: str, *, after: tuple[int, int] | None = None,
-                       limit: int = 50) -> list[observe.JobSummary]:
-        """:meth:`sqlq.Queue.jobs` (a page of a tube's jobs in one state), awaited."""
-        value: list[observe.JobSummary] = await self._run("jobs", tube, state, after=after,
-                                                          limit=limit)
-        return value
-
-    async def tube_summary(self, tube: str) -> observe.TubeSummary:
-        """:meth:`sqlq.Queue.tube_summary`, awaited."""
-        value: observe.TubeSummary = await self._run("tube_summary", tube)
-        return value
-
-    async def search(self, tube: str, text: str, *, limit: int = 50
-                     ) -> list[observe.JobSummary]:
-        """:meth:`sqlq.Queue.search`, awaited."""
-        value: list[observe.JobSummary] = await self._run("search", tube, text, limit=limit)
-        return value
-
-    async def workers(self) -> list[observe.Worker]:
-        """:meth:`sqlq.Queue.workers`, awaited."""
-        value: list[observe.Worker] = await self._run("workers")
-        return value
-
-    async def periodic_slots(self) -> list[observe.PeriodicSlot]:
-        """:meth:`sqlq.Queue.periodic_slots`, awaited."""
-        value: list[observe.PeriodicSlot] = await self._run("periodic_slots")
-        return value
-
-    async def kept_result(self, job_id: int) -> bytes | None:
-        """:meth:`sqlq.Queue.kept_result`, awaited."""
-        value: bytes | None = await self._run("kept_result", job_id)
-        return value
+    reserve_job = awaited_job(Queue.reserve_job)
+    delete = awaited(Queue.delete)
+    release = awaited(Queue.release, pokes=True)
+    bury = awaited(Queue.bury, pokes=True)
+    touch = awaited(Queue.touch)
+    complete = awaited(Queue.complete, pokes=True)
+    kick = awaited(Queue.kick, pokes=True)
+    kick_job = awaited(Queue.kick_job, pokes=True)
+    pause_tube = awaited(Queue.pause_tube, pokes=True)
+    subscribe = awaited(Queue.subscribe)
+    unsubscribe = awaited(Queue.unsubscribe)
+    subscriptions = awaited(Queue.subscriptions)
+    peek = awaited_job(Queue.peek)
+    peek_ready = awaited_job(Queue.peek_ready)
+    peek_delayed = awaited_job(Queue.peek_delayed)
+    peek_buried = awaited_job(Queue.peek_buried)
+    has_ready = awaited(Queue.has_ready)
+    next_wakeup = awaited(Queue.next_wakeup)
+    tubes = awaited(Queue.tubes)
+    stats = awaited(Queue.stats)
+    stats_tube = awaited(Queue.stats_tube)
+    stats_job = awaited(Queue.stats_job)
+    attempts = awaited(Queue.attempts)
+    overview = awaited(Queue.overview)
+    job_page = awaited(Queue.job_page)
+    tube_summary = awaited(Queue.tube_summary)
+    search = awaited(Queue.search)
+    workers = awaited(Queue.workers)
+    periodic_slots = awaited(Queue.periodic_slots)
+    kept_result = awaited(Queue.kept_result)
+    duration_histograms = awaited(Queue.duration_histograms)
 
 
 class AsyncTransaction:
@@ -613,19 +552,12 @@ class AsyncTransaction:
         self.queue = aq
         self.sync = tx
 
-    async def execute(self, sql: str,
-                      params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
-        """:meth:`sqlq.Transaction.execute`, awaited."""
-        return await self.queue._call(lambda: self.sync.execute(sql, params))
+    @property
+    def aq(self) -> AsyncQueue:
+        """The AsyncQueue (``queue``, as :class:`~sqlq.Transaction` names its Queue)."""
+        return self.queue
 
-    async def put(self, body: bytes | str, **options: Any) -> int:
-        """:meth:`sqlq.Transaction.put`, awaited."""
-        return await self.queue._call(lambda: self.sync.put(body, **options))
-
-    async def put_many(self, bodies: Iterable[bytes | str], **options: Any) -> list[int]:
-        """:meth:`sqlq.Transaction.put_many`, awaited."""
-        return await self.queue._call(lambda: self.sync.put_many(bodies, **options))
-
-    async def publish(self, topic: str, body: bytes | str, **options: Any) -> list[int]:
-        """:meth:`sqlq.Transaction.publish`, awaited."""
-        return await self.queue._call(lambda: self.sync.publish(topic, body, **options))
+    execute = _sync_verb(Transaction.execute)
+    put = _sync_verb(Transaction.put)
+    put_many = _sync_verb(Transaction.put_many)
+    publish = _sync_verb(Transaction.publish)

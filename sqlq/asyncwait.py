@@ -22,8 +22,8 @@ import functools
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Hashable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .backends import Events, Notifier
 from .errors import Disconnected, Error, JobLost, JobNotFound
@@ -31,7 +31,19 @@ from .model import Job
 from .waiting import RETRY_FIRST_S, RETRY_MAX_S, Pacer
 
 if TYPE_CHECKING:
-    from .asyncq import AsyncQueue
+    from .queue import Queue
+
+T = TypeVar("T")
+
+
+class Host(Protocol):
+    """What the waiters need of their AsyncQueue: its Queue and its thread."""
+
+    @property
+    def queue(self) -> Queue: ...
+
+    def call_in_thread(self, fn: Callable[[], T], *, claims: bool = False,
+                       pokes: bool = False) -> Awaitable[T]: ...
 
 #: The dispatcher looks by itself at least this often, whatever it heard (a lost
 #: PostgreSQL notification costs this much at most, as in the synchronous loop).
@@ -39,6 +51,13 @@ MAX_SLEEP = 10.0
 log = logging.getLogger("sqlq")
 #: How often waiters look when the notifier has no descriptor (the polling fallback).
 POLL_INTERVAL = 0.05
+
+
+def _ignore_failure(future: asyncio.Future[Any]) -> None:
+    """A give-back's release that failed (the AsyncQueue closed meanwhile): the job's
+    lease runs out, or Queue.close gives it back; nothing to tell anyone."""
+    if not future.cancelled():
+        future.exception()
 
 
 class Waiter:
@@ -57,8 +76,8 @@ class Waiter:
 class Waiters:
     """The FIFO of an AsyncQueue's waiting coroutines and the task that serves them."""
 
-    def __init__(self, aq: AsyncQueue) -> None:
-        self._aq = aq
+    def __init__(self, host: Host) -> None:
+        self._aq = host
         self._waiters: dict[Waiter, None] = {}  # in arrival order
         self._keys: Counter[Hashable] = Counter()
         self._dispatcher: asyncio.Task[None] | None = None
@@ -85,7 +104,7 @@ class Waiters:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._dispatcher
         if self._notifier is not None:
-            await self._aq._call(self._notifier.close)
+            await self._aq.call_in_thread(self._notifier.close)
 
     def give_back(self, job: Job | list[Job], key: Hashable | None = None) -> None:
         """A claimed job (or reserve_many's batch) nobody awaits: the next waiter with
@@ -104,8 +123,11 @@ class Waiters:
 
         if self._closed:
             return  # no thread left: Queue.close (when ours) gives back this process's jobs
-        loop = asyncio.get_running_loop()
-        loop.run_in_executor(self._aq._executor, release)
+        # Fire and forget, queued now: the release runs in the AsyncQueue's thread
+        # before any call made after this one.
+        with contextlib.suppress(Error):
+            released = asyncio.ensure_future(self._aq.call_in_thread(release))
+            released.add_done_callback(_ignore_failure)
 
     async def wait(self, waiter: Waiter, deadline: float | None) -> Any:
         """Park ``waiter`` until the dispatcher fills its future or the deadline passes."""
@@ -165,9 +187,10 @@ class Waiters:
         fd: int | None = None
         try:
             if self._notifier is None:
-                self._notifier = await self._aq._call(self._aq.queue.backend.open_notifier)
+                backend = self._aq.queue.backend
+                self._notifier = await self._aq.call_in_thread(backend.open_notifier)
             notifier = self._notifier
-            await self._aq._call(notifier.resume)  # watching from here: look once more
+            await self._aq.call_in_thread(notifier.resume)  # watching from here: look once more
             fd = notifier.fileno()
             if fd is not None:
                 loop.add_reader(fd, self._on_readable)
@@ -182,7 +205,7 @@ class Waiters:
             self._dispatcher = self._wake = None
             if notifier is not None and not self._closed:
                 with contextlib.suppress(Error):
-                    await self._aq._call(notifier.pause)
+                    await self._aq.call_in_thread(notifier.pause)
             if not self._closed and self._dispatcher is None and any(
                     not waiter.future.done() for waiter in self._waiters):
                 self._dispatcher = loop.create_task(self._dispatch())  # came as this one ended
@@ -195,7 +218,7 @@ class Waiters:
         while self._waiters:
             wake.clear()
             pending = list(self._waiters)
-            found, due_ms, now_ms = await self._aq._call(
+            found, due_ms, now_ms = await self._aq.call_in_thread(
                 functools.partial(self._serve, pending, events))
             for waiter, value, error in found:
                 if waiter.future.done():

@@ -198,6 +198,10 @@ class Job:
 
 
 
+#: The record's fields of a Job (what AsyncJob reads through), in slot order.
+JOB_FIELDS = tuple(name for name in Job.__slots__ if not name.startswith("_"))
+
+
 def lease_of(job: Job) -> int:
     """The lease a reserved Job carries; ValueError for a peeked one (it has none)."""
     if job.lease is None:

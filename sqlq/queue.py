@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
 
 from . import attempts, observe, results, stats, topics
 from .backends import Backend, Events, Notifier, open_backend
@@ -741,11 +742,19 @@ class Queue:
         """One tube's counts as of now (an unknown tube reads as empty)."""
         return observe.tube(self._backend, self._clock(), tube)
 
-    def jobs(self, tube: str, state: str, *, after: tuple[int, int] | None = None,
-             limit: int = 50) -> list[observe.JobSummary]:
+    def job_page(self, tube: str, state: str, *, after: tuple[int, int] | None = None,
+                 limit: int = 50) -> list[observe.JobSummary]:
         """A page of a tube's jobs in one state (ready, delayed, reserved, buried), in the
         order that state is served; pass the last row's ``cursor`` as ``after`` for the next."""
         return observe.jobs(self._backend, tube, state, after, limit)
+
+    def jobs(self, tube: str, state: str, *, after: tuple[int, int] | None = None,
+             limit: int = 50) -> list[observe.JobSummary]:
+        """Deprecated: :meth:`job_page` (``AsyncQueue.jobs`` reserves jobs in a loop; one
+        name, one meaning)."""
+        warnings.warn("Queue.jobs(tube, state) is Queue.job_page(tube, state)",
+                      DeprecationWarning, stacklevel=2)
+        return self.job_page(tube, state, after=after, limit=limit)
 
     def search(self, tube: str, text: str, *, limit: int = 50) -> list[observe.JobSummary]:
         """Recent jobs of a tube whose id, unique key or body contains ``text``, newest first."""
@@ -837,6 +846,20 @@ class Queue:
             yield Transaction(self, conn)
 
 
+def _in_transaction(verb: Callable[Concatenate[Queue, _P], _R]
+                    ) -> Callable[Concatenate[Transaction, _P], _R]:
+    """The Queue's ``verb`` as a Transaction's: the same signature, inside the transaction
+    (the Queue's calls on the thread holding it join it)."""
+
+    @functools.wraps(verb)
+    def call(self: Transaction, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return verb(self.queue, *args, **kwargs)
+
+    call.__qualname__ = f"Transaction.{verb.__name__}"
+    call.__doc__ = f"``Queue.{verb.__name__}`` inside this transaction."
+    return call
+
+
 class Transaction:
     """What ``with q.transaction() as tx`` hands out: SQL and puts in one commit."""
 
@@ -850,14 +873,6 @@ class Transaction:
         parameter style); return the rows."""
         return self.queue.backend.execute_app(self._conn, sql, params)
 
-    def put(self, body: bytes | str, **options: Any) -> int:
-        """``Queue.put`` inside this transaction."""
-        return self.queue.put(body, **options)
-
-    def put_many(self, bodies: Iterable[bytes | str], **options: Any) -> list[int]:
-        """``Queue.put_many`` inside this transaction."""
-        return self.queue.put_many(bodies, **options)
-
-    def publish(self, topic: str, body: bytes | str, **options: Any) -> list[int]:
-        """``Queue.publish`` inside this transaction."""
-        return self.queue.publish(topic, body, **options)
+    put = _in_transaction(Queue.put)
+    put_many = _in_transaction(Queue.put_many)
+    publish = _in_transaction(Queue.publish)

@@ -194,7 +194,7 @@ class Dashboard:
         if text:
             jobs = self.queue.search(name, text, limit=PAGE)
         else:
-            jobs = self.queue.jobs(name, state, after=after, limit=PAGE)
+            jobs = self.queue.job_page(name, state, after=after, limit=PAGE)
         more = None if text or len(jobs) < PAGE else "{}:{}".format(*jobs[-1].cursor)
         return self.render("tube.html", tube=summary, state=state, jobs=jobs, query=text,
                            more=more, paged=after is not None, note=req.arg("note"),

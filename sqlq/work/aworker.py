@@ -144,11 +144,11 @@ class AsyncWorker:
                 try:
                     await self._reserve_loop(aq)
                 finally:  # not started: they go back at once, whatever ended the loop
-                    await aq._call(functools.partial(self.sync._give_back_waiting,
+                    await aq.call_in_thread(functools.partial(self.sync._give_back_waiting,
                                                      "the worker is stopping"))
                 await self._wind_down()
-                await aq._call(self.sync._ack)
-                await aq._call(functools.partial(self._record, [], self._take_runs()))
+                await aq.call_in_thread(self.sync._ack)
+                await aq.call_in_thread(functools.partial(self._record, [], self._take_runs()))
             finally:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -163,7 +163,7 @@ class AsyncWorker:
                 break
             due = self._due_in()
             if due == 0:
-                await aq._call(self._keep_held)
+                await aq.call_in_thread(self._keep_held)
                 continue
             if len(self._running) >= self.concurrency:
                 await self._until_stopped(first_finished(self._running, due))
@@ -201,7 +201,7 @@ class AsyncWorker:
         """The next job of the batch held, with most of its TTR ahead, or None."""
         holding = self.sync.holding
         while (job := holding.next_job()) is not None:
-            if started_fresh(job) or await aq._call(functools.partial(keep, job, WAITING)):
+            if started_fresh(job) or await aq.call_in_thread(functools.partial(keep, job, WAITING)):
                 return job
             # lost while it waited: it runs elsewhere
         return None
@@ -217,7 +217,8 @@ class AsyncWorker:
         acks = sync.holding.take_done()
         jobs: list[Job] = []
         if acks:
-            jobs = await aq._call(functools.partial(sync._claim, size, 0, acks), pokes=True)
+            jobs = await aq.call_in_thread(functools.partial(sync._claim, size, 0, acks),
+                                           pokes=True)
         if not jobs and not self.stopping:
             timeout = 0.0 if sync.burst else IDLE_CHECK
             if self._running:
@@ -230,7 +231,7 @@ class AsyncWorker:
             got = await self._until_stopped(claim)
             jobs = [] if got is None else [j.sync for j in
                                            (got if isinstance(got, list) else [got])]
-        await aq._call(functools.partial(self._record, jobs, self._take_runs()))
+        await aq.call_in_thread(functools.partial(self._record, jobs, self._take_runs()))
         return jobs
 
     def _take_runs(self) -> list[tuple[Job, float]]:
@@ -302,7 +303,7 @@ class AsyncWorker:
                 if done is not None:
                     worker.holding.finished(done)  # deleted with the next claim
 
-            await aq._call(finish)
+            await aq.call_in_thread(finish)
         self.processed += 1
 
     async def _execute(self, aq: AsyncQueue, job: AsyncJob,
@@ -346,7 +347,7 @@ class AsyncWorker:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait({call}, timeout=1.0)
             reason = "the grace period ran out"
-            await aq._call(lambda: self.sync._give_back(job.sync, reason, run.name))
+            await aq.call_in_thread(lambda: self.sync._give_back(job.sync, reason, run.name))
             return None
 
     @staticmethod

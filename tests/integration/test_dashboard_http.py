@@ -169,13 +169,13 @@ def test_redirects_stay_on_this_site(client: Client, filled: sqlq.Queue, target:
 
 
 def test_bulk_actions_need_confirmation(client: Client, filled: sqlq.Queue) -> None:
-    ids = [j.id for j in filled.jobs("mail", "ready")]
+    ids = [j.id for j in filled.job_page("mail", "ready")]
     form = {"csrf": client.csrf, "verb": "delete", "ids": ids, "next": "/tube?name=mail"}
     reply = client.post("/actions/bulk", form)
     assert reply.status == 303 and "confirm" in reply.headers["Location"]
-    assert len(filled.jobs("mail", "ready")) == len(ids)
+    assert len(filled.job_page("mail", "ready")) == len(ids)
     client.post("/actions/bulk", {**form, "confirm": "yes"})
-    assert filled.jobs("mail", "ready") == []
+    assert filled.job_page("mail", "ready") == []
     kick_all = {"csrf": client.csrf, "tube": "mail", "next": "/"}
     client.post("/actions/kick-all", kick_all)
     assert filled.tube_summary("mail").buried == 1

@@ -69,15 +69,15 @@ def test_pages_follow_each_state_order(q: sqlq.Queue) -> None:
     ids = [q.put(f"p{p}", tube="t", priority=p) for p in (5, 1, 3, 1)]
     seen = []
     after = None
-    while page := q.jobs("t", "ready", after=after, limit=1):
+    while page := q.job_page("t", "ready", after=after, limit=1):
         seen.append(page[0].id)
         after = page[-1].cursor
     assert seen == [ids[1], ids[3], ids[2], ids[0]]
     for _ in range(2):
         q.reserve("t", timeout=0).bury()  # type: ignore[union-attr]
-    buried = q.jobs("t", "buried")
+    buried = q.job_page("t", "buried")
     assert [j.id for j in buried] == sorted([ids[1], ids[3]])
-    assert q.jobs("t", "buried", after=buried[0].cursor)[0].id == buried[1].id
+    assert q.job_page("t", "buried", after=buried[0].cursor)[0].id == buried[1].id
 
 
 def test_search_by_body_key_and_id(q: sqlq.Queue) -> None:

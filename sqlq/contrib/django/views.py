@@ -25,7 +25,7 @@ BURIED_SHOWN = 50
 def _buried(tube: str) -> list[dict[str, Any]]:
     return [{"id": s.id, "reason": s.job.bury_reason or "", "buries": s.job.buries,
              "body": display_text(s.job.body[:200])}
-            for s in queue.jobs(tube, "buried", limit=BURIED_SHOWN)]
+            for s in queue.job_page(tube, "buried", limit=BURIED_SHOWN)]
 
 
 @staff_member_required  # type: ignore[untyped-decorator]  # Django ships no types
