@@ -33,10 +33,11 @@ if TYPE_CHECKING:
     from .attempts import Attempt
     from .enqueue import put, put_many
     from .model import Job
-    from .queue import Queue, Transaction
+    from .puts import Transaction
+    from .queue import Queue
 
 _LAZY = {"AsyncJob": ".asyncq", "AsyncQueue": ".asyncq", "Attempt": ".attempts", "Job": ".model",
-         "Queue": ".queue", "Transaction": ".queue", "put": ".enqueue", "put_many": ".enqueue"}
+         "Queue": ".queue", "Transaction": ".puts", "put": ".enqueue", "put_many": ".enqueue"}
 
 
 def __getattr__(name: str) -> Any:

@@ -39,7 +39,8 @@ from .model import (
     check_job_id,
     check_tubes,
 )
-from .queue import Queue, Transaction
+from .puts import Transaction
+from .queue import Queue
 from .waiting import timeout_deadline
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ def awaited(verb: Callable[Concatenate[Any, P], R], *, pokes: bool = False
         return await self.call_in_thread(lambda: verb(q, *args, **kwargs), pokes=pokes)
 
     call.__qualname__ = f"AsyncQueue.{name}"
+    call.__module__ = __name__  # documented here (functools.wraps copied the verb's)
     call.__doc__ = f":meth:`sqlq.Queue.{name}`, awaited.\n\n{inspect.getdoc(verb) or ''}"
     return call
 
@@ -120,6 +122,7 @@ def _sync_verb(verb: Callable[Concatenate[Any, P], R], *, pokes: bool = False
 
     owner = verb.__qualname__
     call.__qualname__ = f"Async{owner}"
+    call.__module__ = __name__  # documented here (functools.wraps copied the verb's)
     call.__doc__ = f":meth:`sqlq.{owner}`, awaited.\n\n{inspect.getdoc(verb) or ''}"
     return call
 

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import functools
 import os
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from . import attempts, observe, results, stats, topics
-from .backends import Backend, Events, Notifier, open_backend
+from . import results
+from .backends import Backend, Notifier, open_backend
 from .backends.base import Conn, Durability
-from .backends.group import Batch
 from .durations import now_ms
 from .engine import Engine
-from .errors import Disconnected, Error, JobLost, JobNotFound, Timeout
+from .errors import Disconnected, Error, JobLost, JobNotFound
 from .model import (
     DEFAULT_MAX_JOB_SIZE,
     DEFAULT_PRIORITY,
@@ -32,19 +30,18 @@ from .model import (
     check_job_id,
     check_lease,
     check_priority,
-    check_put_options,
     check_seconds,
     check_tube,
-    job_id_in_range,
     seconds_to_ms,
 )
+from .puts import Puts, Transaction
+from .reads import Reads
 from .waiting import timeout_deadline
 
 _T = TypeVar("_T")
 
 if TYPE_CHECKING:
-    from .attempts import Attempt
-    from .histograms import Histogram, Tally
+    from .histograms import Tally
     from .work.retry import Backoff
     from .work.tasks import Task
 
@@ -52,7 +49,7 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-class Queue:
+class Queue(Puts, Reads):
     """A durable job queue in one SQLite file (or a PostgreSQL database), shared by any
     number of processes.
 
@@ -116,6 +113,7 @@ class Queue:
         self._store = self._backend.store
         #: The reservation engine (engine.py): for sqlq's own faces, not applications.
         self.engine = Engine(self._backend, self._clock, functools.partial(Job.from_claim, self))
+        self._job_from_row = functools.partial(Job.from_row, self)
         self._closed = False
         self._lock_wait: float | None = None
 
@@ -178,84 +176,6 @@ class Queue:
 
     def __repr__(self) -> str:
         return f"<sqlq.Queue {self.location!r} durability={self.durability}>"
-
-    # -- put ---------------------------------------------------------------------------------
-
-    def put(self, body: bytes | str, *, tube: str = DEFAULT_TUBE,
-            priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
-            unique_key: str | None = None) -> int:
-        """Add a job and return its id (durable when this returns, in ``full`` mode).
-
-        With ``unique_key``, while a job with that key is live in the tube, return
-        that job's id and insert nothing.
-
-        Args:
-            body: the job's bytes (a str is UTF-8 encoded).
-            tube: the tube to put it in.
-            priority: 0 (most urgent) to 2**32-1; ties go first in, first out.
-            delay: seconds before the job is ready.
-            ttr: seconds a reservation of it lasts (at least 1).
-            unique_key: while a job with this key is live in the tube, put nothing.
-
-        Raises:
-            JobTooBig: the body is larger than ``max_job_size``.
-            InvalidTube: ``tube`` is not a valid tube name.
-            TypeError: an argument has the wrong type (the message names it).
-            ValueError: an argument is out of range (the message names it).
-
-        Examples:
-            >>> q.put(b"resize 42.jpg", tube="thumbs", priority=10, ttr=120)
-            1
-            >>> q.put("welcome a@example.com", tube="emails", unique_key="welcome:a")
-            2
-        """
-        if body.__class__ is not bytes or len(body) > self.max_job_size:
-            body = check_body(body, self.max_job_size)
-        check_tube(tube)
-        delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
-        store, clock = self._store, self._clock
-        # Without a unique key, puts of other threads in the same commit may go in with
-        # this one in one call (group commit's Batch; one statement on a server).
-        batch = None if unique_key is not None else Batch(
-            self._insert_puts, (tube, priority, delay_ms, ttr_ms, body),
-            store.ONE_STATEMENT_PUTS)
-        job_id = self._backend.write_shared(lambda c: store.insert_job(
-            c, clock(), tube, priority, delay_ms, ttr_ms, body, unique_key),
-            single=unique_key is None, batch=batch)
-        return job_id
-
-    def _insert_puts(self, conn: Conn, puts: list[tuple[str, int, int, int, bytes]]
-                     ) -> list[int]:
-        """The puts of several threads sharing one commit, in one call (see put)."""
-        return self._store.insert_puts(conn, self._clock(), puts)
-
-    def put_many(self, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
-                 priority: int = DEFAULT_PRIORITY, delay: float = 0,
-                 ttr: float = DEFAULT_TTR) -> list[int]:
-        """Add many jobs in one transaction (all or none); return their ids in order.
-
-        Raises:
-            JobTooBig: a body is larger than ``max_job_size`` (nothing is put).
-            InvalidTube: ``tube`` is not a valid tube name.
-            TypeError: ``bodies`` is a single body or not iterable, or an option has
-                the wrong type.
-
-        Examples:
-            >>> q.put_many([b"a", b"b", b"c"], tube="letters")
-            [3, 4, 5]
-        """
-        if isinstance(bodies, (bytes, str)):
-            raise TypeError("bodies must be an iterable of bodies, not a single body")
-        try:
-            items = iter(bodies)
-        except TypeError:
-            raise TypeError(f"bodies must be an iterable of bodies, not {type(bodies).__name__}"
-                            ) from None
-        checked = [check_body(b, self.max_job_size) for b in items]
-        check_tube(tube)
-        delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
-        return self._backend.write_shared(lambda c: self._store.insert_jobs(
-            c, self._clock(), tube, priority, delay_ms, ttr_ms, checked))
 
     # -- reserve -----------------------------------------------------------------------------
 
@@ -537,7 +457,7 @@ class Queue:
         pause_ms = seconds_to_ms(seconds, "seconds")
         self._backend.write(lambda c: self._store.pause_tube(c, self._clock(), tube, pause_ms))
 
-    # -- results and fan-out (logic in results.py, topics.py) --------------------------------
+    # -- results (logic in results.py) -------------------------------------------------------
 
     def complete(self, job_id: int, result: bytes | str = b"", *,
                  lease: int | None = None) -> None:
@@ -556,226 +476,7 @@ class Queue:
         data = check_body(result, self.max_job_size, "result")
         results.complete(self._backend, self._clock, job_id, data, lease, self.result_ttl_ms)
 
-    def result(self, job_id: int, timeout: float | None = None) -> bytes:
-        """Wait for a job's result and return it; it can be read again until it expires.
-
-        Sleeps on the same notifier as :meth:`reserve`. ``timeout=None`` waits for
-        ever, ``0`` only looks.
-
-        Raises:
-            JobBuried: the job was buried (``.reason`` says why).
-            Timeout: no result within ``timeout`` seconds.
-            JobNotFound: no such id was issued, or its result expired, or the job was
-                deleted without a result.
-
-        Examples:
-            >>> jid = q.put(b'{"n": 7}', tube="squares")
-            >>> q.result(jid, timeout=60)  # a worker called job.complete(b"49")
-            b'49'
-        """
-        check_job_id(job_id)
-        deadline = timeout_deadline(timeout)
-
-        def look(events: Events) -> bytes | None:
-            return results.look(self._backend, self._clock, job_id)
-
-        found = look(Events())
-        if found is None and timeout != 0:
-            found = self.engine.wait(look, deadline)
-        if found is None:
-            raise Timeout(f"job {job_id}: no result within {timeout:g} s")
-        return found
-
-    def subscribe(self, topic: str, tube: str) -> None:
-        """Have :meth:`publish` to ``topic`` put a copy into ``tube`` (idempotent).
-
-        Raises:
-            InvalidTube: ``topic`` or ``tube`` is not a valid name (topics follow tube rules).
-
-        Examples:
-            >>> q.subscribe("orders", "emails"); q.subscribe("orders", "audit")
-        """
-        topics.subscribe(self._backend, topic, tube)
-
-    def unsubscribe(self, topic: str, tube: str) -> bool:
-        """Stop copying ``topic`` into ``tube``; True if it was subscribed."""
-        return topics.unsubscribe(self._backend, topic, tube)
-
-    def subscriptions(self, topic: str | None = None) -> list[tuple[str, str]]:
-        """The ``(topic, tube)`` subscriptions, sorted; only ``topic``'s when given."""
-        return topics.subscriptions(self._backend, topic)
-
-    def publish(self, topic: str, body: bytes | str, *, priority: int = DEFAULT_PRIORITY,
-                delay: float = 0, ttr: float = DEFAULT_TTR,
-                unique_key: str | None = None) -> list[int]:
-        """Put one copy of a job into every tube subscribed to ``topic``, in one transaction.
-
-        Returns the ids in tube-name order; ``[]`` when nothing is subscribed.
-        Subscribers pull: a worker that was down finds every copy in its tube.
-
-        Raises:
-            JobTooBig: the body is larger than ``max_job_size``.
-            InvalidTube: ``topic`` is not a valid name.
-
-        Examples:
-            >>> q.publish("orders", b'{"order": 7}')  # -> [id in audit, id in emails]
-            [8, 9]
-        """
-        check_tube(topic, "topic")
-        data = check_body(body, self.max_job_size)
-        delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
-        put = topics.publish(self._backend, self._clock, topic, data, priority=priority,
-                             delay_ms=delay_ms, ttr_ms=ttr_ms, unique_key=unique_key)
-        return [job_id for _, job_id in put]
-
-    # -- observers ---------------------------------------------------------------------------
-
-    def peek(self, job_id: int) -> Job | None:
-        """The job as of now, or None if there is no such job.
-
-        Examples:
-            >>> job = q.peek(7)
-            >>> job.state, job.bury_reason
-            ('buried', 'corrupt image')
-        """
-        if not job_id_in_range(job_id):
-            return None
-        row = self._backend.read(lambda c: self._store.select_job(c, self._clock(), job_id))
-        return None if row is None else Job.from_row(self, row)
-
-    def _peek(self, which: str, tube: str) -> Job | None:
-        check_tube(tube)
-        store = self._store
-
-        def look(c: Conn) -> Any:
-            now = self._clock()
-            job_id = store.peek_id(c, now, which, tube)
-            return None if job_id is None else store.select_job(c, now, job_id)
-
-        row = self._backend.read(look)
-        return None if row is None else Job.from_row(self, row)
-
-    def peek_ready(self, tube: str = DEFAULT_TUBE) -> Job | None:
-        """The job the next reserve on ``tube`` would get (pauses aside), or None.
-
-        Raises:
-            InvalidTube: ``tube`` is not a valid tube name.
-        """
-        return self._peek("ready", tube)
-
-    def peek_delayed(self, tube: str = DEFAULT_TUBE) -> Job | None:
-        """The delayed job due soonest in ``tube``, or None."""
-        return self._peek("delayed", tube)
-
-    def peek_buried(self, tube: str = DEFAULT_TUBE) -> Job | None:
-        """The oldest buried job in ``tube``, or None."""
-        return self._peek("buried", tube)
-
-    def tubes(self) -> list[str]:
-        """Tubes that hold jobs, are paused or subscribed to a topic, and ``default``, sorted.
-
-        A tube a worker has drained drops out of this list (as beanstalkd forgets an
-        unused tube), but its name stays valid everywhere: ``stats_tube`` reads zeros.
-        """
-        found = self._backend.read(lambda c: self._store.list_tubes(c, self._clock()))
-        return sorted(set(found) | {DEFAULT_TUBE})
-
-    def stats(self) -> dict[str, Any]:
-        """Counts for the whole file, with beanstalkd's key names (see stats.py)."""
-        return stats.file_stats(self._backend, self._clock(), self.max_job_size)
-
-    def stats_tube(self, tube: str) -> dict[str, Any]:
-        """One tube's counts with beanstalkd's keys; all zeros for a valid name with no jobs.
-
-        ``total-jobs``, ``cmd-delete`` and ``cmd-pause-tube`` count the tube's puts, deletes
-        and pauses since the database was created, by anyone. An empty tube is not
-        an error: a monitor must not fail because a worker just drained the tube.
-
-        Raises:
-            InvalidTube: ``tube`` is not a valid tube name.
-
-        Examples:
-            >>> q.stats_tube("emails")["current-jobs-ready"]
-            0
-        """
-        return stats.tube_stats(self._backend, self._clock(), tube)
-
-    def stats_job(self, job_id: int) -> dict[str, Any]:
-        """One job's record with beanstalkd's keys (times in whole seconds).
-
-        Raises:
-            JobNotFound: no such job.
-
-        Examples:
-            >>> q.stats_job(7)["state"]
-            'delayed'
-        """
-        check_job_id(job_id)
-        return stats.job_stats(self._backend, self._clock(), job_id)
-
-    def attempts(self, job_id: int) -> list[Attempt]:
-        """The failed runs ``sqlq work`` kept of a job, oldest first: when, which worker,
-        how long, what became of the job, the error and its full traceback. The last
-        10 are kept, each traceback up to 8 KiB; they go with the job. An unknown job
-        (or one that never failed) has none.
-
-        Examples:
-            >>> [(a.attempt, a.outcome, a.message) for a in q.attempts(7)]
-            [(1, 'retried', "KeyError: 'sku'"), (2, 'buried', "KeyError: 'sku'")]
-            >>> print(q.attempts(7)[-1].traceback)
-            Traceback (most recent call last):
-              File "/srv/app/shop.py", line 12, in price
-            ...
-        """
-        if not job_id_in_range(job_id):
-            return []
-        return attempts.read(self._backend, job_id)
-
-    # -- views for the dashboard and /metrics (logic in observe.py) ---------------------------
-
-    def overview(self) -> observe.Overview:
-        """Every tube's counts as of now and the file's counters, from one read snapshot;
-        fast on a file of millions of jobs (indexes only)."""
-        return observe.overview(self._backend, self._clock())
-
-    def tube_summary(self, tube: str) -> observe.TubeSummary:
-        """One tube's counts as of now (an unknown tube reads as empty)."""
-        return observe.tube(self._backend, self._clock(), tube)
-
-    def job_page(self, tube: str, state: str, *, after: tuple[int, int] | None = None,
-                 limit: int = 50) -> list[observe.JobSummary]:
-        """A page of a tube's jobs in one state (ready, delayed, reserved, buried), in the
-        order that state is served; pass the last row's ``cursor`` as ``after`` for the next."""
-        return observe.jobs(self._backend, tube, state, after, limit)
-
-    def jobs(self, tube: str, state: str, *, after: tuple[int, int] | None = None,
-             limit: int = 50) -> list[observe.JobSummary]:
-        """Deprecated: :meth:`job_page` (``AsyncQueue.jobs`` reserves jobs in a loop; one
-        name, one meaning)."""
-        warnings.warn("Queue.jobs(tube, state) is Queue.job_page(tube, state)",
-                      DeprecationWarning, stacklevel=2)
-        return self.job_page(tube, state, after=after, limit=limit)
-
-    def search(self, tube: str, text: str, *, limit: int = 50) -> list[observe.JobSummary]:
-        """Recent jobs of a tube whose id, unique key or body contains ``text``, newest first."""
-        return observe.search(self._backend, self._clock(), tube, text, limit)
-
-    def workers(self) -> list[observe.Worker]:
-        """The processes holding reservations now (pid, host, jobs held, since when)."""
-        return observe.workers(self._backend, self._clock())
-
-    def periodic_slots(self) -> list[observe.PeriodicSlot]:
-        """The last slot each periodic task enqueued."""
-        return observe.periodic(self._backend)
-
-    def kept_result(self, job_id: int) -> bytes | None:
-        """A completed job's result if it is still kept, else None; never waits."""
-        return observe.result(self._backend, self._clock(), job_id)
-
-    def duration_histograms(self) -> list[Histogram]:
-        """Per tube, the histograms of how long jobs waited before their first reservation
-        (``wait``) and how long runs took (``run``), as ``sqlq work`` workers recorded them."""
-        return observe.durations(self._backend)
+    # -- tasks (logic in work/tasks.py, work/periodic.py; run by `sqlq work`) -----------------
 
     def record_durations(self, tally: Tally) -> None:
         """Add a worker's observations to the database's histograms in one short write
@@ -784,8 +485,6 @@ class Queue:
         rows = tally.rows()
         if rows:
             self._backend.write(lambda c: self._store.add_durations(c, rows), durable=False)
-
-    # -- tasks (logic in work/tasks.py, work/periodic.py; run by `sqlq work`) -----------------
 
     @overload
     def task(self, fn: Callable[_P, _R], /) -> Task[_P, _R]: ...
@@ -844,35 +543,3 @@ class Queue:
         """One durable write transaction for the application's SQL and sqlq's puts together."""
         with self._backend.transaction() as conn:
             yield Transaction(self, conn)
-
-
-def _in_transaction(verb: Callable[Concatenate[Queue, _P], _R]
-                    ) -> Callable[Concatenate[Transaction, _P], _R]:
-    """The Queue's ``verb`` as a Transaction's: the same signature, inside the transaction
-    (the Queue's calls on the thread holding it join it)."""
-
-    @functools.wraps(verb)
-    def call(self: Transaction, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        return verb(self.queue, *args, **kwargs)
-
-    call.__qualname__ = f"Transaction.{verb.__name__}"
-    call.__doc__ = f"``Queue.{verb.__name__}`` inside this transaction."
-    return call
-
-
-class Transaction:
-    """What ``with q.transaction() as tx`` hands out: SQL and puts in one commit."""
-
-    def __init__(self, queue: Queue, conn: Conn) -> None:
-        self.queue = queue
-        self._conn = conn
-
-    def execute(self, sql: str,
-                params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
-        """Run the application's own SQL in the transaction (the backend's dialect and
-        parameter style); return the rows."""
-        return self.queue.backend.execute_app(self._conn, sql, params)
-
-    put = _in_transaction(Queue.put)
-    put_many = _in_transaction(Queue.put_many)
-    publish = _in_transaction(Queue.publish)

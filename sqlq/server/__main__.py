@@ -2,4 +2,5 @@
 
 from sqlq.server.main import beanstalkd_main
 
-beanstalkd_main()
+if __name__ == "__main__":
+    beanstalkd_main()

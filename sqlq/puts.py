@@ -1,0 +1,196 @@
+"""What puts jobs in: put, put_many, publish (and the subscriptions it follows), and
+the Transaction that puts them together with the application's own SQL.
+
+The Queue's producing verbs, in a class of their own (:class:`Puts`, which
+:class:`~sqlq.Queue` inherits): they check their arguments here, and write
+through the backend, sharing a commit with other threads' puts (group commit).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+
+from . import topics
+from .backends.group import Batch
+from .model import (
+    DEFAULT_PRIORITY,
+    DEFAULT_TTR,
+    DEFAULT_TUBE,
+    check_body,
+    check_put_options,
+    check_tube,
+)
+
+if TYPE_CHECKING:
+    from .backends import Backend
+    from .backends.base import Conn
+    from .backends.store import Store
+    from .queue import Queue
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class Puts:
+    """The Queue's producing verbs (see :class:`~sqlq.Queue` for the class's docs)."""
+
+    # Set by Queue.__init__.
+    _backend: Backend
+    _store: Store
+    _clock: Callable[[], int]
+    max_job_size: int
+
+    # -- put ---------------------------------------------------------------------------------
+
+    def put(self, body: bytes | str, *, tube: str = DEFAULT_TUBE,
+            priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
+            unique_key: str | None = None) -> int:
+        """Add a job and return its id (durable when this returns, in ``full`` mode).
+
+        With ``unique_key``, while a job with that key is live in the tube, return
+        that job's id and insert nothing.
+
+        Args:
+            body: the job's bytes (a str is UTF-8 encoded).
+            tube: the tube to put it in.
+            priority: 0 (most urgent) to 2**32-1; ties go first in, first out.
+            delay: seconds before the job is ready.
+            ttr: seconds a reservation of it lasts (at least 1).
+            unique_key: while a job with this key is live in the tube, put nothing.
+
+        Raises:
+            JobTooBig: the body is larger than ``max_job_size``.
+            InvalidTube: ``tube`` is not a valid tube name.
+            TypeError: an argument has the wrong type (the message names it).
+            ValueError: an argument is out of range (the message names it).
+
+        Examples:
+            >>> q.put(b"resize 42.jpg", tube="thumbs", priority=10, ttr=120)
+            1
+            >>> q.put("welcome a@example.com", tube="emails", unique_key="welcome:a")
+            2
+        """
+        if body.__class__ is not bytes or len(body) > self.max_job_size:
+            body = check_body(body, self.max_job_size)
+        check_tube(tube)
+        delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
+        store, clock = self._store, self._clock
+        # Without a unique key, puts of other threads in the same commit may go in with
+        # this one in one call (group commit's Batch; one statement on a server).
+        batch = None if unique_key is not None else Batch(
+            self._insert_puts, (tube, priority, delay_ms, ttr_ms, body),
+            store.ONE_STATEMENT_PUTS)
+        job_id = self._backend.write_shared(lambda c: store.insert_job(
+            c, clock(), tube, priority, delay_ms, ttr_ms, body, unique_key),
+            single=unique_key is None, batch=batch)
+        return job_id
+
+    def _insert_puts(self, conn: Conn, puts: list[tuple[str, int, int, int, bytes]]
+                     ) -> list[int]:
+        """The puts of several threads sharing one commit, in one call (see put)."""
+        return self._store.insert_puts(conn, self._clock(), puts)
+
+    def put_many(self, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
+                 priority: int = DEFAULT_PRIORITY, delay: float = 0,
+                 ttr: float = DEFAULT_TTR) -> list[int]:
+        """Add many jobs in one transaction (all or none); return their ids in order.
+
+        Raises:
+            JobTooBig: a body is larger than ``max_job_size`` (nothing is put).
+            InvalidTube: ``tube`` is not a valid tube name.
+            TypeError: ``bodies`` is a single body or not iterable, or an option has
+                the wrong type.
+
+        Examples:
+            >>> q.put_many([b"a", b"b", b"c"], tube="letters")
+            [3, 4, 5]
+        """
+        if isinstance(bodies, (bytes, str)):
+            raise TypeError("bodies must be an iterable of bodies, not a single body")
+        try:
+            items = iter(bodies)
+        except TypeError:
+            raise TypeError(f"bodies must be an iterable of bodies, not {type(bodies).__name__}"
+                            ) from None
+        checked = [check_body(b, self.max_job_size) for b in items]
+        check_tube(tube)
+        delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
+        return self._backend.write_shared(lambda c: self._store.insert_jobs(
+            c, self._clock(), tube, priority, delay_ms, ttr_ms, checked))
+
+    def subscribe(self, topic: str, tube: str) -> None:
+        """Have :meth:`publish` to ``topic`` put a copy into ``tube`` (idempotent).
+
+        Raises:
+            InvalidTube: ``topic`` or ``tube`` is not a valid name (topics follow tube rules).
+
+        Examples:
+            >>> q.subscribe("orders", "emails"); q.subscribe("orders", "audit")
+        """
+        topics.subscribe(self._backend, topic, tube)
+
+    def unsubscribe(self, topic: str, tube: str) -> bool:
+        """Stop copying ``topic`` into ``tube``; True if it was subscribed."""
+        return topics.unsubscribe(self._backend, topic, tube)
+
+    def publish(self, topic: str, body: bytes | str, *, priority: int = DEFAULT_PRIORITY,
+                delay: float = 0, ttr: float = DEFAULT_TTR,
+                unique_key: str | None = None) -> list[int]:
+        """Put one copy of a job into every tube subscribed to ``topic``, in one transaction.
+
+        Returns the ids in tube-name order; ``[]`` when nothing is subscribed.
+        Subscribers pull: a worker that was down finds every copy in its tube.
+
+        Raises:
+            JobTooBig: the body is larger than ``max_job_size``.
+            InvalidTube: ``topic`` is not a valid name.
+
+        Examples:
+            >>> q.publish("orders", b'{"order": 7}')  # -> [id in audit, id in emails]
+            [8, 9]
+        """
+        check_tube(topic, "topic")
+        data = check_body(body, self.max_job_size)
+        delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
+        put = topics.publish(self._backend, self._clock, topic, data, priority=priority,
+                             delay_ms=delay_ms, ttr_ms=ttr_ms, unique_key=unique_key)
+        return [job_id for _, job_id in put]
+
+
+
+def _in_transaction(verb: Callable[Concatenate[Puts, _P], _R]
+                    ) -> Callable[Concatenate[Transaction, _P], _R]:
+    """The Queue's ``verb`` as a Transaction's: the same signature, inside the transaction
+    (the Queue's calls on the thread holding it join it)."""
+
+    @functools.wraps(verb)
+    def call(self: Transaction, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return verb(self.queue, *args, **kwargs)
+
+    call.__qualname__ = f"Transaction.{verb.__name__}"
+    call.__module__ = __name__  # documented here (functools.wraps copied the verb's)
+    call.__doc__ = f"``Queue.{verb.__name__}`` inside this transaction."
+    return call
+
+
+class Transaction:
+    """What ``with q.transaction() as tx`` hands out: SQL and puts in one commit."""
+
+    def __init__(self, queue: Queue, conn: Conn) -> None:
+        self.queue = queue
+        self._conn = conn
+
+    def execute(self, sql: str,
+                params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+        """Run the application's own SQL in the transaction (the backend's dialect and
+        parameter style); return the rows."""
+        return self.queue.backend.execute_app(self._conn, sql, params)
+
+    put = _in_transaction(Puts.put)
+    """:meth:`Queue.put <sqlq.Queue.put>` inside this transaction (the same arguments)."""
+    put_many = _in_transaction(Puts.put_many)
+    """:meth:`Queue.put_many <sqlq.Queue.put_many>` inside this transaction."""
+    publish = _in_transaction(Puts.publish)
+    """:meth:`Queue.publish <sqlq.Queue.publish>` inside this transaction."""

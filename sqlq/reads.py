@@ -1,0 +1,225 @@
+"""What a Queue reads: a job, a tube's counts, a result, the dashboard's views.
+
+The Queue's read-only verbs, in a class of their own (:class:`Reads`, which
+:class:`~sqlq.Queue` inherits) so that ``queue.py`` holds the verbs that change
+jobs. Each reads one snapshot through the backend; none takes the write lock
+(``result`` may wait for one, on the reservation engine's notifier).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import attempts, observe, results, stats, topics
+from .backends import Events
+from .errors import Timeout
+from .model import DEFAULT_TUBE, Job, JobRow, check_job_id, check_tube, job_id_in_range
+from .waiting import timeout_deadline
+
+if TYPE_CHECKING:
+    from .attempts import Attempt
+    from .backends import Backend
+    from .backends.base import Conn
+    from .backends.store import Store
+    from .engine import Engine
+    from .histograms import Histogram
+
+
+class Reads:
+    """The Queue's read-only verbs (see :class:`~sqlq.Queue` for the class's docs)."""
+
+    # Set by Queue.__init__.
+    _backend: Backend
+    _store: Store
+    _clock: Callable[[], int]
+    _job_from_row: Callable[[JobRow], Job]
+    max_job_size: int
+    engine: Engine
+
+    # -- results and subscriptions -----------------------------------------------------------
+
+    def result(self, job_id: int, timeout: float | None = None) -> bytes:
+        """Wait for a job's result and return it; it can be read again until it expires.
+
+        Sleeps on the same notifier as :meth:`reserve`. ``timeout=None`` waits for
+        ever, ``0`` only looks.
+
+        Raises:
+            JobBuried: the job was buried (``.reason`` says why).
+            Timeout: no result within ``timeout`` seconds.
+            JobNotFound: no such id was issued, or its result expired, or the job was
+                deleted without a result.
+
+        Examples:
+            >>> jid = q.put(b'{"n": 7}', tube="squares")
+            >>> q.result(jid, timeout=60)  # a worker called job.complete(b"49")
+            b'49'
+        """
+        check_job_id(job_id)
+        deadline = timeout_deadline(timeout)
+
+        def look(events: Events) -> bytes | None:
+            return results.look(self._backend, self._clock, job_id)
+
+        found = look(Events())
+        if found is None and timeout != 0:
+            found = self.engine.wait(look, deadline)
+        if found is None:
+            raise Timeout(f"job {job_id}: no result within {timeout:g} s")
+        return found
+
+    def subscriptions(self, topic: str | None = None) -> list[tuple[str, str]]:
+        """The ``(topic, tube)`` subscriptions, sorted; only ``topic``'s when given."""
+        return topics.subscriptions(self._backend, topic)
+
+
+    # -- observers ---------------------------------------------------------------------------
+
+    def peek(self, job_id: int) -> Job | None:
+        """The job as of now, or None if there is no such job.
+
+        Examples:
+            >>> job = q.peek(7)
+            >>> job.state, job.bury_reason
+            ('buried', 'corrupt image')
+        """
+        if not job_id_in_range(job_id):
+            return None
+        row = self._backend.read(lambda c: self._store.select_job(c, self._clock(), job_id))
+        return None if row is None else self._job_from_row(row)
+
+    def _peek(self, which: str, tube: str) -> Job | None:
+        check_tube(tube)
+        store = self._store
+
+        def look(c: Conn) -> Any:
+            now = self._clock()
+            job_id = store.peek_id(c, now, which, tube)
+            return None if job_id is None else store.select_job(c, now, job_id)
+
+        row = self._backend.read(look)
+        return None if row is None else self._job_from_row(row)
+
+    def peek_ready(self, tube: str = DEFAULT_TUBE) -> Job | None:
+        """The job the next reserve on ``tube`` would get (pauses aside), or None.
+
+        Raises:
+            InvalidTube: ``tube`` is not a valid tube name.
+        """
+        return self._peek("ready", tube)
+
+    def peek_delayed(self, tube: str = DEFAULT_TUBE) -> Job | None:
+        """The delayed job due soonest in ``tube``, or None."""
+        return self._peek("delayed", tube)
+
+    def peek_buried(self, tube: str = DEFAULT_TUBE) -> Job | None:
+        """The oldest buried job in ``tube``, or None."""
+        return self._peek("buried", tube)
+
+    def tubes(self) -> list[str]:
+        """Tubes that hold jobs, are paused or subscribed to a topic, and ``default``, sorted.
+
+        A tube a worker has drained drops out of this list (as beanstalkd forgets an
+        unused tube), but its name stays valid everywhere: ``stats_tube`` reads zeros.
+        """
+        found = self._backend.read(lambda c: self._store.list_tubes(c, self._clock()))
+        return sorted(set(found) | {DEFAULT_TUBE})
+
+    def stats(self) -> dict[str, Any]:
+        """Counts for the whole file, with beanstalkd's key names (see stats.py)."""
+        return stats.file_stats(self._backend, self._clock(), self.max_job_size)
+
+    def stats_tube(self, tube: str) -> dict[str, Any]:
+        """One tube's counts with beanstalkd's keys; all zeros for a valid name with no jobs.
+
+        ``total-jobs``, ``cmd-delete`` and ``cmd-pause-tube`` count the tube's puts, deletes
+        and pauses since the database was created, by anyone. An empty tube is not
+        an error: a monitor must not fail because a worker just drained the tube.
+
+        Raises:
+            InvalidTube: ``tube`` is not a valid tube name.
+
+        Examples:
+            >>> q.stats_tube("emails")["current-jobs-ready"]
+            0
+        """
+        return stats.tube_stats(self._backend, self._clock(), tube)
+
+    def stats_job(self, job_id: int) -> dict[str, Any]:
+        """One job's record with beanstalkd's keys (times in whole seconds).
+
+        Raises:
+            JobNotFound: no such job.
+
+        Examples:
+            >>> q.stats_job(7)["state"]
+            'delayed'
+        """
+        check_job_id(job_id)
+        return stats.job_stats(self._backend, self._clock(), job_id)
+
+    def attempts(self, job_id: int) -> list[Attempt]:
+        """The failed runs ``sqlq work`` kept of a job, oldest first: when, which worker,
+        how long, what became of the job, the error and its full traceback. The last
+        10 are kept, each traceback up to 8 KiB; they go with the job. An unknown job
+        (or one that never failed) has none.
+
+        Examples:
+            >>> [(a.attempt, a.outcome, a.message) for a in q.attempts(7)]
+            [(1, 'retried', "KeyError: 'sku'"), (2, 'buried', "KeyError: 'sku'")]
+            >>> print(q.attempts(7)[-1].traceback)
+            Traceback (most recent call last):
+              File "/srv/app/shop.py", line 12, in price
+            ...
+        """
+        if not job_id_in_range(job_id):
+            return []
+        return attempts.read(self._backend, job_id)
+
+    # -- views for the dashboard and /metrics (logic in observe.py) ---------------------------
+
+    def overview(self) -> observe.Overview:
+        """Every tube's counts as of now and the file's counters, from one read snapshot;
+        fast on a file of millions of jobs (indexes only)."""
+        return observe.overview(self._backend, self._clock())
+
+    def tube_summary(self, tube: str) -> observe.TubeSummary:
+        """One tube's counts as of now (an unknown tube reads as empty)."""
+        return observe.tube(self._backend, self._clock(), tube)
+
+    def job_page(self, tube: str, state: str, *, after: tuple[int, int] | None = None,
+                 limit: int = 50) -> list[observe.JobSummary]:
+        """A page of a tube's jobs in one state (ready, delayed, reserved, buried), in the
+        order that state is served; pass the last row's ``cursor`` as ``after`` for the next."""
+        return observe.jobs(self._backend, tube, state, after, limit)
+
+    def jobs(self, tube: str, state: str, *, after: tuple[int, int] | None = None,
+             limit: int = 50) -> list[observe.JobSummary]:
+        """Deprecated: :meth:`job_page` (``AsyncQueue.jobs`` reserves jobs in a loop; one
+        name, one meaning)."""
+        warnings.warn("Queue.jobs(tube, state) is Queue.job_page(tube, state)",
+                      DeprecationWarning, stacklevel=2)
+        return self.job_page(tube, state, after=after, limit=limit)
+
+    def search(self, tube: str, text: str, *, limit: int = 50) -> list[observe.JobSummary]:
+        """Recent jobs of a tube whose id, unique key or body contains ``text``, newest first."""
+        return observe.search(self._backend, self._clock(), tube, text, limit)
+
+    def workers(self) -> list[observe.Worker]:
+        """The processes holding reservations now (pid, host, jobs held, since when)."""
+        return observe.workers(self._backend, self._clock())
+
+    def periodic_slots(self) -> list[observe.PeriodicSlot]:
+        """The last slot each periodic task enqueued."""
+        return observe.periodic(self._backend)
+
+    def kept_result(self, job_id: int) -> bytes | None:
+        """A completed job's result if it is still kept, else None; never waits."""
+        return observe.result(self._backend, self._clock(), job_id)
+
+    def duration_histograms(self) -> list[Histogram]:
+        """Per tube, the histograms of how long jobs waited before their first reservation
+        (``wait``) and how long runs took (``run``), as ``sqlq work`` workers recorded them."""
+        return observe.durations(self._backend)
