@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from .backends import Events, Notifier
 from .errors import Disconnected, Error, JobLost, JobNotFound
 from .model import Job
-from .waiting import RETRY_FIRST_S, RETRY_MAX_S, Pacer
+from .waiting import Outage, Pacer
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -85,10 +85,10 @@ class Waiters:
         self._wake: asyncio.Event | None = None
         self._events = Events()
         self._closed = False
-        #: Whether the last pass's looks met a lost connection, and the pause before the
-        #: next look while they do (RETRY_FIRST_S: none met).
-        self._outage = False
-        self._retry = RETRY_FIRST_S
+        #: The database gone away, if the last pass's looks met a lost connection (the
+        #: pause before the next pass), else None.
+        self._lost: float | None = None
+        self._outage = Outage()
 
     def __len__(self) -> int:
         return len(self._waiters)
@@ -233,13 +233,9 @@ class Waiters:
                 break
             wait = pacer.after_look(events, None, due_ms, now_ms)
             wait = MAX_SLEEP if wait is None else min(wait, MAX_SLEEP)
-            if self._outage:
-                wait = min(wait, self._retry)
-                self._retry = min(self._retry * 2, RETRY_MAX_S)
+            if self._lost is not None:
+                wait = min(wait, self._lost)
                 self._events.commit = self._events.owner = True  # anything may have happened
-            elif self._retry != RETRY_FIRST_S:
-                log.warning("the database is back; waiting goes on")
-                self._retry = RETRY_FIRST_S
             if polling:
                 wait = min(wait, POLL_INTERVAL)
             if wait > 0 and not wake.is_set():
@@ -254,7 +250,8 @@ class Waiters:
         """One pass over the waiters, in this AsyncQueue's thread: each distinct request
         looks once; returns what was found, the earliest due time and the clock."""
         q = self._aq.queue
-        self._outage = False
+        self._lost = None
+        looked = False
         found: list[tuple[Waiter, Any, BaseException | None]] = []
         empty: set[Hashable] = set()
         due_ms: int | None = None
@@ -266,14 +263,14 @@ class Waiters:
             except Disconnected as exc:
                 # As the blocking loop does (waiting.py): an outage is waited through
                 # as an empty queue is, each waiter up to its deadline.
-                if not self._outage and self._retry == RETRY_FIRST_S:
-                    log.warning("%s; waiting for the database to come back", exc)
-                self._outage = True
+                if self._lost is None:
+                    self._lost = self._outage.lost(exc)
                 empty.add(waiter.key)
                 continue
             except Exception as exc:  # noqa: BLE001 - the waiter raises it (JobBuried...)
                 found.append((waiter, None, exc))
                 continue
+            looked = True
             if value is not None:
                 found.append((waiter, value, None))
                 continue
@@ -286,4 +283,6 @@ class Waiters:
                     continue
                 if due is not None:
                     due_ms = due if due_ms is None else min(due_ms, due)
+        if looked and self._lost is None:
+            self._outage.looked()
         return found, due_ms, q.engine.clock()

@@ -207,14 +207,16 @@ class Engine:
 
     # -- looking, for a waiting claim ----------------------------------------------------------
 
-    def look(self, tubes: TubesParam, owner: str | None, events: Events) -> Job | None:
+    def look(self, tubes: TubesParam, owner: str | None, events: Events, *,
+             sure: bool = False) -> Job | None:
         """One look of a waiting reserve (the blocking wait's, an AsyncQueue's, the
-        server's): claim if something may be ready, as :meth:`look_with` decides. A
+        server's): claim if something may be ready, as :meth:`look_with` decides
+        (``sure``: the caller just made a job ready, claim without reading first). A
         token (not None: detached) is fetched again, as the backend may have had to
         confirm it anew."""
         if owner is not None:
             owner = self.backend.owner_token()
-        return self.look_with(tubes, events, lambda: self.claim(tubes, owner))
+        return self.look_with(tubes, events, lambda: self.claim(tubes, owner), sure=sure)
 
     def look_many(self, tubes: TubesParam, n: int, events: Events) -> list[Job] | None:
         """One look of a waiting reserve_many: :meth:`look`'s, for up to n jobs."""
@@ -222,8 +224,8 @@ class Engine:
         return self.look_with(tubes, events,
                               lambda: self.claim_many(tubes, owner, n, []) or None)
 
-    def look_with(self, tubes: TubesParam, events: Events, claim: Callable[[], T | None]
-                  ) -> T | None:
+    def look_with(self, tubes: TubesParam, events: Events, claim: Callable[[], T | None],
+                  *, sure: bool = False) -> T | None:
         """A waiting claim's look: reap dead holders when told to, then ``claim()`` if a
         read without the write lock says a job is ready (or at once, on a backend whose
         empty claim locks nothing: ``Store.LOOK_BEFORE_CLAIM``)."""
@@ -234,7 +236,7 @@ class Engine:
             found = claim()
             if found is not None:
                 return found
-        if not self.store.LOOK_BEFORE_CLAIM:
+        if sure or not self.store.LOOK_BEFORE_CLAIM:
             return claim()
         return claim() if self.has_ready(tubes) else None
 

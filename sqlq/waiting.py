@@ -93,6 +93,31 @@ class Pacer:
         return wait
 
 
+class Outage:
+    """A database server gone away, waited through as an empty queue is: when to look
+    again (RETRY_FIRST_S, doubling to RETRY_MAX_S), said once in the log each way."""
+
+    def __init__(self) -> None:
+        self.retry = RETRY_FIRST_S
+
+    @property
+    def ongoing(self) -> bool:
+        return self.retry != RETRY_FIRST_S
+
+    def lost(self, error: Exception) -> float:
+        """A look met a lost connection: the seconds to wait before the next one."""
+        if not self.ongoing:
+            log.warning("%s; waiting for the database to come back", error)
+        wait, self.retry = self.retry, min(self.retry * 2, RETRY_MAX_S)
+        return wait
+
+    def looked(self) -> None:
+        """A look went through: the outage, if there was one, is over."""
+        if self.ongoing:
+            log.warning("the database is back; waiting goes on")
+            self.retry = RETRY_FIRST_S
+
+
 def wait_for(notifier: Notifier, look: Callable[[Events], T | None], deadline: float | None,
              clock: Callable[[], int], due: Callable[[], int | None] | None = None) -> T | None:
     """Sleep on ``notifier`` until ``look(events)`` finds something or the deadline passes.
@@ -105,7 +130,7 @@ def wait_for(notifier: Notifier, look: Callable[[Events], T | None], deadline: f
     # commits since, or a holder's exit) counts with the first look, which covers it.
     events = notifier.drain()
     events.commit = True
-    retry = RETRY_FIRST_S
+    outage = Outage()
     while True:
         try:
             found = look(events)
@@ -114,19 +139,15 @@ def wait_for(notifier: Notifier, look: Callable[[Events], T | None], deadline: f
             # The server restarted or dropped us: a look is safe to make again (a claim
             # cut off may have committed; its job comes back: db.ClaimLedger). An
             # outage is waited through as an empty queue is, up to the deadline (then
-            # None, as for a timeout), logged once.
-            if retry == RETRY_FIRST_S:
-                log.warning("%s; waiting for the database to come back", e)
+            # None, as for a timeout).
+            retry = outage.lost(e)
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return None
             time.sleep(retry if left is None else min(retry, left))
-            retry = min(retry * 2, RETRY_MAX_S)
             events = Events(commit=True, owner=True)  # anything may have happened meanwhile
             continue
-        if retry != RETRY_FIRST_S:
-            log.warning("the database is back; waiting goes on")
-            retry = RETRY_FIRST_S
+        outage.looked()
         if found is not None:
             return found
         if deadline is not None and time.monotonic() >= deadline:

@@ -10,7 +10,15 @@ again, first come first served, when a job may have become ready: a put,
 release, kick or pause through this server (``poke``), a commit by another
 process (a notifier's fd becomes readable), or a timer (a delayed job
 coming due, a TTR or a pause running out, a reserve's own timeout, the
-DEADLINE_SOON margin). One timer covers all of those (``arm``).
+DEADLINE_SOON margin, a re-check of a commit event that found nothing).
+One timer covers all of those (``arm``).
+
+The waiting policy is the library's: each pass looks through the reservation
+engine (``Engine.look``: a read before the claim, reaping when a death is
+signalled), its due times are ``Engine.due``'s, and re-checks after a commit
+event follow ``waiting.Pacer``, as a blocked ``Queue.reserve`` and an
+AsyncQueue's dispatcher do. What is the server's own is the loop around them:
+one selector, many connections, DEADLINE_SOON and the write lock (locks.py).
 """
 
 from __future__ import annotations
@@ -18,9 +26,11 @@ from __future__ import annotations
 import selectors
 import time
 
+from sqlq.backends import Events
 from sqlq.errors import Locked
 from sqlq.server.loop import log, now_ms
 from sqlq.server.protocol import SAFETY_MARGIN_MS, Reply
+from sqlq.waiting import Pacer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -65,9 +75,9 @@ class Waiters:
         self._listening = False  # the fd is in the selector (only while someone waits)
         self._dirty = False      # a job may have become ready since the last pass
         self._poked = False      # ... because of a command on this server
-        self._rechecking = False
-        self._reap = False       # look for dead reservation holders on the next pass
-        self._last_reap = 0.0
+        self._events = Events()  # what the notifier said since the last pass
+        self._pacer: Pacer | None = None  # the re-checks of commit events (with the notifier)
+        self._recheck_at: float | None = None  # the pacer's next look (monotonic)
         self._last_pass = 0.0
         # reserves of this round claimed together at its end (flush), in arrival order
         self.deferred: dict[Conn, int | None] = {}
@@ -155,7 +165,7 @@ class Waiters:
             reply = Reply.TIMED_OUT
         elif reply is None and self._watch_file():
             # Watching only from now on: look again, or a commit made since the look slips by.
-            reply = self._claim(conn, conn.watch, reap=False, look=True)
+            reply = self._claim(conn, conn.watch, Events())
         if reply is not None:
             conn.send(reply)
             return
@@ -165,15 +175,18 @@ class Waiters:
         self.arm()
 
     def _claim(self, conn: Conn, tubes: list[str] | tuple[str, ...],
-               reap: bool = True, look: bool = False) -> bytes | None:
+               events: Events | None = None, sure: bool = False) -> bytes | None:
         """Reserve the best ready job for ``conn``.
 
-        With ``reap``, and nothing ready, first give back the reservations of
-        processes that died (``reserve(timeout=0)`` does), which costs a look at
-        each process holding reservations. With ``look``, claim only if a read
-        (no write lock) finds a job: most wake-ups by other processes' commits
-        find nothing, and must not contend with the writers. While another process
-        holds the write lock (locks.py), nothing is claimed: the reserve waits on.
+        Without ``events``, as ``reserve(timeout=0)`` does: and if nothing is ready,
+        first give back the reservations of processes that died, which costs a look
+        at each process holding reservations. With ``events`` (a waiting reserve's
+        pass), as the engine looks for every waiting reserve (``Engine.look``): a
+        read first (no write lock: most wake-ups by other processes' commits find
+        nothing, and must not contend with the writers) unless ``sure`` (this server
+        just made a job ready), dead holders reaped when the events say one died.
+        While another process holds the write lock (locks.py), nothing is claimed:
+        the reserve waits on.
         """
         locks = self.server.locks
         if locks.locked():
@@ -181,12 +194,15 @@ class Waiters:
         q = self.server.q
         names = list(tubes)
         try:
-            if look and not reap and not q.has_ready(names):
-                job = None
+            if events is None:
+                job = self.server.batch.run(lambda: q.reserve(names, timeout=0),
+                                            durable=False, conn=conn)
             else:
+                engine = q.engine
+                param = engine.tubes(names)
                 job = self.server.batch.run(
-                    (lambda: q.reserve(names, timeout=0)) if reap else
-                    (lambda: q.try_reserve(names)), durable=False, conn=conn)
+                    lambda: engine.look(param, "", events, sure=sure), durable=False,
+                    conn=conn)
         except Locked:
             locks.refused()
             return None
@@ -247,6 +263,7 @@ class Waiters:
             return False
         self._notifier = self.server.q.backend.open_notifier()
         self._notify_fd = self._notifier.fileno()
+        self._pacer = Pacer(self._notifier)
         return True
 
     def _schedule_unwatch(self) -> None:
@@ -263,7 +280,7 @@ class Waiters:
             self.server.loop.unregister(self._notify_fd)
             self._listening = False
         self._notifier.close()
-        self._notifier = self._notify_fd = None
+        self._notifier = self._notify_fd = self._pacer = self._recheck_at = None
 
     def close(self) -> None:
         """Close the notifier (the server stops)."""
@@ -298,30 +315,17 @@ class Waiters:
         if not events:
             return
         self._dirty = True
-        self._reap = self._reap or events.owner
+        self._events.commit = self._events.commit or events.commit
+        self._events.owner = self._events.owner or events.owner
         self._serve_soon(max(self._last_pass + MIN_NOTIFY_GAP - time.monotonic(), 0.0))
-        if not self._rechecking:
-            # The commit may not be visible yet: look again on the notifier's own
-            # schedule, the same one the library's waiters follow (waiting.py).
-            self._rechecking = True
-            loop, at = self.server.loop, 0.0
-            for delay in self._notifier.recheck_delays(first=False):
-                at += delay
-                loop.call_later(at, self._serve)
-            loop.call_later(at, self._end_recheck)
-
-    def _end_recheck(self) -> None:
-        self._rechecking = False
 
     def _serve(self) -> None:
         """Hand out jobs to waiters in arrival order; time out those whose time has come."""
-        look = not self._poked  # nothing done here: a job is ready only if another did it
+        sure = self._poked  # a command here made a job ready: claim without a read first
+        events, self._events = self._events, Events()
         self._dirty = self._poked = False
         now, mono = now_ms(), time.monotonic()
         self._last_pass = mono
-        reap = self._reap or mono - self._last_reap >= FALLBACK_RECHECK
-        if reap:
-            self._reap, self._last_reap = False, mono
         empty: set[frozenset[str]] = set()
         for conn, wait in list(self.waiting.items()):
             if conn not in self.waiting:
@@ -329,7 +333,7 @@ class Waiters:
             key = frozenset(wait.tubes)
             reply = None
             if key not in empty:
-                reply = self._claim(conn, wait.tubes, reap, look)
+                reply = self._claim(conn, wait.tubes, events, sure)
                 if reply is None:
                     empty.add(key)
             if reply is None and self.deadline_soon(conn, now):
@@ -338,6 +342,11 @@ class Waiters:
                 reply = Reply.TIMED_OUT
             if reply is not None:
                 self.answer(conn, reply)
+        if self._pacer is not None:
+            # A commit event that found nothing is looked at again on the notifier's
+            # schedule (the commit may not be visible yet), as every waiter does.
+            recheck = self._pacer.after_look(events)
+            self._recheck_at = None if recheck is None else mono + recheck
         self.arm()
 
     def arm(self) -> None:
@@ -348,16 +357,18 @@ class Waiters:
                 self._timer = None
             self._schedule_unwatch()
             return
-        q = self.server.q
+        engine = self.server.q.engine
         now, mono = now_ms(), time.monotonic()
         delay = FALLBACK_RECHECK if self._notify_fd is not None else 0.05
         retry_at = self.server.locks.retry_at  # a claim found the lock taken: try again then
         if retry_at > mono:  # (commands parked for the lock poke the waiters once answered)
             delay = min(delay, retry_at - mono)
+        if self._recheck_at is not None:
+            delay = min(delay, self._recheck_at - mono)
         for key in {frozenset(w.tubes) for w in self.waiting.values()}:
-            due = q.next_wakeup(sorted(key))
+            due = engine.due(engine.tubes(sorted(key)))
             if due is not None:
-                delay = min(delay, due)
+                delay = min(delay, (due - now) / 1000)
         for conn, wait in self.waiting.items():
             if wait.deadline is not None:
                 delay = min(delay, wait.deadline - mono)
