@@ -26,19 +26,18 @@ from __future__ import annotations
 import selectors
 import time
 
-from sqlq.backends import Events
 from sqlq.errors import Locked
 from sqlq.server.loop import log, now_ms
 from sqlq.server.protocol import SAFETY_MARGIN_MS, Reply
-from sqlq.waiting import Pacer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from sqlq.backends import Notifier
+    from sqlq.backends import Events, Notifier
     from sqlq.model import Job
     from sqlq.server.connection import Conn, Held
     from sqlq.server.core import Server
     from sqlq.server.loop import Timer
+    from sqlq.waiting import Pacer
 
 FALLBACK_RECHECK = 5.0
 """Waiters look again at least this often, whatever the notifier says."""
@@ -75,7 +74,9 @@ class Waiters:
         self._listening = False  # the fd is in the selector (only while someone waits)
         self._dirty = False      # a job may have become ready since the last pass
         self._poked = False      # ... because of a command on this server
-        self._events = Events()  # what the notifier said since the last pass
+        # What the notifier said since the last pass (sqlq.backends.Events' two flags:
+        # the server imports nothing of the library's before it listens).
+        self._heard_commit = self._heard_owner = False
         self._pacer: Pacer | None = None  # the re-checks of commit events (with the notifier)
         self._recheck_at: float | None = None  # the pacer's next look (monotonic)
         self._last_pass = 0.0
@@ -165,6 +166,8 @@ class Waiters:
             reply = Reply.TIMED_OUT
         elif reply is None and self._watch_file():
             # Watching only from now on: look again, or a commit made since the look slips by.
+            from sqlq.backends import Events
+
             reply = self._claim(conn, conn.watch, Events())
         if reply is not None:
             conn.send(reply)
@@ -261,6 +264,8 @@ class Waiters:
         """
         if self._notifier is not None:
             return False
+        from sqlq.waiting import Pacer
+
         self._notifier = self.server.q.backend.open_notifier()
         self._notify_fd = self._notifier.fileno()
         self._pacer = Pacer(self._notifier)
@@ -315,14 +320,17 @@ class Waiters:
         if not events:
             return
         self._dirty = True
-        self._events.commit = self._events.commit or events.commit
-        self._events.owner = self._events.owner or events.owner
+        self._heard_commit = self._heard_commit or events.commit
+        self._heard_owner = self._heard_owner or events.owner
         self._serve_soon(max(self._last_pass + MIN_NOTIFY_GAP - time.monotonic(), 0.0))
 
     def _serve(self) -> None:
         """Hand out jobs to waiters in arrival order; time out those whose time has come."""
+        from sqlq.backends import Events
+
         sure = self._poked  # a command here made a job ready: claim without a read first
-        events, self._events = self._events, Events()
+        events = Events(self._heard_commit, self._heard_owner)
+        self._heard_commit = self._heard_owner = False
         self._dirty = self._poked = False
         now, mono = now_ms(), time.monotonic()
         self._last_pass = mono
