@@ -25,7 +25,7 @@ import operator
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
 from . import results
 from .asyncwait import Waiter, Waiters
@@ -83,6 +83,16 @@ def awaited(verb: Callable[Concatenate[Any, P], R], *, pokes: bool = False
     call.__module__ = __name__  # documented here (functools.wraps copied the verb's)
     call.__doc__ = f":meth:`sqlq.Queue.{name}`, awaited.\n\n{inspect.getdoc(verb) or ''}"
     return call
+
+
+@overload
+def awaited_job(verb: Callable[Concatenate[Any, P], Job]
+                ) -> Callable[Concatenate[AsyncQueue, P], Coroutine[Any, Any, AsyncJob]]: ...
+
+
+@overload
+def awaited_job(verb: Callable[Concatenate[Any, P], Job | None]
+                ) -> Callable[Concatenate[AsyncQueue, P], Coroutine[Any, Any, AsyncJob | None]]: ...
 
 
 def awaited_job(verb: Callable[Concatenate[Any, P], Job | None]

@@ -20,8 +20,6 @@ import sqlq
 
 T = TypeVar("T")
 _JOB_VERBS = frozenset({"delete", "release", "bury", "touch", "complete"})
-#: Queue names that AsyncQueue spells otherwise (Queue.jobs is the dashboard's page).
-_RENAMED = {"jobs": "job_page"}
 
 
 class Loop:
@@ -70,13 +68,12 @@ class BridgedQueue:
         self.loop.run(self.aq.open())
 
     def __getattr__(self, name: str) -> Any:
-        aname = _RENAMED.get(name, name)
-        if not hasattr(self.aq, aname):
+        if not hasattr(self.aq, name):
             value = getattr(self.aq.queue, name)
             if callable(value):
                 raise AttributeError(f"AsyncQueue has no {name}")
             return value
-        attr = getattr(self.aq, aname)
+        attr = getattr(self.aq, name)
         if not inspect.iscoroutinefunction(attr):
             return attr
 
