@@ -44,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 import signal
 import time
 from collections.abc import Awaitable, Sequence
@@ -52,17 +51,14 @@ from typing import Any, TypeVar
 
 from ..asyncq import AsyncJob, AsyncQueue
 from ..attempts import TIMED_OUT
-from ..errors import Disconnected, JobLost
 from ..model import Job
 from ..queue import Queue
 from . import runner
 from .handling import JobHandling
-from .heartbeat import STOP, TOUCH, Grace, Heartbeat
+from .heartbeat import DEFAULT_GRACE, IDLE_CHECK, STOP, TOUCH, Grace, Heartbeat
 from .prefetch import ACK_WAIT, WAITING, Done, keep
 from .tasks import TaskRun, TaskRunner
-from .worker import DEFAULT_GRACE, IDLE_CHECK
 
-log = logging.getLogger("sqlq.worker")
 T = TypeVar("T")
 
 
@@ -213,7 +209,7 @@ class AsyncWorker:
         """Up to ``size`` jobs claimed in one commit, which deletes the finished ones.
 
         With none finished, or none ready at once, it waits (costing no thread) up to
-        :data:`~sqlq.work.worker.IDLE_CHECK`, less while jobs run: a job finishing
+        :data:`~sqlq.work.heartbeat.IDLE_CHECK`, less while jobs run: a job finishing
         meanwhile waits no longer than :data:`~sqlq.work.prefetch.ACK_WAIT` for its delete.
         """
         handling = self.handling
@@ -320,12 +316,7 @@ class AsyncWorker:
                     return call.result()
                 step = beat.step(time.monotonic())
                 if step == TOUCH:
-                    try:
-                        await job.touch()
-                    except (JobLost, Disconnected) as exc:
-                        beat.touched(exc)
-                    else:
-                        beat.touched()
+                    await aq._call(beat.touch)  # job.touch() in the thread, and its log line
                 elif step == STOP:
                     call.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

@@ -39,6 +39,10 @@ log = logging.getLogger("sqlq.worker")
 HEARTBEAT = 0.8
 #: While a job runs, its driver looks at the stop flag at least this often (seconds).
 POLL = 0.25
+#: An idle worker looks at its stop flag this often (seconds): one cheap wake-up.
+IDLE_CHECK = 1.0
+#: Seconds a stopping worker lets its running job finish, unless told otherwise.
+DEFAULT_GRACE = 30.0
 
 #: What :meth:`Heartbeat.step` asks of its driver.
 TOUCH: Final = "touch"
@@ -73,9 +77,9 @@ class Heartbeat:
     """When to touch, stop or report one running job (see the module docstring).
 
     A driver waits at most :meth:`wait` seconds, then asks :meth:`step` what is due:
-    :data:`TOUCH` (touch the job, then tell :meth:`touched` how it went; :meth:`touch`
-    does both), :data:`STOP` (kill or cancel the run, with :meth:`stop_reason`; if it
-    cannot be stopped, call :meth:`unstoppable`), or None.
+    :data:`TOUCH` (call :meth:`touch`, in a thread that may block), :data:`STOP` (kill or
+    cancel the run, with :meth:`stop_reason`; if it cannot be stopped, call
+    :meth:`unstoppable`), or None.
 
     Args:
         job: the job, reserved by the worker.
@@ -129,23 +133,17 @@ class Heartbeat:
         return None
 
     def touch(self) -> None:
-        """Touch the job (the synchronous drivers' :data:`TOUCH`) and log how it went."""
-        try:
-            self.job.touch()
-        except (JobLost, Disconnected) as exc:
-            self.touched(exc)
-        else:
-            self.touched()
-
-    def touched(self, error: JobLost | Disconnected | None = None) -> None:
-        """A touch ended (``error``: how it failed): log it; a lost job is touched no more."""
+        """Touch the job (what :data:`TOUCH` asks) and log how it went; a job whose
+        reservation was lost is touched no more."""
         job, name = self.job, self.name
-        if isinstance(error, JobLost):
+        try:
+            job.touch()
+        except JobLost:
             self.keepalive = False
             log.warning("job %d %s lost its reservation while running; it may run again",
                         job.id, name, extra=fields(job, name, outcome="lost"))
-        elif error is not None:  # the lease stands; the next heartbeat tries again
-            log.warning("job %d %s: could not touch it (%s)", job.id, name, error,
+        except Disconnected as exc:  # the lease stands; the next heartbeat tries again
+            log.warning("job %d %s: could not touch it (%s)", job.id, name, exc,
                         extra=fields(job, name))
         else:
             log.debug("job %d touched", job.id, extra=fields(job, name))

@@ -14,6 +14,11 @@ watched by the main thread. Either way three promises hold:
   back to the queue if it does not, and returns (a task that cannot be stopped
   makes the process exit). A second signal skips the grace.
 
+What is due when (a touch, a kill, a warning, the end of the grace) is
+:mod:`sqlq.work.heartbeat`'s decision, for this loop, its watchdog and the
+``--concurrency`` worker alike; claims, acknowledgements, outcomes and their log
+lines are its :class:`~sqlq.work.handling.JobHandling`'s.
+
 A job that succeeds without a result is deleted by the next claim in the same
 transaction (``reserve(delete=job)``): one commit per job. With prefetch (the
 default adapts, see :mod:`sqlq.work.prefetch`) a claim takes a batch and deletes
@@ -37,14 +42,11 @@ from ..model import Job
 from ..queue import Queue
 from . import runner
 from .handling import JobHandling
-from .heartbeat import STOP, TOUCH, Grace, Heartbeat, wake_in
+from .heartbeat import DEFAULT_GRACE as DEFAULT_GRACE  # command.py's import
+from .heartbeat import IDLE_CHECK, STOP, TOUCH, Grace, Heartbeat, wake_in
 from .prefetch import WAITING, Done, keep
 from .watchdog import Watchdog
 
-#: An idle worker looks at its stop flag this often (seconds): one cheap wake-up.
-IDLE_CHECK = 1.0
-#: Seconds a stopping worker lets its running job finish, unless told otherwise.
-DEFAULT_GRACE = 30.0
 #: A stopping worker still runs the jobs of its batch if they should take no longer
 #: than this (and than the grace period); otherwise it releases them at once.
 FINISH_ON_STOP = 1.0
