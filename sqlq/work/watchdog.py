@@ -37,6 +37,8 @@ from .heartbeat import TOUCH, Clock, Grace, Heartbeat, wake_in
 from .prefetch import Holding
 
 _STOP_SIGNALS = {signal.SIGTERM.value, signal.SIGINT.value}
+#: A run the main thread armed the watchdog for: (job, name, keepalive, started).
+_Armed = tuple[Job, str, bool, float]
 
 
 class Watchdog:
@@ -63,7 +65,10 @@ class Watchdog:
         self._arm_r, self._arm_w = os.pipe()
         os.set_blocking(self._arm_r, False)
         os.set_blocking(self._arm_w, False)
-        self._beat: Heartbeat | None = None
+        self._armed: _Armed | None = None
+        #: The policy of the armed run, made by this thread when it first looks at it: most
+        #: runs end first, and then arming costs the main thread a tuple, not an object.
+        self._beat: tuple[_Armed, Heartbeat] | None = None
         self._idle = False
         self._closed = False
         self._signals = 0          # stop signals seen on the wake-up fd
@@ -72,13 +77,20 @@ class Watchdog:
 
     def arm(self, job: Job, name: str, keepalive: bool) -> None:
         """Watch ``job`` from now until :meth:`disarm`."""
-        self._beat = Heartbeat(job, name, keepalive, False, self._clock, time.monotonic())
+        self._armed = (job, name, keepalive, time.monotonic())
         if self._idle:
             self._poke()
 
     def disarm(self) -> None:
         """The job ended (the watchdog goes back to sleep at its next wake-up)."""
-        self._beat = None
+        self._armed = None
+
+    def _policy(self, armed: _Armed) -> Heartbeat:
+        """The heartbeat policy of the armed run, kept from one look to the next."""
+        if self._beat is None or self._beat[0] is not armed:
+            job, name, keepalive, started = armed
+            self._beat = (armed, Heartbeat(job, name, keepalive, False, self._clock, started))
+        return self._beat[1]
 
     def close(self) -> None:
         """Stop the thread."""
@@ -95,17 +107,17 @@ class Watchdog:
     def _run(self) -> None:
         fds = [self._arm_r] + ([self._signal_fd] if self._signal_fd is not None else [])
         while not self._closed:
-            beat = self._beat
-            self._idle = beat is None
-            if self._idle and self._beat is not None:
+            armed = self._armed
+            self._idle = armed is None
+            if self._idle and self._armed is not None:
                 continue  # armed between the look and the flag: look again
-            timeout = None if beat is None else \
-                wake_in(time.monotonic(), beat, self.grace, self._holding.touch_in())
+            timeout = None if armed is None else wake_in(
+                time.monotonic(), self._policy(armed), self.grace, self._holding.touch_in())
             readable, _, _ = select.select(fds, [], [], timeout)
             self._drain(readable)
-            beat = self._beat
-            if beat is not None and not self._closed:
-                self._check(beat)
+            armed = self._armed
+            if armed is not None and not self._closed:
+                self._check(armed, self._policy(armed))
 
     def _drain(self, readable: list[int]) -> None:
         for fd in readable:
@@ -114,11 +126,11 @@ class Watchdog:
                 if fd == self._signal_fd:
                     self._signals += sum(1 for b in data if b in _STOP_SIGNALS)
 
-    def _check(self, beat: Heartbeat) -> None:
+    def _check(self, armed: _Armed, beat: Heartbeat) -> None:
         now = time.monotonic()
         stopping, hurry = self._stopping()
         self.grace.update(now, stopping or self._signals > 0, hurry or self._signals > 1)
-        if self.grace.over(now) and self._beat is beat:  # and not finished meanwhile
+        if self.grace.over(now) and self._armed is armed:  # and not finished meanwhile
             self._give_back(beat.job, "the grace period ran out")
             logging.shutdown()
             os._exit(0)
