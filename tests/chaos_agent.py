@@ -275,33 +275,33 @@ class _Naps:
         pass
 
 
-def _logged_worker(log: TextIO, r_lines: bool = True) -> type[Any]:
-    """``sqlq work``'s Worker, logging what it deletes and (``r_lines``) claims."""
+def _logged_handling(log: TextIO, r_lines: bool = True) -> type[Any]:
+    """``sqlq work``'s JobHandling, logging what it deletes and (``r_lines``) claims."""
+    from sqlq.work.handling import JobHandling
     from sqlq.work.prefetch import Done
-    from sqlq.work.worker import Worker
 
-    class Logged(Worker):
-        def _claim(self, size: int, timeout: float, acks: list[Done]) -> list[sqlq.Job]:
+    class Logged(JobHandling):
+        def claim(self, size: int, timeout: float, acks: list[Done]) -> list[sqlq.Job]:
             for done in acks:
                 emit(log, "D", done.job.id, done.job.lease)
-            jobs = super()._claim(size, timeout, acks)
+            jobs = super().claim(size, timeout, acks)
             if r_lines:
                 _claimed(log, jobs)
             return jobs
 
-        def _ack(self) -> None:
+        def ack(self) -> None:
             for done in self.holding.done:
                 emit(log, "D", done.job.id, done.job.lease)
-            super()._ack()
+            super().ack()
 
-        def _ack_each(self, acks: list[Done]) -> None:
+        def ack_each(self, acks: list[Done]) -> None:
             # The commit deleting them was cut off (Disconnected): it may have
             # committed, and each delete made again may then find its job gone.
             for done in acks:
                 emit(log, "U", done.job.id, done.job.lease, "delete")
-            super()._ack_each(acks)
+            super().ack_each(acks)
 
-        def _acked(self, acks: list[Done], lost: Sequence[int] = ()) -> None:
+        def acked(self, acks: list[Done], lost: Sequence[int] = ()) -> None:
             at = now_ms()
             for done in acks:
                 if done.job.id in lost:
@@ -321,31 +321,36 @@ def _claimed(log: TextIO, jobs: Sequence[sqlq.Job]) -> None:
 
 def pworker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
     """``sqlq work``'s Worker with prefetch, logging what it claims and deletes."""
+    from sqlq.work.worker import Worker
+
+    class Logged(Worker):
+        handling_class = _logged_handling(log)
+
     prefetch = rng.choice([None, 2, 8, 32])
-    _logged_worker(log)(_open(db, durability), _Naps(rng), TUBES, prefetch=prefetch).run()
+    Logged(_open(db, durability), _Naps(rng), TUBES, prefetch=prefetch).run()
 
 
 def aworker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
     """``sqlq work --concurrency``'s event-loop worker with prefetch, running async naps,
-    logging what it claims (all of it passes through ``_reserved``) and deletes (the
-    Worker's ``_claim`` and ``_ack``, with their ``R`` lines left to ``_reserved``)."""
+    logging what it claims (all of it passes through ``reserved``) and deletes (the
+    JobHandling's ``claim`` and ``ack``, with their ``R`` lines left to ``reserved``)."""
     from sqlq.work.aworker import AsyncWorker
-    from sqlq.work.tasks import Task, TaskRunner, _TaskRun
+    from sqlq.work.tasks import Task, TaskRun, TaskRunner
 
-    class Outcomes(_logged_worker(log, r_lines=False)):  # type: ignore[misc]
-        def _finish(self, job: sqlq.Job, name: str, outcome: Outcome,
-                    duration: float) -> Any:
-            done = super()._finish(job, name, outcome, duration)
+    class Outcomes(_logged_handling(log, r_lines=False)):  # type: ignore[misc]
+        def finish(self, job: sqlq.Job, name: str, outcome: Outcome,
+                   duration: float) -> Any:
+            done = super().finish(job, name, outcome, duration)
             if outcome.status != "done":  # a nap cancelled at its TTR: released or buried
                 emit(log, "X", job.id, job.lease)
             return done
 
-    class Logged(AsyncWorker):
-        sync_worker = Outcomes
-
-        def _reserved(self, jobs: list[sqlq.Job]) -> None:
+        def reserved(self, jobs: Sequence[sqlq.Job]) -> None:
             _claimed(log, jobs)
-            super()._reserved(jobs)
+            super().reserved(jobs)
+
+    class Logged(AsyncWorker):
+        handling_class = Outcomes
 
     async def nap(seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -354,8 +359,8 @@ def aworker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
     task = Task(q, nap, name="chaos-anap")
 
     class Naps(TaskRunner):
-        def start(self, job: sqlq.Job) -> _TaskRun:
-            return _TaskRun(task, [rng.choice([0, 0, 0, 0.001, 0.005, 0.02])], {})
+        def start(self, job: sqlq.Job) -> TaskRun:
+            return TaskRun(task, [rng.choice([0, 0, 0, 0.001, 0.005, 0.02])], {})
 
     Logged(q, Naps({}), TUBES, concurrency=rng.choice([2, 8]),
            prefetch=rng.choice([None, 1, 4, 32])).run()

@@ -10,6 +10,9 @@ which hands every job it reserves to a runner: a :class:`TaskRunner` or a
 ``supervisor.py``    ``Supervisor``: N worker processes, restarted when they die, stopped together
 ``worker.py``        ``Worker``, the loop: reserve, run, then delete, release with a delay, or bury
 ``aworker.py``       ``AsyncWorker``: ``async def`` tasks, ``--concurrency`` at once, one loop
+``handling.py``      ``JobHandling``: claims, acknowledgements, outcomes and their log lines (both)
+``heartbeat.py``     the policy while a job runs: touch at 80% of the TTR, stop or report at the
+                     TTR, the grace period; the timing constants
 ``watchdog.py``      the thread that heartbeats and keeps the grace period while a task runs
 ``prefetch.py``      ``--prefetch``: jobs per claim (adapted to run times), the batch a worker holds
 ``runner.py``        what the loop asks of a way to run jobs: ``Runner``, ``Running``, ``Outcome``

@@ -26,10 +26,12 @@ the synchronous worker's promises, on the loop instead of a watchdog thread:
   ``--prefetch 1`` claims just enough to fill the free slots.
 
 What happens to a finished job (delete, complete, retry, bury) and every log
-line are the synchronous Worker's own code (``Worker._finish``, ``_claim``,
-``_ack``), run in the AsyncQueue's thread. A stopping worker releases the jobs
-waiting in its batch at once (they have not started), lets the running ones
-finish within the grace period, then deletes the finished ones.
+line are the synchronous Worker's too: both hold a
+:class:`~sqlq.work.handling.JobHandling` (its calls run in the AsyncQueue's thread),
+and both follow :mod:`sqlq.work.heartbeat` for the heartbeat, the TTR and the grace.
+A stopping worker releases the jobs waiting in its batch at once (they have not
+started), lets the running ones finish within the grace period, then deletes the
+finished ones.
 
 A plain function among the tasks runs in a thread; it can be neither cancelled
 at its TTR nor stopped (a warning says so), as in the synchronous worker. A task
@@ -42,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 import signal
 import time
 from collections.abc import Awaitable, Sequence
@@ -50,17 +51,14 @@ from typing import Any, TypeVar
 
 from ..asyncq import AsyncJob, AsyncQueue
 from ..attempts import TIMED_OUT
-from ..durations import now_ms
-from ..errors import Disconnected, JobLost
 from ..model import Job
 from ..queue import Queue
 from . import runner
-from .prefetch import ACK_WAIT, WAITING, Done, keep, started_fresh
-from .tasks import TaskRunner, _TaskRun
-from .watchdog import HEARTBEAT
-from .worker import DEFAULT_GRACE, IDLE_CHECK, Worker
+from .handling import JobHandling
+from .heartbeat import DEFAULT_GRACE, IDLE_CHECK, STOP, TOUCH, Grace, Heartbeat
+from .prefetch import ACK_WAIT, WAITING, Done, keep
+from .tasks import TaskRun, TaskRunner
 
-log = logging.getLogger("sqlq.worker")
 T = TypeVar("T")
 
 
@@ -90,19 +88,22 @@ class AsyncWorker:
             to how long jobs take (see :mod:`sqlq.work.prefetch`); 1 fills the slots.
     """
 
-    #: The synchronous loop whose claims, acknowledgements, outcome handling and log
-    #: lines this one reuses as they are (run in the AsyncQueue's thread).
-    sync_worker: type[Worker] = Worker
+    #: Claims, acknowledgements and outcomes, as the synchronous Worker's (run in the
+    #: AsyncQueue's thread; a subclass may watch them: tests/chaos_agent.py).
+    handling_class: type[JobHandling] = JobHandling
 
     def __init__(self, queue: Queue, task_runner: TaskRunner, tubes: Sequence[str], *,
                  concurrency: int = 1, burst: bool = False,
                  grace: float = DEFAULT_GRACE, prefetch: int | None = None) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, not {concurrency}")
-        self.sync = self.sync_worker(queue, task_runner, tubes, burst=burst, grace=grace,
-                                     prefetch=prefetch)
+        self.handling = self.handling_class(queue, tubes, prefetch)
+        self.queue = queue
         self.runner = task_runner
         self.concurrency = concurrency
+        self.burst = burst
+        self.grace = grace
+        self._grace = Grace(grace)
         self.stopping = False
         self.hurry = False
         self.abandoned = False  # a plain task's thread was left running past the grace
@@ -113,7 +114,7 @@ class AsyncWorker:
 
     @property
     def tubes(self) -> list[str]:
-        return self.sync.tubes
+        return self.handling.tubes
 
     def request_stop(self) -> None:
         """Stop reserving now; a second call also stops the running jobs (no grace)."""
@@ -122,12 +123,13 @@ class AsyncWorker:
             for task in self._running:
                 task.cancel()
         self.stopping = True
+        self._grace.update(time.monotonic(), True, self.hurry)
         if self._blocked is not None:
             self._blocked.cancel()  # a cancelled reserve leaves no lease behind
 
     def close(self) -> None:
-        """Nothing is held between runs (the loop ends with :meth:`run`)."""
-        self.sync.close()
+        """Record the last waits and runs (nothing else is held between runs)."""
+        self.handling.close()
 
     def run(self) -> int:
         """Work until stopped (or, in burst mode, until no job is ready); return jobs run."""
@@ -139,15 +141,16 @@ class AsyncWorker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
                 loop.add_signal_handler(sig, self.request_stop)
-        async with AsyncQueue(self.sync.queue) as aq:
+        handling = self.handling
+        async with AsyncQueue(self.queue) as aq:
             try:
                 try:
                     await self._reserve_loop(aq)
                 finally:  # not started: they go back at once, whatever ended the loop
-                    await aq.call_in_thread(functools.partial(self.sync._give_back_waiting,
+                    await aq.call_in_thread(functools.partial(handling.give_back_waiting,
                                                      "the worker is stopping"))
                 await self._wind_down()
-                await aq.call_in_thread(self.sync._ack)
+                await aq.call_in_thread(handling.ack)
                 await aq.call_in_thread(functools.partial(self._record, [], self._take_runs()))
             finally:
                 for sig in (signal.SIGTERM, signal.SIGINT):
@@ -156,14 +159,15 @@ class AsyncWorker:
         return self.processed
 
     async def _reserve_loop(self, aq: AsyncQueue) -> None:
-        holding = self.sync.holding
+        handling = self.handling
+        holding = handling.holding
         while not self.stopping:
-            if self.sync._orphaned():
+            if handling.orphaned():
                 self.request_stop()
                 break
             due = self._due_in()
             if due == 0:
-                await aq.call_in_thread(self._keep_held)
+                await aq.call_in_thread(handling.tend)
                 continue
             if len(self._running) >= self.concurrency:
                 await self._until_stopped(first_finished(self._running, due))
@@ -171,9 +175,9 @@ class AsyncWorker:
             job = await self._from_batch(aq)
             if job is None:
                 free = self.concurrency - len(self._running)
-                jobs = await self._claim(aq, free + self.sync.batch.next() - 1)
+                jobs = await self._claim(aq, free + handling.batch.next() - 1)
                 if not jobs:
-                    if self.sync.burst and not self.stopping:
+                    if self.burst and not self.stopping:
                         if not self._running:
                             break
                         await self._until_stopped(first_finished(self._running))
@@ -186,22 +190,17 @@ class AsyncWorker:
 
     def _due_in(self) -> float | None:
         """Seconds until a held job needs a touch or the finished ones their delete."""
-        holding = self.sync.holding
+        holding = self.handling.holding
         dues = [d for d in (holding.touch_in(), holding.ack_in(time.monotonic()))
                 if d is not None]
         return min(dues) if dues and min(dues) < float("inf") else None
 
-    def _keep_held(self) -> None:
-        """Touch the held jobs that need it; delete the finished ones if they waited long."""
-        self.sync.holding.touch_due()
-        if self.sync.holding.ack_due(time.monotonic()):
-            self.sync._ack()
-
     async def _from_batch(self, aq: AsyncQueue) -> Job | None:
         """The next job of the batch held, with most of its TTR ahead, or None."""
-        holding = self.sync.holding
+        holding = self.handling.holding
         while (job := holding.next_job()) is not None:
-            if started_fresh(job) or await aq.call_in_thread(functools.partial(keep, job, WAITING)):
+            if holding.started_fresh(job) or \
+                    await aq.call_in_thread(functools.partial(keep, job, WAITING)):
                 return job
             # lost while it waited: it runs elsewhere
         return None
@@ -210,20 +209,20 @@ class AsyncWorker:
         """Up to ``size`` jobs claimed in one commit, which deletes the finished ones.
 
         With none finished, or none ready at once, it waits (costing no thread) up to
-        :data:`~sqlq.work.worker.IDLE_CHECK`, less while jobs run: a job finishing
+        :data:`~sqlq.work.heartbeat.IDLE_CHECK`, less while jobs run: a job finishing
         meanwhile waits no longer than :data:`~sqlq.work.prefetch.ACK_WAIT` for its delete.
         """
-        sync = self.sync
-        acks = sync.holding.take_done()
+        handling = self.handling
+        acks = handling.holding.take_done()
         jobs: list[Job] = []
         if acks:
-            jobs = await aq.call_in_thread(functools.partial(sync._claim, size, 0, acks),
+            jobs = await aq.call_in_thread(functools.partial(handling.claim, size, 0, acks),
                                            pokes=True)
         if not jobs and not self.stopping:
-            timeout = 0.0 if sync.burst else IDLE_CHECK
+            timeout = 0.0 if self.burst else IDLE_CHECK
             if self._running:
                 timeout = min(timeout, ACK_WAIT)
-            touch = sync.holding.touch_in()
+            touch = handling.holding.touch_in()
             if touch is not None:
                 timeout = min(timeout, touch)
             claim = aq.reserve(self.tubes, timeout) if size == 1 else \
@@ -241,16 +240,12 @@ class AsyncWorker:
     def _record(self, jobs: list[Job], runs: list[tuple[Job, float]]) -> None:
         """Count the jobs just claimed and the runs ended without a trip to the thread.
 
-        The recorder's counts live in the AsyncQueue's thread, as _finish's do."""
-        self._reserved(jobs)
-        durations = self.sync.durations
+        The recorder's counts live in the AsyncQueue's thread, as JobHandling.finish's do."""
+        self.handling.reserved(jobs)
+        durations = self.handling.durations
         for job, seconds in runs:
             durations.ran(job, seconds)
         durations.flush_if_due()
-
-    def _reserved(self, jobs: list[Job]) -> None:
-        for job in jobs:
-            self.sync.durations.reserved(job)
 
     async def _until_stopped(self, awaitable: Awaitable[T]) -> T | None:
         """``await awaitable``, or None if a stop request cancelled it."""
@@ -270,8 +265,9 @@ class AsyncWorker:
         if not self._running:
             return
         running = set(self._running)
-        if not self.hurry:
-            _, late = await asyncio.wait(running, timeout=self.sync.grace)
+        left = self._grace.left(time.monotonic())
+        if left is None or left > 0:
+            _, late = await asyncio.wait(running, timeout=left)
         else:
             late = running
         for task in late:
@@ -282,13 +278,13 @@ class AsyncWorker:
         started = time.monotonic()
         running = self.runner.start(job.sync)
         name = running.name
-        if isinstance(running, _TaskRun):
+        if isinstance(running, TaskRun):
             outcome = await self._execute(aq, job, running)
         else:
             outcome = running.wait(0.0)  # it ended before it started (an unknown task...)
         duration = time.monotonic() - started
-        worker = self.sync
-        worker.batch.observe(duration)
+        handling = self.handling
+        handling.batch.observe(duration)
         if outcome is None:
             return
 
@@ -296,49 +292,38 @@ class AsyncWorker:
             # Nothing to write until the next claim deletes it: no trip to the thread (the
             # run is counted in it with that claim).
             self._ran.append((job.sync, duration))
-            worker.holding.finished(Done(job.sync, name, duration, time.monotonic()))
+            handling.holding.finished(Done(job.sync, name, duration, time.monotonic()))
         else:
             def finish() -> None:
-                done = worker._finish(job.sync, name, outcome, duration)
+                done = handling.finish(job.sync, name, outcome, duration)
                 if done is not None:
-                    worker.holding.finished(done)  # deleted with the next claim
+                    handling.holding.finished(done)  # deleted with the next claim
 
             await aq.call_in_thread(finish)
         self.processed += 1
 
     async def _execute(self, aq: AsyncQueue, job: AsyncJob,
-                       run: _TaskRun) -> runner.Outcome | None:
+                       run: TaskRun) -> runner.Outcome | None:
         """Run the task, touching or cancelling it on time; None if it was given back."""
         call = asyncio.ensure_future(run.run_async())
-        keepalive, warned = run.keepalive, False
-        next_touch = time.monotonic() + HEARTBEAT * job.ttr
+        beat = Heartbeat(job.sync, run.name, run.keepalive, run.is_async, self.handling.clock,
+                         time.monotonic())
         try:
             while True:
-                if keepalive:
-                    wait = next_touch - time.monotonic()
-                elif run.is_async or not warned:
-                    wait = self._until_cancel(job)
-                else:
-                    wait = None
+                wait = beat.wait(time.monotonic())
                 done, _ = await asyncio.wait({call}, timeout=None if wait is None
                                              else max(wait, 0.0))
                 if done:
                     return call.result()
-                if keepalive:
-                    keepalive = await self._touch(job, run.name)
-                    next_touch = time.monotonic() + HEARTBEAT * job.ttr
-                elif run.is_async:
+                step = beat.step(time.monotonic())
+                if step == TOUCH:
+                    await aq.call_in_thread(beat.touch)  # job.touch() in the thread, logged
+                elif step == STOP:
                     call.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await call
-                    return runner.failed(f"cancelled: still running when its TTR of "
-                                         f"{job.ttr:g}s ran out", run.task.policy,
+                    return runner.failed(beat.stop_reason("cancelled"), run.task.policy,
                                          error=TIMED_OUT)
-                else:
-                    warned = True
-                    log.warning("job %d %s is still running past its TTR of %gs: it may be "
-                                "run again elsewhere (give the task keepalive=True)", job.id,
-                                run.name, job.ttr, extra=self.sync._fields(job.sync, run.name))
         except asyncio.CancelledError:
             # The grace period ran out (or a second signal): stop the task, give the job back.
             call.cancel()
@@ -347,27 +332,5 @@ class AsyncWorker:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait({call}, timeout=1.0)
             reason = "the grace period ran out"
-            await aq.call_in_thread(lambda: self.sync._give_back(job.sync, reason, run.name))
+            await aq.call_in_thread(lambda: self.handling.give_back(job.sync, reason, run.name))
             return None
-
-    @staticmethod
-    def _until_cancel(job: AsyncJob) -> float:
-        """Seconds until a run of ``job`` must be cancelled (see runner.kill_margin)."""
-        until: int | None = job.reserved_until
-        if until is None:
-            return float("inf")
-        return (until - now_ms()) / 1000 - runner.kill_margin(job.ttr)
-
-    async def _touch(self, job: AsyncJob, name: str) -> bool:
-        try:
-            await job.touch()
-        except JobLost:
-            log.warning("job %d %s lost its reservation while running; it may run again",
-                        job.id, name, extra=self.sync._fields(job.sync, name, outcome="lost"))
-            return False
-        except Disconnected as exc:  # the lease stands; the next heartbeat tries again
-            log.warning("job %d %s: could not touch it (%s)", job.id, name, exc,
-                        extra=self.sync._fields(job.sync, name))
-            return True
-        log.debug("job %d touched", job.id, extra=self.sync._fields(job.sync, name))
-        return True

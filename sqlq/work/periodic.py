@@ -17,6 +17,10 @@ deleted, which a unique key alone could not promise. The job also carries
 
 Slots missed while no worker ran are not caught up: the next one is enqueued on
 time, as cron would do.
+
+Slots are times on the queue's clock (``Queue(clock=)``, the wall clock unless a test
+passes another), the time its jobs are put at; the thread sleeps in real seconds, so a
+clock moved ahead by a test is noticed at the next wake-up.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..durations import format_duration, now_ms
+from ..durations import format_duration
 
 if TYPE_CHECKING:
     from ..queue import Queue
@@ -127,6 +131,7 @@ class Scheduler:
     def __init__(self, queue: Queue, tasks: Iterable[Task[Any, Any]]) -> None:
         self.queue = queue
         self.tasks = [t for t in tasks if t.schedule is not None]
+        self._clock = queue.engine.clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sqlq-periodic", daemon=True)
 
@@ -142,13 +147,14 @@ class Scheduler:
             self._thread.join(5)
 
     def _run(self) -> None:
-        now = now_ms()
+        clock = self._clock
+        now = clock()
         due = {t.name: t.schedule.next_slot(now) for t in self.tasks if t.schedule}
         while True:
-            wait_ms = min(due.values()) - now_ms()
+            wait_ms = min(due.values()) - clock()
             if self._stop.wait(max(0.0, wait_ms / 1000)):
                 return
-            now = now_ms()
+            now = clock()
             for task in self.tasks:
                 assert task.schedule is not None
                 if due[task.name] > now:

@@ -17,7 +17,7 @@ must not get worse for it:
   runs, nor a finished one before it is acknowledged. :class:`Holding` keeps those
   jobs and touches any of them once 80% of its TTR has passed (the heartbeat's
   rule), from the main thread between jobs and from the watchdog while one runs.
-  And a job starts with at least 80% of its TTR ahead (:func:`started_fresh`,
+  And a job starts with at least 80% of its TTR ahead (:meth:`Holding.started_fresh`,
   else a touch first), as if it had been claimed on its own.
 
 Both workers use this policy: the synchronous :class:`~sqlq.work.worker.Worker`
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from ..durations import now_ms
 from ..errors import Disconnected, JobLost
 from ..model import MAX_BATCH, Job
-from .watchdog import HEARTBEAT
+from .heartbeat import HEARTBEAT, Clock
 
 log = logging.getLogger("sqlq.worker")
 
@@ -118,32 +118,28 @@ class Done:
 
 
 def touch_at(job: Job) -> float:
-    """Wall-clock seconds at which ``job`` should be touched: 80% into its lease."""
+    """Seconds on the queue's clock at which ``job`` should be touched: 80% into its lease."""
     if job.reserved_until is None:
         return float("inf")
     return job.reserved_until / 1000 - (1 - HEARTBEAT) * job.ttr
 
 
-def started_fresh(job: Job) -> bool:
-    """Start ``job`` from a batch as it is: no more than 20% of its TTR has passed.
-
-    Otherwise the worker touches it first, so that it runs with at least 80% of its
-    TTR ahead, about what it would have had if claimed on its own."""
-    if job.reserved_until is None:
-        return True
-    return job.reserved_until / 1000 - now_ms() / 1000 >= HEARTBEAT * job.ttr
-
-
 class Holding:
     """The jobs a worker holds but is not running: claimed and waiting, or done and
     waiting for their acknowledgement. Thread-safe: the watchdog touches them while
-    the main thread runs a job."""
+    the main thread runs a job.
 
-    def __init__(self) -> None:
+    Args:
+        clock: the queue's clock (ms), the time of the jobs' ``reserved_until``.
+    """
+
+    def __init__(self, clock: Clock = now_ms) -> None:
         self.waiting: deque[Job] = deque()
         self.done: list[Done] = []
+        self._clock = clock
         self._lock = threading.Lock()
-        #: No held job needs a touch before this (wall-clock seconds); kept low, never high.
+        #: No held job needs a touch before this (seconds on the queue's clock); kept low,
+        #: never high.
         self._earliest = float("inf")
 
     def __bool__(self) -> bool:
@@ -161,6 +157,15 @@ class Holding:
             job = self.waiting.popleft() if self.waiting else None
             self._forget_if_empty()
             return job
+
+    def started_fresh(self, job: Job) -> bool:
+        """Start ``job`` from the batch as it is: no more than 20% of its TTR has passed.
+
+        Otherwise the worker touches it first, so that it runs with at least 80% of its
+        TTR ahead, about what it would have had if claimed on its own."""
+        if job.reserved_until is None:
+            return True
+        return (job.reserved_until - self._clock()) / 1000 >= HEARTBEAT * job.ttr
 
     def take_waiting(self) -> list[Job]:
         """Every waiting job, no longer held (the caller gives them back)."""
@@ -200,11 +205,11 @@ class Holding:
         """Seconds until a held job may need a touch (0: now), None if none is held."""
         if not self:
             return None
-        return max(0.0, self._earliest - now_ms() / 1000)
+        return max(0.0, self._earliest - self._clock() / 1000)
 
     def touch_due(self) -> None:
         """Touch every held job 80% into its lease; a lost one is dropped (logged)."""
-        now = now_ms() / 1000
+        now = self._clock() / 1000
         if now < self._earliest:
             return  # the common case: one comparison per job
         with self._lock:

@@ -285,7 +285,7 @@ def _failed(exc: BaseException, policy: RetryPolicy) -> runner.Outcome:
                          traceback=format_traceback(exc, skip=1))
 
 
-class _TaskRun:
+class TaskRun:
     """A task call, run in the caller's thread when the worker waits for it (see watchdog.py),
     or awaited on the async worker's loop (:meth:`run_async`, see aworker.py)."""
 
@@ -360,7 +360,7 @@ class TaskRunner:
         error = task.bind_error(args, kwargs)
         if error is not None:
             return runner.Finished(runner.bury(f"bad arguments: {error}"), name=name)
-        return _TaskRun(task, args, kwargs)
+        return TaskRun(task, args, kwargs)
 
     def close(self) -> None:
         """Nothing held between jobs."""

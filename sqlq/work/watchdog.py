@@ -12,6 +12,9 @@ thread keeps watch meanwhile:
 * prefetch: the jobs the worker holds meanwhile (waiting in its batch, or done and
   not yet acknowledged) are touched 80% into their TTR (see prefetch.py).
 
+The decisions and their log lines are :mod:`sqlq.work.heartbeat`'s (the policy the
+worker's other drivers follow too); this thread only waits and acts on them.
+
 The watchdog learns of SIGTERM/SIGINT through the signal wake-up fd, written by
 the C-level handler at once, so the grace period holds even while the main thread
 is stuck in a C call and Python's own handler has not run yet. When no job runs
@@ -28,72 +31,66 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from ..errors import Disconnected, JobLost
 from ..model import Job
+from .heartbeat import TOUCH, Clock, Grace, Heartbeat, wake_in
+from .prefetch import Holding
 
-if TYPE_CHECKING:
-    from .prefetch import Holding
-
-log = logging.getLogger("sqlq.worker")
-
-#: While a job runs, the watchdog looks at the stop flag this often (seconds).
-POLL = 0.25
-#: A job with keepalive is touched when this fraction of its TTR has passed.
-HEARTBEAT = 0.8
 _STOP_SIGNALS = {signal.SIGTERM.value, signal.SIGINT.value}
-
-
-@dataclass(slots=True)  # one per job: made and read faster without a __dict__
-class _Watch:
-    job: Job
-    name: str
-    keepalive: bool
-    next_touch: float
-    warned: bool = False
+#: A run the main thread armed the watchdog for: (job, name, keepalive, started).
+_Armed = tuple[Job, str, bool, float]
 
 
 class Watchdog:
     """Watches the job the main thread runs (see the module docstring).
 
     Args:
-        grace: seconds a running job may go on after a stop is requested.
+        grace: the worker's grace period (its state shared with the worker's loop).
         stopping: returns (stop requested, hurry: skip the grace), from the worker's flags.
         give_back: called with the job when the grace period runs out, before the exit.
         signal_fd: the read end of the signal wake-up pipe, if the worker set one.
         holding: the jobs the worker holds besides the running one, kept alive meanwhile.
+        clock: the queue's clock (ms), the time of the jobs' leases.
     """
 
-    def __init__(self, grace: float, stopping: Callable[[], tuple[bool, bool]],
-                 give_back: Callable[[Job, str], None], signal_fd: int | None = None,
-                 holding: Holding | None = None) -> None:
+    def __init__(self, grace: Grace, stopping: Callable[[], tuple[bool, bool]],
+                 give_back: Callable[[Job, str], None], signal_fd: int | None,
+                 holding: Holding, clock: Clock) -> None:
         self.grace = grace
         self._holding = holding
+        self._clock = clock
         self._stopping = stopping
         self._give_back = give_back
         self._signal_fd = signal_fd
         self._arm_r, self._arm_w = os.pipe()
         os.set_blocking(self._arm_r, False)
         os.set_blocking(self._arm_w, False)
-        self._watch: _Watch | None = None
+        self._armed: _Armed | None = None
+        #: The policy of the armed run, made by this thread when it first looks at it: most
+        #: runs end first, and then arming costs the main thread a tuple, not an object.
+        self._beat: tuple[_Armed, Heartbeat] | None = None
         self._idle = False
         self._closed = False
         self._signals = 0          # stop signals seen on the wake-up fd
-        self._stop_at: float | None = None
         self._thread = threading.Thread(target=self._run, name="sqlq-watchdog", daemon=True)
         self._thread.start()
 
     def arm(self, job: Job, name: str, keepalive: bool) -> None:
         """Watch ``job`` from now until :meth:`disarm`."""
-        self._watch = _Watch(job, name, keepalive, time.monotonic() + HEARTBEAT * job.ttr)
+        self._armed = (job, name, keepalive, time.monotonic())
         if self._idle:
             self._poke()
 
     def disarm(self) -> None:
         """The job ended (the watchdog goes back to sleep at its next wake-up)."""
-        self._watch = None
+        self._armed = None
+
+    def _policy(self, armed: _Armed) -> Heartbeat:
+        """The heartbeat policy of the armed run, kept from one look to the next."""
+        if self._beat is None or self._beat[0] is not armed:
+            job, name, keepalive, started = armed
+            self._beat = (armed, Heartbeat(job, name, keepalive, False, self._clock, started))
+        return self._beat[1]
 
     def close(self) -> None:
         """Stop the thread."""
@@ -110,16 +107,17 @@ class Watchdog:
     def _run(self) -> None:
         fds = [self._arm_r] + ([self._signal_fd] if self._signal_fd is not None else [])
         while not self._closed:
-            watch = self._watch
-            self._idle = watch is None
-            if self._idle and self._watch is not None:
+            armed = self._armed
+            self._idle = armed is None
+            if self._idle and self._armed is not None:
                 continue  # armed between the look and the flag: look again
-            timeout = None if watch is None else self._timeout(watch)
+            timeout = None if armed is None else wake_in(
+                time.monotonic(), self._policy(armed), self.grace, self._holding.touch_in())
             readable, _, _ = select.select(fds, [], [], timeout)
             self._drain(readable)
-            watch = self._watch
-            if watch is not None and not self._closed:
-                self._check(watch)
+            armed = self._armed
+            if armed is not None and not self._closed:
+                self._check(armed, self._policy(armed))
 
     def _drain(self, readable: list[int]) -> None:
         for fd in readable:
@@ -128,50 +126,14 @@ class Watchdog:
                 if fd == self._signal_fd:
                     self._signals += sum(1 for b in data if b in _STOP_SIGNALS)
 
-    def _stop_state(self) -> tuple[bool, bool]:
+    def _check(self, armed: _Armed, beat: Heartbeat) -> None:
+        now = time.monotonic()
         stopping, hurry = self._stopping()
-        stopping = stopping or self._signals > 0
-        if stopping and self._stop_at is None:
-            self._stop_at = time.monotonic()
-        return stopping, hurry or self._signals > 1
-
-    def _timeout(self, watch: _Watch) -> float:
-        now = time.monotonic()
-        waits = [POLL]
-        if watch.keepalive:
-            waits.append(watch.next_touch - now)
-        if self._stop_at is not None:
-            waits.append(self._stop_at + self.grace - now)
-        held = self._holding.touch_in() if self._holding is not None else None
-        if held is not None:
-            waits.append(held)
-        return max(0.0, min(waits))
-
-    def _check(self, watch: _Watch) -> None:
-        now = time.monotonic()
-        stopping, hurry = self._stop_state()
-        grace_over = hurry or now >= (self._stop_at or now) + self.grace
-        if stopping and grace_over and self._watch is watch:  # and not finished meanwhile
-            self._give_back(watch.job, "the grace period ran out")
+        self.grace.update(now, stopping or self._signals > 0, hurry or self._signals > 1)
+        if self.grace.over(now) and self._armed is armed:  # and not finished meanwhile
+            self._give_back(beat.job, "the grace period ran out")
             logging.shutdown()
             os._exit(0)
-        if self._holding is not None:
-            self._holding.touch_due()
-        if watch.keepalive and now >= watch.next_touch:
-            watch.next_touch = now + HEARTBEAT * watch.job.ttr
-            try:
-                watch.job.touch()
-            except JobLost:
-                watch.keepalive = False
-                log.warning("job %d %s lost its reservation while running; it may run again",
-                            watch.job.id, watch.name)
-            except Disconnected as exc:  # the lease stands; the next heartbeat tries again
-                log.warning("job %d %s: could not touch it (%s)", watch.job.id, watch.name, exc)
-            else:
-                log.debug("job %d touched", watch.job.id)
-        elif not watch.keepalive and not watch.warned and watch.job.reserved_until is not None \
-                and time.time() * 1000 >= watch.job.reserved_until:
-            watch.warned = True
-            log.warning("job %d %s is still running past its TTR of %gs: it may be run again "
-                        "elsewhere (give the task keepalive=True)", watch.job.id, watch.name,
-                        watch.job.ttr)
+        self._holding.touch_due()
+        if beat.step(now) == TOUCH:
+            beat.touch()

@@ -1,0 +1,189 @@
+"""The policy for a job while it runs: heartbeat, TTR and grace, decided in one place.
+
+Three drivers run jobs: the synchronous :class:`~sqlq.work.worker.Worker` watching a
+child process, its :class:`~sqlq.work.watchdog.Watchdog` thread watching a task in
+the main thread, and the :class:`~sqlq.work.aworker.AsyncWorker` on its event loop.
+Each does only the waiting and the I/O; what to do and when, and the log lines
+that say so, are here:
+
+* :class:`Heartbeat`, one per run: a job with keepalive is touched when
+  :data:`HEARTBEAT` of its TTR has passed since it started or was last touched
+  (goqite's rule); one without keepalive that can be stopped (a child process, an
+  ``async def`` task) is stopped :func:`~sqlq.work.runner.kill_margin` before its
+  TTR runs out, so that the worker still holds it to retry or bury it; one that
+  cannot be stopped (a task in a thread) is reported once when its TTR has run
+  out, for it may run again elsewhere.
+* :class:`Grace`, one per worker: once a stop is requested the running jobs have
+  ``grace`` seconds more, none after a second request (a hurry).
+
+Intervals are measured on ``time.monotonic()``; a job's lease on the clock of its
+queue (``queue.engine.clock``), whose milliseconds ``reserved_until`` is written in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import Disconnected, JobLost
+from ..model import Job
+from .runner import kill_margin
+
+if TYPE_CHECKING:
+    pass
+
+log = logging.getLogger("sqlq.worker")
+
+#: A job with keepalive is touched when this fraction of its TTR has passed.
+HEARTBEAT = 0.8
+#: While a job runs, its driver looks at the stop flag at least this often (seconds).
+POLL = 0.25
+#: An idle worker looks at its stop flag this often (seconds): one cheap wake-up.
+IDLE_CHECK = 1.0
+#: Seconds a stopping worker lets its running job finish, unless told otherwise.
+DEFAULT_GRACE = 30.0
+
+#: What :meth:`Heartbeat.step` asks of its driver.
+TOUCH: Final = "touch"
+STOP: Final = "stop"
+
+Clock = Callable[[], int]
+
+
+def fields(job: Job, name: str, duration: float | None = None, outcome: str = "",
+           **more: Any) -> dict[str, Any]:
+    """The fields of a worker's log record about ``job`` (JSON logs show them)."""
+    record: dict[str, Any] = {"job": job.id, "tube": job.tube, "task": name,
+                              "attempt": job.reserves}
+    if outcome:
+        record["outcome"] = outcome
+    if duration is not None:
+        record["duration_ms"] = round(duration * 1000, 3)
+    record.update(more)
+    return record
+
+
+class Heartbeat:
+    """When to touch, stop or report one running job (see the module docstring).
+
+    A driver waits at most :meth:`wait` seconds, then asks :meth:`step` what is due:
+    :data:`TOUCH` (call :meth:`touch`, in a thread that may block), :data:`STOP` (kill or
+    cancel the run, with :meth:`stop_reason`; if it cannot be stopped, call
+    :meth:`unstoppable`), or None.
+
+    Args:
+        job: the job, reserved by the worker.
+        name: what runs, for the log lines.
+        keepalive: touch the job while it runs.
+        stoppable: the driver can stop the run (else it only reports it at its TTR).
+        clock: the job's queue's clock (``queue.engine.clock``).
+        now: ``time.monotonic()`` when the run started.
+    """
+
+    __slots__ = ("clock", "job", "keepalive", "name", "next_touch", "stoppable", "_reported")
+
+    def __init__(self, job: Job, name: str, keepalive: bool, stoppable: bool, clock: Clock,
+                 now: float) -> None:
+        self.job = job
+        self.name = name
+        self.keepalive = keepalive
+        self.stoppable = stoppable
+        self.clock = clock
+        self.next_touch = now + HEARTBEAT * job.ttr
+        self._reported = False  # the TTR ran out and the log said so: nothing more to do
+
+    def _lease_left(self) -> float:
+        """Seconds until the job's reservation runs out (inf: it has no deadline)."""
+        until = self.job.reserved_until
+        return float("inf") if until is None else (until - self.clock()) / 1000
+
+    def wait(self, now: float) -> float | None:
+        """Seconds until :meth:`step` has something to do (0 or less: now); None: never."""
+        if self.keepalive:
+            return self.next_touch - now
+        if self.stoppable:
+            return self._lease_left() - kill_margin(self.job.ttr)
+        return None if self._reported else self._lease_left()
+
+    def step(self, now: float) -> str | None:
+        """What is due at ``now``: :data:`TOUCH`, :data:`STOP` or None. A run that cannot
+        be stopped is reported here, once, when its TTR has run out."""
+        if self.keepalive:
+            if now < self.next_touch:
+                return None
+            self.next_touch = now + HEARTBEAT * self.job.ttr
+            return TOUCH
+        if self.stoppable:
+            return STOP if self._lease_left() <= kill_margin(self.job.ttr) else None
+        if not self._reported and self._lease_left() <= 0:
+            self._reported = True
+            log.warning("job %d %s is still running past its TTR of %gs: it may be run again "
+                        "elsewhere (give the task keepalive=True)", self.job.id, self.name,
+                        self.job.ttr, extra=fields(self.job, self.name))
+        return None
+
+    def touch(self) -> None:
+        """Touch the job (what :data:`TOUCH` asks) and log how it went; a job whose
+        reservation was lost is touched no more."""
+        job, name = self.job, self.name
+        try:
+            job.touch()
+        except JobLost:
+            self.keepalive = False
+            log.warning("job %d %s lost its reservation while running; it may run again",
+                        job.id, name, extra=fields(job, name, outcome="lost"))
+        except Disconnected as exc:  # the lease stands; the next heartbeat tries again
+            log.warning("job %d %s: could not touch it (%s)", job.id, name, exc,
+                        extra=fields(job, name))
+        else:
+            log.debug("job %d touched", job.id, extra=fields(job, name))
+
+    def stop_reason(self, how: str) -> str:
+        """The failure reason of a run stopped at its TTR (``how``: killed, cancelled)."""
+        return f"{how}: still running when its TTR of {self.job.ttr:g}s ran out"
+
+    def unstoppable(self) -> None:
+        """The run could not be stopped: from now on it is reported at its TTR instead."""
+        self.stoppable = False
+
+
+class Grace:
+    """How long running jobs may go on once a stop is requested: ``seconds``, or none
+    after a second request. One per worker, shared by its drivers.
+
+    Args:
+        seconds: the grace period (``--grace``).
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        #: ``time.monotonic()`` at which the grace period ends; None: no stop requested.
+        self.until: float | None = None
+
+    def update(self, now: float, stopping: bool, hurry: bool) -> None:
+        """The worker's flags as of ``now``: a stop starts the period, a hurry ends it."""
+        if hurry:
+            self.until = now if self.until is None else min(self.until, now)
+        elif stopping and self.until is None:
+            self.until = now + self.seconds
+
+    def left(self, now: float) -> float | None:
+        """Seconds of grace left (0 or less: none); None if no stop was requested."""
+        return None if self.until is None else self.until - now
+
+    def over(self, now: float) -> bool:
+        """True once a stop was requested and its grace period has run out."""
+        return self.until is not None and now >= self.until
+
+
+def wake_in(now: float, beat: Heartbeat, grace: Grace, held: float | None) -> float:
+    """Seconds a synchronous driver may wait for the run before it looks again: at most
+    :data:`POLL` (for the stop flag), less if the heartbeat, the grace period or a held
+    job's touch (``held``, see prefetch.Holding.touch_in) is due sooner."""
+    waits = [POLL]
+    for due in (beat.wait(now), grace.left(now), held):
+        if due is not None:
+            waits.append(due)
+    return max(0.0, min(waits))
+
