@@ -19,7 +19,8 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from ...errors import DatabaseError, Disconnected, Error, Locked, SchemaError
-from ..base import Durability, redact
+from ..base import Durability
+from ..locations import redact
 from ..migrations import load
 
 T = TypeVar("T")
