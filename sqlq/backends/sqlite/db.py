@@ -18,15 +18,15 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from ...errors import DatabaseError, Error, Locked, SchemaError
+from ..base import Durability
 from . import drivers, migrate, sidecar
-from .drivers import Driver
+from .drivers import Driver, immediate
 from .wakeup import NOTIFY_NAME
 
 T = TypeVar("T")
-Durability = Literal["full", "normal"]
 
 #: How long one attempt waits for the write lock before tenacity steps in.
 BUSY_TIMEOUT_S = 5.0
@@ -400,14 +400,8 @@ class Database:
             if durable:
                 self._published()
             return result
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(conn):
             result = fn(conn)
-            conn.execute("COMMIT")
-        except BaseException:
-            if not conn.get_autocommit():
-                conn.execute("ROLLBACK")
-            raise
         if durable:
             self._published()
         return result
@@ -530,19 +524,9 @@ class Database:
                 return
             if self._full and durable is not self._durable_now:
                 self._set_sync(durable)
-            if self.lock_wait is not None:
-                conn.execute("BEGIN IMMEDIATE")
-            else:
-                for attempt in self._retrying:
-                    with attempt:
-                        conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(conn, begin=None if self.lock_wait is not None
+                           else lambda: self._retrying(conn.execute, "BEGIN IMMEDIATE")):
                 yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if not conn.get_autocommit():
-                    conn.execute("ROLLBACK")
-                raise
             if durable:
                 self._published()
 

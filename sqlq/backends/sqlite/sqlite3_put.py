@@ -38,7 +38,7 @@ from ...errors import DatabaseError, SchemaError
 from ..locations import identity, is_url
 from . import migrate
 from .db import BUSY_GIVE_UP_S, open_through_sqlq
-from .drivers import Connection, check_version
+from .drivers import Connection, check_version, immediate
 from .store import SQLiteStore
 
 T = TypeVar("T")
@@ -103,19 +103,11 @@ def run(conn: sqlite3.Connection, fn: Callable[[Any], T]) -> T:
         _check_schema(db)
         if conn.in_transaction:
             return fn(db)
-        own = _autocommits(conn)
-        # IMMEDIATE: take the write lock now, so the insert cannot fail half-way for
-        # want of it; we can retry a BEGIN, not a caller's transaction.
-        _begin_retrying(conn.execute, "BEGIN IMMEDIATE")
-        try:
-            result = fn(db)
-            if own:
-                conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")  # only our own statements are in it
-            raise
-        return result
+        # We can retry a BEGIN, not a caller's transaction. On a rollback only our own
+        # statements are in it; in legacy mode the caller commits, as after its INSERT.
+        with immediate(db, begin=lambda: _begin_retrying(conn.execute, "BEGIN IMMEDIATE"),
+                       commit=_autocommits(conn)):
+            return fn(db)
     except sqlite3.Error as e:
         raise DatabaseError(f"sqlq.put: {e}") from e
 
