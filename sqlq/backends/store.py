@@ -1,10 +1,14 @@
 """The verbs every backend runs on its own connection: the Queue's whole use of SQL.
 
-A backend's ``queries.sql`` holds one named statement per verb, in its dialect
-and with dict parameters by name (``:name`` in SQLite, ``%(name)s`` in
-PostgreSQL); :class:`Store` runs them. Verbs whose shape differs between
-dialects (how an insert learns its id, how a claim folds in due jobs) are
-overridden by the backend's subclass; the rest is written once, here.
+A backend's ``queries.sql`` holds one named statement per verb, in its dialect;
+:class:`Store` runs them. Most take their parameters by name, in a dict (``:name``
+in SQLite, ``%(name)s`` in PostgreSQL). The hottest take a positional tuple instead,
+which binds faster (``?``/``?1`` in SQLite, ``%s`` in PostgreSQL), in the order
+their description in ``queries.sql`` lists: the puts' inserts, the one-tube claim,
+the worker's ``delete_leased_job``. Verbs whose shape differs between dialects (how
+an insert learns its id, how a claim folds in due jobs) are overridden by the
+backend's subclass; the rest is written once, here (a SQLite subclass that writes a
+due time must also tell its cache: ``sqlite/store.py``).
 
 Every method takes an open connection inside the caller's transaction and the
 time in ms (``now``), and either does its one thing or raises: JobNotFound when

@@ -5,6 +5,18 @@ lives here: ids read with ``last_insert_rowid()`` and counted by ``total_jobs``
 (the highest id issued, migration 0007), the claim's ``promote_due`` step (skipped
 while nothing can be due: :class:`DueCache`), tube lists passed as JSON for
 ``json_each``, and the claim of one tube without it.
+
+**The rule for a verb that writes a due time.** A statement that sets a job's
+``delay_until`` or ``reserved_until`` to a time that may be earlier than any already
+due (a put or release with a delay, any claim) runs in a method of
+:class:`SQLiteStore` that calls ``self.due.lower(when)`` with that time (a claim:
+:meth:`SQLiteStore._claimed`); one that writes jobs the store cannot follow calls
+``self.due.forget()``. A shared :class:`~sqlq.backends.store.Store` verb that does so
+is overridden here to make that call. Otherwise the next claim in this process skips
+``promote_due`` and leaves that job waiting until another connection commits.
+Clearing a time (a kick, a bury, promote_due) or moving it later (a touch) needs
+nothing: a cached time is only ever too early. tests/unit/test_due_rule.py lists
+every statement of ``queries.sql`` that writes those columns and checks its verb.
 """
 
 from __future__ import annotations
