@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import JobLost, JobNotFound
-from ..model import JobRow
+from ..model import ClaimRow, JobRow
 
 _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
 
@@ -107,13 +107,13 @@ class Store(abc.ABC):
         return [self.insert_job(conn, now, *put, None) for put in puts]
 
     @abc.abstractmethod
-    def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> Any:
+    def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> ClaimRow | None:
         """Reserve the most urgent ready job in tubes (due delayed jobs and expired
         reservations count as ready) for owner; its claim row, or None."""
 
     @abc.abstractmethod
     def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
-                   ) -> list[Any]:
+                   ) -> list[ClaimRow]:
         """claim for up to n jobs in one statement, each under a lease of its own; their
         claim rows in claim order (priority, then id)."""
 
@@ -131,7 +131,7 @@ class Store(abc.ABC):
     # -- claims and waiting ------------------------------------------------------------------
 
     def delete_and_claim(self, conn: Any, now: int, job_id: int, lease: int, tubes: Any,
-                         owner: str | None) -> Any:
+                         owner: str | None) -> ClaimRow | None:
         """Delete a reserved job under its lease (JobLost if the lease is gone: nothing
         is claimed then) and claim the next, atomically: a worker's one commit per job."""
         self.delete(conn, now, job_id, lease)
@@ -139,7 +139,7 @@ class Store(abc.ABC):
 
     def delete_and_claim_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]],
                               tubes: Any, owner: str | None, n: int
-                              ) -> tuple[list[tuple[int, int]], list[Any]]:
+                              ) -> tuple[list[tuple[int, int]], list[ClaimRow]]:
         """delete_many, then, if no lease was lost, claim_many: (lost pairs, claim rows).
         With a lost lease nothing is claimed, and the other deletes stand."""
         lost = self.delete_many(conn, now, leases) if leases else []
@@ -147,12 +147,12 @@ class Store(abc.ABC):
             return lost, []
         return [], self.claim_many(conn, now, tubes, owner, n)
 
-    def claim_by_id(self, conn: Any, now: int, job_id: int, owner: str | None) -> Any:
+    def claim_by_id(self, conn: Any, now: int, job_id: int, owner: str | None) -> ClaimRow:
         """beanstalkd's reserve-job: any job not reserved under a live lease."""
         row = one(conn, self.Q["claim_job_by_id"], {"id": job_id, "now": now, "owner": owner})
         if row is None:
             raise JobNotFound(f"job {job_id} not found or already reserved")
-        return row
+        return ClaimRow._make(row)
 
     def has_ready_job(self, conn: Any, now: int, tubes: Any) -> bool:
         """Whether a claim would find a job now (a read a waiter makes before writing)."""
