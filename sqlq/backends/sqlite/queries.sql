@@ -319,7 +319,7 @@ SELECT paused_until, pause_ms FROM sqlq_tubes WHERE name = :tube;
 -- name: reserving_owners
 -- Processes that hold live reservations, for the dead-owner check.
 SELECT DISTINCT owner FROM sqlq_jobs
- WHERE state = 2 AND reserved_until > :now AND owner IS NOT NULL AND owner != :owner;
+ WHERE state = 2 AND reserved_until > :now AND owner IS NOT NULL AND owner <> :owner;
 
 -- name: release_owner
 -- A process that died (or closed its queue) gives its reservations back at once,
@@ -345,7 +345,7 @@ DELETE FROM sqlq_results
 -- state (pending, or buried with its reason), else nothing (gone).
 SELECT (SELECT result FROM sqlq_results WHERE job_id = :id AND expires_at > :now),
        j.state, j.bury_reason
-  FROM (SELECT 1) LEFT JOIN sqlq_jobs AS j ON j.id = :id;
+  FROM (SELECT 1) AS one LEFT JOIN sqlq_jobs AS j ON j.id = :id;
 
 -- name: subscribe
 INSERT INTO sqlq_subscriptions (topic, tube) VALUES (:topic, :tube) ON CONFLICT DO NOTHING;
