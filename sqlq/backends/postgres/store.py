@@ -44,6 +44,13 @@ def _claimed(conn: Any, entry: list[Any] | None, rows: Sequence[ClaimRow]) -> No
         conn.ledger.claimed(entry, [r.id for r in rows])
 
 
+def _claimed_one(conn: Any, entry: list[Any] | None, row: Any) -> ClaimRow | None:
+    """The ClaimRow of a one-job claim's row (None: nothing claimed), noted in the ledger."""
+    claimed = None if row is None else _claim_row(row)
+    _claimed(conn, entry, [] if claimed is None else [claimed])
+    return claimed
+
+
 class PostgresStore(Store):
     Q = Q
     LOOK_BEFORE_CLAIM = False
@@ -91,12 +98,7 @@ class PostgresStore(Store):
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> ClaimRow | None:
         entry = _claiming(conn, owner, now)
         row = one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner})
-        if row is None:
-            _claimed(conn, entry, [])
-            return None
-        claimed = _claim_row(row)
-        _claimed(conn, entry, [claimed])
-        return claimed
+        return _claimed_one(conn, entry, row)
 
     def delete_and_claim(self, conn: Any, now: int, job_id: int, lease: int, tubes: Any,
                          owner: str | None) -> ClaimRow | None:
@@ -108,12 +110,7 @@ class PostgresStore(Store):
             if e.sqlstate == LEASE_LOST:
                 raise self._lease_failure(conn, job_id, lease) from None
             raise
-        if row is None:
-            _claimed(conn, entry, [])
-            return None
-        claimed = _claim_row(row)
-        _claimed(conn, entry, [claimed])
-        return claimed
+        return _claimed_one(conn, entry, row)
 
     def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
                    ) -> list[ClaimRow]:
@@ -157,7 +154,7 @@ class PostgresStore(Store):
     def total_jobs(self, conn: Any) -> int:
         return int(one(conn, Q["total_jobs"])[0])
 
-    # -- liveness (liveness.py) --------------------------------------------------------------
+    # -- liveness (owners.py) ----------------------------------------------------------------
 
     def dead_owners(self, conn: Any, tokens: Sequence[str], grace_s: float
                     ) -> list[tuple[str, str | None, int | None, bool]]:

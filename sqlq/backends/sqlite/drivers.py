@@ -18,7 +18,7 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import apsw
@@ -270,6 +270,14 @@ def triggers_off(conn: Any) -> Iterator[bool]:
         yield True
     finally:
         conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, was)
+
+
+if TYPE_CHECKING:
+    from ..base import Conn
+
+    def _connections_are_conns(a: apsw.Connection, s: Connection) -> list[Conn]:
+        """mypy's proof that both drivers' connections offer what base.Conn says."""
+        return [a, s]
 
 
 __all__ = ["DRIVERS", "MIN_SQLITE", "Connection", "Driver", "Rows", "check_version", "get",

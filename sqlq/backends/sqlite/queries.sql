@@ -426,6 +426,24 @@ VALUES (:name, :last_slot, :enqueued_at);
 -- After a copy, ids go on from the source's: an id is never issued twice.
 UPDATE sqlq_last_id SET id = :total WHERE id < :total;
 
+-- name: checkpoint
+-- sqlq maintain: copy the WAL into the file and truncate it (readers may hold part of it
+-- back: the first column is then 1). Runs outside a transaction.
+-- Returns: busy, WAL frames, frames checkpointed.
+PRAGMA wal_checkpoint(TRUNCATE);
+
+-- name: optimize
+-- sqlq maintain: refresh the planner's statistics where SQLite thinks they are stale.
+PRAGMA optimize;
+
+-- name: file_health
+-- sqlq maintain: page size, pages, free pages (deleted jobs' pages, reused by later
+-- writes) and the first line of a quick integrity check ("ok").
+SELECT (SELECT page_size FROM pragma_page_size),
+       (SELECT page_count FROM pragma_page_count),
+       (SELECT freelist_count FROM pragma_freelist_count),
+       (SELECT quick_check FROM pragma_quick_check LIMIT 1);
+
 -- ---------------------------------------------------------------------------------------------
 -- Read-only views for the dashboard and /metrics (observe.py). Each answers from
 -- indexes in time that grows with what it shows, not with the jobs in the file.
