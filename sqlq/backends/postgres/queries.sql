@@ -73,7 +73,7 @@ SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 -- jobs and expired reservations included: see sqlq_claim in migrations/0003. In full
 -- durability its commit waits for the WAL flush, as every write's: a claim lost by a
 -- server crash would make the job ready again while its holder, alive on another
--- machine, runs it (liveness.py), so a claim is not cheaper to lose than a put.
+-- machine, runs it (owners.py), so a claim is not cheaper to lose than a put.
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay
   FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text) AS c;
@@ -315,7 +315,7 @@ SELECT tube, pg_notify('sqlq', tube) FROM job;
 -- name: dead_owners
 -- Holders that may be dead: their session advisory lock can be taken (the server
 -- released it when their session ended; the locks taken here are given back at once),
--- with what tells a dead process from one re-making its session (liveness.py): its
+-- with what tells a dead process from one re-making its session (owners.py): its
 -- place and pid, and whether its keeper has been silent for the grace period, counted
 -- from the server's start at the earliest (a restart loses unflushed heartbeats).
 -- A token with no row (a process of an older sqlq) is judged by its lock alone.
