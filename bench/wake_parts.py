@@ -69,7 +69,7 @@ def wrap(owner: Any, name: str, label: str, after_only: bool = False) -> None:
 
 def instrument() -> None:
     import sqlq.queue as queue
-    from sqlq.backends.postgres import listen
+    from sqlq.backends.postgres import wakeup as listen
     from sqlq.backends.sqlite import db, wakeup
 
     wrap(db.Database, "_published", "published")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from .backends import for_connection
 from .durations import now_ms
 from .model import (
     DEFAULT_MAX_JOB_SIZE,
@@ -21,20 +22,6 @@ from .model import (
     check_put_options,
     check_tube,
 )
-
-
-def _driver(conn: Any) -> Any:
-    """The module that runs sqlq's verbs on conn's driver: ``run(conn, fn)`` runs fn in
-    the caller's transaction, and ``STORE`` is that backend's Store."""
-    module = type(conn).__module__
-    name = {"sqlite3": "sqlite.sqlite3_put", "psycopg": "postgres.psycopg_put"}.get(
-        module.partition(".")[0])
-    if name is not None:
-        import importlib
-
-        return importlib.import_module(f"sqlq.backends.{name}")
-    raise TypeError("conn must be a sqlite3.Connection or a psycopg.Connection, "
-                    f"not {type(conn).__name__}")
 
 
 def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
@@ -56,7 +43,7 @@ def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
         SchemaError: the database has no sqlq schema (or a newer one).
         DatabaseError: the database refused the write.
     """
-    driver = _driver(conn)
+    driver = for_connection(conn)
     data = check_body(body, max_job_size)
     check_tube(tube)
     delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
@@ -71,7 +58,7 @@ def put_many(conn: Any, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TU
 
     Same transaction rules and arguments as :func:`put`.
     """
-    driver = _driver(conn)
+    driver = for_connection(conn)
     if isinstance(bodies, (bytes, str)):
         raise TypeError("bodies must be an iterable of bodies, not a single body")
     data = [check_body(b, max_job_size) for b in bodies]

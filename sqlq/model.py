@@ -49,6 +49,28 @@ class JobRow(NamedTuple):
     delay: int  # ms, as last set by put or release
 
 
+class ClaimRow(NamedTuple):
+    """A job as a claim reserves it: the columns of ``claim_job``'s RETURNING (and of every
+    claim: ``claim_jobs``, ``claim_job_by_id``, ``delete_and_claim``), in that order.
+    Every store's claim verb returns these, for :meth:`Job.from_claim`."""
+
+    id: int
+    tube: str
+    priority: int
+    ttr: int  # ms
+    body: bytes
+    created_at: int
+    reserves: int
+    timeouts: int
+    releases: int
+    buries: int
+    kicks: int
+    lease: int
+    reserved_until: int
+    unique_key: str | None
+    delay: int  # ms, as last set by put or release
+
+
 class Job:
     """A job as returned by ``reserve`` or ``peek``.
 
@@ -102,21 +124,31 @@ class Job:
         self.delay = delay_ms / 1000
 
     @classmethod
-    def from_claim(cls, queue: Queue, row: tuple[Any, ...]) -> Job:
-        """A reserved Job from a claim's row (the columns of ``claim_job``'s RETURNING).
+    def from_claim(cls, queue: Queue, row: ClaimRow) -> Job:
+        """A reserved Job from a claim's row.
 
         The same Job as ``__init__`` makes, built without its keyword call: every claim
         makes one per job, and a batch worker's per-job cost is mostly Python."""
         job = cls.__new__(cls)
-        (job.id, job.tube, job.priority, ttr, job.body, job.created_at, job.reserves,
-         job.timeouts, job.releases, job.buries, job.kicks, job.lease, job.reserved_until,
-         job.unique_key, delay) = row
         job._queue = queue
-        job.ttr = ttr / 1000
+        job.id = row.id
+        job.tube = row.tube
+        job.body = row.body
+        job.priority = row.priority
+        job.ttr = row.ttr / 1000
         job.state = "reserved"
+        job.reserves = row.reserves
+        job.timeouts = row.timeouts
+        job.releases = row.releases
+        job.buries = row.buries
+        job.kicks = row.kicks
+        job.lease = row.lease
+        job.created_at = row.created_at
         job.delay_until = None
+        job.reserved_until = row.reserved_until
         job.bury_reason = None
-        job.delay = delay / 1000
+        job.unique_key = row.unique_key
+        job.delay = row.delay / 1000
         return job
 
     @classmethod

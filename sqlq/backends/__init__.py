@@ -4,10 +4,15 @@
 * ``postgres/``: a PostgreSQL database (a ``postgresql://`` URL).
 
 Nothing outside this package imports a backend's modules: the Queue asks
-:func:`open_backend` for one and speaks to it through :class:`Backend`.
+:func:`open_backend` for one and speaks to it through :class:`Backend`;
+``sqlq.put(conn)`` asks :func:`for_connection` for the one that serves an
+application's own connection (``registry.py`` names the backends, ``locations.py``
+reads a location without opening it).
 """
 
-from .base import Backend, Events, Notifier, exists, identity, is_url, open_backend, redact
+from .base import Backend, Events, Notifier
+from .locations import exists, identity, is_url, redact
+from .registry import for_connection, open_backend
 
-__all__ = ["Backend", "Events", "Notifier", "exists", "identity", "is_url", "open_backend",
-           "redact"]
+__all__ = ["Backend", "Events", "Notifier", "exists", "for_connection", "identity", "is_url",
+           "open_backend", "redact"]

@@ -26,12 +26,9 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import DatabaseError
 from .group import Batch, GroupCommit
 
 if TYPE_CHECKING:
@@ -39,9 +36,34 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 Durability = Literal["full", "normal"]
-#: A backend's connection, inside a transaction. Opaque above the seam: only the
-#: backend's Store and the application's own SQL (Transaction.execute) use it.
-Conn = Any
+
+
+class Rows(Protocol):
+    """A statement's result, as every driver's cursor gives it: its rows are tuples of
+    SQL values (or the driver's tuple-like rows)."""
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Cursor(Protocol):
+    def executemany(self, sql: str, params: Iterable[Any], /) -> object: ...
+
+
+class Conn(Protocol):
+    """A backend's connection, inside a transaction: what every backend's connection
+    offers (apsw's, Python's sqlite3 behind ``sqlite/drivers.Connection``, psycopg's;
+    each driver module checks its own against this) and the shared Store uses. Opaque
+    above the seam: only the backend's Store and the application's own SQL
+    (Transaction.execute, through :meth:`Backend.execute_app`) use it. Parameters are
+    the dialect's: a dict by name, or a tuple by position (``store.py``)."""
+
+    def execute(self, sql: str, params: Any = ..., /) -> Rows: ...
+
+    def cursor(self) -> Cursor: ...
 
 
 class Events:
@@ -242,65 +264,3 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Close connections and give up this process's registration."""
-
-
-def open_backend(location: str, *, durability: Durability = "full", init: bool = False,
-                 clock: Callable[[], int], vfs: str | None = None,
-                 driver: str | None = None) -> Backend:
-    """The backend for a location: a ``postgresql://`` URL, else a SQLite file path.
-    ``vfs`` and ``driver`` (the SQLite library) apply to a file only."""
-    if is_url(location):
-        if vfs is not None or driver is not None:
-            raise ValueError("vfs and driver apply to SQLite files only")
-        try:
-            from .postgres import PostgresBackend
-        except ImportError as e:
-            if (e.name or "psycopg").partition(".")[0] not in ("psycopg", "psycopg_binary"):
-                raise  # not the driver: sqlq's own bug
-            raise _missing_driver(e) from e
-        backend: Backend = PostgresBackend(location, durability=durability, init=init,
-                                           clock=clock)
-        return backend
-    from .sqlite import SQLiteBackend
-
-    return SQLiteBackend(location, durability=durability, init=init, clock=clock, vfs=vfs,
-                         driver=driver)
-
-
-def _missing_driver(error: ImportError) -> DatabaseError:
-    """A one-line error naming the extra to install, for psycopg missing (or unusable:
-    psycopg without its binary and no libpq on the machine)."""
-    why = (str(error).strip().splitlines() or ["no psycopg"])[0].rstrip(".")
-    return DatabaseError(f"a postgresql:// database needs psycopg 3 ({why}): "
-                         "pip install 'sqlq-jobs[postgres]'")
-
-
-URL_SCHEMES = ("postgresql://", "postgres://")
-
-
-def is_url(location: str) -> bool:
-    """True for a database server URL; anything else is a SQLite file path."""
-    return location.startswith(URL_SCHEMES)
-
-
-def exists(location: str) -> bool:
-    """False only for a file path with no file (a typo in ``--db``); a server URL is
-    checked when it is connected to."""
-    return is_url(location) or os.path.exists(location)
-
-
-def redact(location: str) -> str:
-    """The location without a URL's password, for messages and logs."""
-    parts = urlsplit(location)
-    if parts.password is None:
-        return location
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}" if user else netloc))
-
-
-def identity(location: str) -> str:
-    """One name per database, whatever spelling reached it (for comparing locations)."""
-    if is_url(location):
-        return location
-    return os.path.realpath(location)

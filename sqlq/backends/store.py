@@ -1,10 +1,14 @@
 """The verbs every backend runs on its own connection: the Queue's whole use of SQL.
 
-A backend's ``queries.sql`` holds one named statement per verb, in its dialect
-and with dict parameters by name (``:name`` in SQLite, ``%(name)s`` in
-PostgreSQL); :class:`Store` runs them. Verbs whose shape differs between
-dialects (how an insert learns its id, how a claim folds in due jobs) are
-overridden by the backend's subclass; the rest is written once, here.
+A backend's ``queries.sql`` holds one named statement per verb, in its dialect;
+:class:`Store` runs them. Most take their parameters by name, in a dict (``:name``
+in SQLite, ``%(name)s`` in PostgreSQL). The hottest take a positional tuple instead,
+which binds faster (``?``/``?1`` in SQLite, ``%s`` in PostgreSQL), in the order
+their description in ``queries.sql`` lists: the puts' inserts, the one-tube claim,
+the worker's ``delete_leased_job``. Verbs whose shape differs between dialects (how
+an insert learns its id, how a claim folds in due jobs) are overridden by the
+backend's subclass; the rest is written once, here (a SQLite subclass that writes a
+due time must also tell its cache: ``sqlite/store.py``).
 
 Every method takes an open connection inside the caller's transaction and the
 time in ms (``now``), and either does its one thing or raises: JobNotFound when
@@ -17,10 +21,13 @@ import abc
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import JobLost, JobNotFound
-from ..model import JobRow
+from ..model import ClaimRow, JobRow
+
+if TYPE_CHECKING:
+    from .base import Conn
 
 _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
 
@@ -48,7 +55,7 @@ def load_queries(path: Path) -> dict[str, str]:
     return {name: sql.strip() for name, sql in zip(parts[1::2], parts[2::2], strict=True)}
 
 
-def one(conn: Any, sql: str, params: Any = None) -> Any:
+def one(conn: Conn, sql: str, params: Any = None) -> Any:
     """The first row of a statement, or None (typed Any: rows are tuples of SQL values).
 
     The statement is always run to its end, so an autocommit write commits here,
@@ -86,56 +93,56 @@ class Store(abc.ABC):
         per distinct argument: a worker asks for the same tubes on every call)."""
 
     @abc.abstractmethod
-    def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
+    def insert_job(self, conn: Conn, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:
         """Insert one job; with a unique_key already live in the tube, return that
         job's id and insert nothing."""
 
     @abc.abstractmethod
-    def insert_jobs(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
+    def insert_jobs(self, conn: Conn, now: int, tube: str, priority: int, delay_ms: int,
                     ttr_ms: int, bodies: Sequence[bytes]) -> list[int]:
         """Insert many jobs; return their ids, in order."""
 
-    def insert_puts(self, conn: Any, now: int,
+    def insert_puts(self, conn: Conn, now: int,
                     puts: Sequence[tuple[str, int, int, int, bytes]]) -> list[int]:
         """Insert the jobs of several puts, each (tube, priority, delay_ms, ttr_ms, body)
         with its own options (threads' puts sharing one commit); their ids, in order."""
         return [self.insert_job(conn, now, *put, None) for put in puts]
 
     @abc.abstractmethod
-    def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> Any:
+    def claim(self, conn: Conn, now: int, tubes: Any, owner: str | None) -> ClaimRow | None:
         """Reserve the most urgent ready job in tubes (due delayed jobs and expired
         reservations count as ready) for owner; its claim row, or None."""
 
     @abc.abstractmethod
-    def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
-                   ) -> list[Any]:
+    def claim_many(self, conn: Conn, now: int, tubes: Any, owner: str | None, n: int
+                   ) -> list[ClaimRow]:
         """claim for up to n jobs in one statement, each under a lease of its own; their
         claim rows in claim order (priority, then id)."""
 
     @abc.abstractmethod
-    def delete_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]]
+    def delete_many(self, conn: Conn, now: int, leases: Sequence[tuple[int, int]]
                     ) -> list[tuple[int, int]]:
         """Delete each (id, lease) job under its live lease; return the (id, lease) pairs
         that were lost (the others are deleted all the same: an acknowledgement is never
         dropped). The caller raises JobLost for them once the transaction commits."""
 
     @abc.abstractmethod
-    def total_jobs(self, conn: Any) -> int:
+    def total_jobs(self, conn: Conn) -> int:
         """How many ids were ever issued (beanstalkd's total-jobs of the file)."""
 
     # -- claims and waiting ------------------------------------------------------------------
 
-    def delete_and_claim(self, conn: Any, now: int, job_id: int, lease: int, tubes: Any,
-                         owner: str | None) -> Any:
+    def delete_and_claim(self, conn: Conn, now: int, job_id: int, lease: int, tubes: Any,
+                         owner: str | None) -> ClaimRow | None:
         """Delete a reserved job under its lease (JobLost if the lease is gone: nothing
         is claimed then) and claim the next, atomically: a worker's one commit per job."""
         self.delete(conn, now, job_id, lease)
         return self.claim(conn, now, tubes, owner)
 
-    def delete_and_claim_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]],
+    def delete_and_claim_many(self, conn: Conn, now: int, leases: Sequence[tuple[int, int]],
                               tubes: Any, owner: str | None, n: int
-                              ) -> tuple[list[tuple[int, int]], list[Any]]:
+                              ) -> tuple[list[tuple[int, int]], list[ClaimRow]]:
         """delete_many, then, if no lease was lost, claim_many: (lost pairs, claim rows).
         With a lost lease nothing is claimed, and the other deletes stand."""
         lost = self.delete_many(conn, now, leases) if leases else []
@@ -143,18 +150,18 @@ class Store(abc.ABC):
             return lost, []
         return [], self.claim_many(conn, now, tubes, owner, n)
 
-    def claim_by_id(self, conn: Any, now: int, job_id: int, owner: str | None) -> Any:
+    def claim_by_id(self, conn: Conn, now: int, job_id: int, owner: str | None) -> ClaimRow:
         """beanstalkd's reserve-job: any job not reserved under a live lease."""
         row = one(conn, self.Q["claim_job_by_id"], {"id": job_id, "now": now, "owner": owner})
         if row is None:
             raise JobNotFound(f"job {job_id} not found or already reserved")
-        return row
+        return ClaimRow._make(row)
 
-    def has_ready_job(self, conn: Any, now: int, tubes: Any) -> bool:
+    def has_ready_job(self, conn: Conn, now: int, tubes: Any) -> bool:
         """Whether a claim would find a job now (a read a waiter makes before writing)."""
         return one(conn, self.Q["has_ready_job"], {"tubes": tubes, "now": now}) is not None
 
-    def next_due(self, conn: Any, now: int, tubes: Any) -> int | None:
+    def next_due(self, conn: Conn, now: int, tubes: Any) -> int | None:
         """The earliest time (ms) at which a job in these tubes may become ready, or None:
         a delayed job, a reservation's TTR, the end of a pause."""
         row = one(conn, self.Q["next_due"], {"tubes": tubes, "now": now})
@@ -163,7 +170,7 @@ class Store(abc.ABC):
 
     # -- lease-checked and by-id verbs -------------------------------------------------------
 
-    def _lease_failure(self, conn: Any, job_id: int, lease: int | None) -> Exception:
+    def _lease_failure(self, conn: Conn, job_id: int, lease: int | None) -> Exception:
         """Why a verb on a reserved job changed nothing.
 
         With a lease the caller held a reservation, and whatever became of the job
@@ -178,7 +185,7 @@ class Store(abc.ABC):
             return JobNotFound(f"job {job_id} not found")
         return JobNotFound(f"job {job_id} is not reserved")
 
-    def delete(self, conn: Any, now: int, job_id: int, lease: int | None) -> str:
+    def delete(self, conn: Conn, now: int, job_id: int, lease: int | None) -> str:
         """Delete the job (any state without a lease, else only under that live lease);
         return its tube."""
         if lease is None:
@@ -191,7 +198,7 @@ class Store(abc.ABC):
             raise self._lease_failure(conn, job_id, lease)
         return str(row[0])
 
-    def release(self, conn: Any, now: int, job_id: int, lease: int | None,
+    def release(self, conn: Conn, now: int, job_id: int, lease: int | None,
                 priority: int | None, delay_ms: int) -> None:
         """Put a reserved job back: ready, or delayed by delay_ms."""
         params = {"id": job_id, "lease": lease, "now": now, "priority": priority,
@@ -199,7 +206,7 @@ class Store(abc.ABC):
         if one(conn, self.Q["release_job"], params) is None:
             raise self._lease_failure(conn, job_id, lease)
 
-    def bury(self, conn: Any, now: int, job_id: int, lease: int | None,
+    def bury(self, conn: Conn, now: int, job_id: int, lease: int | None,
              priority: int | None, reason: str | None) -> None:
         """Park a reserved job until kicked, keeping reason."""
         params = {"id": job_id, "lease": lease, "now": now, "priority": priority,
@@ -207,14 +214,14 @@ class Store(abc.ABC):
         if one(conn, self.Q["bury_job"], params) is None:
             raise self._lease_failure(conn, job_id, lease)
 
-    def touch(self, conn: Any, now: int, job_id: int, lease: int | None) -> int:
+    def touch(self, conn: Conn, now: int, job_id: int, lease: int | None) -> int:
         """Restart a reservation's TTR; return its new deadline (ms)."""
         row = one(conn, self.Q["touch_job"], {"id": job_id, "lease": lease, "now": now})
         if row is None:
             raise self._lease_failure(conn, job_id, lease)
         return int(row[0])
 
-    def kick(self, conn: Any, now: int, tube: str, bound: int) -> int:
+    def kick(self, conn: Conn, now: int, tube: str, bound: int) -> int:
         """Kick up to bound buried jobs in the tube; if there are none, delayed ones."""
         params = {"tube": tube, "bound": bound, "now": now}
         kicked = conn.execute(self.Q["kick_buried"], params).fetchall()
@@ -222,73 +229,73 @@ class Store(abc.ABC):
             kicked = conn.execute(self.Q["kick_delayed"], params).fetchall()
         return len(kicked)
 
-    def kick_job(self, conn: Any, now: int, job_id: int) -> None:
+    def kick_job(self, conn: Conn, now: int, job_id: int) -> None:
         """Move one buried or delayed job to ready."""
         if one(conn, self.Q["kick_job"], {"id": job_id, "now": now}) is None:
             raise JobNotFound(f"job {job_id} not found or not buried or delayed")
 
-    def pause_tube(self, conn: Any, now: int, tube: str, pause_ms: int) -> None:
+    def pause_tube(self, conn: Conn, now: int, tube: str, pause_ms: int) -> None:
         """Reserve nothing from tube until now + pause_ms."""
         conn.execute(self.Q["pause_tube"], {"tube": tube, "now": now, "pause_ms": pause_ms})
 
     # -- dead owners -------------------------------------------------------------------------
 
-    def reserving_owners(self, conn: Any, now: int, me: str) -> list[str]:
+    def reserving_owners(self, conn: Conn, now: int, me: str) -> list[str]:
         """The other processes holding live reservations."""
         return [r[0] for r in conn.execute(self.Q["reserving_owners"], {"now": now, "owner": me})]
 
-    def release_owner(self, conn: Any, owner: str) -> int:
+    def release_owner(self, conn: Conn, owner: str) -> int:
         """Give back every reservation of owner (it died or closed); how many."""
         return len(conn.execute(self.Q["release_owner"], {"owner": owner}).fetchall())
 
     # -- observers ---------------------------------------------------------------------------
 
-    def select_job(self, conn: Any, now: int, job_id: int) -> JobRow | None:
+    def select_job(self, conn: Conn, now: int, job_id: int) -> JobRow | None:
         """The job as an observer sees it now, or None."""
         row = one(conn, self.Q["select_job"], {"id": job_id, "now": now})
         return JobRow(*row) if row else None
 
-    def peek_id(self, conn: Any, now: int, which: str, tube: str) -> int | None:
+    def peek_id(self, conn: Conn, now: int, which: str, tube: str) -> int | None:
         """The id peek_ready/_delayed/_buried (which) would show, or None."""
         row = one(conn, self.Q[f"peek_{which}_id"], {"tube": tube, "now": now})
         return int(row[0]) if row else None
 
-    def count_jobs(self, conn: Any, now: int, tube: str | None) -> dict[str, list[int]]:
+    def count_jobs(self, conn: Conn, now: int, tube: str | None) -> dict[str, list[int]]:
         """tube -> [ready, urgent, reserved, delayed, buried] as of now."""
         return {r[0]: [int(x or 0) for x in r[1:]]
                 for r in conn.execute(self.Q["count_jobs"], {"now": now, "tube": tube})}
 
-    def change_token(self, conn: Any) -> tuple[Any, ...]:
+    def change_token(self, conn: Conn) -> tuple[Any, ...]:
         """A value that differs whenever what this connection reads may have changed
         (another connection committed, or this one wrote) since it was last read."""
         return tuple(one(conn, self.Q["change_token"]))
 
-    def list_tubes(self, conn: Any, now: int) -> list[str]:
+    def list_tubes(self, conn: Conn, now: int) -> list[str]:
         """Tubes that hold jobs, are paused, or are subscribed to a topic."""
         return sorted(r[0] for r in conn.execute(self.Q["list_tubes"], {"now": now}))
 
-    def tube_totals(self, conn: Any, tube: str) -> tuple[int, int]:
+    def tube_totals(self, conn: Conn, tube: str) -> tuple[int, int]:
         """(puts, pauses) of the tube since the database was created."""
         row = one(conn, self.Q["tube_totals"], {"tube": tube})
         return int(row[0]), int(row[1])
 
-    def tube_pause(self, conn: Any, tube: str) -> tuple[int, int] | None:
+    def tube_pause(self, conn: Conn, tube: str) -> tuple[int, int] | None:
         """(paused_until, pause_ms) of the tube's last pause, or None."""
         row = one(conn, self.Q["tube_pause"], {"tube": tube})
         return (int(row[0]), int(row[1])) if row else None
 
     # -- views for the dashboard and /metrics (observe.py) ------------------------------------
 
-    def tube_names(self, conn: Any, now: int) -> list[str]:
+    def tube_names(self, conn: Conn, now: int) -> list[str]:
         """Tubes with jobs, paused or subscribed, without reading every job (list_tubes
         does): a hop from tube to tube in each state's index."""
         return sorted(r[0] for r in conn.execute(self.Q["tube_names"], {"now": now}))
 
-    def known_tubes(self, conn: Any) -> list[str]:
+    def known_tubes(self, conn: Conn) -> list[str]:
         """Tubes with counters, a pause (past or present) or histograms: known, if empty."""
         return sorted(r[0] for r in conn.execute(self.Q["known_tubes"]))
 
-    def tube_counts(self, conn: Any, now: int, tube: str) -> tuple[Any, ...]:
+    def tube_counts(self, conn: Conn, now: int, tube: str) -> tuple[Any, ...]:
         """(ready, urgent, reserved, delayed, buried, oldest ready created_at, earliest due
         delay_until, paused_until) of one tube as of now."""
         row = one(conn, self.Q["tube_counts"], {"now": now, "tube": tube})
@@ -298,7 +305,7 @@ class Store(abc.ABC):
             oldest = found[0] if found else None
         return (*(int(n) for n in row[:5]), oldest, *row[6:])
 
-    def list_jobs(self, conn: Any, tube: str, state: str, key: int, after: int,
+    def list_jobs(self, conn: Conn, tube: str, state: str, key: int, after: int,
                   limit: int) -> list[tuple[Any, ...]]:
         """A page of jobs in one state, after the row (key, after) in that state's order."""
         if state not in LIST_STATES:
@@ -306,30 +313,30 @@ class Store(abc.ABC):
         params = {"tube": tube, "key": key, "after": after, "limit": limit}
         return [tuple(r) for r in conn.execute(self.Q[f"list_{state}_jobs"], params)]
 
-    def search_jobs(self, conn: Any, tube: str, text: str, min_id: int,
+    def search_jobs(self, conn: Conn, tube: str, text: str, min_id: int,
                     limit: int) -> list[tuple[Any, ...]]:
         """Jobs of tube above min_id whose id, unique key or body contains text."""
         params = {"tube": tube, "text": text, "bytes": text.encode(), "min_id": min_id,
                   "limit": limit}
         return [tuple(r) for r in conn.execute(self.Q["search_jobs"], params)]
 
-    def unique_job_id(self, conn: Any, tube: str, unique_key: str) -> int | None:
+    def unique_job_id(self, conn: Conn, tube: str, unique_key: str) -> int | None:
         """The live job holding ``unique_key`` in ``tube``, if any."""
         row = one(conn, self.Q["find_unique_job"], {"tube": tube, "unique_key": unique_key})
         return None if row is None else int(row[0])
 
-    def owner_reservations(self, conn: Any, now: int) -> list[tuple[Any, ...]]:
+    def owner_reservations(self, conn: Conn, now: int) -> list[tuple[Any, ...]]:
         """(owner or None, jobs held, earliest reservation start, tubes) per owner."""
         return [tuple(r) for r in conn.execute(self.Q["owner_reservations"], {"now": now})]
 
-    def list_periodic(self, conn: Any) -> list[tuple[str, int, int]]:
+    def list_periodic(self, conn: Conn) -> list[tuple[str, int, int]]:
         return [(r[0], r[1], r[2]) for r in conn.execute(self.Q["list_periodic"])]
 
-    def event_counters(self, conn: Any) -> dict[str, tuple[int, int, int]]:
+    def event_counters(self, conn: Conn) -> dict[str, tuple[int, int, int]]:
         """tube -> (buries, kicks, timeouts) since the database was created."""
         return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(self.Q["event_counters"])}
 
-    def add_durations(self, conn: Any, rows: Sequence[tuple[str, str, str, int, float]]
+    def add_durations(self, conn: Conn, rows: Sequence[tuple[str, str, str, int, float]]
                       ) -> None:
         """Add a worker's observed waits and runs, (tube, metric, le, count, sum) per
         bucket, to the histograms' rows (sqlq/histograms.py)."""
@@ -337,14 +344,14 @@ class Store(abc.ABC):
             {"tube": tube, "metric": metric, "le": le, "count": count, "sum": total}
             for tube, metric, le, count, total in rows])
 
-    def durations(self, conn: Any) -> list[tuple[str, str, str, int, float]]:
+    def durations(self, conn: Conn) -> list[tuple[str, str, str, int, float]]:
         """Every histogram bucket: (tube, metric, le, count, sum), not cumulated."""
         return [(r[0], r[1], r[2], int(r[3]), float(r[4]))
                 for r in conn.execute(self.Q["durations"])]
 
     # -- results -----------------------------------------------------------------------------
 
-    def complete(self, conn: Any, now: int, job_id: int, lease: int | None, result: bytes,
+    def complete(self, conn: Conn, now: int, job_id: int, lease: int | None, result: bytes,
                  expires_at: int) -> str:
         """Delete the job (as :meth:`delete`) and keep its result until expires_at; return
         its tube. A few expired results are purged on the way, so the table stays
@@ -355,7 +362,7 @@ class Store(abc.ABC):
         conn.execute(self.Q["purge_results"], {"now": now, "limit": PURGE_BATCH})
         return tube
 
-    def result_outcome(self, conn: Any, now: int, job_id: int
+    def result_outcome(self, conn: Conn, now: int, job_id: int
                        ) -> tuple[bytes | None, int | None, str | None]:
         """(result, job state, bury reason): the result if kept, else what the job is,
         else Nones."""
@@ -365,7 +372,7 @@ class Store(abc.ABC):
 
     # -- failed attempts (sqlq/attempts.py) --------------------------------------------------
 
-    def keep_attempt(self, conn: Any, params: dict[str, Any], kept: int) -> None:
+    def keep_attempt(self, conn: Conn, params: dict[str, Any], kept: int) -> None:
         """Store one failed attempt (``Attempt.params()``) of a job that was released,
         buried or reserved again (nothing for a job gone), and keep only the job's last
         ``kept``: older rows are deleted once it has had more runs than that."""
@@ -376,11 +383,11 @@ class Store(abc.ABC):
             conn.execute(self.Q["trim_attempts"], {"job_id": params["job_id"],
                                                    "attempt": params["attempt"], "kept": kept})
 
-    def attempts(self, conn: Any, job_id: int) -> list[tuple[Any, ...]]:
+    def attempts(self, conn: Conn, job_id: int) -> list[tuple[Any, ...]]:
         """The job's kept attempts, oldest first (rows of ``list_attempts``)."""
         return [tuple(r) for r in conn.execute(self.Q["list_attempts"], {"job_id": job_id})]
 
-    def last_attempt(self, conn: Any, job_id: int) -> tuple[int, str, str, str] | None:
+    def last_attempt(self, conn: Conn, job_id: int) -> tuple[int, str, str, str] | None:
         """(failed runs counted, error, message, traceback of the newest kept attempt, ''
         for each if none) of the job, or None if there is no such job."""
         row = one(conn, self.Q["last_attempt"], {"job_id": job_id})
@@ -390,27 +397,27 @@ class Store(abc.ABC):
 
     # -- topics ------------------------------------------------------------------------------
 
-    def subscribe(self, conn: Any, topic: str, tube: str) -> None:
+    def subscribe(self, conn: Conn, topic: str, tube: str) -> None:
         conn.execute(self.Q["subscribe"], {"topic": topic, "tube": tube})
 
-    def unsubscribe(self, conn: Any, topic: str, tube: str) -> bool:
+    def unsubscribe(self, conn: Conn, topic: str, tube: str) -> bool:
         """True if the tube was subscribed to the topic."""
         return one(conn, self.Q["unsubscribe"], {"topic": topic, "tube": tube}) is not None
 
-    def topic_tubes(self, conn: Any, topic: str) -> list[str]:
+    def topic_tubes(self, conn: Conn, topic: str) -> list[str]:
         """The tubes publish(topic) fills, in name order."""
         return [r[0] for r in conn.execute(self.Q["topic_tubes"], {"topic": topic})]
 
-    def list_subscriptions(self, conn: Any, topic: str | None) -> list[tuple[str, str]]:
+    def list_subscriptions(self, conn: Conn, topic: str | None) -> list[tuple[str, str]]:
         return [(r[0], r[1]) for r in conn.execute(self.Q["list_subscriptions"],
                                                    {"topic": topic})]
 
-    def count_topics(self, conn: Any) -> int:
+    def count_topics(self, conn: Conn) -> int:
         return int(one(conn, self.Q["count_topics"])[0])
 
     # -- periodic tasks ----------------------------------------------------------------------
 
-    def claim_periodic_slot(self, conn: Any, now: int, name: str, slot: int) -> bool:
+    def claim_periodic_slot(self, conn: Conn, now: int, name: str, slot: int) -> bool:
         """True if ``slot`` is later than the last slot recorded for periodic task ``name``
         (and is now recorded): the caller, and nobody else, puts the slot's job."""
         params = {"name": name, "slot": slot, "now": now}
@@ -418,27 +425,27 @@ class Store(abc.ABC):
 
     # -- moving a database (sqlq copy) -------------------------------------------------------
 
-    def begin_snapshot(self, conn: Any) -> None:  # noqa: B027 - most dialects need nothing
+    def begin_snapshot(self, conn: Conn) -> None:  # noqa: B027 - most dialects need nothing
         """Make the reads of the transaction just begun on conn see one snapshot (SQLite's
         transactions always do)."""
 
-    def count_everything(self, conn: Any) -> int:
+    def count_everything(self, conn: Conn) -> int:
         """Rows of every kind plus ids ever issued: 0 only for a database never used."""
         return int(one(conn, self.Q["count_everything"])[0])
 
-    def export_rows(self, conn: Any, kind: str, after: int = 0, limit: int = 500
+    def export_rows(self, conn: Conn, kind: str, after: int = 0, limit: int = 500
                     ) -> list[tuple[Any, ...]]:
         """Rows of one kind of COPIED; jobs a page at a time (ids above ``after``)."""
         if kind == "job":
             return list(conn.execute(self.Q["export_job"], {"after": after, "limit": limit}))
         return list(conn.execute(self.Q[f"export_{kind}"]))
 
-    def import_rows(self, conn: Any, kind: str, rows: Sequence[Sequence[Any]]) -> None:
+    def import_rows(self, conn: Conn, kind: str, rows: Sequence[Sequence[Any]]) -> None:
         """Insert rows of one kind of COPIED, as export_rows gave them."""
         columns = COPIED[kind]
         conn.cursor().executemany(self.Q[f"import_{kind}"],
                                   [dict(zip(columns, row, strict=True)) for row in rows])
 
-    def set_total_jobs(self, conn: Any, total: int) -> None:
+    def set_total_jobs(self, conn: Conn, total: int) -> None:
         """Make the next id follow ``total`` (ids are never issued twice)."""
         conn.execute(self.Q["set_total_jobs"], {"total": total})

@@ -23,12 +23,10 @@ hook.
 
 from __future__ import annotations
 
-import os
-import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..backends import identity, is_url
+from ..backends import for_connection
 from ..model import (
     DEFAULT_PRIORITY,
     DEFAULT_TTR,
@@ -45,8 +43,6 @@ if TYPE_CHECKING:
 #: rollback): Django's ``transaction.on_commit``, a SQLAlchemy ``after_commit`` hook.
 OnCommit = Callable[[Callable[[], None]], None]
 
-_LOOPBACK = {"localhost", "127.0.0.1", "::1"}
-
 
 def same_database(location: str, conn: Any) -> bool:
     """True if the DB-API connection ``conn`` reads and writes the database at
@@ -61,36 +57,11 @@ def same_database(location: str, conn: Any) -> bool:
         False for another kind of connection, an in-memory SQLite database, or a
         different file, database, host or port.
     """
-    if isinstance(conn, sqlite3.Connection):
-        if is_url(location):
-            return False
-        for _, name, path in conn.execute("PRAGMA database_list").fetchall():
-            if name == "main":
-                return bool(path) and _same_file(path, location)
-        return False
-    if type(conn).__module__.partition(".")[0] == "psycopg" and is_url(location):
-        from psycopg.conninfo import conninfo_to_dict
-
-        want = conninfo_to_dict(location)
-        info = conn.info
-        return (str(want.get("dbname") or want.get("user") or "") == info.dbname
-                and str(want.get("port") or 5432) == str(info.port)
-                and _same_host(str(want.get("host") or ""), info.host))
-    return False
-
-
-def _same_file(a: str, b: str) -> bool:
     try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return identity(a) == identity(b)
-
-
-def _same_host(a: str, b: str) -> bool:
-    # An empty host is libpq's default: its Unix socket directory, which info.host names.
-    if a == b or (a in _LOOPBACK and b in _LOOPBACK):
-        return True
-    return a == "" and b.startswith("/")
+        backend = for_connection(conn)
+    except TypeError:
+        return False
+    return backend.same_database(conn, location)
 
 
 def put(queue: Callable[[], Queue], body: bytes | str, *, max_job_size: int,

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import sqlq
-from sqlq.backends.postgres.liveness import GRACE_S
+from sqlq.backends.postgres.owners import GRACE_S
 from tests.conftest import ROOT, spawn
 from tests.pgserver import PgServer
 from tests.timing import SLACK

@@ -37,8 +37,8 @@ from tests.groups import wait_until
 pytestmark = pytest.mark.sqlite_only  # the files beside a SQLite database
 
 HOLDER = """
-import sys, sqlq, sqlq.backends.sqlite
-sqlq.backends.sqlite.OWNER_CHECK_S = 0  # look for its owner file at every touch
+import sys, sqlq, sqlq.backends.sqlite.owners
+sqlq.backends.sqlite.owners.OWNER_CHECK_S = 0  # look for its owner file at every touch
 q = sqlq.Queue(sys.argv[1], durability="normal")
 job = q.reserve("t", timeout=10)
 print("held", job.id, q.backend.current_owner(), flush=True)

@@ -80,9 +80,9 @@ def test_postgres_query_plan_uses_indexes(pg_url: str, name: str) -> None:
 def test_every_query_is_used_by_store() -> None:
     """Every named block of each backend's queries.sql is run by that backend's code
     (names built at run time: peek_<which>_id, export_/import_<kind>, list_<state>_jobs)."""
-    from sqlq.backends import postgres
+    from sqlq.backends import postgres, sqlite
 
-    for queries, modules in ((SQLiteStore.Q, (store, shared_store)),
+    for queries, modules in ((SQLiteStore.Q, (sqlite, store, shared_store)),
                              (PostgresStore.Q, (postgres, postgres.store, shared_store))):
         source = ""
         for module in modules:

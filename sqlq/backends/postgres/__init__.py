@@ -1,17 +1,19 @@
 """The PostgreSQL backend: the same sqlq on a server, for more than one host.
 
-* ``db.py``: the connection, transactions, reconnects, error translation and the
-  migrations in ``migrations/``;
-* ``store.py`` + ``queries.sql``: the verbs in PostgreSQL's dialect (claims with
-  ``FOR UPDATE SKIP LOCKED``);
-* ``listen.py``: LISTEN/NOTIFY wakeups, one listening connection per process;
-* ``psycopg_put.py``: ``sqlq.put(conn)`` in the application's own psycopg transaction.
+The same files as ``sqlite/``, each concern under the same name:
 
-* ``liveness.py``: who holds reservations and who is dead: a session advisory lock
+* ``db.py``: the connection in autocommit, transactions, reconnects, retries of
+  serialization failures, error translation;
+* ``migrate.py`` and ``migrations/``: the schema;
+* ``store.py`` + ``queries.sql``: the verbs in PostgreSQL's dialect (claims with
+  ``FOR UPDATE SKIP LOCKED``, in functions of the migrations);
+* ``owners.py``: who holds reservations and who is dead: a session advisory lock
   per reserving process, kept (and made again after a lost session) by a thread
   that also writes a sign of life; a waiter gives back a dead holder's jobs. No
   event announces a death, so waiters check while others hold jobs
-  (:attr:`liveness_poll`).
+  (:attr:`liveness_poll`);
+* ``wakeup.py``: LISTEN/NOTIFY wakeups, one listening connection per process;
+* ``psycopg_put.py``: ``sqlq.put(conn)`` in the application's own psycopg transaction.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ..base import Backend, Conn, Durability, Notifier
-from .db import Database
-from .listen import Listener, PgNotifier
-from .liveness import GRACE_S, Holder, judge, place
+from .db import Connection, Database
+from .owners import Owners
 from .store import PostgresStore
+from .wakeup import Listener, PgNotifier
 
 T = TypeVar("T")
 
@@ -47,9 +49,7 @@ class PostgresBackend(Backend):
         self.location = self.db.location
         self.durability = durability
         self.store = PostgresStore()
-        self._owner_lock = threading.Lock()
-        self._holder: Holder | None = None
-        self._place = place()
+        self.owners = Owners(url, self.location, self.db, self.store)
         self._listener: Listener | None = None
 
     def read(self, fn: Callable[[Conn], T], *, single: bool = False) -> T:
@@ -74,58 +74,28 @@ class PostgresBackend(Backend):
 
     def execute_app(self, conn: Conn, sql: str, params: Sequence[Any] | dict[str, Any] = ()
                     ) -> list[tuple[Any, ...]]:
-        cursor = conn.execute(sql, params or None)
+        cursor = cast(Connection, conn).execute(sql, params or None)
         return list(cursor.fetchall()) if cursor.description else []
 
     def set_lock_wait(self, seconds: float | None) -> None:
         self.db.set_lock_wait(seconds)
 
-    # -- liveness (liveness.py) --------------------------------------------------------------
+    # -- liveness (owners.py) ----------------------------------------------------------------
 
     def owner_token(self) -> str:
-        holder = self._holder
-        if holder is None:
-            with self._owner_lock:
-                holder = self._holder
-                if holder is None:
-                    holder = self._holder = Holder(self._url, self.location, self.store)
-        token = holder.token_now()
-        if self.db.ledger.unseen:
-            self._release_unseen_claims()
-        return token
-
-    def _release_unseen_claims(self) -> None:
-        """Give back what claims cut off by a lost connection may have taken (ClaimLedger),
-        before this process claims again."""
-        unseen = self.db.ledger.take_unseen()
-        try:
-            self.db.write(lambda c: sum(self.store.release_unseen_claim(c, owner, now, known)
-                                        for owner, now, known in unseen), durable=False)
-        except BaseException:
-            self.db.ledger.put_back(unseen)
-            raise
+        return self.owners.token()
 
     def current_owner(self) -> str | None:
-        return None if self._holder is None else self._holder.token
-
-    def _judge(self, tokens: Sequence[str]) -> list[tuple[str, bool]]:
-        rows = self.db.read(lambda c: self.store.dead_owners(c, tokens, GRACE_S))
-        return judge(rows, self._place)
+        return self.owners.current()
 
     def dead_owners(self, tokens: Sequence[str]) -> list[str]:
-        return [token for token, _ in self._judge(tokens)]
+        return self.owners.dead(tokens)
 
     def reap_owners(self, tokens: Sequence[str]) -> int:
-        dead = self._judge(tokens)
-        if not dead:
-            return 0
-        return self.db.write(lambda c: sum(
-            self.store.release_dead_owner(c, token, gone, GRACE_S) for token, gone in dead),
-            durable=False)
+        return self.owners.reap(tokens)
 
     def owner_info(self, token: str) -> tuple[str, int | None]:
-        host, _, rest = token.rpartition("-")[0].rpartition("-")  # "<host>-<pid>-<random>"
-        return (host, int(rest)) if rest.isdigit() else (token, None)
+        return self.owners.info(token)
 
     def forget_owner(self, token: str) -> None:
         pass  # release_dead_owner deleted its row with its jobs' hand-over
@@ -181,8 +151,6 @@ class PostgresBackend(Backend):
                         del _listeners[self._url]
                         listener.stop()
                 self._listener = None
-            if self._holder is not None:
-                self._holder.close()
-                self._holder = None
+            self.owners.close()
         finally:
             self.db.close()

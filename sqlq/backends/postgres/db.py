@@ -12,15 +12,15 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
 
-from ...errors import DatabaseError, Disconnected, Error, Locked, SchemaError
-from ..base import Durability, redact
-from ..migrations import load
+from ...errors import DatabaseError, Disconnected, Error, Locked
+from ..base import Durability
+from ..locations import redact
+from . import migrate
 
 T = TypeVar("T")
 
@@ -48,17 +48,6 @@ SESSION_SETTINGS_14 = {"idle_session_timeout": "0"}
 RETRY_FOR_S = 60.0
 #: How long an operation keeps trying to reconnect to a server that went away.
 RECONNECT_FOR_S = 60.0
-
-MIGRATIONS = load(Path(__file__).resolve().parent / "migrations")
-LATEST = len(MIGRATIONS)
-
-_CREATE_VERSION_TABLE = """
-CREATE TABLE IF NOT EXISTS sqlq_schema (
-    version    integer PRIMARY KEY,
-    name       text    NOT NULL,
-    applied_at bigint  NOT NULL
-)"""
-
 
 def translate(location: str, error: psycopg.Error, conn: psycopg.Connection[Any] | None = None
               ) -> Error:
@@ -94,7 +83,7 @@ class ClaimLedger:
     """Claims whose commit this process could not see: the connection was lost while
     the claim, or the transaction holding it, was in flight. Such a claim may have
     committed, its job reserved under this process's token, which lives on (the
-    owner session is kept, liveness.py): no one would give that job back before its
+    owner session is kept, owners.py): no one would give that job back before its
     TTR. So the claim's (owner, now) is kept here, and :meth:`PostgresBackend.owner_token`
     gives back, before the next claim, the jobs it may have taken: those reserved by
     that owner at that time (``reserved_until - ttr = now``), except the ones a
@@ -154,6 +143,14 @@ class ClaimLedger:
     def put_back(self, unseen: list[tuple[str, int, list[int]]]) -> None:
         with self._lock:
             self.unseen[:0] = unseen
+
+
+if TYPE_CHECKING:
+    from ..base import Conn
+
+    def _connection_is_a_conn(c: psycopg.Connection[Any]) -> Conn:
+        """mypy's proof that a psycopg connection offers what base.Conn says."""
+        return c
 
 
 def connect(url: str, location: str) -> Connection:
@@ -226,22 +223,9 @@ class Database:
                                    (self._lock_timeout,))
 
     def _migrate(self, now_ms: int) -> None:
-        """Bring the schema up to date in one transaction, one migrator at a time."""
+        """Bring the schema up to date in one transaction (migrate.py)."""
         with self._errors(), self._conn.transaction():
-            conn = self._conn
-            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('sqlq migrate', 0))")
-            conn.execute(_CREATE_VERSION_TABLE)
-            row = conn.execute("SELECT coalesce(max(version), 0) FROM sqlq_schema").fetchone()
-            current = int(row[0]) if row else 0
-            if current > LATEST:
-                raise SchemaError(f"{self.location}: it was written by a newer sqlq (schema "
-                                  f"{current}, this sqlq knows {LATEST}); upgrade sqlq")
-            for migration in MIGRATIONS:
-                if migration.version > current:
-                    conn.execute(migration.sql)  # DDL only: no parameters, several statements
-                    conn.execute(
-                        "INSERT INTO sqlq_schema (version, name, applied_at) "
-                        "VALUES (%s, %s, %s)", (migration.version, migration.name, now_ms))
+            migrate.migrate(self._conn, now_ms, self.location)
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:

@@ -16,9 +16,11 @@ from typing import Any, TypeVar
 import psycopg
 
 from ...errors import DatabaseError, SchemaError
+from ..locations import is_url
 from .store import PostgresStore
 
 T = TypeVar("T")
+_LOOPBACK = {"localhost", "127.0.0.1", "::1"}
 #: The verbs, run on the caller's psycopg connection.
 STORE = PostgresStore()
 
@@ -41,4 +43,25 @@ def run(conn: Any, fn: Callable[[Any], T]) -> T:
         raise DatabaseError(f"sqlq.put: {str(e).strip().splitlines()[0]}") from e
 
 
-__all__ = ["STORE", "run"]
+def same_database(conn: psycopg.Connection[Any], location: str) -> bool:
+    """Whether conn is a session of the database at location: the same database name,
+    port and host (any loopback name for another; libpq's default socket for none)."""
+    if not is_url(location):
+        return False
+    from psycopg.conninfo import conninfo_to_dict
+
+    want = conninfo_to_dict(location)
+    info = conn.info
+    return (str(want.get("dbname") or want.get("user") or "") == info.dbname
+            and str(want.get("port") or 5432) == str(info.port)
+            and _same_host(str(want.get("host") or ""), info.host))
+
+
+def _same_host(a: str, b: str) -> bool:
+    # An empty host is libpq's default: its Unix socket directory, which info.host names.
+    if a == b or (a in _LOOPBACK and b in _LOOPBACK):
+        return True
+    return a == "" and b.startswith("/")
+
+
+__all__ = ["STORE", "run", "same_database"]

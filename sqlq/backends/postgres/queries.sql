@@ -10,6 +10,8 @@
 -- identical ones in one transaction are folded into one.
 
 -- name: insert_job
+-- dialect: the id comes back by RETURNING (a sequence: no single writer numbers ids), and
+--   pg_notify wakes waiters (SQLite's watch the -wal).
 -- One job without a unique key: the hot path of every put. A plain INSERT, not the ON
 -- CONFLICT of insert_unique_job: an INSERT with an arbiter index is a speculative
 -- insertion (a pre-check of the arbiter, a speculative lock, and one more WAL record
@@ -65,11 +67,13 @@ SELECT id, pg_notify('sqlq', tube) FROM job;
 SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 
 -- name: claim_job
+-- dialect: the claim is a function (sqlq_claim, migrations 0003/0007) with SKIP LOCKED
+--   inside; tubes are text[].
 -- The most urgent job ready as of now in the watched, unpaused tubes, due delayed
 -- jobs and expired reservations included: see sqlq_claim in migrations/0003. In full
 -- durability its commit waits for the WAL flush, as every write's: a claim lost by a
 -- server crash would make the job ready again while its holder, alive on another
--- machine, runs it (liveness.py), so a claim is not cheaper to lose than a put.
+-- machine, runs it (owners.py), so a claim is not cheaper to lose than a put.
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay
   FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text) AS c;
@@ -83,6 +87,7 @@ SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, 
                              %(tubes)s::text[], %(owner)s::text);
 
 -- name: claim_job_by_id
+-- dialect: a 53-bit random lease in a bigint; a boolean is not an integer (::int).
 -- beanstalkd's reserve-job: any job that is not reserved under a live lease.
 UPDATE sqlq_jobs
    SET state = 2, reserved_until = %(now)s + ttr, reserves = reserves + 1,
@@ -106,6 +111,7 @@ SELECT 1
  LIMIT 1;
 
 -- name: next_due
+-- dialect: tubes are text[] (unnest), not JSON (json_each).
 -- When something in these tubes may next become ready: the earliest delayed job,
 -- the earliest reservation deadline, the earliest end of a pause. Only times still to
 -- come, in these tubes (see the SQLite file's next_due: a past time would make a
@@ -120,6 +126,7 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
          WHERE paused_until > %(now)s AND name = ANY(%(tubes)s::text[]));
 
 -- name: delete_job
+-- dialect: pg_notify, so a waiting result() learns of the delete; the tube through the CTE.
 -- An administrator's delete; a result waiter learns of it from the NOTIFY.
 WITH job AS (DELETE FROM sqlq_jobs WHERE id = %(id)s RETURNING tube)
 SELECT tube, pg_notify('sqlq', '') FROM job;
@@ -136,6 +143,7 @@ RETURNING tube;
 SELECT state, lease, reserved_until FROM sqlq_jobs WHERE id = %(id)s;
 
 -- name: release_job
+-- dialect: NULL parameters need a type (::bigint), and pg_notify wakes waiters for the job.
 WITH job AS (
     UPDATE sqlq_jobs
        SET state = CASE WHEN %(delay_until)s::bigint IS NULL THEN 0 ELSE 1 END,
@@ -148,6 +156,7 @@ WITH job AS (
 SELECT tube, pg_notify('sqlq', tube) FROM job;
 
 -- name: bury_job
+-- dialect: a NULL lease needs a type (::bigint), and pg_notify tells a waiting result().
 WITH job AS (
     UPDATE sqlq_jobs
        SET state = 3, reserved_until = NULL, lease = NULL, owner = NULL,
@@ -159,12 +168,14 @@ WITH job AS (
 SELECT tube, pg_notify('sqlq', '') FROM job;
 
 -- name: touch_job
+-- dialect: a NULL lease needs a type (::bigint).
 UPDATE sqlq_jobs SET reserved_until = %(now)s + ttr
  WHERE id = %(id)s AND state = 2 AND reserved_until > %(now)s
    AND (%(lease)s::bigint IS NULL OR lease = %(lease)s)
 RETURNING reserved_until;
 
 -- name: kick_buried
+-- dialect: FOR UPDATE SKIP LOCKED (concurrent kicks), and pg_notify wakes waiters.
 WITH job AS (
     UPDATE sqlq_jobs SET state = 0, kicks = kicks + 1, bury_reason = NULL
      WHERE id IN (SELECT id FROM sqlq_jobs WHERE state = 3 AND tube = %(tube)s
@@ -173,6 +184,7 @@ WITH job AS (
 SELECT id, pg_notify('sqlq', %(tube)s) FROM job;
 
 -- name: kick_delayed
+-- dialect: FOR UPDATE SKIP LOCKED (concurrent kicks), and pg_notify wakes waiters.
 -- Only jobs still waiting: a due one is already ready as of now.
 WITH job AS (
     UPDATE sqlq_jobs SET state = 0, delay_until = NULL, kicks = kicks + 1
@@ -183,6 +195,7 @@ WITH job AS (
 SELECT id, pg_notify('sqlq', %(tube)s) FROM job;
 
 -- name: kick_job
+-- dialect: pg_notify wakes the tube's waiters (it returns the tube for it).
 WITH job AS (
     UPDATE sqlq_jobs SET state = 0, delay_until = NULL, kicks = kicks + 1, bury_reason = NULL
      WHERE id = %(id)s AND (state = 3 OR (state = 1 AND delay_until > %(now)s))
@@ -190,6 +203,7 @@ WITH job AS (
 SELECT tube, pg_notify('sqlq', tube) FROM job;
 
 -- name: select_job
+-- dialect: a boolean is not an integer (::int).
 -- A job as an observer sees it now: due delayed jobs and expired reservations
 -- read as ready (an expired reservation counts one more timeout).
 SELECT id, tube, priority,
@@ -204,6 +218,8 @@ SELECT id, tube, priority,
   FROM sqlq_jobs WHERE id = %(id)s;
 
 -- name: peek_ready_id
+-- dialect: a derived table needs an alias; SQLite needs the LIMIT 1 branch wrapped in
+--   SELECT *.
 SELECT id FROM (
     (SELECT id, priority FROM sqlq_jobs WHERE state = 0 AND tube = %(tube)s
       ORDER BY priority, id LIMIT 1)
@@ -223,6 +239,7 @@ SELECT id FROM sqlq_jobs WHERE state = 1 AND tube = %(tube)s AND delay_until > %
 SELECT id FROM sqlq_jobs WHERE state = 3 AND tube = %(tube)s ORDER BY id LIMIT 1;
 
 -- name: count_jobs
+-- dialect: count(*) FILTER: a boolean does not sum.
 -- Jobs per tube and state as of now, for stats (one pass; not the hot path).
 SELECT tube,
        count(*) FILTER (WHERE state = 0 OR (state = 1 AND delay_until <= %(now)s)
@@ -238,6 +255,7 @@ SELECT tube,
  GROUP BY tube;
 
 -- name: total_jobs
+-- dialect: ids come from a sequence (SQLite: the highest id issued, migration 0007).
 -- Ids issued so far (a rolled-back put or a unique-key conflict uses one up too), not
 -- the puts that committed as on SQLite (where ids have no gaps, migration 0007): a
 -- sequence is not transactional, so nothing records which ids were rolled back once
@@ -247,6 +265,7 @@ SELECT tube,
 SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM sqlq_jobs_id_seq;
 
 -- name: change_token
+-- dialect: the transaction snapshot (SQLite: PRAGMA data_version and total_changes()).
 -- A value that changes whenever what a new statement reads may have changed: the
 -- snapshot (xmin, xmax, transactions in progress) moves with every transaction that
 -- takes an id or ends, in the whole cluster. Equal before and after a read, nothing
@@ -263,6 +282,7 @@ UNION
 SELECT tube FROM sqlq_subscriptions;
 
 -- name: pause_tube
+-- dialect: pg_notify, so the tube's waiters look again.
 -- The NOTIFY lets waiters re-read when the pause ends (a pause of 0 ends one now).
 INSERT INTO sqlq_tubes (name, paused_until, pause_ms)
 VALUES (%(tube)s, %(now)s + %(pause_ms)s, %(pause_ms)s)
@@ -271,6 +291,7 @@ ON CONFLICT (name) DO UPDATE SET paused_until = excluded.paused_until,
 RETURNING pg_notify('sqlq', %(tube)s);
 
 -- name: tube_totals
+-- dialect: puts are counted in sqlq_tube_puts rows (SQLite: runs of ids in sqlq_tube_run).
 -- A tube's puts and pauses since the database was created (migration 0010): the sum
 -- of its slots' puts.
 SELECT coalesce((SELECT sum(puts) FROM sqlq_tube_puts WHERE tube = %(tube)s), 0)::bigint,
@@ -284,6 +305,7 @@ SELECT DISTINCT owner FROM sqlq_jobs
  WHERE state = 2 AND reserved_until > %(now)s AND owner IS NOT NULL AND owner <> %(owner)s;
 
 -- name: release_owner
+-- dialect: pg_notify wakes waiters for the jobs given back.
 WITH job AS (
     UPDATE sqlq_jobs SET state = 0, reserved_until = NULL, lease = NULL, owner = NULL
      WHERE state = 2 AND owner = %(owner)s
@@ -293,7 +315,7 @@ SELECT tube, pg_notify('sqlq', tube) FROM job;
 -- name: dead_owners
 -- Holders that may be dead: their session advisory lock can be taken (the server
 -- released it when their session ended; the locks taken here are given back at once),
--- with what tells a dead process from one re-making its session (liveness.py): its
+-- with what tells a dead process from one re-making its session (owners.py): its
 -- place and pid, and whether its keeper has been silent for the grace period, counted
 -- from the server's start at the earliest (a restart loses unflushed heartbeats).
 -- A token with no row (a process of an older sqlq) is judged by its lock alone.
@@ -364,6 +386,7 @@ DELETE FROM sqlq_owners AS o
    AND pg_try_advisory_xact_lock(hashtextextended('sqlq owner ' || o.token, 0));
 
 -- name: insert_result
+-- dialect: pg_notify wakes a waiting result().
 INSERT INTO sqlq_results (job_id, result, expires_at)
 VALUES (%(id)s, %(result)s, %(expires_at)s)
 RETURNING pg_notify('sqlq', '');
@@ -388,6 +411,7 @@ DELETE FROM sqlq_subscriptions WHERE topic = %(topic)s AND tube = %(tube)s RETUR
 SELECT tube FROM sqlq_subscriptions WHERE topic = %(topic)s ORDER BY tube;
 
 -- name: list_subscriptions
+-- dialect: a NULL parameter needs a type (::text).
 SELECT topic, tube FROM sqlq_subscriptions
  WHERE %(topic)s::text IS NULL OR topic = %(topic)s
  ORDER BY topic, tube;
@@ -403,6 +427,7 @@ ON CONFLICT (name) DO UPDATE SET last_slot = excluded.last_slot,
 RETURNING last_slot;
 
 -- name: count_everything
+-- dialect: ids come from a sequence (SQLite: sqlq_last_id).
 SELECT (SELECT count(*) FROM sqlq_jobs) + (SELECT count(*) FROM sqlq_tubes)
      + (SELECT count(*) FROM sqlq_results) + (SELECT count(*) FROM sqlq_subscriptions)
      + (SELECT count(*) FROM sqlq_periodic)
@@ -415,6 +440,7 @@ SELECT id, tube, priority, CASE WHEN state = 2 THEN 0 ELSE state END, delay_unti
   FROM sqlq_jobs WHERE id > %(after)s ORDER BY id LIMIT %(limit)s;
 
 -- name: import_job
+-- dialect: OVERRIDING SYSTEM VALUE: the id is an identity column.
 INSERT INTO sqlq_jobs (id, tube, priority, state, delay_until, ttr, body, created_at,
                        reserves, timeouts, releases, buries, kicks, bury_reason, unique_key,
                        delay)
@@ -451,6 +477,7 @@ INSERT INTO sqlq_periodic (name, last_slot, enqueued_at)
 VALUES (%(name)s, %(last_slot)s, %(enqueued_at)s);
 
 -- name: set_total_jobs
+-- dialect: setval on the sequence (SQLite: sqlq_last_id).
 -- After a copy, ids go on from the source's: an id is never issued twice.
 SELECT setval('sqlq_jobs_id_seq', greatest(%(total)s, 1), %(total)s > 0);
 
@@ -506,6 +533,7 @@ UNION SELECT name FROM sqlq_tubes WHERE paused_until > %(now)s
 UNION SELECT tube FROM sqlq_subscriptions;
 
 -- name: known_tubes
+-- dialect: puts are counted in sqlq_tube_puts rows (SQLite: sqlq_tube_run).
 -- Tubes the database remembers though they may hold no job now: those with counters
 -- (migrations 0002, 0010), a pause (even one that ended) or histogram rows. The
 -- dashboard and /metrics list them at zero instead of dropping them (a Prometheus
@@ -516,6 +544,7 @@ UNION SELECT name FROM sqlq_tubes
 UNION SELECT DISTINCT tube FROM sqlq_durations;
 
 -- name: tube_counts
+-- dialect: count(*) FILTER: a boolean does not sum.
 SELECT rdy.n + due.n + expired.n, urg.n + due.urgent + expired.urgent, held.n, waiting.n,
        bur.n, rdy.oldest, due.since,
        (SELECT paused_until FROM sqlq_tubes WHERE name = %(tube)s)
@@ -572,6 +601,7 @@ SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserve
  ORDER BY id LIMIT %(limit)s;
 
 -- name: search_jobs
+-- dialect: position()/strpos()/::text for SQLite's instr() and CAST.
 SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
        releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
        length(body)
@@ -582,6 +612,7 @@ SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserve
  ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: owner_reservations
+-- dialect: string_agg() for SQLite's group_concat().
 SELECT owner, count(*), min(reserved_until - ttr), string_agg(DISTINCT tube, ',')
   FROM sqlq_jobs
  WHERE state = 2 AND reserved_until > %(now)s
@@ -594,6 +625,7 @@ SELECT name, last_slot, enqueued_at FROM sqlq_periodic ORDER BY name;
 SELECT tube, buries, kicks, timeouts FROM sqlq_counters ORDER BY tube;
 
 -- name: add_durations
+-- dialect: the target needs an alias: count and sum are ambiguous in DO UPDATE.
 -- A worker adds the waits and runs it observed since its last flush (migration
 -- 0004): one row per bucket it saw, in key order, so two flushes lock rows in the
 -- same order and never deadlock.
@@ -611,6 +643,7 @@ SELECT tube, metric, le, count, sum FROM sqlq_durations ORDER BY tube, metric;
 -- Batches (reserve_many, delete_many): one statement, one commit for many jobs.
 
 -- name: claim_jobs
+-- dialect: the batch claim is the same function (sqlq_claim with n, migration 0005).
 -- Up to %(n)s of the most urgent jobs ready as of now, each under a lease of its own
 -- (sqlq_claim in migrations/0005: the same claim as claim_job, LIMIT n, as durable).
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
@@ -631,6 +664,7 @@ SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, 
 -- success path (claim, delete) never reads or writes sqlq_attempts.
 
 -- name: insert_attempt
+-- dialect: the failure is counted in the same statement (SQLite: count_failure first).
 -- One failed run, in the transaction that released or buried the job (or alone, for a
 -- run whose reservation was lost), counted on the job in the same statement (the delete
 -- trigger sqlq_forget_attempts of migration 0009 fires only for a job whose count is
@@ -650,6 +684,7 @@ ON CONFLICT (job_id, attempt) DO UPDATE
        error = excluded.error, message = excluded.message, traceback = excluded.traceback;
 
 -- name: trim_attempts
+-- dialect: integer parameters need a type in arithmetic (::integer).
 -- Keep a job's last `kept` attempts (run only once it has had more runs than that):
 -- a range of the primary key.
 DELETE FROM sqlq_attempts

@@ -9,18 +9,22 @@ tube lists are ``text[]``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from ...model import DELAYED, READY
+from ...model import DELAYED, READY, ClaimRow
 from ..store import Store, load_queries, one
 
 Q = load_queries(Path(__file__).with_name("queries.sql"))
 #: The SQLSTATE sqlq_delete_and_claim raises when the lease no longer holds.
 LEASE_LOST = "SQ001"
+_claim_row = ClaimRow._make
+#: A claim row's place in claim order: (priority, id).
+_CLAIM_ORDER = operator.attrgetter("priority", "id")
 
 
 def _put_params(now: int, tube: str, priority: int, delay_ms: int, ttr_ms: int) -> dict[str, Any]:
@@ -35,9 +39,16 @@ def _claiming(conn: Any, owner: str | None, now: int) -> list[Any] | None:
     return None if ledger is None else ledger.claiming(owner, now)
 
 
-def _claimed(conn: Any, entry: list[Any] | None, rows: Sequence[Any]) -> None:
+def _claimed(conn: Any, entry: list[Any] | None, rows: Sequence[ClaimRow]) -> None:
     if entry is not None:
-        conn.ledger.claimed(entry, [int(r[0]) for r in rows])
+        conn.ledger.claimed(entry, [r.id for r in rows])
+
+
+def _claimed_one(conn: Any, entry: list[Any] | None, row: Any) -> ClaimRow | None:
+    """The ClaimRow of a one-job claim's row (None: nothing claimed), noted in the ledger."""
+    claimed = None if row is None else _claim_row(row)
+    _claimed(conn, entry, [] if claimed is None else [claimed])
+    return claimed
 
 
 class PostgresStore(Store):
@@ -84,14 +95,13 @@ class PostgresStore(Store):
                   "ttrs": ttrs, "bodies": bodies}
         return sorted(int(r[0]) for r in conn.execute(Q["insert_puts"], params).fetchall())
 
-    def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> Any:
+    def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> ClaimRow | None:
         entry = _claiming(conn, owner, now)
         row = one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner})
-        _claimed(conn, entry, [row] if row else [])
-        return row
+        return _claimed_one(conn, entry, row)
 
     def delete_and_claim(self, conn: Any, now: int, job_id: int, lease: int, tubes: Any,
-                         owner: str | None) -> Any:
+                         owner: str | None) -> ClaimRow | None:
         params = {"id": job_id, "lease": lease, "now": now, "tubes": tubes, "owner": owner}
         entry = _claiming(conn, owner, now)
         try:
@@ -100,18 +110,17 @@ class PostgresStore(Store):
             if e.sqlstate == LEASE_LOST:
                 raise self._lease_failure(conn, job_id, lease) from None
             raise
-        _claimed(conn, entry, [row] if row else [])
-        return row
+        return _claimed_one(conn, entry, row)
 
     def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
-                   ) -> list[Any]:
+                   ) -> list[ClaimRow]:
         params = {"tubes": tubes, "now": now, "owner": owner, "n": n}
         entry = _claiming(conn, owner, now)
-        rows = conn.execute(Q["claim_jobs"], params).fetchall()
+        rows = [_claim_row(r) for r in conn.execute(Q["claim_jobs"], params).fetchall()]
         _claimed(conn, entry, rows)
-        return sorted(rows, key=lambda r: (r[2], r[0]))
+        return sorted(rows, key=_CLAIM_ORDER)
 
-    def claim_by_id(self, conn: Any, now: int, job_id: int, owner: str | None) -> Any:
+    def claim_by_id(self, conn: Any, now: int, job_id: int, owner: str | None) -> ClaimRow:
         entry = _claiming(conn, owner, now)
         row = super().claim_by_id(conn, now, job_id, owner)
         _claimed(conn, entry, [row])
@@ -124,19 +133,19 @@ class PostgresStore(Store):
 
     def delete_and_claim_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]],
                               tubes: Any, owner: str | None, n: int
-                              ) -> tuple[list[tuple[int, int]], list[Any]]:
+                              ) -> tuple[list[tuple[int, int]], list[ClaimRow]]:
         """One statement (sqlq_delete_and_claim_many): a row without a tube names a job
-        and the lease of it that was lost."""
+        and the lease of it that was lost (its other columns NULL)."""
         params = {"ids": [job_id for job_id, _ in leases],
                   "leases": [lease for _, lease in leases],
                   "now": now, "tubes": tubes, "owner": owner, "n": n}
         entry = _claiming(conn, owner, now) if n else None
-        rows = conn.execute(Q["delete_and_claim_jobs"], params).fetchall()
-        lost = [(int(r[0]), int(r[11])) for r in rows if r[1] is None]
+        rows = [_claim_row(r) for r in conn.execute(Q["delete_and_claim_jobs"], params)]
+        lost = [(r.id, r.lease) for r in rows if r.tube is None]
         if lost:
             return lost, []
         _claimed(conn, entry, rows)
-        return [], sorted(rows, key=lambda r: (r[2], r[0]))
+        return [], sorted(rows, key=_CLAIM_ORDER)
 
     def delete_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]]
                     ) -> list[tuple[int, int]]:
@@ -145,7 +154,7 @@ class PostgresStore(Store):
     def total_jobs(self, conn: Any) -> int:
         return int(one(conn, Q["total_jobs"])[0])
 
-    # -- liveness (liveness.py) --------------------------------------------------------------
+    # -- liveness (owners.py) ----------------------------------------------------------------
 
     def dead_owners(self, conn: Any, tokens: Sequence[str], grace_s: float
                     ) -> list[tuple[str, str | None, int | None, bool]]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ...errors import SchemaError
 from ..migrations import Migration, load
+from .drivers import immediate
 
 
 def migrations_dir() -> Path:
@@ -62,8 +63,7 @@ def migrate(conn: Any, now_ms: int, *, allow_foreign: bool = False) -> int:
     """Bring the schema up to date in one write transaction; return the version."""
     if schema_version(conn, allow_foreign=allow_foreign) == LATEST:
         return LATEST
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with immediate(conn):
         # Re-read under the write lock: another process may have migrated meanwhile.
         current = schema_version(conn, allow_foreign=allow_foreign)
         conn.execute(_CREATE_VERSION_TABLE)
@@ -74,9 +74,4 @@ def migrate(conn: Any, now_ms: int, *, allow_foreign: bool = False) -> int:
                     "INSERT INTO sqlq_schema (version, name, applied_at) VALUES (?, ?, ?)",
                     (migration.version, migration.name, now_ms),
                 )
-        conn.execute("COMMIT")
-    except BaseException:
-        if not conn.get_autocommit():
-            conn.execute("ROLLBACK")
-        raise
     return LATEST

@@ -1,4 +1,5 @@
-"""Which processes hold reservations, and whether they are still alive.
+"""Which processes hold reservations, and whether they are still alive (the backend's
+``owner_token``, ``dead_owners``, ``forget_owner``… are :class:`Owners`').
 
 Every process that reserves jobs registers as an *owner*: a file
 ``<db>-sqlq/owner-<token>`` that it keeps open with an exclusive ``flock``.
@@ -28,9 +29,12 @@ import stat
 import threading
 import time
 import weakref
+from collections.abc import Callable, Sequence
 
-from ...errors import DatabaseError
+from ...errors import DatabaseError, Error
 from . import sidecar
+from .db import Database
+from .store import SQLiteStore
 
 _live: weakref.WeakSet[Owner] = weakref.WeakSet()
 
@@ -42,6 +46,9 @@ NEW = ".new"
 STALE_NEW_S = 60.0
 #: Attempts at registering while the sidecar keeps vanishing (``rm -rf`` racing us).
 ATTEMPTS = 3
+#: How often (at most) a holder looks whether its owner file is still in place (the
+#: sidecar may have been deleted under it): a clock read per reserve, a stat a second.
+OWNER_CHECK_S = 1.0
 
 
 class Owner:
@@ -202,6 +209,91 @@ def forget(directory: str, token: str) -> None:
     """Remove a dead owner's file (its reservations were given back first)."""
     with contextlib.suppress(OSError):
         os.unlink(os.path.join(directory, PREFIX + token))
+
+
+class Owners:
+    """A backend's side of liveness: this process's :class:`Owner`, registered on first
+    use (which also clears away the files of owners that died holding nothing: nothing
+    else would), checked at most once per :data:`OWNER_CHECK_S` and registered again
+    under the same token if its file vanished."""
+
+    def __init__(self, path: str, db: Database, store: SQLiteStore,
+                 clock: Callable[[], int]) -> None:
+        self._path = path  # as given: what messages name
+        self._db = db
+        self._store = store
+        self._clock = clock
+        # Beside the real file, symlinks resolved: one sidecar per file, whatever its name.
+        self.directory = sidecar.sidecar_dir(db.real_path)
+        self._owner: Owner | None = None
+        self._checked = 0.0
+        self._lock = threading.Lock()
+
+    def token(self) -> str:
+        owner = self._owner
+        if owner is not None and time.monotonic() - self._checked < OWNER_CHECK_S:
+            return owner.token  # the common case, on every reserve: no lock taken
+        with self._lock:
+            owner = self._owner
+            if owner is None:
+                owner = self._owner = Owner(self._path, self._db.real_path)
+                self._checked = time.monotonic()
+                registered = True
+            else:
+                registered = False
+                now = time.monotonic()
+                if now - self._checked >= OWNER_CHECK_S:
+                    self._checked = now
+                    owner.check()
+        if registered:
+            self._reap_files(owner.token)
+        return owner.token
+
+    def _reap_files(self, me: str) -> None:
+        """Give back what dead owners held and remove their files (and stale ``.new``
+        files): the Queue reaps only owners that hold live reservations."""
+        store = self._store
+        dead = self.dead([t for t in registered(self.directory) if t != me])
+        if not dead:
+            return
+        holding = set(self._db.read(lambda c: store.reserving_owners(c, self._clock(), me)))
+        if holding.intersection(dead):
+            self._db.write(lambda c: sum(store.release_owner(c, t) for t in dead
+                                         if t in holding), durable=False)
+        for token in dead:
+            forget(self.directory, token)
+
+    def current(self) -> str | None:
+        return None if self._owner is None else self._owner.token
+
+    def dead(self, tokens: Sequence[str]) -> list[str]:
+        """Only an owner file that exists and can be locked proves a death."""
+        return [token for token in tokens if is_dead(self.directory, token)]
+
+    @staticmethod
+    def info(token: str) -> tuple[str, int | None]:
+        """(host, pid) of a token made by :class:`Owner`: "<pid>-<random>", on this host."""
+        pid = token.split("-", 1)[0]
+        return os.uname().nodename, int(pid) if pid.isdigit() else None
+
+    def forget(self, token: str) -> None:
+        forget(self.directory, token)
+
+    def close(self) -> None:
+        """Give up the registration: the owner file goes, unless this process still holds
+        a live reservation (the Queue gave them back before closing; a full disk may
+        have refused it). Then it stays in place, unlocked: proof of death, so that the
+        next reserve anywhere takes them back (a missing file would prove nothing)."""
+        if self._owner is None:
+            return
+        me = self._owner.token
+        try:
+            store = self._store
+            released = me not in self._db.read(
+                lambda c: store.reserving_owners(c, self._clock(), ""))
+        except Error:
+            released = False
+        self._owner.close(remove=released)
 
 
 def _after_fork_in_child() -> None:

@@ -319,7 +319,7 @@ SELECT paused_until, pause_ms FROM sqlq_tubes WHERE name = :tube;
 -- name: reserving_owners
 -- Processes that hold live reservations, for the dead-owner check.
 SELECT DISTINCT owner FROM sqlq_jobs
- WHERE state = 2 AND reserved_until > :now AND owner IS NOT NULL AND owner != :owner;
+ WHERE state = 2 AND reserved_until > :now AND owner IS NOT NULL AND owner <> :owner;
 
 -- name: release_owner
 -- A process that died (or closed its queue) gives its reservations back at once,
@@ -345,7 +345,7 @@ DELETE FROM sqlq_results
 -- state (pending, or buried with its reason), else nothing (gone).
 SELECT (SELECT result FROM sqlq_results WHERE job_id = :id AND expires_at > :now),
        j.state, j.bury_reason
-  FROM (SELECT 1) LEFT JOIN sqlq_jobs AS j ON j.id = :id;
+  FROM (SELECT 1) AS one LEFT JOIN sqlq_jobs AS j ON j.id = :id;
 
 -- name: subscribe
 INSERT INTO sqlq_subscriptions (topic, tube) VALUES (:topic, :tube) ON CONFLICT DO NOTHING;
@@ -425,6 +425,24 @@ VALUES (:name, :last_slot, :enqueued_at);
 -- name: set_total_jobs
 -- After a copy, ids go on from the source's: an id is never issued twice.
 UPDATE sqlq_last_id SET id = :total WHERE id < :total;
+
+-- name: checkpoint
+-- sqlq maintain: copy the WAL into the file and truncate it (readers may hold part of it
+-- back: the first column is then 1). Runs outside a transaction.
+-- Returns: busy, WAL frames, frames checkpointed.
+PRAGMA wal_checkpoint(TRUNCATE);
+
+-- name: optimize
+-- sqlq maintain: refresh the planner's statistics where SQLite thinks they are stale.
+PRAGMA optimize;
+
+-- name: file_health
+-- sqlq maintain: page size, pages, free pages (deleted jobs' pages, reused by later
+-- writes) and the first line of a quick integrity check ("ok").
+SELECT (SELECT page_size FROM pragma_page_size),
+       (SELECT page_count FROM pragma_page_count),
+       (SELECT freelist_count FROM pragma_freelist_count),
+       (SELECT quick_check FROM pragma_quick_check LIMIT 1);
 
 -- ---------------------------------------------------------------------------------------------
 -- Read-only views for the dashboard and /metrics (observe.py). Each answers from

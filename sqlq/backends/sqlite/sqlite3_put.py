@@ -27,6 +27,7 @@ adapts (as it does for a Queue opened with ``driver="sqlite3"``).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -34,9 +35,10 @@ from typing import Any, TypeVar, cast
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
 from ...errors import DatabaseError, SchemaError
+from ..locations import identity, is_url
 from . import migrate
 from .db import BUSY_GIVE_UP_S, open_through_sqlq
-from .drivers import Connection, check_version
+from .drivers import Connection, check_version, immediate
 from .store import SQLiteStore
 
 T = TypeVar("T")
@@ -101,21 +103,31 @@ def run(conn: sqlite3.Connection, fn: Callable[[Any], T]) -> T:
         _check_schema(db)
         if conn.in_transaction:
             return fn(db)
-        own = _autocommits(conn)
-        # IMMEDIATE: take the write lock now, so the insert cannot fail half-way for
-        # want of it; we can retry a BEGIN, not a caller's transaction.
-        _begin_retrying(conn.execute, "BEGIN IMMEDIATE")
-        try:
-            result = fn(db)
-            if own:
-                conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")  # only our own statements are in it
-            raise
-        return result
+        # We can retry a BEGIN, not a caller's transaction. On a rollback only our own
+        # statements are in it; in legacy mode the caller commits, as after its INSERT.
+        with immediate(db, begin=lambda: _begin_retrying(conn.execute, "BEGIN IMMEDIATE"),
+                       commit=_autocommits(conn)):
+            return fn(db)
     except sqlite3.Error as e:
         raise DatabaseError(f"sqlq.put: {e}") from e
 
 
-__all__ = ["STORE", "run"]
+def same_database(conn: sqlite3.Connection, location: str) -> bool:
+    """Whether conn's main database is the file at location (any spelling of it: a
+    symlink, a relative path); False for a URL or an in-memory database."""
+    if is_url(location):
+        return False
+    for _, name, path in conn.execute("PRAGMA database_list").fetchall():
+        if name == "main":
+            return bool(path) and _same_file(path, location)
+    return False
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return identity(a) == identity(b)
+
+
+__all__ = ["STORE", "run", "same_database"]

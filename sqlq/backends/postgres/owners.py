@@ -1,4 +1,5 @@
-"""Liveness of reservation holders on PostgreSQL: who holds jobs, and who is dead.
+"""Liveness of reservation holders on PostgreSQL: who holds jobs, and who is dead
+(the backend's ``owner_token``, ``dead_owners``, ``reap_owners``… are :class:`Owners`').
 
 Each process that reserves holds a session advisory lock, ``sqlq owner <token>``,
 on a connection of its own, and a row in ``sqlq_owners`` (host, pid, place, and
@@ -41,7 +42,7 @@ from collections.abc import Sequence
 import psycopg
 
 from ...errors import DatabaseError, Disconnected
-from .db import Connection, connect, translate
+from .db import Connection, Database, connect, translate
 from .store import PostgresStore
 
 log = logging.getLogger("sqlq")
@@ -213,3 +214,74 @@ def judge(rows: Sequence[tuple[str, str | None, int | None, bool]], here: str
         if gone or silent:
             dead.append((token, gone))
     return dead
+
+
+class Owners:
+    """A backend's side of liveness: this process's :class:`Holder`, made on first use;
+    the claims a lost connection may have committed unseen, given back before the next
+    claim (db.ClaimLedger); and the reaper's judgement and hand-over."""
+
+    def __init__(self, url: str, location: str, db: Database, store: PostgresStore) -> None:
+        self._url = url
+        self._location = location
+        self._db = db
+        self._store = store
+        self._lock = threading.Lock()
+        self._holder: Holder | None = None
+        self._place = place()
+
+    def token(self) -> str:
+        holder = self._holder
+        if holder is None:
+            with self._lock:
+                holder = self._holder
+                if holder is None:
+                    holder = self._holder = Holder(self._url, self._location, self._store)
+        token = holder.token_now()
+        if self._db.ledger.unseen:
+            self._release_unseen_claims()
+        return token
+
+    def _release_unseen_claims(self) -> None:
+        """Give back what claims cut off by a lost connection may have taken (ClaimLedger),
+        before this process claims again."""
+        ledger, store = self._db.ledger, self._store
+        unseen = ledger.take_unseen()
+        try:
+            self._db.write(lambda c: sum(store.release_unseen_claim(c, owner, now, known)
+                                         for owner, now, known in unseen), durable=False)
+        except BaseException:
+            ledger.put_back(unseen)
+            raise
+
+    def current(self) -> str | None:
+        return None if self._holder is None else self._holder.token
+
+    def _judge(self, tokens: Sequence[str]) -> list[tuple[str, bool]]:
+        rows = self._db.read(lambda c: self._store.dead_owners(c, tokens, GRACE_S))
+        return judge(rows, self._place)
+
+    def dead(self, tokens: Sequence[str]) -> list[str]:
+        return [token for token, _ in self._judge(tokens)]
+
+    def reap(self, tokens: Sequence[str]) -> int:
+        """Give back the jobs of those of tokens found dead, each in a hand-over that
+        checks the rule again under the token's lock; how many came back."""
+        dead = self._judge(tokens)
+        if not dead:
+            return 0
+        store = self._store
+        return self._db.write(lambda c: sum(
+            store.release_dead_owner(c, token, gone, GRACE_S) for token, gone in dead),
+            durable=False)
+
+    @staticmethod
+    def info(token: str) -> tuple[str, int | None]:
+        """(host, pid) of a token made by :class:`Holder`: "<host>-<pid>-<random>"."""
+        host, _, rest = token.rpartition("-")[0].rpartition("-")
+        return (host, int(rest)) if rest.isdigit() else (token, None)
+
+    def close(self) -> None:
+        if self._holder is not None:
+            self._holder.close()
+            self._holder = None

@@ -1,0 +1,39 @@
+"""Where a database is: a ``postgresql://`` URL names a server, anything else a SQLite
+file. What the rest of sqlq (and each backend) needs to know about a location without
+opening it: which kind it is, whether it exists, one spelling of it, and how to print it.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit, urlunsplit
+
+URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_url(location: str) -> bool:
+    """True for a database server URL; anything else is a SQLite file path."""
+    return location.startswith(URL_SCHEMES)
+
+
+def exists(location: str) -> bool:
+    """False only for a file path with no file (a typo in ``--db``); a server URL is
+    checked when it is connected to."""
+    return is_url(location) or os.path.exists(location)
+
+
+def redact(location: str) -> str:
+    """The location without a URL's password, for messages and logs."""
+    parts = urlsplit(location)
+    if parts.password is None:
+        return location
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}" if user else netloc))
+
+
+def identity(location: str) -> str:
+    """One name per database, whatever spelling reached it (for comparing locations)."""
+    if is_url(location):
+        return location
+    return os.path.realpath(location)

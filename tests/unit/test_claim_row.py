@@ -1,0 +1,40 @@
+"""Every claim statement returns ClaimRow's columns, in ClaimRow's order.
+
+The stores build a :class:`sqlq.model.ClaimRow` from a claim's row without a length
+check (SQLite's hottest path: ``tuple.__new__``), and :meth:`Job.from_claim` reads it by
+name: a column added, dropped or moved in one ``queries.sql`` fails here, not as a job
+with its lease in its reserved_until.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from sqlq.backends.postgres.store import Q as POSTGRES
+from sqlq.backends.sqlite.store import Q as SQLITE
+from sqlq.model import ClaimRow
+
+CLAIMS = [("sqlite", SQLITE, name) for name in
+          ("claim_job", "claim_job_in_tube", "claim_job_by_id", "claim_jobs")]
+CLAIMS += [("postgres", POSTGRES, name) for name in
+           ("claim_job", "claim_job_by_id", "claim_jobs", "delete_and_claim",
+            "delete_and_claim_jobs")]
+
+
+def returned_columns(sql: str) -> list[str]:
+    """The column list of a statement's RETURNING, or of its outer SELECT ... FROM."""
+    code = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+    match = re.search(r"\bRETURNING\b(.*?);?\s*$", code, re.S)
+    if match is None:
+        match = re.match(r"\s*SELECT\b(.*?)\bFROM\b", code, re.S)
+    assert match is not None, sql
+    return [column.strip().rsplit(".", 1)[-1] for column in match.group(1).split(",")]
+
+
+@pytest.mark.parametrize(("dialect", "queries", "name"), CLAIMS,
+                         ids=[f"{d}-{n}" for d, _, n in CLAIMS])
+def test_claim_returns_claim_row_columns(dialect: str, queries: dict[str, str],
+                                         name: str) -> None:
+    assert returned_columns(queries[name]) == list(ClaimRow._fields), (dialect, name)
