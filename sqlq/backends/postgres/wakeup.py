@@ -28,7 +28,7 @@ import psycopg
 
 from ...errors import DatabaseError, Disconnected
 from ..base import Events
-from .db import connect
+from .db import connect, translate
 
 #: A waiter looks by itself at least this often, whatever it heard.
 MAX_SLEEP = 10.0
@@ -59,7 +59,15 @@ class Listener:
 
     def _listen(self) -> psycopg.Connection[Any]:
         conn = connect(self.url, self.location)
-        conn.execute("LISTEN sqlq")
+        try:
+            conn.execute("LISTEN sqlq")
+        except psycopg.Error as e:
+            # The server went between the connect and the LISTEN (a restart): the
+            # same one-line error as a failed connect (Disconnected), not psycopg's.
+            error = translate(self.location, e, conn)
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+            raise error from e
         return conn
 
     def add(self, notifier: PgNotifier) -> None:
