@@ -26,6 +26,8 @@ import socket
 import time
 from collections.abc import Callable
 
+from sqlq.durations import now_ms as now_ms  # the one definition, re-exported for waiters.py
+
 # No typing or logging at import time: sqlq-beanstalkd imports this before it listens.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,11 +39,6 @@ def log() -> logging.Logger:
     import logging
 
     return logging.getLogger("sqlq.server")
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds, the Queue's time base (reserved_until is in it)."""
-    return time.time_ns() // 1_000_000
 
 
 def guard(fn: Callable[..., None], *args: int) -> None:

@@ -123,7 +123,7 @@ def test_a_run_past_its_ttr_whose_rerun_finished_first_is_logged_lost_not_a_cras
         wait_for(lambda: q.peek(after) is None, timeout=20, what="the workers to go on")
         assert w.stop() == 0, w.text()
     assert len([x for x in lines(runs) if x.startswith("end")]) == 2, lines(runs)
-    assert "ended with exit status" not in w.text(), w.text()
+    assert "ended: exit status" not in w.text(), w.text()
     assert "not found" not in w.text(), w.text()
 
 
