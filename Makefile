@@ -85,7 +85,7 @@ docs: $(DOCS_STAMP)  ## build the documentation site into site/ (mkdocs --strict
 
 dist-check: $(STAMP)  ## build the wheel, check it ships the migrations and dashboard assets, install it
 	rm -rf dist && $(BIN)/pip wheel -q --no-deps -w dist .
-	$(BIN)/python -c "import zipfile,glob,sys; n=zipfile.ZipFile(glob.glob('dist/*.whl')[0]).namelist(); m=[x for x in n if x.startswith('sqlq/backends/') and '/migrations/' in x and x.endswith('.sql')]; a=[x for x in n if x.startswith('sqlq/dashboard/') and x.endswith(('.html','.css','.js','.svg'))]; print('\n'.join(m+a)); sys.exit(0 if m and 'sqlq/dashboard/static/dashboard.js' in a and 'sqlq/dashboard/templates/overview.html' in a else 1)"
+	$(BIN)/python .ci/dist_check.py
 	rm -rf dist/venv && $(PY) -m venv dist/venv && dist/venv/bin/pip install -q dist/*.whl
 	dist/venv/bin/pip show sqlq-jobs | grep -E '^(Name|Version):'
 	dist/venv/bin/sqlq --help | grep -q 'sqlq' && echo 'sqlq --help: ok'
