@@ -67,7 +67,7 @@ typecheck: $(STAMP)  ## mypy --strict on sqlq/
 
 check: lint typecheck test  ## everything CI cares about
 
-bench: $(STAMP)  ## sqlq against its peers (PostgreSQL ones too) and issue 12's rows: bench/RESULTS.md, the README's figures; ~25 min; BENCH_ARGS=--help
+bench: $(STAMP)  ## sqlq against its peers (PostgreSQL ones too) and issue 12's rows: bench/RESULTS.md, docs/performance.md's figures; ~25 min; BENCH_ARGS=--help
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 bench-quick: $(STAMP)  ## a five-minute version of make bench (bench/.work/quick/)

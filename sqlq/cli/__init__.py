@@ -27,7 +27,7 @@ A new command is one function in one of those, using the shared decorators::
 Bodies: plain output shows printable UTF-8 as it is and escapes the rest (``\\xNN``) so
 a binary body cannot garble or drive the terminal; ``--raw`` writes the exact bytes and
 nothing else; ``--json`` gives ``body`` as text (``"body_encoding": "utf-8"``) or base64
-(``"base64"``). See the README's "From the shell".
+(``"base64"``). See docs/shell.md.
 """
 
 from __future__ import annotations

@@ -572,11 +572,11 @@ def test_work_names_a_task_module_that_fails_to_import(tmp_path: Path) -> None:
     assert str(tmp_path) in missing.stderr and "PYTHONPATH" in missing.stderr
 
 
-# --- the worker loop of the README's "From the shell", run as written -------------------------
+# --- the worker loop of docs/shell.md, run as written -------------------------------------------
 
 
 def test_shell_worker_loop_from_the_docs(tmp_path: Path) -> None:
-    doc = (ROOT / "README.md").read_text()
+    doc = (ROOT / "docs" / "shell.md").read_text()
     loop = next(block for block in re.findall(r"```sh\n(.*?)```", doc, re.S)
                 if "while id=" in block)
     assert len(loop.strip().splitlines()) <= 10
