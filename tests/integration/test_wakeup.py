@@ -13,8 +13,8 @@ import pytest
 
 import sqlq
 from sqlq import Queue
-from tests.conftest import FakeClock, is_postgres, spawn
-from tests.timing import soon
+from tests.conftest import is_postgres, spawn
+from tests.timing import FakeClock, soon
 
 pytestmark = pytest.mark.sqlite3_driver
 

@@ -6,7 +6,7 @@ import pytest
 
 import sqlq
 from sqlq import Queue
-from tests.conftest import FakeClock
+from tests.timing import FakeClock
 
 pytestmark = [pytest.mark.both_apis, pytest.mark.sqlite3_driver]
 

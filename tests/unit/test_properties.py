@@ -25,7 +25,8 @@ from hypothesis.stateful import (
 
 import sqlq
 from sqlq import Queue
-from tests.conftest import PG_TEMPLATES, FakeClock, is_postgres
+from tests.conftest import PG_TEMPLATES, is_postgres
+from tests.timing import FakeClock
 
 pytestmark = pytest.mark.sqlite3_driver
 
