@@ -26,8 +26,6 @@ import socket
 import time
 from collections.abc import Callable
 
-from sqlq.durations import now_ms as now_ms  # the one definition, re-exported for waiters.py
-
 # No typing or logging at import time: sqlq-beanstalkd imports this before it listens.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,6 +37,13 @@ def log() -> logging.Logger:
     import logging
 
     return logging.getLogger("sqlq.server")
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds, the Queue's time base (``durations.now_ms``, which this
+    copies: importing sqlq.durations, and ``re`` with it, costs sqlq-beanstalkd about 3 ms
+    before it listens; test_server_module_does_not_import_the_queue_before_it_listens)."""
+    return time.time_ns() // 1_000_000
 
 
 def guard(fn: Callable[..., None], *args: int) -> None:

@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from sqlq.durations import now_ms
+from sqlq.server.loop import now_ms
 from sqlq.server.protocol import DEFAULT_TUBE, PROTOCOL_VERSION
 from sqlq.server.yaml import STATS_JOB_KEYS, STATS_KEYS, STATS_TUBE_KEYS, Scalar, yaml_dict
 
