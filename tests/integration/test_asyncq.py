@@ -58,6 +58,7 @@ def start(script: str, db_url: str, n: int) -> subprocess.Popen[str]:
     return proc
 
 
+@pytest.mark.slow
 def test_a_thousand_waiting_coroutines_cost_nothing_and_each_gets_one_job(db_url: str) -> None:
     n = 1000
     waiter = start(WAITERS, db_url, n)

@@ -45,6 +45,7 @@ print(" ".join(map(str, got)))
 """
 
 
+@pytest.mark.slow
 def test_four_processes_drain_with_batches_exactly_once(db_url: str) -> None:
     drain_exactly_once(db_url, BATCH_DRAINER, 3000)
     with Queue(db_url) as q:

@@ -382,6 +382,7 @@ def spawn(command: list[str], db: Path, *args: str | bytes, **kwargs: Any) -> An
                           **kwargs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["script", "module"])
 def test_subprocess_round_trip(how: str, db: Path) -> None:
     command = sqlq_command(how)
@@ -538,6 +539,7 @@ def _work(cwd: Path, *args: str, env: dict[str, str] | None = None
                           timeout=60, cwd=cwd, env={**os.environ, **(env or {})})
 
 
+@pytest.mark.slow
 def test_work_refuses_a_missing_file_unless_told_to_create_it(tmp_path: Path) -> None:
     for how in (["--db", "typo.db"], []):
         done = _work(tmp_path, *how, "work", "--burst", "--", "true",
@@ -575,6 +577,7 @@ def test_work_names_a_task_module_that_fails_to_import(tmp_path: Path) -> None:
 # --- the worker loop of docs/shell.md, run as written -------------------------------------------
 
 
+@pytest.mark.slow
 def test_shell_worker_loop_from_the_docs(tmp_path: Path) -> None:
     doc = (ROOT / "docs" / "shell.md").read_text()
     loop = next(block for block in re.findall(r"```sh\n(.*?)```", doc, re.S)

@@ -34,6 +34,7 @@ def total(samples: Samples, metric: str, tube: str) -> float:
     return samples[f"sqlq_job_{metric}_seconds_sum", (("tube", tube),)]
 
 
+@pytest.mark.slow
 def test_two_workers_add_up_waits_and_runs(q: sqlq.Queue, db_url: str,
                                            tmp_path: Path) -> None:
     workers = [Work(db_url, "--import", "tests.jobs", "--log-format", "json")
@@ -85,6 +86,7 @@ def test_two_workers_add_up_waits_and_runs(q: sqlq.Queue, db_url: str,
         assert values == sorted(values) and values[-1] == count(samples, metric, tube)
 
 
+@pytest.mark.slow
 def test_a_running_worker_flushes_within_ten_seconds(q: sqlq.Queue, db_url: str) -> None:
     with Work(db_url, "--import", "tests.jobs") as w:
         w.wait_log("watching")

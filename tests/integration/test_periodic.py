@@ -17,6 +17,7 @@ from tests.workers import Work, lines
 pytestmark = [pytest.mark.timeout(60), pytest.mark.sql_ascii]
 
 
+@pytest.mark.slow
 def test_two_supervisors_on_one_file_enqueue_each_slot_once(db_url: str,
                                                              tmp_path: Path) -> None:
     ticks = tmp_path / "ticks"

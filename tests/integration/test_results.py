@@ -64,6 +64,7 @@ def test_job_buried_in_another_process_wakes_result(db_url: str) -> None:
         assert worker.wait(timeout=20) == 0
 
 
+@pytest.mark.slow
 def test_driver_worker_example_with_four_processes(tmp_path: Path) -> None:
     env = dict(os.environ, SQLQ_DB=str(tmp_path / "dw.db"), PYTHONPATH=str(ROOT))
     run = subprocess.run([sys.executable, str(ROOT / "examples" / "driver_worker.py"), "1000",

@@ -37,6 +37,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_the_shell_guide_block_runs_top_to_bottom(tmp_path: Path) -> None:
     block = next(b for b in _blocks("sh", "docs/shell.md") if "sqlq put 'resize 1.jpg'" in b)
     db = tmp_path / "jobs.db"
@@ -87,6 +88,7 @@ def test_getting_started_tasks_module_puts_nothing_on_import(tmp_path: Path) -> 
     assert ".put(" not in module  # every worker process imports it: a put there runs N times
 
 
+@pytest.mark.slow
 def test_make_demo_hints_run(tmp_path: Path) -> None:
     demo = subprocess.run([sys.executable, "-m", "sqlq.demo", str(tmp_path / "demo.db")],
                           cwd=ROOT, capture_output=True, text=True, timeout=90,

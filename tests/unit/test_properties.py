@@ -262,6 +262,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert (peek_buried.id if peek_buried else None) == (buried[0] if buried else None)
 
 
+@pytest.mark.slow
 def test_queue_follows_the_model(backend: str, request: pytest.FixtureRequest) -> None:
     """The state machine, on a fresh database per example, on each backend."""
     if is_postgres(backend):
