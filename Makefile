@@ -40,7 +40,7 @@ test-system: $(STAMP)  ## the product as users run it: chaos, power cuts, browse
 	@.ci/install-test-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/system
 
-test-fast: $(STAMP)  ## the suite without slow tests
+test-fast: $(STAMP)  ## the suite without the tests marked slow (over ~2 s each): about half the time of make test
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) -m "not slow"
 
 # The fast, in-process tests, chosen by module name (-k matches modules wherever they live).
@@ -67,7 +67,7 @@ typecheck: $(STAMP)  ## mypy --strict on sqlq/
 
 check: lint typecheck test  ## everything CI cares about
 
-bench: $(STAMP)  ## sqlq against its peers (PostgreSQL ones too) and issue 12's rows: bench/RESULTS.md, the README's figures; ~25 min; BENCH_ARGS=--help
+bench: $(STAMP)  ## sqlq against its peers (PostgreSQL ones too) and issue 12's rows: bench/RESULTS.md, docs/performance.md's figures; ~25 min; BENCH_ARGS=--help
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 bench-quick: $(STAMP)  ## a five-minute version of make bench (bench/.work/quick/)
@@ -85,7 +85,7 @@ docs: $(DOCS_STAMP)  ## build the documentation site into site/ (mkdocs --strict
 
 dist-check: $(STAMP)  ## build the wheel, check it ships the migrations and dashboard assets, install it
 	rm -rf dist && $(BIN)/pip wheel -q --no-deps -w dist .
-	$(BIN)/python -c "import zipfile,glob,sys; n=zipfile.ZipFile(glob.glob('dist/*.whl')[0]).namelist(); m=[x for x in n if x.startswith('sqlq/backends/') and '/migrations/' in x and x.endswith('.sql')]; a=[x for x in n if x.startswith('sqlq/dashboard/') and x.endswith(('.html','.css','.js','.svg'))]; print('\n'.join(m+a)); sys.exit(0 if m and 'sqlq/dashboard/static/dashboard.js' in a and 'sqlq/dashboard/templates/overview.html' in a else 1)"
+	$(BIN)/python .ci/dist_check.py
 	rm -rf dist/venv && $(PY) -m venv dist/venv && dist/venv/bin/pip install -q dist/*.whl
 	dist/venv/bin/pip show sqlq-jobs | grep -E '^(Name|Version):'
 	dist/venv/bin/sqlq --help | grep -q 'sqlq' && echo 'sqlq --help: ok'

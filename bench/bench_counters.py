@@ -5,8 +5,8 @@
 Three builds of the same file, interleaved run by run (durability normal, where a
 per-statement cost shows most): without migration 0005's trigger (as before it),
 with it (as shipped), and with it plus a trigger that would keep a histogram of the
-wait before reserve (one upsert per claim; rejected, see the README's Dashboard
-section). Each run times N single puts, then N reserve+delete (``reserve(delete=)``).
+wait before reserve (one upsert per claim; rejected, see docs/dashboard.md,
+"Cost"). Each run times N single puts, then N reserve+delete (``reserve(delete=)``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""The README's performance figures, written from a run (``make bench`` into bench/).
+"""The figures of docs/performance.md, written from a run (``make bench`` into bench/).
 
-The block between BEGIN and END in README.md is replaced by this run's medians: the
+The block between BEGIN and END in docs/performance.md (README.md's until issue 23) is
+replaced by this run's medians: the
 summary against the floor and the peers, and issue 12's rows. The prose around it
 says what the figures mean and does not repeat them, so no hand-copied number can
 go stale; the whole table stays in bench/RESULTS.md.
@@ -48,7 +49,7 @@ def render(data: dict[str, Any], target_lines: list[Any]) -> str:
            f"`{data['command']}` on {data['date'][:10]}, sqlq at {facts.get('sqlq source')},"
            f" {data['elapsed_s'] / 60:.0f} min on {facts.get('cores')} cores"
            f" (fsync {facts.get('fsync rate (/tmp, 4 KiB appends)', '?')}). Medians of the"
-           " runs; spreads, notes and every peer in [bench/RESULTS.md](bench/RESULTS.md).", ""]
+           " runs; spreads, notes and every peer in `bench/RESULTS.md`.", ""]
     table = []
     for label, metric, fmt in SUMMARY:
         cells = []
@@ -71,11 +72,11 @@ def render(data: dict[str, Any], target_lines: list[Any]) -> str:
     return "\n".join(out)
 
 
-def update(readme: Path, block: str) -> bool:
-    """Replace the block in README.md; False (nothing written) when it has no markers."""
-    text = readme.read_text()
+def update(page: Path, block: str) -> bool:
+    """Replace the block in ``page``; False (nothing written) when it has no markers."""
+    text = page.read_text()
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:
         return False
-    readme.write_text(text[:start] + block + text[end + len(END):])
+    page.write_text(text[:start] + block + text[end + len(END):])
     return True

@@ -344,12 +344,12 @@ def finish(data: dict[str, Any], out_dir: Path) -> None:
     (out_dir / "RESULTS.md").write_text(md.replace(TARGETS_SLOT, "\n".join(goals_md)))
     log(f"\nwrote {out_dir / 'RESULTS.md'}, {png if why_no_plot is None else why_no_plot}"
         f"{', ' + goals_png if goals_png else ''} ({data['elapsed_s'] / 60:.1f} min)")
-    if out_dir.resolve() == HERE:  # README.md quotes whatever bench/RESULTS.md holds
+    if out_dir.resolve() == HERE:  # docs/performance.md quotes whatever bench/RESULTS.md holds
         import readme_block
 
-        readme = env.ROOT / "README.md"
-        if readme_block.update(readme, readme_block.render(data, goal_lines)):
-            log(f"wrote the figures of README.md's Performance section ({readme})")
+        page = env.ROOT / "docs" / "performance.md"
+        if readme_block.update(page, readme_block.render(data, goal_lines)):
+            log(f"wrote the figures of docs/performance.md ({page})")
 
 
 TARGETS_SLOT = "<!-- issue 12 rows -->"

@@ -83,7 +83,7 @@ class System:
     name = "?"          # row label, e.g. "sqlq-full"
     family = "?"        # sqlq, raw, beanstalkd, huey, persist-queue, litequeue, honker
     durability = "?"    # full | normal | memory
-    wait = "?"          # how a blocked consumer waits (shown in the README/RESULTS)
+    wait = "?"          # how a blocked consumer waits (shown in docs/performance.md and RESULTS.md)
     default = True      # False: runs only when --systems names it exactly
     mention_off = True  # list it as skipped when it is off (False: only issue 12's rows use it)
 

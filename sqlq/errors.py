@@ -47,8 +47,11 @@ class JobBuried(Error):
         self.reason = reason
 
 
-class Timeout(Error):
-    """Timed out."""
+class Timeout(Error, TimeoutError):
+    """Timed out.
+
+    Also the builtin ``TimeoutError``, so ``except TimeoutError`` catches it too.
+    """
 
 
 class InvalidTube(Error, ValueError):

@@ -16,21 +16,9 @@ import pytest
 import sqlq
 
 from .pgserver import PgServer, PgUnavailable
+from .timing import FakeClock
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-class FakeClock:
-    """Milliseconds since the epoch that move only when a test says so."""
-
-    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
-        self.now = start_ms
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += int(seconds * 1000)
 
 
 @pytest.fixture
@@ -107,6 +95,15 @@ def db_url(backend: str, request: pytest.FixtureRequest) -> str:
     if is_postgres(backend):
         return str(request.getfixturevalue(PG_URLS[backend]))
     return str(request.getfixturevalue("db_path"))
+
+
+@pytest.fixture
+def app_file(db_path: str) -> str:
+    """A sqlq file that also holds the application's ``orders`` table; no Queue left open
+    (the own-transaction tests, in unit/ and integration/)."""
+    with sqlq.Queue(db_path, durability="normal") as queue, queue.transaction() as tx:
+        tx.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)")
+    return db_path
 
 
 @pytest.fixture

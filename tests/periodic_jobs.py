@@ -1,4 +1,4 @@
-"""A periodic task for tests/unit/test_periodic.py (kept apart from tests/jobs.py so that the
+"""A periodic task for tests/integration/test_periodic.py (kept apart from tests/jobs.py so that the
 other worker tests do not run a scheduler)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The suite's one timing constant.
+"""The suite's one timing constant, and the fake clock.
 
 Tests assert that things happen *soon* (a woken worker, an expired timeout) and that
 they do not happen *early*. "Early" is exact: a timeout of 1 s never fires before 1 s,
@@ -24,3 +24,17 @@ def soon(nominal: float = 0.0) -> float:
 
 #: How long ``wait_for`` waits for something that should happen soon.
 PATIENCE: float = 10 * SLACK
+
+
+class FakeClock:
+    """Milliseconds since the epoch that move only when a test says so: a Queue's
+    ``clock=`` (the ``clock`` fixture, and ``fq`` driven by it)."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
+        self.now = start_ms
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += int(seconds * 1000)

@@ -10,7 +10,9 @@ shows it). The package, a module per job:
 - ``options.py``: the shared option decorators and types, :func:`queue_from_ctx`;
 - ``group.py``: the ``sqlq`` group itself (``cli``);
 - ``jobs.py``, ``topics.py``, ``admin.py``, ``serve.py``, ``work.py``: the commands, on
-  jobs, on topics, on the whole queue, the servers and viewers, and the worker.
+  jobs, on topics, on the whole queue, the servers and viewers, and the worker;
+- ``output.py``: how the commands print (:func:`emit`: text, ``--json``, ``--raw``);
+- ``top.py``: ``sqlq top``, the live view of every tube.
 
 A new command is one function in one of those, using the shared decorators::
 
@@ -25,7 +27,7 @@ A new command is one function in one of those, using the shared decorators::
 Bodies: plain output shows printable UTF-8 as it is and escapes the rest (``\\xNN``) so
 a binary body cannot garble or drive the terminal; ``--raw`` writes the exact bytes and
 nothing else; ``--json`` gives ``body`` as text (``"body_encoding": "utf-8"``) or base64
-(``"base64"``). See the README's "From the shell".
+(``"base64"``). See docs/shell.md.
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 
 from sqlq.durations import format_duration
-from sqlq.output import emit
 
 from .group import cli
 from .options import DURATION, TUBE, json_option, queue_from_ctx
+from .output import emit
 
 
 @cli.command()

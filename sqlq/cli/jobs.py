@@ -11,7 +11,6 @@ import click
 
 import sqlq
 from sqlq.durations import format_duration
-from sqlq.output import attempts_text, display_text, emit, job_record
 
 from .group import cli
 from .options import (
@@ -27,6 +26,7 @@ from .options import (
     tube_option,
     tubes_option,
 )
+from .output import attempts_text, display_text, emit, job_record
 
 
 @cli.command()

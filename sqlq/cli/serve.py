@@ -30,7 +30,7 @@ def top(ctx: click.Context, interval: float, once: bool) -> None:
     \b
         sqlq --db /var/lib/app/jobs.db top --interval 2s
     """
-    from sqlq.top import run_top  # only this command needs it
+    from .top import run_top  # only this command needs it
 
     run_top(queue_from_ctx(ctx, create=False), interval=max(interval, 0.05), once=once)
 

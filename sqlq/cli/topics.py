@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 import sqlq
-from sqlq.output import emit
 
 from .group import cli
 from .options import (
@@ -17,6 +16,7 @@ from .options import (
     read_body,
     ttr_option,
 )
+from .output import emit
 
 
 @cli.command()

@@ -6,8 +6,7 @@ flags; ``sqlq serve`` has its own click options.
 
 from __future__ import annotations
 
-from sqlq.errors import Error
-from sqlq.server.protocol import DEFAULT_MAX_JOB_SIZE, DEFAULT_PORT, MAX_JOB_SIZE_LIMIT
+from sqlq.server.protocol import BEANSTALKD_MAX_JOB_SIZE, DEFAULT_PORT, MAX_JOB_SIZE_LIMIT
 
 # Not `typing`: sqlq-beanstalkd imports this module before it listens (see server/).
 TYPE_CHECKING = False
@@ -41,8 +40,8 @@ Options:
 _TAKES_VALUE = frozenset("plzsfub")
 
 
-class UsageError(Error):
-    """Bad command line flags."""
+class UsageError(Exception):
+    """Bad command line flags (``sqlq-beanstalkd`` prints it and exits 1; not a ``sqlq.Error``)."""
 
 
 class Flags:
@@ -52,7 +51,7 @@ class Flags:
         self.address = "127.0.0.1"
         self.port = DEFAULT_PORT
         self.binlog_dir: str | None = None
-        self.max_job_size = DEFAULT_MAX_JOB_SIZE
+        self.max_job_size = BEANSTALKD_MAX_JOB_SIZE
         self.fsync_ms: int | None = None
         self.never_fsync = False
         self.verbose = 0

@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import enum
 
-from sqlq.errors import Error
-
 # Not `typing`/`dataclasses`: sqlq-beanstalkd imports this module before it listens,
 # and every millisecond counts there (see sqlq/server/__init__.py). mypy honours this idiom.
 
 LINE_MAX = 224
 """Bytes in a command line, CRLF included (beanstalkd's LINE_BUF_SIZE)."""
 TUBE_NAME_MAX = 200
-DEFAULT_MAX_JOB_SIZE = 65535
+BEANSTALKD_MAX_JOB_SIZE = 65535
+"""The server's default ``-z``, beanstalkd's: not the library's ``model.DEFAULT_MAX_JOB_SIZE``."""
 MAX_JOB_SIZE_LIMIT = 1 << 30
-URGENT_PRIORITY = 1024
-"""Ready jobs with a priority below this count as urgent in stats."""
 SAFETY_MARGIN_MS = 1000
 """The last second of a TTR: a reserve then answers DEADLINE_SOON."""
 DEFAULT_PORT = 11300
@@ -170,8 +167,10 @@ class Command:
         return f"Command({self.verb}, {self.ints}, {self.tube!r})"
 
 
-class ProtocolError(Error):
+class ProtocolError(Exception):
     """A command line the server answers with an error reply instead of running it.
+
+    Internal to the server (a reply to send, not a ``sqlq.Error`` a user can meet).
 
     ``verb`` is set when beanstalkd still counts the command in its ``cmd-*``
     stats; ``discard`` is how many bytes that follow the line (a too-big job's
@@ -256,7 +255,7 @@ def _pause_args(rest: bytes) -> tuple[str, int]:
     return rest[i:j].decode("ascii"), delay
 
 
-def parse_command(line: bytes, max_job_size: int = DEFAULT_MAX_JOB_SIZE) -> Command:
+def parse_command(line: bytes, max_job_size: int = BEANSTALKD_MAX_JOB_SIZE) -> Command:
     """Parse one command line (without its CRLF).
 
     Args:

@@ -6,7 +6,8 @@ which hands every job it reserves to a runner: a :class:`TaskRunner` or a
 :class:`ShellRunner`.
 
 ===================  ===========================================================================
-``command.py``       ``WorkConfig`` (what ``sqlq work`` was told), ``run()``, one worker's set-up
+``command.py``       ``run()``: a supervisor, or with ``--in-process`` one worker's set-up
+``config.py``        ``WorkConfig``: what ``sqlq work`` was told, each child's command line
 ``supervisor.py``    ``Supervisor``: N worker processes, restarted when they die, stopped together
 ``worker.py``        ``Worker``, the loop: reserve, run, then delete, release with a delay, or bury
 ``aworker.py``       ``AsyncWorker``: ``async def`` tasks, ``--concurrency`` at once, one loop
@@ -34,7 +35,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .command import WorkConfig, run
+    from .command import run
+    from .config import WorkConfig
     from .periodic import Schedule
     from .retry import Backoff, RetryPolicy
     from .shell import ShellRunner
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
     from .tasks import REGISTRY, Task, TaskRunner
     from .worker import Worker
 
-_LAZY = {"WorkConfig": ".command", "run": ".command", "Schedule": ".periodic",
+_LAZY = {"WorkConfig": ".config", "run": ".command", "Schedule": ".periodic",
          "Backoff": ".retry", "RetryPolicy": ".retry", "ShellRunner": ".shell",
          "Supervisor": ".supervisor", "REGISTRY": ".tasks", "Task": ".tasks",
          "TaskRunner": ".tasks", "Worker": ".worker"}

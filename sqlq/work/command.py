@@ -3,7 +3,8 @@
 :func:`run` configures logging, imports the task modules (so a bad one fails at
 once, with one line), works out the database file and the tubes, then becomes the
 supervisor of ``--processes`` workers (default 1; a crashed one is restarted),
-each started with :meth:`WorkConfig.child_argv`, which runs :func:`run_worker`.
+each started with :meth:`WorkConfig.child_argv` (``config.py``), which runs
+:func:`run_worker`.
 """
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-import sys
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..backends import exists, identity
@@ -23,8 +22,9 @@ from ..backends.base import Durability
 from ..errors import Disconnected, Error
 from ..queue import Queue
 from . import logs, runner
+from .config import WorkConfig
 from .retry import RetryPolicy
-from .worker import DEFAULT_GRACE, Worker
+from .worker import Worker
 
 if TYPE_CHECKING:
     from .aworker import AsyncWorker
@@ -32,51 +32,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("sqlq.worker")
 #: How often a worker started during an outage tries its database server again.
 RECONNECT_S = 0.5
-
-@dataclass
-class WorkConfig:
-    """Everything ``sqlq work`` was told; a supervisor passes it on to its children."""
-
-    db: str | None = None
-    imports: tuple[str, ...] = ()
-    tubes: tuple[str, ...] = ()
-    command: tuple[str, ...] = ()
-    processes: int = 1
-    concurrency: int = 1
-    prefetch: int | None = None  # jobs per claim; None adapts (prefetch.py)
-    burst: bool = False
-    retries: int = 3
-    backoff: float = 1.0
-    grace: float = DEFAULT_GRACE
-    keepalive: bool = False
-    log_level: str = "INFO"
-    log_format: str = "text"
-    durability: str = "full"
-    init: bool = False  # create a missing file, or add sqlq's tables to another app's database
-    in_process: bool = False  # be the worker, not a supervisor (a supervisor's children)
-
-    def child_argv(self, db: str) -> list[str]:
-        """The command line of one worker process with this configuration."""
-        argv = [sys.executable, "-m", "sqlq", "--db", db, "work", "--in-process",
-                "--retries", str(self.retries), "--backoff", repr(self.backoff),
-                "--grace", repr(self.grace), "--concurrency", str(self.concurrency),
-                "--prefetch", "auto" if self.prefetch is None else str(self.prefetch),
-                "--log-level", self.log_level,
-                "--log-format", self.log_format, "--durability", self.durability]
-        for module in self.imports:
-            argv += ["--import", module]
-        for tube in self.tubes:
-            argv += ["--tube", tube]
-        if self.burst:
-            argv.append("--burst")
-        if self.keepalive:
-            argv.append("--keepalive")
-        if self.init:
-            argv.append("--init")
-        if self.command:
-            argv += ["--", *self.command]
-        return argv
-
 
 def resolve(config: WorkConfig) -> tuple[str, list[str]]:
     """The database path and tubes to use, after the task modules are imported.

@@ -21,9 +21,6 @@ from typing import Any
 FIELDS = ("job", "tube", "task", "outcome", "attempt", "duration_ms", "delay", "reason",
           "pid", "exit", "traceback")
 
-LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-FORMATS = ("text", "json")
-
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message and the structured fields."""

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from types import FrameType
 
 from ..backends import is_url, redact
-from .command import WorkConfig
-from .shell import REPORT_FD_ENV
+from .config import WorkConfig
+from .shell import REPORT_FD_ENV, describe_status
 
 log = logging.getLogger("sqlq.supervisor")
 
@@ -197,8 +197,8 @@ class Supervisor:
                 slot.exited = True
                 continue
             self._schedule_restart(slot, now)
-            log.warning("worker %d (pid %d) ended with %s; restarting it in %.1fs",
-                        slot.index, pid, _status(code), (slot.restart_at or now) - now,
+            log.warning("worker %d (pid %d) ended: %s; restarting it in %.1fs",
+                        slot.index, pid, describe_status(code), (slot.restart_at or now) - now,
                         extra={"pid": pid, "exit": code})
 
     def _read_reports(self) -> None:
@@ -238,10 +238,3 @@ class Supervisor:
             if slot.proc is not None and slot.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     slot.proc.send_signal(sig)
-
-
-def _status(code: int) -> str:
-    if code < 0:
-        with contextlib.suppress(ValueError):
-            return f"signal {signal.Signals(-code).name}"
-    return f"exit status {code}"

@@ -96,6 +96,7 @@ def test_processes_drain_exactly_once_holding_batches(q: sqlq.Queue, db_url: str
     assert held_at_start(runs) > 8, lines(runs)[:20]
 
 
+@pytest.mark.slow
 def test_jobs_held_in_a_batch_are_touched_and_each_runs_once_within_its_ttr(
         q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
@@ -112,6 +113,7 @@ def test_jobs_held_in_a_batch_are_touched_and_each_runs_once_within_its_ttr(
     assert "lost" not in text and "cancelled" not in text and "past its TTR" not in text, text
 
 
+@pytest.mark.slow
 def test_sigterm_releases_the_batch_at_once_and_finishes_the_running_jobs(
         q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     runs = tmp_path / "runs"

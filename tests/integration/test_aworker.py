@@ -20,6 +20,7 @@ def enqueue(q: sqlq.Queue, task: Any, *args: Any) -> int:
     return q.put(task.message(*args), tube=task.tube, priority=task.priority, ttr=task.ttr)
 
 
+@pytest.mark.slow
 def test_jobs_run_concurrently_with_results_retries_and_plain_tasks(
         q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
@@ -43,6 +44,7 @@ def test_jobs_run_concurrently_with_results_retries_and_plain_tasks(
     assert "asyncio" in w.text()
 
 
+@pytest.mark.slow
 def test_a_task_past_its_ttr_is_cancelled_and_buried_with_the_reason(
         q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
@@ -57,6 +59,7 @@ def test_a_task_past_its_ttr_is_cancelled_and_buried_with_the_reason(
     assert lines(runs)[-1] == "cancelled"
 
 
+@pytest.mark.slow
 def test_keepalive_touches_a_long_task(q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     jid = enqueue(q, ajobs.kept, str(runs), 2.5)  # ttr=1: touched every 0.8 s
@@ -66,6 +69,7 @@ def test_keepalive_touches_a_long_task(q: sqlq.Queue, db_url: str, tmp_path: Pat
     assert [x.split()[0] for x in lines(runs)] == ["start", "end"]
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_within_the_grace_and_releases_the_rest(
         q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     runs = tmp_path / "runs"

@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 
 import sqlq
 from sqlq.cli import cli
+from sqlq.cli.output import display_text
 from sqlq.durations import MAX_SECONDS, format_duration, parse_duration
-from sqlq.output import display_text
 from tests.conftest import ROOT
 from tests.workers import wait_for
 
@@ -382,6 +382,7 @@ def spawn(command: list[str], db: Path, *args: str | bytes, **kwargs: Any) -> An
                           **kwargs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["script", "module"])
 def test_subprocess_round_trip(how: str, db: Path) -> None:
     command = sqlq_command(how)
@@ -538,6 +539,7 @@ def _work(cwd: Path, *args: str, env: dict[str, str] | None = None
                           timeout=60, cwd=cwd, env={**os.environ, **(env or {})})
 
 
+@pytest.mark.slow
 def test_work_refuses_a_missing_file_unless_told_to_create_it(tmp_path: Path) -> None:
     for how in (["--db", "typo.db"], []):
         done = _work(tmp_path, *how, "work", "--burst", "--", "true",
@@ -572,11 +574,12 @@ def test_work_names_a_task_module_that_fails_to_import(tmp_path: Path) -> None:
     assert str(tmp_path) in missing.stderr and "PYTHONPATH" in missing.stderr
 
 
-# --- the worker loop of the README's "From the shell", run as written -------------------------
+# --- the worker loop of docs/shell.md, run as written -------------------------------------------
 
 
+@pytest.mark.slow
 def test_shell_worker_loop_from_the_docs(tmp_path: Path) -> None:
-    doc = (ROOT / "README.md").read_text()
+    doc = (ROOT / "docs" / "shell.md").read_text()
     loop = next(block for block in re.findall(r"```sh\n(.*?)```", doc, re.S)
                 if "while id=" in block)
     assert len(loop.strip().splitlines()) <= 10

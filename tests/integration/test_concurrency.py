@@ -25,6 +25,7 @@ print(" ".join(map(str, got)))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.sql_ascii
 def test_four_processes_drain_5000_jobs_exactly_once(db_url: str) -> None:
     shares = drain_exactly_once(db_url, DRAINER, 5000)

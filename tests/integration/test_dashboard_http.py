@@ -290,6 +290,7 @@ def test_periodic_tasks_show_their_next_slot(q: sqlq.Queue) -> None:
     assert re.search(r"\(in [0-9]+m[0-9]+s\)", html) or "(in " in html
 
 
+@pytest.mark.slow
 def test_idle_dashboard_uses_no_cpu(q: sqlq.Queue) -> None:
     """With no browser open the server sleeps in select: no timer, no polling thread."""
     import os

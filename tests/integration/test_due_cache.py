@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import sqlq
-from tests.conftest import FakeClock, spawn
-from tests.timing import PATIENCE
+from tests.conftest import spawn
+from tests.timing import PATIENCE, FakeClock
 
 
 def warm(q: sqlq.Queue, tube: str | list[str] = "default") -> None:

@@ -105,6 +105,7 @@ def test_lock_held_past_the_busy_timeout_is_retried(db_path: str,
     assert holder.wait(10) == 0
 
 
+@pytest.mark.slow
 def test_file_stays_bounded_under_churn(db_path: str) -> None:
     """Deleted jobs' pages are reused and the WAL is checkpointed: churn does not grow
     the file without limit."""

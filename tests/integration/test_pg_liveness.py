@@ -113,6 +113,7 @@ def _sessions_of(pg_server: PgServer, pg_url: str, pid: int) -> list[int]:
             if port and int(port) in ports]
 
 
+@pytest.mark.slow
 def test_terminated_sessions_leave_a_live_holder_its_job(
         pg_server: PgServer, pg_url: str, holder: tuple[subprocess.Popen[str], int]) -> None:
     """pg_terminate_backend of every session of the holder: it keeps its job."""
@@ -125,6 +126,7 @@ def test_terminated_sessions_leave_a_live_holder_its_job(
     assert _finish(proc) == "deleted"
 
 
+@pytest.mark.slow
 def test_a_terminated_owner_session_alone(
         pg_server: PgServer, pg_url: str, holder: tuple[subprocess.Popen[str], int]) -> None:
     proc, _ = holder
@@ -138,6 +140,7 @@ def test_a_terminated_owner_session_alone(
     assert _finish(proc) == "deleted"
 
 
+@pytest.mark.slow
 def test_idle_session_timeout_does_not_end_sqlq_sessions(pg_server: PgServer,
                                                          pg_url: str) -> None:
     """The database ends idle sessions after 1 s; a holder idle for 4 s keeps its job,
@@ -159,6 +162,7 @@ def test_idle_session_timeout_does_not_end_sqlq_sessions(pg_server: PgServer,
         proc.wait()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["fast", "immediate"])
 def test_a_server_restart_leaves_a_live_holder_its_job(
         pg_server: PgServer, pg_url: str, holder: tuple[subprocess.Popen[str], int],
@@ -201,6 +205,7 @@ def test_a_sigkilled_holder_on_this_machine_gives_its_job_back_at_once(pg_url: s
     assert took < 1 + SLACK  # the poll of a waiter (0.5 s), not the grace
 
 
+@pytest.mark.slow
 def test_a_sigkilled_holder_elsewhere_gives_its_job_back_after_the_grace(pg_url: str) -> None:
     """A holder in a pid namespace of its own: its pid cannot be judged from here, so
     only its keeper's silence for the grace proves the death."""
@@ -241,6 +246,7 @@ def test_a_blocked_reserve_waits_through_a_restart(pg_server: PgServer, pg_url: 
         assert len(got) == 2 and got[0] is not None and got[1]
 
 
+@pytest.mark.slow
 def test_a_worker_started_while_the_server_is_down_runs_jobs_once_it_is_back(
         pg_server: PgServer, pg_url: str, tmp_path: Any) -> None:
     out = tmp_path / "ran.txt"

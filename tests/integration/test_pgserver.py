@@ -116,6 +116,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.slow
 def test_no_server_outlives_a_killed_owner() -> None:
     owner = subprocess.Popen([sys.executable, "-c", REAPED, str(ROOT)], stdout=subprocess.PIPE,
                              text=True)
@@ -140,6 +141,7 @@ def test_no_server_outlives_a_killed_owner() -> None:
     assert not root.exists(), "the server's directory was left behind"
 
 
+@pytest.mark.slow
 def test_without_postgresql_the_tests_fail_and_say_why(tmp_path: Path) -> None:
     # A PostgreSQL suite that skipped when the server is missing would pass on a
     # machine that tests nothing: CI must go red instead.

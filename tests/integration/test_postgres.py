@@ -68,6 +68,7 @@ def test_a_sigkilled_holders_job_reaches_a_blocked_worker_at_once(pg_url: str) -
         assert got[0].reserves == 2
 
 
+@pytest.mark.slow
 def test_a_live_holder_keeps_its_job(pg_url: str) -> None:
     """A holder that lives keeps its reservation: no second worker gets it."""
     with sqlq.Queue(pg_url) as q:
@@ -131,6 +132,7 @@ print("errors", errors, file=sys.stderr)
 """
 
 
+@pytest.mark.slow
 def test_a_server_restart_mid_drain_loses_no_acknowledged_job(pg_server: PgServer,
                                                               pg_url: str) -> None:
     with sqlq.Queue(pg_url) as q:
@@ -224,6 +226,7 @@ def _sqlq(url: str, *args: str, input: str | None = None) -> subprocess.Complete
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 
+@pytest.mark.slow
 def test_the_command_line_on_a_url(pg_url: str) -> None:
     put = _sqlq(pg_url, "put", "--tube", "mail", "hello")
     assert put.returncode == 0, put.stderr

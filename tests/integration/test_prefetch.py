@@ -100,6 +100,7 @@ def test_sigkill_gives_the_whole_batch_back_at_once(q: sqlq.Queue, db_url: str,
         killed_holder_gives_back(w, q, "slow", ids)
 
 
+@pytest.mark.slow
 def test_a_job_held_in_a_batch_keeps_its_ttr_and_starts_with_most_of_it(
         q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     runs = tmp_path / "runs"

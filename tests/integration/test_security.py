@@ -316,6 +316,7 @@ def round_trip(sock: socket.socket) -> float:
     return time.monotonic() - start
 
 
+@pytest.mark.slow
 def test_server_survives_slowloris(beanstalkd: BeanstalkdProcess) -> None:
     """Hundreds of connections trickling a byte at a time do not hold up an honest client."""
     good = beanstalkd.connect()
@@ -374,6 +375,7 @@ def test_server_survives_an_endless_line(beanstalkd: BeanstalkdProcess) -> None:
     good.close()
 
 
+@pytest.mark.slow
 def test_server_survives_a_client_that_never_reads(beanstalkd: BeanstalkdProcess) -> None:
     """Replies pile up for a client that does not read: the server stops reading it instead."""
     good = beanstalkd.connect()

@@ -403,6 +403,7 @@ print(" ".join(seen), flush=True)
 """
 
 
+@pytest.mark.slow
 def test_protocol_clients_and_library_workers_share_a_tube_without_doubles(
         srv: Running) -> None:
     library = subprocess.Popen([sys.executable, "-c", _LIBRARY_WORKER, srv.path],

@@ -37,6 +37,7 @@ def server(db_url: str) -> Iterator[BeanstalkdProcess]:
     srv.stop()
 
 
+@pytest.mark.slow
 def test_a_pipeline_of_costly_stats_does_not_hold_up_another_client(
         tmp_path: Path) -> None:
     """Each ``stats`` follows a ``put`` in the pipeline, so none can be answered from

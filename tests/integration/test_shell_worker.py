@@ -49,6 +49,7 @@ def test_failure_retries_then_buries_with_status_and_last_stderr_line(
     assert "disk full" in w.text()  # the command's stderr passes through to the log
 
 
+@pytest.mark.slow
 def test_command_still_running_at_its_ttr_is_killed_with_its_process_group(
         q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     pids = tmp_path / "pids"
@@ -69,6 +70,7 @@ def test_command_still_running_at_its_ttr_is_killed_with_its_process_group(
              what="the process group to be gone")
 
 
+@pytest.mark.slow
 def test_keepalive_lets_a_command_outlive_its_ttr(q: sqlq.Queue, db_url: str,
                                                   tmp_path: Path) -> None:
     runs = tmp_path / "runs"
@@ -103,6 +105,7 @@ def test_missing_command_fails_and_is_buried(q: sqlq.Queue, db_url: str) -> None
     assert "cannot run /no/such/program" in str(job.bury_reason)
 
 
+@pytest.mark.slow
 def test_a_sigkilled_worker_takes_its_command_and_what_it_started_with_it(
         q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     """Reliability W1: the job a SIGKILLed worker held comes back at once and runs
@@ -125,6 +128,7 @@ def test_a_sigkilled_worker_takes_its_command_and_what_it_started_with_it(
     assert f"killed the command's process group {shell}" in w.text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("victims", ["worker", "supervisor and worker"])
 def test_a_command_dies_with_its_worker_even_with_no_supervisor_left(
         q: sqlq.Queue, db_url: str, tmp_path: Path, victims: str) -> None:

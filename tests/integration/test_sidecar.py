@@ -108,6 +108,7 @@ def test_the_holder_finishes_its_job_after_the_sidecar_is_deleted(db_path: str) 
         holder.wait()  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_a_holder_that_dies_without_its_file_is_recovered_by_the_ttr(db_path: str) -> None:
     holder, job_id, _ = start_holder(db_path, ttr=2)
     shutil.rmtree(f"{db_path}-sqlq")

@@ -13,8 +13,8 @@ import pytest
 
 import sqlq
 from sqlq import Queue
-from tests.conftest import FakeClock, is_postgres, spawn
-from tests.timing import soon
+from tests.conftest import is_postgres, spawn
+from tests.timing import FakeClock, soon
 
 pytestmark = pytest.mark.sqlite3_driver
 
@@ -171,6 +171,7 @@ def test_never_opens_database_files_itself(db_path: str, monkeypatch: pytest.Mon
     assert not forbidden & {os.path.abspath(p) for p in opened if p}
 
 
+@pytest.mark.slow
 def test_posix_locks_survive_other_queues_closing(db_path: str) -> None:
     """Opening and closing Queues in one process must not release the locks of another
     Queue's open read transaction (which would let a checkpoint overwrite pages under it)."""
@@ -258,6 +259,7 @@ for _ in range(int(sys.argv[2])):
 """
 
 
+@pytest.mark.slow
 def test_no_wakeup_lost_when_commit_is_published_late(db_path: str) -> None:
     """The WAL trap, forced: events come 60 ms before the commit is visible. The waiter
     must re-check on its schedule, not sleep until the next event (there is none)."""

@@ -88,7 +88,7 @@ def site_env(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> It
     the queue's (the same, or a second file / database)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SQLQ_", "DJANGO_"))}
     env["PYTHONPATH"] = str(ROOT)
-    # What a shell that followed the README's "From the shell" has exported: the site
+    # What a shell that followed docs/shell.md ("From the shell") has exported: the site
     # must keep to its own setting (SHOP_SQLQ_DB), not quietly use this queue.
     env["SQLQ_DB"] = str(tmp_path / "exported-for-the-sqlq-command.db")
     if backend == "postgres":
@@ -106,6 +106,7 @@ def site_env(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> It
     yield env
 
 
+@pytest.mark.slow
 def test_site_enqueues_in_its_transaction_and_the_worker_runs_it(site_env: dict[str, str],
                                                                   tmp_path: Path) -> None:
     shared = "SHOP_SQLQ_DB" not in site_env

@@ -1,7 +1,8 @@
-"""What a first user copies, run as written: the README's shell block top to bottom, its
-"Enqueue in your own transaction" snippets one after another, and ``make demo``'s
-closing hints. Only placeholders get a stand-in (the database's path, ``report.pdf``);
-``sqlq top``, the live view, is the one line left out (``top --once`` stays)."""
+"""What a first user copies, run as written: the shell block of docs/shell.md top to
+bottom, the "Enqueue in your own transaction" snippets of docs/transactions.md one after
+another, and ``make demo``'s closing hints. Only placeholders get a stand-in (the
+database's path, ``report.pdf``); ``sqlq top``, the live view, is the one line left out
+(``top --once`` stays)."""
 
 from __future__ import annotations
 
@@ -36,8 +37,9 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def test_the_readme_shell_block_runs_top_to_bottom(tmp_path: Path) -> None:
-    block = next(b for b in _blocks("sh") if "sqlq put 'resize 1.jpg'" in b)
+@pytest.mark.slow
+def test_the_shell_guide_block_runs_top_to_bottom(tmp_path: Path) -> None:
+    block = next(b for b in _blocks("sh", "docs/shell.md") if "sqlq put 'resize 1.jpg'" in b)
     db = tmp_path / "jobs.db"
     script = block.replace("/var/lib/app/jobs.db", str(db))
     lines = [line for line in script.splitlines() if not re.match(r"sqlq top\s+#", line)]
@@ -51,11 +53,11 @@ def test_the_readme_shell_block_runs_top_to_bottom(tmp_path: Path) -> None:
     assert "corrupt image" in done.stdout  # peek --buried found the job it buried
 
 
-def test_the_readme_own_transaction_snippets_run_one_after_another(tmp_path: Path) -> None:
+def test_the_own_transaction_snippets_run_one_after_another(tmp_path: Path) -> None:
     """As a reader follows them, in one process and one directory; the second one's
     ``q.result`` waits for a worker elsewhere, which a stand-in plays."""
-    snippets = [b for b in _blocks("python") if "orders" in b and "async " not in b
-                and "INSERT" in b]
+    snippets = [b for b in _blocks("python", "docs/transactions.md") if "orders" in b
+                and "async " not in b and "INSERT" in b]
     assert len(snippets) == 3, snippets
     worker = subprocess.Popen(
         [sys.executable, "-c", "import sqlq, time\n"
@@ -86,6 +88,7 @@ def test_getting_started_tasks_module_puts_nothing_on_import(tmp_path: Path) -> 
     assert ".put(" not in module  # every worker process imports it: a put there runs N times
 
 
+@pytest.mark.slow
 def test_make_demo_hints_run(tmp_path: Path) -> None:
     demo = subprocess.run([sys.executable, "-m", "sqlq.demo", str(tmp_path / "demo.db")],
                           cwd=ROOT, capture_output=True, text=True, timeout=90,

@@ -50,6 +50,7 @@ def _documented_id(obj: object) -> str:
     return f"{obj.__module__}.{obj.__qualname__}"  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow  # the site is built once per module, in seconds
 def test_every_public_name_is_in_the_api_reference(site: Path) -> None:
     page, text = _page(site, "api")
     for name in sqlq.__all__:
@@ -69,6 +70,7 @@ def test_every_public_name_is_in_the_api_reference(site: Path) -> None:
             assert f'id="{_documented_id(error)}"' in page, error
 
 
+@pytest.mark.slow  # the site is built once per module, in seconds
 def test_queue_verbs_say_what_they_raise_and_show_an_example(site: Path) -> None:
     for verb in ("put", "put_many", "reserve", "delete", "release", "bury", "touch", "kick",
                  "kick_job", "pause_tube", "complete", "result", "publish", "stats_job"):
@@ -89,6 +91,7 @@ def _commands(group: click.Group, prefix: str) -> list[tuple[str, click.Command]
     return found
 
 
+@pytest.mark.slow  # the site is built once per module, in seconds
 def test_every_command_and_option_is_in_the_cli_reference(site: Path) -> None:
     _, text = _page(site, "cli")
     commands = _commands(cli, "sqlq")

@@ -20,6 +20,7 @@ from tests.workers import wait_for
 pytestmark = pytest.mark.timeout(90)
 
 
+@pytest.mark.slow
 def test_fastapi_app_enqueues_and_awaits_results(tmp_path: Path) -> None:
     env = dict(os.environ, SQLQ_DB=str(tmp_path / "app.db"),
                PYTHONPATH=f"{ROOT / 'examples'}{os.pathsep}{ROOT}")

@@ -106,6 +106,7 @@ def test_example_app_enqueues_in_the_request_transaction(
         _close(app, jobs, db)
 
 
+@pytest.mark.slow
 @pytest.mark.sqlite_only
 @pytest.mark.parametrize("queue_in", ["app-database", "separate-file"])
 def test_the_worker_started_first_on_a_fresh_database_runs_the_jobs(

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import sqlq
-from sqlq.top import Sample, rates, render
+from sqlq.cli.top import Sample, rates, render
 from tests.servers import require
 
 Tmux = Callable[..., str]

@@ -1,6 +1,6 @@
 """A wrong type or value for any public argument raises TypeError or ValueError naming it.
 
-README promises it; before this test ``q.put(b"x", tube=["a"])`` said "unhashable
+README.md promises it; before this test ``q.put(b"x", tube=["a"])`` said "unhashable
 type: 'list'" and ``q.delete("7")`` said "not found". Every argument of the verbs
 below gets every wrong kind of value, and the file must be left unchanged.
 """

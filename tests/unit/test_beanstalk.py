@@ -236,6 +236,7 @@ def _outcome(parse: Callable[[bytes, int], Command], line: bytes) -> object:
 _WORDS = [p for p, _, _ in GRAMMAR] + [p.rstrip(b" ") for p, _, _ in GRAMMAR] + [b"peek-", b"x"]
 
 
+@pytest.mark.slow
 @given(st.sampled_from(_WORDS), st.lists(st.sampled_from(
     [b" ", b"  ", b"0", b"7", b"100", b"4294967296", b"18446744073709551616", b"-", b"+",
      b"a", b"\t", b"\r", b"ready", b"tube"]), max_size=10))
@@ -249,6 +250,7 @@ _NUMBER = st.one_of(st.sampled_from([0, 99, 100, 101, 2**32 - 1, 2**32, 2**64 - 
                     st.integers(0, 2**65)).map(lambda n: b"%d" % n)
 
 
+@pytest.mark.slow
 @given(st.sampled_from([b"put ", b"put  ", b"delete ", b"peek ", b"release ", b"bury "]),
        st.lists(_NUMBER, min_size=0, max_size=5), st.sampled_from([b" ", b"  ", b"\t"]),
        st.sampled_from([b"", b" ", b"x"]))

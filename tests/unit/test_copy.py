@@ -12,7 +12,7 @@ from click.testing import CliRunner
 import sqlq
 from sqlq.cli import cli
 from sqlq.copy import copy
-from tests.conftest import FakeClock
+from tests.timing import FakeClock
 
 
 def _everything(q: sqlq.Queue) -> dict[str, Any]:

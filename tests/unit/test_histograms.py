@@ -9,27 +9,18 @@ says that a value fell on the right side of a bound far from what it measures.
 from __future__ import annotations
 
 import json
-import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import sqlq
-from sqlq.histograms import BUCKETS, LABELS, Tally
-from tests import jobs
+from sqlq.histograms import BUCKETS, Tally
 from tests.dashboard_client import running
-from tests.workers import Work, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def enqueue(q: sqlq.Queue, task: Any, *args: Any, delay: float = 0.0) -> int:
-    return q.put(task.message(*args), tube=task.tube, priority=task.priority, ttr=task.ttr,
-                 delay=delay)
 
 
 def scrape(q: sqlq.Queue) -> tuple[Samples, dict[str, str]]:
@@ -43,81 +34,8 @@ def scrape(q: sqlq.Queue) -> tuple[Samples, dict[str, str]]:
     return samples, {f.name: f.type for f in families}
 
 
-def bucket(samples: Samples, metric: str, tube: str, le: str) -> float:
-    return samples[f"sqlq_job_{metric}_seconds_bucket", (("le", le), ("tube", tube))]
-
-
 def count(samples: Samples, metric: str, tube: str) -> float:
     return samples.get((f"sqlq_job_{metric}_seconds_count", (("tube", tube),)), 0)
-
-
-def total(samples: Samples, metric: str, tube: str) -> float:
-    return samples[f"sqlq_job_{metric}_seconds_sum", (("tube", tube),)]
-
-
-def test_two_workers_add_up_waits_and_runs(q: sqlq.Queue, db_url: str,
-                                           tmp_path: Path) -> None:
-    workers = [Work(db_url, "--import", "tests.jobs", "--log-format", "json")
-               for _ in range(2)]
-    try:
-        for w in workers:
-            w.wait_log("watching")
-        naps = [enqueue(q, jobs.nap, str(tmp_path / "naps"), 0.3) for _ in range(6)]
-        noops = [enqueue(q, jobs.noop) for _ in range(10)]
-        failing = enqueue(q, jobs.fail, str(tmp_path / "fail"), "no")  # 3 runs, then buried
-        put_at = time.monotonic()
-        delayed = [enqueue(q, jobs.record, str(tmp_path / "rec"), "x", delay=3.0)
-                   for _ in range(4)]
-        wait_for(lambda: all(q.peek(j) is None for j in naps + noops + delayed),
-                 timeout=30, what="every job to run")
-        wait_for(lambda: (j := q.peek(failing)) and j.state == "buried", what="the burial")
-        assert time.monotonic() - put_at >= 3.0
-        for w in workers:
-            assert w.stop() == 0, w.text()
-    finally:
-        for w in workers:
-            if w.proc.poll() is None:
-                w.stop()
-    # Both processes ran jobs, and what each observed was added up.
-    ran_by = [sum(1 for r in w.records() if r.get("outcome") in ("done", "retry", "buried"))
-              for w in workers]
-    assert all(ran_by) and sum(ran_by) == 6 + 10 + 3 + 4, ran_by
-
-    samples, types = scrape(q)
-    assert types["sqlq_job_wait_seconds"] == types["sqlq_job_run_seconds"] == "histogram"
-    # Runs: every run, whatever its outcome (the failing job's three included).
-    assert count(samples, "run", "slow") == 6
-    assert count(samples, "run", "default") == 10
-    assert count(samples, "run", "jobs") == 4 + 3
-    assert bucket(samples, "run", "slow", "0.25") == 0  # each nap sleeps 0.3 s
-    assert bucket(samples, "run", "slow", "5.0") == 6
-    assert 6 * 0.3 <= total(samples, "run", "slow") < 6 * 5
-    assert bucket(samples, "run", "default", "1.0") == 10
-    # Waits: first reservations only (the retries of the failing job are not counted),
-    # a delayed job's counted from its due time: 3 s after its put, waits stay far below.
-    assert count(samples, "wait", "default") == 10
-    assert count(samples, "wait", "slow") == 6
-    assert count(samples, "wait", "jobs") == 4 + 1
-    assert bucket(samples, "wait", "jobs", "2.5") == 5
-    assert total(samples, "wait", "jobs") < 5 * 2.5
-    # Buckets are cumulative, +Inf equals the count.
-    for metric, tube in (("run", "slow"), ("wait", "jobs"), ("run", "jobs")):
-        values = [bucket(samples, metric, tube, le) for le in LABELS]
-        assert values == sorted(values) and values[-1] == count(samples, metric, tube)
-
-
-def test_a_running_worker_flushes_within_ten_seconds(q: sqlq.Queue, db_url: str) -> None:
-    with Work(db_url, "--import", "tests.jobs") as w:
-        w.wait_log("watching")
-        enqueue(q, jobs.noop)
-        w.wait_log("done")
-        started = time.monotonic()
-        wait_for(lambda: count(scrape(q)[0], "run", "default") == 1, timeout=20,
-                 what="the run in /metrics while the worker runs")
-        assert time.monotonic() - started < 15
-        assert count(scrape(q)[0], "wait", "default") == 1
-        assert w.stop() == 0
-    assert count(scrape(q)[0], "run", "default") == 1  # the last flush added nothing twice
 
 
 def test_no_histogram_without_workers(q: sqlq.Queue) -> None:
@@ -194,16 +112,6 @@ def test_the_overview_shows_median_and_p95_bounds(q: sqlq.Queue) -> None:
     assert polled["run"] == "≤ 25ms · ≤ 5s" and polled["wait"] == "—"
 
 
-def test_a_command_worker_records_too(q: sqlq.Queue, db_url: str) -> None:
-    for _ in range(2):
-        q.put(b"x", tube="cmd")
-    with Work(db_url, "--tube", "cmd", "--burst", "--", "sleep", "0.3") as w:
-        assert w.wait() == 0, w.text()
-    samples, _ = scrape(q)
-    assert count(samples, "run", "cmd") == 2 and count(samples, "wait", "cmd") == 2
-    assert bucket(samples, "run", "cmd", "0.25") == 0 and bucket(samples, "run", "cmd", "5.0") == 2
-
-
 @pytest.mark.sqlite_only  # a closed Queue on PostgreSQL connects again: nothing fails
 def test_a_failed_flush_keeps_its_observations_for_the_next(db_url: str,
                                                              caplog: Any) -> None:
@@ -220,16 +128,3 @@ def test_a_failed_flush_keeps_its_observations_for_the_next(db_url: str,
         recorder.flush()
         recorder.flush()  # nothing twice
         assert [(h.tube, h.count) for h in q.duration_histograms()] == [("t", 1)]
-
-
-def test_an_async_worker_records_too(q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
-    from tests import ajobs
-
-    for _ in range(3):
-        enqueue(q, ajobs.nap, str(tmp_path / "runs"), 0.3)
-    with Work(db_url, "--import", "tests.ajobs", "--concurrency", "3", "--burst") as w:
-        assert w.wait() == 0, w.text()
-    samples, _ = scrape(q)
-    tube = ajobs.nap.tube
-    assert count(samples, "run", tube) == 3 and count(samples, "wait", tube) == 3
-    assert bucket(samples, "run", tube, "0.25") == 0

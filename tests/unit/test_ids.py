@@ -126,7 +126,7 @@ def test_migration_7_of_a_file_whose_jobs_all_went(tmp_path: Path) -> None:
 
 def test_total_jobs_after_a_rolled_back_put(q: sqlq.Queue, backend: str) -> None:
     """SQLite counts the puts that committed; PostgreSQL counts the ids its sequence
-    issued, and a rolled-back put used one up (README, "Ids"; queries.sql, total_jobs:
+    issued, and a rolled-back put used one up (docs/postgres.md, "Ids"; queries.sql, total_jobs:
     an exact count would be a counter row that every put's commit waits on)."""
     q.put(b"kept")
     with pytest.raises(RuntimeError), q.transaction() as tx:

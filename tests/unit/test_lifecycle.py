@@ -6,7 +6,7 @@ import pytest
 
 import sqlq
 from sqlq import Queue
-from tests.conftest import FakeClock
+from tests.timing import FakeClock
 
 pytestmark = [pytest.mark.both_apis, pytest.mark.sqlite3_driver]
 
@@ -369,6 +369,16 @@ def test_errors_share_one_root() -> None:
                   sqlq.Timeout, sqlq.InvalidTube, sqlq.SchemaError, sqlq.DatabaseError):
         assert issubclass(error, sqlq.Error)
     assert str(sqlq.JobLost()).startswith("The job's lease was lost")
+    assert issubclass(sqlq.Timeout, TimeoutError) and issubclass(sqlq.InvalidTube, ValueError)
+    assert str(sqlq.Timeout()) == "Timed out."
+
+
+def test_the_servers_own_errors_are_not_sqlq_errors() -> None:
+    """They never reach a user as exceptions: one is a reply, the other a usage line."""
+    from sqlq.server.flags import UsageError
+    from sqlq.server.protocol import ProtocolError
+
+    assert not issubclass(ProtocolError, sqlq.Error) and not issubclass(UsageError, sqlq.Error)
 
 
 def test_close_gives_reservations_back(db_url: str) -> None:

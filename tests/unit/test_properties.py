@@ -25,7 +25,8 @@ from hypothesis.stateful import (
 
 import sqlq
 from sqlq import Queue
-from tests.conftest import PG_TEMPLATES, FakeClock, is_postgres
+from tests.conftest import PG_TEMPLATES, is_postgres
+from tests.timing import FakeClock
 
 pytestmark = pytest.mark.sqlite3_driver
 
@@ -261,6 +262,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert (peek_buried.id if peek_buried else None) == (buried[0] if buried else None)
 
 
+@pytest.mark.slow
 def test_queue_follows_the_model(backend: str, request: pytest.FixtureRequest) -> None:
     """The state machine, on a fresh database per example, on each backend."""
     if is_postgres(backend):

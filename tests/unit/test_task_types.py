@@ -9,6 +9,7 @@ import re
 import tempfile
 from pathlib import Path
 
+import pytest
 from mypy import api
 
 import sqlq
@@ -58,6 +59,7 @@ django_bare.put(1)
 '''
 
 
+@pytest.mark.slow
 def test_contrib_task_put_is_typed_int_or_none(tmp_path: Path) -> None:
     """The types tell the truth: ``jid: int = f.put(...)`` passes only for a task whose
     put always returns an id; a contrib task's arguments are still checked."""

@@ -7,7 +7,6 @@ import json
 import pytest
 
 import sqlq
-from tests.conftest import spawn
 
 pytestmark = pytest.mark.both_apis  # q and fq: as a Queue, then as an AsyncQueue
 
@@ -108,29 +107,6 @@ def test_delayed_publish(fq: sqlq.Queue) -> None:
     (jid,) = fq.publish("t", b"later", delay=30)
     job = fq.peek(jid)
     assert job is not None and job.state == "delayed"
-
-
-SUBSCRIBER = """
-import json, sys, sqlq
-q = sqlq.Queue(sys.argv[1], durability="normal")
-bodies = []
-while (job := q.reserve("audit", timeout=0)) is not None:
-    bodies.append(job.body.decode())
-    job.delete()
-q.close()
-print(json.dumps(bodies))
-"""
-
-
-def test_a_subscriber_that_was_down_gets_everything(q: sqlq.Queue, db_url: str) -> None:
-    q.subscribe("orders", "emails")
-    q.subscribe("orders", "audit")
-    sent = [f"order {i}" for i in range(50)]
-    for body in sent:  # the audit process is not running
-        q.publish("orders", body)
-    assert len(drain(q, "emails")) == 50  # another subscriber went on meanwhile
-    out, err = spawn(SUBSCRIBER, db_url).communicate(timeout=30)
-    assert json.loads(out) == sent, err  # in order, nothing lost
 
 
 def test_cli_subscribe_publish_unsubscribe(db_url: str) -> None:

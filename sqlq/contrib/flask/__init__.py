@@ -60,7 +60,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
 R = TypeVar("R")
 #: The environment variable that sets the default SQLite library of every Queue
-#: (README: "One SQLite library per process and file").
+#: (docs/faq.md: "One SQLite library per process").
 DRIVER_ENV = "SQLQ_SQLITE_DRIVER"
 
 
