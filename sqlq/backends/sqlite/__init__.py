@@ -97,12 +97,12 @@ class SQLiteBackend(Backend):
     def maintain(self) -> dict[str, Any]:
         """Checkpoint the WAL into the file (and truncate it), check the file, and report
         its size: deleted jobs' pages are reused, so the file stays bounded under churn."""
-        q = self.store.Q
+        store = self.store
 
         def look(c: Conn) -> dict[str, Any]:
-            busy, _, moved = c.execute(q["checkpoint"]).fetchall()[0]
-            c.execute(q["optimize"]).fetchall()
-            page_size, pages, free, check = c.execute(q["file_health"]).fetchall()[0]
+            busy, _, moved = c.execute(store.Q["checkpoint"]).fetchall()[0]
+            c.execute(store.Q["optimize"]).fetchall()
+            page_size, pages, free, check = c.execute(store.Q["file_health"]).fetchall()[0]
             return {
                 "checkpoint": "done" if not busy else "partial (readers were active)",
                 "wal-frames-checkpointed": moved,
