@@ -1,7 +1,10 @@
 """The Queue: sqlq's Python API (docs/spec.md is the contract of every name).
 
-The Queue checks arguments, keeps its own counters and waits; every read and
-write goes to its backend (``backends/``), which it never asks which one it is.
+The Queue checks arguments and shapes results. Reserving and waiting are the
+reservation engine's (``engine.py``); every read and write goes to its backend
+(``backends/``), which it never asks which one it is. Its producing verbs are in
+``puts.py`` and its read-only ones in ``reads.py``, both inherited; this module holds
+its life, the reserves and the verbs that change a job.
 """
 
 from __future__ import annotations
