@@ -12,6 +12,7 @@ import click
 import sqlq
 from sqlq.durations import format_duration
 
+from ..display import display_text
 from .group import cli
 from .options import (
     DURATION,
@@ -26,7 +27,7 @@ from .options import (
     tube_option,
     tubes_option,
 )
-from .output import attempts_text, display_text, emit, job_record
+from .output import attempts_text, emit, job_record
 
 
 @cli.command()

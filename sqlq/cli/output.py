@@ -18,32 +18,8 @@ from typing import IO, Any
 import click
 
 import sqlq
+from sqlq.display import display_text
 from sqlq.durations import format_duration, now_ms
-
-BODY_PREVIEW = 2000  # characters of a body that plain output shows; --raw writes all
-
-
-def display_text(value: str | bytes, limit: int | None = BODY_PREVIEW) -> str:
-    """Text safe for a terminal: printable characters pass, others become ``\\xNN``.
-
-    Escaping control characters (ESC above all) keeps a hostile or binary body from
-    moving the cursor or retitling the terminal. ``limit`` caps the characters shown.
-    """
-    text = value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
-    out: list[str] = []
-    size = 0
-    for ch in text:
-        if ch.isprintable() or ch in "\n\t":
-            piece = ch
-        else:
-            piece = f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
-        size += len(piece)
-        if limit is not None and size > limit:
-            out.append(f"... ({len(value)} bytes in all; --raw writes them)")
-            break
-        out.append(piece)
-    return "".join(out)
-
 
 _JOB_FIELDS = ("id", "tube", "state", "priority", "ttr", "reserves", "timeouts", "releases",
                "buries", "kicks", "created_at", "delay_until", "reserved_until", "bury_reason",

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 import sqlq
 from sqlq.cli import cli
-from sqlq.cli.output import display_text
+from sqlq.display import display_text
 from sqlq.durations import MAX_SECONDS, format_duration, parse_duration
 from tests.conftest import ROOT
 from tests.workers import wait_for
