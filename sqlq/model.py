@@ -229,7 +229,6 @@ class Job:
         self.state = "deleted"
 
 
-
 #: The record's fields of a Job (what AsyncJob reads through), in slot order.
 JOB_FIELDS = tuple(name for name in Job.__slots__ if not name.startswith("_"))
 
