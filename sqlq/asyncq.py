@@ -76,8 +76,9 @@ def awaited(verb: Callable[Concatenate[Any, P], R], *, pokes: bool = False
 
     @functools.wraps(verb)
     async def call(self: AsyncQueue, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        q = await self._opened()
-        return await self.call_in_thread(lambda: verb(q, *args, **kwargs), pokes=pokes)
+        # By name: an open Queue of a subclass that overrides the verb is obeyed.
+        method: Callable[P, R] = getattr(await self._opened(), name)
+        return await self.call_in_thread(lambda: method(*args, **kwargs), pokes=pokes)
 
     call.__qualname__ = f"AsyncQueue.{name}"
     call.__module__ = __name__  # documented here (functools.wraps copied the verb's)

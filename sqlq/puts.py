@@ -165,13 +165,17 @@ def _in_transaction(verb: Callable[Concatenate[Puts, _P], _R]
     """The Queue's ``verb`` as a Transaction's: the same signature, inside the transaction
     (the Queue's calls on the thread holding it join it)."""
 
+    name = verb.__name__
+
     @functools.wraps(verb)
     def call(self: Transaction, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        return verb(self.queue, *args, **kwargs)
+        # By name: a subclass of Queue that overrides the verb is obeyed here too.
+        method: Callable[_P, _R] = getattr(self.queue, name)
+        return method(*args, **kwargs)
 
-    call.__qualname__ = f"Transaction.{verb.__name__}"
+    call.__qualname__ = f"Transaction.{name}"
     call.__module__ = __name__  # documented here (functools.wraps copied the verb's)
-    call.__doc__ = f"``Queue.{verb.__name__}`` inside this transaction."
+    call.__doc__ = f"``Queue.{name}`` inside this transaction."
     return call
 
 

@@ -175,3 +175,27 @@ def test_queue_jobs_is_a_deprecated_name_of_job_page(db_path: str) -> None:
         with pytest.warns(DeprecationWarning, match="job_page"):
             page = q.jobs("t", "ready")
         assert [j.id for j in page] == [j.id for j in q.job_page("t", "ready")]
+
+
+def test_derived_verbs_call_an_overriding_subclass(db_path: str) -> None:
+    """The derived verbs call the Queue's method by name: a subclass that overrides one
+    (to log, to add a default) is obeyed inside a transaction and through an AsyncQueue."""
+    seen: list[str] = []
+
+    class Audited(sqlq.Queue):
+        def put(self, body: bytes | str, **options: Any) -> int:
+            seen.append(options.get("tube", "default"))
+            return super().put(body, **options)
+
+    with Audited(db_path) as q:
+        with q.transaction() as tx:
+            tx.put(b"a", tube="tx")
+
+        async def main() -> None:
+            aq = sqlq.AsyncQueue(q)
+            await aq.put(b"b", tube="async")
+            await aq.close()
+
+        asyncio.run(main())
+        assert seen == ["tx", "async"]
+        assert q.stats()["current-jobs-ready"] == 2
