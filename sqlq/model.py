@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .durations import MAX_SECONDS
@@ -13,8 +14,9 @@ from .errors import InvalidTube, JobNotFound, JobTooBig
 if TYPE_CHECKING:
     from .queue import Queue
 
-READY, DELAYED, RESERVED, BURIED = 0, 1, 2, 3
-STATE_NAMES = ("ready", "delayed", "reserved", "buried")
+READY, DELAYED, RESERVED, BURIED, WAITING = 0, 1, 2, 3, 4
+#: A job's state by its number; waiting (4): put with ``after=`` parents not yet gone.
+STATE_NAMES = ("ready", "delayed", "reserved", "buried", "waiting")
 
 DEFAULT_TUBE = "default"
 DEFAULT_PRIORITY = 1024
@@ -383,6 +385,25 @@ def check_put_options(priority: object, delay: object, ttr: object,
     check_priority(priority)
     check_unique_key(unique_key)
     return seconds_to_ms(delay, "delay"), check_ttr(ttr)
+
+
+def check_after(after: object) -> tuple[int, ...]:
+    """The parents of a put's ``after=``: one id or an iterable of ids, in order, each
+    once (``()`` for None). An id that no job can have raises JobNotFound."""
+    if after is None:
+        return ()
+    if isinstance(after, (str, bytes)):
+        raise TypeError(f"after must be a job id or an iterable of ids, not "
+                        f"{type(after).__name__}")
+    if isinstance(after, int) and not isinstance(after, bool):
+        ids: Iterable[object] = (after,)
+    else:
+        try:
+            ids = list(after)  # type: ignore[call-overload]
+        except TypeError:
+            raise TypeError(f"after must be a job id or an iterable of ids, not "
+                            f"{type(after).__name__}") from None
+    return tuple(dict.fromkeys(check_job_id(i) for i in ids))
 
 
 def check_unique_key(key: object) -> str | None:

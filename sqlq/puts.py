@@ -18,6 +18,7 @@ from .model import (
     DEFAULT_PRIORITY,
     DEFAULT_TTR,
     DEFAULT_TUBE,
+    check_after,
     check_body,
     check_put_options,
     check_tube,
@@ -46,11 +47,18 @@ class Puts:
 
     def put(self, body: bytes | str, *, tube: str = DEFAULT_TUBE,
             priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
-            unique_key: str | None = None) -> int:
+            unique_key: str | None = None,
+            after: int | Iterable[int] | None = None) -> int:
         """Add a job and return its id (durable when this returns, in ``full`` mode).
 
         With ``unique_key``, while a job with that key is live in the tube, return
         that job's id and insert nothing.
+
+        With ``after``, the job waits (state ``waiting``) until every one of those jobs
+        is gone (deleted or completed by any path; a buried one is not gone), then
+        becomes ready, or delayed by ``delay`` counted from that moment. Parents
+        already gone count as finished. A waiting job holds its ``unique_key``; a put
+        whose key is held returns the holder's id and changes none of its parents.
 
         Args:
             body: the job's bytes (a str is UTF-8 encoded).
@@ -59,8 +67,10 @@ class Puts:
             delay: seconds before the job is ready.
             ttr: seconds a reservation of it lasts (at least 1).
             unique_key: while a job with this key is live in the tube, put nothing.
+            after: a job id, or an iterable of ids: the jobs this one waits for.
 
         Raises:
+            JobNotFound: an id of ``after`` was never issued (nothing is put).
             JobTooBig: the body is larger than ``max_job_size``.
             InvalidTube: ``tube`` is not a valid tube name.
             TypeError: an argument has the wrong type (the message names it).
@@ -77,6 +87,12 @@ class Puts:
         check_tube(tube)
         delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
         store, clock = self._store, self._clock
+        if after is not None:
+            parents = check_after(after)
+            if parents:
+                return self._backend.write_shared(lambda c: store.insert_after(
+                    c, clock(), tube, priority, delay_ms, ttr_ms, (body,), unique_key,
+                    parents))[0]
         # Without a unique key, puts of other threads in the same commit may go in with
         # this one in one call (group commit's Batch; one statement on a server).
         batch = None if unique_key is not None else Batch(
@@ -94,10 +110,15 @@ class Puts:
 
     def put_many(self, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
                  priority: int = DEFAULT_PRIORITY, delay: float = 0,
-                 ttr: float = DEFAULT_TTR) -> list[int]:
+                 ttr: float = DEFAULT_TTR,
+                 after: int | Iterable[int] | None = None) -> list[int]:
         """Add many jobs in one transaction (all or none); return their ids in order.
 
+        With ``after``, every job of the batch waits for the same parents (see
+        :meth:`put`).
+
         Raises:
+            JobNotFound: an id of ``after`` was never issued (nothing is put).
             JobTooBig: a body is larger than ``max_job_size`` (nothing is put).
             InvalidTube: ``tube`` is not a valid tube name.
             TypeError: ``bodies`` is a single body or not iterable, or an option has
@@ -117,6 +138,10 @@ class Puts:
         checked = [check_body(b, self.max_job_size) for b in items]
         check_tube(tube)
         delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
+        parents = check_after(after)
+        if parents and checked:
+            return self._backend.write_shared(lambda c: self._store.insert_after(
+                c, self._clock(), tube, priority, delay_ms, ttr_ms, checked, None, parents))
         return self._backend.write_shared(lambda c: self._store.insert_jobs(
             c, self._clock(), tube, priority, delay_ms, ttr_ms, checked))
 

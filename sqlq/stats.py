@@ -28,14 +28,15 @@ def file_stats(backend: Backend, now: int, max_job_size: int) -> dict[str, Any]:
                 store.count_topics(c))
 
     counts, total, tubes, n_topics = backend.read(read)
-    ready, urgent, reserved, delayed, buried = (sum(v[i] for v in counts.values())
-                                                for i in range(5))
+    ready, urgent, reserved, delayed, buried, waiting = (sum(v[i] for v in counts.values())
+                                                         for i in range(6))
     return {
         "current-jobs-urgent": urgent,
         "current-jobs-ready": ready,
         "current-jobs-reserved": reserved,
         "current-jobs-delayed": delayed,
         "current-jobs-buried": buried,
+        "current-jobs-waiting": waiting,
         "total-jobs": total,
         "current-tubes": len(set(tubes) | {DEFAULT_TUBE}),
         "current-topics": n_topics,
@@ -60,7 +61,7 @@ def tube_stats(backend: Backend, now: int, tube: str) -> dict[str, Any]:
 
 def read_tube(backend: Backend, now: int, tube: str) -> tuple[Any, ...]:
     """What :func:`tube_doc` needs from the database, in one read: the tube's
-    [ready, urgent, reserved, delayed, buried] as of ``now`` (None: no jobs), its
+    [ready, urgent, reserved, delayed, buried, waiting] as of ``now`` (None: no jobs), its
     last pause (paused_until, pause_ms) or None, and its (puts, pauses) ever."""
     check_tube(tube)
     store = backend.store
@@ -78,7 +79,7 @@ def tube_doc(read: tuple[Any, ...], now: int, tube: str) -> dict[str, Any]:
     counts, pause, (puts, pauses) = read
     paused_until, pause_ms = pause if pause else (0, 0)
     paused = paused_until > now
-    ready, urgent, reserved, delayed, buried = counts or [0, 0, 0, 0, 0]
+    ready, urgent, reserved, delayed, buried, waiting = counts or [0, 0, 0, 0, 0, 0]
     return {
         "name": tube,
         "current-jobs-urgent": urgent,
@@ -86,11 +87,12 @@ def tube_doc(read: tuple[Any, ...], now: int, tube: str) -> dict[str, Any]:
         "current-jobs-reserved": reserved,
         "current-jobs-delayed": delayed,
         "current-jobs-buried": buried,
+        "current-jobs-waiting": waiting,
         "total-jobs": puts,
         "current-using": 0,
         "current-watching": 0,
         "current-waiting": 0,
-        "cmd-delete": max(puts - ready - reserved - delayed - buried, 0),
+        "cmd-delete": max(puts - ready - reserved - delayed - buried - waiting, 0),
         "cmd-pause-tube": pauses,
         "pause": pause_ms // 1000 if paused else 0,
         "pause-time-left": max(0, (paused_until - now) // 1000) if paused else 0,

@@ -41,11 +41,30 @@ BEGIN
     DELETE FROM sqlq_attempts WHERE job_id = old.id;
 END;
 
+-- trigger sqlq_forget_edges
+CREATE TRIGGER sqlq_forget_edges AFTER DELETE ON sqlq_jobs
+WHEN old.waiting_on > 0
+BEGIN
+    DELETE FROM sqlq_edges WHERE child = old.id;
+END;
+
 -- trigger sqlq_keep_last_id
 CREATE TRIGGER sqlq_keep_last_id AFTER DELETE ON sqlq_jobs
 WHEN NOT EXISTS (SELECT 1 FROM sqlq_jobs WHERE id > old.id)
 BEGIN
     UPDATE sqlq_last_id SET id = old.id WHERE id < old.id;
+END;
+
+-- trigger sqlq_release_children
+CREATE TRIGGER sqlq_release_children AFTER DELETE ON sqlq_jobs
+WHEN old.dependents > 0
+BEGIN
+    UPDATE sqlq_jobs
+       SET waiting_on = waiting_on - 1,
+           state = CASE WHEN waiting_on > 1 THEN 4 WHEN delay > 0 THEN 1 ELSE 0 END,
+           delay_until = CASE WHEN waiting_on = 1 AND delay > 0 THEN sqlq_now() + delay END
+     WHERE id IN (SELECT child FROM sqlq_edges WHERE parent = old.id) AND state = 4;
+    DELETE FROM sqlq_edges WHERE parent = old.id;
 END;
 
 -- table sqlq_attempts
@@ -81,6 +100,13 @@ CREATE TABLE sqlq_durations (
     PRIMARY KEY (tube, metric, le)
 ) WITHOUT ROWID;
 
+-- table sqlq_edges
+CREATE TABLE sqlq_edges (
+    parent INTEGER NOT NULL,   -- a job the child waits for (ids are never reused)
+    child  INTEGER NOT NULL,   -- the waiting job
+    PRIMARY KEY (parent, child)
+) WITHOUT ROWID;
+
 -- table sqlq_jobs
 CREATE TABLE sqlq_jobs (
     id             INTEGER PRIMARY KEY,                -- never reused: see sqlq_last_id
@@ -102,7 +128,7 @@ CREATE TABLE sqlq_jobs (
     bury_reason    TEXT,
     unique_key     TEXT,
     delay          INTEGER NOT NULL DEFAULT 0          -- ms, as last set by put or release
-, failures INTEGER NOT NULL DEFAULT 0);
+, failures INTEGER NOT NULL DEFAULT 0, waiting_on INTEGER NOT NULL DEFAULT 0, dependents INTEGER NOT NULL DEFAULT 0);
 
 -- table sqlq_last_id
 CREATE TABLE sqlq_last_id (
@@ -152,6 +178,9 @@ CREATE TABLE sqlq_tubes (
     pause_ms     INTEGER NOT NULL
 ) WITHOUT ROWID;
 
+-- index sqlq_edges_child
+CREATE INDEX sqlq_edges_child ON sqlq_edges (child);
+
 -- index sqlq_jobs_buried
 CREATE INDEX sqlq_jobs_buried   ON sqlq_jobs (tube, id)            WHERE state = 3;
 
@@ -167,6 +196,9 @@ CREATE INDEX sqlq_jobs_reserved ON sqlq_jobs (reserved_until)      WHERE state =
 -- index sqlq_jobs_unique
 CREATE UNIQUE INDEX sqlq_jobs_unique ON sqlq_jobs (tube, unique_key)
     WHERE unique_key IS NOT NULL;
+
+-- index sqlq_jobs_waiting
+CREATE INDEX sqlq_jobs_waiting ON sqlq_jobs (tube, id) WHERE state = 4;
 
 -- index sqlq_results_expires
 CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);

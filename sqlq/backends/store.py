@@ -41,7 +41,8 @@ LIST_STATES = ("ready", "delayed", "reserved", "buried")
 COPIED: dict[str, tuple[str, ...]] = {
     "job": ("id", "tube", "priority", "state", "delay_until", "ttr", "body", "created_at",
             "reserves", "timeouts", "releases", "buries", "kicks", "bury_reason", "unique_key",
-            "delay"),
+            "delay", "waiting_on", "dependents"),
+    "edge": ("parent", "child"),
     "tube": ("name", "paused_until", "pause_ms"),
     "result": ("job_id", "result", "expires_at"),
     "subscription": ("topic", "tube"),
@@ -93,6 +94,17 @@ class Store(abc.ABC):
         per distinct argument: a worker asks for the same tubes on every call)."""
 
     @abc.abstractmethod
+    def ids_param(self, ids: Sequence[int]) -> Any:
+        """A list of job ids as one parameter (hold_parents, insert_edges)."""
+
+    @abc.abstractmethod
+    def insert_waiting_job(self, conn: Conn, now: int, tube: str, priority: int,
+                           delay_ms: int, ttr_ms: int, body: bytes, unique_key: str | None,
+                           waiting_on: int) -> int | None:
+        """Insert one job waiting for ``waiting_on`` parents; None if its unique key was
+        taken meanwhile (the caller then reads the live job's id)."""
+
+    @abc.abstractmethod
     def insert_job(self, conn: Conn, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:
         """Insert one job; with a unique_key already live in the tube, return that
@@ -130,6 +142,51 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def total_jobs(self, conn: Conn) -> int:
         """How many ids were ever issued (beanstalkd's total-jobs of the file)."""
+
+    # -- dependencies -----------------------------------------------------------------------
+
+    def insert_after(self, conn: Conn, now: int, tube: str, priority: int, delay_ms: int,
+                     ttr_ms: int, bodies: Sequence[bytes], unique_key: str | None,
+                     parents: Sequence[int]) -> list[int]:
+        """Insert jobs that wait for ``parents`` (each child waits for every parent), in
+        the caller's transaction; their ids, in order.
+
+        A parent already gone counts as finished: with none left, the jobs are put as
+        without ``after`` (ready, or delayed by ``delay_ms``). An id never issued raises
+        JobNotFound before anything is written. With ``unique_key`` (one body), a live
+        job holding the key is returned as it is: its parents are not changed.
+        """
+        highest = max(parents)
+        if highest > self.total_jobs(conn):
+            raise JobNotFound(f"job {highest} not found (after=)")
+        if unique_key is not None:
+            held = self.unique_job_id(conn, tube, unique_key)
+            if held is not None:
+                return [held]
+        live = [int(r[0]) for r in conn.execute(
+            self.Q["hold_parents"], {"parents": self.ids_param(parents), "n": len(bodies)})]
+        if not live:
+            if len(bodies) == 1:
+                return [self.insert_job(conn, now, tube, priority, delay_ms, ttr_ms, bodies[0],
+                                        unique_key)]
+            return self.insert_jobs(conn, now, tube, priority, delay_ms, ttr_ms, bodies)
+        ids = []
+        for body in bodies:
+            job_id = self.insert_waiting_job(conn, now, tube, priority, delay_ms, ttr_ms, body,
+                                             unique_key, len(live))
+            if job_id is None:  # the key's live job, put by a racing producer
+                held = self.unique_job_id(conn, tube, unique_key or "")
+                if held is None:
+                    raise JobNotFound(f"unique key {unique_key!r}: its job just went")
+                return [held]
+            ids.append(job_id)
+        conn.execute(self.Q["insert_edges"], {"parents": self.ids_param(live),
+                                              "children": self.ids_param(ids)})
+        return ids
+
+    def released(self, dependents: int) -> None:  # noqa: B027 - most dialects need nothing
+        """A delete just ran on a job with ``dependents`` (> 0: its children were
+        released in the same statement, some perhaps with a due time)."""
 
     # -- claims and waiting ------------------------------------------------------------------
 
@@ -187,16 +244,23 @@ class Store(abc.ABC):
 
     def delete(self, conn: Conn, now: int, job_id: int, lease: int | None) -> str:
         """Delete the job (any state without a lease, else only under that live lease);
-        return its tube."""
+        return its tube. Its children, if any, are released in the same statement (a
+        trigger on SQLite, sqlq_release_children on PostgreSQL)."""
         if lease is None:
-            row = one(conn, self.Q["delete_job"], {"id": job_id})
+            row = one(conn, self.Q["delete_job"], {"id": job_id, "now": now})
             if row is None:
                 raise JobNotFound(f"job {job_id} not found")
-            return str(row[0])
-        row = one(conn, self.Q["delete_leased_job"], (job_id, lease, now))
-        if row is None:
-            raise self._lease_failure(conn, job_id, lease)
+        else:
+            row = one(conn, self.Q["delete_leased_job"], self._leased_delete(job_id, lease, now))
+            if row is None:
+                raise self._lease_failure(conn, job_id, lease)
+        if row[1]:
+            self.released(row[1])
         return str(row[0])
+
+    def _leased_delete(self, job_id: int, lease: int, now: int) -> tuple[int, ...]:
+        """delete_leased_job's positional parameters."""
+        return (job_id, lease, now)
 
     def release(self, conn: Conn, now: int, job_id: int, lease: int | None,
                 priority: int | None, delay_ms: int) -> None:
@@ -261,7 +325,7 @@ class Store(abc.ABC):
         return int(row[0]) if row else None
 
     def count_jobs(self, conn: Conn, now: int, tube: str | None) -> dict[str, list[int]]:
-        """tube -> [ready, urgent, reserved, delayed, buried] as of now."""
+        """tube -> [ready, urgent, reserved, delayed, buried, waiting] as of now."""
         return {r[0]: [int(x or 0) for x in r[1:]]
                 for r in conn.execute(self.Q["count_jobs"], {"now": now, "tube": tube})}
 

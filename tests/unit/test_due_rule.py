@@ -35,6 +35,8 @@ NEEDS_NOTHING = {
     "kick_delayed": "delayed to ready: clears delay_until",
     "kick_job": "delayed or buried to ready: clears delay_until",
     "release_owner": "reserved to ready: clears reserved_until",
+    "insert_waiting_job": "a waiting job has no due time (its release, a trigger, writes "
+                          "it: the deleting verb calls released(), which forgets)",
 }
 CACHE_CALLS = ("self.due.lower(", "self.due.forget(", "self._claimed(")
 

@@ -50,7 +50,8 @@ def _pg_value(name: str) -> object:
         return b"x"
     if name == "bodies":
         return [b"x"]
-    if name in ("ids", "leases", "priorities", "delays", "ttrs", "known"):
+    if name in ("ids", "leases", "priorities", "delays", "ttrs", "known", "parents",
+                "children"):
         return [1, 2]
     if name == "gone":
         return False

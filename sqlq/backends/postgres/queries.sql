@@ -5,8 +5,8 @@
 -- then the SQL. Parameters are bound by name (%(name)s), never formatted; a
 -- literal percent sign is written %%. %(now)s is the caller's clock in ms;
 -- %(tubes)s is a text[] of tube names. States: 0 ready, 1 delayed, 2 reserved,
--- 3 buried. A statement that may make a job ready, or a result final, sends a
--- NOTIFY in the same transaction: it is delivered only if that commits, and
+-- 3 buried, 4 waiting (for parents: migration 0011). A statement that may make a job
+-- ready, or a result final, sends a NOTIFY in the same transaction: it is delivered only if that commits, and
 -- identical ones in one transaction are folded into one.
 
 -- name: insert_job
@@ -88,12 +88,12 @@ SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, 
 
 -- name: claim_job_by_id
 -- dialect: a 53-bit random lease in a bigint; a boolean is not an integer (::int).
--- beanstalkd's reserve-job: any job that is not reserved under a live lease.
+-- beanstalkd's reserve-job: any job that is not reserved under a live lease, nor waiting.
 UPDATE sqlq_jobs
    SET state = 2, reserved_until = %(now)s + ttr, reserves = reserves + 1,
        lease = floor(random() * 9007199254740991)::bigint + 1, owner = %(owner)s,
        delay_until = NULL, timeouts = timeouts + (state = 2)::int
- WHERE id = %(id)s AND NOT (state = 2 AND reserved_until > %(now)s)
+ WHERE id = %(id)s AND NOT (state = 2 AND reserved_until > %(now)s) AND state <> 4
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay;
 
@@ -128,16 +128,28 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
 -- name: delete_job
 -- dialect: pg_notify, so a waiting result() learns of the delete; the tube through the CTE.
 -- An administrator's delete; a result waiter learns of it from the NOTIFY.
-WITH job AS (DELETE FROM sqlq_jobs WHERE id = %(id)s RETURNING tube)
-SELECT tube, pg_notify('sqlq', '') FROM job;
+-- A job with dependents releases its children in the same statement
+-- (sqlq_release_children, migration 0011; CASE calls it for those rows only).
+WITH job AS (DELETE FROM sqlq_jobs WHERE id = %(id)s RETURNING id, tube, dependents)
+SELECT tube, dependents, pg_notify('sqlq', ''),
+       CASE WHEN dependents > 0 THEN sqlq_release_children(ARRAY[id], %(now)s::bigint) END
+  FROM job;
 
 -- name: delete_leased_job
+-- dialect: the release of a job's children is a call in the same statement (SQLite: a
+--   trigger), so now comes twice: parameters id, lease, now, now.
 -- The worker's delete: no NOTIFY (the NOTIFY lock would serialise every ack); a
 -- result() waiting on a job deleted without a result learns it at its next look.
--- Parameters in order, as SQLite's (the store binds one tuple): id, lease, now.
-DELETE FROM sqlq_jobs
- WHERE id = %s AND state = 2 AND lease = %s AND reserved_until > %s
-RETURNING tube;
+-- Parameters in order (the store binds one tuple): id, lease, now, now. A job with
+-- dependents releases its children in this statement (sqlq_release_children, which
+-- sends the NOTIFY of a child made ready); one without runs nothing more.
+WITH job AS (
+    DELETE FROM sqlq_jobs
+     WHERE id = %s AND state = 2 AND lease = %s AND reserved_until > %s
+    RETURNING id, tube, dependents)
+SELECT tube, dependents,
+       CASE WHEN dependents > 0 THEN sqlq_release_children(ARRAY[id], %s::bigint) END
+  FROM job;
 
 -- name: lease_state
 SELECT state, lease, reserved_until FROM sqlq_jobs WHERE id = %(id)s;
@@ -249,7 +261,8 @@ SELECT tube,
                           AND priority < 1024),
        count(*) FILTER (WHERE state = 2 AND reserved_until > %(now)s),
        count(*) FILTER (WHERE state = 1 AND delay_until > %(now)s),
-       count(*) FILTER (WHERE state = 3)
+       count(*) FILTER (WHERE state = 3),
+       count(*) FILTER (WHERE state = 4)
   FROM sqlq_jobs
  WHERE %(tube)s::text IS NULL OR tube = %(tube)s
  GROUP BY tube;
@@ -436,18 +449,18 @@ SELECT (SELECT count(*) FROM sqlq_jobs) + (SELECT count(*) FROM sqlq_tubes)
 -- name: export_job
 SELECT id, tube, priority, CASE WHEN state = 2 THEN 0 ELSE state END, delay_until, ttr,
        body, created_at, reserves, timeouts, releases, buries, kicks, bury_reason,
-       unique_key, delay
+       unique_key, delay, waiting_on, dependents
   FROM sqlq_jobs WHERE id > %(after)s ORDER BY id LIMIT %(limit)s;
 
 -- name: import_job
 -- dialect: OVERRIDING SYSTEM VALUE: the id is an identity column.
 INSERT INTO sqlq_jobs (id, tube, priority, state, delay_until, ttr, body, created_at,
                        reserves, timeouts, releases, buries, kicks, bury_reason, unique_key,
-                       delay)
+                       delay, waiting_on, dependents)
 OVERRIDING SYSTEM VALUE
 VALUES (%(id)s, %(tube)s, %(priority)s, %(state)s, %(delay_until)s, %(ttr)s, %(body)s,
         %(created_at)s, %(reserves)s, %(timeouts)s, %(releases)s, %(buries)s, %(kicks)s,
-        %(bury_reason)s, %(unique_key)s, %(delay)s);
+        %(bury_reason)s, %(unique_key)s, %(delay)s, %(waiting_on)s, %(dependents)s);
 
 -- name: export_tube
 SELECT name, paused_until, pause_ms FROM sqlq_tubes ORDER BY name;
@@ -702,3 +715,38 @@ SELECT j.failures, a.error, a.message, a.traceback
   LEFT JOIN (SELECT error, message, traceback FROM sqlq_attempts WHERE job_id = %(job_id)s
               ORDER BY attempt DESC LIMIT 1) AS a ON true
  WHERE j.id = %(job_id)s;
+
+-- ---------------------------------------------------------------------------------------------
+-- Dependencies (migration 0011): a put with after= parents. A finished parent's children
+-- are released by a function the statement that deletes the parent calls.
+
+-- name: hold_parents
+-- dialect: ids are bigint[] (SQLite: JSON); the UPDATE's row lock is the race guard.
+-- A put's parents still in the table, each now counting %(n)s more dependents. The
+-- UPDATE locks each parent's row until the put commits: a concurrent delete of a
+-- parent waits, then reads dependents > 0 and finds the edges; a parent deleted
+-- before is not returned (gone: it counts as finished).
+UPDATE sqlq_jobs SET dependents = dependents + %(n)s
+ WHERE id = ANY (%(parents)s::bigint[])
+RETURNING id;
+
+-- name: insert_waiting_job
+-- dialect: ON CONFLICT for a unique key another producer put meanwhile (no row back).
+-- A job waiting for its parents: no delay_until yet, in no claim's index.
+INSERT INTO sqlq_jobs (tube, priority, state, delay, delay_until, ttr, body, created_at,
+                       unique_key, waiting_on)
+VALUES (%(tube)s, %(priority)s, 4, %(delay)s, NULL, %(ttr)s, %(body)s, %(now)s,
+        %(unique_key)s, %(waiting_on)s)
+ON CONFLICT (tube, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+RETURNING id;
+
+-- name: insert_edges
+-- dialect: ids are bigint[] (SQLite: JSON arrays).
+INSERT INTO sqlq_edges (parent, child)
+SELECT p, c FROM unnest(%(parents)s::bigint[]) AS p, unnest(%(children)s::bigint[]) AS c;
+
+-- name: export_edge
+SELECT parent, child FROM sqlq_edges ORDER BY parent, child;
+
+-- name: import_edge
+INSERT INTO sqlq_edges (parent, child) VALUES (%(parent)s, %(child)s);

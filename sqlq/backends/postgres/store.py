@@ -61,6 +61,20 @@ class PostgresStore(Store):
     def tubes_param(self, tubes: Sequence[str]) -> list[str]:
         return list(tubes)
 
+    def ids_param(self, ids: Sequence[int]) -> list[int]:
+        return list(ids)
+
+    def insert_waiting_job(self, conn: Any, now: int, tube: str, priority: int,
+                           delay_ms: int, ttr_ms: int, body: bytes, unique_key: str | None,
+                           waiting_on: int) -> int | None:
+        row = one(conn, Q["insert_waiting_job"], {
+            "tube": tube, "priority": priority, "delay": delay_ms, "ttr": ttr_ms,
+            "body": body, "now": now, "unique_key": unique_key, "waiting_on": waiting_on})
+        return None if row is None else int(row[0])
+
+    def _leased_delete(self, job_id: int, lease: int, now: int) -> tuple[int, ...]:
+        return (job_id, lease, now, now)  # the release's now, in the same statement
+
     def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:
         params = _put_params(now, tube, priority, delay_ms, ttr_ms)

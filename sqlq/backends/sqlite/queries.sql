@@ -4,7 +4,7 @@
 -- the query is shaped as it is, then the SQL up to the next block. store.py is
 -- the only reader of this file. Parameters are always bound, never formatted.
 -- :now is the caller's clock in ms; :tubes is a JSON array of tube names.
--- States: 0 ready, 1 delayed, 2 reserved, 3 buried.
+-- States: 0 ready, 1 delayed, 2 reserved, 3 buried, 4 waiting (for parents: migration 0010).
 -- (SELECT :x), not a bare :x, where the planner would read a bound value: a tube or a
 -- time compared with an indexed column once the file has sqlite_stat4 (after ANALYZE or
 -- PRAGMA optimize; apsw's SQLite has STAT4), or a LIMIT. SQLite then prepares the
@@ -115,12 +115,12 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
           kicks, lease, reserved_until, unique_key, delay;
 
 -- name: claim_job_by_id
--- beanstalkd's reserve-job: any job that is not reserved under a live lease.
+-- beanstalkd's reserve-job: any job that is not reserved under a live lease, nor waiting.
 UPDATE sqlq_jobs
    SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
        lease = abs(random()), owner = :owner, delay_until = NULL,
        timeouts = timeouts + (state = 2)
- WHERE id = :id AND NOT (state = 2 AND reserved_until > :now)
+ WHERE id = :id AND NOT (state = 2 AND reserved_until > :now) AND state <> 4
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay;
 
@@ -170,14 +170,17 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
          WHERE paused_until > (SELECT :now) AND name IN (SELECT value FROM json_each(:tubes)));
 
 -- name: delete_job
-DELETE FROM sqlq_jobs WHERE id = :id RETURNING tube;
+-- Any job, waiting ones included. dependents > 0: the trigger sqlq_release_children
+-- (migration 0010) released the job's children in this statement, and may have given
+-- them due times (store.py's DueCache is told).
+DELETE FROM sqlq_jobs WHERE id = :id RETURNING tube, dependents;
 
 -- name: delete_leased_job
 -- The worker's delete, every job's last statement: parameters by number (a tuple binds
--- faster than a dict's names): ?1 id, ?2 lease, ?3 now.
+-- faster than a dict's names): ?1 id, ?2 lease, ?3 now. dependents: as delete_job.
 DELETE FROM sqlq_jobs
  WHERE id = ?1 AND state = 2 AND lease = ?2 AND reserved_until > ?3
-RETURNING tube;
+RETURNING tube, dependents;
 
 -- name: lease_state
 -- Why a leased operation changed nothing: the job is gone, or the lease is.
@@ -272,7 +275,8 @@ SELECT tube,
             OR (state = 2 AND reserved_until <= :now)) AND priority < 1024),
        sum(state = 2 AND reserved_until > :now),
        sum(state = 1 AND delay_until > :now),
-       sum(state = 3)
+       sum(state = 3),
+       sum(state = 4)
   FROM sqlq_jobs
  WHERE :tube IS NULL OR tube = :tube
  GROUP BY tube;
@@ -387,15 +391,16 @@ SELECT (SELECT count(*) FROM sqlq_jobs) + (SELECT count(*) FROM sqlq_tubes)
 -- ready: its holder works on the source, and cannot acknowledge it in the target.
 SELECT id, tube, priority, CASE WHEN state = 2 THEN 0 ELSE state END, delay_until, ttr,
        body, created_at, reserves, timeouts, releases, buries, kicks, bury_reason,
-       unique_key, delay
+       unique_key, delay, waiting_on, dependents
   FROM sqlq_jobs WHERE id > :after ORDER BY id LIMIT (SELECT :limit);
 
 -- name: import_job
 INSERT INTO sqlq_jobs (id, tube, priority, state, delay_until, ttr, body, created_at,
                        reserves, timeouts, releases, buries, kicks, bury_reason, unique_key,
-                       delay)
+                       delay, waiting_on, dependents)
 VALUES (:id, :tube, :priority, :state, :delay_until, :ttr, :body, :created_at, :reserves,
-        :timeouts, :releases, :buries, :kicks, :bury_reason, :unique_key, :delay);
+        :timeouts, :releases, :buries, :kicks, :bury_reason, :unique_key, :delay, :waiting_on,
+        :dependents);
 
 -- name: export_tube
 SELECT name, paused_until, pause_ms FROM sqlq_tubes ORDER BY name;
@@ -630,7 +635,7 @@ DELETE FROM sqlq_jobs
  WHERE (id, lease) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                          FROM json_each(:jobs))
    AND state = 2 AND reserved_until > :now
-RETURNING id, lease;
+RETURNING id, lease, dependents;
 
 -- ---------------------------------------------------------------------------------------------
 -- Failed attempts (migration 0008, sqlq/attempts.py). Written only when a run fails: the
@@ -673,3 +678,35 @@ SELECT j.failures, a.error, a.message, a.traceback
   LEFT JOIN (SELECT error, message, traceback FROM sqlq_attempts WHERE job_id = :job_id
               ORDER BY attempt DESC LIMIT 1) AS a ON true
  WHERE j.id = :job_id;
+
+-- ---------------------------------------------------------------------------------------------
+-- Dependencies (migration 0010): a put with after= parents. A finished parent's children
+-- are released by a trigger, in the statement that deletes the parent.
+
+-- name: hold_parents
+-- A put's parents still in the file, each now counting :n more dependents (the edges
+-- this put adds), under the write lock: a parent deleted before this runs is gone, and
+-- one deleted after it finds the edges. :parents is a JSON array of ids.
+UPDATE sqlq_jobs SET dependents = dependents + :n
+ WHERE id IN (SELECT value FROM json_each(:parents))
+RETURNING id;
+
+-- name: insert_waiting_job
+-- A job waiting for :waiting_on parents: no delay_until yet (its delay counts from its
+-- release), in no claim's index.
+INSERT INTO sqlq_jobs (id, tube, priority, state, delay, delay_until, ttr, body, created_at,
+                       unique_key, waiting_on)
+VALUES ((SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0), id) + 1 FROM sqlq_last_id),
+        :tube, :priority, 4, :delay, NULL, :ttr, :body, :now, :unique_key, :waiting_on)
+RETURNING id;
+
+-- name: insert_edges
+-- Every (parent, child) of a put: :parents and :children are JSON arrays of ids.
+INSERT INTO sqlq_edges (parent, child)
+SELECT p.value, c.value FROM json_each(:parents) AS p, json_each(:children) AS c;
+
+-- name: export_edge
+SELECT parent, child FROM sqlq_edges ORDER BY parent, child;
+
+-- name: import_edge
+INSERT INTO sqlq_edges (parent, child) VALUES (:parent, :child);

@@ -142,6 +142,22 @@ class SQLiteStore(Store):
             self._one_tube[param] = tubes[0]
         return param
 
+    def ids_param(self, ids: Sequence[int]) -> str:
+        return "[" + ",".join(f"{i:d}" for i in ids) + "]"
+
+    def insert_waiting_job(self, conn: Any, now: int, tube: str, priority: int,
+                           delay_ms: int, ttr_ms: int, body: bytes, unique_key: str | None,
+                           waiting_on: int) -> int | None:
+        # No due time is written: the release (a trigger) writes it, and says so
+        # through the deleting verb (released).
+        return int(one(conn, self.Q["insert_waiting_job"], {
+            "tube": tube, "priority": priority, "delay": delay_ms, "ttr": ttr_ms,
+            "body": body, "now": now, "unique_key": unique_key, "waiting_on": waiting_on})[0])
+
+    def released(self, dependents: int) -> None:
+        # The trigger may have made children delayed, due before any time kept.
+        self.due.forget()
+
     def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:
         if unique_key is None and not delay_ms:  # the common put: ready now, no key
@@ -242,8 +258,10 @@ class SQLiteStore(Store):
         # The JSON array of pairs written directly, in a third of json.dumps' time (a
         # batch's fixed cost). ``:d`` takes ints only, as the ids and leases are.
         pairs = "[" + ",".join(f"[{job_id:d},{lease:d}]" for job_id, lease in leases) + "]"
-        gone = {(r[0], r[1]) for r in conn.execute(
-            self.Q["delete_leased_jobs"], {"jobs": pairs, "now": now})}
+        rows = conn.execute(self.Q["delete_leased_jobs"], {"jobs": pairs, "now": now}).fetchall()
+        gone = {(r[0], r[1]) for r in rows}
+        if any(r[2] for r in rows):
+            self.released(1)
         return [pair for pair in leases if pair not in gone]
 
     def total_jobs(self, conn: Any) -> int:
