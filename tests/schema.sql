@@ -41,30 +41,11 @@ BEGIN
     DELETE FROM sqlq_attempts WHERE job_id = old.id;
 END;
 
--- trigger sqlq_forget_edges
-CREATE TRIGGER sqlq_forget_edges AFTER DELETE ON sqlq_jobs
-WHEN old.waiting_on > 0
-BEGIN
-    DELETE FROM sqlq_edges WHERE child = old.id;
-END;
-
 -- trigger sqlq_keep_last_id
 CREATE TRIGGER sqlq_keep_last_id AFTER DELETE ON sqlq_jobs
 WHEN NOT EXISTS (SELECT 1 FROM sqlq_jobs WHERE id > old.id)
 BEGIN
     UPDATE sqlq_last_id SET id = old.id WHERE id < old.id;
-END;
-
--- trigger sqlq_release_children
-CREATE TRIGGER sqlq_release_children AFTER DELETE ON sqlq_jobs
-WHEN old.dependents > 0
-BEGIN
-    UPDATE sqlq_jobs
-       SET waiting_on = waiting_on - 1,
-           state = CASE WHEN waiting_on > 1 THEN 4 WHEN delay > 0 THEN 1 ELSE 0 END,
-           delay_until = CASE WHEN waiting_on = 1 AND delay > 0 THEN sqlq_now() + delay END
-     WHERE id IN (SELECT child FROM sqlq_edges WHERE parent = old.id) AND state = 4;
-    DELETE FROM sqlq_edges WHERE parent = old.id;
 END;
 
 -- table sqlq_attempts
@@ -196,9 +177,6 @@ CREATE INDEX sqlq_jobs_reserved ON sqlq_jobs (reserved_until)      WHERE state =
 -- index sqlq_jobs_unique
 CREATE UNIQUE INDEX sqlq_jobs_unique ON sqlq_jobs (tube, unique_key)
     WHERE unique_key IS NOT NULL;
-
--- index sqlq_jobs_waiting
-CREATE INDEX sqlq_jobs_waiting ON sqlq_jobs (tube, id) WHERE state = 4;
 
 -- index sqlq_results_expires
 CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);

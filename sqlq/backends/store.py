@@ -184,10 +184,6 @@ class Store(abc.ABC):
                                               "children": self.ids_param(ids)})
         return ids
 
-    def released(self, dependents: int) -> None:  # noqa: B027 - most dialects need nothing
-        """A delete just ran on a job with ``dependents`` (> 0: its children were
-        released in the same statement, some perhaps with a due time)."""
-
     # -- claims and waiting ------------------------------------------------------------------
 
     def delete_and_claim(self, conn: Conn, now: int, job_id: int, lease: int, tubes: Any,
@@ -244,8 +240,7 @@ class Store(abc.ABC):
 
     def delete(self, conn: Conn, now: int, job_id: int, lease: int | None) -> str:
         """Delete the job (any state without a lease, else only under that live lease);
-        return its tube. Its children, if any, are released in the same statement (a
-        trigger on SQLite, sqlq_release_children on PostgreSQL)."""
+        return its tube. Its children, if any, are released in the same transaction."""
         if lease is None:
             row = one(conn, self.Q["delete_job"], {"id": job_id, "now": now})
             if row is None:
@@ -254,8 +249,6 @@ class Store(abc.ABC):
             row = one(conn, self.Q["delete_leased_job"], self._leased_delete(job_id, lease, now))
             if row is None:
                 raise self._lease_failure(conn, job_id, lease)
-        if row[1]:
-            self.released(row[1])
         return str(row[0])
 
     def _leased_delete(self, job_id: int, lease: int, now: int) -> tuple[int, ...]:

@@ -25,7 +25,7 @@ QUERIES = sqlite_store.Q
 #: Statements that may make a job due earlier than anything cached: their verb calls
 #: ``self.due.lower``/``forget`` (directly or through ``_claimed``).
 LOWERS = {"insert_job", "insert_job_at", "claim_job", "claim_job_in_tube", "claim_job_by_id",
-          "claim_jobs", "release_job", "import_job"}
+          "claim_jobs", "release_job", "import_job", "release_children"}
 #: Statements that write those columns but never make a job due earlier, and why.
 NEEDS_NOTHING = {
     "insert_ready_job": "a job ready now: delay_until is NULL",
@@ -35,8 +35,7 @@ NEEDS_NOTHING = {
     "kick_delayed": "delayed to ready: clears delay_until",
     "kick_job": "delayed or buried to ready: clears delay_until",
     "release_owner": "reserved to ready: clears reserved_until",
-    "insert_waiting_job": "a waiting job has no due time (its release, a trigger, writes "
-                          "it: the deleting verb calls released(), which forgets)",
+    "insert_waiting_job": "a waiting job has no due time (release_children writes it)",
 }
 CACHE_CALLS = ("self.due.lower(", "self.due.forget(", "self._claimed(")
 

@@ -126,7 +126,8 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
          WHERE paused_until > %(now)s AND name = ANY(%(tubes)s::text[]));
 
 -- name: delete_job
--- dialect: pg_notify, so a waiting result() learns of the delete; the tube through the CTE.
+-- dialect: pg_notify, so a waiting result() learns of the delete; the tube through the CTE;
+--   a job with edges is released in this statement (SQLite: delete_linked_job, in a savepoint).
 -- An administrator's delete; a result waiter learns of it from the NOTIFY.
 -- A job with dependents releases its children in the same statement
 -- (sqlq_release_children, migration 0011; CASE calls it for those rows only).
@@ -136,8 +137,8 @@ SELECT tube, dependents, pg_notify('sqlq', ''),
   FROM job;
 
 -- name: delete_leased_job
--- dialect: the release of a job's children is a call in the same statement (SQLite: a
---   trigger), so now comes twice: parameters id, lease, now, now.
+-- dialect: the release of a job's children is a call in the same statement (SQLite leaves
+--   such a job to delete_linked_job), so now comes twice: parameters id, lease, now, now.
 -- The worker's delete: no NOTIFY (the NOTIFY lock would serialise every ack); a
 -- result() waiting on a job deleted without a result learns it at its next look.
 -- Parameters in order (the store binds one tuple): id, lease, now, now. A job with

@@ -279,7 +279,6 @@ class Database:
             self.conn = self.driver.connect(path, vfs=vfs)
             try:
                 self.conn.set_busy_handler(self._busy_handler)
-                self.driver.define_now(self.conn, clock)
                 try:
                     migrate.migrate(self.conn, clock(), allow_foreign=init)
                 except SchemaError as e:  # one line that names the file, as every other error

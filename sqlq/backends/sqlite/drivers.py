@@ -50,11 +50,6 @@ class Driver:
     def busy(self, error: BaseException) -> bool:
         return isinstance(error, self.Error) and self.code(error) == SQLITE_BUSY
 
-    def define_now(self, conn: Any, clock: Callable[[], int]) -> None:
-        """Define ``sqlq_now()`` on conn: the Queue's clock in ms, which the release of
-        a finished job's children reads (the trigger of migration 0010)."""
-        raise NotImplementedError
-
 
 class Apsw(Driver):
     name = "apsw"
@@ -63,9 +58,6 @@ class Apsw(Driver):
     def connect(self, path: str, *, create: bool = False, vfs: str | None = None) -> Any:
         flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
         return apsw.Connection(path, flags=flags, vfs=vfs)
-
-    def define_now(self, conn: Any, clock: Callable[[], int]) -> None:
-        conn.create_scalar_function("sqlq_now", clock, 0)
 
     def code(self, error: BaseException) -> int:
         code = getattr(error, "result", -1)
@@ -85,9 +77,6 @@ class Sqlite3(Driver):
         conn = sqlite3.connect(uri, uri=True, timeout=0, isolation_level=None,
                                check_same_thread=False)
         return Connection(conn)
-
-    def define_now(self, conn: Any, clock: Callable[[], int]) -> None:
-        conn.conn.create_function("sqlq_now", 0, clock)
 
     def code(self, error: BaseException) -> int:
         code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+

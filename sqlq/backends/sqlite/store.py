@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ...errors import JobLost, JobNotFound
 from ...model import DELAYED, READY, ClaimRow
 from ..store import Store, load_queries, one
 from .drivers import triggers_off
@@ -148,15 +149,55 @@ class SQLiteStore(Store):
     def insert_waiting_job(self, conn: Any, now: int, tube: str, priority: int,
                            delay_ms: int, ttr_ms: int, body: bytes, unique_key: str | None,
                            waiting_on: int) -> int | None:
-        # No due time is written: the release (a trigger) writes it, and says so
-        # through the deleting verb (released).
+        # No due time is written: the release writes it (_delete_linked lowers the cache).
         return int(one(conn, self.Q["insert_waiting_job"], {
             "tube": tube, "priority": priority, "delay": delay_ms, "ttr": ttr_ms,
             "body": body, "now": now, "unique_key": unique_key, "waiting_on": waiting_on})[0])
 
-    def released(self, dependents: int) -> None:
-        # The trigger may have made children delayed, due before any time kept.
-        self.due.forget()
+    def delete(self, conn: Any, now: int, job_id: int, lease: int | None) -> str:
+        """The shared delete, whose statements skip a job with dependency edges: such a
+        job is deleted by :meth:`_delete_linked` (read only when they found nothing)."""
+        try:
+            return super().delete(conn, now, job_id, lease)
+        except (JobNotFound, JobLost):
+            links = one(conn, self.Q["job_links"], {"id": job_id})
+            if links is None or not (links[0] or links[1]):
+                raise
+        tube = self._delete_linked(conn, now, job_id, lease)
+        if tube is None:  # its lease is lost
+            raise self._lease_failure(conn, job_id, lease)
+        return tube
+
+    def _delete_linked(self, conn: Any, now: int, job_id: int, lease: int | None
+                       ) -> str | None:
+        """Delete a job that has dependents or parents, with the release of its children
+        (each one parent less; ready or delayed at zero) and its edges, in a savepoint:
+        one transaction, whether the caller's or (a lone statement's verb) its own.
+        Its tube, or None if its lease no longer holds."""
+        conn.execute("SAVEPOINT sqlq_delete_linked")
+        try:
+            row = one(conn, self.Q["delete_linked_job"], {"id": job_id, "lease": lease,
+                                                          "now": now})
+            if row is not None:
+                _, dependents, waiting_on = row
+                if dependents:
+                    self._release_children(conn, now, job_id)
+                if waiting_on:
+                    conn.execute(self.Q["forget_child_edges"], {"id": job_id})
+        except BaseException:
+            conn.execute("ROLLBACK TO sqlq_delete_linked")
+            conn.execute("RELEASE sqlq_delete_linked")
+            raise
+        conn.execute("RELEASE sqlq_delete_linked")
+        return None if row is None else str(row[0])
+
+    def _release_children(self, conn: Any, now: int, parent: int) -> None:
+        times = [r[0] for r in conn.execute(self.Q["release_children"],
+                                            {"id": parent, "now": now}).fetchall()
+                 if r[0] is not None]
+        if times:
+            self.due.lower(min(times))
+        conn.execute(self.Q["forget_parent_edges"], {"id": parent})
 
     def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:
@@ -258,11 +299,13 @@ class SQLiteStore(Store):
         # The JSON array of pairs written directly, in a third of json.dumps' time (a
         # batch's fixed cost). ``:d`` takes ints only, as the ids and leases are.
         pairs = "[" + ",".join(f"[{job_id:d},{lease:d}]" for job_id, lease in leases) + "]"
-        rows = conn.execute(self.Q["delete_leased_jobs"], {"jobs": pairs, "now": now}).fetchall()
-        gone = {(r[0], r[1]) for r in rows}
-        if any(r[2] for r in rows):
-            self.released(1)
-        return [pair for pair in leases if pair not in gone]
+        gone = {(r[0], r[1]) for r in conn.execute(
+            self.Q["delete_leased_jobs"], {"jobs": pairs, "now": now})}
+        left = [pair for pair in leases if pair not in gone]
+        # Lost leases, or parents (the statement skips jobs with dependents): each of
+        # those deleted with its release, the others lost.
+        return [(job_id, lease) for job_id, lease in left
+                if self._delete_linked(conn, now, job_id, lease) is None]
 
     def total_jobs(self, conn: Any) -> int:
         return int(one(conn, self.Q["total_jobs"])[0])

@@ -22,9 +22,6 @@ CREATE TABLE sqlq_edges (
 );
 CREATE INDEX sqlq_edges_child ON sqlq_edges (child);
 
--- Waiting jobs per tube, for stats and the tube lists (no claim reads it).
-CREATE INDEX sqlq_jobs_waiting ON sqlq_jobs (tube, id) WHERE state = 4;
-
 CREATE FUNCTION sqlq_release_children(p_parents bigint[], p_now bigint)
 RETURNS integer LANGUAGE plpgsql AS $body$
 DECLARE
