@@ -403,6 +403,9 @@ def check_after(after: object) -> tuple[int, ...]:
         except TypeError:
             raise TypeError(f"after must be a job id or an iterable of ids, not "
                             f"{type(after).__name__}") from None
+    for i in ids:
+        if i.__class__ is not int and (isinstance(i, bool) or not isinstance(i, int)):
+            raise TypeError(f"after must hold job ids (int), not {type(i).__name__}")
     return tuple(dict.fromkeys(check_job_id(i) for i in ids))
 
 

@@ -21,9 +21,9 @@ Call = Callable[[sqlq.Queue, dict[str, Any]], object]
 # verb -> (call with defaults overridable by keyword, the arguments to spoil)
 VERBS: dict[str, tuple[Call, tuple[str, ...]]] = {
     "put": (lambda q, kw: q.put(**{"body": b"x", **kw}),
-            ("body", "tube", "priority", "delay", "ttr", "unique_key")),
+            ("body", "tube", "priority", "delay", "ttr", "unique_key", "after")),
     "put_many": (lambda q, kw: q.put_many(**{"bodies": [b"x"], **kw}),
-                 ("bodies", "tube", "priority", "delay", "ttr")),
+                 ("bodies", "tube", "priority", "delay", "ttr", "after")),
     "reserve": (lambda q, kw: q.reserve(**{"timeout": 0, **kw}),
                 ("tubes", "timeout", "delete", "detach")),
     "reserve_many": (lambda q, kw: q.reserve_many(**{"n": 2, "timeout": 0, **kw}),
@@ -64,6 +64,7 @@ VALID: dict[str, set[str]] = {  # argument -> the WRONG keys that are in fact ri
     "delay": {"float"}, "ttr": {"float"}, "timeout": {"float", "none"}, "seconds": {"float"},
     "delete": {"none"}, "detach": {"bool"}, "lease": {"none", "negative"},
     "priority": {"none"}, "bodies": {"list", "dict"}, "job_id": {"negative"},
+    "after": {"none", "negative"},  # -1: an id no job can have (JobNotFound)
 }
 # Arguments that may be None where None means "unchanged" (release/bury's priority only).
 NONE_OK_ONLY_IN = {"priority": {"release", "bury"}}

@@ -296,7 +296,7 @@ def test_stats_values(fq: Queue, clock: FakeClock) -> None:
     stats = fq.stats()
     assert {k: stats[k] for k in stats if k.startswith("current-jobs")} == {
         "current-jobs-urgent": 1, "current-jobs-ready": 2, "current-jobs-reserved": 1,
-        "current-jobs-delayed": 1, "current-jobs-buried": 1}
+        "current-jobs-delayed": 1, "current-jobs-buried": 1, "current-jobs-waiting": 0}
     assert stats["total-jobs"] == 5
     assert stats["current-tubes"] == 2
     tube = fq.stats_tube("t2")
