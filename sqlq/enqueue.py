@@ -18,6 +18,7 @@ from .model import (
     DEFAULT_PRIORITY,
     DEFAULT_TTR,
     DEFAULT_TUBE,
+    check_after,
     check_body,
     check_put_options,
     check_tube,
@@ -26,7 +27,8 @@ from .model import (
 
 def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
         priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
-        unique_key: str | None = None, max_job_size: int = DEFAULT_MAX_JOB_SIZE) -> int:
+        unique_key: str | None = None, max_job_size: int = DEFAULT_MAX_JOB_SIZE,
+        after: int | Iterable[int] | None = None) -> int:
     """Put a job through the application's own connection, in its transaction.
 
     Args:
@@ -34,12 +36,13 @@ def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
             to a database sqlq has used.
         body: the job body (str is UTF-8 encoded).
         max_job_size: the largest body accepted, as ``Queue(max_job_size=)``.
-        tube, priority, delay, ttr, unique_key: as in ``Queue.put``.
+        tube, priority, delay, ttr, unique_key, after: as in ``Queue.put``.
 
     Returns:
         The job's id (with ``unique_key``, the live job's id if there is one).
 
     Raises:
+        JobNotFound: an id of ``after`` was never issued (nothing is put).
         SchemaError: the database has no sqlq schema (or a newer one).
         DatabaseError: the database refused the write.
     """
@@ -47,13 +50,18 @@ def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
     data = check_body(body, max_job_size)
     check_tube(tube)
     delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
+    parents = check_after(after)
+    if parents:
+        return int(driver.run(conn, lambda c: driver.STORE.insert_after(
+            c, now_ms(), tube, priority, delay_ms, ttr_ms, (data,), unique_key, parents)[0]))
     return int(driver.run(conn, lambda c: driver.STORE.insert_job(
         c, now_ms(), tube, priority, delay_ms, ttr_ms, data, unique_key)))
 
 
 def put_many(conn: Any, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
              priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
-             max_job_size: int = DEFAULT_MAX_JOB_SIZE) -> list[int]:
+             max_job_size: int = DEFAULT_MAX_JOB_SIZE,
+             after: int | Iterable[int] | None = None) -> list[int]:
     """Put many jobs through the application's own connection: all or none; ids in order.
 
     Same transaction rules and arguments as :func:`put`.
@@ -64,6 +72,11 @@ def put_many(conn: Any, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TU
     data = [check_body(b, max_job_size) for b in bodies]
     check_tube(tube)
     delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
+    parents = check_after(after)
+    if parents and data:
+        after_ids: list[int] = driver.run(conn, lambda c: driver.STORE.insert_after(
+            c, now_ms(), tube, priority, delay_ms, ttr_ms, data, None, parents))
+        return after_ids
     ids: list[int] = driver.run(conn, lambda c: driver.STORE.insert_jobs(
         c, now_ms(), tube, priority, delay_ms, ttr_ms, data))
     return ids

@@ -473,3 +473,45 @@ def test_a_put_racing_its_parents_delete_is_never_stranded(pg_url: str) -> None:
             t.join(10)
             assert producer.stats_job(kid[0])["state"] == "ready"
             producer.delete(kid[0])
+
+
+# -- sqlq.put(conn, ..., after=): the application's own connection -----------------------------
+
+def test_sqlq_put_after_through_a_stdlib_connection(app_file: str) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(app_file, isolation_level=None)
+    try:
+        parent = sqlq.put(conn, b"p", tube="p")
+        child = sqlq.put(conn, b"c", after=parent)
+        kids = sqlq.put_many(conn, [b"x", b"y"], after=[parent, child])
+        with pytest.raises(sqlq.JobNotFound):
+            sqlq.put(conn, b"never", after=parent + 100)
+        conn.execute("BEGIN")
+        sqlq.put(conn, b"rolled back", after=parent)
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+    with sqlq.Queue(app_file, durability="normal") as q:
+        assert [_state(q, j) for j in (child, *kids)] == ["waiting"] * 3
+        assert _edges(q) == 5
+        q.delete(parent)
+        assert [_state(q, j) for j in (child, *kids)] == ["ready", "waiting", "waiting"]
+        _reserve(q).delete()
+        assert [_state(q, j) for j in kids] == ["ready", "ready"]
+
+
+def test_sqlq_put_after_through_psycopg(pg_url: str) -> None:
+    with psycopg.connect(pg_url) as conn:
+        with sqlq.Queue(pg_url, durability="normal") as q:
+            parent = q.put(b"p", tube="p")
+        with conn.transaction():
+            child = sqlq.put(conn, b"c", after=[parent])
+            kids = sqlq.put_many(conn, [b"x"], after=parent)
+        with pytest.raises(sqlq.JobNotFound):
+            sqlq.put(conn, b"never", after=parent + 100)
+        conn.rollback()
+    with sqlq.Queue(pg_url, durability="normal") as q:
+        assert [_state(q, j) for j in (child, *kids)] == ["waiting"] * 2
+        q.delete(parent)
+        assert [_state(q, j) for j in (child, *kids)] == ["ready"] * 2
