@@ -53,6 +53,8 @@ def test_a_job_waits_until_every_parent_is_gone(q: sqlq.Queue) -> None:
     assert q.stats_tube("p")["current-jobs-waiting"] == 0
     assert q.reserve(timeout=0) is None  # never reserved while waiting
     assert q.peek_ready("default") is None
+    with pytest.raises(sqlq.Timeout):
+        q.result(child, timeout=0)  # pending: it will run
     q.delete(a)
     assert _state(q, child) == "waiting"
     assert q.reserve(timeout=0) is None
