@@ -18,6 +18,7 @@ no job matches, JobLost when a lease was given and is no longer live.
 from __future__ import annotations
 
 import abc
+import contextlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -242,18 +243,49 @@ class Store(abc.ABC):
         """Delete the job (any state without a lease, else only under that live lease);
         return its tube. Its children, if any, are released in the same transaction."""
         if lease is None:
-            row = one(conn, self.Q["delete_job"], {"id": job_id, "now": now})
-            if row is None:
-                raise JobNotFound(f"job {job_id} not found")
+            row = one(conn, self.Q["delete_job"], {"id": job_id})
         else:
-            row = one(conn, self.Q["delete_leased_job"], self._leased_delete(job_id, lease, now))
-            if row is None:
-                raise self._lease_failure(conn, job_id, lease)
-        return str(row[0])
+            row = one(conn, self.Q["delete_leased_job"], (job_id, lease, now))
+        if row is not None:
+            return str(row[0])
+        # Nothing deleted: no such job, a lost lease, or a job with dependency edges, which
+        # those statements leave to _delete_linked (this read only when they found nothing).
+        links = one(conn, self.Q["job_links"], {"id": job_id})
+        if links is not None and (links[0] or links[1]):
+            tube = self._delete_linked(conn, now, job_id, lease)
+            if tube is not None:
+                return tube
+        if lease is None:
+            raise JobNotFound(f"job {job_id} not found")
+        raise self._lease_failure(conn, job_id, lease)
 
-    def _leased_delete(self, job_id: int, lease: int, now: int) -> tuple[int, ...]:
-        """delete_leased_job's positional parameters."""
-        return (job_id, lease, now)
+    def _delete_linked(self, conn: Conn, now: int, job_id: int, lease: int | None
+                       ) -> str | None:
+        """Delete a job that has dependents or parents (by id, or under its live lease),
+        release its children (each one parent less; ready, or delayed from now, at zero)
+        and drop its edges, in one savepoint: the caller's transaction, or its own when
+        the verb runs as a lone statement. Its tube, or None if nothing matched."""
+        with self.savepoint(conn):
+            row = one(conn, self.Q["delete_linked_job"], {"id": job_id, "lease": lease,
+                                                          "now": now})
+            if row is None:
+                return None
+            dependents, waiting_on = row[1], row[2]
+            if dependents:
+                self.release_children(conn, now, job_id)
+            if waiting_on:
+                conn.execute(self.Q["forget_child_edges"], {"id": job_id})
+            return str(row[0])
+
+    def release_children(self, conn: Conn, now: int, parent: int) -> None:
+        """The children of ``parent``, gone in this transaction: each one parent less; at
+        zero, ready, or delayed by its delay from now. The parent's edges go too."""
+        conn.execute(self.Q["release_children"], {"id": parent, "now": now})
+
+    @abc.abstractmethod
+    def savepoint(self, conn: Conn) -> contextlib.AbstractContextManager[None]:
+        """A savepoint on conn: inside a transaction, nested in it; else a transaction
+        of its own, committed at the end of the block (rolled back on an exception)."""
 
     def release(self, conn: Conn, now: int, job_id: int, lease: int | None,
                 priority: int | None, delay_ms: int) -> None:

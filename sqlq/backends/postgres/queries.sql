@@ -126,31 +126,21 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
          WHERE paused_until > %(now)s AND name = ANY(%(tubes)s::text[]));
 
 -- name: delete_job
--- dialect: pg_notify, so a waiting result() learns of the delete; the tube through the CTE;
---   a job with edges is released in this statement (SQLite: delete_linked_job, in a savepoint).
--- An administrator's delete; a result waiter learns of it from the NOTIFY.
--- A job with dependents releases its children in the same statement
--- (sqlq_release_children, migration 0011; CASE calls it for those rows only).
-WITH job AS (DELETE FROM sqlq_jobs WHERE id = %(id)s RETURNING id, tube, dependents)
-SELECT tube, dependents, pg_notify('sqlq', ''),
-       CASE WHEN dependents > 0 THEN sqlq_release_children(ARRAY[id], %(now)s::bigint) END
-  FROM job;
+-- dialect: pg_notify, so a waiting result() learns of the delete; the tube through the CTE.
+-- An administrator's delete; a result waiter learns of it from the NOTIFY. A job with
+-- dependency edges is left to delete_linked_job (migration 0011).
+WITH job AS (DELETE FROM sqlq_jobs WHERE id = %(id)s AND dependents = 0 AND waiting_on = 0
+             RETURNING tube)
+SELECT tube, pg_notify('sqlq', '') FROM job;
 
 -- name: delete_leased_job
--- dialect: the release of a job's children is a call in the same statement (SQLite leaves
---   such a job to delete_linked_job), so now comes twice: parameters id, lease, now, now.
 -- The worker's delete: no NOTIFY (the NOTIFY lock would serialise every ack); a
 -- result() waiting on a job deleted without a result learns it at its next look.
--- Parameters in order (the store binds one tuple): id, lease, now, now. A job with
--- dependents releases its children in this statement (sqlq_release_children, which
--- sends the NOTIFY of a child made ready); one without runs nothing more.
-WITH job AS (
-    DELETE FROM sqlq_jobs
-     WHERE id = %s AND state = 2 AND lease = %s AND reserved_until > %s
-    RETURNING id, tube, dependents)
-SELECT tube, dependents,
-       CASE WHEN dependents > 0 THEN sqlq_release_children(ARRAY[id], %s::bigint) END
-  FROM job;
+-- Parameters in order, as SQLite's (the store binds one tuple): id, lease, now. A job
+-- with dependents is left to delete_linked_job.
+DELETE FROM sqlq_jobs
+ WHERE id = %s AND state = 2 AND lease = %s AND reserved_until > %s AND dependents = 0
+RETURNING tube;
 
 -- name: lease_state
 SELECT state, lease, reserved_until FROM sqlq_jobs WHERE id = %(id)s;
@@ -718,8 +708,8 @@ SELECT j.failures, a.error, a.message, a.traceback
  WHERE j.id = %(job_id)s;
 
 -- ---------------------------------------------------------------------------------------------
--- Dependencies (migration 0011): a put with after= parents. A finished parent's children
--- are released by a function the statement that deletes the parent calls.
+-- Dependencies (migration 0011): a put with after= parents; the delete of a job with edges,
+-- its children released in the same transaction (the shared store's _delete_linked).
 
 -- name: hold_parents
 -- dialect: ids are bigint[] (SQLite: JSON); the UPDATE's row lock is the race guard.
@@ -751,3 +741,24 @@ SELECT parent, child FROM sqlq_edges ORDER BY parent, child;
 
 -- name: import_edge
 INSERT INTO sqlq_edges (parent, child) VALUES (%(parent)s, %(child)s);
+
+-- name: job_links
+SELECT dependents, waiting_on FROM sqlq_jobs WHERE id = %(id)s;
+
+-- name: delete_linked_job
+-- dialect: pg_notify for a result waiter (as delete_job); a typed NULL test of the lease.
+WITH job AS (
+    DELETE FROM sqlq_jobs
+     WHERE id = %(id)s
+       AND (%(lease)s::bigint IS NULL
+            OR (state = 2 AND lease = %(lease)s AND reserved_until > %(now)s))
+    RETURNING tube, dependents, waiting_on)
+SELECT tube, dependents, waiting_on, pg_notify('sqlq', '') FROM job;
+
+-- name: release_children
+-- dialect: one call of sqlq_release_children (migration 0011), which the delete-and-claim
+--   functions call too; it drops the parent's edges and notifies for children made ready.
+SELECT sqlq_release_children(ARRAY[%(id)s::bigint], %(now)s::bigint);
+
+-- name: forget_child_edges
+DELETE FROM sqlq_edges WHERE child = %(id)s;

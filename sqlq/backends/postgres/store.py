@@ -9,6 +9,7 @@ tube lists are ``text[]``.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from collections.abc import Sequence
 from pathlib import Path
@@ -72,8 +73,8 @@ class PostgresStore(Store):
             "body": body, "now": now, "unique_key": unique_key, "waiting_on": waiting_on})
         return None if row is None else int(row[0])
 
-    def _leased_delete(self, job_id: int, lease: int, now: int) -> tuple[int, ...]:
-        return (job_id, lease, now, now)  # the release's now, in the same statement
+    def savepoint(self, conn: Any) -> contextlib.AbstractContextManager[None]:
+        return conn.transaction()  # type: ignore[no-any-return]
 
     def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:

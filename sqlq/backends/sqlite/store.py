@@ -21,13 +21,13 @@ every statement of ``queries.sql`` that writes those columns and checks its verb
 
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import JobLost, JobNotFound
 from ...model import DELAYED, READY, ClaimRow
 from ..store import Store, load_queries, one
 from .drivers import triggers_off
@@ -154,44 +154,18 @@ class SQLiteStore(Store):
             "tube": tube, "priority": priority, "delay": delay_ms, "ttr": ttr_ms,
             "body": body, "now": now, "unique_key": unique_key, "waiting_on": waiting_on})[0])
 
-    def delete(self, conn: Any, now: int, job_id: int, lease: int | None) -> str:
-        """The shared delete, whose statements skip a job with dependency edges: such a
-        job is deleted by :meth:`_delete_linked` (read only when they found nothing)."""
+    @contextlib.contextmanager
+    def savepoint(self, conn: Any) -> Iterator[None]:
+        conn.execute("SAVEPOINT sqlq_linked")
         try:
-            return super().delete(conn, now, job_id, lease)
-        except (JobNotFound, JobLost):
-            links = one(conn, self.Q["job_links"], {"id": job_id})
-            if links is None or not (links[0] or links[1]):
-                raise
-        tube = self._delete_linked(conn, now, job_id, lease)
-        if tube is None:  # its lease is lost
-            raise self._lease_failure(conn, job_id, lease)
-        return tube
-
-    def _delete_linked(self, conn: Any, now: int, job_id: int, lease: int | None
-                       ) -> str | None:
-        """Delete a job that has dependents or parents, with the release of its children
-        (each one parent less; ready or delayed at zero) and its edges, in a savepoint:
-        one transaction, whether the caller's or (a lone statement's verb) its own.
-        Its tube, or None if its lease no longer holds."""
-        conn.execute("SAVEPOINT sqlq_delete_linked")
-        try:
-            row = one(conn, self.Q["delete_linked_job"], {"id": job_id, "lease": lease,
-                                                          "now": now})
-            if row is not None:
-                _, dependents, waiting_on = row
-                if dependents:
-                    self._release_children(conn, now, job_id)
-                if waiting_on:
-                    conn.execute(self.Q["forget_child_edges"], {"id": job_id})
+            yield
         except BaseException:
-            conn.execute("ROLLBACK TO sqlq_delete_linked")
-            conn.execute("RELEASE sqlq_delete_linked")
+            conn.execute("ROLLBACK TO sqlq_linked")
+            conn.execute("RELEASE sqlq_linked")
             raise
-        conn.execute("RELEASE sqlq_delete_linked")
-        return None if row is None else str(row[0])
+        conn.execute("RELEASE sqlq_linked")
 
-    def _release_children(self, conn: Any, now: int, parent: int) -> None:
+    def release_children(self, conn: Any, now: int, parent: int) -> None:
         times = [r[0] for r in conn.execute(self.Q["release_children"],
                                             {"id": parent, "now": now}).fetchall()
                  if r[0] is not None]

@@ -1,14 +1,15 @@
 -- sqlq schema 11 on PostgreSQL: job dependencies (the SQLite file's schema 10 says what
 -- the columns, the edges and the waiting state 4 are).
 --
--- The release is a function, sqlq_release_children(parents, now), called in the
--- statement that deletes a parent, only for rows whose dependents is above 0 (the
--- store's delete_job and delete_leased_job, and the delete-and-claim functions below,
--- which read dependents in their RETURNING): a job without dependents runs nothing
--- more. Concurrent parents' deletes each decrement a child's counter in an UPDATE
--- that locks the child's row: they are serialised, and the one that reaches 0 (the
--- UPDATE re-reads the row another committed) makes the child ready exactly once.
--- Time is the caller's (p_now), never the server's clock.
+-- The release is a function, sqlq_release_children(parents, now): the store calls it when
+-- it deletes a job with dependents (delete_job and delete_leased_job skip such a job,
+-- testing dependents = 0 on the row they read anyway: a job without dependents costs
+-- what it did), and the delete-and-claim functions below call it for the rows they
+-- delete whose dependents is above 0. Concurrent parents' deletes each decrement a
+-- child's counter in an UPDATE that locks the child's row: they are serialised, and the
+-- one that reaches 0 (the UPDATE re-reads a row another transaction committed) makes
+-- the child ready exactly once. Time is the caller's (p_now), never the server's clock.
+-- No trigger: even one whose WHEN is false is work on every delete.
 
 ALTER TABLE sqlq_jobs ADD COLUMN waiting_on integer NOT NULL DEFAULT 0;
 ALTER TABLE sqlq_jobs ADD COLUMN dependents integer NOT NULL DEFAULT 0;
@@ -43,20 +44,6 @@ BEGIN
     RETURN v_ready;
 END
 $body$;
-
--- A waiting job deleted takes its edges with it (its parents' counters stay: a
--- release that finds no child does nothing).
-CREATE FUNCTION sqlq_forget_edges() RETURNS trigger LANGUAGE plpgsql AS $body$
-BEGIN
-    DELETE FROM sqlq_edges WHERE child = OLD.id;
-    RETURN NULL;
-END
-$body$;
-
-CREATE TRIGGER sqlq_forget_edges AFTER DELETE ON sqlq_jobs
-FOR EACH ROW
-WHEN (OLD.waiting_on > 0)
-EXECUTE FUNCTION sqlq_forget_edges();
 
 -- Schema 3's function, releasing the children of the job it deletes.
 CREATE OR REPLACE FUNCTION sqlq_delete_and_claim(p_id bigint, p_lease bigint, p_now bigint,
