@@ -39,8 +39,10 @@ class ModelJob:
     tube: str
     pri: int
     ttr: int  # ms
-    state: str  # as written: ready, delayed, reserved, buried
+    state: str  # as written: ready, delayed, reserved, buried, waiting
     until: int = 0  # delay_until or reserved_until
+    delay: int = 0  # ms: the put's delay, counted from the release for a waiting job
+    parents: set[int] = field(default_factory=set)  # the live jobs a waiting one waits for
     lease: int = 0
     reserves: int = 0
     timeouts: int = 0
@@ -60,6 +62,17 @@ class Model:
             return "ready"
         return job.state
 
+    def remove(self, job_id: int, now: int) -> None:
+        """A job gone by any path: each child waiting for it has one parent less, and
+        with none left is ready, or delayed by its own delay from now."""
+        self.jobs.pop(job_id)
+        for child in self.jobs.values():
+            if job_id in child.parents:
+                child.parents.discard(job_id)
+                if not child.parents:
+                    child.state = "delayed" if child.delay else "ready"
+                    child.until = now + child.delay
+
     def live_lease(self, job_id: int, lease: int, now: int) -> bool:
         job = self.jobs.get(job_id)
         return (job is not None and job.state == "reserved" and job.until > now
@@ -78,6 +91,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.clock = FakeClock()
         self.q = Queue(location, durability="normal", clock=self.clock)
         self.m = Model()
+        self.issued: list[int] = []  # every id put, live or gone: after= draws from them
 
     def teardown(self) -> None:
         self.q.close()
@@ -88,13 +102,35 @@ class QueueMachine(RuleBasedStateMachine):
         return self.clock.now
 
     @rule(tube=st.sampled_from(TUBES), pri=st.sampled_from([0, 1, 1024, 2**32 - 1]),
-          delay=st.sampled_from([0, 0.5, 1, 3]), ttr=st.sampled_from([1, 2]))
-    def put(self, tube: str, pri: int, delay: float, ttr: int) -> None:
-        jid = self.q.put(b"x", tube=tube, priority=pri, delay=delay, ttr=ttr)
+          delay=st.sampled_from([0, 0.5, 1, 3]), ttr=st.sampled_from([1, 2]),
+          data=st.data())
+    def put(self, tube: str, pri: int, delay: float, ttr: int, data: st.DataObject) -> None:
+        # A third of the puts wait for up to three earlier jobs, live or gone.
+        after = data.draw(st.lists(st.sampled_from(self.issued), max_size=3)
+                          if self.issued else st.just([]))
+        jid = self.q.put(b"x", tube=tube, priority=pri, delay=delay, ttr=ttr,
+                         after=after or None)
         assert jid not in self.m.jobs
+        self.issued.append(jid)
         delay_ms = int(delay * 1000)
-        self.m.jobs[jid] = ModelJob(jid, tube, pri, ttr * 1000,
-                                    "delayed" if delay_ms else "ready", self.now + delay_ms)
+        parents = {p for p in after if p in self.m.jobs}
+        state = "waiting" if parents else "delayed" if delay_ms else "ready"
+        self.m.jobs[jid] = ModelJob(jid, tube, pri, ttr * 1000, state,
+                                    0 if parents else self.now + delay_ms, delay=delay_ms,
+                                    parents=parents)
+
+    @rule(data=st.data())
+    def delete_by_id(self, data: st.DataObject) -> None:
+        """An operator's delete of any job, a waiting one or a parent included."""
+        if not self.issued:
+            return
+        jid = data.draw(st.sampled_from(self.issued))
+        if jid in self.m.jobs:
+            self.q.delete(jid)
+            self.m.remove(jid, self.now)
+        else:
+            with pytest.raises(sqlq.JobNotFound):
+                self.q.delete(jid)
 
     @rule(target=handles, tubes=st.lists(st.sampled_from(TUBES), min_size=1, unique=True))
     def reserve(self, tubes: list[str]) -> object:
@@ -138,8 +174,9 @@ class QueueMachine(RuleBasedStateMachine):
             value = None
         else:
             assert not lost, f"no JobLost for {lost}"
-        for j in live:
-            self.m.jobs.pop(j.id, None)  # the live leases' deletes stand either way
+        for j in live:  # the live leases' deletes stand either way
+            if j.id in self.m.jobs:
+                self.m.remove(j.id, now)
         return value
 
     @rule(target=handles, tubes=st.lists(st.sampled_from(TUBES), min_size=1, unique=True),
@@ -182,7 +219,12 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(job=handles)
     def delete(self, job: sqlq.Job | None) -> None:
-        self._leased(job, ("delete",), lambda j: self.m.jobs.pop(j.id))
+        self._leased(job, ("delete",), lambda j: self.m.remove(j.id, self.now))
+
+    @rule(job=handles)
+    def complete(self, job: sqlq.Job | None) -> None:
+        """A finish with a result: the job goes (its children released) as by delete."""
+        self._leased(job, ("complete", b"r"), lambda j: self.m.remove(j.id, self.now))
 
     @rule(job=handles, delay=st.sampled_from([0, 1]), pri=st.sampled_from([None, 5]))
     def release(self, job: sqlq.Job | None, delay: int, pri: int | None) -> None:
@@ -235,7 +277,7 @@ class QueueMachine(RuleBasedStateMachine):
         now = self.now
         stats = self.q.stats()
         states = [self.m.now_state(j, now) for j in self.m.jobs.values()]
-        for state in ("ready", "reserved", "delayed", "buried"):
+        for state in ("ready", "reserved", "delayed", "buried", "waiting"):
             assert stats[f"current-jobs-{state}"] == states.count(state), state
         urgent = sum(1 for j in self.m.jobs.values()
                      if self.m.now_state(j, now) == "ready" and j.pri < 1024)
