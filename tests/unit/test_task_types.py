@@ -79,9 +79,9 @@ import sqlq
 q = sqlq.Queue("app.db")
 
 @q.task
-def count(text: str) -> int: ...
+def count(text: str) -> int: return 0
 @q.task
-def total(parents: list[int], label: str) -> str: ...
+def total(parents: list[int], label: str) -> str: return ""
 
 reveal_type(count.s("a"))
 reveal_type(sqlq.chain(q, count.s("a"), count.s("b")))
