@@ -226,3 +226,39 @@ def test_a_workflow_joins_the_open_transaction(q: sqlq.Queue) -> None:
     with q.transaction():
         ids = sqlq.chain(q, count.s("a"), count.s("b"))
     assert [_state(q, i) for i in ids] == ["ready", "waiting"]
+
+
+def test_a_buried_part_holds_the_final_call_until_it_is_deleted(q: sqlq.Queue) -> None:
+    """The documented policy (docs/workflows.md): a failed (buried) parent is not gone,
+    so its children wait; kicked, it runs again; deleted, it releases them, and its
+    result reads as JobNotFound."""
+    count, total = _tasks(q)
+    first, second, final = sqlq.chord(q, [count.s("a"), count.s("b c")], total, "x")
+    q.complete(first, b"1")
+    job = q.reserve("words", timeout=0)
+    assert job is not None and job.id == second
+    job.bury(reason="ValueError: failed")
+    assert _state(q, final) == "waiting"
+    q.kick_job(second)
+    assert _state(q, second) == "ready" and _state(q, final) == "waiting"
+    q.delete(second)  # the operator gives up on it: the final call goes ahead
+    assert _state(q, final) == "ready"
+    with pytest.raises(sqlq.JobNotFound):
+        q.result(second, timeout=0)
+
+
+def test_a_workflow_is_cancelled_by_deleting_its_waiting_steps_last_first(
+        q: sqlq.Queue) -> None:
+    """Deleting a waiting step releases the steps after it, as any parent gone does: a
+    chain is cancelled from its last step back (a chord: its final call first)."""
+    count, total = _tasks(q)
+    ids = sqlq.chain(q, count.s("a"), count.s("b"), count.s("c"))
+    q.delete(ids[1])  # the middle step alone: the last one is released
+    assert _state(q, ids[2]) == "ready"
+    ids = sqlq.chain(q, count.s("a"), count.s("b"), count.s("c"))
+    for job_id in reversed(ids[1:]):
+        q.delete(job_id)
+    assert [_state(q, i) for i in ids] == ["ready", None, None]
+    *parts, final = sqlq.chord(q, [count.s("a")], total, "x")
+    q.delete(final)
+    assert q.stats()["current-jobs-waiting"] == 0
