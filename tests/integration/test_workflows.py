@@ -26,6 +26,7 @@ def test_a_worker_runs_a_chain_in_order_and_a_chord_to_its_final_task(
             assert w.wait() == 0, w.text()
         assert json.loads(q.result(final, timeout=0)) == "words: 10"
         assert log.read_text().split() == ["a", "b", "c", "d"]
+        assert [q.peek(i) for i in chain] == [None] * 4
         assert [json.loads(q.result(i, timeout=0)) for i in parts] == [1, 2, 3, 4]
         stats = q.stats()
         assert stats["current-jobs-waiting"] == stats["current-jobs-ready"] == 0
