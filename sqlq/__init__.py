@@ -35,9 +35,12 @@ if TYPE_CHECKING:
     from .model import Job
     from .puts import Transaction
     from .queue import Queue
+    from .work.tasks import Signature
+    from .workflows import chain, chord
 
 _LAZY = {"AsyncJob": ".asyncq", "AsyncQueue": ".asyncq", "Attempt": ".attempts", "Job": ".model",
-         "Queue": ".queue", "Transaction": ".puts", "put": ".enqueue", "put_many": ".enqueue"}
+         "Queue": ".queue", "Signature": ".work.tasks", "Transaction": ".puts",
+         "chain": ".workflows", "chord": ".workflows", "put": ".enqueue", "put_many": ".enqueue"}
 
 
 def __getattr__(name: str) -> Any:
@@ -68,8 +71,11 @@ __all__ = [
     "Locked",
     "Queue",
     "SchemaError",
+    "Signature",
     "Timeout",
     "Transaction",
+    "chain",
+    "chord",
     "put",
     "put_many",
     "__version__",

@@ -353,7 +353,7 @@ class AsyncQueue:
         body = options.task.message(*args, **kwargs)
         return await self.put(body, tube=options.tube, priority=options.priority,
                               delay=options.delay, ttr=options.ttr,
-                              unique_key=options.unique_key)
+                              unique_key=options.unique_key, after=options.after or None)
 
     # -- reserve and result: the waiting verbs -----------------------------------------------
 

@@ -25,11 +25,19 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
 from ..attempts import error_name, format_traceback
-from ..model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, Job, check_priority, check_tube
+from ..model import (
+    DEFAULT_PRIORITY,
+    DEFAULT_TTR,
+    DEFAULT_TUBE,
+    Job,
+    check_after,
+    check_priority,
+    check_tube,
+)
 from . import runner
 from .retry import DEFAULT_BACKOFF, DEFAULT_RETRIES, Backoff, RetryPolicy
 
@@ -235,29 +243,93 @@ class Task(Generic[P, R, Id]):
 
     def options(self, *, delay: float = 0, priority: int | None = None,
                 ttr: float | None = None, unique_key: str | None = None,
-                tube: str | None = None) -> TaskOptions[P, Id]:
-        """The same task with other put options for one call: ``.options(delay=30).put(...)``."""
+                tube: str | None = None, after: int | Iterable[int] | None = None
+                ) -> TaskOptions[P, Id]:
+        """The same task with other put options for one call: ``.options(delay=30).put(...)``.
+
+        ``after``: a job id or an iterable of ids the call waits for (see
+        :meth:`sqlq.Queue.put`); ``delay`` then counts from the moment the last of
+        them is gone. It needs the task's queue to be a :class:`sqlq.Queue`.
+        """
         return TaskOptions(self, delay=delay, unique_key=unique_key,
                            priority=self.priority if priority is None else priority,
                            ttr=self.ttr if ttr is None else ttr,
-                           tube=self.tube if tube is None else tube)
+                           tube=self.tube if tube is None else tube, after=check_after(after))
+
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
+        """This call, not put yet: a step of :func:`sqlq.chain` or :func:`sqlq.chord`
+        (the name Celery's users know). ``task.options(...).s(...)`` keeps the options."""
+        return self.options().s(*args, **kwargs)
 
 
 class TaskOptions(Generic[P, Id]):
     """A task with put options bound, made by :meth:`Task.options`."""
 
     def __init__(self, task: Task[P, Any, Id], *, delay: float, priority: int, ttr: float,
-                 unique_key: str | None, tube: str) -> None:
+                 unique_key: str | None, tube: str, after: tuple[int, ...] = ()) -> None:
         self.task = task
         self.delay, self.priority, self.ttr = delay, priority, ttr
         self.unique_key, self.tube = unique_key, tube
+        #: The jobs the call waits for (checked ids, in order, each once).
+        self.after = after
 
     def put(self, *args: P.args, **kwargs: P.kwargs) -> Id:
         """Enqueue a call with these arguments and the bound options; return the job id
-        (as :meth:`Task.put`)."""
-        return self.task.queue.put(self.task.message(*args, **kwargs), tube=self.tube,
-                                   priority=self.priority, delay=self.delay, ttr=self.ttr,
-                                   unique_key=self.unique_key)
+        (as :meth:`Task.put`).
+
+        Raises:
+            JobNotFound: an id of ``after`` was never issued (nothing is put).
+            TypeError: the arguments do not fit the function or JSON, or ``after`` is
+                given to a task whose queue is not a :class:`sqlq.Queue`.
+        """
+        body = self.task.message(*args, **kwargs)
+        queue = self.task.queue
+        if not self.after:
+            return queue.put(body, tube=self.tube, priority=self.priority, delay=self.delay,
+                             ttr=self.ttr, unique_key=self.unique_key)
+        from ..puts import Puts  # not at import: a worker imports tasks before the Queue
+
+        if not isinstance(queue, Puts):
+            raise TypeError(f"{self.task.name}: after= needs a sqlq.Queue; "
+                            f"{type(queue).__name__} puts without it")
+        job_id: Id = queue.put(body, tube=self.tube, priority=self.priority, delay=self.delay,
+                               ttr=self.ttr, unique_key=self.unique_key, after=self.after)
+        return job_id
+
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
+        """This call with these options, not put yet (see :meth:`Task.s`)."""
+        return Signature(self, args, kwargs)
+
+
+class Signature:
+    """A task call with its put options, not put yet: what :meth:`Task.s` makes.
+
+    The steps of :func:`sqlq.chain` and :func:`sqlq.chord` are these, so that a
+    workflow is written as the calls it makes (``resize.s("a.jpg")``), each step
+    with its own task's tube, priority and TTR, and checked as one would be put:
+    arguments that do not fit the function or JSON fail before anything is put.
+    """
+
+    __slots__ = ("args", "kwargs", "options")
+
+    def __init__(self, options: TaskOptions[Any, Any], args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> None:
+        self.options = options
+        self.args = args
+        self.kwargs = kwargs
+
+    @property
+    def task(self) -> Task[Any, Any, Any]:
+        return self.options.task
+
+    def __repr__(self) -> str:
+        call = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"{self.task.name}.s({', '.join(call)})"
+
+    def message(self, *first: Any) -> bytes:
+        """The job body: this call, with ``first`` before its own arguments (a chord's
+        final step gets its parents' ids so)."""
+        return self.task.message(*first, *self.args, **self.kwargs)
 
 
 def import_modules(names: Sequence[str]) -> None:

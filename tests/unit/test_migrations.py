@@ -5,12 +5,24 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import sqlq
 from sqlq.backends.sqlite import migrate
+
+from ..conftest import is_postgres
+from ..oldschema import (
+    PG_RELEASED,
+    SQLITE_RELEASED,
+    START_MS,
+    build_old,
+    empty_database,
+    links,
+)
+from ..timing import FakeClock
 
 
 def _digest(path: str) -> str:
@@ -100,3 +112,53 @@ def test_not_a_database_and_empty_file(tmp_path: Path) -> None:
     with pytest.raises(sqlq.SchemaError, match="empty file"):
         sqlq.Queue(str(empty))
     assert empty.read_bytes() == b""
+
+
+# -- every released schema, with jobs in it, up to the dependencies schema ----------------------
+
+@pytest.fixture
+def empty_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    yield from empty_database(backend, tmp_path, request)
+
+
+@pytest.mark.parametrize("version", range(1, max(PG_RELEASED) + 1))
+def test_every_released_schema_with_jobs_migrates_to_dependencies(
+        backend: str, empty_url: str, version: int) -> None:
+    """A database at every released schema (SQLite 1..9, PostgreSQL 1..10), with ready,
+    delayed, buried and keyed jobs in it, migrates on open; its jobs keep working, can
+    be parents of new puts (after=) and release them; they wait on nothing."""
+    released = PG_RELEASED if is_postgres(backend) else SQLITE_RELEASED
+    if version not in released:
+        pytest.skip(f"no schema {version} was released on {backend}")
+    build_old(empty_url, version)
+    clock = FakeClock(START_MS)
+    with sqlq.Queue(empty_url, durability="normal", clock=clock) as q:
+        ready, delayed, buried, keyed = 1, 2, 3, 4
+        assert links(empty_url) == [(i, 0, 0) for i in (1, 2, 3, 4)]
+        stats = q.stats_tube("old")
+        assert [stats[f"current-jobs-{s}"] for s in ("ready", "delayed", "buried", "waiting")
+                ] == [2, 1, 1, 0]
+        assert q.put(b"again", tube="old", unique_key="key") == keyed  # still holds its key
+        child = q.put(b"child", tube="new", after=[ready, delayed, buried])
+        grandchild = q.put(b"grandchild", tube="new", after=child, delay=5)
+        with pytest.raises(sqlq.JobNotFound):
+            q.put(b"x", after=grandchild + 1)  # an id never issued: nothing is put
+        assert q.stats()["current-jobs-waiting"] == 2
+        job = q.reserve("old", timeout=0)
+        assert job is not None and job.id == ready
+        job.delete()
+        clock.advance(61)
+        job = q.reserve("old", timeout=0)
+        assert job is not None and job.id == delayed  # the old delay still holds
+        job.complete(b"done")
+        assert q.peek(child).state == "waiting"  # type: ignore[union-attr]
+        q.kick_job(buried)
+        job = q.reserve("old", timeout=0)
+        assert job is not None and job.id == buried
+        job.delete()  # the last parent gone: the child is ready, its child still waits
+        assert [q.peek(i).state for i in (child, grandchild)  # type: ignore[union-attr]
+                ] == ["ready", "waiting"]
+        q.reserve("new", timeout=0).delete()  # type: ignore[union-attr]
+        assert q.stats_job(grandchild)["time-left"] == 5  # delay counted from the release
+        assert q.result(delayed, timeout=0) == b"done"
+        assert links(empty_url)[0] == (keyed, 0, 0)

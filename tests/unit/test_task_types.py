@@ -71,3 +71,38 @@ def test_contrib_task_put_is_typed_int_or_none(tmp_path: Path) -> None:
     assert revealed == ["int"] * 2 + ["int | None"] * 7, out + err
     errors = [line for line in out.splitlines() if ": error:" in line]
     assert len(errors) == 1 and 'Argument 1 to "put" of "Task"' in errors[0], out
+
+
+WORKFLOW = '''
+import sqlq
+
+q = sqlq.Queue("app.db")
+
+@q.task
+def count(text: str) -> int: return 0
+@q.task
+def total(parents: list[int], label: str) -> str: return ""
+
+reveal_type(count.s("a"))
+reveal_type(sqlq.chain(q, count.s("a"), count.s("b")))
+reveal_type(sqlq.chord(q, [count.s("a")], total, "words"))
+reveal_type(sqlq.chord(q, [count.s("a")], total.options(priority=1), label="words"))
+count.s(1)
+sqlq.chord(q, [count.s("a")], total, 7)
+sqlq.chord(q, [count.s("a")], count, "x")
+'''
+
+
+@pytest.mark.slow
+def test_workflow_steps_and_final_calls_are_typed(tmp_path: Path) -> None:
+    """``task.s(...)`` checks its arguments as ``put`` does, and a chord's final task must
+    take the parents' ids (a list of ints) first, then the arguments given."""
+    source = tmp_path / "workflow.py"
+    source.write_text(WORKFLOW)
+    out, err, _ = api.run(["--strict", "--ignore-missing-imports", "--cache-dir", str(CACHE),
+                           str(source)])
+    revealed = re.findall(r'Revealed type is "([^"]+)"', out)
+    assert revealed == ["sqlq.work.tasks.Signature"] + ["list[int]"] * 3, out + err
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    # the three bad calls, each refused (the last both as too many arguments and its type)
+    assert sorted({int(line.split(":")[1]) for line in errors}) == [15, 16, 17], out
