@@ -54,6 +54,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
         only = metafunc.definition.get_closest_marker("sqlite_only")
         backends: tuple[str, ...] = ("sqlite",) if only else BACKENDS
+        if metafunc.definition.get_closest_marker("postgres_only"):
+            backends = ("postgres",)
         if not only and (UNIT_DIR in Path(str(metafunc.definition.path)).parents
                          or metafunc.definition.get_closest_marker("sql_ascii")):
             backends = (*backends, ASCII_BACKEND)
