@@ -32,13 +32,14 @@ if TYPE_CHECKING:
     from .asyncq import AsyncJob, AsyncQueue
     from .attempts import Attempt
     from .enqueue import put, put_many
-    from .reads import Links
     from .model import Job
     from .puts import Transaction
     from .queue import Queue
+    from .reads import Links
 
 _LAZY = {"AsyncJob": ".asyncq", "AsyncQueue": ".asyncq", "Attempt": ".attempts", "Job": ".model",
-         "Links": ".reads", "Queue": ".queue", "Transaction": ".puts", "put": ".enqueue", "put_many": ".enqueue"}
+         "Links": ".reads", "Queue": ".queue", "Transaction": ".puts", "put": ".enqueue",
+         "put_many": ".enqueue"}
 
 
 def __getattr__(name: str) -> Any:
