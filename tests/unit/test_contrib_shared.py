@@ -95,3 +95,36 @@ def test_put_same_database_joins_the_transaction(tmp_path: Path) -> None:
     finally:
         conn.close()
         q.close()
+
+
+def test_put_after_waits_for_parents_whichever_way_it_is_made(q: sqlq.Queue) -> None:
+    hooks = Hooks()
+    parent = q.put(b"parent")
+    now = put_via(q, hooks, b"now", conn=None, in_transaction=False, after=parent)
+    assert now is not None and q.links(now).parents == [parent]
+    assert put_via(q, hooks, b"later", conn=None, in_transaction=True, tube="t",
+                   after=[parent]) is None
+    hooks.commit()
+    assert q.links(parent).children == [now, now + 1]
+    assert q.stats_tube("t")["current-jobs-waiting"] == 1
+    # A malformed after= fails in the request, before anything waits for the commit.
+    with pytest.raises(TypeError):
+        put_via(q, hooks, b"x", conn=None, in_transaction=True, after="1")
+    assert hooks.pending == []
+
+
+def test_put_after_through_the_applications_connection(tmp_path: Path) -> None:
+    path = str(tmp_path / "app.db")
+    q = sqlq.Queue(path, driver="sqlite3")
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        parent = q.put(b"parent")
+        conn.execute("BEGIN")
+        child = put_via(q, Hooks(), b"child", conn=conn, in_transaction=True, after=parent)
+        conn.execute("COMMIT")
+        assert child is not None and q.stats_job(child)["state"] == "waiting"
+        with pytest.raises(sqlq.JobNotFound):
+            put_via(q, Hooks(), b"orphan", conn=conn, in_transaction=False, after=99)
+    finally:
+        conn.close()
+        q.close()
