@@ -124,8 +124,8 @@ def test_rates_come_from_successive_samples() -> None:
 def test_waiting_jobs_are_live_and_urgent_ones_count_once() -> None:
     old = Sample(0.0, {"total-jobs": 0}, {})
     new = Sample(1.0, {"total-jobs": 10, "current-jobs-ready": 4, "current-jobs-urgent": 4,
-                       "current-jobs-waiting": 6}, {})
-    assert rates(old, new) == (10.0, 0.0)  # all 10 still live: none done
+                       "current-jobs-waiting": 2}, {})
+    assert rates(old, new) == (10.0, 4.0)  # 6 still live (the urgent among the ready)
     tubes = {"t": {"current-jobs-ready": 4, "current-jobs-waiting": 6}}
     lines = render(deque([new]), "title")
     assert lines[3].split()[6] == "WAITING"
