@@ -4,9 +4,11 @@ Everything here is a read (no write lock is ever taken, so a dashboard left open
 never slows a producer or a worker) and answers from indexes, in time that grows
 with what is shown, not with the jobs in the file: the overview of a file of a
 million jobs is one walk of each tube's partial indexes, a page of jobs is one
-keyset range probe. The ``Queue`` methods of the same names are the public entry
-points; the dashboard uses nothing else, so another storage backend only has to
-provide these reads.
+keyset range probe. Jobs waiting for parents (``put(after=)``) are in no state index:
+they are counted and listed through the edges naming them as child (``sqlq_edges_child``),
+in time that grows with the waiting jobs. The ``Queue`` methods of the same names are the
+public entry points; the dashboard uses nothing else, so another storage backend only
+has to provide these reads.
 
 Counters that outlive jobs: puts are the ids ever handed out, deletes are puts
 minus the jobs alive in the same snapshot, and buries, kicks and timeouts per tube
