@@ -35,12 +35,14 @@ if TYPE_CHECKING:
     from .model import Job
     from .puts import Transaction
     from .queue import Queue
+    from .reads import Links
     from .work.tasks import Signature
     from .workflows import chain, chord
 
 _LAZY = {"AsyncJob": ".asyncq", "AsyncQueue": ".asyncq", "Attempt": ".attempts", "Job": ".model",
-         "Queue": ".queue", "Signature": ".work.tasks", "Transaction": ".puts",
-         "chain": ".workflows", "chord": ".workflows", "put": ".enqueue", "put_many": ".enqueue"}
+         "Links": ".reads", "Queue": ".queue", "Signature": ".work.tasks",
+         "Transaction": ".puts", "chain": ".workflows", "chord": ".workflows",
+         "put": ".enqueue", "put_many": ".enqueue"}
 
 
 def __getattr__(name: str) -> Any:
@@ -68,6 +70,7 @@ __all__ = [
     "JobLost",
     "JobNotFound",
     "JobTooBig",
+    "Links",
     "Locked",
     "Queue",
     "SchemaError",

@@ -548,6 +548,7 @@ class AsyncQueue:
     stats = awaited(Queue.stats)
     stats_tube = awaited(Queue.stats_tube)
     stats_job = awaited(Queue.stats_job)
+    links = awaited(Queue.links)
     attempts = awaited(Queue.attempts)
     overview = awaited(Queue.overview)
     job_page = awaited(Queue.job_page)

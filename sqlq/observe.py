@@ -4,9 +4,11 @@ Everything here is a read (no write lock is ever taken, so a dashboard left open
 never slows a producer or a worker) and answers from indexes, in time that grows
 with what is shown, not with the jobs in the file: the overview of a file of a
 million jobs is one walk of each tube's partial indexes, a page of jobs is one
-keyset range probe. The ``Queue`` methods of the same names are the public entry
-points; the dashboard uses nothing else, so another storage backend only has to
-provide these reads.
+keyset range probe. Jobs waiting for parents (``put(after=)``) are in no state index:
+they are counted and listed through the edges naming them as child (``sqlq_edges_child``),
+in time that grows with the waiting jobs. The ``Queue`` methods of the same names are the
+public entry points; the dashboard uses nothing else, so another storage backend only
+has to provide these reads.
 
 Counters that outlive jobs: puts are the ids ever handed out, deletes are puts
 minus the jobs alive in the same snapshot, and buries, kicks and timeouts per tube
@@ -37,7 +39,8 @@ MAX_PAGE = 500
 @dataclass(frozen=True)
 class TubeSummary:
     """One tube's jobs by state as of ``Overview.at`` (ready includes due delayed jobs and
-    expired reservations, as in ``stats``)."""
+    expired reservations, as in ``stats``; waiting: jobs put with ``after=`` whose parents
+    are not all gone)."""
 
     name: str
     ready: int
@@ -50,10 +53,11 @@ class TubeSummary:
     buries_total: int = 0
     kicks_total: int = 0
     timeouts_total: int = 0
+    waiting: int = 0
 
     @property
     def live(self) -> int:
-        return self.ready + self.reserved + self.delayed + self.buried
+        return self.ready + self.reserved + self.delayed + self.buried + self.waiting
 
 
 @dataclass(frozen=True)
@@ -122,13 +126,14 @@ class PeriodicSlot:
 
 
 def _summary(backend: Backend, c: Conn, now: int, tube: str,
-             counters: dict[str, tuple[int, int, int]]) -> TubeSummary:
+             counters: dict[str, tuple[int, int, int]], waiting: dict[str, int]) -> TubeSummary:
     ready, urgent, reserved, delayed, buried, oldest, due_since, paused = \
         backend.store.tube_counts(c, now, tube)
     starts = [t for t in (oldest, due_since) if t is not None]
     return TubeSummary(tube, ready, urgent, reserved, delayed, buried,
                        paused if paused is not None and paused > now else None,
-                       min(starts) if starts else None, *counters.get(tube, (0, 0, 0)))
+                       min(starts) if starts else None, *counters.get(tube, (0, 0, 0)),
+                       waiting=waiting.get(tube, 0))
 
 
 def overview(backend: Backend, now: int) -> Overview:
@@ -138,12 +143,13 @@ def overview(backend: Backend, now: int) -> Overview:
 
     def read(c: Conn) -> Overview:
         counters = store.event_counters(c)
+        waiting = store.count_waiting(c, None)  # one walk of the edges for every tube
         # Known tubes stay listed at zero when drained: a busy tube whose workers keep
         # up must not vanish, nor its /metrics series go stale instead of reading 0.
         names = sorted(set(store.tube_names(c, now)) | set(store.known_tubes(c))
-                       | {DEFAULT_TUBE})
-        return Overview(now, [_summary(backend, c, now, name, counters) for name in names],
-                        store.total_jobs(c))
+                       | set(waiting) | {DEFAULT_TUBE})
+        return Overview(now, [_summary(backend, c, now, name, counters, waiting)
+                              for name in names], store.total_jobs(c))
 
     return backend.read(read)
 
@@ -151,8 +157,9 @@ def overview(backend: Backend, now: int) -> Overview:
 def tube(backend: Backend, now: int, name: str) -> TubeSummary:
     """One tube's summary (a tube that does not exist reads as empty)."""
     check_tube(name)
-    return backend.read(
-        lambda c: _summary(backend, c, now, name, backend.store.event_counters(c)))
+    store = backend.store
+    return backend.read(lambda c: _summary(backend, c, now, name, store.event_counters(c),
+                                           store.count_waiting(c, name)))
 
 
 def _job(row: tuple[Any, ...]) -> JobSummary:
@@ -163,7 +170,8 @@ def _job(row: tuple[Any, ...]) -> JobSummary:
 def jobs(backend: Backend, tube_name: str, state: str, after: tuple[int, int] | None,
          limit: int) -> list[JobSummary]:
     """A page of ``tube_name``'s jobs in ``state``, in that state's order (ready: as reserve
-    takes them; delayed: due first; reserved: TTR ending first; buried: oldest first),
+    takes them; delayed: due first; reserved: TTR ending first; buried and waiting: oldest
+    first),
     starting after the job whose ``cursor`` is ``after``."""
     check_tube(tube_name)
     limit = max(1, min(int(limit), MAX_PAGE))

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import attempts, observe, results, stats, topics
 from .backends import Events
-from .errors import Timeout
+from .errors import JobNotFound, Timeout
 from .model import DEFAULT_TUBE, Job, JobRow, check_job_id, check_tube, job_id_in_range
 from .waiting import timeout_deadline
 
@@ -25,6 +25,13 @@ if TYPE_CHECKING:
     from .backends.store import Store
     from .engine import Engine
     from .histograms import Histogram
+
+
+class Links(NamedTuple):
+    """A job's dependency edges as of now (:meth:`Reads.links`), ids in ascending order."""
+
+    parents: list[int]  # the jobs it still waits for (put with after=; not yet gone)
+    children: list[int]  # the jobs waiting for it
 
 
 class Reads:
@@ -118,6 +125,26 @@ class Reads:
         """The oldest buried job in ``tube``, or None."""
         return self._peek("buried", tube)
 
+    def links(self, job_id: int) -> Links:
+        """The job's parents it still waits for and the jobs waiting for it.
+
+        A parent drops out of ``parents`` once it is gone (deleted or completed); a job
+        that waits for nothing, and no job waits for, has two empty lists.
+
+        Raises:
+            JobNotFound: no such job is live.
+
+        Examples:
+            >>> a = q.put(b"a"); b = q.put(b"b", after=a)
+            >>> q.links(b), q.links(a)
+            (Links(parents=[1], children=[]), Links(parents=[], children=[2]))
+        """
+        check_job_id(job_id)
+        found = self._backend.read(lambda c: self._store.links(c, job_id))
+        if found is None:
+            raise JobNotFound(f"job {job_id} not found")
+        return Links(*found)
+
     def tubes(self) -> list[str]:
         """Tubes that hold jobs, are paused or subscribed to a topic, and ``default``, sorted.
 
@@ -191,8 +218,9 @@ class Reads:
 
     def job_page(self, tube: str, state: str, *, after: tuple[int, int] | None = None,
                  limit: int = 50) -> list[observe.JobSummary]:
-        """A page of a tube's jobs in one state (ready, delayed, reserved, buried), in the
-        order that state is served; pass the last row's ``cursor`` as ``after`` for the next."""
+        """A page of a tube's jobs in one state (ready, delayed, reserved, buried, waiting), in
+        the order that state is served (waiting: by id); pass the last row's ``cursor`` as
+        ``after`` for the next."""
         return observe.jobs(self._backend, tube, state, after, limit)
 
     def jobs(self, tube: str, state: str, *, after: tuple[int, int] | None = None,

@@ -114,13 +114,15 @@ def next_change(backend: Backend, now: int) -> int | None:
 
 def job_stats(backend: Backend, now: int, job_id: int) -> dict[str, Any]:
     """One job's record (``Queue.stats_job``): beanstalkd's keys, then sqlq's own about
-    its failed runs (``failures``, ``last-error``, ``last-traceback``: sqlq/attempts.py)."""
+    its failed runs (``failures``, ``last-error``, ``last-traceback``: sqlq/attempts.py)
+    and ``waiting-on``, the parents it still waits for (0 unless it is waiting)."""
     store = backend.store
 
     def read(c: Conn) -> Any:
-        return store.select_job(c, now, job_id), store.last_attempt(c, job_id)
+        return (store.select_job(c, now, job_id), store.last_attempt(c, job_id),
+                store.waiting_on(c, job_id))
 
-    row, last = backend.read(read)
+    row, last, waiting_on = backend.read(read)
     if row is None:
         raise JobNotFound(f"job {job_id} not found")
     failures, _, last_error, last_traceback = last or (0, "", "", "")
@@ -139,4 +141,5 @@ def job_stats(backend: Backend, now: int, job_id: int) -> dict[str, Any]:
         "reserves": row.reserves, "timeouts": row.timeouts, "releases": row.releases,
         "buries": row.buries, "kicks": row.kicks,
         "failures": failures, "last-error": last_error, "last-traceback": last_traceback,
+        "waiting-on": waiting_on,
     }

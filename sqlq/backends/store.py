@@ -36,7 +36,7 @@ _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
 PURGE_BATCH = 64
 
 #: The states a job list can show, each in its own index's order.
-LIST_STATES = ("ready", "delayed", "reserved", "buried")
+LIST_STATES = ("ready", "delayed", "reserved", "buried", "waiting")
 
 #: What ``sqlq copy`` moves, table by table: the columns of each export_/import_ query.
 COPIED: dict[str, tuple[str, ...]] = {
@@ -184,6 +184,30 @@ class Store(abc.ABC):
         conn.execute(self.Q["insert_edges"], {"parents": self.ids_param(live),
                                               "children": self.ids_param(ids)})
         return ids
+
+    def links(self, conn: Conn, job_id: int) -> tuple[list[int], list[int]] | None:
+        """(parents the job still waits for, jobs waiting for it), or None if no such job
+        is live. The edges are read only for a job whose counters say it has some."""
+        row = one(conn, self.Q["job_links"], {"id": job_id})
+        if row is None:
+            return None
+        dependents, waiting_on = row
+        params = {"id": job_id}
+        parents = ([int(r[0]) for r in conn.execute(self.Q["job_parents"], params)]
+                   if waiting_on else [])
+        children = ([int(r[0]) for r in conn.execute(self.Q["job_children"], params)]
+                    if dependents else [])
+        return parents, children
+
+    def waiting_on(self, conn: Conn, job_id: int) -> int:
+        """How many parents the job still waits for (0 for no such job)."""
+        row = one(conn, self.Q["job_links"], {"id": job_id})
+        return 0 if row is None else int(row[1])
+
+    def count_waiting(self, conn: Conn, tube: str | None) -> dict[str, int]:
+        """tube -> its waiting jobs (every tube's, or only ``tube``'s), from the edges."""
+        return {r[0]: int(r[1])
+                for r in conn.execute(self.Q["count_waiting"], {"tube": tube})}
 
     # -- claims and waiting ------------------------------------------------------------------
 

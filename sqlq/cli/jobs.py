@@ -16,6 +16,7 @@ from ..display import display_text
 from .group import cli
 from .options import (
     DURATION,
+    after_option,
     delay_option,
     job_id_argument,
     json_option,
@@ -27,30 +28,40 @@ from .options import (
     tube_option,
     tubes_option,
 )
-from .output import attempts_text, emit, job_record
+from .output import attempts_text, emit, job_record, job_text, links_rows
+
+
+def _after(groups: Sequence[tuple[int, ...]]) -> list[int] | None:
+    """The --after options as one list of parent ids (None: no option given)."""
+    return [i for group in groups for i in group] or None
 
 
 @cli.command()
 @click.argument("body", required=False)
 @put_options
 @click.option("--unique-key", "-u", help="Insert nothing if a live job in the tube has this key.")
+@after_option
 @json_option
 @click.pass_context
 def put(ctx: click.Context, body: str | None, tube: str, priority: int, delay: float,
-        ttr: float, unique_key: str | None, as_json: bool) -> None:
+        ttr: float, unique_key: str | None, after: Sequence[tuple[int, ...]],
+        as_json: bool) -> None:
     """Put a job into a tube and print its id.
 
     BODY is the job's body; '-' (or no BODY with a pipe on stdin) reads it from stdin,
-    byte for byte.
+    byte for byte. With --after, the job waits (state waiting) until every job named
+    is gone, then is ready (or delayed by --delay from then); an id never issued
+    exits 3 and puts nothing.
 
     Example:
 
     \b
         sqlq put '{"to": "a@example.com"}' --tube emails --delay 5m
         gzip -c report.csv | sqlq put - --tube reports
+        sqlq put '{"report": 7}' --tube mail --after 41 --after 42
     """
     jid = queue_from_ctx(ctx).put(read_body(body), tube=tube, priority=priority, delay=delay,
-                                  ttr=ttr, unique_key=unique_key)
+                                  ttr=ttr, unique_key=unique_key, after=_after(after))
     emit({"id": jid}, as_json, text=str(jid))
 
 
@@ -59,26 +70,28 @@ def put(ctx: click.Context, body: str | None, tube: str, priority: int, delay: f
 @put_options
 @click.option("--null", "-0", "null", is_flag=True,
               help="Bodies end with NUL instead of newline (as with find -print0).")
+@after_option
 @json_option
 @click.pass_context
 def put_many(ctx: click.Context, file: IO[bytes], tube: str, priority: int, delay: float,
-             ttr: float, null: bool, as_json: bool) -> None:
+             ttr: float, null: bool, after: Sequence[tuple[int, ...]], as_json: bool) -> None:
     """Put one job per line of FILE (or stdin) at once; print the ids.
 
     All the jobs are put in one transaction: all or none.
     Empty lines are skipped. With --null, bodies are separated by NUL bytes, so they
-    may contain newlines.
+    may contain newlines. With --after, every job waits for all the jobs named.
 
     Example:
 
     \b
         seq 1 100 | sqlq put-many --tube numbers
         find /srv/in -name '*.jpg' -print0 | sqlq put-many -0 --tube thumbs
+        ls *.csv | sqlq put-many --tube import --after "$(sqlq put setup --tube import)"
     """
     sep = b"\0" if null else b"\n"
     bodies = [b for b in file.read().split(sep) if b]
     ids = queue_from_ctx(ctx).put_many(bodies, tube=tube, priority=priority, delay=delay,
-                                       ttr=ttr)
+                                       ttr=ttr, after=_after(after))
     emit([{"id": i} for i in ids], as_json, text="\n".join(map(str, ids)) if ids else None)
 
 
@@ -230,8 +243,10 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, r
          as_json: bool) -> None:
     """Show a job by ID, or the next --ready/--delayed/--buried one.
 
-    The job is not reserved. Exit 3 if there is no such job. A job that failed under
-    `sqlq work` also shows its failed runs and the traceback of the latest.
+    The job is not reserved. Exit 3 if there is no such job. A job put with --after
+    shows the jobs it still waits for, and a job others wait for lists them (all of
+    them in --json: parents, children). A job that failed under `sqlq work` also shows
+    its failed runs and the traceback of the latest.
 
     Example:
 
@@ -252,10 +267,15 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, r
         emit(job, raw=True)
         return
     attempts = queue.attempts(job.id)  # failed runs kept by sqlq work, with tracebacks
+    try:
+        links = queue.links(job.id)
+    except sqlq.JobNotFound:  # gone since the peek: it no longer waits, nor is waited for
+        links = sqlq.Links([], [])
     if as_json:
-        emit({**job_record(job), "attempts": [dataclasses.asdict(a) for a in attempts]}, True)
+        emit({**job_record(job), "parents": links.parents, "children": links.children,
+              "attempts": [dataclasses.asdict(a) for a in attempts]}, True)
         return
-    emit(job)
+    emit(job, text=job_text(job, links_rows(links)))
     if attempts:
         click.echo(attempts_text(attempts))
 

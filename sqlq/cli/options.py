@@ -83,6 +83,24 @@ ttr_option = click.option("--ttr", type=DURATION, default="60s", show_default=Tr
 job_id_argument = click.argument("job_id", metavar="ID", type=click.IntRange(min=1))
 
 
+def _job_ids(value: object) -> tuple[int, ...]:
+    """One --after value: job ids separated by commas or spaces (``3,4`` or ``"3 4"``, as
+    ``$(sqlq put-many ...)`` prints them), each a positive integer."""
+    if isinstance(value, tuple):
+        return value
+    words = str(value).replace(",", " ").split()
+    if not words or not all(w.isascii() and w.isdigit() and 0 < int(w) < 2**63 for w in words):
+        raise ValueError(f"{value!r} is not a list of job ids")
+    return tuple(int(w) for w in words)
+
+
+#: --after ID, repeatable (each may list several ids): the jobs a put waits for.
+after_option = click.option(
+    "--after", "-a", "after", type=Checked("id", _job_ids), multiple=True,
+    help="Wait until job ID is gone (deleted or completed) before it is ready; repeat, or "
+         "separate ids with commas, for several.")
+
+
 def priority_option(default: int | None) -> Callable[[F], F]:
     """``--priority N``; a None default means "keep the job's own" (release, bury)."""
     return click.option("--priority", "-p", type=click.IntRange(0, 2**32 - 1), default=default,

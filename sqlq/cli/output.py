@@ -37,7 +37,30 @@ def job_record(job: sqlq.Job) -> dict[str, Any]:
     return record
 
 
-def _job_rows(job: sqlq.Job) -> Iterable[tuple[str, str]]:
+#: Ids of a job's parents or children that the plain ``peek`` lists (``--json`` has all).
+SHOWN_LINKS = 20
+
+
+def links_rows(links: sqlq.Links) -> list[tuple[str, str]]:
+    """``waits for`` and ``waited on by`` rows for ``sqlq peek``: the jobs a waiting job
+    still waits for and those waiting for it (none: no row)."""
+
+    def ids(found: list[int]) -> str:
+        more = len(found) - SHOWN_LINKS
+        return " ".join(map(str, found[:SHOWN_LINKS])) + (f" ... ({more} more)" if more > 0
+                                                          else "")
+
+    return [(key, ids(found)) for key, found in (("waits for", links.parents),
+                                                 ("waited on by", links.children)) if found]
+
+
+def job_text(job: sqlq.Job, extra: Iterable[tuple[str, str]] = ()) -> str:
+    """A job for people: its fields (``extra`` rows before the body's size), then its body."""
+    return _aligned(_job_rows(job, extra)) + "\n" + display_text(job.body)
+
+
+def _job_rows(job: sqlq.Job, extra: Iterable[tuple[str, str]] = ()
+              ) -> Iterable[tuple[str, str]]:
     """The fields a person wants to see about a job, in reading order."""
     now = now_ms()
 
@@ -56,6 +79,7 @@ def _job_rows(job: sqlq.Job) -> Iterable[tuple[str, str]]:
         yield "reason", display_text(job.bury_reason)
     if job.unique_key:
         yield "unique key", display_text(job.unique_key)
+    yield from extra
     binary = job_record(job)["body_encoding"] != "utf-8"
     yield "body", f"({len(job.body)} bytes{', binary' if binary else ''})"
 
@@ -110,7 +134,7 @@ def emit(value: Any, as_json: bool = False, *, raw: bool = False, text: str | No
     else:
         for item in items:
             if isinstance(item, sqlq.Job):
-                click.echo(_aligned(_job_rows(item)) + "\n" + display_text(item.body))
+                click.echo(job_text(item))
             elif isinstance(item, Mapping):
                 click.echo(_aligned((str(k), display_text(str(v))) for k, v in item.items()))
             else:

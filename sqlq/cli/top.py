@@ -29,8 +29,10 @@ __all__ = ["Sample", "rates", "render", "run_top", "take_sample"]
 RATE_WINDOW = 5.0
 
 _COUNTS = ("current-jobs-ready", "current-jobs-urgent", "current-jobs-reserved",
-           "current-jobs-delayed", "current-jobs-buried")
-_HEADER = ("TUBE", "READY", "URGENT", "RESERVED", "DELAYED", "BURIED", "PAUSED")
+           "current-jobs-delayed", "current-jobs-buried", "current-jobs-waiting")
+#: The counts whose sum is the live jobs (urgent ones are counted among the ready).
+_LIVE = tuple(k for k in _COUNTS if k != "current-jobs-urgent")
+_HEADER = ("TUBE", "READY", "URGENT", "RESERVED", "DELAYED", "BURIED", "WAITING", "PAUSED")
 
 # ANSI: alternate screen + hidden cursor on entry, the reverse on exit; home; clear.
 _ENTER, _LEAVE = "\x1b[?1049h\x1b[?25l", "\x1b[?25h\x1b[?1049l"
@@ -72,7 +74,7 @@ def rates(old: Sample | None, new: Sample) -> tuple[float, float] | None:
     if old is None or new.at - old.at <= 0:
         return None
     puts = _num(new.total, "total-jobs") - _num(old.total, "total-jobs")
-    live = sum(_num(new.total, k) - _num(old.total, k) for k in _COUNTS)
+    live = sum(_num(new.total, k) - _num(old.total, k) for k in _LIVE)
     span = new.at - old.at
     return max(puts, 0) / span, max(puts - live, 0) / span
 

@@ -23,7 +23,7 @@ hook.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..backends import for_connection
@@ -31,6 +31,7 @@ from ..model import (
     DEFAULT_PRIORITY,
     DEFAULT_TTR,
     DEFAULT_TUBE,
+    check_after,
     check_body,
     check_put_options,
     check_tube,
@@ -82,8 +83,8 @@ def put(queue: Callable[[], Queue], body: bytes | str, *, max_job_size: int,
         in_transaction: the application has a transaction open (``atomic()``), so a
             put into a separate queue must wait for its commit.
         on_commit: the framework's hook that runs a function after that commit.
-        options: ``tube``, ``priority``, ``delay``, ``ttr``, ``unique_key``, as
-            :meth:`sqlq.Queue.put`.
+        options: ``tube``, ``priority``, ``delay``, ``ttr``, ``unique_key``, ``after``,
+            as :meth:`sqlq.Queue.put`.
 
     Returns:
         The job's id, or None when the put waits for the application's commit (there
@@ -102,11 +103,13 @@ def put(queue: Callable[[], Queue], body: bytes | str, *, max_job_size: int,
 
 def _check(max_job_size: int, body: bytes | str, *, tube: str = DEFAULT_TUBE,
            priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
-           unique_key: str | None = None) -> None:
-    """Queue.put's checks, for a put that will be made later."""
+           unique_key: str | None = None, after: int | Iterable[int] | None = None) -> None:
+    """Queue.put's checks, for a put that will be made later (whether ``after``'s ids were
+    issued is known only then: the commit's put raises JobNotFound)."""
     check_body(body, max_job_size)
     check_tube(tube)
     check_put_options(priority, delay, ttr, unique_key)
+    check_after(after)
 
 
 def _put_after_commit(queue: Callable[[], Queue], body: bytes | str,

@@ -4,7 +4,8 @@ Every value is read from the file at scrape time (one read snapshot), never kept
 this process, so any number of dashboards, or a textfile collector run by cron, agree
 with each other and survive restarts. What is exported, and from where:
 
-* ``sqlq_jobs{tube,state}``, ``sqlq_jobs_urgent{tube}``, ``sqlq_tube_paused{tube}``,
+* ``sqlq_jobs{tube,state}`` (state: ready, reserved, delayed, buried, waiting: put with
+  ``after=``, its parents not all gone), ``sqlq_jobs_urgent{tube}``, ``sqlq_tube_paused{tube}``,
   ``sqlq_oldest_ready_job_age_seconds{tube}``: the overview's counts.
 * ``sqlq_jobs_put_total`` and ``sqlq_jobs_deleted_total`` for the whole file: ids handed
   out, and those minus the jobs alive (no per-tube split: counting per tube would cost
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from sqlq.queue import Queue
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-STATES = ("ready", "reserved", "delayed", "buried")
+STATES = ("ready", "reserved", "delayed", "buried", "waiting")
 
 
 class QueueCollector:

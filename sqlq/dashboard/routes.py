@@ -27,6 +27,8 @@ from .live import History
 from .security import COOKIE, AccessDenied, Guard
 
 PAGE = 50
+#: Parents or children of a job its page links to (a parent may have thousands).
+SHOWN_LINKS = 100
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                 ".svg": "image/svg+xml"}
 
@@ -167,7 +169,8 @@ class Dashboard:
         self.history.record(view.puts_total, view.deletes_total)
         durations = {(h.tube, h.metric): h for h in self.queue.duration_histograms()}
         tubes = {t.name: {"ready": t.ready, "urgent": t.urgent, "reserved": t.reserved,
-                          "delayed": t.delayed, "buried": t.buried, "live": t.live,
+                          "delayed": t.delayed, "buried": t.buried, "waiting": t.waiting,
+                          "live": t.live,
                           "oldest": views.age(t.oldest_ready_at, view.at),
                           "paused": views.until(t.paused_until, view.at)
                           if t.paused_until else "",
@@ -207,10 +210,19 @@ class Dashboard:
         if job is None and result is None:
             raise JobNotFound(f"job {job_id} not found (deleted, or its result expired)")
         return self.render("job.html", job_id=job_id, job=job, note=req.arg("note"),
+                           links=self._links(job_id) if job else None,
+                           shown_links=SHOWN_LINKS,
                            attempts=self.queue.attempts(job_id) if job else [],
                            body=views.show_body(job.body) if job else None,
                            result=views.show_body(result) if result is not None else None,
                            now=now_ms())
+
+    def _links(self, job_id: int) -> Any:
+        """The job's parents and children (none if it went since it was peeked)."""
+        try:
+            return self.queue.links(job_id)
+        except JobNotFound:
+            return None
 
     def workers(self, req: Request) -> Response:
         return self.render("workers.html", workers=self.queue.workers(),

@@ -228,7 +228,9 @@ class Commands:
 
     def _peek(self, conn: Conn, cmd: Command) -> bytes:
         job = self.server.q.peek(cmd.ints[0])
-        return Reply.NOT_FOUND if job is None else bs.found(job.id, job.body)
+        if job is None or job.state == "waiting":  # beanstalkd has no waiting jobs
+            return Reply.NOT_FOUND
+        return bs.found(job.id, job.body)
 
     def _kick_job(self, conn: Conn, cmd: Command) -> bytes:
         try:

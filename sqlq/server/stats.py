@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from sqlq.errors import JobNotFound
 from sqlq.server.loop import now_ms
 from sqlq.server.protocol import DEFAULT_TUBE, PROTOCOL_VERSION
 from sqlq.server.yaml import STATS_JOB_KEYS, STATS_KEYS, STATS_TUBE_KEYS, Scalar, yaml_dict
@@ -131,9 +132,12 @@ class Stats:
         """The ``stats-job`` document.
 
         Raises:
-            JobNotFound: no such job.
+            JobNotFound: no such job, or a job waiting for parents (a state the
+                protocol does not have: such a job is in no reply but the counts).
         """
         values = server.q.stats_job(job_id)
+        if values["state"] == "waiting":
+            raise JobNotFound(f"job {job_id} not found")
         values["file"] = 0
         return yaml_dict(STATS_JOB_KEYS, values)
 

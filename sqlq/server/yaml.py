@@ -25,13 +25,13 @@ STATS_KEYS = (
     "current-workers", "current-waiting", "total-connections", "pid", "version",
     "rusage-utime", "rusage-stime", "uptime", "binlog-oldest-index", "binlog-current-index",
     "binlog-records-migrated", "binlog-records-written", "binlog-max-size", "draining", "id",
-    "hostname", "os", "platform", "sqlq-version",
+    "hostname", "os", "platform", "sqlq-version", "current-jobs-waiting",
 )
 STATS_TUBE_KEYS = (
     "name", "current-jobs-urgent", "current-jobs-ready", "current-jobs-reserved",
     "current-jobs-delayed", "current-jobs-buried", "total-jobs", "current-using",
     "current-watching", "current-waiting", "cmd-delete", "cmd-pause-tube", "pause",
-    "pause-time-left",
+    "pause-time-left", "current-jobs-waiting",
 )
 STATS_JOB_KEYS = (
     "id", "tube", "state", "pri", "age", "delay", "ttr", "time-left", "file", "reserves",
@@ -40,6 +40,13 @@ STATS_JOB_KEYS = (
 QUOTED_KEYS = frozenset({"version"})
 """Keys whose string values beanstalkd 1.12 writes in double quotes (``"1.12"``, which
 a YAML reader would otherwise take for a number)."""
+
+#: sqlq's own keys, after beanstalkd's (clients that know only beanstalkd's ignore them):
+#: ``sqlq-version`` in ``stats``; ``current-jobs-waiting`` in ``stats`` and ``stats-tube``,
+#: the jobs put with ``after=`` (by the library: the protocol has no such put) whose
+#: parents are not all gone. They are in no other reply: ``peek``, ``stats-job``,
+#: ``kick-job``, ``reserve-job`` and ``delete`` of one answer NOT_FOUND.
+EXTENSION_KEYS = frozenset({"sqlq-version", "current-jobs-waiting"})
 
 Scalar = int | float | str | bool
 

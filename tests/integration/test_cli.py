@@ -247,9 +247,10 @@ def test_pause(db: Path) -> None:
 def test_top_once(db: Path) -> None:
     put(db, "a", "--tube", "emails")
     put(db, "b", "--tube", "emails", "--delay", "1h")
+    put(db, "c", "--tube", "emails", "--after", "1")
     out = run(db, "top", "--once").stdout
-    assert re.search(r"^emails\s+1\s+0\s+0\s+1\s+0$", out, re.M), out
-    assert "READY" in out and "\x1b" not in out
+    assert re.search(r"^emails\s+1\s+0\s+0\s+1\s+0\s+1$", out, re.M), out  # 1 waiting
+    assert "READY" in out and "WAITING" in out and "\x1b" not in out
 
 
 # --- arguments: durations, tubes, priorities, --db --------------------------------------

@@ -372,12 +372,61 @@ def test_a_drained_tube_stays_listed_at_zero(q: sqlq.Queue) -> None:
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for f in text_string_to_metric_families(text) for s in f.samples}
     for tube in ("media", "thumbs"):
-        for state in ("ready", "reserved", "delayed", "buried"):
+        for state in ("ready", "reserved", "delayed", "buried", "waiting"):
             assert samples["sqlq_jobs", (("state", state), ("tube", tube))] == 0
         for name in ("sqlq_jobs_urgent", "sqlq_tube_paused",
                      "sqlq_oldest_ready_job_age_seconds", "sqlq_jobs_buried_total",
                      "sqlq_jobs_kicked_total", "sqlq_jobs_timed_out_total"):
             assert samples[name, (("tube", tube),)] == 0, name
+    promtool = require("promtool", "prometheus")
+    check = subprocess.run([promtool, "check", "metrics"], input=text, text=True,
+                           capture_output=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_waiting_jobs_and_their_links_on_every_page(q: sqlq.Queue) -> None:
+    """Jobs put with after=: counted per tube on the overview, the tube page and
+    /metrics, listed in the tube's waiting tab, and each job page links its parents and
+    children."""
+    a, b = q.put(b"a", tube="mail"), q.put(b"b", tube="mail")
+    kids = q.put_many([b"k1", b"k2"], tube="kids", after=a)
+    both = q.put(b"both", tube="mail", after=[a, b])
+    with running(q) as c:
+        api = json.loads(c.get("/api/overview").text)["tubes"]
+        assert (api["kids"]["waiting"], api["kids"]["live"], api["kids"]["ready"]) == (2, 2, 0)
+        assert api["mail"]["waiting"] == 1
+        overview = c.get("/").text
+        assert re.search(r'data-field="waiting"><a href="/tube\?name=kids&amp;state=waiting">2<',
+                         overview)
+        tube = c.get("/tube?name=kids").text
+        assert re.search(r'state=waiting"[^>]*>waiting <b data-field="waiting">2</b>', tube)
+        listed = c.get("/tube?name=kids&state=waiting").text
+        assert all(f'href="/job?id={k}"' in listed for k in kids)
+        assert '<span class="state waiting">waiting</span>' in listed
+        assert f'href="/job?id={both}"' not in listed  # another tube's
+        child = c.get(f"/job?id={both}").text
+        assert '<span class="state waiting">waiting</span>' in child
+        parents = re.search(r'<td id="parents">(.*?)</td>', child)
+        assert parents is not None
+        assert re.findall(r'href="/job\?id=(\d+)"', parents.group(1)) == [str(a), str(b)]
+        assert 'id="children"' not in child
+        parent = c.get(f"/job?id={a}").text
+        children = re.search(r'<td id="children">(.*?)</td>', parent)
+        assert children is not None
+        assert re.findall(r'href="/job\?id=(\d+)"', children.group(1)) == [
+            str(i) for i in (*kids, both)]
+        plain = c.get(f"/job?id={q.put(b'plain')}").text
+        assert 'id="parents"' not in plain and 'id="children"' not in plain
+        text = c.get("/metrics").text
+        reply = c.post("/actions/delete-job", {"id": str(a), "csrf": c.csrf, "next": "/"})
+        assert reply.status == 303
+        assert json.loads(c.get("/api/overview").text)["tubes"]["kids"]["ready"] == 2
+        assert 'id="parents"' in c.get(f"/job?id={both}").text  # still waits for b
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(text) for s in f.samples}
+    assert samples["sqlq_jobs", (("state", "waiting"), ("tube", "kids"))] == 2
+    assert samples["sqlq_jobs", (("state", "waiting"), ("tube", "mail"))] == 1
+    assert samples["sqlq_jobs", (("state", "ready"), ("tube", "kids"))] == 0
     promtool = require("promtool", "prometheus")
     check = subprocess.run([promtool, "check", "metrics"], input=text, text=True,
                            capture_output=True, timeout=60)

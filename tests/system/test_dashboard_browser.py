@@ -83,6 +83,11 @@ def _fill(db: str) -> dict[str, int]:
                                           FAILED_TRACEBACK),
                              0 if outcome == "retried" else None)
     q.put("live 0", tube="live")
+    # A pipeline: load waits for extract (put with after=).
+    ids["extract"] = q.put(json.dumps({"task": "extract", "day": "2026-11-26"}),
+                           tube="pipeline")
+    ids["load"] = q.put(json.dumps({"task": "load", "day": "2026-11-26"}), tube="pipeline",
+                        after=ids["extract"])
     q.subscribe("orders", "billing")
     q.subscribe("orders", "audit")
     q.pause_tube("billing", 3600)
@@ -259,6 +264,26 @@ def test_kick_and_delete_through_the_ui(site: dict[str, Any], page: Any,
         assert kicked is not None and kicked.state == "ready"
         assert q.peek(ids["delete"]) is None and q.peek(ids["bulk"]) is None
         assert q.peek(ids["csrf"]) is not None
+
+
+def test_a_job_page_links_its_parents_and_children(site: dict[str, Any], page: Any,
+                                                   tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    ids = site["ids"]
+    page.goto(site["url"] + "/tube?name=pipeline&state=waiting")
+    expect(page.locator('nav.tabs [data-field="waiting"]')).to_have_text("1")
+    page.click(f'table.jobs a[href="/job?id={ids["load"]}"]')
+    expect(page.locator("h1 .state")).to_have_text("waiting")
+    _shot(page, tmp_path, "job-waiting")
+    page.click(f'#parents a[href="/job?id={ids["extract"]}"]')
+    expect(page.locator("h1")).to_contain_text(f"Job {ids['extract']}")
+    expect(page.locator("h1 .state")).to_have_text("ready")
+    assert page.locator("#parents").count() == 0
+    page.click(f'#children a[href="/job?id={ids["load"]}"]')
+    expect(page.locator("h1")).to_contain_text(f"Job {ids['load']}")
+    page.goto(site["url"] + "/")
+    expect(page.locator('tr[data-tube="pipeline"] [data-field="waiting"]')).to_have_text("1")
 
 
 def test_search_finds_a_job(site: dict[str, Any], page: Any, tmp_path: Path) -> None:

@@ -232,7 +232,7 @@ ADMIN_PAGE = textwrap.dedent("""
     for body in (b"a", b"<script>x</script>"):
         queue.put(body, tube="mail")
         queue.reserve("mail", timeout=0).bury(reason="SMTP down")
-    queue.put(b"c", tube="mail")
+    queue.put(b"w", tube="mail", after=queue.put(b"c", tube="mail"))
     client = Client()
     print(client.get("/admin/sqlq/").status_code)
     client.force_login(User.objects.create(username="s", is_staff=True))
@@ -247,5 +247,6 @@ def test_admin_page_shows_tubes_and_buried_jobs_to_staff(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     anonymous, page = result.stdout.split("\n", 1)
     assert anonymous == "302"  # to the admin's login page
-    assert "<td>mail</td><td>1</td><td>0</td><td>0</td><td>2</td>" in page, page
+    assert "<td>mail</td><td>1</td><td>0</td><td>0</td><td>2</td><td>1</td>" in page, page
+    assert "<th>Waiting</th>" in page
     assert page.count("SMTP down") == 2 and "&lt;script&gt;" in page and "<script>x" not in page

@@ -71,11 +71,12 @@ def test_top_shows_every_tube_and_quits_on_q(tmux: Tmux, db: Path) -> None:
     start_top(tmux, db, "--interval", "200ms")
     screen = wait_for(tmux, lambda s: "thumbs" in s)
     assert "sqlq top" in screen and str(db) in screen and "q: quit" in screen
-    assert re.search(r"^TUBE\s+READY\s+URGENT\s+RESERVED\s+DELAYED\s+BURIED\s+PAUSED$",
-                     screen, re.M), screen
-    assert re.search(r"^emails\s+1\s+0\s+0\s+1\s+0$", screen, re.M), screen
-    assert re.search(r"^thumbs\s+3\s+0\s+0\s+0\s+0\s+\d+m\d\ds$", screen, re.M), screen
-    assert re.search(r"^ALL\s+4\s+0\s+0\s+1\s+0$", screen, re.M), screen
+    assert re.search(
+        r"^TUBE\s+READY\s+URGENT\s+RESERVED\s+DELAYED\s+BURIED\s+WAITING\s+PAUSED$",
+        screen, re.M), screen
+    assert re.search(r"^emails\s+1\s+0\s+0\s+1\s+0\s+0$", screen, re.M), screen
+    assert re.search(r"^thumbs\s+3\s+0\s+0\s+0\s+0\s+0\s+\d+m\d\ds$", screen, re.M), screen
+    assert re.search(r"^ALL\s+4\s+0\s+0\s+1\s+0\s+0$", screen, re.M), screen
 
     # The view refreshes by itself, and throughput comes from successive samples.
     with sqlq.Queue(db) as q:
@@ -120,6 +121,18 @@ def test_rates_come_from_successive_samples() -> None:
     assert rates(old, new) == (10.0, 7.5)  # 20 puts in 2 s; 15 of them already done
 
 
+def test_waiting_jobs_are_live_and_urgent_ones_count_once() -> None:
+    old = Sample(0.0, {"total-jobs": 0}, {})
+    new = Sample(1.0, {"total-jobs": 10, "current-jobs-ready": 4, "current-jobs-urgent": 4,
+                       "current-jobs-waiting": 2}, {})
+    assert rates(old, new) == (10.0, 4.0)  # 6 still live (the urgent among the ready)
+    tubes = {"t": {"current-jobs-ready": 4, "current-jobs-waiting": 6}}
+    lines = render(deque([new]), "title")
+    assert lines[3].split()[6] == "WAITING"
+    assert render(deque([Sample(0.0, {}, tubes)]), "x")[4].split() == [
+        "t", "4", "0", "0", "0", "0", "6"]
+
+
 def test_render_rows_totals_and_small_screens() -> None:
     tubes = {"b": {"current-jobs-ready": 2, "current-jobs-buried": 1},
              "a": {"current-jobs-delayed": 3, "pause-time-left": 90}}
@@ -127,8 +140,8 @@ def test_render_rows_totals_and_small_screens() -> None:
     lines = render(samples, "title", width=80, height=40)
     assert lines[0] == "title" and "2.0 put/s  2.0 done/s" in lines[1]
     assert [line.split()[0] for line in lines[3:]] == ["TUBE", "a", "b", "ALL"]
-    assert lines[4].split() == ["a", "0", "0", "0", "3", "0", "1m30s"]
-    assert lines[6].split() == ["ALL", "2", "0", "0", "3", "1"]
+    assert lines[4].split() == ["a", "0", "0", "0", "3", "0", "0", "1m30s"]
+    assert lines[6].split() == ["ALL", "2", "0", "0", "3", "1", "0"]
     short = render(samples, "title", width=12, height=5)
     assert len(short) == 5 and all(len(line) <= 12 for line in short)
     assert short[-1].startswith("... 3 more")

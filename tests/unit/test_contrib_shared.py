@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,26 +72,58 @@ def test_put_separate_queue_waits_for_commit(q: sqlq.Queue) -> None:
         put_via(q, hooks, b"x", conn=None, in_transaction=True, tube="-bad")
     with pytest.raises(TypeError):
         put_via(q, hooks, b"x", conn=None, in_transaction=True, priority="high")
+    with pytest.raises(TypeError):
+        put_via(q, hooks, b"x", conn=None, in_transaction=True, after="1")
     assert hooks.pending == []
 
 
-def test_put_same_database_joins_the_transaction(tmp_path: Path) -> None:
+@pytest.fixture
+def shared_file(tmp_path: Path) -> Iterator[tuple[sqlq.Queue, sqlite3.Connection]]:
+    """A Queue and the application's own autocommit connection to the same file."""
     path = str(tmp_path / "app.db")
     q = sqlq.Queue(path, driver="sqlite3")
     conn = sqlite3.connect(path, isolation_level=None)
+    yield q, conn
+    conn.close()
+    q.close()
+
+
+def test_put_same_database_joins_the_transaction(
+        shared_file: tuple[sqlq.Queue, sqlite3.Connection]) -> None:
+    q, conn = shared_file
     hooks = Hooks()
-    try:
-        conn.execute("BEGIN")
-        jid = put_via(q, hooks, b"rolled back", conn=conn, in_transaction=True)
-        assert isinstance(jid, int)
-        conn.execute("ROLLBACK")
-        assert q.peek(jid) is None
-        conn.execute("BEGIN")
-        jid = put_via(q, hooks, b"kept", conn=conn, in_transaction=True)
-        conn.execute("COMMIT")
-        assert hooks.pending == []  # nothing deferred: the job was in the transaction
-        job = q.peek(jid)
-        assert job is not None and job.body == b"kept"
-    finally:
-        conn.close()
-        q.close()
+    conn.execute("BEGIN")
+    jid = put_via(q, hooks, b"rolled back", conn=conn, in_transaction=True)
+    assert isinstance(jid, int)
+    conn.execute("ROLLBACK")
+    assert q.peek(jid) is None
+    conn.execute("BEGIN")
+    jid = put_via(q, hooks, b"kept", conn=conn, in_transaction=True)
+    conn.execute("COMMIT")
+    assert hooks.pending == []  # nothing deferred: the job was in the transaction
+    job = q.peek(jid)
+    assert job is not None and job.body == b"kept"
+
+
+def test_put_after_waits_for_parents_whichever_way_it_is_made(q: sqlq.Queue) -> None:
+    hooks = Hooks()
+    parent = q.put(b"parent")
+    now = put_via(q, hooks, b"now", conn=None, in_transaction=False, after=parent)
+    assert now is not None and q.links(now).parents == [parent]
+    assert put_via(q, hooks, b"later", conn=None, in_transaction=True, tube="t",
+                   after=[parent]) is None
+    hooks.commit()
+    assert q.links(parent).children == [now, now + 1]
+    assert q.stats_tube("t")["current-jobs-waiting"] == 1
+
+
+def test_put_after_through_the_applications_connection(
+        shared_file: tuple[sqlq.Queue, sqlite3.Connection]) -> None:
+    q, conn = shared_file
+    parent = q.put(b"parent")
+    conn.execute("BEGIN")
+    child = put_via(q, Hooks(), b"child", conn=conn, in_transaction=True, after=parent)
+    conn.execute("COMMIT")
+    assert child is not None and q.stats_job(child)["state"] == "waiting"
+    with pytest.raises(sqlq.JobNotFound):
+        put_via(q, Hooks(), b"orphan", conn=conn, in_transaction=False, after=99)

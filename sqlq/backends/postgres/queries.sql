@@ -762,3 +762,29 @@ SELECT sqlq_release_children(ARRAY[%(id)s::bigint], %(now)s::bigint);
 
 -- name: forget_child_edges
 DELETE FROM sqlq_edges WHERE child = %(id)s;
+
+-- name: job_parents
+-- Queue.links: the parents a job still waits for (sqlq_edges_child: one index range).
+SELECT parent FROM sqlq_edges WHERE child = %(id)s ORDER BY parent;
+
+-- name: job_children
+-- Queue.links: the jobs waiting for this one (sqlq_edges' primary key: one range).
+SELECT child FROM sqlq_edges WHERE parent = %(id)s ORDER BY child;
+
+-- name: count_waiting
+-- dialect: a typed NULL test of the tube.
+-- Waiting jobs per tube (all tubes, or %(tube)s's), through sqlq_edges_child: no index
+-- holds waiting jobs, but each has an edge naming it as child while it waits.
+SELECT tube, count(*) FROM sqlq_jobs
+ WHERE id IN (SELECT child FROM sqlq_edges) AND state = 4
+   AND (%(tube)s::text IS NULL OR tube = %(tube)s)
+ GROUP BY tube;
+
+-- name: list_waiting_jobs
+SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
+       releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
+       length(body)
+  FROM sqlq_jobs
+ WHERE id IN (SELECT child FROM sqlq_edges WHERE child > %(after)s) AND state = 4
+   AND tube = %(tube)s
+ ORDER BY id LIMIT %(limit)s;

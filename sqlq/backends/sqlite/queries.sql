@@ -744,3 +744,32 @@ DELETE FROM sqlq_edges WHERE parent = :id;
 -- A waiting job deleted takes its edges (its parents' dependents stay: a release that
 -- finds no child does nothing).
 DELETE FROM sqlq_edges WHERE child = :id;
+
+-- name: job_parents
+-- Queue.links: the parents a job still waits for (sqlq_edges_child: one index range).
+SELECT parent FROM sqlq_edges WHERE child = :id ORDER BY parent;
+
+-- name: job_children
+-- Queue.links: the jobs waiting for this one (sqlq_edges' primary key: one range).
+SELECT child FROM sqlq_edges WHERE parent = :id ORDER BY child;
+
+-- name: count_waiting
+-- Waiting jobs per tube (all tubes, or :tube's) for the dashboard and /metrics. No index
+-- holds waiting jobs (migration 0010), but each has an edge naming it as child for as long
+-- as it waits: one walk of sqlq_edges_child and a primary-key probe per waiting job, in
+-- time that grows with the waiting jobs, never with the file.
+SELECT tube, count(*) FROM sqlq_jobs
+ WHERE id IN (SELECT child FROM sqlq_edges) AND state = 4
+   AND (:tube IS NULL OR tube = :tube)
+ GROUP BY tube;
+
+-- name: list_waiting_jobs
+-- A page of a tube's waiting jobs, by id (as list_buried_jobs), found through
+-- sqlq_edges_child as count_waiting does.
+SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
+       releases, buries, kicks, delay_until, reserved_until, bury_reason, unique_key, delay,
+       length(body)
+  FROM sqlq_jobs
+ WHERE id IN (SELECT child FROM sqlq_edges WHERE child > :after) AND state = 4
+   AND tube = (SELECT :tube)
+ ORDER BY id LIMIT (SELECT :limit);

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from ...errors import SchemaError
@@ -91,8 +91,10 @@ class DjangoQueue:
 
     def put(self, body: bytes | str, *, tube: str = DEFAULT_TUBE,
             priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
-            unique_key: str | None = None) -> int | None:
-        """Put a job, following Django's transaction (see the module doc).
+            unique_key: str | None = None, after: int | Iterable[int] | None = None
+            ) -> int | None:
+        """Put a job, following Django's transaction (see the module doc); ``after``
+        as in :meth:`sqlq.Queue.put` (parents to wait for).
 
         Returns:
             The job's id; None when a queue of its own waits for Django's commit.
@@ -111,7 +113,8 @@ class DjangoQueue:
                 self.get, body, max_job_size=config.max_job_size, conn=raw,
                 in_transaction=django.in_atomic_block,
                 on_commit=lambda fn: transaction.on_commit(fn, using=using),
-                tube=tube, priority=priority, delay=delay, ttr=ttr, unique_key=unique_key)
+                tube=tube, priority=priority, delay=delay, ttr=ttr, unique_key=unique_key,
+                after=after)
         except SchemaError as exc:
             if config.alias is None:
                 raise

@@ -30,7 +30,7 @@ def _buried(tube: str) -> list[dict[str, Any]]:
 
 @staff_member_required  # type: ignore[untyped-decorator]  # Django ships no types
 def overview(request: Any) -> Any:
-    """Tubes (ready, reserved, delayed, buried) and the buried jobs of each."""
+    """Tubes (ready, reserved, delayed, buried, waiting) and the buried jobs of each."""
     snapshot = queue.overview()
     tubes = [{"summary": t, "buried_jobs": _buried(t.name) if t.buried else []}
              for t in snapshot.tubes]

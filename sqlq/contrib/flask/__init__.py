@@ -38,7 +38,7 @@ import functools
 import inspect
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
 
 from flask import Flask, current_app, g, has_app_context
@@ -175,8 +175,10 @@ class Sqlq:
 
     def put(self, body: bytes | str, *, tube: str = DEFAULT_TUBE,
             priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
-            unique_key: str | None = None) -> int | None:
-        """``Queue.put`` that follows Flask-SQLAlchemy's session.
+            unique_key: str | None = None, after: int | Iterable[int] | None = None
+            ) -> int | None:
+        """``Queue.put`` that follows Flask-SQLAlchemy's session (``after``: the jobs
+        this one waits for, as in ``Queue.put``).
 
         Outside a session transaction the job is put at once. Inside one, on the app's
         own database, it joins the transaction (commits or rolls back with the rows);
@@ -198,7 +200,8 @@ class Sqlq:
             max_job_size=settings.options.get("max_job_size", DEFAULT_MAX_JOB_SIZE),
             conn=conn, in_transaction=session is not None,
             on_commit=lambda fn: defer(cast("Session", session), self.queue_of(app), fn),
-            tube=tube, priority=priority, delay=delay, ttr=ttr, unique_key=unique_key)
+            tube=tube, priority=priority, delay=delay, ttr=ttr, unique_key=unique_key,
+            after=after)
 
     # -- tasks -----------------------------------------------------------------------------
 
