@@ -216,6 +216,22 @@ def test_every_delete_path_releases_the_children(q: sqlq.Queue, path: str) -> No
     assert _reserve(q, "kids").id == kids[0]
 
 
+def test_a_parent_named_twice_in_one_batch_is_deleted_once_and_not_lost(q: sqlq.Queue) -> None:
+    """delete_many and reserve_many(delete=) of the same handle twice: as for any job,
+    both name a live lease, so nothing is lost (found by the property test's model)."""
+    for verb in ("delete_many", "reserve_many"):
+        parent = q.put(b"p", tube="twice")
+        child = q.put(b"c", tube="kids", after=parent)
+        job = q.reserve("twice", timeout=0)
+        assert job is not None and job.id == parent
+        if verb == "delete_many":
+            q.delete_many([job, job])
+        else:
+            assert q.reserve_many(1, "twice", timeout=0, delete=[job, job]) == []
+        assert q.stats_job(child)["state"] == "ready"
+        q.delete(child)
+
+
 def test_a_buried_parent_is_not_gone(q: sqlq.Queue) -> None:
     parent = q.put(b"p", tube="p")
     child = q.put(b"c", after=parent)

@@ -275,11 +275,11 @@ class SQLiteStore(Store):
         pairs = "[" + ",".join(f"[{job_id:d},{lease:d}]" for job_id, lease in leases) + "]"
         gone = {(r[0], r[1]) for r in conn.execute(
             self.Q["delete_leased_jobs"], {"jobs": pairs, "now": now})}
-        left = [pair for pair in leases if pair not in gone]
         # Lost leases, or parents (the statement skips jobs with dependents): each of
-        # those deleted with its release, the others lost.
-        return [(job_id, lease) for job_id, lease in left
-                if self._delete_linked(conn, now, job_id, lease) is None]
+        # those deleted once with its release (a pair named twice as well), the others lost.
+        linked = {pair: self._delete_linked(conn, now, *pair) is not None
+                  for pair in dict.fromkeys(leases) if pair not in gone}
+        return [pair for pair in leases if pair in linked and not linked[pair]]
 
     def total_jobs(self, conn: Any) -> int:
         return int(one(conn, self.Q["total_jobs"])[0])
