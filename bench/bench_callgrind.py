@@ -1,0 +1,115 @@
+"""Instructions per job (valgrind's callgrind) of sqlq's hot paths, in this checkout and
+in others: a count, so it does not depend on how busy the machine is.
+
+    .venv/bin/python bench/bench_callgrind.py [--trees . /path/to/baseline]
+        [--workloads put,fill,claim,cycle] [--jobs 1000,3000] [--annotate DIR]
+
+Each (tree, workload, n) runs once in a fresh process under ``valgrind --tool=callgrind``
+(a new file in a temporary directory, durability ``normal``); the figure is
+(total(n2) - total(n1)) / (n2 - n1): the instructions one more job costs, with the
+start-up (the interpreter, imports, the migrations) subtracted out. Workloads:
+
+* ``put``: ``q.put(body)`` n times;
+* ``fill``: ``q.put_many`` of n bodies in batches of 5,000 (bench_single.py's fill);
+* ``claim``: the fill, then n ``q.reserve(timeout=0)`` (claims only, nothing deleted);
+* ``cycle``: the fill, then ``reserve(timeout=0)`` + ``job.delete()`` until empty
+  (bench_single.py's drain); ``cycle - claim`` is the delete under a lease, and
+  ``claim - fill`` the claim.
+
+``--annotate DIR`` keeps the callgrind files there and writes, for each workload,
+``callgrind_annotate`` of its n2 run (inclusive costs by function), to see where a
+difference between two trees comes from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+BODY = b"x" * 64
+
+
+def child(workload: str, jobs: int, tree: str) -> None:
+    """The measured program (run under callgrind)."""
+    sys.path.insert(0, tree)
+    import sqlq
+
+    with tempfile.TemporaryDirectory(prefix="sqlq-callgrind-") as tmp:
+        q = sqlq.Queue(str(Path(tmp) / "q.db"), durability="normal")
+        if workload == "put":
+            for _ in range(jobs):
+                q.put(BODY)
+        else:
+            for start in range(0, jobs, 5000):
+                q.put_many([BODY] * min(5000, jobs - start))
+        if workload == "claim":
+            for _ in range(jobs):
+                if q.reserve(timeout=0) is None:
+                    raise SystemExit("claimed fewer jobs than were put")
+        elif workload == "cycle":
+            done = 0
+            while (job := q.reserve(timeout=0)) is not None:
+                job.delete()
+                done += 1
+            if done != jobs:
+                raise SystemExit(f"drained {done} of {jobs} jobs")
+        q.close()
+
+
+def total(tree: str, workload: str, jobs: int, out: Path) -> int:
+    """The instructions of one run (callgrind's ``totals:`` line)."""
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                    sys.executable, str(HERE), "--child", workload, str(jobs), tree],
+                   check=True, capture_output=True)
+    text = out.read_text()
+    match = re.search(r"^(?:totals|summary): (\d+)", text, re.M)
+    if match is None:
+        raise SystemExit(f"no totals in {out}")
+    return int(match.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trees", nargs="+", default=[str(HERE.parent.parent)])
+    parser.add_argument("--workloads", default="put,fill,claim,cycle")
+    parser.add_argument("--jobs", default="1000,3000")
+    parser.add_argument("--annotate", help="keep the callgrind files and annotations here")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], int(args.child[1]), args.child[2])
+        return
+    low, high = (int(n) for n in args.jobs.split(","))
+    keep = Path(args.annotate) if args.annotate else None
+    if keep:
+        keep.mkdir(parents=True, exist_ok=True)
+    print(f"instructions per job, (total({high}) - total({low})) / {high - low}, "
+          f"python {sys.version.split()[0]}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="sqlq-callgrind-out-") as name:
+        where = keep or Path(name)
+        for workload in args.workloads.split(","):
+            for tree in args.trees:
+                tree = str(Path(tree).resolve())
+                label = re.sub(r"\W+", "-", tree.strip("/"))
+                counts = [total(tree, workload, n, where / f"{label}.{workload}.{n}.out")
+                          for n in (low, high)]
+                per_job = (counts[1] - counts[0]) / (high - low)
+                print(f"{workload:6} {tree:32} {per_job / 1000:8.1f}k instructions a job "
+                      f"(totals {counts[0]:,} / {counts[1]:,})", flush=True)
+                if keep:
+                    annotated = subprocess.run(
+                        ["callgrind_annotate", "--inclusive=yes",
+                         str(where / f"{label}.{workload}.{high}.out")],
+                        check=True, capture_output=True, text=True).stdout
+                    (keep / f"{label}.{workload}.{high}.txt").write_text(annotated)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    main()
