@@ -14,7 +14,16 @@ start-up (the interpreter, imports, the migrations) subtracted out. Workloads:
 * ``claim``: the fill, then n ``q.reserve(timeout=0)`` (claims only, nothing deleted);
 * ``cycle``: the fill, then ``reserve(timeout=0)`` + ``job.delete()`` until empty
   (bench_single.py's drain); ``cycle - claim`` is the delete under a lease, and
-  ``claim - fill`` the claim.
+  ``claim - fill`` the claim;
+* ``fanin``: the fill, one child ``put(after=every id)``, then the same drain (each
+  parent's delete releases the child once; the child is drained last): ``fanin - cycle``
+  is what a parent's release costs;
+* ``chain``: n ``put(after=previous)``, then the same drain (each delete releases the
+  next link).
+
+With three sizes or more (``--jobs 1000,3000,10000``) each pair of neighbours gives a
+figure: equal figures mean a cost per job that does not grow with n (a release that is
+O(1) per finished parent, whatever the fan-in or the chain's length).
 
 ``--annotate DIR`` keeps the callgrind files there and writes, for each workload,
 ``callgrind_annotate`` of its n2 run (inclusive costs by function), to see where a
@@ -45,6 +54,10 @@ def child(workload: str, jobs: int, tree: str) -> None:
         if workload == "put":
             for _ in range(jobs):
                 q.put(BODY)
+        elif workload == "chain":
+            prev = None
+            for _ in range(jobs):
+                prev = q.put(BODY, after=prev)
         else:
             for start in range(0, jobs, 5000):
                 q.put_many([BODY] * min(5000, jobs - start))
@@ -52,7 +65,10 @@ def child(workload: str, jobs: int, tree: str) -> None:
             for _ in range(jobs):
                 if q.reserve(timeout=0) is None:
                     raise SystemExit("claimed fewer jobs than were put")
-        elif workload == "cycle":
+        if workload == "fanin":
+            q.put(BODY, after=list(range(1, jobs + 1)))
+            jobs += 1
+        if workload in ("cycle", "fanin", "chain"):
             done = 0
             while (job := q.reserve(timeout=0)) is not None:
                 job.delete()
@@ -85,11 +101,12 @@ def main() -> None:
     if args.child:
         child(args.child[0], int(args.child[1]), args.child[2])
         return
-    low, high = (int(n) for n in args.jobs.split(","))
+    sizes = [int(n) for n in args.jobs.split(",")]
+    high = sizes[-1]
     keep = Path(args.annotate) if args.annotate else None
     if keep:
         keep.mkdir(parents=True, exist_ok=True)
-    print(f"instructions per job, (total({high}) - total({low})) / {high - low}, "
+    print(f"instructions per job, (total(n2) - total(n1)) / (n2 - n1) for n in {sizes}, "
           f"python {sys.version.split()[0]}", flush=True)
     with tempfile.TemporaryDirectory(prefix="sqlq-callgrind-out-") as name:
         where = keep or Path(name)
@@ -98,10 +115,12 @@ def main() -> None:
                 tree = str(Path(tree).resolve())
                 label = re.sub(r"\W+", "-", tree.strip("/"))
                 counts = [total(tree, workload, n, where / f"{label}.{workload}.{n}.out")
-                          for n in (low, high)]
-                per_job = (counts[1] - counts[0]) / (high - low)
-                print(f"{workload:6} {tree:32} {per_job / 1000:8.1f}k instructions a job "
-                      f"(totals {counts[0]:,} / {counts[1]:,})", flush=True)
+                          for n in sizes]
+                per_job = [f"{(c2 - c1) / (n2 - n1) / 1000:.1f}k ({n1}->{n2})"
+                           for n1, n2, c1, c2 in zip(sizes, sizes[1:], counts, counts[1:],
+                                                     strict=False)]
+                print(f"{workload:6} {tree:32} instructions a job: {', '.join(per_job)} "
+                      f"(totals {' / '.join(f'{c:,}' for c in counts)})", flush=True)
                 if keep:
                     annotated = subprocess.run(
                         ["callgrind_annotate", "--inclusive=yes",
