@@ -283,19 +283,23 @@ class Links:
 
 
 def read_links(db: str | Path) -> Links:
+    """Both tables from one snapshot: on PostgreSQL a statement a killed agent sent just
+    before its death may still commit while the checker reads."""
     jobs_sql = "SELECT id, state, waiting_on, dependents FROM sqlq_jobs"
     edges_sql = "SELECT parent, child FROM sqlq_edges"
     if "://" in str(db):
         import psycopg
 
         with psycopg.connect(str(db)) as pg:
+            pg.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             return Links({r[0]: (r[1], r[2], r[3]) for r in pg.execute(jobs_sql)},
                          [(r[0], r[1]) for r in pg.execute(edges_sql)])
     conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READWRITE)
     try:
         conn.set_busy_timeout(10_000)
-        return Links({r[0]: (r[1], r[2], r[3]) for r in conn.execute(jobs_sql)},
-                     [(r[0], r[1]) for r in conn.execute(edges_sql)])
+        with conn:
+            return Links({r[0]: (r[1], r[2], r[3]) for r in conn.execute(jobs_sql)},
+                         [(r[0], r[1]) for r in conn.execute(edges_sql)])
     finally:
         conn.close()
 
