@@ -48,25 +48,47 @@ def _queue(system: Any) -> Any:
     return system.client(setup=True).q
 
 
-def _drain_until(q: Any, last: int | None) -> tuple[int, float]:
-    """Claim-and-delete (the worker's loop) until ``last`` is claimed, or (None) until
-    nothing is ready: (jobs deleted, seconds)."""
+class Tenths:
+    """The time of a loop of n steps, and of its first and last tenth: a cost per step
+    that grows with n (a scan) shows as a last tenth slower than the first."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.marks = n, [time.perf_counter()]
+
+    def step(self, i: int) -> None:
+        """After step i (0-based)."""
+        if (i + 1) % max(1, self.n // 10) == 0:
+            self.marks.append(time.perf_counter())
+
+    def result(self) -> dict[str, float]:
+        end = time.perf_counter()
+        tenth = max(1, self.n // 10)
+        return {"seconds": end - self.marks[0],
+                "first": (self.marks[1] - self.marks[0]) / tenth if len(self.marks) > 2 else 0,
+                "last": (self.marks[-1] - self.marks[-2]) / tenth if len(self.marks) > 2 else 0}
+
+
+def _drain_until(q: Any, n: int, last: int | None) -> dict[str, float]:
+    """Claim-and-delete (the worker's loop) until ``last`` is claimed after n others, or
+    (None) until the n jobs are gone: the seconds, and a tenth's seconds per job."""
     job = None
+    clock = Tenths(n)
     done = 0
-    t0 = time.perf_counter()
     while True:
         job = q.reserve([TUBE], timeout=0, delete=job)
-        if job is None:
+        if job is None or job.id == last:
             break
-        if job.id == last:
-            took = time.perf_counter() - t0
-            job.delete()
-            return done, took
+        clock.step(done)
         done += 1
-    return done, time.perf_counter() - t0
+    took = clock.result()
+    if job is not None:
+        job.delete()
+    if done != n:
+        raise RuntimeError(f"drained {done} of {n} jobs before {last or 'the end'}")
+    return took
 
 
-def _fan_in(system: Any, n: int) -> dict[str, float]:
+def _fan_in(system: Any, n: int) -> dict[str, dict[str, float]]:
     q = _queue(system)
     try:
         parents: list[int] = []
@@ -78,39 +100,30 @@ def _fan_in(system: Any, n: int) -> dict[str, float]:
         put = time.perf_counter() - t0
         if q.peek(child).state != "waiting":
             raise RuntimeError(f"the fan-in's child is {q.peek(child).state}, not waiting")
-        done, drain = _drain_until(q, child)
-        if done != n:
-            raise RuntimeError(f"the child was claimed after {done} of {n} parents")
-        return {"put": put, "drain": drain}
+        return {"put": {"seconds": put}, "drain": _drain_until(q, n, child)}
     finally:
         q.close()
 
 
-def _chain(system: Any, n: int) -> dict[str, float]:
+def _chain(system: Any, n: int) -> dict[str, dict[str, float]]:
     q = _queue(system)
     try:
-        t0 = time.perf_counter()
+        clock = Tenths(n)
         prev = None
         for i in range(n):
             prev = q.put(body(i), tube=TUBE, after=prev)
-        put = time.perf_counter() - t0
-        done, drain = _drain_until(q, None)
-        if done != n:
-            raise RuntimeError(f"the chain drained {done} of {n} links")
-        return {"put": put, "drain": drain}
+            clock.step(i)
+        return {"put": clock.result(), "drain": _drain_until(q, n, None)}
     finally:
         q.close()
 
 
-def _plain(system: Any, n: int) -> dict[str, float]:
+def _plain(system: Any, n: int) -> dict[str, dict[str, float]]:
     q = _queue(system)
     try:
         for lo in range(0, n, FILL_BATCH):
             q.put_many([body(i) for i in range(lo, min(lo + FILL_BATCH, n))], tube=TUBE)
-        done, drain = _drain_until(q, None)
-        if done != n:
-            raise RuntimeError(f"drained {done} of {n} jobs")
-        return {"drain": drain}
+        return {"drain": _drain_until(q, n, None)}
     finally:
         q.close()
 
@@ -119,9 +132,12 @@ def _short(n: int) -> str:
     return f"{n // 1000}k" if n % 1000 == 0 else str(n)
 
 
-def _sample(metric: str, n: int, seconds: float, what: str) -> Sample:
-    return Sample(metric, n / seconds, f"{seconds * 1e6 / n:.1f} µs per {what}",
-                  {"seconds": seconds, "n": n})
+def _sample(metric: str, n: int, t: dict[str, float], what: str) -> Sample:
+    seconds = t["seconds"]
+    notes = f"{seconds * 1e6 / n:.1f} µs per {what}"
+    if t.get("first"):
+        notes += f" (first tenth {t['first'] * 1e6:.0f}, last {t['last'] * 1e6:.0f})"
+    return Sample(metric, n / seconds, notes, {"n": n, **t})
 
 
 def run_deps(system: Any, sizes: list[int]) -> list[Sample]:
