@@ -515,18 +515,19 @@ def test_checker_finds_children_released_early_twice_or_stranded(tmp_path: Path)
     conn.close()
     logs = tmp_path / "logs"
     logs.mkdir()
-    (logs / "p.log").write_text(
-        f"P {parent} p1-0 100\nP {other} p1-2 100\nP {lost_parent} p1-4 100\n"
-        f"P {fine} p1-1 110 {parent},{other}\nP {early} p1-3 110 {other}\n"
-        f"P {stranded} p1-5 110 {lost_parent}\n")
-    (logs / "w1.log").write_text(
-        f"R {parent} 1 p1-0 9000 1000\nD {parent} 1 1100\nC {parent} 1 1150\n"
-        f"R {early} 2 p1-3 9000 1300\n")
-    (logs / "w2.log").write_text(
-        f"R {other} 3 p1-2 9000 1200\nD {other} 3 1400\nC {other} 3 1450\n"
-        f"R {fine} 4 p1-1 9000 1500\nD {fine} 4 1550\nC {fine} 4 1560\n")
-    (logs / "w3.log").write_text(f"R {fine} 5 p1-1 9000 1600\nD {fine} 5 1650\n"
-                                 f"C {fine} 5 1700\n")  # completed twice
+    records = {
+        "p.log": [f"P {parent} p1-0 100", f"P {other} p1-2 100", f"P {lost_parent} p1-4 100",
+                  f"P {fine} p1-1 110 {parent},{other}", f"P {early} p1-3 110 {other}",
+                  f"P {stranded} p1-5 110 {lost_parent}"],
+        "w1.log": [f"R {parent} 1 p1-0 9000 1000", f"D {parent} 1 1100", f"C {parent} 1 1150",
+                   f"R {early} 2 p1-3 9000 1300"],
+        "w2.log": [f"R {other} 3 p1-2 9000 1200", f"D {other} 3 1400", f"C {other} 3 1450",
+                   f"R {fine} 4 p1-1 9000 1500", f"D {fine} 4 1550", f"C {fine} 4 1560"],
+        # the fine child completed a second time
+        "w3.log": [f"R {fine} 5 p1-1 9000 1600", f"D {fine} 5 1650", f"C {fine} 5 1700"],
+    }
+    for name, lines in records.items():
+        (logs / name).write_text("".join(line + "\n" for line in lines))
     verdict = chaos_checker.check(db, logs)
     deps = verdict.deps
     assert (deps.children, deps.fan_in, deps.reserved) == (3, 1, 2), deps
