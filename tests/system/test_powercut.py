@@ -189,9 +189,12 @@ def record_workload(directory: Path, durability: str, operations: int, seed: int
     return recording
 
 
-def reopen_with_sqlq(path: str) -> None:
-    """The recovered file must be usable, not only readable."""
+def reopen_with_sqlq(path: str, first: Callable[[sqlq.Queue], object] | None = None) -> None:
+    """The recovered file must be usable, not only readable (``first``: a check made on
+    the same Queue before)."""
     with sqlq.Queue(path, durability="normal") as q:
+        if first is not None:
+            first(q)
         q.reserve(TUBES, timeout=0)
         q.put(b"after the power came back", tube="mail")
         q.stats()
@@ -201,19 +204,16 @@ class BrokenLinks(Exception):
     """The recovered file's dependencies do not add up."""
 
 
-def check_links(path: str) -> tuple[int, int]:
+def check_links(q: sqlq.Queue) -> tuple[int, int]:
     """The dependencies of a recovered file hold (issue 24): every waiting job has a
     parent still in the file (its counter is the number of its edges, each to a job
     there), no job that is not waiting counts parents, and the release still works: the
     delete of a parent, through sqlq, takes one parent off each of its children.
-    (waiting jobs, parents with children) found; BrokenLinks otherwise."""
-    conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE)
-    try:
-        jobs = {r[0]: (r[1], r[2]) for r in conn.execute(
-            "SELECT id, state, waiting_on FROM sqlq_jobs")}
-        edges = list(conn.execute("SELECT parent, child FROM sqlq_edges"))
-    finally:
-        conn.close()
+    (waiting jobs, parents deleted: 0 or 1) found; BrokenLinks otherwise."""
+    jobs: dict[int, tuple[int, int]] = q.backend.db.read(lambda c: {  # type: ignore[attr-defined]
+        r[0]: (r[1], r[2]) for r in c.execute("SELECT id, state, waiting_on FROM sqlq_jobs")})
+    edges: list[tuple[int, int]] = q.backend.db.read(  # type: ignore[attr-defined]
+        lambda c: list(c.execute("SELECT parent, child FROM sqlq_edges")))
     problems = [f"edge {p}->{c} names a job gone" for p, c in edges
                 if p not in jobs or c not in jobs]
     count = Counter(c for _, c in edges)
@@ -226,9 +226,8 @@ def check_links(path: str) -> tuple[int, int]:
     if parents:
         parent = parents[len(parents) // 2]
         children = [c for p, c in edges if p == parent]
-        with sqlq.Queue(path, durability="normal") as q:
-            q.delete(parent)
-            after = {c: q.peek(c) for c in children}
+        q.delete(parent)
+        after = {c: q.peek(c) for c in children}
         for child in children:
             job = after[child]
             waits = jobs[child][1] - 1
@@ -274,10 +273,12 @@ class Tally:
 
     def reopen(self, path: str) -> None:
         """The file's dependencies hold and their release works, then sqlq uses it."""
-        waiting, parents = check_links(path)
+        reopen_with_sqlq(path, self.check_links)
+
+    def check_links(self, q: sqlq.Queue) -> None:
+        waiting, parents = check_links(q)
         self.waiting_seen += waiting
         self.parents_seen += parents
-        reopen_with_sqlq(path)
 
     def line(self, seconds: float, operations: int) -> str:
         return (f"powercut: {seconds:.0f}s points={sum(self.points.values())} "
@@ -320,20 +321,21 @@ def test_check_links_finds_a_child_stranded_or_miscounted(tmp_path: Path) -> Non
     with sqlq.Queue(path, durability="normal") as q:
         parent, other = q.put_many([b"p", b"o"])
         child = q.put(b"c", after=[parent, other])
-    assert check_links(path) == (1, 1)  # and it deleted one parent: the child waits on
-    with sqlq.Queue(path, durability="normal") as q:
+        assert check_links(q) == (1, 1)  # and it deleted one parent: the child waits on
         assert q.peek(child).state == "waiting"  # type: ignore[union-attr]
     conn = apsw.Connection(path)
     conn.execute("UPDATE sqlq_jobs SET waiting_on = 2 WHERE id = ?", (child,))
     conn.close()
-    with pytest.raises(BrokenLinks, match="waits on 2 parents, has 1 edges"):
-        check_links(path)
+    with sqlq.Queue(path, durability="normal") as q, \
+            pytest.raises(BrokenLinks, match="waits on 2 parents, has 1 edges"):
+        check_links(q)
     conn = apsw.Connection(path)
     conn.execute("UPDATE sqlq_jobs SET waiting_on = 1 WHERE id = ?", (child,))
     conn.execute("DELETE FROM sqlq_jobs WHERE dependents > 0")  # behind sqlq's back
     conn.close()
-    with pytest.raises(BrokenLinks, match="names a job gone"):
-        check_links(path)
+    with sqlq.Queue(path, durability="normal") as q, \
+            pytest.raises(BrokenLinks, match="names a job gone"):
+        check_links(q)
 
 
 def test_the_model_catches_a_queue_that_does_not_fsync(tmp_path: Path) -> None:
