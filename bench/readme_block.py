@@ -27,6 +27,10 @@ SUMMARY = [
     ("idle blocked consumer (CPU s per 10 s)", "idle CPU", "{:.4f}"),
     ("reserve+delete at 10k ready (µs)", "reserve @10k ready", "{:,.0f}"),
     ("reserve+delete at 1M ready (µs)", "reserve @1M ready", "{:,.0f}"),
+    ("after=: fan-in of 10k parents, drained until the child is ready (parents/s)",
+     "deps: fan-in 10k, drain", "{:,.0f}"),
+    ("after=: chain of 10k links, drained end to end (jobs/s)", "deps: chain 10k, drain",
+     "{:,.0f}"),
 ]
 COLUMNS = [("sqlq full", ["sqlq-full"]), ("sqlq normal", ["sqlq-normal"]),
            ("raw apsw floor, full / normal", ["raw-full", "raw-normal"]),

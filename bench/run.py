@@ -33,7 +33,7 @@ if str(HERE) not in sys.path:
 
 import env  # noqa: E402
 
-WORKLOADS = ["put", "put_many", "drain", "wake", "idle", "depth", "filesize", "targets"]
+WORKLOADS = ["put", "put_many", "drain", "wake", "idle", "depth", "filesize", "deps", "targets"]
 
 PROFILES: dict[str, dict[str, object]] = {
     "full": {  # about 20-25 minutes on 2 cores, 8-10 of them the PostgreSQL systems
@@ -44,6 +44,8 @@ PROFILES: dict[str, dict[str, object]] = {
         "depths": [10_000, 100_000, 1_000_000], "delayed": 1_000_000, "peer_depth_max": 100_000,
         "depth_ops": 1000, "depth_runs": 3, "depth_budget": 4.0,
         "cycles": 50_000,
+        # issue 24's rows (deps.py): a fan-in and a chain of each size, and the runs
+        "deps_sizes": [1000, 10_000], "deps_runs": 3,
         # issue 12's rows (targets.py): jobs per run of each side, and the runs
         "targets_runs": 3, "t_work_n": 5000, "t_pause_n": 1000, "t_lib_n": 5000,
         "t_put_n": 3000, "t_drain_n": 3000, "t_server_n": 2000, "t_pg_n": 1000,
@@ -56,6 +58,7 @@ PROFILES: dict[str, dict[str, object]] = {
         "depths": [10_000, 100_000], "delayed": 100_000, "peer_depth_max": 0,
         "depth_ops": 200, "depth_runs": 2, "depth_budget": 2.0,
         "cycles": 5000,
+        "deps_sizes": [1000], "deps_runs": 1,
         "targets_runs": 2, "t_work_n": 1000, "t_pause_n": 300, "t_lib_n": 1000,
         "t_put_n": 500, "t_drain_n": 500, "t_server_n": 400, "t_pg_n": 200,
     },
@@ -65,6 +68,7 @@ PROFILES: dict[str, dict[str, object]] = {
 NORMAL_PEERS = ["beanstalkd-f50", "huey-normal", "persist-queue-normal", "litequeue-normal"]
 DEPTH_SYSTEMS = ["sqlq-normal", "raw-normal", *NORMAL_PEERS]
 FILESIZE_SYSTEMS = ["sqlq-normal", "raw-normal", *NORMAL_PEERS]
+DEPS_SYSTEMS = ["sqlq-normal", "sqlq-pg"]  # no peer has dependencies of this kind
 # the systems with a batched put
 BATCH_FAMILIES = {"sqlq", "raw", "raw-pg", "procrastinate", "pgqueuer"}
 FSYNC = "fsync rate (/tmp, 4 KiB appends)"
@@ -272,6 +276,13 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
         log(f"\n== file size after {P['cycles']:,} put/delete cycles (batches of {wl.BATCH})")
         metric = f"disk after {wl._short(int(P['cycles']))} put/delete"  # type: ignore[arg-type]
         repeat(metric, FILESIZE_SYSTEMS, 1, wl.run_filesize, P["cycles"])
+    if "deps" in selected:
+        import deps
+
+        log(f"\n== dependencies (after=): a fan-in and a chain of {P['deps_sizes']} jobs"
+            f" x {P['deps_runs']} runs (durability normal; sqlq-pg when named)")
+        repeat("deps", [n for n in DEPS_SYSTEMS if n in by_name], int(P["deps_runs"]),  # type: ignore[arg-type]
+               deps.run_deps, P["deps_sizes"])
     target_results = None
     if "targets" in selected:
         target_results = run_targets(args, profile, registry)

@@ -18,9 +18,18 @@ newline. No fsync: the chaos test kills processes, not the machine.
 Producer lines (``put`` returned, so the job is *acknowledged*; logged right
 after, so a kill in between leaves a job that is in the file but not in the log,
 which the checker allows; a producer with four threads writes them all in its log;
-``at``: the time (ms) put returned):
+``at``: the time (ms) put returned; ``parents``: the ids of ``after=``, comma-separated,
+for a job put to wait for them):
 
-    P <id> <tag> <at>
+    P <id> <tag> <at> [<parents>]
+
+Some puts (:data:`AFTER`) wait for earlier jobs (``after=``, issue 24): a *fan-in*, a
+child after a batch of parents put just before it (taken by different workers, and
+deleted concurrently by different processes) or after a few of the producer's recent
+jobs; a *chain*, a child after the producer's previous child. A parent may be gone by
+then (it counts as finished). A put whose parent was never issued (on PostgreSQL an
+immediate restart may undo a ``normal`` put, and its id is issued again or not at all)
+raises JobNotFound: nothing was put, the producer writes ``E after`` and goes on.
 
 A put that raised :class:`sqlq.DatabaseError` (on PostgreSQL: the connection was
 lost, ``sqlq.Disconnected``; it may or may not have committed) is not acknowledged:
@@ -31,7 +40,8 @@ Worker lines, for a job reserved under lease L:
     R <id> <L> <tag> <until> <at>
                        reserved (tag read from the body: the checker matches it to P),
                        until ``reserved_until`` (ms); ``at``: the time (ms) reserve returned
-    D <id> <L>         about to delete: written *before* the delete starts
+    D <id> <L> <at>    about to delete: written *before* the delete starts, at ``at`` (ms):
+                       a parent's children cannot be released before that
     C <id> <L> <at>    the delete (or complete) succeeded at ``at`` (ms): completed
     F <id> <L>         the delete failed with JobLost (lease no longer live)
     X <id> <L>         released;  B <id> <L> buried;  T <id> <L> touched
@@ -61,6 +71,7 @@ import random
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
@@ -111,34 +122,73 @@ def producer(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
     threading.Event().wait()  # until SIGKILL
 
 
+#: The share of puts that wait for earlier jobs (``after=``).
+AFTER = 0.15
+
+
 def put_loop(q: sqlq.Queue, log: TextIO, rng: random.Random, tag_base: str,
              emit: Callable[..., None] = emit) -> None:
     seq = 0
+    recent: deque[int] = deque(maxlen=32)  # this loop's latest acknowledged ids
+    last_child: int | None = None  # the end of this loop's chain
     while True:
         tube = SLOW if rng.random() < 0.005 else rng.choice(TUBES[:2])
         # Short TTRs so that stale leases and expired reservations really happen.
         ttr = rng.choice([1, 1, 2, 30])
         priority = rng.choice([0, 10, 1024, 2**32 - 1])
         delay = rng.choice([0, 0, 0, 0, 0.05, 0.3])
+        after: list[int] = []
+        if recent and rng.random() < AFTER:
+            shape = rng.random()
+            if shape < 0.35 and last_child is not None:
+                after = [last_child]  # a chain
+            elif shape < 0.7:
+                # A fan-in over a fresh batch: parents surely live at the put, most often.
+                batch = [f"{tag_base}-{seq + i}" for i in range(rng.randint(2, 12))]
+                seq += len(batch)
+                try:
+                    parents = q.put_many([_body(t, rng) for t in batch], tube=tube,
+                                         priority=priority, ttr=ttr)
+                except sqlq.DatabaseError:
+                    emit(log, "E", "put")
+                    continue
+                at = now_ms()
+                for job_id, tag in zip(parents, batch, strict=True):
+                    emit(log, "P", job_id, tag, at)
+                recent.extend(parents)
+                after = parents
+            else:  # a fan-in over a few recent jobs, some perhaps done already
+                after = rng.sample(list(recent), min(len(recent), rng.randint(1, 4)))
         try:
             if rng.random() < 0.1:
                 tags = [f"{tag_base}-{seq + i}" for i in range(rng.randint(2, 8))]
                 seq += len(tags)
                 bodies = [_body(t, rng) for t in tags]
-                ids = q.put_many(bodies, tube=tube, priority=priority, delay=delay, ttr=ttr)
+                ids = q.put_many(bodies, tube=tube, priority=priority, delay=delay, ttr=ttr,
+                                 after=after or None)
             else:
                 tags = [f"{tag_base}-{seq}"]
                 seq += 1
                 ids = [q.put(_body(tags[0], rng), tube=tube, priority=priority, delay=delay,
-                             ttr=ttr)]
+                             ttr=ttr, after=after or None)]
+        except sqlq.JobNotFound:
+            # A parent never issued (its put undone by a crash of the server): no put.
+            emit(log, "E", "after")
+            recent.clear()
+            last_child = None
+            continue
         except sqlq.DatabaseError:
             # Cut off (sqlq.Disconnected): it may have committed, but was not
             # acknowledged, so it is not logged as put. The next put reconnects.
             emit(log, "E", "put")
             continue
         at = now_ms()
+        parents_field = [",".join(map(str, after))] if after else []
         for job_id, tag in zip(ids, tags, strict=True):
-            emit(log, "P", job_id, tag, at)
+            emit(log, "P", job_id, tag, at, *parents_field)
+        recent.extend(ids)
+        if after:
+            last_child = ids[-1]
         if rng.random() < 0.3:
             time.sleep(rng.uniform(0, 0.01))
 
@@ -156,7 +206,7 @@ def worker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
     pending: sqlq.Job | None = None  # a job to delete through the fast path
     while True:
         if pending is not None:
-            emit(log, "D", pending.id, pending.lease)
+            emit(log, "D", pending.id, pending.lease, now_ms())
             try:
                 job = q.reserve(tubes, timeout=0.5, delete=pending)
                 emit(log, "C", pending.id, pending.lease, now_ms())
@@ -231,7 +281,7 @@ def worker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
         if rng.random() < 0.5:
             pending = job
             continue
-        emit(log, "D", job.id, lease)
+        emit(log, "D", job.id, lease, now_ms())
         try:
             if rng.random() < 0.3:
                 job.complete(result=job.body[:64])  # delete + result in one commit
@@ -283,7 +333,7 @@ def _logged_handling(log: TextIO, r_lines: bool = True) -> type[Any]:
     class Logged(JobHandling):
         def claim(self, size: int, timeout: float, acks: list[Done]) -> list[sqlq.Job]:
             for done in acks:
-                emit(log, "D", done.job.id, done.job.lease)
+                emit(log, "D", done.job.id, done.job.lease, now_ms())
             jobs = super().claim(size, timeout, acks)
             if r_lines:
                 _claimed(log, jobs)
@@ -291,7 +341,7 @@ def _logged_handling(log: TextIO, r_lines: bool = True) -> type[Any]:
 
         def ack(self) -> None:
             for done in self.holding.done:
-                emit(log, "D", done.job.id, done.job.lease)
+                emit(log, "D", done.job.id, done.job.lease, now_ms())
             super().ack()
 
         def ack_each(self, acks: list[Done]) -> None:

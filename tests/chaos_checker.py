@@ -36,6 +36,22 @@ What it proves, and how each claim is defined:
 * Bodies are not mixed up: the tag a worker read from a body (``R``) and the one
   found in the file match the tag the producer put under that id.
 
+Jobs put with ``after=`` (the ``P`` line's parents field; issue 24), the *children*:
+
+* **No child released early.** A child is claimable only once each of its parents is
+  gone, and a parent goes only by a delete, which a worker logs (``D``, with the time)
+  *before* it starts. So a reservation of a child that returned (``R``'s ``at``) before
+  the first delete of one of its parents began, or of a child one of whose parents was
+  never deleted at all, was released early.
+* **No child released twice; none stranded.** In the quiet file (every agent killed)
+  the links must add up: a job's ``waiting_on`` is the number of its edges, each edge
+  joins two jobs still in the file, a job waits (state 4) exactly when ``waiting_on``
+  is above 0, and ``dependents`` is at least its edges as parent. A release made twice
+  would leave a counter below its edges (or a child early); a release lost would leave a
+  child waiting with none of its logged parents in the file: *stranded*. A child, once
+  released, runs once like any job: the rules above (two completions, reserved again
+  while its holder lived) hold for it as for every job.
+
 What an immediate restart of PostgreSQL may undo (``restarts.txt``, written by the
 driver: mode, start and end in ms). It is a crash of the server: commits whose WAL
 record had not left the server's memory are gone. That is every commit that did not
@@ -97,6 +113,23 @@ class Verdict:
     left: int = 0  #: jobs of killed holders not reserved again before the round ended
     integrity_ok: bool = True
     problems: list[str] = field(default_factory=list)
+    deps: DependencyVerdict = field(default_factory=lambda: DependencyVerdict())
+
+
+@dataclass
+class DependencyVerdict:
+    """What the look found about jobs put with ``after=`` (see the module's docstring)."""
+
+    children: int = 0  #: acknowledged puts with parents
+    fan_in: int = 0  #: ... with two parents or more
+    chained: int = 0  #: ... with a parent that is itself a child
+    reserved: int = 0  #: children reserved at least once
+    completed: int = 0  #: children completed
+    waiting: int = 0  #: jobs waiting in the file (state 4) at the look
+    early: list[int] = field(default_factory=list)  #: children reserved before a parent went
+    stranded: list[int] = field(default_factory=list)  #: waiting with no parent left
+    twice: list[int] = field(default_factory=list)  #: children completed twice
+    broken_links: list[str] = field(default_factory=list)  #: counters that do not add up
 
 
 @dataclass(frozen=True)
@@ -240,6 +273,83 @@ def read_file(db: str | Path) -> tuple[bool, dict[int, str], list[str]]:
     return rows == ["ok"], jobs, [] if rows == ["ok"] else rows[:5]
 
 
+@dataclass(frozen=True)
+class Links:
+    """The dependency columns of the quiet file: (state, waiting_on, dependents) by id,
+    and the edges (parent, child)."""
+
+    jobs: dict[int, tuple[int, int, int]]
+    edges: list[tuple[int, int]]
+
+
+def read_links(db: str | Path) -> Links:
+    """Both tables from one snapshot: on PostgreSQL a statement a killed agent sent just
+    before its death may still commit while the checker reads."""
+    jobs_sql = "SELECT id, state, waiting_on, dependents FROM sqlq_jobs"
+    edges_sql = "SELECT parent, child FROM sqlq_edges"
+    if "://" in str(db):
+        import psycopg
+
+        with psycopg.connect(str(db)) as pg:
+            pg.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            return Links({r[0]: (r[1], r[2], r[3]) for r in pg.execute(jobs_sql)},
+                         [(r[0], r[1]) for r in pg.execute(edges_sql)])
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READWRITE)
+    try:
+        conn.set_busy_timeout(10_000)
+        with conn:
+            return Links({r[0]: (r[1], r[2], r[3]) for r in conn.execute(jobs_sql)},
+                         [(r[0], r[1]) for r in conn.execute(edges_sql)])
+    finally:
+        conn.close()
+
+
+def broken_links(links: Links) -> list[str]:
+    """Where the counters of the quiet file do not add up (see the module's docstring)."""
+    as_child: Counter[int] = Counter(child for _, child in links.edges)
+    as_parent: Counter[int] = Counter(parent for parent, _ in links.edges)
+    out = [f"edge {p}->{c} names a job gone" for p, c in links.edges
+           if p not in links.jobs or c not in links.jobs]
+    for job_id, (state, waiting_on, dependents) in links.jobs.items():
+        if waiting_on != as_child[job_id]:
+            out.append(f"job {job_id} waits on {waiting_on} parents, has {as_child[job_id]} "
+                       "edges")
+        if (state == 4) != (waiting_on > 0):
+            out.append(f"job {job_id} in state {state} with waiting_on {waiting_on}")
+        if dependents < as_parent[job_id]:
+            out.append(f"job {job_id} counts {dependents} dependents, has "
+                       f"{as_parent[job_id]} edges")
+    return out
+
+
+def check_dependencies(links: Links, parents: dict[int, list[int]],
+                       reservations: dict[int, list[Reservation]],
+                       delete_started: dict[int, int], completions: Counter[int],
+                       duplicates: list[int]) -> DependencyVerdict:
+    """The rules for children (see the module's docstring)."""
+    v = DependencyVerdict(children=len(parents))
+    v.fan_in = sum(1 for ps in parents.values() if len(ps) > 1)
+    v.chained = sum(1 for ps in parents.values() if any(p in parents for p in ps))
+    v.reserved = sum(1 for c in parents if reservations.get(c))
+    v.completed = sum(1 for c in parents if completions[c])
+    v.waiting = sum(1 for state, _, _ in links.jobs.values() if state == 4)
+    for child, ps in sorted(parents.items()):
+        seen = reservations.get(child)
+        if seen:
+            first = min(r.at_ms for r in seen)
+            if any(first < delete_started.get(p, 2**63) for p in ps):
+                v.early.append(child)
+        row = links.jobs.get(child)
+        if row is not None and row[0] == 4 and not any(p in links.jobs for p in ps):
+            v.stranded.append(child)
+    live_parent = {c for p, c in links.edges if p in links.jobs}
+    v.stranded = sorted(set(v.stranded) | {j for j, (state, _, _) in links.jobs.items()
+                                           if state == 4 and j not in live_parent})
+    v.twice = sorted(set(duplicates) & parents.keys())
+    v.broken_links = broken_links(links)
+    return v
+
+
 def _at(rec: list[str], index: int) -> int | None:
     """The time field of a record, if it has one (older logs' lines do not)."""
     return int(rec[index]) if len(rec) > index else None
@@ -263,6 +373,9 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
     completions: Counter[int] = Counter()
     fragile_completions: Counter[int] = Counter()  # likewise, normal deletes
     dangling: set[int] = set()
+    parents: dict[int, list[int]] = {}  # child -> the parents its put named (after=)
+    reissued: set[int] = set()  # ids put twice (a crash undid the first): whose parents?
+    delete_started: dict[int, int] = {}  # id -> when its first delete began (D, ms)
     reservations: dict[int, list[Reservation]] = {}
     let_go: set[tuple[str, int, str]] = set()  # (log, id, lease) released or buried
     all_records: dict[str, list[list[str]]] = {}
@@ -280,6 +393,7 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                     if fragile:
                         fragile_puts.add(job_id)
                 elif fragile or job_id in fragile_puts:
+                    reissued.add(job_id)
                     # one of the two puts was undone by a crash, and its id issued again
                     verdict.undone_by_crash["ids"] += 1
                     if not fragile:
@@ -288,6 +402,11 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                 else:
                     verdict.problems.append(f"id {job_id} acknowledged twice "
                                             f"({acked[job_id]}, {tag}): an id was reused")
+                if len(rec) > 4:
+                    parents[job_id] = [int(p) for p in rec[4].split(",")]
+            elif kind == "D" and len(rec) > 3:
+                job_id = int(rec[1])
+                delete_started[job_id] = min(int(rec[3]), delete_started.get(job_id, 2**63))
             elif kind == "R":
                 job_id, lease, tag = int(rec[1]), rec[2], rec[3]
                 reserved[job_id] = lease
@@ -352,6 +471,11 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
     if resurrected:
         verdict.problems.append(f"jobs deleted successfully but still in the file: "
                                 f"{resurrected[:10]}")
+    for job_id in reissued:
+        parents.pop(job_id, None)
+    if verdict.integrity_ok:
+        verdict.deps = check_dependencies(read_links(db), parents, reservations,
+                                          delete_started, completions, verdict.duplicates)
     return verdict
 
 
@@ -377,6 +501,13 @@ class Summary:
     undone_by_crash: Counter[str] = field(default_factory=Counter)
     recoveries: list[int] = field(default_factory=list)
     left: int = 0
+    deps: DependencyVerdict = field(default_factory=DependencyVerdict)
+    #: the worst of any look: children released early, twice, stranded; broken counters
+    early: int = 0
+    waiting_max: int = 0  #: the most jobs waiting at any look: children really waited
+    twice: int = 0
+    stranded: int = 0
+    broken_links: int = 0
     problems: list[str] = field(default_factory=list)
 
     def add(self, verdict: Verdict) -> None:
@@ -401,6 +532,18 @@ class Summary:
             self.problems.append(f"round {self.rounds}: completed twice "
                                  f"{verdict.duplicates[:10]}")
         self.problems += [f"round {self.rounds}: {p}" for p in verdict.problems]
+        deps = self.deps = verdict.deps
+        self.early = max(self.early, len(deps.early))
+        self.waiting_max = max(self.waiting_max, deps.waiting)
+        self.twice = max(self.twice, len(deps.twice))
+        self.stranded = max(self.stranded, len(deps.stranded))
+        self.broken_links = max(self.broken_links, len(deps.broken_links))
+        for what, ids in (("children reserved before a parent went", deps.early),
+                          ("children completed twice", deps.twice),
+                          ("children waiting with no parent left", deps.stranded),
+                          ("dependency counters", deps.broken_links)):
+            if ids:
+                self.problems.append(f"round {self.rounds}: {what}: {ids[:10]}")
 
     def line(self, seconds: float) -> str:
         text = (f"chaos: {seconds:.0f}s rounds={self.rounds} kills={self.kills} "
@@ -419,7 +562,17 @@ class Summary:
                      f" (owner-only:{self.terminations['owner']}"
                      f",all-of-an-agent:{self.terminations['all']})"
                      f" undone-by-crash={undone or 0}")
-        return text + " " + self.recovery()
+        return text + " " + self.dependencies() + " " + self.recovery()
+
+    def dependencies(self) -> str:
+        """The children (jobs put with after=) and what the rules found about them."""
+        d = self.deps
+        return (f"children={d.children} (fan-in:{d.fan_in},chained:{d.chained}) "
+                f"children-reserved={d.reserved} children-completed={d.completed} "
+                f"waiting-at-a-look={self.waiting_max} waiting-left={d.waiting} "
+                f"released-early={self.early} "
+                f"released-twice={self.twice} stranded={self.stranded} "
+                f"broken-links={self.broken_links}")
 
     def recovery(self) -> str:
         """The time from a holder's SIGKILL to its jobs' next reservation: p50, max."""
@@ -432,6 +585,7 @@ class Summary:
     @property
     def ok(self) -> bool:
         return not (self.lost or self.duplicates or self.stolen or self.integrity_failures
+                    or self.early or self.twice or self.stranded or self.broken_links
                     or self.problems)
 
 

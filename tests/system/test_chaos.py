@@ -20,11 +20,17 @@ modes a few times a run, and the whole run on a database whose
 work longer than that without a database call. None of it may take a job from a
 live holder: its process lives, so it keeps its jobs. The agents behave as careful
 users: a put or a verb cut off by the lost connection is not logged as done.
+Some puts wait for earlier jobs (``after=``, issue 24): fan-ins (a child after a
+batch of parents that different workers finish concurrently, or after a few recent
+jobs) and chains (each child after the producer's previous one).
 After every round tests/chaos_checker.py reads the file and all the logs so
 far and proves: no acknowledged job lost, no job completed twice (only a live
 lease can delete), no job reserved again while its holder lived (the sidecar's
 deletion, or a second name for the file, once caused that), and on a file
-``PRAGMA integrity_check`` ok. After the last round a clean
+``PRAGMA integrity_check`` ok; for the children, none reserved before the delete of
+one of its parents began (released early), none released twice (the file's counters
+add up to its edges; a child completed twice), none stranded (waiting with no parent
+left). After the last round a clean
 worker drains the file, which shows that what was left (reserved by dead
 processes, delayed, buried) can still be worked.
 
@@ -263,10 +269,11 @@ def drain(db: str, log_dir: Path, deadline: float) -> None:
                 if left == 0:
                     return
                 continue
+            at = now_ms()
             for job in jobs:
                 tag = job.body.split(b" ", 1)[0].decode()
-                chaos_agent_line(log, "R", job.id, job.lease, tag)
-                chaos_agent_line(log, "D", job.id, job.lease)
+                chaos_agent_line(log, "R", job.id, job.lease, tag, job.reserved_until, at)
+                chaos_agent_line(log, "D", job.id, job.lease, now_ms())
             q.delete_many(jobs)
             for job in jobs:
                 chaos_agent_line(log, "C", job.id, job.lease)
@@ -488,3 +495,47 @@ def test_checker_measures_how_soon_a_killed_holders_jobs_run_elsewhere(tmp_path:
     summary = chaos_checker.Summary()
     summary.add(verdict)
     assert "holder-recovery p50=0.25s max=0.25s n=1 left=1" in summary.line(1)
+
+
+def test_checker_finds_children_released_early_twice_or_stranded(tmp_path: Path) -> None:
+    """A child reserved before a parent's delete began, a child waiting with its parent
+    gone (its release lost: the parent deleted behind the store's back), and a counter
+    that does not add up are each reported; a child reserved after its parents' deletes
+    began is fine."""
+    db = tmp_path / "c.db"
+    with sqlq.Queue(str(db), durability="normal") as q:
+        parent, other, lost_parent = q.put_many([b"p1-0", b"p1-2", b"p1-4"], tube="chaos-a")
+        fine = q.put(b"p1-1", tube="chaos-a", after=[parent, other])
+        early = q.put(b"p1-3", tube="chaos-a", after=other)
+        stranded = q.put(b"p1-5", tube="chaos-a", after=lost_parent)
+        q.delete(parent)
+        q.delete(other)
+    conn = apsw.Connection(str(db))
+    conn.execute("DELETE FROM sqlq_jobs WHERE id = ?", (lost_parent,))  # no release
+    conn.close()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    records = {
+        "p.log": [f"P {parent} p1-0 100", f"P {other} p1-2 100", f"P {lost_parent} p1-4 100",
+                  f"P {fine} p1-1 110 {parent},{other}", f"P {early} p1-3 110 {other}",
+                  f"P {stranded} p1-5 110 {lost_parent}"],
+        "w1.log": [f"R {parent} 1 p1-0 9000 1000", f"D {parent} 1 1100", f"C {parent} 1 1150",
+                   f"R {early} 2 p1-3 9000 1300"],
+        "w2.log": [f"R {other} 3 p1-2 9000 1200", f"D {other} 3 1400", f"C {other} 3 1450",
+                   f"R {fine} 4 p1-1 9000 1500", f"D {fine} 4 1550", f"C {fine} 4 1560"],
+        # the fine child completed a second time
+        "w3.log": [f"R {fine} 5 p1-1 9000 1600", f"D {fine} 5 1650", f"C {fine} 5 1700"],
+    }
+    for name, lines in records.items():
+        (logs / name).write_text("".join(line + "\n" for line in lines))
+    verdict = chaos_checker.check(db, logs)
+    deps = verdict.deps
+    assert (deps.children, deps.fan_in, deps.reserved) == (3, 1, 2), deps
+    assert deps.early == [early], deps
+    assert deps.stranded == [stranded], deps
+    assert deps.twice == [fine], deps
+    assert any(f"edge {lost_parent}->{stranded}" in b for b in deps.broken_links), deps
+    summary = chaos_checker.Summary()
+    summary.add(verdict)
+    assert not summary.ok
+    assert "released-early=1 released-twice=1 stranded=1" in summary.line(1), summary.line(1)

@@ -11,6 +11,10 @@ thrown away or torn at sector granularity) and reopened:
 * in ``normal`` mode the file is never corrupt and the state recovered is the
   state after some recent operation: only the last commits may be missing;
 * in both, ``PRAGMA integrity_check`` is ok and sqlq opens and uses the file;
+* the workload puts jobs with ``after=`` parents and deletes parents: in every
+  recovered file the dependencies hold (a child still waiting has a parent still in
+  the file, one released has none: never waiting with no live parent; the counters
+  add up to the edges), and a parent deleted there releases its children;
 * threads sharing one ``full`` Queue, whose puts share commits (group commit), lose
   no put that returned: every id returned before the cut is in the file, with its body.
 
@@ -118,6 +122,31 @@ def record_workload(directory: Path, durability: str, operations: int, seed: int
         def complete() -> None:
             take().complete(result=b"r" * rng.randrange(100))
 
+        def live_ids(where: str = "") -> list[int]:
+            return [r[0] for r in q.backend.db.read(lambda c: list(c.execute(
+                f"SELECT id FROM sqlq_jobs {where} ORDER BY id")))]
+
+        def put_after() -> None:
+            # A child after one to three jobs of the file, now and then one gone too.
+            ids = live_ids()
+            parents = rng.sample(ids, min(len(ids), rng.randint(1, 3)))
+            if ids and rng.random() < 0.2:
+                parents.append(rng.randint(1, max(ids)))  # perhaps deleted already
+            if not parents:
+                return
+            if rng.random() < 0.3:
+                q.put_many([body() for _ in range(rng.randint(2, 4))], tube=rng.choice(TUBES),
+                           after=parents)
+            else:
+                q.put(body(), tube=rng.choice(TUBES), delay=rng.choice([0, 0, 600]),
+                      after=parents)
+
+        def delete_parent() -> None:
+            # A parent's delete acknowledged: its children released in the same commit.
+            parents = live_ids("WHERE dependents > 0")
+            if parents:
+                q.delete(rng.choice(parents))
+
         def delete_any() -> None:
             ids = [r[0] for r in q.backend.db.read(lambda c: list(c.execute(
                 "SELECT id FROM sqlq_jobs ORDER BY id")))]
@@ -136,6 +165,8 @@ def record_workload(directory: Path, durability: str, operations: int, seed: int
                 ("kick", True, lambda: q.kick(rng.randint(1, 5), rng.choice(TUBES)), 4),
                 ("delete-by-id", True, delete_any, 6 if live > 20 else 1),
                 ("pause", True, lambda: q.pause_tube(rng.choice(TUBES), rng.choice([0, 3600])), 2),
+                ("put-after", True, put_after, 8),
+                ("delete-parent", True, delete_parent, 5),
             ]
             if held:
                 choices += [
@@ -158,12 +189,52 @@ def record_workload(directory: Path, durability: str, operations: int, seed: int
     return recording
 
 
-def reopen_with_sqlq(path: str) -> None:
-    """The recovered file must be usable, not only readable."""
+def reopen_with_sqlq(path: str, first: Callable[[sqlq.Queue], object] | None = None) -> None:
+    """The recovered file must be usable, not only readable (``first``: a check made on
+    the same Queue before)."""
     with sqlq.Queue(path, durability="normal") as q:
+        if first is not None:
+            first(q)
         q.reserve(TUBES, timeout=0)
         q.put(b"after the power came back", tube="mail")
         q.stats()
+
+
+class BrokenLinks(Exception):
+    """The recovered file's dependencies do not add up."""
+
+
+def check_links(q: sqlq.Queue) -> tuple[int, int]:
+    """The dependencies of a recovered file hold (issue 24): every waiting job has a
+    parent still in the file (its counter is the number of its edges, each to a job
+    there), no job that is not waiting counts parents, and the release still works: the
+    delete of a parent, through sqlq, takes one parent off each of its children.
+    (waiting jobs, parents deleted: 0 or 1) found; BrokenLinks otherwise."""
+    jobs: dict[int, tuple[int, int]] = q.backend.db.read(lambda c: {  # type: ignore[attr-defined]
+        r[0]: (r[1], r[2]) for r in c.execute("SELECT id, state, waiting_on FROM sqlq_jobs")})
+    edges: list[tuple[int, int]] = q.backend.db.read(  # type: ignore[attr-defined]
+        lambda c: list(c.execute("SELECT parent, child FROM sqlq_edges")))
+    problems = [f"edge {p}->{c} names a job gone" for p, c in edges
+                if p not in jobs or c not in jobs]
+    count = Counter(c for _, c in edges)
+    problems += [f"job {j} in state {state} waits on {n} parents, has {count[j]} edges"
+                 for j, (state, n) in jobs.items()
+                 if n != count[j] or (state == 4) != (n > 0)]
+    if problems:
+        raise BrokenLinks(problems[:3])
+    parents = sorted({p for p, _ in edges})
+    if parents:
+        parent = parents[len(parents) // 2]
+        children = [c for p, c in edges if p == parent]
+        q.delete(parent)
+        after = {c: q.peek(c) for c in children}
+        for child in children:
+            job = after[child]
+            waits = jobs[child][1] - 1
+            if job is None or (job.state == "waiting") != (waits > 0):
+                raise BrokenLinks(f"job {child} after its parent {parent} went: "
+                                  f"{job and job.state}, {waits} parents left")
+    return sum(1 for state, _ in jobs.values() if state == 4), int(bool(parents))
 
 
 class Tally:
@@ -175,11 +246,14 @@ class Tally:
         self.impossible = 0
         self.missing_commits = Counter[str]()  # cuts that lost at least one commit
         self.most_missing = Counter[str]()
+        self.broken_links = 0
+        self.waiting_seen = 0  # waiting jobs found in the recovered files
+        self.parents_seen = 0  # ... and parents of jobs, one of each deleted there
 
     def run(self, recording: Recording, mode: str, points: int, directory: Path,
             rng: random.Random, every: int = 1) -> None:
         for n, cut in enumerate(powercut.cuts(recording, points, rng)):
-            reopen = reopen_with_sqlq if n % every == 0 else None
+            reopen = self.reopen if n % every == 0 else None
             v = powercut.verdict(recording, cut, directory, reopen)
             self.points[mode] += 1
             if v.state is not None and v.state < cut.high:
@@ -188,6 +262,8 @@ class Tally:
             if not v.ok:
                 if "integrity" in v.problem or "cannot read" in v.problem:
                     self.integrity_failures += 1
+                elif "BrokenLinks" in v.problem:
+                    self.broken_links += 1
                 elif "lost" in v.problem:
                     self.acknowledged_lost += 1
                 else:
@@ -195,12 +271,23 @@ class Tally:
                 self.failures.append(f"{mode} cut before event {cut.index} ({cut.tear}): "
                                      f"{v.problem}")
 
+    def reopen(self, path: str) -> None:
+        """The file's dependencies hold and their release works, then sqlq uses it."""
+        reopen_with_sqlq(path, self.check_links)
+
+    def check_links(self, q: sqlq.Queue) -> None:
+        waiting, parents = check_links(q)
+        self.waiting_seen += waiting
+        self.parents_seen += parents
+
     def line(self, seconds: float, operations: int) -> str:
         return (f"powercut: {seconds:.0f}s points={sum(self.points.values())} "
                 f"(full {self.points['full']}, normal {self.points['normal']}; "
                 f"{operations} operations each) acknowledged-lost={self.acknowledged_lost} "
                 f"integrity-failures={self.integrity_failures} "
-                f"impossible-states={self.impossible} | cuts that lost unsynced commits: "
+                f"impossible-states={self.impossible} broken-links={self.broken_links} "
+                f"(waiting jobs seen {self.waiting_seen}, parents deleted "
+                f"{self.parents_seen}) | cuts that lost unsynced commits: "
                 f"full {self.missing_commits['full']} (at most {self.most_missing['full']}, "
                 f"none acknowledged as durable), normal {self.missing_commits['normal']} "
                 f"(at most {self.most_missing['normal']})")
@@ -223,6 +310,32 @@ def test_power_cuts(tmp_path: Path, summary_line: Callable[[str], None]) -> None
     assert not tally.failures, "\n".join([line, *tally.failures[:20]])
     # The model must really have thrown commits away, or it proved nothing.
     assert tally.missing_commits["normal"] > 0, line
+    # ... and the files must have held waiting jobs, and parents to delete.
+    assert tally.waiting_seen > 0 and tally.parents_seen > 0, line
+
+
+def test_check_links_finds_a_child_stranded_or_miscounted(tmp_path: Path) -> None:
+    """The dependency check is only worth its passes if it fails a broken file: a parent
+    deleted without its release (the child waits with no parent), or a counter off."""
+    path = str(tmp_path / "links.db")
+    with sqlq.Queue(path, durability="normal") as q:
+        parent, other = q.put_many([b"p", b"o"])
+        child = q.put(b"c", after=[parent, other])
+        assert check_links(q) == (1, 1)  # and it deleted one parent: the child waits on
+        assert q.peek(child).state == "waiting"  # type: ignore[union-attr]
+    conn = apsw.Connection(path)
+    conn.execute("UPDATE sqlq_jobs SET waiting_on = 2 WHERE id = ?", (child,))
+    conn.close()
+    with sqlq.Queue(path, durability="normal") as q, \
+            pytest.raises(BrokenLinks, match="waits on 2 parents, has 1 edges"):
+        check_links(q)
+    conn = apsw.Connection(path)
+    conn.execute("UPDATE sqlq_jobs SET waiting_on = 1 WHERE id = ?", (child,))
+    conn.execute("DELETE FROM sqlq_jobs WHERE dependents > 0")  # behind sqlq's back
+    conn.close()
+    with sqlq.Queue(path, durability="normal") as q, \
+            pytest.raises(BrokenLinks, match="names a job gone"):
+        check_links(q)
 
 
 def test_the_model_catches_a_queue_that_does_not_fsync(tmp_path: Path) -> None:
