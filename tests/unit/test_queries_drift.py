@@ -25,8 +25,8 @@ import pytest
 from sqlq.backends import postgres, sqlite
 from sqlq.backends.store import load_queries
 
-SQLITE = load_queries(Path(sqlite.__file__).with_name("queries.sql"))
-POSTGRES = load_queries(Path(postgres.__file__).with_name("queries.sql"))
+SQLITE = load_queries(Path(sqlite.__file__).with_name("queries.sql"), comments=True)
+POSTGRES = load_queries(Path(postgres.__file__).with_name("queries.sql"), comments=True)
 SHARED = sorted(set(SQLITE) & set(POSTGRES))
 MARKER = re.compile(r"^--\s*dialect:\s*(.*)$", re.MULTILINE)
 
