@@ -168,6 +168,7 @@ class AsyncJob:
     bury_reason: str | None
     unique_key: str | None
     delay: float
+    trace: str | None
 
     def __init__(self, aq: AsyncQueue, job: Job) -> None:
         self.aq = aq
