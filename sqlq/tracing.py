@@ -207,24 +207,26 @@ _running: contextvars.ContextVar[_Run | None] = contextvars.ContextVar("sqlq_run
 @contextlib.contextmanager
 def processing(job: Job, earlier: str | None) -> Iterator[None]:
     """A CONSUMER span ``process TUBE`` around a worker's run of ``job`` (reserved): a child
-    of the context the job's put stored, linked to ``earlier``, the span of its previous
-    failed run (:func:`sqlq.attempts.last_trace`). At its end the span says what became
+    of the context the job's put stored, linked to it and to ``earlier``, the span of its
+    previous failed run (:func:`sqlq.attempts.last_trace`). At its end the span says what became
     of the job (:data:`OUTCOME`): ``deleted`` (succeeded; deleted with the next claim),
     ``completed`` (its result stored), ``released`` (a retry, or given back), ``buried``,
     or ``failed`` (it failed after its reservation was lost: it runs again)."""
     from opentelemetry.trace import Link, SpanKind
 
     assert _tracer is not None  # the caller tested active()
+    # The put's context is the parent and, as the conventions ask of a "process" span,
+    # a link too (a backend that shows a process span as its own trace still finds it).
     parent = _context(job.trace) if job.trace else None
-    linked = _span_context(earlier) if earlier else None
+    links = [Link(c) for c in (_span_context(job.trace) if job.trace else None,
+                               _span_context(earlier) if earlier else None) if c is not None]
     attributes: dict[str, Any] = {
         SYSTEM: "sqlq", OPERATION_TYPE: "process", OPERATION_NAME: "process",
         DESTINATION: job.tube, MESSAGE_ID: str(job.id), ATTEMPT: job.reserves,
         PRIORITY: job.priority, BODY_SIZE: len(job.body)}
     with _tracer.start_as_current_span(
             f"process {job.tube}", context=parent, kind=SpanKind.CONSUMER,
-            attributes=attributes, links=[Link(linked)] if linked is not None else None
-    ) as span:
+            attributes=attributes, links=links) as span:
         run = _Run(job.id, span)
         token = _running.set(run)
         try:
@@ -257,6 +259,7 @@ def failure(job_id: int, error: str, message: str, traceback: str) -> str | None
     run.failed = True
     span = run.span
     span.set_status(Status(StatusCode.ERROR, message or error))
+    span.set_attribute("error.type", error or "_OTHER")
     span.add_event("exception", {"exception.type": error or "sqlq.Failed",
                                  "exception.message": message,
                                  "exception.stacktrace": traceback})

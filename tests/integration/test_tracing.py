@@ -89,6 +89,10 @@ def _by_kind(spans: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [s for s in spans if s["kind"] == kind]
 
 
+def _link(span: dict[str, Any]) -> dict[str, str]:
+    return {"trace_id": span["trace_id"], "span_id": span["span_id"]}
+
+
 def _assert_child(run: dict[str, Any], put: dict[str, Any]) -> None:
     """``run`` (a worker's span) is a child of ``put`` (a producer's, another process)."""
     assert run["pid"] != put["pid"]
@@ -119,7 +123,8 @@ def test_a_task_run_is_a_child_of_its_put_in_another_process(
         assert run["attributes"]["messaging.operation.type"] == "process"
         assert run["attributes"]["messaging.destination.name"] == "traced"
         assert run["attributes"]["messaging.sqlq.job.attempt"] == 1
-        assert run["status"] == "UNSET" and run["links"] == []
+        assert run["status"] == "UNSET"
+        assert run["links"] == [_link(put)]  # the conventions' link to the creation context
     assert runs[str(done)]["attributes"]["messaging.sqlq.job.outcome"] == "completed"
     assert runs[str(quiet)]["attributes"]["messaging.sqlq.job.outcome"] == "deleted"
 
@@ -138,10 +143,11 @@ def test_a_retry_links_the_failed_run_and_each_attempt_keeps_its_span(
         assert run["status"] == "ERROR" and "exception" in run["events"]
     assert first["attributes"]["messaging.sqlq.job.attempt"] == 1
     assert first["attributes"]["messaging.sqlq.job.outcome"] == "released"
-    assert first["links"] == []
+    assert first["links"] == [_link(put)]
+    assert first["attributes"]["error.type"] == "RuntimeError"
     assert second["attributes"]["messaging.sqlq.job.attempt"] == 2
     assert second["attributes"]["messaging.sqlq.job.outcome"] == "buried"
-    assert second["links"] == [{"trace_id": first["trace_id"], "span_id": first["span_id"]}]
+    assert second["links"] == [_link(put), _link(first)]  # the run before it, too
     # Each kept attempt names its run's span (a tracing UI finds the run by it).
     kept = q.attempts(jid)
     assert [a.outcome for a in kept] == ["retried", "buried"]
