@@ -16,7 +16,8 @@ provider, following OpenTelemetry's messaging conventions:
 Every other module reaches OpenTelemetry only through this one, behind one test,
 ``tracing.INSTALLED and tracing.active()``: without the package nothing is imported and a
 put pays one attribute read; with it but no provider configured (spans would be no-ops),
-a put pays one clock read (:func:`active`) and writes nothing more. A put without a
+a put pays one clock read (:func:`active`) and writes nothing more, and nothing of it is
+imported unless the application imported it. A put without a
 recording span (no SDK, or not sampled) leaves ``trace`` NULL. See docs/tracing.md.
 """
 
@@ -25,6 +26,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib.util
+import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -71,6 +74,8 @@ LOOK_EVERY = 1.0
 
 _tracer: Tracer | None = None
 _next_look = 0.0
+#: The API's own way to name a provider without code (an entry point in the environment).
+_PROVIDER_BY_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 
 
 def active() -> bool:
@@ -83,6 +88,11 @@ def active() -> bool:
 
 def _configure() -> bool:
     global _tracer, _next_look
+    if "opentelemetry.trace" not in sys.modules and not _PROVIDER_BY_ENVIRONMENT:
+        # No one imported the API, so no one set a provider: import nothing (the import
+        # would cost the first put some 20 ms).
+        _next_look = time.monotonic() + LOOK_EVERY
+        return False
     from opentelemetry import trace
 
     provider = trace.get_tracer_provider()

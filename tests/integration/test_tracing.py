@@ -229,3 +229,22 @@ def test_without_opentelemetry_nothing_is_imported_and_nothing_stored(db_url: st
     proc = spawn(code, db_url)
     out, err = proc.communicate(timeout=60)
     assert (proc.returncode, out.strip()) == (0, "ok"), err
+
+
+def test_with_the_api_but_no_provider_nothing_is_imported_and_nothing_stored(
+        db_url: str) -> None:
+    code = """
+    import sys
+    import sqlq, sqlq.tracing
+    with sqlq.Queue(sys.argv[1]) as q:
+        q.put(b"a", tube="t")
+        q.put_many([b"b"], tube="t")
+        jobs = q.reserve_many(2, "t", timeout=0)
+    assert sqlq.tracing.INSTALLED and not sqlq.tracing.active()
+    assert [j.trace for j in jobs] == [None, None], jobs
+    assert "opentelemetry.trace" not in sys.modules  # nothing imported, nothing paid
+    print("ok")
+    """
+    proc = spawn(code, db_url)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out.strip()) == (0, "ok"), err
