@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+from opentelemetry import trace
+
 import sqlq
 
 from .workers import private_db
@@ -33,3 +35,11 @@ def flaky() -> None:
 async def aok(n: int) -> int:
     """An async task, run by the event-loop worker."""
     return n * 2
+
+
+@q.task(tube="atraced")
+def nested(n: int) -> int:
+    """A plain function in the async worker (run in a thread) making a span of its own:
+    a child of the run's span."""
+    with trace.get_tracer("tests.traced_jobs").start_as_current_span("nested work"):
+        return n - 1

@@ -33,7 +33,7 @@ from tests import traced_jobs
 url, how, name = sys.argv[1], sys.argv[2], sys.argv[3]
 args = json.loads(sys.argv[4])
 body = getattr(traced_jobs, name).message(*args)
-tube = "atraced" if name == "aok" else "traced"
+tube = "atraced" if name in ("aok", "nested") else "traced"
 if how == "queue":
     with sqlq.Queue(url) as q:
         ids = [q.put(body, tube=tube)]
@@ -174,6 +174,20 @@ def test_an_async_task_run_is_a_child_of_an_awaited_put(db_url: str, spans: Path
     _assert_child(runs[ids[2]], many)
     assert {r["attributes"]["messaging.sqlq.job.outcome"] for r in runs.values()} == \
         {"completed"}
+
+
+@pytest.mark.slow
+def test_a_plain_function_in_the_async_worker_runs_in_its_runs_span(
+        db_url: str, spans: Path) -> None:
+    [jid] = _produce(db_url, spans, "queue", "nested", 3)
+    _work(db_url, spans, "--concurrency", "2")  # the event loop; a plain task in a thread
+    found = otel_spans.read(spans)
+    [put] = _by_kind(found, "PRODUCER")
+    [run] = _by_kind(found, "CONSUMER")
+    [inner] = [s for s in found if s["name"] == "nested work"]
+    assert run["attributes"]["messaging.message.id"] == str(jid)
+    _assert_child(run, put)
+    assert (inner["trace_id"], inner["parent_id"]) == (run["trace_id"], run["span_id"])
 
 
 def _console_spans(text: str) -> list[dict[str, Any]]:
