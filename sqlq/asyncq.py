@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
-from . import results
+from . import results, tracing
 from .asyncwait import Waiter, Waiters
 from .backends import Events
 from .backends.base import Durability
@@ -168,6 +168,7 @@ class AsyncJob:
     bury_reason: str | None
     unique_key: str | None
     delay: float
+    trace: str | None
 
     def __init__(self, aq: AsyncQueue, job: Job) -> None:
         self.aq = aq
@@ -303,6 +304,8 @@ class AsyncQueue:
         waiters look at once (no need to hear the commit).
         """
         executor = _tx_executor(self) or self._executor
+        if tracing.INSTALLED and tracing.active():
+            fn = tracing.in_context(fn)  # the thread runs it in the caller's span
         try:
             future = asyncio.get_running_loop().run_in_executor(executor, fn)
         except RuntimeError:

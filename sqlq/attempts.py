@@ -19,8 +19,10 @@ from __future__ import annotations
 import os
 import traceback as tb
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+
+from . import tracing
 
 if TYPE_CHECKING:
     from .backends import Backend
@@ -62,6 +64,8 @@ class Attempt:
         message: one line, the bury reason of a buried job (``KeyError: 'sku'``).
         traceback: the full traceback of a task (files, lines, chained exceptions), a
             command's last lines of stderr, or empty.
+        trace: the W3C ``traceparent`` of the run's OpenTelemetry span (its trace id and
+            span id: find the run in a tracing UI), or None when it was not traced.
     """
 
     job_id: int
@@ -74,14 +78,16 @@ class Attempt:
     error: str
     message: str
     traceback: str
+    trace: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> Attempt:
         """An Attempt from a row of ``list_attempts`` (duration in ms)."""
         (job_id, attempt, started_at, duration, host, pid, outcome, error, message,
-         traceback) = row
+         traceback, trace) = row
         return cls(int(job_id), int(attempt), int(started_at), int(duration) / 1000, host,
-                   None if pid is None else int(pid), outcome, error, message, traceback)
+                   None if pid is None else int(pid), outcome, error, message, traceback,
+                   trace)
 
     def params(self) -> dict[str, Any]:
         """The row to store, bounded (the store's ``insert_attempt`` parameters)."""
@@ -89,7 +95,7 @@ class Attempt:
                 "duration": round(self.duration * 1000), "host": self.host, "pid": self.pid,
                 "outcome": self.outcome, "error": cap(self.error, MESSAGE_LIMIT),
                 "message": cap(self.message, MESSAGE_LIMIT),
-                "traceback": cap(self.traceback, TRACEBACK_LIMIT)}
+                "traceback": cap(self.traceback, TRACEBACK_LIMIT), "trace": self.trace}
 
 
 def cap(text: str, limit: int) -> str:
@@ -136,7 +142,7 @@ def end(backend: Backend, clock: Callable[[], int], job_id: int, lease: int | No
     """Release the reserved job to run again after ``delay_ms`` (None: bury it, with the
     attempt's message as its reason) and keep ``attempt``, in one transaction."""
     store = backend.store
-    params = attempt.params()
+    params = _traced(attempt).params()
 
     def write(c: Conn) -> None:
         now = clock()
@@ -155,8 +161,22 @@ def end(backend: Backend, clock: Callable[[], int], job_id: int, lease: int | No
 def keep(backend: Backend, attempt: Attempt) -> None:
     """Store ``attempt`` alone (a run that ended after its reservation was lost); nothing
     if the job is gone."""
-    params = attempt.params()
+    params = _traced(attempt).params()
     backend.write(lambda c: backend.store.keep_attempt(c, params, KEPT), durable=False)
+
+
+def _traced(attempt: Attempt) -> Attempt:
+    """``attempt`` with its run's traceparent, its span marked as failed (in a traced run)."""
+    if not (tracing.INSTALLED and tracing.active()) or attempt.trace is not None:
+        return attempt
+    trace = tracing.failure(attempt.job_id, attempt.error, attempt.message, attempt.traceback)
+    return attempt if trace is None else replace(attempt, trace=trace)
+
+
+def last_trace(backend: Backend, job_id: int) -> str | None:
+    """The traceparent of the job's latest failed run that kept one (a traced run), or
+    None: what the span of its next run links (sqlq/tracing.py)."""
+    return backend.read(lambda c: backend.store.attempt_trace(c, job_id), single=True)
 
 
 def read(backend: Backend, job_id: int) -> list[Attempt]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from . import tracing
 from .backends import for_connection
 from .durations import now_ms
 from .model import (
@@ -51,6 +52,9 @@ def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
     check_tube(tube)
     delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
     parents = check_after(after)
+    if tracing.INSTALLED and tracing.active():
+        return tracing.send(lambda write: driver.run(conn, write), driver.STORE, now_ms, tube,
+                            priority, delay_ms, ttr_ms, (data,), unique_key, parents, False)[0]
     if parents:
         return int(driver.run(conn, lambda c: driver.STORE.insert_after(
             c, now_ms(), tube, priority, delay_ms, ttr_ms, (data,), unique_key, parents)[0]))
@@ -73,6 +77,9 @@ def put_many(conn: Any, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TU
     check_tube(tube)
     delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
     parents = check_after(after)
+    if tracing.INSTALLED and tracing.active() and data:
+        return tracing.send(lambda write: driver.run(conn, write), driver.STORE, now_ms, tube,
+                            priority, delay_ms, ttr_ms, data, None, parents, True)
     if parents and data:
         after_ids: list[int] = driver.run(conn, lambda c: driver.STORE.insert_after(
             c, now_ms(), tube, priority, delay_ms, ttr_ms, data, None, parents))

@@ -71,6 +71,7 @@ class ClaimRow(NamedTuple):
     reserved_until: int
     unique_key: str | None
     delay: int  # ms, as last set by put or release
+    trace: str | None  # the producer's W3C trace context (sqlq/tracing.py), or None
 
 
 class Job:
@@ -85,8 +86,11 @@ class Job:
     ``state`` (``ready``, ``delayed``, ``reserved``, ``buried``; ``deleted`` after
     this handle deleted it), the counters ``reserves``, ``timeouts``, ``releases``,
     ``buries``, ``kicks``, ``lease``, ``bury_reason``, ``unique_key``, and the times
-    ``created_at``, ``delay_until``, ``reserved_until`` (ms since the epoch), and
-    ``delay`` (seconds: the delay last given by put or release, 0 for none).
+    ``created_at``, ``delay_until``, ``reserved_until`` (ms since the epoch),
+    ``delay`` (seconds: the delay last given by put or release, 0 for none), and
+    ``trace``: the W3C trace context its put stored under a recording OpenTelemetry
+    span (``traceparent``, then a newline and ``tracestate`` if any), read by a
+    reserve; None for a job put untraced, and on a peeked job (see docs/tracing.md).
 
     Examples:
         >>> job = q.reserve(tubes="emails", timeout=5)
@@ -97,14 +101,15 @@ class Job:
 
     __slots__ = ("_queue", "id", "tube", "body", "priority", "ttr", "state", "reserves",
                  "timeouts", "releases", "buries", "kicks", "lease", "created_at",
-                 "delay_until", "reserved_until", "bury_reason", "unique_key", "delay")
+                 "delay_until", "reserved_until", "bury_reason", "unique_key", "delay", "trace")
 
     def __init__(self, queue: Queue, *, id: int, tube: str, body: bytes, priority: int,
                  ttr_ms: int, state: str, reserves: int = 0, timeouts: int = 0,
                  releases: int = 0, buries: int = 0, kicks: int = 0, lease: int | None = None,
                  created_at: int = 0, delay_until: int | None = None,
                  reserved_until: int | None = None, bury_reason: str | None = None,
-                 unique_key: str | None = None, delay_ms: int = 0) -> None:
+                 unique_key: str | None = None, delay_ms: int = 0,
+                 trace: str | None = None) -> None:
         self._queue = queue
         self.id = id
         self.tube = tube
@@ -124,6 +129,7 @@ class Job:
         self.bury_reason = bury_reason
         self.unique_key = unique_key
         self.delay = delay_ms / 1000
+        self.trace = trace
 
     @classmethod
     def from_claim(cls, queue: Queue, row: ClaimRow) -> Job:
@@ -151,6 +157,7 @@ class Job:
         job.bury_reason = None
         job.unique_key = row.unique_key
         job.delay = row.delay / 1000
+        job.trace = row.trace
         return job
 
     @classmethod

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from . import topics
+from . import topics, tracing
 from .backends.group import Batch
 from .model import (
     DEFAULT_PRIORITY,
@@ -87,6 +87,10 @@ class Puts:
         check_tube(tube)
         delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
         store, clock = self._store, self._clock
+        if tracing.INSTALLED and tracing.active():  # a span, the trace stored beside the body
+            return tracing.send(self._backend.write_shared, store, clock, tube, priority,
+                                delay_ms, ttr_ms, (body,), unique_key, check_after(after),
+                                False)[0]
         if after is not None:
             parents = check_after(after)
             if parents:
@@ -139,6 +143,9 @@ class Puts:
         check_tube(tube)
         delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
         parents = check_after(after)
+        if tracing.INSTALLED and tracing.active() and checked:
+            return tracing.send(self._backend.write_shared, self._store, self._clock, tube,
+                                priority, delay_ms, ttr_ms, checked, None, parents, True)
         if parents and checked:
             return self._backend.write_shared(lambda c: self._store.insert_after(
                 c, self._clock(), tube, priority, delay_ms, ttr_ms, checked, None, parents))

@@ -59,7 +59,7 @@ CREATE TABLE sqlq_attempts (
     outcome    TEXT    NOT NULL,   -- retried, buried, lost
     error      TEXT    NOT NULL,   -- exception type, exit status, 'timed out', or ''
     message    TEXT    NOT NULL,   -- one line: what a burial keeps as its reason
-    traceback  TEXT    NOT NULL,   -- the traceback, or a command's stderr tail ('' if none)
+    traceback  TEXT    NOT NULL, trace TEXT,   -- the traceback, or a command's stderr tail ('' if none)
     PRIMARY KEY (job_id, attempt)
 );
 
@@ -109,7 +109,7 @@ CREATE TABLE sqlq_jobs (
     bury_reason    TEXT,
     unique_key     TEXT,
     delay          INTEGER NOT NULL DEFAULT 0          -- ms, as last set by put or release
-, failures INTEGER NOT NULL DEFAULT 0, waiting_on INTEGER NOT NULL DEFAULT 0, dependents INTEGER NOT NULL DEFAULT 0);
+, failures INTEGER NOT NULL DEFAULT 0, waiting_on INTEGER NOT NULL DEFAULT 0, dependents INTEGER NOT NULL DEFAULT 0, trace TEXT);
 
 -- table sqlq_last_id
 CREATE TABLE sqlq_last_id (

@@ -42,7 +42,7 @@ LIST_STATES = ("ready", "delayed", "reserved", "buried", "waiting")
 COPIED: dict[str, tuple[str, ...]] = {
     "job": ("id", "tube", "priority", "state", "delay_until", "ttr", "body", "created_at",
             "reserves", "timeouts", "releases", "buries", "kicks", "bury_reason", "unique_key",
-            "delay", "waiting_on", "dependents"),
+            "delay", "waiting_on", "dependents", "trace"),
     "edge": ("parent", "child"),
     "tube": ("name", "paused_until", "pause_ms"),
     "result": ("job_id", "result", "expires_at"),
@@ -518,6 +518,17 @@ class Store(abc.ABC):
         if row is None:
             return None
         return int(row[0]), row[1] or "", row[2] or "", row[3] or ""
+
+    def attempt_trace(self, conn: Conn, job_id: int) -> str | None:
+        """The traceparent of the job's latest failed run that kept one, or None."""
+        row = one(conn, self.Q["attempt_trace"], {"job_id": job_id})
+        return None if row is None else str(row[0])
+
+    # -- tracing (sqlq/tracing.py) ------------------------------------------------------------
+
+    def set_trace(self, conn: Conn, ids: Sequence[int], trace: str) -> None:
+        """Store a traced put's trace context on the jobs it just inserted."""
+        conn.execute(self.Q["set_job_trace"], {"ids": self.ids_param(ids), "trace": trace})
 
     # -- topics ------------------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
+from .. import attempts, tracing
 from ..asyncq import AsyncJob, AsyncQueue
 from ..attempts import TIMED_OUT
 from ..model import Job
@@ -275,6 +276,15 @@ class AsyncWorker:
         await asyncio.gather(*running, return_exceptions=True)
 
     async def _run(self, aq: AsyncQueue, job: AsyncJob) -> None:
+        if tracing.INSTALLED and tracing.active():  # the run in a span (sqlq/tracing.py)
+            backend = self.queue.backend
+            earlier = await aq.call_in_thread(lambda: attempts.last_trace(backend, job.id)) \
+                if job.reserves > 1 else None
+            with tracing.processing(job.sync, earlier):
+                return await self._run_job(aq, job)
+        return await self._run_job(aq, job)
+
+    async def _run_job(self, aq: AsyncQueue, job: AsyncJob) -> None:
         started = time.monotonic()
         running = self.runner.start(job.sync)
         name = running.name

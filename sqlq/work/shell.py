@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import IO
 
+from .. import tracing
 from ..attempts import TIMED_OUT, TRACEBACK_LIMIT
 from ..model import Job
 from . import runner
@@ -260,6 +261,8 @@ class ShellRunner:
             return runner.Finished(given_up, name=self.name)
         env = dict(self._env, SQLQ_JOB_ID=str(job.id), SQLQ_TUBE=job.tube,
                    SQLQ_ATTEMPT=str(job.reserves))
+        if tracing.INSTALLED and tracing.active():
+            env.update(tracing.environment())  # TRACEPARENT: the command joins the run's trace
         parent = os.getpid()
         tie = None
         if _PRCTL is not None and threading.current_thread() is threading.main_thread():

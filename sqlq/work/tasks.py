@@ -19,6 +19,7 @@ watchdog thread heartbeats and keeps the grace period (see watchdog.py).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import importlib
 import inspect
 import json
@@ -388,8 +389,11 @@ class TaskRun:
             if self.is_async:
                 value = await self.task.fn(*args, **kwargs)
             else:
+                # In this task's context, as asyncio.to_thread: the run's span (tracing) and
+                # the application's context variables reach the function.
+                context = contextvars.copy_context()
                 value = await asyncio.get_running_loop().run_in_executor(
-                    None, lambda: self.task.fn(*args, **kwargs))
+                    None, lambda: context.run(self.task.fn, *args, **kwargs))
         except Exception as exc:  # noqa: BLE001 - a task's failure is data, not our crash
             return _failed(exc, self.task.policy)
         return self._outcome(value)

@@ -38,6 +38,7 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
+from .. import attempts, tracing
 from ..model import Job
 from ..queue import Queue
 from . import runner
@@ -194,6 +195,14 @@ class Worker:
         handling.ack()
 
     def _run(self, job: Job) -> Done | None:
+        if tracing.INSTALLED and tracing.active():  # the run in a span (sqlq/tracing.py)
+            earlier = attempts.last_trace(self.queue.backend, job.id) if job.reserves > 1 \
+                else None
+            with tracing.processing(job, earlier):
+                return self._run_job(job)
+        return self._run_job(job)
+
+    def _run_job(self, job: Job) -> Done | None:
         started = time.monotonic()
         running = self.runner.start(job)
         if running.inline:

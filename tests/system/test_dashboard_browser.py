@@ -46,6 +46,8 @@ FAILED_TRACEBACK = f"""Traceback (most recent call last):
   File "/srv/app/imports.py", line 17, in import_csv
     customer = customers[row["customer"]]
 KeyError: '{HOSTILE}'"""
+#: The traceparent of a traced failed run (sqlq/tracing.py), as its attempt keeps it.
+FAILED_TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 def _fill(db: str) -> dict[str, int]:
@@ -80,7 +82,8 @@ def _fill(db: str) -> dict[str, int]:
         assert job is not None
         q.engine.end_attempt(job, Attempt(job.id, job.reserves, now_ms(), 0.8, "web-1", 4242,
                                           outcome, "KeyError", f"KeyError: '{HOSTILE}'",
-                                          FAILED_TRACEBACK),
+                                          FAILED_TRACEBACK,
+                                          FAILED_TRACE if outcome == "buried" else None),
                              0 if outcome == "retried" else None)
     q.put("live 0", tube="live")
     # A pipeline: load waits for extract (put with after=).
@@ -304,6 +307,8 @@ def test_a_failed_jobs_attempts_show_the_latest_traceback(site: dict[str, Any], 
     shown = page.locator("#attempts details[open] pre")  # the latest one is unfolded
     assert shown.count() == 1 and shown.inner_text() == FAILED_TRACEBACK
     assert page.locator("#attempts details:not([open])").count() == 1
+    # Each run's OpenTelemetry trace id (an untraced one: a dash), to find it in a tracing UI.
+    assert page.locator("#attempts code.trace").all_inner_texts() == [FAILED_TRACE.split("-")[1]]
     assert page.locator("main img, main script").count() == 0
     _shot(page, tmp_path, "job-attempts")
 

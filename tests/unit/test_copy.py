@@ -112,3 +112,18 @@ def test_cli_copy_and_maintain(tmp_path: Any, db_url: str) -> None:
     assert report["db"]
     r = runner.invoke(cli, ["copy", str(tmp_path / "missing.db"), db_url])
     assert r.exit_code == 1 and "no database at" in r.output
+
+
+def test_copy_carries_a_jobs_trace_context(tmp_path: Any, pg_url: str) -> None:
+    """A job's trace (sqlq/tracing.py) survives sqlq copy, SQLite to PostgreSQL and back:
+    the worker that reserves the copy still joins the producer's trace."""
+    source, back = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    header = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\nvendor=x"
+    with sqlq.Queue(source) as q:
+        traced, plain = q.put(b"traced"), q.put(b"plain")
+        q.backend.write(lambda c: q.backend.store.set_trace(c, [traced], header))
+    copy(source, pg_url)
+    copy(pg_url, back)
+    with sqlq.Queue(back) as q:
+        jobs = {j.id: j.trace for j in q.reserve_many(2, timeout=0)}
+    assert jobs == {traced: header, plain: None}

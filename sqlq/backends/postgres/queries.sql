@@ -75,14 +75,15 @@ SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 -- server crash would make the job ready again while its holder, alive on another
 -- machine, runs it (owners.py), so a claim is not cheaper to lose than a put.
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
-       c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay
+       c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
+       c.trace
   FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text) AS c;
 
 -- name: delete_and_claim
 -- The worker's fast path: delete the job it finished (under its lease) and claim the
 -- next, in one statement (sqlq_delete_and_claim; SQLSTATE SQ001: the lease is lost).
 SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries, kicks,
-       lease, reserved_until, unique_key, delay
+       lease, reserved_until, unique_key, delay, trace
   FROM sqlq_delete_and_claim(%(id)s::bigint, %(lease)s::bigint, %(now)s::bigint,
                              %(tubes)s::text[], %(owner)s::text);
 
@@ -95,7 +96,7 @@ UPDATE sqlq_jobs
        delay_until = NULL, timeouts = timeouts + (state = 2)::int
  WHERE id = %(id)s AND NOT (state = 2 AND reserved_until > %(now)s) AND state <> 4
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay;
+          kicks, lease, reserved_until, unique_key, delay, trace;
 
 -- name: has_ready_job
 -- A read a waiting worker makes before it claims (which takes row locks).
@@ -440,18 +441,19 @@ SELECT (SELECT count(*) FROM sqlq_jobs) + (SELECT count(*) FROM sqlq_tubes)
 -- name: export_job
 SELECT id, tube, priority, CASE WHEN state = 2 THEN 0 ELSE state END, delay_until, ttr,
        body, created_at, reserves, timeouts, releases, buries, kicks, bury_reason,
-       unique_key, delay, waiting_on, dependents
+       unique_key, delay, waiting_on, dependents, trace
   FROM sqlq_jobs WHERE id > %(after)s ORDER BY id LIMIT %(limit)s;
 
 -- name: import_job
 -- dialect: OVERRIDING SYSTEM VALUE: the id is an identity column.
 INSERT INTO sqlq_jobs (id, tube, priority, state, delay_until, ttr, body, created_at,
                        reserves, timeouts, releases, buries, kicks, bury_reason, unique_key,
-                       delay, waiting_on, dependents)
+                       delay, waiting_on, dependents, trace)
 OVERRIDING SYSTEM VALUE
 VALUES (%(id)s, %(tube)s, %(priority)s, %(state)s, %(delay_until)s, %(ttr)s, %(body)s,
         %(created_at)s, %(reserves)s, %(timeouts)s, %(releases)s, %(buries)s, %(kicks)s,
-        %(bury_reason)s, %(unique_key)s, %(delay)s, %(waiting_on)s, %(dependents)s);
+        %(bury_reason)s, %(unique_key)s, %(delay)s, %(waiting_on)s, %(dependents)s,
+        %(trace)s);
 
 -- name: export_tube
 SELECT name, paused_until, pause_ms FROM sqlq_tubes ORDER BY name;
@@ -651,7 +653,8 @@ SELECT tube, metric, le, count, sum FROM sqlq_durations ORDER BY tube, metric;
 -- Up to %(n)s of the most urgent jobs ready as of now, each under a lease of its own
 -- (sqlq_claim in migrations/0005: the same claim as claim_job, LIMIT n, as durable).
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
-       c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay
+       c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
+       c.trace
   FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, %(n)s::integer) AS c;
 
 -- name: delete_and_claim_jobs
@@ -659,7 +662,7 @@ SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.time
 -- (sqlq_delete_and_claim_many, migrations/0005). A row with a NULL tube names a job and
 -- a lease that was lost; the other deletes stand, and nothing was claimed.
 SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries, kicks,
-       lease, reserved_until, unique_key, delay
+       lease, reserved_until, unique_key, delay, trace
   FROM sqlq_delete_and_claim_many(%(ids)s::bigint[], %(leases)s::bigint[], %(now)s::bigint,
                                   %(tubes)s::text[], %(owner)s::text, %(n)s::integer);
 
@@ -677,15 +680,16 @@ SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, 
 WITH job AS (
     UPDATE sqlq_jobs SET failures = failures + 1 WHERE id = %(job_id)s RETURNING id)
 INSERT INTO sqlq_attempts (job_id, attempt, started_at, duration, host, pid, outcome, error,
-                           message, traceback)
+                           message, traceback, trace)
 SELECT id, %(attempt)s::integer, %(started_at)s::bigint, %(duration)s::bigint,
        %(host)s::text, %(pid)s::integer, %(outcome)s::text, %(error)s::text,
-       %(message)s::text, %(traceback)s::text
+       %(message)s::text, %(traceback)s::text, %(trace)s::text
   FROM job
 ON CONFLICT (job_id, attempt) DO UPDATE
    SET started_at = excluded.started_at, duration = excluded.duration,
        host = excluded.host, pid = excluded.pid, outcome = excluded.outcome,
-       error = excluded.error, message = excluded.message, traceback = excluded.traceback;
+       error = excluded.error, message = excluded.message, traceback = excluded.traceback,
+       trace = excluded.trace;
 
 -- name: trim_attempts
 -- dialect: integer parameters need a type in arithmetic (::integer).
@@ -695,7 +699,8 @@ DELETE FROM sqlq_attempts
  WHERE job_id = %(job_id)s AND attempt <= %(attempt)s::integer - %(kept)s::integer;
 
 -- name: list_attempts
-SELECT job_id, attempt, started_at, duration, host, pid, outcome, error, message, traceback
+SELECT job_id, attempt, started_at, duration, host, pid, outcome, error, message, traceback,
+       trace
   FROM sqlq_attempts WHERE job_id = %(job_id)s ORDER BY attempt;
 
 -- name: last_attempt
@@ -788,3 +793,19 @@ SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserve
  WHERE id IN (SELECT child FROM sqlq_edges WHERE child > %(after)s) AND state = 4
    AND tube = %(tube)s
  ORDER BY id LIMIT %(limit)s;
+
+-- ---------------------------------------------------------------------------------------------
+-- Tracing (migration 0012, sqlq/tracing.py): written and read only while an OpenTelemetry
+-- tracer provider is configured; an untraced put or run never runs these.
+
+-- name: set_job_trace
+-- dialect: ids are bigint[] (SQLite: JSON arrays).
+-- A traced put's trace context, beside the bodies it just inserted, in its transaction.
+UPDATE sqlq_jobs SET trace = %(trace)s WHERE id = ANY (%(ids)s::bigint[]);
+
+-- name: attempt_trace
+-- The traceparent of a job's latest failed run that kept one: the link of its next run's
+-- span (a range of sqlq_attempts' primary key, read only for a run after the first).
+SELECT trace FROM sqlq_attempts
+ WHERE job_id = %(job_id)s AND trace IS NOT NULL
+ ORDER BY attempt DESC LIMIT 1;

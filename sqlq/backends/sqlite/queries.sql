@@ -93,7 +93,7 @@ UPDATE sqlq_jobs
         ORDER BY j.priority, j.id
         LIMIT 1)
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay;
+          kicks, lease, reserved_until, unique_key, delay, trace;
 
 -- name: claim_job_in_tube
 -- claim_job for the common reserve that watches one tube: the same job (the tube's best
@@ -112,7 +112,7 @@ UPDATE sqlq_jobs
    AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
                     WHERE name = (SELECT ?3) AND paused_until > ?1)
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay;
+          kicks, lease, reserved_until, unique_key, delay, trace;
 
 -- name: claim_job_by_id
 -- beanstalkd's reserve-job: any job that is not reserved under a live lease, nor waiting.
@@ -122,7 +122,7 @@ UPDATE sqlq_jobs
        timeouts = timeouts + (state = 2)
  WHERE id = :id AND NOT (state = 2 AND reserved_until > :now) AND state <> 4
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay;
+          kicks, lease, reserved_until, unique_key, delay, trace;
 
 -- name: look_ready
 -- A waiting worker's look, a read before it asks for the write lock: whether a claim
@@ -393,16 +393,16 @@ SELECT (SELECT count(*) FROM sqlq_jobs) + (SELECT count(*) FROM sqlq_tubes)
 -- ready: its holder works on the source, and cannot acknowledge it in the target.
 SELECT id, tube, priority, CASE WHEN state = 2 THEN 0 ELSE state END, delay_until, ttr,
        body, created_at, reserves, timeouts, releases, buries, kicks, bury_reason,
-       unique_key, delay, waiting_on, dependents
+       unique_key, delay, waiting_on, dependents, trace
   FROM sqlq_jobs WHERE id > :after ORDER BY id LIMIT (SELECT :limit);
 
 -- name: import_job
 INSERT INTO sqlq_jobs (id, tube, priority, state, delay_until, ttr, body, created_at,
                        reserves, timeouts, releases, buries, kicks, bury_reason, unique_key,
-                       delay, waiting_on, dependents)
+                       delay, waiting_on, dependents, trace)
 VALUES (:id, :tube, :priority, :state, :delay_until, :ttr, :body, :created_at, :reserves,
         :timeouts, :releases, :buries, :kicks, :bury_reason, :unique_key, :delay, :waiting_on,
-        :dependents);
+        :dependents, :trace);
 
 -- name: export_tube
 SELECT name, paused_until, pause_ms FROM sqlq_tubes ORDER BY name;
@@ -626,7 +626,7 @@ UPDATE sqlq_jobs
         ORDER BY j.priority, j.id
         LIMIT (SELECT :n))
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay;
+          kicks, lease, reserved_until, unique_key, delay, trace;
 
 -- name: delete_leased_jobs
 -- delete_leased_job for many: :jobs is a JSON array of [id, lease] pairs; the rows
@@ -653,15 +653,16 @@ UPDATE sqlq_jobs SET failures = failures + 1 WHERE id = :job_id;
 -- run whose reservation was lost), after count_failure. Nothing for a job gone: no row
 -- outlives its job. The same attempt written twice keeps the later.
 INSERT INTO sqlq_attempts (job_id, attempt, started_at, duration, host, pid, outcome, error,
-                           message, traceback)
+                           message, traceback, trace)
 SELECT id, :attempt, :started_at, :duration, :host, :pid, :outcome, :error, :message,
-       :traceback
+       :traceback, :trace
   FROM sqlq_jobs
  WHERE id = :job_id
 ON CONFLICT (job_id, attempt) DO UPDATE
    SET started_at = excluded.started_at, duration = excluded.duration,
        host = excluded.host, pid = excluded.pid, outcome = excluded.outcome,
-       error = excluded.error, message = excluded.message, traceback = excluded.traceback;
+       error = excluded.error, message = excluded.message, traceback = excluded.traceback,
+       trace = excluded.trace;
 
 -- name: trim_attempts
 -- Keep a job's last :kept attempts (run only once it has had more runs than that):
@@ -669,7 +670,8 @@ ON CONFLICT (job_id, attempt) DO UPDATE
 DELETE FROM sqlq_attempts WHERE job_id = :job_id AND attempt <= :attempt - :kept;
 
 -- name: list_attempts
-SELECT job_id, attempt, started_at, duration, host, pid, outcome, error, message, traceback
+SELECT job_id, attempt, started_at, duration, host, pid, outcome, error, message, traceback,
+       trace
   FROM sqlq_attempts WHERE job_id = :job_id ORDER BY attempt;
 
 -- name: last_attempt
@@ -773,3 +775,20 @@ SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserve
  WHERE id IN (SELECT child FROM sqlq_edges WHERE child > :after) AND state = 4
    AND tube = (SELECT :tube)
  ORDER BY id LIMIT (SELECT :limit);
+
+-- ---------------------------------------------------------------------------------------------
+-- Tracing (migration 0011, sqlq/tracing.py): written and read only while an OpenTelemetry
+-- tracer provider is configured; an untraced put or run never runs these.
+
+-- name: set_job_trace
+-- A traced put's trace context, beside the bodies it just inserted, in its transaction:
+-- one primary-key probe per id (:ids is a JSON array). A separate statement, not a
+-- column of the puts' inserts: those, the hottest statements, stay as they are.
+UPDATE sqlq_jobs SET trace = :trace WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: attempt_trace
+-- The traceparent of a job's latest failed run that kept one: the link of its next run's
+-- span (a range of sqlq_attempts' primary key, read only for a run after the first).
+SELECT trace FROM sqlq_attempts
+ WHERE job_id = :job_id AND trace IS NOT NULL
+ ORDER BY attempt DESC LIMIT 1;

@@ -1,0 +1,292 @@
+"""OpenTelemetry spans of what sqlq puts and runs, and the trace a job carries between.
+
+With ``opentelemetry-api`` installed (``pip install sqlq-jobs[otel]``) and a tracer
+provider configured (the SDK set up by the application, by ``opentelemetry-instrument``,
+or in a module ``sqlq work --import`` loads), sqlq makes spans through the global
+provider, following OpenTelemetry's messaging conventions:
+
+* a PRODUCER span ``send TUBE`` around each put and put_many (``Queue``, a
+  ``Transaction``, ``AsyncQueue``, ``sqlq.put(conn, ...)``), whose W3C context
+  (``traceparent``, and ``tracestate``) is stored in the job's ``trace`` column, beside
+  the body, in the put's transaction;
+* a CONSUMER span ``process TUBE`` around each run in ``sqlq work`` (tasks and commands,
+  sync and async workers): a child of the producer's span, linked to the span of the
+  job's previous failed run, ending with the job's outcome.
+
+Every other module reaches OpenTelemetry only through this one, behind one test,
+``tracing.INSTALLED and tracing.active()``: without the package nothing is imported and a
+put pays one attribute read; with it but no provider configured (spans would be no-ops),
+a put pays one clock read (:func:`active`) and writes nothing more, and nothing of it is
+imported unless the application imported it. A put without a
+recording span (no SDK, or not sampled) leaves ``trace`` NULL. See docs/tracing.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import importlib.util
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, SpanContext, Tracer
+
+    from .backends.base import Conn
+    from .backends.store import Store
+    from .model import Job
+
+T = TypeVar("T")
+
+
+def _installed() -> bool:
+    try:
+        return importlib.util.find_spec("opentelemetry.trace") is not None
+    except ModuleNotFoundError:  # no "opentelemetry" package at all
+        return False
+
+
+#: Whether ``opentelemetry-api`` is installed (looked up once, nothing imported).
+INSTALLED = _installed()
+
+#: The messaging conventions' attributes (semantic conventions 1.27+), and sqlq's own
+#: (``messaging.sqlq.*``: a system's attributes go under its name).
+SYSTEM = "messaging.system"
+OPERATION_TYPE = "messaging.operation.type"
+OPERATION_NAME = "messaging.operation.name"
+DESTINATION = "messaging.destination.name"
+MESSAGE_ID = "messaging.message.id"
+BODY_SIZE = "messaging.message.body.size"
+BATCH_COUNT = "messaging.batch.message_count"
+ATTEMPT = "messaging.sqlq.job.attempt"
+PRIORITY = "messaging.sqlq.job.priority"
+OUTCOME = "messaging.sqlq.job.outcome"
+
+#: Seconds between two looks for a tracer provider while none is set: the API's look
+#: (``get_tracer_provider``, which reads the environment) costs a put about 3 us, so an
+#: application with the API installed but tracing off pays one clock read a put instead.
+LOOK_EVERY = 1.0
+
+_tracer: Tracer | None = None
+_next_look = 0.0
+#: The API's own way to name a provider without code (an entry point in the environment).
+_PROVIDER_BY_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+
+
+def active() -> bool:
+    """Whether spans are made: a tracer provider other than the API's default (whose
+    spans are no-ops) is set. Once one is, it stays (OpenTelemetry sets it once); while
+    none is, this looks again at most every :data:`LOOK_EVERY` seconds, so a provider
+    set after the process's first put counts from the next look."""
+    return _tracer is not None or (time.monotonic() >= _next_look and _configure())
+
+
+def _configure() -> bool:
+    global _tracer, _next_look
+    if "opentelemetry.trace" not in sys.modules and not _PROVIDER_BY_ENVIRONMENT:
+        # No one imported the API, so no one set a provider: import nothing (the import
+        # would cost the first put some 20 ms).
+        _next_look = time.monotonic() + LOOK_EVERY
+        return False
+    from opentelemetry import trace
+
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        _next_look = time.monotonic() + LOOK_EVERY
+        return False
+    from . import __version__
+
+    _tracer = provider.get_tracer("sqlq", __version__)
+    return True
+
+
+# -- the trace context a job carries -------------------------------------------------------------
+
+def _propagator() -> Any:
+    # W3C trace context whatever the global propagator is: what the column holds is sqlq's
+    # format, read back by any worker, not the application's choice of headers.
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    return TraceContextTextMapPropagator()
+
+
+def _header(span: Span) -> str | None:
+    """``span``'s context as the column stores it: traceparent, then a newline and
+    tracestate if it has one."""
+    from opentelemetry import trace
+
+    carrier: dict[str, str] = {}
+    _propagator().inject(carrier, context=trace.set_span_in_context(span))
+    parent = carrier.get("traceparent")
+    if parent is None:
+        return None
+    state = carrier.get("tracestate")
+    return f"{parent}\n{state}" if state else parent
+
+
+def _context(header: str) -> Context:
+    """The remote context a stored header names (an empty one if it is malformed)."""
+    parent, _, state = header.partition("\n")
+    carrier = {"traceparent": parent}
+    if state:
+        carrier["tracestate"] = state
+    return _propagator().extract(carrier)  # type: ignore[no-any-return]
+
+
+def _span_context(header: str) -> SpanContext | None:
+    from opentelemetry import trace
+
+    found = trace.get_current_span(_context(header)).get_span_context()
+    return found if found.is_valid else None
+
+
+# -- producing ---------------------------------------------------------------------------------
+
+def send(run: Callable[[Callable[[Conn], list[int]]], list[int]], store: Store,
+         clock: Callable[[], int], tube: str, priority: int, delay_ms: int, ttr_ms: int,
+         bodies: Sequence[bytes], unique_key: str | None, parents: Sequence[int],
+         many: bool) -> list[int]:
+    """A put (``many``: put_many) under a PRODUCER span; the ids it put, in order.
+
+    ``run`` runs a write in the caller's transaction (``Backend.write_shared``, or the
+    driver's on the application's connection). The write is the untraced put's (the
+    same store verbs), then, under a recording span, ``set_trace`` on the rows it
+    inserted. A unique key already held returns the holder's id, its trace untouched.
+    """
+    from opentelemetry.trace import SpanKind
+
+    assert _tracer is not None  # the caller tested active()
+    attributes: dict[str, Any] = {
+        SYSTEM: "sqlq", OPERATION_TYPE: "send", OPERATION_NAME: "put_many" if many else "put",
+        DESTINATION: tube, PRIORITY: priority}
+    if many:
+        attributes[BATCH_COUNT] = len(bodies)
+    else:
+        attributes[BODY_SIZE] = len(bodies[0])
+    with _tracer.start_as_current_span(f"send {tube}", kind=SpanKind.PRODUCER,
+                                       attributes=attributes) as span:
+        header = _header(span) if span.is_recording() else None
+
+        def write(conn: Conn) -> list[int]:
+            now = clock()
+            held = None if unique_key is None else store.unique_job_id(conn, tube, unique_key)
+            if parents:
+                ids = store.insert_after(conn, now, tube, priority, delay_ms, ttr_ms, bodies,
+                                         unique_key, parents)
+            elif many:
+                ids = store.insert_jobs(conn, now, tube, priority, delay_ms, ttr_ms, bodies)
+            else:
+                ids = [store.insert_job(conn, now, tube, priority, delay_ms, ttr_ms, bodies[0],
+                                        unique_key)]
+            if header is not None and held is None and ids:
+                store.set_trace(conn, ids, header)
+            return ids
+
+        ids = run(write)
+        if not many and ids:
+            span.set_attribute(MESSAGE_ID, str(ids[0]))
+        return ids
+
+
+def in_context(fn: Callable[[], T]) -> Callable[[], T]:
+    """``fn`` to run in another thread within the caller's context (its current span):
+    AsyncQueue's calls, so an awaited put is a child of the awaiting task's span."""
+    context = contextvars.copy_context()
+    return lambda: context.run(fn)
+
+
+# -- consuming ---------------------------------------------------------------------------------
+
+@dataclass
+class _Run:
+    """The run a worker is in (this context's): its job, its span, whether it failed."""
+
+    job_id: int
+    span: Span
+    failed: bool = False
+
+
+_running: contextvars.ContextVar[_Run | None] = contextvars.ContextVar("sqlq_run", default=None)
+
+
+@contextlib.contextmanager
+def processing(job: Job, earlier: str | None) -> Iterator[None]:
+    """A CONSUMER span ``process TUBE`` around a worker's run of ``job`` (reserved): a child
+    of the context the job's put stored, linked to it and to ``earlier``, the span of its
+    previous failed run (:func:`sqlq.attempts.last_trace`). At its end the span says what became
+    of the job (:data:`OUTCOME`): ``deleted`` (succeeded; deleted with the next claim),
+    ``completed`` (its result stored), ``released`` (a retry, or given back), ``buried``,
+    or ``failed`` (it failed after its reservation was lost: it runs again)."""
+    from opentelemetry.trace import Link, SpanKind
+
+    assert _tracer is not None  # the caller tested active()
+    # The put's context is the parent and, as the conventions ask of a "process" span,
+    # a link too (a backend that shows a process span as its own trace still finds it).
+    parent = _context(job.trace) if job.trace else None
+    links = [Link(c) for c in (_span_context(job.trace) if job.trace else None,
+                               _span_context(earlier) if earlier else None) if c is not None]
+    attributes: dict[str, Any] = {
+        SYSTEM: "sqlq", OPERATION_TYPE: "process", OPERATION_NAME: "process",
+        DESTINATION: job.tube, MESSAGE_ID: str(job.id), ATTEMPT: job.reserves,
+        PRIORITY: job.priority, BODY_SIZE: len(job.body)}
+    with _tracer.start_as_current_span(
+            f"process {job.tube}", context=parent, kind=SpanKind.CONSUMER,
+            attributes=attributes, links=links) as span:
+        run = _Run(job.id, span)
+        token = _running.set(run)
+        try:
+            yield
+        finally:
+            _running.reset(token)
+            span.set_attribute(OUTCOME, _outcome(job.state, run.failed))
+
+
+def _outcome(state: str, failed: bool) -> str:
+    """What became of a job by the state its handle was left in after the run."""
+    if state == "deleted":
+        return "completed"  # deleted by complete(), with its result
+    if state == "buried":
+        return "buried"
+    if state in ("ready", "delayed"):
+        return "released"
+    return "failed" if failed else "deleted"
+
+
+def failure(job_id: int, error: str, message: str, traceback: str) -> str | None:
+    """A failed run of ``job_id`` is being kept (sqlq/attempts.py): mark the run's span as
+    an error, with the conventions' exception event; return the span's traceparent for
+    the attempt's row (None outside a traced run of that job)."""
+    run = _running.get()
+    if run is None or run.job_id != job_id:
+        return None
+    from opentelemetry.trace import Status, StatusCode
+
+    run.failed = True
+    span = run.span
+    span.set_status(Status(StatusCode.ERROR, message or error))
+    span.set_attribute("error.type", error or "_OTHER")
+    span.add_event("exception", {"exception.type": error or "sqlq.Failed",
+                                 "exception.message": message,
+                                 "exception.stacktrace": traceback})
+    header = _header(span) if span.is_recording() else None
+    return None if header is None else header.partition("\n")[0]
+
+
+def environment() -> dict[str, str]:
+    """``TRACEPARENT`` (and ``TRACESTATE``) of the current span, for a command's child
+    process (OpenTelemetry's environment-variable carrier); empty without one."""
+    from opentelemetry import trace
+
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return {}
+    header = _header(span)
+    if header is None:
+        return {}
+    parent, _, state = header.partition("\n")
+    return {"TRACEPARENT": parent, **({"TRACESTATE": state} if state else {})}
