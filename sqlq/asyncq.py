@@ -554,6 +554,8 @@ class AsyncQueue:
     tube_summary = awaited(Queue.tube_summary)
     search = awaited(Queue.search)
     workers = awaited(Queue.workers)
+    failed_groups = awaited(Queue.failed_groups)
+    failed_group_jobs = awaited(Queue.failed_group_jobs)
     periodic_slots = awaited(Queue.periodic_slots)
     kept_result = awaited(Queue.kept_result)
     duration_histograms = awaited(Queue.duration_histograms)

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import attempts, observe, results, stats, topics
+from . import attempts, failures, observe, results, stats, topics
 from .backends import Events
 from .errors import Timeout
 from .model import DEFAULT_TUBE, Job, JobRow, check_job_id, check_tube, job_id_in_range
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .backends.base import Conn
     from .backends.store import Store
     from .engine import Engine
+    from .failures import FailedGroup
     from .histograms import Histogram
 
 
@@ -206,6 +207,24 @@ class Reads:
     def search(self, tube: str, text: str, *, limit: int = 50) -> list[observe.JobSummary]:
         """Recent jobs of a tube whose id, unique key or body contains ``text``, newest first."""
         return observe.search(self._backend, self._clock(), tube, text, limit)
+
+    def failed_groups(self, *, limit: int = 50, offset: int = 0) -> list[FailedGroup]:
+        """Buried jobs across all tubes, grouped by how they failed (the newest kept
+        attempt's error and the bury reason), newest group first; a page of ``limit``
+        groups from ``offset``. Only the newest 10,000 buried jobs are grouped
+        (``sqlq.failures.DEPTH``), from the buried index.
+
+        Examples:
+            >>> [(g.error, g.reason, g.jobs) for g in q.failed_groups()]
+            [('KeyError', "KeyError: 'sku'", 412), ('', 'corrupt image', 3)]
+        """
+        return failures.groups(self._backend, limit, offset)
+
+    def failed_group_jobs(self, error: str, reason: str) -> list[tuple[int, str]]:
+        """(id, tube) of the buried jobs of one group of :meth:`failed_groups` (its
+        ``error`` and ``reason``), oldest first: what retrying or deleting the group acts on.
+        """
+        return failures.group_ids(self._backend, error, reason)
 
     def workers(self) -> list[observe.Worker]:
         """The processes holding reservations now (pid, host, jobs held, since when)."""

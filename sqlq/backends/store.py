@@ -484,6 +484,22 @@ class Store(abc.ABC):
             return None
         return int(row[0]), row[1] or "", row[2] or "", row[3] or ""
 
+    # -- failed jobs by error (sqlq/failures.py) ----------------------------------------------
+
+    def failed_groups(self, conn: Conn, depth: int, limit: int, offset: int
+                      ) -> list[tuple[str, str, int, int, str]]:
+        """(error, reason, jobs, newest id, tubes) per group of the newest ``depth``
+        buried jobs, newest group first."""
+        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3]), str(r[4]))
+                for r in conn.execute(self.Q["failed_groups"],
+                                      {"depth": depth, "limit": limit, "offset": offset})]
+
+    def failed_group_ids(self, conn: Conn, depth: int, error: str, reason: str
+                         ) -> list[tuple[int, str]]:
+        """(id, tube) of the buried jobs of one group, oldest first."""
+        return [(int(r[0]), str(r[1])) for r in conn.execute(
+            self.Q["failed_group_ids"], {"depth": depth, "error": error, "reason": reason})]
+
     # -- topics ------------------------------------------------------------------------------
 
     def subscribe(self, conn: Conn, topic: str, tube: str) -> None:

@@ -8,6 +8,8 @@ pretty-printed JSON, or as a hex dump for binary, and cut at :data:`BODY_LIMIT`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import time
 from dataclasses import dataclass
@@ -116,6 +118,23 @@ def tube_url(name: str, **params: Any) -> str:
     """The tube page's address: the name as a query value (tube names may hold ``/``)."""
     query = {"name": name, **{k: v for k, v in params.items() if v not in (None, "")}}
     return "/tube?" + urlencode(query, quote_via=quote)
+
+
+def group_key(error: str, reason: str) -> str:
+    """A failed-jobs group as one form value (URL-safe base64 of JSON): the reason may
+    hold newlines, which a form's hidden input would not carry unchanged."""
+    return base64.urlsafe_b64encode(json.dumps([error, reason]).encode()).decode()
+
+
+def group_from_key(key: str) -> tuple[str, str]:
+    """(error, reason) of :func:`group_key`'s value; ValueError if it is not one."""
+    try:
+        error, reason = json.loads(base64.urlsafe_b64decode(key.encode()))
+    except (ValueError, TypeError, binascii.Error):
+        raise ValueError("not a failed-jobs group") from None
+    if not isinstance(error, str) or not isinstance(reason, str):
+        raise ValueError("not a failed-jobs group")
+    return error, reason
 
 
 def make_env() -> jinja2.Environment:

@@ -762,3 +762,29 @@ SELECT sqlq_release_children(ARRAY[%(id)s::bigint], %(now)s::bigint);
 
 -- name: forget_child_edges
 DELETE FROM sqlq_edges WHERE child = %(id)s;
+
+-- ---------------------------------------------------------------------------------------------
+-- Operators (issue 26): failed jobs grouped by error, the workers registry (migration 0013),
+-- throughput history (migration 0013). See sqlite/queries.sql for why each is shaped so.
+
+-- name: failed_groups
+-- dialect: string_agg() for SQLite's group_concat(); SQLite names the buried index.
+SELECT coalesce((SELECT a.error FROM sqlq_attempts AS a WHERE a.job_id = b.id
+                  ORDER BY a.attempt DESC LIMIT 1), '') AS error,
+       coalesce(b.bury_reason, '') AS reason,
+       count(*), max(b.id), string_agg(DISTINCT b.tube, ',')
+  FROM (SELECT id, tube, bury_reason FROM sqlq_jobs WHERE state = 3
+         ORDER BY id DESC LIMIT %(depth)s) AS b
+ GROUP BY 1, 2
+ ORDER BY max(b.id) DESC
+ LIMIT %(limit)s OFFSET %(offset)s;
+
+-- name: failed_group_ids
+-- dialect: SQLite names the buried index (INDEXED BY); PostgreSQL's planner picks it.
+SELECT b.id, b.tube
+  FROM (SELECT id, tube, bury_reason FROM sqlq_jobs WHERE state = 3
+         ORDER BY id DESC LIMIT %(depth)s) AS b
+ WHERE coalesce(b.bury_reason, '') = %(reason)s
+   AND coalesce((SELECT a.error FROM sqlq_attempts AS a WHERE a.job_id = b.id
+                  ORDER BY a.attempt DESC LIMIT 1), '') = %(error)s
+ ORDER BY b.id;

@@ -744,3 +744,36 @@ DELETE FROM sqlq_edges WHERE parent = :id;
 -- A waiting job deleted takes its edges (its parents' dependents stay: a release that
 -- finds no child does nothing).
 DELETE FROM sqlq_edges WHERE child = :id;
+
+-- ---------------------------------------------------------------------------------------------
+-- Operators (issue 26): failed jobs grouped by error, the workers registry (migration 0012),
+-- throughput history (migration 0012). Reads for the dashboard and /metrics; the registry's
+-- writes come from each worker at most once per heartbeat (sqlq/workers.py), never per job.
+
+-- name: failed_groups
+-- Buried jobs across all tubes grouped by error: the newest kept attempt's error (the
+-- exception's type; '' when the job was buried without a kept attempt) and the bury reason,
+-- newest group first. Only the newest :depth buried jobs are grouped, read from the
+-- buried index (bounded by the buried jobs, never the whole table); the attempt is one
+-- primary-key probe per job. INDEXED BY: without it SQLite walks the table backwards by id
+-- to skip the sort, which reads every job when few are buried.
+SELECT coalesce((SELECT a.error FROM sqlq_attempts AS a WHERE a.job_id = b.id
+                  ORDER BY a.attempt DESC LIMIT 1), '') AS error,
+       coalesce(b.bury_reason, '') AS reason,
+       count(*), max(b.id), group_concat(DISTINCT b.tube)
+  FROM (SELECT id, tube, bury_reason FROM sqlq_jobs INDEXED BY sqlq_jobs_buried WHERE state = 3
+         ORDER BY id DESC LIMIT (SELECT :depth)) AS b
+ GROUP BY 1, 2
+ ORDER BY max(b.id) DESC
+ LIMIT (SELECT :limit) OFFSET (SELECT :offset);
+
+-- name: failed_group_ids
+-- The ids and tubes of one group of failed_groups (the same newest :depth buried jobs),
+-- oldest first: what a retry or a delete of the whole group acts on.
+SELECT b.id, b.tube
+  FROM (SELECT id, tube, bury_reason FROM sqlq_jobs INDEXED BY sqlq_jobs_buried WHERE state = 3
+         ORDER BY id DESC LIMIT (SELECT :depth)) AS b
+ WHERE coalesce(b.bury_reason, '') = :reason
+   AND coalesce((SELECT a.error FROM sqlq_attempts AS a WHERE a.job_id = b.id
+                  ORDER BY a.attempt DESC LIMIT 1), '') = :error
+ ORDER BY b.id;
