@@ -556,6 +556,7 @@ class AsyncQueue:
     workers = awaited(Queue.workers)
     failed_groups = awaited(Queue.failed_groups)
     failed_group_jobs = awaited(Queue.failed_group_jobs)
+    throughput = awaited(Queue.throughput)
     periodic_slots = awaited(Queue.periodic_slots)
     kept_result = awaited(Queue.kept_result)
     duration_histograms = awaited(Queue.duration_histograms)

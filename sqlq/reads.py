@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import attempts, failures, observe, results, stats, topics
+from . import attempts, failures, observe, results, stats, throughput, topics
 from .backends import Events
 from .errors import Timeout
 from .model import DEFAULT_TUBE, Job, JobRow, check_job_id, check_tube, job_id_in_range
@@ -227,8 +227,18 @@ class Reads:
         return failures.group_ids(self._backend, error, reason)
 
     def workers(self) -> list[observe.Worker]:
-        """The processes holding reservations now (pid, host, jobs held, since when)."""
+        """The running ``sqlq work`` processes, idle ones too (host, pid, tubes, started,
+        last heartbeat, the job it runs, jobs done: as of its last heartbeat, at most 5 s
+        old), then any other process holding reservations (pid, host, jobs held, since
+        when). A worker that stops leaves the list; one that dies (SIGKILL too) leaves
+        it as soon as its owner registration is seen to end (sqlq/registry.py)."""
         return observe.workers(self._backend, self._clock())
+
+    def throughput(self, minutes: int = throughput.KEEP_MINUTES) -> list[throughput.Minute]:
+        """Jobs put, deleted and buried per minute over the last ``minutes`` minutes (a day
+        is kept), oldest first, from the counters ``sqlq work`` processes sample once a
+        minute (sqlq/throughput.py); empty until two samples exist."""
+        return throughput.history(self._backend, self._clock, minutes)
 
     def periodic_slots(self) -> list[observe.PeriodicSlot]:
         """The last slot each periodic task enqueued."""

@@ -188,7 +188,9 @@ class Dashboard:
         self.history.record(view.puts_total, view.deletes_total)
         durations = {(h.tube, h.metric): h for h in self.queue.duration_histograms()}
         return self.render("overview.html", view=view, now=view.at, note=req.arg("note"),
-                           workers=len(self.queue.workers()), durations=durations)
+                           workers=sum(1 for w in self.queue.workers() if w.alive and w.token),
+                           durations=durations,
+                           day=views.day_chart(self.queue.throughput(), view.at))
 
     def api_overview(self, req: Request) -> Response:
         """What the page's script polls (every 2 s while the tab is visible)."""

@@ -777,3 +777,35 @@ SELECT b.id, b.tube
    AND coalesce((SELECT a.error FROM sqlq_attempts AS a WHERE a.job_id = b.id
                   ORDER BY a.attempt DESC LIMIT 1), '') = :error
  ORDER BY b.id;
+
+-- name: beat_worker
+-- A worker's row, written when it starts and at most once per heartbeat after (registry.py).
+INSERT INTO sqlq_workers (token, host, pid, tubes, started_at, seen_at, job_id, jobs_done)
+VALUES (:token, :host, :pid, :tubes, :started_at, :seen_at, :job_id, :jobs_done)
+ON CONFLICT (token) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+    tubes = excluded.tubes, started_at = excluded.started_at, seen_at = excluded.seen_at,
+    job_id = excluded.job_id, jobs_done = excluded.jobs_done;
+
+-- name: forget_worker
+DELETE FROM sqlq_workers WHERE token = :token;
+
+-- name: list_workers
+SELECT token, host, pid, tubes, started_at, seen_at, job_id, jobs_done
+  FROM sqlq_workers ORDER BY started_at, token;
+
+-- name: throughput_sampled
+SELECT 1 FROM sqlq_throughput WHERE minute = :minute;
+
+-- name: add_throughput
+-- The first sample of a minute wins (two workers may beat in the same minute); older
+-- samples go (trim_throughput), so the table keeps a day at most.
+INSERT INTO sqlq_throughput (minute, at, puts, deletes, buries)
+VALUES (:minute, :at, :puts, :deletes, :buries)
+ON CONFLICT (minute) DO NOTHING;
+
+-- name: trim_throughput
+DELETE FROM sqlq_throughput WHERE minute < :oldest;
+
+-- name: list_throughput
+SELECT minute, at, puts, deletes, buries FROM sqlq_throughput
+ WHERE minute >= :since ORDER BY minute;
