@@ -4,7 +4,10 @@ Pages are GETs and never change anything. Actions are POSTs to ``/actions/VERB``
 Guard checks them (token, CSRF, read-only) before any runs, and each answers with a
 redirect back to the page it came from (post/redirect/get), carrying a one-line note.
 Bulk actions that destroy or move many jobs need ``confirm=yes`` (the page's script
-asks the operator first); without it they change nothing.
+asks the operator first); without it they change nothing. Each action writes one audit
+line on stderr: the client, the action, its note, and the tubes and job ids it acted on
+(:class:`Done`). ``/login`` returns to ``next``, a path on this site only;
+``POST /logout`` (with the CSRF token) ends the browser's session.
 """
 
 from __future__ import annotations
