@@ -5,7 +5,7 @@ Guard checks them (token, CSRF, read-only) before any runs, and each answers wit
 redirect back to the page it came from (post/redirect/get), carrying a one-line note.
 Bulk actions that destroy or move many jobs need ``confirm=yes`` (the page's script
 asks the operator first); without it they change nothing. Each action writes one audit
-line on stderr: the client, the action, its note, and the tubes and job ids it acted on
+line on stderr: when (UTC), the client, the action, its note, and the tubes and job ids it acted on
 (:class:`Done`). ``/login`` returns to ``next``, a path on this site only;
 ``POST /logout`` (with the CSRF token) ends the browser's session.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -314,8 +315,9 @@ class Dashboard:
             return self.error(404, "no such action")
         back = _local(req.field("next", "/"))
         done = action(req)
-        # The audit trail: who changed what (tubes, job ids), next to the server's request log.
-        sys.stderr.write(f"sqlq dashboard: {req.client} {verb}: {done.audit()}\n")
+        # The audit trail: when, who changed what (tubes, job ids), beside the request log.
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        sys.stderr.write(f"sqlq dashboard: {at} {req.client} {verb}: {done.audit()}\n")
         return _redirect(back, done.note)
 
     def _tube_of(self, job_id: int) -> list[str]:

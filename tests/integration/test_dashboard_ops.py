@@ -112,9 +112,10 @@ def test_audit_lines_name_the_tube_and_the_jobs(q: sqlq.Queue,
         client.post("/actions/kick-all", {"csrf": client.csrf, "tube": "mail",
                                           "confirm": "yes"})
         client.post("/actions/pause", {"csrf": client.csrf, "tube": "mail", "duration": "1m"})
-    audit = [line.split(": ", 1)[1] for line in capfd.readouterr().err.splitlines()
+    audit = [line.split(" ", 3) for line in capfd.readouterr().err.splitlines()
              if line.startswith("sqlq dashboard:")]
-    assert [line.split(" ", 1)[1] for line in audit] == [
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", at) for _, _, at, _ in audit)
+    assert [rest.split(" ", 1)[1] for _, _, _, rest in audit] == [
         f"kick-job: job {ids[0]} kicked; tube mail; jobs {ids[0]}",
         f"bulk: 1 of 2 jobs deleted; tube mail; jobs {ids[1]}",
         f"kick-all: 1 jobs kicked; tube mail; jobs {ids[2]}",
