@@ -32,6 +32,8 @@ from .live import History
 from .security import COOKIE, AccessDenied, Guard
 
 PAGE = 50
+#: Jobs of a failed-jobs group retried or deleted per request, at most.
+GROUP_STEP = 1000
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                 ".svg": "image/svg+xml"}
 
@@ -357,25 +359,32 @@ class Dashboard:
             return Done(f"nothing done: confirm the {verb} of {len(ids)} jobs first")
         return self._each(verb, [(job_id, "") for job_id in ids])
 
-    def _each(self, verb: str, jobs: list[tuple[int, str]]) -> Done:
-        """Kick or delete each job by id; one gone or moved meanwhile is skipped. A tube
-        not given ("") is read from the job, for the audit log."""
+    def _each(self, verb: str, jobs: list[tuple[int, str]], buried_only: bool = False) -> Done:
+        """Kick or delete each job by id; one gone or moved meanwhile is skipped (with
+        ``buried_only``, one no longer buried too: a group's delete must not take a job
+        kicked and reserved since). A tube not given ("") is read from the job, for the
+        audit log."""
         acted: list[int] = []
         tubes: list[str] = []
         for job_id, known in jobs:
-            tube = known or "".join(self._tube_of(job_id))
+            if buried_only or not known:
+                job = self.queue.peek(job_id)
+                if job is None or (buried_only and job.state != "buried"):
+                    continue
+                known = job.tube
             try:
                 (self.queue.kick_job if verb == "kick" else self.queue.delete)(job_id)
             except JobNotFound:
                 continue  # gone or moved meanwhile: the note says how many were done
             acted.append(job_id)
-            if tube:
-                tubes.append(tube)
+            tubes.append(known)
         past = "kicked" if verb == "kick" else "deleted"
         return Done(f"{len(acted)} of {len(jobs)} jobs {past}", tubes, acted)
 
     def group(self, req: Request) -> Done:
-        """Retry (kick) or delete every buried job of one group of the Failed page."""
+        """Retry (kick) or delete the buried jobs of one group of the Failed page, the
+        oldest :data:`GROUP_STEP` at most per request (one commit each: a request must
+        end in seconds); the note says how many are left for the next click."""
         error, reason = views.group_from_key(req.field("key"))
         verb = req.field("verb")
         if verb not in ("kick", "delete"):
@@ -383,7 +392,10 @@ class Dashboard:
         jobs = self.queue.failed_group_jobs(error, reason)
         if req.field("confirm") != "yes":
             return Done(f"nothing done: confirm the {verb} of {len(jobs)} jobs first")
-        return self._each(verb, jobs)
+        done = self._each(verb, jobs[:GROUP_STEP], buried_only=verb == "delete")
+        if len(jobs) > GROUP_STEP:
+            done.note += f" ({len(jobs) - GROUP_STEP} more in this group: again for the next)"
+        return done
 
     def pause(self, req: Request) -> Done:
         seconds = parse_duration(req.field("duration", "1h"))

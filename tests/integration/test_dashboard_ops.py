@@ -159,3 +159,29 @@ def test_login_never_returns_to_another_site(q: sqlq.Queue, target: str) -> None
         assert (status, location) == (303, "/")
         form = client.get("/login?" + urlencode({"next": target})).text
         assert "evil.example" not in form
+
+
+def test_a_large_group_goes_a_step_per_click_and_a_delete_spares_jobs_moved_since(
+        q: sqlq.Queue, failed: dict[str, list[int]], monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlq.dashboard import routes
+
+    monkeypatch.setattr(routes, "GROUP_STEP", 2)
+    key = group_key("KeyError", "KeyError: 'sku'")
+    with running(q) as client:
+        form = {"csrf": client.csrf, "key": key, "verb": "kick", "confirm": "yes",
+                "next": "/failed"}
+        first = client.post("/actions/group", form)
+        assert "2+of+2+jobs+kicked+%283+more+in+this+group" in first.headers["Location"]
+        assert [q.peek(i).state for i in failed["key"]] == [  # type: ignore[union-attr]
+            "ready", "ready", "buried", "buried", "buried"]  # the oldest first
+        client.post("/actions/group", form)
+        client.post("/actions/group", form)
+        assert all(q.peek(i).state == "ready" for i in failed["key"])  # type: ignore[union-attr]
+        # A job kicked after the group was read is not deleted with it.
+        kicked = failed["hand"][0]
+        q.kick_job(kicked)
+        done = client.server.dashboard._each("delete", [(kicked, "mail"),
+                                                        (failed["hand"][1], "mail")],
+                                             buried_only=True)
+        assert (done.note, done.ids) == ("1 of 2 jobs deleted", [failed["hand"][1]])
+        assert q.peek(kicked) is not None
