@@ -115,3 +115,18 @@ def test_throughput_is_sampled_once_a_minute_and_kept_a_day(fq: sqlq.Queue,
     assert len(rows) == throughput.KEEP_MINUTES + 1  # bounded: a day of minutes
     assert len(fq.throughput()) == throughput.KEEP_MINUTES
     assert len(fq.throughput(minutes=10)) == 10
+
+
+@pytest.mark.slow
+def test_an_async_worker_registers_and_counts_its_runs(q: sqlq.Queue, db_url: str) -> None:
+    from tests import ajobs
+
+    message = ajobs.square.message(7)
+    jid = q.put(message, tube=ajobs.square.tube, ttr=ajobs.square.ttr)
+    with Work(db_url, "--in-process", "--import", "tests.ajobs", "--concurrency", "2") as w:
+        # Its runs are written with its next heartbeat (at most 5 s later), not per job.
+        wait_for(lambda: [(x.pid, x.jobs_done, "async" in x.tubes) for x in q.workers()]
+                 == [(w.pid, 1, True)], what="the async worker's row, one run done")
+        assert q.result(jid, timeout=0) == b"49"
+        assert w.stop() == 0, w.text()
+    assert _rows(q) == []
