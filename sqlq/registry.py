@@ -12,9 +12,9 @@ owner token, the registration that ends by itself when its process dies, SIGKILL
 included (SQLite: the kernel unlocks its owner file; PostgreSQL: its session's
 advisory lock is freed and its keeper stops renewing ``seen_at``). :func:`live` shows
 only rows whose owner is alive (:meth:`~sqlq.backends.base.Backend.live_owners`), so a
-killed worker stops counting at once, on SQLite, or within the PostgreSQL keeper's
-grace (5 s) when judged from another machine; :func:`sweep`, run by workers, deletes
-such rows.
+killed worker stops counting at once on SQLite, and on PostgreSQL once the server sees
+its connection close (from another machine: then within the keeper's 5 s grace);
+:func:`sweep`, run by workers, deletes such rows.
 """
 
 from __future__ import annotations

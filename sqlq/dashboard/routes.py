@@ -5,8 +5,8 @@ Guard checks them (token, CSRF, read-only) before any runs, and each answers wit
 redirect back to the page it came from (post/redirect/get), carrying a one-line note.
 Bulk actions that destroy or move many jobs need ``confirm=yes`` (the page's script
 asks the operator first); without it they change nothing. Each action writes one audit
-line on stderr: when (UTC), the client, the action, its note, and the tubes and job ids it acted on
-(:class:`Done`). ``/login`` returns to ``next``, a path on this site only;
+line on stderr: when (UTC), the client, the action, its note, and the tubes and job ids
+it acted on (:class:`Done`). ``/login`` returns to ``next``, a path on this site only;
 ``POST /logout`` (with the CSRF token) ends the browser's session.
 """
 
@@ -74,6 +74,7 @@ class Done:
     note: str
     tubes: list[str] = field(default_factory=list)
     ids: list[int] = field(default_factory=list)
+    unlisted: int = 0  # jobs acted on beyond ``ids`` (a kick of a whole tube)
 
     def audit(self) -> str:
         """The audit log's account: the note, then the tubes and ids acted on."""
@@ -81,7 +82,8 @@ class Done:
         if self.tubes:
             parts.append("tube " + ",".join(sorted(set(self.tubes))))
         if self.ids:
-            parts.append("jobs " + ",".join(map(str, self.ids)))
+            more = f" and {self.unlisted} more" if self.unlisted else ""
+            parts.append("jobs " + ",".join(map(str, self.ids)) + more)
         return "; ".join(parts)
 
 
@@ -345,10 +347,11 @@ class Dashboard:
         if not self.queue.tube_summary(tube).buried:
             return Done("no buried job to kick", [tube])  # kick() would kick delayed jobs
         # kick() moves the oldest buried jobs first: the ids, read just before, are theirs
-        # (a job buried meanwhile may be kicked too; the count says how many were).
+        # (a job buried meanwhile may be kicked too; the count says how many were). The
+        # audit lists the first page of them and counts the rest.
         ids = [j.id for j in self.queue.job_page(tube, "buried", limit=500)]
         kicked = self.queue.kick(2**31, tube)
-        return Done(f"{kicked} jobs kicked", [tube], ids[:kicked])
+        return Done(f"{kicked} jobs kicked", [tube], ids[:kicked], max(kicked - len(ids), 0))
 
     def bulk(self, req: Request) -> Done:
         ids = [_job_id(i) for i in req.form.get("ids", [])]

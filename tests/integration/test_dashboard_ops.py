@@ -185,3 +185,11 @@ def test_a_large_group_goes_a_step_per_click_and_a_delete_spares_jobs_moved_sinc
                                              buried_only=True)
         assert (done.note, done.ids) == ("1 of 2 jobs deleted", [failed["hand"][1]])
         assert q.peek(kicked) is not None
+
+
+def test_an_audit_line_counts_the_jobs_it_does_not_list() -> None:
+    from sqlq.dashboard.routes import Done
+
+    assert Done("700 jobs kicked", ["t", "t"], [1, 2], 698).audit() == \
+        "700 jobs kicked; tube t; jobs 1,2 and 698 more"
+    assert Done("tube resumed", ["t"]).audit() == "tube resumed; tube t"

@@ -23,11 +23,17 @@ def _rows(q: sqlq.Queue) -> list[tuple[object, ...]]:
     return backend.read(backend.store.list_workers)
 
 
-def _metric_workers(q: sqlq.Queue) -> float:
+def _seen(q: sqlq.Queue) -> tuple[float, str]:
+    """What the dashboard shows: ``sqlq_workers`` in /metrics, and the Workers page."""
     with running(q) as client:
         text = client.get("/metrics").text
+        page = client.get("/workers").text
     (family,) = [f for f in text_string_to_metric_families(text) if f.name == "sqlq_workers"]
-    return family.samples[0].value
+    return family.samples[0].value, page
+
+
+def _metric_workers(q: sqlq.Queue) -> float:
+    return _seen(q)[0]
 
 
 def test_a_worker_is_listed_idle_then_with_its_job_and_leaves_when_it_stops(
@@ -66,11 +72,17 @@ def test_an_idle_sqlq_work_is_counted_and_a_killed_one_is_not(db_url: str,
                  what="both idle workers registered")
         assert all(w.jobs == 0 and w.job_id is None and w.tubes == ["quiet"]
                    for w in q.workers())
-        assert _metric_workers(q) == 2
+        count, page = _seen(q)
+        assert count == 2
+        assert f'data-pid="{idle.pid}" data-registered' in page and "idle</span>" in page
         doomed.signal(signal.SIGKILL)
         doomed.wait()
-        assert [w.pid for w in q.workers()] == [idle.pid]  # at once: its owner is dead
-        assert _metric_workers(q) == 1
+        # Gone once its owner registration ends: at once on SQLite (the kernel unlocks its
+        # file), as soon as the server sees its connection closed on PostgreSQL.
+        wait_for(lambda: [w.pid for w in q.workers()] == [idle.pid], 5,
+                 "the killed worker gone from the list")
+        count, page = _seen(q)
+        assert count == 1 and f'data-pid="{doomed.pid}"' not in page
         assert idle.stop() == 0
         assert q.workers() == []
         assert _metric_workers(q) == 0
