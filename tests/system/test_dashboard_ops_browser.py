@@ -6,6 +6,7 @@ test_dashboard_browser.py (without Chromium these tests FAIL, as those do)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,3 +106,26 @@ def test_the_workers_page_shows_an_idle_worker(site: dict[str, Any], page: Any,
         assert worker.stop() == 0
     page.goto(site["url"] + "/workers")
     expect(page.locator("#workers tbody")).to_contain_text("No sqlq work process runs")
+
+
+def test_login_returns_to_the_page_asked_for_and_logout_ends_the_session(
+        site: dict[str, Any], page: Any, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    token_file = tmp_path / "token"
+    token_file.write_text("correct horse battery staple\n")
+    proc, url = _start(site["db"], "--token-file", str(token_file))
+    try:
+        page.goto(url + "/tube?name=thumbs&state=buried")
+        expect(page).to_have_url(re.compile(r"/login\?next="))
+        page.fill('input[name="token"]', "correct horse battery staple")
+        page.click('form.login button[type="submit"]')
+        expect(page).to_have_url(url + "/tube?name=thumbs&state=buried")  # where we asked
+        expect(page.locator("h1")).to_contain_text("thumbs")
+        page.click('button[data-action="logout"]')
+        expect(page).to_have_url(url + "/login")
+        assert page.context.cookies() == []  # the session cookie is gone
+        page.goto(url + "/failed")
+        expect(page).to_have_url(url + "/login?next=%2Ffailed")  # logged out for good
+    finally:
+        _stop(proc)
