@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from . import registry
 from .backends import Backend
 from .backends.base import Conn
 from .histograms import Histogram, fold
@@ -105,15 +106,21 @@ class JobSummary:
 
 @dataclass(frozen=True)
 class Worker:
-    """A process holding reservations (reserving registers it with the backend)."""
+    """A running ``sqlq work`` process (registered, idle or not: sqlq/registry.py), or
+    another process holding reservations (reserving registers it with the backend)."""
 
     token: str | None  # None: reservations made detached (``sqlq reserve``)
     pid: int | None
     host: str
-    jobs: int
+    jobs: int  # reservations held now
     since: int | None  # ms: when its oldest current reservation began
-    tubes: list[str]
+    tubes: list[str]  # a registered worker's watched tubes, else those it holds jobs of
     alive: bool
+    registered: bool = False  # a sqlq work process in the workers registry
+    started_at: int | None = None  # ms, registered workers only (as the three below)
+    seen_at: int | None = None  # ms: its last heartbeat (every 5 s)
+    job_id: int | None = None  # the job it ran at its last heartbeat; None: idle
+    jobs_done: int = 0  # runs it ended, as of its last heartbeat
 
 
 @dataclass(frozen=True)
@@ -206,13 +213,20 @@ def search(backend: Backend, now: int, tube_name: str, text: str,
 
 
 def workers(backend: Backend, now: int) -> list[Worker]:
-    """The processes holding live reservations, with the jobs they hold."""
+    """The running ``sqlq work`` processes (idle ones too), oldest first, then the other
+    processes holding live reservations, with the jobs each holds."""
     rows = backend.read(lambda c: backend.store.owner_reservations(c, now))
-    dead = set(backend.dead_owners([r[0] for r in rows if r[0] is not None]))
+    held = {r[0]: (int(r[1]), r[2]) for r in rows}
     found = []
-    for token, held, since, tubes in rows:
+    for w in registry.live(backend):
+        jobs, since = held.pop(w.token, (0, None))
+        found.append(Worker(w.token, w.pid, w.host, jobs, since, w.tubes, True, True,
+                            w.started_at, w.seen_at, w.job_id, w.jobs_done))
+    others = [r for r in rows if r[0] in held]
+    dead = set(backend.dead_owners([r[0] for r in others if r[0] is not None]))
+    for token, count, since, tubes in others:
         host, pid = backend.owner_info(token) if token is not None else ("", None)
-        found.append(Worker(token, pid, host, int(held), since,
+        found.append(Worker(token, pid, host, int(count), since,
                             sorted(str(tubes).split(",")), token not in dead))
     return found
 

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import attempts, observe, results, stats, topics
+from . import attempts, failures, observe, results, stats, throughput, topics
 from .backends import Events
 from .errors import JobNotFound, Timeout
 from .model import DEFAULT_TUBE, Job, JobRow, check_job_id, check_tube, job_id_in_range
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .backends.base import Conn
     from .backends.store import Store
     from .engine import Engine
+    from .failures import FailedGroup
     from .histograms import Histogram
 
 
@@ -235,9 +236,37 @@ class Reads:
         """Recent jobs of a tube whose id, unique key or body contains ``text``, newest first."""
         return observe.search(self._backend, self._clock(), tube, text, limit)
 
+    def failed_groups(self, *, limit: int = 50, offset: int = 0) -> list[FailedGroup]:
+        """Buried jobs across all tubes, grouped by how they failed (the newest kept
+        attempt's error and the bury reason), newest group first; a page of ``limit``
+        groups from ``offset``. Only the newest 10,000 buried jobs are grouped
+        (``sqlq.failures.DEPTH``), from the buried index.
+
+        Examples:
+            >>> [(g.error, g.reason, g.jobs) for g in q.failed_groups()]
+            [('KeyError', "KeyError: 'sku'", 412), ('', 'corrupt image', 3)]
+        """
+        return failures.groups(self._backend, limit, offset)
+
+    def failed_group_jobs(self, error: str, reason: str) -> list[tuple[int, str]]:
+        """(id, tube) of the buried jobs of one group of :meth:`failed_groups` (its
+        ``error`` and ``reason``), oldest first: what retrying or deleting the group acts on.
+        """
+        return failures.group_ids(self._backend, error, reason)
+
     def workers(self) -> list[observe.Worker]:
-        """The processes holding reservations now (pid, host, jobs held, since when)."""
+        """The running ``sqlq work`` processes, idle ones too (host, pid, tubes, started,
+        last heartbeat, the job it runs, jobs done: as of its last heartbeat, at most 5 s
+        old), then any other process holding reservations (pid, host, jobs held, since
+        when). A worker that stops leaves the list; one that dies (SIGKILL too) leaves
+        it as soon as its owner registration is seen to end (sqlq/registry.py)."""
         return observe.workers(self._backend, self._clock())
+
+    def throughput(self, minutes: int = throughput.KEEP_MINUTES) -> list[throughput.Minute]:
+        """Jobs put, deleted and buried per minute over the last ``minutes`` minutes (a day
+        is kept), oldest first, from the counters ``sqlq work`` processes sample once a
+        minute (sqlq/throughput.py); empty until two samples exist."""
+        return throughput.history(self._backend, self._clock, minutes)
 
     def periodic_slots(self) -> list[observe.PeriodicSlot]:
         """The last slot each periodic task enqueued."""

@@ -145,6 +145,15 @@ CREATE TABLE sqlq_subscriptions (
     PRIMARY KEY (topic, tube)
 ) WITHOUT ROWID;
 
+-- table sqlq_throughput
+CREATE TABLE sqlq_throughput (
+    minute  INTEGER PRIMARY KEY,  -- minutes since the epoch
+    at      INTEGER NOT NULL,     -- ms: when the sample was taken
+    puts    INTEGER NOT NULL,     -- jobs ever put, deleted, buried, as of `at`
+    deletes INTEGER NOT NULL,
+    buries  INTEGER NOT NULL
+);
+
 -- table sqlq_tube_run
 CREATE TABLE sqlq_tube_run (
     one   INTEGER PRIMARY KEY CHECK (one = 1),  -- a single row
@@ -157,6 +166,18 @@ CREATE TABLE sqlq_tubes (
     name         TEXT PRIMARY KEY,
     paused_until INTEGER NOT NULL,
     pause_ms     INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- table sqlq_workers
+CREATE TABLE sqlq_workers (
+    token      TEXT    PRIMARY KEY,  -- the owner token (liveness: owners.py)
+    host       TEXT    NOT NULL,
+    pid        INTEGER NOT NULL,
+    tubes      TEXT    NOT NULL,     -- the tubes it watches, comma-separated
+    started_at INTEGER NOT NULL,     -- ms since the epoch
+    seen_at    INTEGER NOT NULL,     -- ms: its last heartbeat
+    job_id     INTEGER,              -- the job it ran at its last heartbeat; NULL: idle
+    jobs_done  INTEGER NOT NULL      -- runs ended (whatever their outcome), as of seen_at
 ) WITHOUT ROWID;
 
 -- index sqlq_edges_child

@@ -220,6 +220,14 @@ class Backend(abc.ABC):
         that cannot be read, a lock that cannot be asked about) counts as alive:
         giving a live holder's job to a second worker is the one thing never to do."""
 
+    def live_owners(self, tokens: Sequence[str]) -> list[str]:
+        """The tokens whose process is alive now, for people (the workers registry:
+        sqlq/registry.py); by default those :meth:`dead_owners` does not find dead. A
+        backend that can tell a missing registration from a live one says so here:
+        counting a dead worker is the error to avoid, not the reverse."""
+        dead = set(self.dead_owners(tokens))
+        return [token for token in tokens if token not in dead]
+
     def reap_owners(self, tokens: Sequence[str]) -> int:
         """Give back the reservations of those of tokens whose holder is surely dead
         (:meth:`dead_owners`); how many came back. A backend where a holder can come

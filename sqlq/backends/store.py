@@ -530,6 +530,48 @@ class Store(abc.ABC):
         """Store a traced put's trace context on the jobs it just inserted."""
         conn.execute(self.Q["set_job_trace"], {"ids": self.ids_param(ids), "trace": trace})
 
+    # -- failed jobs by error (sqlq/failures.py) ----------------------------------------------
+
+    def failed_groups(self, conn: Conn, depth: int, limit: int, offset: int
+                      ) -> list[tuple[str, str, int, int, str]]:
+        """(error, reason, jobs, newest id, tubes) per group of the newest ``depth``
+        buried jobs, newest group first."""
+        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3]), str(r[4]))
+                for r in conn.execute(self.Q["failed_groups"],
+                                      {"depth": depth, "limit": limit, "offset": offset})]
+
+    def failed_group_ids(self, conn: Conn, depth: int, error: str, reason: str
+                         ) -> list[tuple[int, str]]:
+        """(id, tube) of the buried jobs of one group, oldest first."""
+        return [(int(r[0]), str(r[1])) for r in conn.execute(
+            self.Q["failed_group_ids"], {"depth": depth, "error": error, "reason": reason})]
+
+    # -- the workers registry and throughput history (registry.py, throughput.py) -----------
+
+    def beat_worker(self, conn: Conn, params: dict[str, Any]) -> None:
+        """Write a worker's row (``registry.Presence.params()``), whether or not it has one."""
+        conn.execute(self.Q["beat_worker"], params)
+
+    def forget_worker(self, conn: Conn, token: str) -> None:
+        conn.execute(self.Q["forget_worker"], {"token": token})
+
+    def list_workers(self, conn: Conn) -> list[tuple[Any, ...]]:
+        """Every registered worker's row, the oldest first (rows of ``list_workers``)."""
+        return [tuple(r) for r in conn.execute(self.Q["list_workers"])]
+
+    def throughput_sampled(self, conn: Conn, minute: int) -> bool:
+        return one(conn, self.Q["throughput_sampled"], {"minute": minute}) is not None
+
+    def add_throughput(self, conn: Conn, params: dict[str, int], oldest: int) -> None:
+        """Add a minute's sample (unless one was taken) and delete those before ``oldest``."""
+        conn.execute(self.Q["add_throughput"], params)
+        conn.execute(self.Q["trim_throughput"], {"oldest": oldest})
+
+    def list_throughput(self, conn: Conn, since: int) -> list[tuple[int, int, int, int, int]]:
+        """(minute, at, puts, deletes, buries) of the samples from minute ``since`` on."""
+        return [(int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]))
+                for r in conn.execute(self.Q["list_throughput"], {"since": since})]
+
     # -- topics ------------------------------------------------------------------------------
 
     def subscribe(self, conn: Conn, topic: str, tube: str) -> None:

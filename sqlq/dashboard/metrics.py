@@ -12,7 +12,9 @@ with each other and survive restarts. What is exported, and from where:
   every put a second write).
 * ``sqlq_jobs_buried_total``, ``sqlq_jobs_kicked_total``, ``sqlq_jobs_timed_out_total``
   per tube (migration 0005's trigger).
-* ``sqlq_workers``, ``sqlq_reservations_held``; ``sqlq_periodic_last_slot_timestamp_seconds``.
+* ``sqlq_workers`` (the running ``sqlq work`` processes, idle ones too, from the workers
+  registry, and any other live process holding reservations), ``sqlq_reservations_held``;
+  ``sqlq_periodic_last_slot_timestamp_seconds``.
 
 * ``sqlq_job_wait_seconds{tube}`` (from a job's put, or the end of the delay it was put
   with, to its first reservation) and ``sqlq_job_run_seconds{tube}`` (a run, whatever
@@ -86,8 +88,9 @@ class QueueCollector:
         yield CounterMetricFamily("sqlq_jobs_deleted", "Jobs deleted or completed since the "
                                   "file was created.", value=overview.deletes_total)
         yield from (buried, kicked, timed_out)
-        yield GaugeMetricFamily("sqlq_workers", "Processes holding reservations.",
-                                value=sum(1 for w in workers if w.token is not None))
+        yield GaugeMetricFamily("sqlq_workers", "Running sqlq work processes, idle ones "
+                                "too, and other live processes holding reservations.",
+                                value=sum(1 for w in workers if w.token is not None and w.alive))
         yield GaugeMetricFamily("sqlq_reservations_held", "Live reservations.",
                                 value=sum(w.jobs for w in workers))
         slots = GaugeMetricFamily("sqlq_periodic_last_slot_timestamp_seconds",

@@ -4,13 +4,17 @@ Pages are GETs and never change anything. Actions are POSTs to ``/actions/VERB``
 Guard checks them (token, CSRF, read-only) before any runs, and each answers with a
 redirect back to the page it came from (post/redirect/get), carrying a one-line note.
 Bulk actions that destroy or move many jobs need ``confirm=yes`` (the page's script
-asks the operator first); without it they change nothing.
+asks the operator first); without it they change nothing. Each action writes one audit
+line on stderr: when (UTC), the client, the action, its note, and the tubes and job ids
+it acted on (:class:`Done`). ``/login`` returns to ``next``, a path on this site only;
+``POST /logout`` (with the CSRF token) ends the browser's session.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,6 +22,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
 
+from sqlq import failures
 from sqlq.durations import format_duration, now_ms, parse_duration
 from sqlq.errors import Error, JobNotFound
 from sqlq.model import STATE_NAMES
@@ -29,6 +34,8 @@ from .security import COOKIE, AccessDenied, Guard
 PAGE = 50
 #: Parents or children of a job its page links to (a parent may have thousands).
 SHOWN_LINKS = 100
+#: Jobs of a failed-jobs group retried or deleted per request, at most.
+GROUP_STEP = 1000
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                 ".svg": "image/svg+xml"}
 
@@ -61,6 +68,27 @@ class Response:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class Done:
+    """What an action did: the note shown to the operator, and for the audit log the
+    tubes and the job ids it acted on."""
+
+    note: str
+    tubes: list[str] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+    unlisted: int = 0  # jobs acted on beyond ``ids`` (a kick of a whole tube)
+
+    def audit(self) -> str:
+        """The audit log's account: the note, then the tubes and ids acted on."""
+        parts = [self.note]
+        if self.tubes:
+            parts.append("tube " + ",".join(sorted(set(self.tubes))))
+        if self.ids:
+            more = f" and {self.unlisted} more" if self.unlisted else ""
+            parts.append("jobs " + ",".join(map(str, self.ids)) + more)
+        return "; ".join(parts)
+
+
 def _redirect(to: str, note: str = "") -> Response:
     if note:
         to += ("&" if "?" in to else "?") + urlencode({"note": note})
@@ -74,6 +102,12 @@ def _local(path: str) -> str:
     safe = (path.startswith("/") and path[1:2] not in ("/", "\\")
             and all(" " < c != "\\" for c in path))
     return path if safe else "/"
+
+
+def _login_url(req: Request) -> str:
+    """/login, with the page asked for as ``next`` (the overview needs none)."""
+    asked = req.path + ("?" + urlencode(req.query) if req.query else "")
+    return "/login" if asked == "/" else "/login?" + urlencode({"next": asked})
 
 
 def _job_id(text: str) -> int:
@@ -93,13 +127,14 @@ class Dashboard:
         self.history = History()
         self.pages: dict[str, Callable[[Request], Response]] = {
             "/": self.overview, "/tube": self.tube, "/job": self.job,
-            "/workers": self.workers, "/periodic": self.periodic, "/topics": self.topics,
+            "/workers": self.workers, "/failed": self.failed, "/periodic": self.periodic,
+            "/topics": self.topics,
             "/api/overview": self.api_overview, "/metrics": self.metrics,
             "/login": self.login,
         }
-        self.actions: dict[str, Callable[[Request], str]] = {
+        self.actions: dict[str, Callable[[Request], Done]] = {
             "kick-job": self.kick_job, "delete-job": self.delete_job,
-            "kick-all": self.kick_all, "bulk": self.bulk,
+            "kick-all": self.kick_all, "bulk": self.bulk, "group": self.group,
             "pause": self.pause, "resume": self.resume,
         }
 
@@ -115,6 +150,8 @@ class Dashboard:
             self.guard.check_request(req.headers, req.cookies)
             if req.method == "POST" and req.path.startswith("/actions/"):
                 return self.act(req)
+            if req.method == "POST" and req.path == "/logout":
+                return self.logout(req)
             page = self.pages.get(req.path)
             if page is None or req.method not in ("GET", "HEAD"):
                 return self.error(404 if page is None else 405, "no such page")
@@ -122,7 +159,7 @@ class Dashboard:
         except AccessDenied as exc:
             if exc.status == 401 and req.method == "GET" and req.path in self.pages \
                     and req.path not in ("/metrics", "/api/overview"):
-                return _redirect("/login")
+                return _redirect(_login_url(req))
             return self.error(exc.status, str(exc))
         except JobNotFound as exc:
             return self.error(404, str(exc))
@@ -161,7 +198,9 @@ class Dashboard:
         self.history.record(view.puts_total, view.deletes_total)
         durations = {(h.tube, h.metric): h for h in self.queue.duration_histograms()}
         return self.render("overview.html", view=view, now=view.at, note=req.arg("note"),
-                           workers=len(self.queue.workers()), durations=durations)
+                           workers=sum(1 for w in self.queue.workers() if w.alive and w.token),
+                           durations=durations,
+                           day=views.day_chart(self.queue.throughput(), view.at))
 
     def api_overview(self, req: Request) -> Response:
         """What the page's script polls (every 2 s while the tab is visible)."""
@@ -224,6 +263,16 @@ class Dashboard:
         except JobNotFound:
             return None
 
+    def failed(self, req: Request) -> Response:
+        """Buried jobs of every tube, grouped by error (newest first), a page at a time."""
+        page = int(req.arg("page", "1")) if req.arg("page", "1").isdigit() else 1
+        page = max(page, 1)
+        groups = self.queue.failed_groups(limit=PAGE + 1, offset=(page - 1) * PAGE)
+        buried = sum(t.buried for t in self.queue.overview().tubes)
+        return self.render("failed.html", groups=groups[:PAGE], number=page,
+                           more=len(groups) > PAGE, buried=buried, depth=failures.DEPTH,
+                           note=req.arg("note"), key=views.group_key)
+
     def workers(self, req: Request) -> Response:
         return self.render("workers.html", workers=self.queue.workers(),
                            now=now_ms())
@@ -251,70 +300,125 @@ class Dashboard:
         return Response(200, metrics.render(self.queue), metrics.CONTENT_TYPE)
 
     def login(self, req: Request) -> Response:
+        """The token form; on success a session cookie and a redirect to ``next``, the
+        page that asked for a login (a path on this site only: no open redirect)."""
         if self.guard.token is None:
             return _redirect("/")
         if req.method == "POST":
+            back = _local(req.field("next", "/"))
             if self.guard.check_login(req.field("token")):
-                cookie = (f"{COOKIE}={self.guard.session}; HttpOnly; SameSite=Strict; "
+                cookie = (f"{COOKIE}={self.guard.new_session()}; HttpOnly; SameSite=Strict; "
                           "Path=/")
-                return Response(303, b"", headers={"Location": "/", "Set-Cookie": cookie})
-            return self.render("login.html", 401, note="wrong token")
-        return self.render("login.html")
+                return Response(303, b"", headers={"Location": back, "Set-Cookie": cookie})
+            return self.render("login.html", 401, note="wrong token", next=back)
+        return self.render("login.html", next=_local(req.arg("next", "/")))
+
+    def logout(self, req: Request) -> Response:
+        """End this browser's session (a POST from our pages) and clear its cookie."""
+        self.guard.check_form({"csrf": req.field("csrf")}, req.headers)
+        self.guard.end_session(req.cookies.get(COOKIE, ""))
+        cookie = f"{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"
+        return Response(303, b"", headers={"Location": "/login" if self.guard.token else "/",
+                                           "Set-Cookie": cookie})
 
     # -- actions -------------------------------------------------------------------------------
 
     def act(self, req: Request) -> Response:
         self.guard.check_action({"csrf": req.field("csrf")}, req.headers)
-        action = self.actions.get(req.path.removeprefix("/actions/"))
+        verb = req.path.removeprefix("/actions/")
+        action = self.actions.get(verb)
         if action is None:
             return self.error(404, "no such action")
         back = _local(req.field("next", "/"))
-        note = action(req)
-        # The audit trail: who changed what, next to the server's request log.
-        sys.stderr.write(f"sqlq dashboard: {req.client} {req.path.removeprefix('/actions/')}: "
-                         f"{note}\n")
-        return _redirect(back, note)
+        done = action(req)
+        # The audit trail: when, who changed what (tubes, job ids), beside the request log.
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        sys.stderr.write(f"sqlq dashboard: {at} {req.client} {verb}: {done.audit()}\n")
+        return _redirect(back, done.note)
 
-    def kick_job(self, req: Request) -> str:
+    def _tube_of(self, job_id: int) -> list[str]:
+        job = self.queue.peek(job_id)
+        return [] if job is None else [job.tube]
+
+    def kick_job(self, req: Request) -> Done:
         job_id = _job_id(req.field("id"))
+        tubes = self._tube_of(job_id)
         self.queue.kick_job(job_id)
-        return f"job {job_id} kicked"
+        return Done(f"job {job_id} kicked", tubes, [job_id])
 
-    def delete_job(self, req: Request) -> str:
+    def delete_job(self, req: Request) -> Done:
         job_id = _job_id(req.field("id"))
+        tubes = self._tube_of(job_id)
         self.queue.delete(job_id)
-        return f"job {job_id} deleted"
+        return Done(f"job {job_id} deleted", tubes, [job_id])
 
-    def kick_all(self, req: Request) -> str:
+    def kick_all(self, req: Request) -> Done:
         tube = req.field("tube")
         if req.field("confirm") != "yes":
-            return "nothing kicked: confirm first"
+            return Done("nothing kicked: confirm first", [tube])
         if not self.queue.tube_summary(tube).buried:
-            return "no buried job to kick"  # kick() would kick delayed jobs instead
-        return f"{self.queue.kick(2**31, tube)} jobs kicked"
+            return Done("no buried job to kick", [tube])  # kick() would kick delayed jobs
+        # kick() moves the oldest buried jobs first: the ids, read just before, are theirs
+        # (a job buried meanwhile may be kicked too; the count says how many were). The
+        # audit lists the first page of them and counts the rest.
+        ids = [j.id for j in self.queue.job_page(tube, "buried", limit=500)]
+        kicked = self.queue.kick(2**31, tube)
+        return Done(f"{kicked} jobs kicked", [tube], ids[:kicked], max(kicked - len(ids), 0))
 
-    def bulk(self, req: Request) -> str:
+    def bulk(self, req: Request) -> Done:
         ids = [_job_id(i) for i in req.form.get("ids", [])]
         verb = req.field("verb")
         if verb not in ("kick", "delete"):
             raise ValueError(f"no bulk action {verb!r}")
         if req.field("confirm") != "yes":
-            return f"nothing done: confirm the {verb} of {len(ids)} jobs first"
-        done = 0
-        for job_id in ids:
+            return Done(f"nothing done: confirm the {verb} of {len(ids)} jobs first")
+        return self._each(verb, [(job_id, "") for job_id in ids])
+
+    def _each(self, verb: str, jobs: list[tuple[int, str]], buried_only: bool = False) -> Done:
+        """Kick or delete each job by id; one gone or moved meanwhile is skipped (with
+        ``buried_only``, one no longer buried too: a group's delete must not take a job
+        kicked and reserved since). A tube not given ("") is read from the job, for the
+        audit log."""
+        acted: list[int] = []
+        tubes: list[str] = []
+        for job_id, known in jobs:
+            if buried_only or not known:
+                job = self.queue.peek(job_id)
+                if job is None or (buried_only and job.state != "buried"):
+                    continue
+                known = job.tube
             try:
                 (self.queue.kick_job if verb == "kick" else self.queue.delete)(job_id)
-                done += 1
             except JobNotFound:
                 continue  # gone or moved meanwhile: the note says how many were done
+            acted.append(job_id)
+            tubes.append(known)
         past = "kicked" if verb == "kick" else "deleted"
-        return f"{done} of {len(ids)} jobs {past}"
+        return Done(f"{len(acted)} of {len(jobs)} jobs {past}", tubes, acted)
 
-    def pause(self, req: Request) -> str:
+    def group(self, req: Request) -> Done:
+        """Retry (kick) or delete the buried jobs of one group of the Failed page, the
+        oldest :data:`GROUP_STEP` at most per request (one commit each: a request must
+        end in seconds); the note says how many are left for the next click."""
+        error, reason = views.group_from_key(req.field("key"))
+        verb = req.field("verb")
+        if verb not in ("kick", "delete"):
+            raise ValueError(f"no group action {verb!r}")
+        jobs = self.queue.failed_group_jobs(error, reason)
+        if req.field("confirm") != "yes":
+            return Done(f"nothing done: confirm the {verb} of {len(jobs)} jobs first")
+        done = self._each(verb, jobs[:GROUP_STEP], buried_only=verb == "delete")
+        if len(jobs) > GROUP_STEP:
+            done.note += f" ({len(jobs) - GROUP_STEP} more in this group: again for the next)"
+        return done
+
+    def pause(self, req: Request) -> Done:
         seconds = parse_duration(req.field("duration", "1h"))
-        self.queue.pause_tube(req.field("tube"), seconds)
-        return f"tube paused for {format_duration(seconds)}"
+        tube = req.field("tube")
+        self.queue.pause_tube(tube, seconds)
+        return Done(f"tube paused for {format_duration(seconds)}", [tube])
 
-    def resume(self, req: Request) -> str:
-        self.queue.pause_tube(req.field("tube"), 0)
-        return "tube resumed"
+    def resume(self, req: Request) -> Done:
+        tube = req.field("tube")
+        self.queue.pause_tube(tube, 0)
+        return Done("tube resumed", [tube])

@@ -7,6 +7,9 @@ The rules, all enforced here so the routes cannot forget one:
   private, and its delete button is a weapon.
 * With a token, every request needs it: ``Authorization: Bearer TOKEN`` (scrapers,
   curl) or the session cookie that ``/login`` sets (browsers; HttpOnly, SameSite=Strict).
+  Each login makes a random session of its own (never derived from the token), kept
+  in this process; ``/logout`` (a POST with the CSRF token) ends it, so a copied cookie
+  stops working too. At most :data:`MAX_SESSIONS` live at once (the oldest go first).
 * Every action is a POST carrying the CSRF token printed in the page's forms; the token
   is random per process and compared in constant time. A cross-site form cannot read it.
 * On loopback without a token, the ``Host`` header must name loopback: a loopback
@@ -24,12 +27,16 @@ import hmac
 import ipaddress
 import secrets
 import socket
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sqlq.errors import Error
 
 COOKIE = "sqlq_dashboard"
+#: Browser sessions kept at once: past this, a new login ends the oldest session.
+MAX_SESSIONS = 1000
 
 #: Sent with every response. No inline script or style anywhere in the dashboard.
 HEADERS = {
@@ -103,7 +110,8 @@ class Guard:
     token: str | None = None
     read_only: bool = False
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
-    _secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    _sessions: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         if self.token is not None and len(self.token) < 16:
@@ -112,10 +120,26 @@ class Guard:
             raise Error(f"refusing to listen on {self.host} without --token or --token-file: "
                         "anyone who can reach it could read and delete jobs")
 
-    @property
-    def session(self) -> str:
-        """The cookie value proving a browser gave the token (never the token itself)."""
-        return hmac.new(self._secret, (self.token or "").encode(), hashlib.sha256).hexdigest()
+    def new_session(self) -> str:
+        """A new session for a browser that gave the token: the cookie's value (random,
+        never derived from the token), valid until :meth:`end_session` or this
+        process ends."""
+        session = secrets.token_urlsafe(32)
+        with self._lock:
+            self._sessions[_digest(session)] = None
+            while len(self._sessions) > MAX_SESSIONS:
+                self._sessions.popitem(last=False)
+        return session
+
+    def end_session(self, session: str) -> None:
+        """Log out: the session is no longer accepted (nothing if it was not one)."""
+        with self._lock:
+            self._sessions.pop(_digest(session), None)
+
+    def _has_session(self, session: str) -> bool:
+        # Looked up by its digest: the dictionary's timing says nothing of the value.
+        with self._lock:
+            return bool(session) and _digest(session) in self._sessions
 
     def check_request(self, headers: Mapping[str, str], cookies: Mapping[str, str]) -> None:
         """Raise AccessDenied unless this request may see the dashboard at all."""
@@ -126,7 +150,7 @@ class Guard:
         if auth.startswith("Bearer ") and hmac.compare_digest(
                 auth[7:].strip().encode(), self.token.encode()):
             return
-        if hmac.compare_digest(cookies.get(COOKIE, "").encode(), self.session.encode()):
+        if self._has_session(cookies.get(COOKIE, "")):
             return
         raise AccessDenied("log in with the dashboard token", status=401)
 
@@ -157,8 +181,17 @@ class Guard:
         """Raise AccessDenied unless this POST may change the queue."""
         if self.read_only:
             raise AccessDenied("this dashboard is read-only")
+        self.check_form(form, headers)
+
+    def check_form(self, form: Mapping[str, str], headers: Mapping[str, str]) -> None:
+        """Raise AccessDenied unless this POST comes from one of our pages (same origin,
+        the CSRF token): every action, and logging out (allowed when read-only too)."""
         origin = headers.get("Origin")
         if origin not in (None, "null") and origin.split("://", 1)[-1] != headers.get("Host"):
             raise AccessDenied("cross-origin request refused")
         if not hmac.compare_digest(form.get("csrf", "").encode(), self.csrf.encode()):
             raise AccessDenied("missing or wrong CSRF token (reload the page)")
+
+
+def _digest(session: str) -> str:
+    return hashlib.sha256(session.encode()).hexdigest()

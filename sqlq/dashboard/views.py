@@ -8,6 +8,8 @@ pretty-printed JSON, or as a hex dump for binary, and cut at :data:`BODY_LIMIT`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import time
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ import jinja2
 
 from sqlq.durations import format_duration
 from sqlq.histograms import Histogram
+from sqlq.throughput import Minute
 
 #: Bytes of a body the job page shows; the rest is summarised.
 BODY_LIMIT = 64 * 1024
@@ -116,6 +119,49 @@ def tube_url(name: str, **params: Any) -> str:
     """The tube page's address: the name as a query value (tube names may hold ``/``)."""
     query = {"name": name, **{k: v for k, v in params.items() if v not in (None, "")}}
     return "/tube?" + urlencode(query, quote_via=quote)
+
+
+@dataclass(frozen=True)
+class DayChart:
+    """The overview's last-day chart: SVG polyline points (600 x 120 box) for puts and
+    deletes per minute, and the top of the scale."""
+
+    puts: str
+    done: str
+    top: float
+
+
+def day_chart(minutes: list[Minute], now_ms: int, span_ms: int = 24 * 3600 * 1000
+              ) -> DayChart | None:
+    """The points of :meth:`sqlq.Queue.throughput`'s minutes over the last day (x: time,
+    right edge now; y: per minute, the top the largest value), or None if there are none."""
+    if not minutes:
+        return None
+    top = max(max(m.puts, m.deletes) for m in minutes) or 1.0
+
+    def points(values: list[tuple[int, float]]) -> str:
+        return " ".join(f"{600 * (1 - min(max(now_ms - at, 0), span_ms) / span_ms):.1f},"
+                        f"{120 - 115 * v / top:.1f}" for at, v in values)
+
+    return DayChart(points([(m.at, m.puts) for m in minutes]),
+                    points([(m.at, m.deletes) for m in minutes]), top)
+
+
+def group_key(error: str, reason: str) -> str:
+    """A failed-jobs group as one form value (URL-safe base64 of JSON): the reason may
+    hold newlines, which a form's hidden input would not carry unchanged."""
+    return base64.urlsafe_b64encode(json.dumps([error, reason]).encode()).decode()
+
+
+def group_from_key(key: str) -> tuple[str, str]:
+    """(error, reason) of :func:`group_key`'s value; ValueError if it is not one."""
+    try:
+        error, reason = json.loads(base64.urlsafe_b64decode(key.encode()))
+    except (ValueError, TypeError, binascii.Error):
+        raise ValueError("not a failed-jobs group") from None
+    if not isinstance(error, str) or not isinstance(reason, str):
+        raise ValueError("not a failed-jobs group")
+    return error, reason
 
 
 def make_env() -> jinja2.Environment:

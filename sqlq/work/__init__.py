@@ -22,6 +22,7 @@ which hands every job it reserves to a runner: a :class:`TaskRunner` or a
 ``retry.py``         ``RetryPolicy``: how many runs, and the backoff between them (tenacity)
 ``periodic.py``      ``@q.periodic``: ``Schedule`` and the thread that puts each slot's job once
 ``recorder.py``      ``Recorder``: the waits and runs for /metrics' histograms, flushed every 10 s
+``presence.py``      ``Presence``: this process's row in the workers registry, written every 5 s
 ``logs.py``          the log lines of ``sqlq work``: text, or one JSON object per line
 ===================  ===========================================================================
 

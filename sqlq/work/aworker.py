@@ -58,6 +58,7 @@ from . import runner
 from .handling import JobHandling
 from .heartbeat import DEFAULT_GRACE, IDLE_CHECK, STOP, TOUCH, Grace, Heartbeat
 from .prefetch import ACK_WAIT, WAITING, Done, keep
+from .presence import Presence
 from .tasks import TaskRun, TaskRunner
 
 T = TypeVar("T")
@@ -188,6 +189,8 @@ class AsyncWorker:
             task = asyncio.ensure_future(self._run(aq, AsyncJob(aq, job)))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
+            handling.presence.started(job.id)
+            task.add_done_callback(functools.partial(_ended, handling.presence, job.id))
 
     def _due_in(self) -> float | None:
         """Seconds until a held job needs a touch or the finished ones their delete."""
@@ -246,7 +249,7 @@ class AsyncWorker:
         durations = self.handling.durations
         for job, seconds in runs:
             durations.ran(job, seconds)
-        durations.flush_if_due()
+        self.handling.tick()
 
     async def _until_stopped(self, awaitable: Awaitable[T]) -> T | None:
         """``await awaitable``, or None if a stop request cancelled it."""
@@ -344,3 +347,7 @@ class AsyncWorker:
             reason = "the grace period ran out"
             await aq.call_in_thread(lambda: self.handling.give_back(job.sync, reason, run.name))
             return None
+
+
+def _ended(presence: Presence, job_id: int, task: asyncio.Task[None]) -> None:
+    presence.ended(job_id)

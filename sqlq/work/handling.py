@@ -31,6 +31,7 @@ from ..queue import Queue
 from . import runner
 from .heartbeat import fields
 from .prefetch import BatchSize, Done, Holding
+from .presence import Presence
 from .recorder import Recorder
 
 log = logging.getLogger("sqlq.worker")
@@ -56,6 +57,8 @@ class JobHandling:
         self.holding = Holding(self.clock)
         #: Waits and runs for the histograms of /metrics (added to the database every 10 s).
         self.durations = Recorder(queue)
+        #: This process's row in the workers registry (written at most every 5 s).
+        self.presence = Presence(queue, self.tubes)
         supervisor = os.environ.get("SQLQ_SUPERVISOR_PID", "")
         self._supervisor = int(supervisor) if supervisor.isdigit() else None
 
@@ -64,8 +67,15 @@ class JobHandling:
         return self._supervisor is not None and os.getppid() != self._supervisor
 
     def close(self) -> None:
-        """Record the last waits and runs."""
+        """Record the last waits and runs; leave the workers registry."""
         self.durations.flush()
+        self.presence.stop()
+
+    def tick(self) -> None:
+        """Once per turn of the loop: what is written now and then (the histograms every
+        10 s, the registry's row every 5 s), if it is due."""
+        self.durations.flush_if_due()
+        self.presence.beat_if_due()
 
     # -- claims and acknowledgements ---------------------------------------------------------
 

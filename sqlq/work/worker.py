@@ -132,7 +132,7 @@ class Worker:
         handling = self.handling
         try:
             while not self.abandoned:
-                self.durations.flush_if_due()
+                handling.tick()
                 if handling.orphaned():
                     self.request_stop()
                 job = self._next_job()
@@ -140,7 +140,9 @@ class Worker:
                     if self.burst or self.stopping:
                         break
                     continue
+                handling.presence.started(job.id)
                 done = self._run(job)
+                handling.presence.ended(job.id)
                 self.processed += 1
                 if done is not None:
                     self.holding.finished(done)

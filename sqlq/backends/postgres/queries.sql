@@ -809,3 +809,61 @@ UPDATE sqlq_jobs SET trace = %(trace)s WHERE id = ANY (%(ids)s::bigint[]);
 SELECT trace FROM sqlq_attempts
  WHERE job_id = %(job_id)s AND trace IS NOT NULL
  ORDER BY attempt DESC LIMIT 1;
+
+-- ---------------------------------------------------------------------------------------------
+-- Operators (issue 26): failed jobs grouped by error, the workers registry (migration 0013),
+-- throughput history (migration 0013). See sqlite/queries.sql for why each is shaped so.
+
+-- name: failed_groups
+-- dialect: string_agg() for SQLite's group_concat(); SQLite names the buried index.
+SELECT coalesce((SELECT a.error FROM sqlq_attempts AS a WHERE a.job_id = b.id
+                  ORDER BY a.attempt DESC LIMIT 1), '') AS error,
+       coalesce(b.bury_reason, '') AS reason,
+       count(*), max(b.id), string_agg(DISTINCT b.tube, ',')
+  FROM (SELECT id, tube, bury_reason FROM sqlq_jobs WHERE state = 3
+         ORDER BY id DESC LIMIT %(depth)s) AS b
+ GROUP BY 1, 2
+ ORDER BY max(b.id) DESC
+ LIMIT %(limit)s OFFSET %(offset)s;
+
+-- name: failed_group_ids
+-- dialect: SQLite names the buried index (INDEXED BY); PostgreSQL's planner picks it.
+SELECT b.id, b.tube
+  FROM (SELECT id, tube, bury_reason FROM sqlq_jobs WHERE state = 3
+         ORDER BY id DESC LIMIT %(depth)s) AS b
+ WHERE coalesce(b.bury_reason, '') = %(reason)s
+   AND coalesce((SELECT a.error FROM sqlq_attempts AS a WHERE a.job_id = b.id
+                  ORDER BY a.attempt DESC LIMIT 1), '') = %(error)s
+ ORDER BY b.id;
+
+-- name: beat_worker
+-- A worker's row, written when it starts and at most once per heartbeat after (registry.py).
+INSERT INTO sqlq_workers (token, host, pid, tubes, started_at, seen_at, job_id, jobs_done)
+VALUES (%(token)s, %(host)s, %(pid)s, %(tubes)s, %(started_at)s, %(seen_at)s, %(job_id)s, %(jobs_done)s)
+ON CONFLICT (token) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+    tubes = excluded.tubes, started_at = excluded.started_at, seen_at = excluded.seen_at,
+    job_id = excluded.job_id, jobs_done = excluded.jobs_done;
+
+-- name: forget_worker
+DELETE FROM sqlq_workers WHERE token = %(token)s;
+
+-- name: list_workers
+SELECT token, host, pid, tubes, started_at, seen_at, job_id, jobs_done
+  FROM sqlq_workers ORDER BY started_at, token;
+
+-- name: throughput_sampled
+SELECT 1 FROM sqlq_throughput WHERE minute = %(minute)s;
+
+-- name: add_throughput
+-- The first sample of a minute wins (two workers may beat in the same minute); older
+-- samples go (trim_throughput), so the table keeps a day at most.
+INSERT INTO sqlq_throughput (minute, at, puts, deletes, buries)
+VALUES (%(minute)s, %(at)s, %(puts)s, %(deletes)s, %(buries)s)
+ON CONFLICT (minute) DO NOTHING;
+
+-- name: trim_throughput
+DELETE FROM sqlq_throughput WHERE minute < %(oldest)s;
+
+-- name: list_throughput
+SELECT minute, at, puts, deletes, buries FROM sqlq_throughput
+ WHERE minute >= %(since)s ORDER BY minute;

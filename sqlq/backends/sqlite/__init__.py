@@ -86,6 +86,9 @@ class SQLiteBackend(Backend):
     def dead_owners(self, tokens: Sequence[str]) -> list[str]:
         return self.owners.dead(tokens)
 
+    def live_owners(self, tokens: Sequence[str]) -> list[str]:
+        return self.owners.alive(tokens)
+
     def owner_info(self, token: str) -> tuple[str, int | None]:
         return self.owners.info(token)
 

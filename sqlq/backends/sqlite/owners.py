@@ -171,6 +171,25 @@ def is_dead(directory: str, token: str) -> bool:
         os.close(fd)
 
 
+def is_alive(directory: str, token: str) -> bool:
+    """True only if token's owner file exists and is locked: its process is alive. (A
+    missing file, which :func:`is_dead` cannot call a death, is no sign of life either.)"""
+    try:
+        fd = os.open(os.path.join(directory, PREFIX + token),
+                     os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
+
+
 def registered(directory: str) -> list[str]:
     """The tokens with an owner file in directory; removes stale ``.new`` leftovers."""
     try:
@@ -269,6 +288,10 @@ class Owners:
     def dead(self, tokens: Sequence[str]) -> list[str]:
         """Only an owner file that exists and can be locked proves a death."""
         return [token for token in tokens if is_dead(self.directory, token)]
+
+    def alive(self, tokens: Sequence[str]) -> list[str]:
+        """The tokens whose owner file is in place and locked (the workers registry)."""
+        return [token for token in tokens if is_alive(self.directory, token)]
 
     @staticmethod
     def info(token: str) -> tuple[str, int | None]:

@@ -792,3 +792,68 @@ UPDATE sqlq_jobs SET trace = :trace WHERE id IN (SELECT value FROM json_each(:id
 SELECT trace FROM sqlq_attempts
  WHERE job_id = :job_id AND trace IS NOT NULL
  ORDER BY attempt DESC LIMIT 1;
+
+-- ---------------------------------------------------------------------------------------------
+-- Operators (issue 26): failed jobs grouped by error, the workers registry (migration 0012),
+-- throughput history (migration 0012). Reads for the dashboard and /metrics; the registry's
+-- writes come from each worker at most once per heartbeat (sqlq/workers.py), never per job.
+
+-- name: failed_groups
+-- Buried jobs across all tubes grouped by error: the newest kept attempt's error (the
+-- exception's type; '' when the job was buried without a kept attempt) and the bury reason,
+-- newest group first. Only the newest :depth buried jobs are grouped, read from the
+-- buried index (bounded by the buried jobs, never the whole table); the attempt is one
+-- primary-key probe per job. INDEXED BY: without it SQLite walks the table backwards by id
+-- to skip the sort, which reads every job when few are buried.
+SELECT coalesce((SELECT a.error FROM sqlq_attempts AS a WHERE a.job_id = b.id
+                  ORDER BY a.attempt DESC LIMIT 1), '') AS error,
+       coalesce(b.bury_reason, '') AS reason,
+       count(*), max(b.id), group_concat(DISTINCT b.tube)
+  FROM (SELECT id, tube, bury_reason FROM sqlq_jobs INDEXED BY sqlq_jobs_buried WHERE state = 3
+         ORDER BY id DESC LIMIT (SELECT :depth)) AS b
+ GROUP BY 1, 2
+ ORDER BY max(b.id) DESC
+ LIMIT (SELECT :limit) OFFSET (SELECT :offset);
+
+-- name: failed_group_ids
+-- The ids and tubes of one group of failed_groups (the same newest :depth buried jobs),
+-- oldest first: what a retry or a delete of the whole group acts on.
+SELECT b.id, b.tube
+  FROM (SELECT id, tube, bury_reason FROM sqlq_jobs INDEXED BY sqlq_jobs_buried WHERE state = 3
+         ORDER BY id DESC LIMIT (SELECT :depth)) AS b
+ WHERE coalesce(b.bury_reason, '') = :reason
+   AND coalesce((SELECT a.error FROM sqlq_attempts AS a WHERE a.job_id = b.id
+                  ORDER BY a.attempt DESC LIMIT 1), '') = :error
+ ORDER BY b.id;
+
+-- name: beat_worker
+-- A worker's row, written when it starts and at most once per heartbeat after (registry.py).
+INSERT INTO sqlq_workers (token, host, pid, tubes, started_at, seen_at, job_id, jobs_done)
+VALUES (:token, :host, :pid, :tubes, :started_at, :seen_at, :job_id, :jobs_done)
+ON CONFLICT (token) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+    tubes = excluded.tubes, started_at = excluded.started_at, seen_at = excluded.seen_at,
+    job_id = excluded.job_id, jobs_done = excluded.jobs_done;
+
+-- name: forget_worker
+DELETE FROM sqlq_workers WHERE token = :token;
+
+-- name: list_workers
+SELECT token, host, pid, tubes, started_at, seen_at, job_id, jobs_done
+  FROM sqlq_workers ORDER BY started_at, token;
+
+-- name: throughput_sampled
+SELECT 1 FROM sqlq_throughput WHERE minute = :minute;
+
+-- name: add_throughput
+-- The first sample of a minute wins (two workers may beat in the same minute); older
+-- samples go (trim_throughput), so the table keeps a day at most.
+INSERT INTO sqlq_throughput (minute, at, puts, deletes, buries)
+VALUES (:minute, :at, :puts, :deletes, :buries)
+ON CONFLICT (minute) DO NOTHING;
+
+-- name: trim_throughput
+DELETE FROM sqlq_throughput WHERE minute < :oldest;
+
+-- name: list_throughput
+SELECT minute, at, puts, deletes, buries FROM sqlq_throughput
+ WHERE minute >= :since ORDER BY minute;

@@ -1,0 +1,85 @@
+"""The workers registry: every running ``sqlq work`` process, idle or busy.
+
+Before it, the dashboard knew a worker only by the reservations it held, so an idle
+worker was invisible and ``sqlq_workers`` read 0 on a healthy, quiet queue. Now each
+worker process writes a row (``sqlq_workers``: host, pid, tubes, when it started, its
+last heartbeat, the job it runs, the runs it ended) when it starts, at most once per
+heartbeat (:data:`BEAT_S`) after that, and deletes it when it stops
+(:class:`sqlq.work.presence.Presence` does the worker's side).
+
+Liveness is the backend's, not a new heartbeat: a row's ``token`` is the worker's
+owner token, the registration that ends by itself when its process dies, SIGKILL
+included (SQLite: the kernel unlocks its owner file; PostgreSQL: its session's
+advisory lock is freed and its keeper stops renewing ``seen_at``). :func:`live` shows
+only rows whose owner is alive (:meth:`~sqlq.backends.base.Backend.live_owners`), so a
+killed worker stops counting at once on SQLite, and on PostgreSQL once the server sees
+its connection close (from another machine: then within the keeper's 5 s grace);
+:func:`sweep`, run by workers, deletes such rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .backends import Backend
+    from .backends.base import Conn
+
+#: How often (at most) a worker writes its row: its heartbeat, the job it runs now
+#: and the runs it ended are as of then, never written once per job.
+BEAT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A running worker process's row."""
+
+    token: str
+    host: str
+    pid: int
+    tubes: list[str]
+    started_at: int  # ms
+    seen_at: int  # ms: its last heartbeat
+    job_id: int | None  # the job it ran at its last heartbeat; None: idle
+    jobs_done: int  # runs it ended, as of seen_at
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> Registered:
+        token, host, pid, tubes, started_at, seen_at, job_id, jobs_done = row
+        return cls(str(token), str(host), int(pid), sorted(str(tubes).split(",")),
+                   int(started_at), int(seen_at), None if job_id is None else int(job_id),
+                   int(jobs_done))
+
+
+def beat(backend: Backend, params: dict[str, Any]) -> None:
+    """Write a worker's row (registering it if it has none)."""
+    backend.write(lambda c: backend.store.beat_worker(c, params), durable=False)
+
+
+def forget(backend: Backend, token: str) -> None:
+    """Delete a worker's row (it stops)."""
+    backend.write(lambda c: backend.store.forget_worker(c, token), durable=False)
+
+
+def live(backend: Backend) -> list[Registered]:
+    """The rows of workers alive now (their owner token's registration holds), oldest
+    first. A read: the rows of dead workers are skipped here, deleted by :func:`sweep`."""
+    rows = [Registered.from_row(r) for r in backend.read(backend.store.list_workers)]
+    alive = set(backend.live_owners([r.token for r in rows])) if rows else set()
+    return [r for r in rows if r.token in alive]
+
+
+def sweep(backend: Backend) -> int:
+    """Delete the rows of workers that are not alive; how many."""
+    rows = backend.read(backend.store.list_workers)
+    tokens = [str(r[0]) for r in rows]
+    alive = set(backend.live_owners(tokens)) if tokens else set()
+    gone = [t for t in tokens if t not in alive]
+    if gone:
+        def forget_all(c: Conn) -> None:
+            for token in gone:
+                backend.store.forget_worker(c, token)
+
+        backend.write(forget_all, durable=False)
+    return len(gone)

@@ -1,0 +1,104 @@
+"""A worker process's row in the workers registry (:mod:`sqlq.registry`).
+
+The loop tells :class:`Presence` which jobs start and end (in memory: a dict entry
+and a counter, no write), and calls :meth:`Presence.beat_if_due` once per turn; the
+row is written when the worker starts and then at most every
+:data:`~sqlq.registry.BEAT_S` seconds with its heartbeat, the job it runs and the runs
+it ended, and deleted by :meth:`Presence.stop`. A beat also takes the minute's
+throughput sample when no process has yet (:mod:`sqlq.throughput`) and, once a
+minute, deletes the rows of dead workers. A beat that fails is logged and tried
+again at the next: the registry is for people, and must never stop a worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+
+from .. import registry, throughput
+from ..errors import Error
+from ..queue import Queue
+
+log = logging.getLogger("sqlq.worker")
+
+#: How often (at most) a worker deletes dead workers' rows and samples throughput.
+SWEEP_S = 60.0
+
+
+class Presence:
+    """One worker process's registration (see the module docstring).
+
+    Args:
+        queue: the worker's queue (its owner token names the row).
+        tubes: the tubes the worker watches.
+        every: seconds between beats, at most.
+    """
+
+    def __init__(self, queue: Queue, tubes: Sequence[str],
+                 every: float = registry.BEAT_S) -> None:
+        self.queue = queue
+        self.tubes = list(tubes)
+        self.every = every
+        self.jobs_done = 0
+        # Ids of the jobs running, in start order. The loop's thread alone writes it and
+        # jobs_done (the async worker's event loop; its beats run in its queue's thread
+        # and read a copy, made in one step under the GIL): no lock on the per-job path.
+        self._running: dict[int, None] = {}
+        self._due = 0.0  # monotonic: the first turn registers
+        self._sweep_due = 0.0
+        self._started_at: int | None = None
+        self._token: str | None = None
+        self._minute: int | None = None  # the last minute whose throughput sample was seen
+
+    def started(self, job_id: int) -> None:
+        """A run of job_id begins (in memory)."""
+        self._running[job_id] = None
+
+    def ended(self, job_id: int) -> None:
+        """A run of job_id ended, whatever its outcome (in memory)."""
+        self._running.pop(job_id, None)
+        self.jobs_done += 1
+
+    def beat_if_due(self) -> None:
+        if time.monotonic() >= self._due:
+            self.beat()
+
+    def beat(self) -> None:
+        """Write this worker's row now; now and then sweep and sample too."""
+        now = time.monotonic()
+        self._due = now + self.every
+        backend, clock = self.queue.backend, self.queue.engine.clock
+        try:
+            self._token = backend.owner_token()
+            at = clock()
+            if self._started_at is None:
+                self._started_at = at
+            job_id = next(iter(self._running.copy()), None)
+            done = self.jobs_done
+            registry.beat(backend, {
+                "token": self._token, "host": os.uname().nodename, "pid": os.getpid(),
+                "tubes": ",".join(self.tubes), "started_at": self._started_at,
+                "seen_at": at, "job_id": job_id, "jobs_done": done})
+            if now >= self._sweep_due:
+                self._sweep_due = now + SWEEP_S
+                registry.sweep(backend)
+            minute = at // throughput.MINUTE_MS
+            if minute != self._minute:
+                throughput.sample_if_due(backend, at)
+                self._minute = minute
+        except Error as e:
+            log.warning("could not write this worker's row in the workers registry "
+                        "(trying again in %gs): %s", self.every, e)
+
+    def stop(self) -> None:
+        """Delete this worker's row (it stops); nothing if it never wrote one."""
+        if self._token is None:
+            return
+        try:
+            registry.forget(self.queue.backend, self._token)
+        except Error as e:
+            log.warning("could not remove this worker from the workers registry (its row "
+                        "stops counting when its process ends): %s", e)
+        self._token = None

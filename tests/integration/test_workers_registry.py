@@ -1,0 +1,144 @@
+"""The workers registry and the throughput history (issue 26), on both backends: every
+running ``sqlq work`` process is listed and counted, idle or not; one that stops or is
+SIGKILLed is not; the registry is written at most once per heartbeat; throughput is
+sampled once a minute and kept for a day."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import sqlq
+from sqlq import registry, throughput
+from sqlq.work.presence import Presence
+from tests.conftest import FakeClock
+from tests.dashboard_client import running
+from tests.workers import Work, wait_for
+
+
+def _rows(q: sqlq.Queue) -> list[tuple[object, ...]]:
+    backend = q.backend
+    return backend.read(backend.store.list_workers)
+
+
+def _seen(q: sqlq.Queue) -> tuple[float, str]:
+    """What the dashboard shows: ``sqlq_workers`` in /metrics, and the Workers page."""
+    with running(q) as client:
+        text = client.get("/metrics").text
+        page = client.get("/workers").text
+    (family,) = [f for f in text_string_to_metric_families(text) if f.name == "sqlq_workers"]
+    return family.samples[0].value, page
+
+
+def _metric_workers(q: sqlq.Queue) -> float:
+    return _seen(q)[0]
+
+
+def test_a_worker_is_listed_idle_then_with_its_job_and_leaves_when_it_stops(
+        q: sqlq.Queue) -> None:
+    presence = Presence(q, ["b", "a"])
+    presence.beat()
+    (worker,) = q.workers()
+    assert worker.registered and worker.alive and worker.jobs == 0
+    assert (worker.tubes, worker.job_id, worker.jobs_done) == (["a", "b"], None, 0)
+    assert worker.seen_at == worker.started_at and worker.since is None
+    presence.started(41)
+    presence.ended(41)
+    presence.started(42)
+    presence.beat_if_due()  # not due yet: nothing written, per job or otherwise
+    assert q.workers()[0].job_id is None
+    presence.beat()
+    (worker,) = q.workers()
+    assert (worker.job_id, worker.jobs_done) == (42, 1)
+    # Holding a reservation too: one row, with its jobs held.
+    q.put(b"x", tube="a")
+    assert q.reserve("a", timeout=0) is not None
+    (worker,) = q.workers()
+    assert worker.registered and worker.jobs == 1 and worker.since is not None
+    presence.stop()
+    assert _rows(q) == []
+    assert [w.registered for w in q.workers()] == [False]  # it still holds a job
+
+
+@pytest.mark.slow
+def test_an_idle_sqlq_work_is_counted_and_a_killed_one_is_not(db_url: str,
+                                                              q: sqlq.Queue) -> None:
+    with Work(db_url, "--in-process", "--tube", "quiet", "--", "true") as idle, \
+            Work(db_url, "--in-process", "--tube", "quiet", "--", "true") as doomed:
+        pids = {idle.pid, doomed.pid}
+        wait_for(lambda: {w.pid for w in q.workers() if w.registered} == pids,
+                 what="both idle workers registered")
+        assert all(w.jobs == 0 and w.job_id is None and w.tubes == ["quiet"]
+                   for w in q.workers())
+        count, page = _seen(q)
+        assert count == 2
+        assert f'data-pid="{idle.pid}" data-registered' in page and "idle</span>" in page
+        doomed.signal(signal.SIGKILL)
+        doomed.wait()
+        # Gone once its owner registration ends: at once on SQLite (the kernel unlocks its
+        # file), as soon as the server sees its connection closed on PostgreSQL.
+        wait_for(lambda: [w.pid for w in q.workers()] == [idle.pid], 5,
+                 "the killed worker gone from the list")
+        count, page = _seen(q)
+        assert count == 1 and f'data-pid="{doomed.pid}"' not in page
+        assert idle.stop() == 0
+        assert q.workers() == []
+        assert _metric_workers(q) == 0
+        # The stopped worker deleted its row; the killed one's stays until a worker sweeps.
+        assert len(_rows(q)) == 1
+        registry.sweep(q.backend)
+        assert _rows(q) == []
+
+
+def test_a_worker_registered_by_a_process_that_died_is_swept(db_url: str,
+                                                             q: sqlq.Queue) -> None:
+    """A row whose owner token was never alive (or is gone) neither shows nor counts."""
+    q.backend.write(lambda c: q.backend.store.beat_worker(c, {
+        "token": "999999-deadbeef0000", "host": "elsewhere", "pid": 999999, "tubes": "t",
+        "started_at": 1, "seen_at": 1, "job_id": None, "jobs_done": 0}))
+    assert q.workers() == []
+    assert registry.sweep(q.backend) == 1 and _rows(q) == []
+
+
+def test_throughput_is_sampled_once_a_minute_and_kept_a_day(fq: sqlq.Queue,
+                                                            clock: FakeClock) -> None:
+    backend = fq.backend
+    assert throughput.sample_if_due(backend, clock())
+    assert not throughput.sample_if_due(backend, clock())  # one sample a minute
+    fq.put_many([b"x"] * 6)
+    for _ in range(2):
+        job = fq.reserve(timeout=0)
+        assert job is not None
+        job.delete()
+    job = fq.reserve(timeout=0)
+    assert job is not None
+    job.bury()
+    clock.advance(120)  # two minutes: the rates are per minute
+    assert throughput.sample_if_due(backend, clock())
+    (minute,) = fq.throughput()
+    assert (minute.puts, minute.deletes, minute.buries) == (3.0, 1.0, 0.5)
+    assert minute.at == clock()
+    for _ in range(throughput.KEEP_MINUTES + 5):
+        clock.advance(60)
+        throughput.sample_if_due(backend, clock())
+    rows = backend.read(lambda c: backend.store.list_throughput(c, 0))
+    assert len(rows) == throughput.KEEP_MINUTES + 1  # bounded: a day of minutes
+    assert len(fq.throughput()) == throughput.KEEP_MINUTES
+    assert len(fq.throughput(minutes=10)) == 10
+
+
+@pytest.mark.slow
+def test_an_async_worker_registers_and_counts_its_runs(q: sqlq.Queue, db_url: str) -> None:
+    from tests import ajobs
+
+    message = ajobs.square.message(7)
+    jid = q.put(message, tube=ajobs.square.tube, ttr=ajobs.square.ttr)
+    with Work(db_url, "--in-process", "--import", "tests.ajobs", "--concurrency", "2") as w:
+        # Its runs are written with its next heartbeat (at most 5 s later), not per job.
+        wait_for(lambda: [(x.pid, x.jobs_done, "async" in x.tubes) for x in q.workers()]
+                 == [(w.pid, 1, True)], what="the async worker's row, one run done")
+        assert q.result(jid, timeout=0) == b"49"
+        assert w.stop() == 0, w.text()
+    assert _rows(q) == []
