@@ -17,6 +17,7 @@ from .errors import (
     Error,
     InvalidTube,
     JobBuried,
+    JobCancelled,
     JobLost,
     JobNotFound,
     JobTooBig,
@@ -31,12 +32,14 @@ if TYPE_CHECKING:
 
     from .asyncq import AsyncJob, AsyncQueue
     from .attempts import Attempt
+    from .control import current_job
     from .enqueue import put, put_many
     from .model import Job
     from .puts import Transaction
     from .queue import Queue
 
 _LAZY = {"AsyncJob": ".asyncq", "AsyncQueue": ".asyncq", "Attempt": ".attempts", "Job": ".model",
+         "current_job": ".control",
          "Queue": ".queue", "Transaction": ".puts", "put": ".enqueue", "put_many": ".enqueue"}
 
 
@@ -62,6 +65,7 @@ __all__ = [
     "InvalidTube",
     "Job",
     "JobBuried",
+    "JobCancelled",
     "JobLost",
     "JobNotFound",
     "JobTooBig",
@@ -70,6 +74,7 @@ __all__ = [
     "SchemaError",
     "Timeout",
     "Transaction",
+    "current_job",
     "put",
     "put_many",
     "__version__",

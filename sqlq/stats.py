@@ -15,6 +15,7 @@ from typing import Any
 from . import __version__
 from .backends import Backend
 from .backends.base import Conn
+from .control import decode_progress
 from .errors import JobNotFound
 from .model import DEFAULT_TUBE, STATE_NAMES, check_tube
 
@@ -114,16 +115,21 @@ def next_change(backend: Backend, now: int) -> int | None:
 
 def job_stats(backend: Backend, now: int, job_id: int) -> dict[str, Any]:
     """One job's record (``Queue.stats_job``): beanstalkd's keys, then sqlq's own about
-    its failed runs (``failures``, ``last-error``, ``last-traceback``: sqlq/attempts.py)."""
+    its failed runs (``failures``, ``last-error``, ``last-traceback``: sqlq/attempts.py) and
+    its ``progress`` and ``progress-message`` (sqlq/control.py; ``""`` before any)."""
     store = backend.store
 
     def read(c: Conn) -> Any:
-        return store.select_job(c, now, job_id), store.last_attempt(c, job_id)
+        return (store.select_job(c, now, job_id), store.last_attempt(c, job_id),
+                store.job_progress(c, job_id))
 
-    row, last = backend.read(read)
+    row, last, progress = backend.read(read)
     if row is None:
         raise JobNotFound(f"job {job_id} not found")
     failures, _, last_error, last_traceback = last or (0, "", "", "")
+    text, message = progress or (None, None)
+    value = decode_progress(text)
+    message = message or ""
     state = STATE_NAMES[row.state]
     if state == "delayed" and row.delay_until is not None:
         time_left = row.delay_until - now
@@ -139,4 +145,5 @@ def job_stats(backend: Backend, now: int, job_id: int) -> dict[str, Any]:
         "reserves": row.reserves, "timeouts": row.timeouts, "releases": row.releases,
         "buries": row.buries, "kicks": row.kicks,
         "failures": failures, "last-error": last_error, "last-traceback": last_traceback,
+        "progress": "" if value is None else value, "progress-message": message,
     }
