@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from .errors import JobCancelled
+from .errors import JobCancelled, Timeout
 
 if TYPE_CHECKING:
     from .backends import Backend
@@ -142,8 +142,10 @@ class ProgressWatch:
 # -- the job a task is running -----------------------------------------------------------------
 
 _CURRENT: contextvars.ContextVar[Job | None] = contextvars.ContextVar("sqlq_job", default=None)
-#: Ids of the running jobs this process's worker learned were cancelled.
+#: Ids of the jobs this process's worker learned were cancelled.
 _CANCELLED: set[int] = set()
+#: Running jobs past their task's timeout: id -> the timeout (seconds).
+_TIMED_OUT: dict[int, float] = {}
 
 
 def current_job() -> Job | None:
@@ -156,12 +158,19 @@ def current_job() -> Job | None:
     ``await`` and a COMMAND is killed, but a plain function runs until it calls this,
     ``job.touch()`` or ``job.progress()``, or returns.
 
+    The same look stops a plain function that outlived its task's ``timeout=``.
+
     Raises:
         JobCancelled: the running job was cancelled.
+        Timeout: the running job outlived its task's ``timeout`` (``@q.task``).
     """
     job = _CURRENT.get()
-    if job is not None and job.id in _CANCELLED:
-        raise JobCancelled(f"job {job.id} was cancelled", job_ids=(job.id,))
+    if job is not None:
+        if job.id in _CANCELLED:
+            raise JobCancelled(f"job {job.id} was cancelled", job_ids=(job.id,))
+        if job.id in _TIMED_OUT:
+            raise Timeout(f"job {job.id}: still running after its timeout of "
+                          f"{_TIMED_OUT[job.id]:g}s")
     return job
 
 
@@ -173,17 +182,27 @@ def running(job: Job) -> Iterator[None]:
         yield
     finally:
         _CURRENT.reset(token)
-        _CANCELLED.discard(job.id)
 
 
 def mark_cancelled(job_id: int) -> None:
-    """The worker learned that its running job ``job_id`` was cancelled."""
+    """The worker learned that its job ``job_id`` was cancelled."""
     _CANCELLED.add(job_id)
 
 
+def mark_timed_out(job_id: int, seconds: float) -> None:
+    """The worker's running job ``job_id`` outlived its task's ``timeout``."""
+    _TIMED_OUT[job_id] = seconds
+
+
 def was_cancelled(job_id: int) -> bool:
-    """Whether the worker marked its running job ``job_id`` cancelled."""
+    """Whether the worker marked its job ``job_id`` cancelled."""
     return job_id in _CANCELLED
+
+
+def forget(job_id: int) -> None:
+    """The worker is done with ``job_id``: drop its marks."""
+    _CANCELLED.discard(job_id)
+    _TIMED_OUT.pop(job_id, None)
 
 
 __all__: list[str] = ["cancel", "current_job", "set_progress", "read_progress"]

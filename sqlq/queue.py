@@ -536,7 +536,7 @@ class Queue(Puts, Reads):
     @overload
     def task(self, fn: None = None, /, *, name: str | None = None, tube: str = DEFAULT_TUBE,
              priority: int = DEFAULT_PRIORITY, ttr: float = DEFAULT_TTR, retries: int = 3,
-             backoff: Backoff = 1.0, keepalive: bool = False,
+             backoff: Backoff = 1.0, keepalive: bool = False, timeout: float | None = None,
              ) -> Callable[[Callable[_P, _R]], Task[_P, _R]]: ...
 
     def task(self, fn: Callable[_P, _R] | None = None, /, **options: Any) -> Any:
@@ -551,6 +551,10 @@ class Queue(Puts, Reads):
             retries: runs after a failed first one, with backoff, before burying.
             backoff: seconds before the first retry (doubling, jittered) or a tenacity wait.
             keepalive: touch the job at 80% of its TTR while it runs (long tasks).
+            timeout: seconds a run may take, whatever the heartbeat keeps alive: ``sqlq
+                work`` then cancels an ``async def`` task, and makes a plain function's next
+                ``sqlq.current_job()`` raise :class:`sqlq.Timeout` (Python cannot stop a
+                thread); the run fails (``timed out``) and is retried or buried.
         """
         from .work.tasks import decorator
 

@@ -19,6 +19,7 @@ watchdog thread heartbeats and keeps the grace period (see watchdog.py).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import importlib
 import inspect
 import json
@@ -28,6 +29,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
+from .. import control
 from ..attempts import error_name, format_traceback
 from ..model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, Job, check_priority, check_tube
 from . import runner
@@ -151,6 +153,17 @@ class Enqueuer(Protocol[Id]):
         """Put a job."""
 
 
+def _check_timeout(timeout: object) -> float | None:
+    """A task's execution timeout: None, or seconds above 0."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout must be a number of seconds or None, not {_type_name(timeout)}")
+    if not 0 < timeout < float("inf"):
+        raise ValueError(f"timeout must be > 0 seconds, not {timeout!r}")
+    return float(timeout)
+
+
 class Task(Generic[P, R, Id]):
     """A function that can also be enqueued: ``fn(...)`` runs it here, ``fn.put(...)`` there.
 
@@ -163,7 +176,7 @@ class Task(Generic[P, R, Id]):
                  tube: str = DEFAULT_TUBE, priority: int = DEFAULT_PRIORITY,
                  ttr: float = DEFAULT_TTR, retries: int = DEFAULT_RETRIES,
                  backoff: Backoff = DEFAULT_BACKOFF, keepalive: bool = False,
-                 schedule: Schedule | None = None) -> None:
+                 timeout: float | None = None, schedule: Schedule | None = None) -> None:
         if not callable(fn):
             raise TypeError(f"@task decorates a function, not {_type_name(fn)}")
         if name is not None and (not isinstance(name, str) or not name):
@@ -176,6 +189,8 @@ class Task(Generic[P, R, Id]):
         self.ttr = ttr
         self.policy = RetryPolicy(retries, backoff)
         self.keepalive = bool(keepalive)
+        #: Seconds a run may take, whatever its heartbeat keeps alive (None: no bound).
+        self.timeout = _check_timeout(timeout)
         self.schedule = schedule
         try:
             self.signature: inspect.Signature | None = inspect.signature(fn)
@@ -291,20 +306,23 @@ class TaskRun:
 
     inline = True
 
-    def __init__(self, task: Task[Any, Any, Any], args: list[Any], kwargs: dict[str, Any]
-                 ) -> None:
+    def __init__(self, task: Task[Any, Any, Any], args: list[Any], kwargs: dict[str, Any],
+                 job: Job) -> None:
         self.task = task
         self.name = task.name
         self.keepalive = task.keepalive
+        self.timeout = task.timeout
         self.is_async = task.is_async
         self._call = (args, kwargs)
+        self._job = job
 
     def wait(self, timeout: float) -> runner.Outcome | None:
         args, kwargs = self._call
         try:
-            value = self.task.fn(*args, **kwargs)
-            if value is not None and inspect.isawaitable(value):  # an async task, run here
-                value = asyncio.run(_awaited(value))
+            with control.running(self._job):  # sqlq.current_job()
+                value = self.task.fn(*args, **kwargs)
+                if value is not None and inspect.isawaitable(value):  # an async task, run here
+                    value = asyncio.run(_awaited(value))
         except Exception as exc:  # noqa: BLE001 - a task's failure is data, not our crash
             return _failed(exc, self.task.policy)
         return self._outcome(value)
@@ -313,11 +331,13 @@ class TaskRun:
         """Await an ``async def`` task (a plain function runs in a thread meanwhile)."""
         args, kwargs = self._call
         try:
-            if self.is_async:
-                value = await self.task.fn(*args, **kwargs)
-            else:
-                value = await asyncio.get_running_loop().run_in_executor(
-                    None, lambda: self.task.fn(*args, **kwargs))
+            with control.running(self._job):  # sqlq.current_job(), here and in the thread
+                if self.is_async:
+                    value = await self.task.fn(*args, **kwargs)
+                else:
+                    context = contextvars.copy_context()
+                    value = await asyncio.get_running_loop().run_in_executor(
+                        None, lambda: context.run(self.task.fn, *args, **kwargs))
         except Exception as exc:  # noqa: BLE001 - a task's failure is data, not our crash
             return _failed(exc, self.task.policy)
         return self._outcome(value)
@@ -360,7 +380,7 @@ class TaskRunner:
         error = task.bind_error(args, kwargs)
         if error is not None:
             return runner.Finished(runner.bury(f"bad arguments: {error}"), name=name)
-        return TaskRun(task, args, kwargs)
+        return TaskRun(task, args, kwargs, job)
 
     def close(self) -> None:
         """Nothing held between jobs."""

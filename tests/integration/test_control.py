@@ -1,0 +1,132 @@
+"""Cancel and timeouts under real ``sqlq work`` processes (issue 25): a COMMAND killed, an
+``async def`` task cancelled, a plain function stopped at its next look, each within about
+a second of ``q.cancel``; the job never runs again and the next job does."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import sqlq
+from tests import control_ajobs, control_jobs
+from tests.timing import soon
+from tests.workers import Work, alive, lines, wait_for
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.slow]  # each waits for a worker
+
+
+def enqueue(q: sqlq.Queue, task: Any, *args: Any) -> int:
+    return q.put(task.message(*args), tube=task.tube, ttr=task.ttr)
+
+
+def _cancel_soon(q: sqlq.Queue, jid: int, stopped: Any) -> None:
+    """Cancel jid; ``stopped()`` comes true within about a second."""
+    cancelled = time.monotonic()
+    q.cancel(jid)
+    wait_for(stopped, what="the run to stop")
+    assert time.monotonic() - cancelled < soon(1.0)
+
+
+def _then_the_next_job_runs(q: sqlq.Queue, w: Work, task: Any, out: Path, jid: int) -> None:
+    """The worker goes on with the next job; the cancelled one never ran again."""
+    enqueue(q, task, str(out), "next")
+    wait_for(lambda: "next" in lines(out), what="the next job")
+    assert sum(1 for line in lines(out) if line == f"start {jid}") == 1
+    wait_for(lambda: q.stats()["current-jobs-reserved"] == 0, what="the next job's delete")
+    assert q.peek(jid) is None
+    w.signal()
+    assert w.wait() == 0
+
+
+def test_a_cancelled_command_is_killed(q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    script = f'read x; echo "$x $$" >> {out}; if [ "$x" = slow ]; then sleep 60; fi'
+    w = Work(db_url, "--tube", "cmd", "--prefetch", "1", "--", "sh", "-c", script)
+    jid = q.put(b"slow\n", tube="cmd")
+    wait_for(lambda: lines(out), what="the command to start")
+    pid = int(lines(out)[0].split()[1])
+    _cancel_soon(q, jid, lambda: not alive(pid))
+    w.wait_log("cancelled")
+    q.put(b"next\n", tube="cmd")
+    wait_for(lambda: len(lines(out)) == 2, what="the next job")
+    assert [line.split()[0] for line in lines(out)] == ["slow", "next"]
+    wait_for(lambda: q.stats()["current-jobs-reserved"] == 0, what="the next job's delete")
+    w.signal()
+    assert w.wait() == 0
+
+
+@pytest.mark.parametrize("how", ["current", "touch"])
+def test_a_plain_function_stops_at_its_next_look(q: sqlq.Queue, db_url: str, tmp_path: Path,
+                                                 how: str) -> None:
+    out = tmp_path / "out"
+    w = Work(db_url, "--import", "tests.control_jobs", "--tube", "control")
+    jid = enqueue(q, control_jobs.looks, str(out), how)
+    wait_for(lambda: lines(out), what="the task to start")
+    _cancel_soon(q, jid, lambda: any(line.startswith("stopped") for line in lines(out)))
+    assert lines(out)[-1] == f"stopped {jid} JobCancelled"
+    w.wait_log(f"job {jid}")
+    _then_the_next_job_runs(q, w, control_jobs.note, out, jid)
+
+
+def test_a_plain_function_in_the_async_worker_stops_at_its_next_look(
+        q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    w = Work(db_url, "--import", "tests.control_jobs", "--tube", "control",
+             "--concurrency", "2")
+    jid = enqueue(q, control_jobs.looks, str(out), "current")
+    wait_for(lambda: lines(out), what="the task to start")
+    _cancel_soon(q, jid, lambda: any(line.startswith("stopped") for line in lines(out)))
+    _then_the_next_job_runs(q, w, control_jobs.note, out, jid)
+
+
+def test_a_cancelled_async_task_is_cancelled(q: sqlq.Queue, db_url: str,
+                                            tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    w = Work(db_url, "--import", "tests.control_ajobs", "--tube", "control")
+    jid = enqueue(q, control_ajobs.sleeps, str(out))
+    wait_for(lambda: lines(out), what="the task to start")
+    _cancel_soon(q, jid, lambda: f"cancelled {jid}" in lines(out))
+    _then_the_next_job_runs(q, w, control_ajobs.note, out, jid)
+
+
+@pytest.mark.parametrize("module", ["tests.control_jobs", "tests.control_ajobs"])
+def test_a_task_past_its_timeout_is_stopped_and_buried(q: sqlq.Queue, db_url: str,
+                                                      tmp_path: Path, module: str) -> None:
+    out = tmp_path / "out"
+    task = control_jobs.overruns if module == "tests.control_jobs" else control_ajobs.overruns
+    w = Work(db_url, "--import", module, "--tube", "control")
+    put = time.monotonic()
+    jid = enqueue(q, task, str(out))
+    wait_for(lambda: lines(out), what="the task to start")
+    started = time.monotonic()
+    wait_for(lambda: q.stats_job(jid)["state"] == "buried", what="the burial")
+    assert time.monotonic() - put >= 1.0  # never before its timeout
+    assert time.monotonic() - started < soon(1.0)
+    stopped = lines(out)[-1]
+    assert stopped in (f"stopped {jid} Timeout", f"cancelled {jid}")
+    job = q.peek(jid)
+    assert job is not None and job.bury_reason is not None and "timeout of 1s" in job.bury_reason
+    w.signal()
+    assert w.wait() == 0
+
+
+def test_result_waiters_see_a_tasks_progress(q: sqlq.Queue, db_url: str,
+                                            tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.write_text("")
+    w = Work(db_url, "--import", "tests.control_jobs", "--tube", "control")
+    jid = enqueue(q, control_jobs.reports, str(out))
+    seen: list[tuple[Any, str]] = []
+
+    def on_progress(value: Any, message: str) -> None:
+        seen.append((value, message))
+        if value == 0.5:
+            out.write_text("go\n")
+
+    assert q.result(jid, timeout=30, on_progress=on_progress) == b'"ok"'
+    assert seen[0] == (0.5, "halfway")
+    w.signal()
+    assert w.wait() == 0
