@@ -13,6 +13,7 @@ import sqlq
 from sqlq.durations import format_duration
 
 from ..display import display_text
+from .control import progress_of, progress_text
 from .group import cli
 from .options import (
     DURATION,
@@ -231,7 +232,8 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, r
     """Show a job by ID, or the next --ready/--delayed/--buried one.
 
     The job is not reserved. Exit 3 if there is no such job. A job that failed under
-    `sqlq work` also shows its failed runs and the traceback of the latest.
+    `sqlq work` also shows its failed runs and the traceback of the latest, and one
+    that reported progress (job.progress, sqlq progress) its last.
 
     Example:
 
@@ -252,10 +254,14 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, r
         emit(job, raw=True)
         return
     attempts = queue.attempts(job.id)  # failed runs kept by sqlq work, with tracebacks
+    progress = progress_of(queue, job.id)  # what Job.progress said, if anything
     if as_json:
-        emit({**job_record(job), "attempts": [dataclasses.asdict(a) for a in attempts]}, True)
+        emit({**job_record(job), **(progress or {}),
+              "attempts": [dataclasses.asdict(a) for a in attempts]}, True)
         return
     emit(job)
+    if progress is not None:
+        click.echo(f"progress: {progress_text(progress['progress'], progress['progress_message'])}")
     if attempts:
         click.echo(attempts_text(attempts))
 
