@@ -15,7 +15,9 @@ from tests import control_ajobs, control_jobs
 from tests.timing import soon
 from tests.workers import Work, alive, lines, wait_for
 
-pytestmark = [pytest.mark.timeout(60), pytest.mark.slow]  # each waits for a worker
+pytestmark = pytest.mark.timeout(60)
+#: The tests that start a worker take seconds each.
+slow = pytest.mark.slow
 
 
 def enqueue(q: sqlq.Queue, task: Any, *args: Any) -> int:
@@ -41,6 +43,7 @@ def _then_the_next_job_runs(q: sqlq.Queue, w: Work, task: Any, out: Path, jid: i
     assert w.wait() == 0
 
 
+@slow
 def test_a_cancelled_command_is_killed(q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     script = f'read x; echo "$x $$" >> {out}; if [ "$x" = slow ]; then sleep 60; fi'
@@ -58,6 +61,7 @@ def test_a_cancelled_command_is_killed(q: sqlq.Queue, db_url: str, tmp_path: Pat
     assert w.wait() == 0
 
 
+@slow
 @pytest.mark.parametrize("how", ["current", "touch"])
 def test_a_plain_function_stops_at_its_next_look(q: sqlq.Queue, db_url: str, tmp_path: Path,
                                                  how: str) -> None:
@@ -71,6 +75,7 @@ def test_a_plain_function_stops_at_its_next_look(q: sqlq.Queue, db_url: str, tmp
     _then_the_next_job_runs(q, w, control_jobs.note, out, jid)
 
 
+@slow
 def test_a_plain_function_in_the_async_worker_stops_at_its_next_look(
         q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -82,6 +87,7 @@ def test_a_plain_function_in_the_async_worker_stops_at_its_next_look(
     _then_the_next_job_runs(q, w, control_jobs.note, out, jid)
 
 
+@slow
 def test_a_cancelled_async_task_is_cancelled(q: sqlq.Queue, db_url: str,
                                             tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -92,6 +98,7 @@ def test_a_cancelled_async_task_is_cancelled(q: sqlq.Queue, db_url: str,
     _then_the_next_job_runs(q, w, control_ajobs.note, out, jid)
 
 
+@slow
 @pytest.mark.parametrize("module", ["tests.control_jobs", "tests.control_ajobs"])
 def test_a_task_past_its_timeout_is_stopped_and_buried(q: sqlq.Queue, db_url: str,
                                                       tmp_path: Path, module: str) -> None:
@@ -113,6 +120,7 @@ def test_a_task_past_its_timeout_is_stopped_and_buried(q: sqlq.Queue, db_url: st
     assert w.wait() == 0
 
 
+@slow
 def test_result_waiters_see_a_tasks_progress(q: sqlq.Queue, db_url: str,
                                             tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -130,3 +138,29 @@ def test_result_waiters_see_a_tasks_progress(q: sqlq.Queue, db_url: str,
     assert seen[0] == (0.5, "halfway")
     w.signal()
     assert w.wait() == 0
+
+
+@pytest.mark.parametrize("verb", [b"delete", b"touch", b"release", b"bury"])
+def test_a_cancelled_job_through_the_beanstalkd_protocol_is_not_found(srv: Any,
+                                                                      verb: bytes) -> None:
+    """A client holding a job that is cancelled meets what a lost lease answers: NOT_FOUND;
+    the job is gone for every client, and the others' jobs stand."""
+    from tests.servers import Raw
+
+    raw = Raw(srv.address)
+    try:
+        raw.send(b"put 0 0 60 1\r\nx\r\nput 1 0 60 1\r\ny\r\n")
+        assert raw.reply() == b"INSERTED 1\r\n"
+        assert raw.reply() == b"INSERTED 2\r\n"
+        assert raw.cmd(b"reserve") == b"RESERVED 1 1\r\nx\r\n"
+        with sqlq.Queue(srv.path) as admin:
+            admin.cancel(1)  # as `sqlq cancel 1` would, from another process
+        line = verb + b" 1" + (b" 0 0" if verb == b"release" else b" 0" if verb == b"bury"
+                               else b"")
+        assert raw.cmd(line) == b"NOT_FOUND\r\n"
+        assert raw.cmd(b"peek 1") == b"NOT_FOUND\r\n"
+        assert raw.cmd(b"reserve-with-timeout 0") == b"RESERVED 2 1\r\ny\r\n"
+        assert raw.cmd(b"delete 2") == b"DELETED\r\n"
+        assert raw.cmd(b"reserve-with-timeout 0") == b"TIMED_OUT\r\n"
+    finally:
+        raw.close()
