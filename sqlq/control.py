@@ -141,7 +141,8 @@ class ProgressWatch:
 
 # -- the job a task is running -----------------------------------------------------------------
 
-_CURRENT: contextvars.ContextVar[Job | None] = contextvars.ContextVar("sqlq_job", default=None)
+#: The job ``sqlq work`` runs in this context (set by its TaskRun): :func:`current_job`.
+CURRENT: contextvars.ContextVar[Job | None] = contextvars.ContextVar("sqlq_job", default=None)
 #: Ids of the jobs this process's worker learned were cancelled.
 _CANCELLED: set[int] = set()
 #: Running jobs past their task's timeout: id -> the timeout (seconds).
@@ -164,7 +165,7 @@ def current_job() -> Job | None:
         JobCancelled: the running job was cancelled.
         Timeout: the running job outlived its task's ``timeout`` (``@q.task``).
     """
-    job = _CURRENT.get()
+    job = CURRENT.get()
     if job is not None:
         if job.id in _CANCELLED:
             raise JobCancelled(f"job {job.id} was cancelled", job_ids=(job.id,))
@@ -177,11 +178,11 @@ def current_job() -> Job | None:
 @contextlib.contextmanager
 def running(job: Job) -> Iterator[None]:
     """The worker runs ``job`` in this context: :func:`current_job` returns it."""
-    token = _CURRENT.set(job)
+    token = CURRENT.set(job)
     try:
         yield
     finally:
-        _CURRENT.reset(token)
+        CURRENT.reset(token)
 
 
 def mark_cancelled(job_id: int) -> None:

@@ -318,13 +318,15 @@ class TaskRun:
 
     def wait(self, timeout: float) -> runner.Outcome | None:
         args, kwargs = self._call
+        token = control.CURRENT.set(self._job)  # sqlq.current_job(); not a `with`: per job
         try:
-            with control.running(self._job):  # sqlq.current_job()
-                value = self.task.fn(*args, **kwargs)
-                if value is not None and inspect.isawaitable(value):  # an async task, run here
-                    value = asyncio.run(_awaited(value))
+            value = self.task.fn(*args, **kwargs)
+            if value is not None and inspect.isawaitable(value):  # an async task, run here
+                value = asyncio.run(_awaited(value))
         except Exception as exc:  # noqa: BLE001 - a task's failure is data, not our crash
             return _failed(exc, self.task.policy)
+        finally:
+            control.CURRENT.reset(token)
         return self._outcome(value)
 
     async def run_async(self) -> runner.Outcome:
