@@ -97,6 +97,7 @@ class Dashboard:
         }
         self.actions: dict[str, Callable[[Request], str]] = {
             "kick-job": self.kick_job, "delete-job": self.delete_job,
+            "cancel-job": self.cancel_job,
             "kick-all": self.kick_all, "bulk": self.bulk,
             "pause": self.pause, "resume": self.resume,
         }
@@ -207,6 +208,7 @@ class Dashboard:
         if job is None and result is None:
             raise JobNotFound(f"job {job_id} not found (deleted, or its result expired)")
         return self.render("job.html", job_id=job_id, job=job, note=req.arg("note"),
+                           progress=views.progress(self.queue, job_id) if job else None,
                            attempts=self.queue.attempts(job_id) if job else [],
                            body=views.show_body(job.body) if job else None,
                            result=views.show_body(result) if result is not None else None,
@@ -272,6 +274,11 @@ class Dashboard:
         job_id = _job_id(req.field("id"))
         self.queue.delete(job_id)
         return f"job {job_id} deleted"
+
+    def cancel_job(self, req: Request) -> str:
+        job_id = _job_id(req.field("id"))
+        self.queue.cancel(job_id)  # a running one: its worker stops it within a second
+        return f"job {job_id} cancelled"
 
     def kick_all(self, req: Request) -> str:
         tube = req.field("tube")

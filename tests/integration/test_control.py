@@ -164,3 +164,30 @@ def test_a_cancelled_job_through_the_beanstalkd_protocol_is_not_found(srv: Any,
         assert raw.cmd(b"reserve-with-timeout 0") == b"TIMED_OUT\r\n"
     finally:
         raw.close()
+
+
+def test_the_dashboard_shows_progress_and_cancels_a_running_job(q: sqlq.Queue) -> None:
+    """The job page shows what the job reported and a Cancel button; the button's action
+    cancels the job (its holder gets JobCancelled)."""
+    from tests.dashboard_client import running
+
+    jid = q.put(b"x")
+    other = q.put(b"y")
+    job = q.reserve(timeout=0)
+    assert job is not None and job.id == jid
+    with running(q) as client:
+        page = client.get(f"/job?id={jid}")
+        assert page.status == 200 and 'data-action="cancel-job"' in page.text
+        assert 'id="progress"' not in page.text
+        job.progress(0.25, "1 of 4 <b>")
+        page = client.get(f"/job?id={jid}")
+        assert '<progress value="0.25" max="1">' in page.text
+        assert "25%" in page.text and "1 of 4 &lt;b&gt;" in page.text  # escaped
+        reply = client.post("/actions/cancel-job", {"id": str(jid), "csrf": client.csrf,
+                                                    "next": f"/job?id={jid}"})
+        assert reply.status == 303 and "cancelled" in reply.headers["Location"]
+        assert client.post("/actions/cancel-job", {"id": str(jid), "csrf": "guess"}
+                           ).status == 403
+    assert q.peek(jid) is None and q.peek(other) is not None
+    with pytest.raises(sqlq.JobCancelled):
+        job.touch()
