@@ -442,6 +442,7 @@ class AsyncQueue:
         q = await self._opened()
         check_job_id(job_id)
         deadline = timeout_deadline(timeout)
+        control.check_callback(on_progress)
 
         watch = None
         if on_progress is not None:

@@ -113,6 +113,12 @@ def cancelled_among(backend: Backend, leases: Iterable[tuple[int, int]]) -> list
     return [job_id for job_id, lease in backend.read(read) if held.get(job_id) == lease]
 
 
+def check_callback(callback: object) -> None:
+    """``result(on_progress=)``: a callable or None."""
+    if callback is not None and not callable(callback):
+        raise TypeError(f"on_progress must be callable or None, not {type(callback).__name__}")
+
+
 class ProgressWatch:
     """What a ``result(on_progress=callback)`` waiter does at each look: read the job's
     progress (one primary-key read; the waiter looks when a commit may have changed

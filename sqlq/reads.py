@@ -62,7 +62,7 @@ class Reads:
         """
         check_job_id(job_id)
         deadline = timeout_deadline(timeout)
-
+        control.check_callback(on_progress)
         watch = None if on_progress is None else \
             control.ProgressWatch(self._backend, job_id, on_progress)
 
