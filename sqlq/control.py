@@ -210,6 +210,3 @@ def forget(job_id: int) -> None:
     """The worker is done with ``job_id``: drop its marks."""
     _CANCELLED.discard(job_id)
     _TIMED_OUT.pop(job_id, None)
-
-
-__all__: list[str] = ["cancel", "current_job", "set_progress", "read_progress"]

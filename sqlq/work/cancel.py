@@ -22,7 +22,7 @@ written for a cancelled run: the job is gone.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from .. import control
 from ..errors import DatabaseError
@@ -79,7 +79,3 @@ def log_cancelled(job: Job, name: str, how: str) -> None:
     log.warning("job %d %s cancelled: %s", job.id, name, how,
                 extra=fields(job, name, outcome="cancelled", reason=how))
 
-
-def held_jobs(running: Sequence[Job], waiting: Iterable[Job]) -> list[Job]:
-    """The jobs a worker holds and would still run: ``running`` and its batch's."""
-    return [*running, *waiting]
