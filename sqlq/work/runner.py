@@ -89,7 +89,7 @@ class Running(Protocol):
     #: Touch the job at 80% of its TTR while it runs.
     keepalive: bool
     #: Seconds the run may take, whatever the heartbeat keeps alive (a task's ``timeout=``;
-    #: None: its TTR bounds it, unless kept alive).
+    #: None: its TTR bounds it, unless kept alive). Optional: a Running without it has none.
     timeout: float | None
     #: True: ``wait`` runs the job in the calling thread, to the end (a task); the worker
     #: arms its watchdog meanwhile. False: the job runs elsewhere (a child process).

@@ -209,7 +209,7 @@ class Worker:
         running = self.runner.start(job)
         if running.inline:
             watchdog = self._ensure_watchdog()
-            watchdog.arm(job, running.name, running.keepalive, running.timeout)
+            watchdog.arm(job, running.name, running.keepalive, _timeout(running))
             try:
                 outcome: runner.Outcome | None = running.wait(float("inf"))
             finally:
@@ -238,7 +238,7 @@ class Worker:
         """Wait for a run elsewhere to end, heartbeating, enforcing the TTR and the grace."""
         grace, holding = self._grace, self.holding
         beat = Heartbeat(job, running.name, running.keepalive, True, self.handling.clock,
-                         time.monotonic(), running.timeout)
+                         time.monotonic(), _timeout(running))
         cancels = self._cancels
         while True:
             now = time.monotonic()
@@ -267,3 +267,8 @@ class Worker:
             self.abandoned = True  # a thread cannot be killed; the process will exit
         self.handling.give_back(job, "the grace period ran out", running.name)
         self.handling.give_back_waiting("the grace period ran out")
+
+
+def _timeout(running: runner.Running) -> float | None:
+    """A run's execution timeout; None for a Running made before runners had one."""
+    return getattr(running, "timeout", None)

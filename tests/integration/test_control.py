@@ -191,3 +191,19 @@ def test_the_dashboard_shows_progress_and_cancels_a_running_job(q: sqlq.Queue) -
     assert q.peek(jid) is None and q.peek(other) is not None
     with pytest.raises(sqlq.JobCancelled):
         job.touch()
+
+
+@slow
+def test_a_job_cancelled_in_the_batch_a_worker_holds_never_starts(
+        q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first = enqueue(q, control_jobs.looks, str(out), "current")
+    held = enqueue(q, control_jobs.note, str(out), "held")
+    w = Work(db_url, "--import", "tests.control_jobs", "--tube", "control", "--prefetch", "2")
+    wait_for(lambda: lines(out), what="the first task to start")
+    assert q.stats()["current-jobs-reserved"] == 2  # both claimed in one batch
+    q.cancel(held)
+    q.cancel(first)
+    w.wait_log(f"job {held}  cancelled: dropped before it started")
+    _then_the_next_job_runs(q, w, control_jobs.note, out, first)
+    assert "held" not in lines(out)
