@@ -17,6 +17,7 @@ from .errors import (
     Error,
     InvalidTube,
     JobBuried,
+    JobCancelled,
     JobLost,
     JobNotFound,
     JobTooBig,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
     from .asyncq import AsyncJob, AsyncQueue
     from .attempts import Attempt
+    from .control import current_job
     from .enqueue import put, put_many
     from .model import Job
     from .puts import Transaction
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 _LAZY = {"AsyncJob": ".asyncq", "AsyncQueue": ".asyncq", "Attempt": ".attempts", "Job": ".model",
          "Links": ".reads", "Queue": ".queue", "Signature": ".work.tasks",
          "Transaction": ".puts", "chain": ".workflows", "chord": ".workflows",
-         "put": ".enqueue", "put_many": ".enqueue"}
+         "current_job": ".control", "put": ".enqueue", "put_many": ".enqueue"}
 
 
 def __getattr__(name: str) -> Any:
@@ -67,6 +69,7 @@ __all__ = [
     "InvalidTube",
     "Job",
     "JobBuried",
+    "JobCancelled",
     "JobLost",
     "JobNotFound",
     "JobTooBig",
@@ -79,6 +82,7 @@ __all__ = [
     "Transaction",
     "chain",
     "chord",
+    "current_job",
     "put",
     "put_many",
     "__version__",

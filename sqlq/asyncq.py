@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
-from . import results, tracing
+from . import control, results, tracing
 from .asyncwait import Waiter, Waiters
 from .backends import Events
 from .backends.base import Durability
@@ -189,6 +189,7 @@ class AsyncJob:
     release = _sync_verb(Job.release, pokes=True)
     bury = _sync_verb(Job.bury, pokes=True)
     touch = _sync_verb(Job.touch)
+    progress = _sync_verb(Job.progress)
     complete = _sync_verb(Job.complete, pokes=True)
 
 
@@ -429,8 +430,11 @@ class AsyncQueue:
         sync = _sync_jobs(jobs)
         await self.call_in_thread(lambda: q.delete_many(sync))
 
-    async def result(self, job_id: int, timeout: float | None = None) -> bytes:
-        """:meth:`sqlq.Queue.result`, awaited; waiting costs no thread.
+    async def result(self, job_id: int, timeout: float | None = None, *,
+                     on_progress: Callable[[control.Progress, str], Any] | None = None
+                     ) -> bytes:
+        """:meth:`sqlq.Queue.result`, awaited; waiting costs no thread. ``on_progress``
+        is called on the event loop.
 
         Raises:
             JobBuried: the job was buried (``.reason`` says why).
@@ -441,13 +445,25 @@ class AsyncQueue:
         q = await self._opened()
         check_job_id(job_id)
         deadline = timeout_deadline(timeout)
+        control.check_callback(on_progress)
+
+        watch = None
+        if on_progress is not None:
+            loop = asyncio.get_running_loop()
+            watch = control.ProgressWatch(q.backend, job_id, on_progress,
+                                          lambda fn, *a: loop.call_soon_threadsafe(fn, *a))
 
         def look(events: Events) -> bytes | None:
-            return results.look(q.backend, q.engine.clock, job_id)
+            found = results.look(q.backend, q.engine.clock, job_id)
+            if found is None and watch is not None:
+                watch.look()
+            return found
 
         found = await self.call_in_thread(lambda: look(Events()))
         if found is None and timeout != 0:
-            found = await self._waiting.wait(Waiter(("result", job_id), look), deadline)
+            # A waiter that reports progress looks on its own (its key is its own).
+            key = ("result", job_id) if watch is None else ("result", job_id, id(watch))
+            found = await self._waiting.wait(Waiter(key, look), deadline)
         if found is None:
             raise Timeout(f"job {job_id}: no result within {timeout:g} s")
         return found
@@ -534,6 +550,8 @@ class AsyncQueue:
     release = awaited(Queue.release, pokes=True)
     bury = awaited(Queue.bury, pokes=True)
     touch = awaited(Queue.touch)
+    cancel = awaited(Queue.cancel)
+    progress = awaited(Queue.progress)
     complete = awaited(Queue.complete, pokes=True)
     kick = awaited(Queue.kick, pokes=True)
     kick_job = awaited(Queue.kick_job, pokes=True)

@@ -33,6 +33,16 @@ class JobLost(Error):
         self.job_ids: tuple[int, ...] = tuple(job_ids)
 
 
+class JobCancelled(JobLost):
+    """The job was cancelled while reserved: it will not run again.
+
+    Raised to its holder (``touch``, ``delete``, ``release``, ``bury``, ``complete``,
+    ``progress``, and ``sqlq.current_job()`` in a task that ``sqlq work`` runs) once
+    ``Queue.cancel`` took it. A :class:`JobLost`: the reservation is gone, and the
+    job with it (``job_ids`` names it).
+    """
+
+
 class JobTooBig(Error):
     """The job body is larger than the maximum job size."""
 

@@ -184,7 +184,8 @@ class Job:
         """Delete the job; it is done.
 
         Raises:
-            JobLost: the reservation was lost (TTR ran out, or reserved again).
+            JobLost: the reservation was lost (TTR ran out, or reserved again);
+                JobCancelled, a JobLost, if the job was cancelled.
             ValueError: this Job was peeked, not reserved (use ``Queue.delete(id)``).
         """
         self._queue.delete(self.id, lease=lease_of(self))
@@ -194,7 +195,8 @@ class Job:
         """Put the reserved job back: ready, or delayed by ``delay`` seconds.
 
         Raises:
-            JobLost: the reservation was lost (TTR ran out, or reserved again).
+            JobLost: the reservation was lost (TTR ran out, or reserved again);
+                JobCancelled, a JobLost, if the job was cancelled.
             ValueError: this Job was peeked, not reserved.
         """
         self._queue.release(self.id, priority=priority, delay=delay, lease=lease_of(self))
@@ -204,7 +206,8 @@ class Job:
         """Park the job until someone kicks it; ``reason`` is kept and shown by peek.
 
         Raises:
-            JobLost: the reservation was lost (TTR ran out, or reserved again).
+            JobLost: the reservation was lost (TTR ran out, or reserved again);
+                JobCancelled, a JobLost, if the job was cancelled.
             ValueError: this Job was peeked, not reserved.
 
         Examples:
@@ -218,16 +221,33 @@ class Job:
         """Ask for more time: the reservation now ends ttr seconds from now.
 
         Raises:
-            JobLost: the reservation was lost (TTR ran out, or reserved again).
+            JobLost: the reservation was lost (TTR ran out, or reserved again);
+                JobCancelled, a JobLost, if the job was cancelled.
             ValueError: this Job was peeked, not reserved.
         """
         self.reserved_until = self._queue.touch(self.id, lease=lease_of(self))
+
+    def progress(self, value: float, message: str | None = None) -> None:
+        """Say how far the job has got: ``value`` a fraction 0-1 (float) or a count of
+        things done (int), ``message`` a short line; anyone reads them
+        (``stats_job(id)["progress"]``, ``sqlq peek``, the dashboard, ``result()``).
+
+        Raises:
+            JobCancelled: the job was cancelled (stop working on it).
+            JobLost: the reservation was lost (TTR ran out, or reserved again).
+            ValueError: this Job was peeked, not reserved; or a value out of range.
+
+        Examples:
+            >>> job.progress(0.25, "resizing 1 of 4")
+        """
+        self._queue.progress(self.id, value, message, lease=lease_of(self))
 
     def complete(self, result: bytes | str = b"") -> None:
         """Delete the job and store its result (see Queue.result), in one transaction.
 
         Raises:
-            JobLost: the reservation was lost (TTR ran out, or reserved again).
+            JobLost: the reservation was lost (TTR ran out, or reserved again);
+                JobCancelled, a JobLost, if the job was cancelled.
             JobTooBig: the result is larger than the Queue's ``max_job_size``.
             ValueError: this Job was peeked, not reserved.
 

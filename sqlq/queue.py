@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from . import results
+from . import control, results
 from .backends import Backend, Notifier, open_backend
 from .backends.base import Conn, Durability
 from .durations import now_ms
@@ -414,6 +414,47 @@ class Queue(Puts, Reads):
         return self._backend.write(lambda c: self._store.touch(c, self._clock(), job_id, lease),
                               durable=False, single=True)
 
+    # -- control of running jobs (logic in control.py) ---------------------------------------
+
+    def cancel(self, job_id: int) -> None:
+        """Cancel a job: it will not run (again).
+
+        A ready, delayed, buried or waiting job is deleted (as :meth:`delete` deletes
+        it: a parent's children are released). A reserved job is deleted too, and its
+        holder's next ``touch``, ``delete``, ``release``, ``bury``, ``complete`` or
+        ``progress`` raises :class:`~sqlq.JobCancelled` (a JobLost); ``sqlq work`` stops
+        it within about a second. No claim, expired lease or dead worker can hand it
+        out again. Observers see it gone at once (``peek`` None).
+
+        Raises:
+            JobNotFound: no such live job.
+
+        Examples:
+            >>> q.cancel(7)
+        """
+        check_job_id(job_id)
+        control.cancel(self._backend, self._clock, job_id)
+
+    def progress(self, job_id: int, value: float, message: str | None = None, *,
+                 lease: int | None = None) -> None:
+        """Store a reserved job's progress: ``value`` a fraction 0-1 (float) or a count
+        (int), ``message`` a short line (at most 1024 characters). Anyone reads it
+        (``stats_job(id)["progress"]``, ``sqlq peek``, ``result(on_progress=)``). One
+        small UPDATE of the job's row (and, on PostgreSQL, a NOTIFY for result waiters):
+        nothing is rate-limited, so call it at the pace a person can read.
+
+        Raises:
+            JobNotFound: no such job, or it is not reserved (without ``lease``).
+            JobLost: ``lease`` is given and is no longer the job's reservation.
+            JobCancelled: the job was cancelled.
+
+        Examples:
+            >>> job.progress(0.5, "halfway")  # Job.progress: under its lease
+        """
+        check_job_id(job_id)
+        check_lease(lease)
+        control.set_progress(self._backend, self._clock, job_id, lease, value, message)
+
     def kick(self, bound: int, tube: str = DEFAULT_TUBE) -> int:
         """Move up to ``bound`` buried jobs (or, if none, delayed ones) to ready; say how many.
 
@@ -495,7 +536,7 @@ class Queue(Puts, Reads):
     @overload
     def task(self, fn: None = None, /, *, name: str | None = None, tube: str = DEFAULT_TUBE,
              priority: int = DEFAULT_PRIORITY, ttr: float = DEFAULT_TTR, retries: int = 3,
-             backoff: Backoff = 1.0, keepalive: bool = False,
+             backoff: Backoff = 1.0, keepalive: bool = False, timeout: float | None = None,
              ) -> Callable[[Callable[_P, _R]], Task[_P, _R]]: ...
 
     def task(self, fn: Callable[_P, _R] | None = None, /, **options: Any) -> Any:
@@ -510,6 +551,10 @@ class Queue(Puts, Reads):
             retries: runs after a failed first one, with backoff, before burying.
             backoff: seconds before the first retry (doubling, jittered) or a tenacity wait.
             keepalive: touch the job at 80% of its TTR while it runs (long tasks).
+            timeout: seconds a run may take, whatever the heartbeat keeps alive: ``sqlq
+                work`` then cancels an ``async def`` task, and makes a plain function's next
+                ``sqlq.current_job()`` raise :class:`sqlq.Timeout` (Python cannot stop a
+                thread); the run fails (``timed out``) and is retried or buried.
         """
         from .work.tasks import decorator
 

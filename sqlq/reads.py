@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import attempts, failures, observe, results, stats, throughput, topics
+from . import attempts, control, failures, observe, results, stats, throughput, topics
 from .backends import Events
 from .errors import JobNotFound, Timeout
 from .model import DEFAULT_TUBE, Job, JobRow, check_job_id, check_tube, job_id_in_range
@@ -48,11 +48,14 @@ class Reads:
 
     # -- results and subscriptions -----------------------------------------------------------
 
-    def result(self, job_id: int, timeout: float | None = None) -> bytes:
+    def result(self, job_id: int, timeout: float | None = None, *,
+               on_progress: Callable[[control.Progress, str], Any] | None = None) -> bytes:
         """Wait for a job's result and return it; it can be read again until it expires.
 
         Sleeps on the same notifier as :meth:`reserve`. ``timeout=None`` waits for
-        ever, ``0`` only looks.
+        ever, ``0`` only looks. ``on_progress(value, message)`` is called, in this
+        thread, with the job's progress (``Job.progress``) when the call starts and each
+        time it changes while it waits (a quick run of writes may show only the last).
 
         Raises:
             JobBuried: the job was buried (``.reason`` says why).
@@ -67,9 +70,15 @@ class Reads:
         """
         check_job_id(job_id)
         deadline = timeout_deadline(timeout)
+        control.check_callback(on_progress)
+        watch = None if on_progress is None else \
+            control.ProgressWatch(self._backend, job_id, on_progress)
 
         def look(events: Events) -> bytes | None:
-            return results.look(self._backend, self._clock, job_id)
+            found = results.look(self._backend, self._clock, job_id)
+            if found is None and watch is not None:
+                watch.look()
+            return found
 
         found = look(Events())
         if found is None and timeout != 0:

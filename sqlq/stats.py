@@ -15,6 +15,7 @@ from typing import Any
 from . import __version__
 from .backends import Backend
 from .backends.base import Conn
+from .control import decode_progress
 from .errors import JobNotFound
 from .model import DEFAULT_TUBE, STATE_NAMES, check_tube
 
@@ -114,18 +115,22 @@ def next_change(backend: Backend, now: int) -> int | None:
 
 def job_stats(backend: Backend, now: int, job_id: int) -> dict[str, Any]:
     """One job's record (``Queue.stats_job``): beanstalkd's keys, then sqlq's own about
-    its failed runs (``failures``, ``last-error``, ``last-traceback``: sqlq/attempts.py)
-    and ``waiting-on``, the parents it still waits for (0 unless it is waiting)."""
+    its failed runs (``failures``, ``last-error``, ``last-traceback``: sqlq/attempts.py),
+    ``waiting-on``, the parents it still waits for (0 unless it is waiting), and its
+    ``progress`` and ``progress-message`` (sqlq/control.py; ``""`` before any)."""
     store = backend.store
 
     def read(c: Conn) -> Any:
         return (store.select_job(c, now, job_id), store.last_attempt(c, job_id),
-                store.waiting_on(c, job_id))
+                store.waiting_on(c, job_id), store.job_progress(c, job_id))
 
-    row, last, waiting_on = backend.read(read)
+    row, last, waiting_on, progress = backend.read(read)
     if row is None:
         raise JobNotFound(f"job {job_id} not found")
     failures, _, last_error, last_traceback = last or (0, "", "", "")
+    text, message = progress or (None, None)
+    value = decode_progress(text)
+    message = message or ""
     state = STATE_NAMES[row.state]
     if state == "delayed" and row.delay_until is not None:
         time_left = row.delay_until - now
@@ -142,4 +147,5 @@ def job_stats(backend: Backend, now: int, job_id: int) -> dict[str, Any]:
         "buries": row.buries, "kicks": row.kicks,
         "failures": failures, "last-error": last_error, "last-traceback": last_traceback,
         "waiting-on": waiting_on,
+        "progress": "" if value is None else value, "progress-message": message,
     }

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import sqlq
 
 T = TypeVar("T")
-_JOB_VERBS = frozenset({"delete", "release", "bury", "touch", "complete"})
+_JOB_VERBS = frozenset({"delete", "release", "bury", "touch", "complete", "progress"})
 
 
 class Loop:

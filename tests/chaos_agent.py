@@ -410,7 +410,7 @@ def aworker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
 
     class Naps(TaskRunner):
         def start(self, job: sqlq.Job) -> TaskRun:
-            return TaskRun(task, [rng.choice([0, 0, 0, 0.001, 0.005, 0.02])], {})
+            return TaskRun(task, [rng.choice([0, 0, 0, 0.001, 0.005, 0.02])], {}, job)
 
     Logged(q, Naps({}), TUBES, concurrency=rng.choice([2, 8]),
            prefetch=rng.choice([None, 1, 4, 32])).run()

@@ -63,6 +63,13 @@ CREATE TABLE sqlq_attempts (
     PRIMARY KEY (job_id, attempt)
 );
 
+-- table sqlq_cancelled
+CREATE TABLE sqlq_cancelled (
+    id    INTEGER PRIMARY KEY,   -- the job's id (ids are never reused)
+    lease INTEGER NOT NULL,      -- the lease it was reserved under when cancelled
+    until INTEGER NOT NULL       -- ms: kept until then (the lease's end plus an hour)
+);
+
 -- table sqlq_counters
 CREATE TABLE sqlq_counters (
     tube     TEXT    PRIMARY KEY,
@@ -109,7 +116,7 @@ CREATE TABLE sqlq_jobs (
     bury_reason    TEXT,
     unique_key     TEXT,
     delay          INTEGER NOT NULL DEFAULT 0          -- ms, as last set by put or release
-, failures INTEGER NOT NULL DEFAULT 0, waiting_on INTEGER NOT NULL DEFAULT 0, dependents INTEGER NOT NULL DEFAULT 0, trace TEXT);
+, failures INTEGER NOT NULL DEFAULT 0, waiting_on INTEGER NOT NULL DEFAULT 0, dependents INTEGER NOT NULL DEFAULT 0, trace TEXT, progress TEXT, progress_message TEXT);
 
 -- table sqlq_last_id
 CREATE TABLE sqlq_last_id (
@@ -179,6 +186,9 @@ CREATE TABLE sqlq_workers (
     job_id     INTEGER,              -- the job it ran at its last heartbeat; NULL: idle
     jobs_done  INTEGER NOT NULL      -- runs ended (whatever their outcome), as of seen_at
 ) WITHOUT ROWID;
+
+-- index sqlq_cancelled_until
+CREATE INDEX sqlq_cancelled_until ON sqlq_cancelled (until);
 
 -- index sqlq_edges_child
 CREATE INDEX sqlq_edges_child ON sqlq_edges (child);

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import JobLost, JobNotFound
+from ..errors import JobCancelled, JobLost, JobNotFound
 from ..model import ClaimRow, JobRow
 
 if TYPE_CHECKING:
@@ -265,9 +265,13 @@ class Store(abc.ABC):
         With a lease the caller held a reservation, and whatever became of the job
         since (expired, reserved again, or deleted by its next holder) that
         reservation is lost: JobLost. Without one (an administrator's verb by id),
-        the job is missing or not reserved: JobNotFound.
+        the job is missing or not reserved: JobNotFound. A lease lost because the job
+        was cancelled (:meth:`cancel`) raises JobCancelled, a JobLost: only this failure
+        path reads sqlq_cancelled.
         """
         if lease is not None:
+            if self.cancelled_lease(conn, job_id) == lease:
+                return JobCancelled(f"job {job_id} was cancelled", job_ids=(job_id,))
             return JobLost(f"job {job_id}: lease lost (TTR expired or reserved again)",
                            job_ids=(job_id,))
         if one(conn, self.Q["lease_state"], {"id": job_id}) is None:
@@ -321,6 +325,44 @@ class Store(abc.ABC):
     def savepoint(self, conn: Conn) -> contextlib.AbstractContextManager[None]:
         """A savepoint on conn: inside a transaction, nested in it; else a transaction
         of its own, committed at the end of the block (rolled back on an exception)."""
+
+    # -- control of running jobs (sqlq/control.py) ------------------------------------------
+
+    def cancel(self, conn: Conn, now: int, job_id: int, keep_ms: int) -> str:
+        """Delete a live job, as :meth:`delete` by id; a reserved one's (id, lease) is
+        remembered until ``keep_ms`` after its lease's end, for its holder's next verb
+        (JobCancelled). Older cancellations are purged on the way. Its tube."""
+        row = one(conn, self.Q["cancel_state"], {"id": job_id, "now": now})
+        if row is None:
+            raise JobNotFound(f"job {job_id} not found")
+        conn.execute(self.Q["purge_cancelled"], {"now": now})
+        if row[1] is not None:
+            conn.execute(self.Q["remember_cancelled"],
+                         {"id": job_id, "lease": row[1], "until": row[2] + keep_ms})
+        return self.delete(conn, now, job_id, None)
+
+    def cancelled_lease(self, conn: Conn, job_id: int) -> int | None:
+        """The lease job_id was cancelled under (recently), or None."""
+        row = one(conn, self.Q["cancelled_lease"], {"id": job_id})
+        return None if row is None else int(row[0])
+
+    def cancelled_among(self, conn: Conn, ids: Sequence[int]) -> list[tuple[int, int]]:
+        """(id, lease) of those of ``ids`` that were cancelled while reserved (recently)."""
+        return [(int(r[0]), int(r[1])) for r in conn.execute(
+            self.Q["cancelled_among"], {"ids": self.ids_param(ids)})]
+
+    def set_progress(self, conn: Conn, now: int, job_id: int, lease: int | None,
+                     progress: str, message: str | None) -> None:
+        """Store a reserved job's progress (JSON text) and message, under its lease."""
+        params = {"id": job_id, "lease": lease, "now": now, "progress": progress,
+                  "message": message}
+        if one(conn, self.Q["set_progress"], params) is None:
+            raise self._lease_failure(conn, job_id, lease)
+
+    def job_progress(self, conn: Conn, job_id: int) -> tuple[str | None, str | None] | None:
+        """(progress as JSON text, message) of a job, or None if there is no such job."""
+        row = one(conn, self.Q["job_progress"], {"id": job_id})
+        return None if row is None else (row[0], row[1])
 
     def release(self, conn: Conn, now: int, job_id: int, lease: int | None,
                 priority: int | None, delay_ms: int) -> None:

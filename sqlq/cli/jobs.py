@@ -13,6 +13,7 @@ import sqlq
 from sqlq.durations import format_duration
 
 from ..display import display_text
+from .control import progress_of, progress_text
 from .group import cli
 from .options import (
     DURATION,
@@ -246,7 +247,8 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, r
     The job is not reserved. Exit 3 if there is no such job. A job put with --after
     shows the jobs it still waits for, and a job others wait for lists them (all of
     them in --json: parents, children). A job that failed under `sqlq work` also shows
-    its failed runs and the traceback of the latest.
+    its failed runs and the traceback of the latest, and one that reported progress
+    (job.progress, sqlq progress) its last.
 
     Example:
 
@@ -271,11 +273,15 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, r
         links = queue.links(job.id)
     except sqlq.JobNotFound:  # gone since the peek: it no longer waits, nor is waited for
         links = sqlq.Links([], [])
+    progress = progress_of(queue, job.id)  # what Job.progress said, if anything
     if as_json:
-        emit({**job_record(job), "parents": links.parents, "children": links.children,
+        emit({**job_record(job), **(progress or {}), "parents": links.parents,
+              "children": links.children,
               "attempts": [dataclasses.asdict(a) for a in attempts]}, True)
         return
     emit(job, text=job_text(job, links_rows(links)))
+    if progress is not None:
+        click.echo(f"progress: {progress_text(progress['progress'], progress['progress_message'])}")
     if attempts:
         click.echo(attempts_text(attempts))
 

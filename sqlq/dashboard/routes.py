@@ -134,6 +134,7 @@ class Dashboard:
         }
         self.actions: dict[str, Callable[[Request], Done]] = {
             "kick-job": self.kick_job, "delete-job": self.delete_job,
+            "cancel-job": self.cancel_job,
             "kick-all": self.kick_all, "bulk": self.bulk, "group": self.group,
             "pause": self.pause, "resume": self.resume,
         }
@@ -251,6 +252,7 @@ class Dashboard:
         return self.render("job.html", job_id=job_id, job=job, note=req.arg("note"),
                            links=self._links(job_id) if job else None,
                            shown_links=SHOWN_LINKS,
+                           progress=views.progress(self.queue, job_id) if job else None,
                            attempts=self.queue.attempts(job_id) if job else [],
                            body=views.show_body(job.body) if job else None,
                            result=views.show_body(result) if result is not None else None,
@@ -351,6 +353,12 @@ class Dashboard:
         tubes = self._tube_of(job_id)
         self.queue.delete(job_id)
         return Done(f"job {job_id} deleted", tubes, [job_id])
+
+    def cancel_job(self, req: Request) -> Done:
+        job_id = _job_id(req.field("id"))
+        tubes = self._tube_of(job_id)
+        self.queue.cancel(job_id)  # a running one: its worker stops it within a second
+        return Done(f"job {job_id} cancelled", tubes, [job_id])
 
     def kick_all(self, req: Request) -> Done:
         tube = req.field("tube")

@@ -13,12 +13,13 @@ import binascii
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode
 
 import jinja2
 
 from sqlq.durations import format_duration
+from sqlq.errors import JobNotFound
 from sqlq.histograms import Histogram
 from sqlq.throughput import Minute
 
@@ -174,3 +175,27 @@ def make_env() -> jinja2.Environment:
                        last_line=last_line)
     env.globals.update(age=age, until=until, tube_url=tube_url, quantiles=quantiles)
     return env
+
+
+class Progress(NamedTuple):
+    """A job's progress as the job page shows it (``Job.progress``)."""
+
+    value: int | float
+    message: str
+    #: The fraction done for a progress bar (None: a count, which has no end).
+    fraction: float | None
+    text: str
+
+
+def progress(queue: Any, job_id: int) -> Progress | None:
+    """What the job reported of its progress (stats_job), or None: none yet, or gone."""
+    try:
+        stats = queue.stats_job(job_id)
+    except JobNotFound:
+        return None
+    value = stats.get("progress", "")
+    if value == "":
+        return None
+    fraction = value if isinstance(value, float) else None
+    text = f"{value:.0%}" if fraction is not None else str(value)
+    return Progress(value, str(stats.get("progress-message", "")), fraction, text)

@@ -49,12 +49,13 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
-from .. import attempts, tracing
+from .. import attempts, control, tracing
 from ..asyncq import AsyncJob, AsyncQueue
 from ..attempts import TIMED_OUT
 from ..model import Job
 from ..queue import Queue
 from . import runner
+from .cancel import CancelCheck, log_cancelled
 from .handling import JobHandling
 from .heartbeat import DEFAULT_GRACE, IDLE_CHECK, STOP, TOUCH, Grace, Heartbeat
 from .prefetch import ACK_WAIT, WAITING, Done, keep
@@ -112,6 +113,10 @@ class AsyncWorker:
         self.processed = 0
         self._blocked: asyncio.Future[Any] | None = None  # what the loop awaits: a slot, a job
         self._running: set[asyncio.Task[None]] = set()
+        #: Once a second while tasks run: which of them were cancelled (one read for all).
+        self._cancels = CancelCheck(queue)
+        #: The running tasks' jobs and, for each, what its _execute waits on to stop it.
+        self._executing: dict[int, tuple[Job, asyncio.Future[None]]] = {}
         self._ran: list[tuple[Job, float]] = []  # (job, seconds) of runs not yet counted
 
     @property
@@ -279,6 +284,10 @@ class AsyncWorker:
         await asyncio.gather(*running, return_exceptions=True)
 
     async def _run(self, aq: AsyncQueue, job: AsyncJob) -> None:
+        if control.was_cancelled(job.id):  # while it waited in the batch
+            control.forget(job.id)
+            log_cancelled(job.sync, "", "dropped before it started")
+            return
         if tracing.INSTALLED and tracing.active():  # the run in a span (sqlq/tracing.py)
             backend = self.queue.backend
             earlier = await aq.call_in_thread(lambda: attempts.last_trace(backend, job.id)) \
@@ -298,6 +307,11 @@ class AsyncWorker:
         duration = time.monotonic() - started
         handling = self.handling
         handling.batch.observe(duration)
+        if control.was_cancelled(job.id):
+            control.forget(job.id)  # the job is gone: nothing to write
+            log_cancelled(job.sync, name, f"its run ended after {duration:.1f}s")
+            return
+        control.forget(job.id)
         if outcome is None:
             return
 
@@ -320,17 +334,34 @@ class AsyncWorker:
         """Run the task, touching or cancelling it on time; None if it was given back."""
         call = asyncio.ensure_future(run.run_async())
         beat = Heartbeat(job.sync, run.name, run.keepalive, run.is_async, self.handling.clock,
-                         time.monotonic())
+                         time.monotonic(), run.timeout)
+        stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._executing[job.id] = (job.sync, stop)
         try:
             while True:
-                wait = beat.wait(time.monotonic())
-                done, _ = await asyncio.wait({call}, timeout=None if wait is None
-                                             else max(wait, 0.0))
-                if done:
+                now = time.monotonic()
+                wait = beat.wait(now)
+                check = max(self._cancels.wait(now), 0.0)
+                waits: set[asyncio.Future[Any]] = {call, stop}
+                done, _ = await asyncio.wait(waits, timeout=check if wait is None
+                                             else min(max(wait, 0.0), check),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if call in done:
                     return call.result()
+                if stop.done():
+                    if run.is_async:  # a plain function's thread goes on: current_job() tells it
+                        call.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, Exception):
+                            await call
+                        return None
+                    stop = asyncio.get_running_loop().create_future()  # wait for its end
+                    self._executing[job.id] = (job.sync, stop)
+                await self._look_for_cancelled(aq)
                 step = beat.step(time.monotonic())
                 if step == TOUCH:
                     await aq.call_in_thread(beat.touch)  # job.touch() in the thread, logged
+                elif step == STOP and not run.is_async:  # past its timeout: told, not stopped
+                    control.mark_timed_out(job.id, run.timeout or 0.0)
                 elif step == STOP:
                     call.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -347,6 +378,24 @@ class AsyncWorker:
             reason = "the grace period ran out"
             await aq.call_in_thread(lambda: self.handling.give_back(job.sync, reason, run.name))
             return None
+        finally:
+            self._executing.pop(job.id, None)
+
+    async def _look_for_cancelled(self, aq: AsyncQueue) -> None:
+        """Once a second (whichever run's wait ends first): one read for every running job
+        and the batch's; each cancelled run is told to stop (cancel.py)."""
+        now = time.monotonic()
+        if self._cancels.wait(now) > 0:
+            return
+        jobs = [job for job, _ in self._executing.values()]
+        found = await aq.call_in_thread(
+            lambda: self._cancels.check(now, [*jobs, *self.handling.holding.waiting]))
+        for job in found:
+            entry = self._executing.get(job.id)
+            if entry is not None and not entry[1].done():
+                log_cancelled(job, "", "its task is cancelled (or, a plain function, told at "
+                              "its next sqlq.current_job())")
+                entry[1].set_result(None)
 
 
 def _ended(presence: Presence, job_id: int, task: asyncio.Task[None]) -> None:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Sequence
 
 from ..attempts import BURIED, LOST, RETRIED, Attempt, worker_identity
-from ..errors import Disconnected, JobLost
+from ..errors import Disconnected, JobCancelled, JobLost
 from ..model import Job, check_tubes
 from ..queue import Queue
 from . import runner
@@ -211,6 +211,10 @@ class JobHandling:
                           "" if attempt == 1 else "s", outcome.reason,
                           extra=fields(job, name, duration, "buried", reason=outcome.reason,
                                        **_traceback(outcome)))
+        except JobCancelled:
+            log.warning("job %d %s cancelled: its run ended after %s, nothing recorded",
+                        job.id, name, _ms(duration),
+                        extra=fields(job, name, duration, "cancelled"))
         except JobLost:
             if outcome.status != "done":
                 # The failure is still worth keeping, beside the job's next run.

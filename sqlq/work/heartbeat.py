@@ -12,7 +12,9 @@ that say so, are here:
   ``async def`` task) is stopped :func:`~sqlq.work.runner.kill_margin` before its
   TTR runs out, so that the worker still holds it to retry or bury it; one that
   cannot be stopped (a task in a thread) is reported once when its TTR has run
-  out, for it may run again elsewhere.
+  out, for it may run again elsewhere. A task's ``timeout=`` (an upper bound on the
+  run, whatever the heartbeat keeps alive) asks for a stop too when it passes; a run
+  that cannot be stopped is then told through ``sqlq.current_job()``.
 * :class:`Grace`, one per worker: once a stop is requested the running jobs have
   ``grace`` seconds more, none after a second request (a hurry).
 
@@ -26,7 +28,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import Disconnected, JobLost
+from ..errors import Disconnected, JobCancelled, JobLost
 from ..model import Job
 from .runner import kill_margin
 
@@ -81,17 +83,25 @@ class Heartbeat:
         now: ``time.monotonic()`` when the run started.
     """
 
-    __slots__ = ("clock", "job", "keepalive", "name", "next_touch", "stoppable", "_reported")
+    __slots__ = ("clock", "deadline", "job", "keepalive", "name", "next_touch", "stoppable",
+                 "timeout", "_reported")
 
     def __init__(self, job: Job, name: str, keepalive: bool, stoppable: bool, clock: Clock,
-                 now: float) -> None:
+                 now: float, timeout: float | None = None) -> None:
         self.job = job
         self.name = name
         self.keepalive = keepalive
         self.stoppable = stoppable
         self.clock = clock
         self.next_touch = now + HEARTBEAT * job.ttr
+        #: The task's execution timeout (seconds), and when it runs out (monotonic).
+        self.timeout = timeout
+        self.deadline = None if timeout is None else now + timeout
         self._reported = False  # the TTR ran out and the log said so: nothing more to do
+
+    def timed_out(self, now: float) -> bool:
+        """Whether the run has outlived its task's ``timeout``."""
+        return self.deadline is not None and now >= self.deadline
 
     def _lease_left(self) -> float:
         """Seconds until the job's reservation runs out (inf: it has no deadline)."""
@@ -100,6 +110,13 @@ class Heartbeat:
 
     def wait(self, now: float) -> float | None:
         """Seconds until :meth:`step` has something to do (0 or less: now); None: never."""
+        lease = self._lease_wait(now)
+        if self.deadline is None:
+            return lease
+        left = self.deadline - now
+        return left if lease is None else min(left, lease)
+
+    def _lease_wait(self, now: float) -> float | None:
         if self.keepalive:
             return self.next_touch - now
         if self.stoppable:
@@ -108,7 +125,11 @@ class Heartbeat:
 
     def step(self, now: float) -> str | None:
         """What is due at ``now``: :data:`TOUCH`, :data:`STOP` or None. A run that cannot
-        be stopped is reported here, once, when its TTR has run out."""
+        be stopped is reported here, once, when its TTR has run out. A run past its
+        timeout is :data:`STOP` (once: then the timeout is spent)."""
+        if self.timed_out(now):
+            self.deadline = None
+            return STOP
         if self.keepalive:
             if now < self.next_touch:
                 return None
@@ -129,6 +150,10 @@ class Heartbeat:
         job, name = self.job, self.name
         try:
             job.touch()
+        except JobCancelled:
+            self.keepalive = False
+            log.info("job %d %s was cancelled while running", job.id, name,
+                     extra=fields(job, name, outcome="cancelled"))
         except JobLost:
             self.keepalive = False
             log.warning("job %d %s lost its reservation while running; it may run again",
@@ -140,7 +165,10 @@ class Heartbeat:
             log.debug("job %d touched", job.id, extra=fields(job, name))
 
     def stop_reason(self, how: str) -> str:
-        """The failure reason of a run stopped at its TTR (``how``: killed, cancelled)."""
+        """The failure reason of a run stopped at its TTR or its timeout (``how``: killed,
+        cancelled)."""
+        if self.timeout is not None and self.deadline is None:
+            return f"{how}: still running after its timeout of {self.timeout:g}s"
         return f"{how}: still running when its TTR of {self.job.ttr:g}s ran out"
 
     def unstoppable(self) -> None:

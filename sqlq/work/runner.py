@@ -88,6 +88,9 @@ class Running(Protocol):
     name: str
     #: Touch the job at 80% of its TTR while it runs.
     keepalive: bool
+    #: Seconds the run may take, whatever the heartbeat keeps alive (a task's ``timeout=``;
+    #: None: its TTR bounds it, unless kept alive). Optional: a Running without it has none.
+    timeout: float | None
     #: True: ``wait`` runs the job in the calling thread, to the end (a task); the worker
     #: arms its watchdog meanwhile. False: the job runs elsewhere (a child process).
     inline: bool
@@ -116,6 +119,7 @@ class Finished:
     outcome: Outcome
     name: str = "?"
     keepalive: bool = False
+    timeout: float | None = None
     inline: bool = False
 
     def wait(self, timeout: float) -> Outcome | None:

@@ -173,6 +173,7 @@ class _ShellRun:
     """One child process running one job."""
 
     inline = False
+    timeout: float | None = None  # the TTR (and --keepalive) bound a command
 
     def __init__(self, proc: subprocess.Popen[bytes], job: Job, name: str, policy: RetryPolicy,
                  keepalive: bool, report: GroupReport | None) -> None:

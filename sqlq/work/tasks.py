@@ -29,6 +29,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
+from .. import control
 from ..attempts import error_name, format_traceback
 from ..model import (
     DEFAULT_PRIORITY,
@@ -160,6 +161,17 @@ class Enqueuer(Protocol[Id]):
         """Put a job."""
 
 
+def _check_timeout(timeout: object) -> float | None:
+    """A task's execution timeout: None, or seconds above 0."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout must be a number of seconds or None, not {_type_name(timeout)}")
+    if not 0 < timeout < float("inf"):
+        raise ValueError(f"timeout must be > 0 seconds, not {timeout!r}")
+    return float(timeout)
+
+
 class Task(Generic[P, R, Id]):
     """A function that can also be enqueued: ``fn(...)`` runs it here, ``fn.put(...)`` there.
 
@@ -172,7 +184,7 @@ class Task(Generic[P, R, Id]):
                  tube: str = DEFAULT_TUBE, priority: int = DEFAULT_PRIORITY,
                  ttr: float = DEFAULT_TTR, retries: int = DEFAULT_RETRIES,
                  backoff: Backoff = DEFAULT_BACKOFF, keepalive: bool = False,
-                 schedule: Schedule | None = None) -> None:
+                 timeout: float | None = None, schedule: Schedule | None = None) -> None:
         if not callable(fn):
             raise TypeError(f"@task decorates a function, not {_type_name(fn)}")
         if name is not None and (not isinstance(name, str) or not name):
@@ -185,6 +197,8 @@ class Task(Generic[P, R, Id]):
         self.ttr = ttr
         self.policy = RetryPolicy(retries, backoff)
         self.keepalive = bool(keepalive)
+        #: Seconds a run may take, whatever its heartbeat keeps alive (None: no bound).
+        self.timeout = _check_timeout(timeout)
         self.schedule = schedule
         try:
             self.signature: inspect.Signature | None = inspect.signature(fn)
@@ -364,36 +378,42 @@ class TaskRun:
 
     inline = True
 
-    def __init__(self, task: Task[Any, Any, Any], args: list[Any], kwargs: dict[str, Any]
-                 ) -> None:
+    def __init__(self, task: Task[Any, Any, Any], args: list[Any], kwargs: dict[str, Any],
+                 job: Job) -> None:
         self.task = task
         self.name = task.name
         self.keepalive = task.keepalive
+        self.timeout = task.timeout
         self.is_async = task.is_async
         self._call = (args, kwargs)
+        self._job = job
 
     def wait(self, timeout: float) -> runner.Outcome | None:
         args, kwargs = self._call
+        token = control.CURRENT.set(self._job)  # sqlq.current_job(); not a `with`: per job
         try:
             value = self.task.fn(*args, **kwargs)
             if value is not None and inspect.isawaitable(value):  # an async task, run here
                 value = asyncio.run(_awaited(value))
         except Exception as exc:  # noqa: BLE001 - a task's failure is data, not our crash
             return _failed(exc, self.task.policy)
+        finally:
+            control.CURRENT.reset(token)
         return self._outcome(value)
 
     async def run_async(self) -> runner.Outcome:
         """Await an ``async def`` task (a plain function runs in a thread meanwhile)."""
         args, kwargs = self._call
         try:
-            if self.is_async:
-                value = await self.task.fn(*args, **kwargs)
-            else:
-                # In this task's context, as asyncio.to_thread: the run's span (tracing) and
-                # the application's context variables reach the function.
-                context = contextvars.copy_context()
-                value = await asyncio.get_running_loop().run_in_executor(
-                    None, lambda: context.run(self.task.fn, *args, **kwargs))
+            with control.running(self._job):  # sqlq.current_job(), here and in the thread
+                if self.is_async:
+                    value = await self.task.fn(*args, **kwargs)
+                else:
+                    # In this task's context, as asyncio.to_thread: the run's span (tracing)
+                    # and the application's context variables reach the function.
+                    context = contextvars.copy_context()
+                    value = await asyncio.get_running_loop().run_in_executor(
+                        None, lambda: context.run(self.task.fn, *args, **kwargs))
         except Exception as exc:  # noqa: BLE001 - a task's failure is data, not our crash
             return _failed(exc, self.task.policy)
         return self._outcome(value)
@@ -436,7 +456,7 @@ class TaskRunner:
         error = task.bind_error(args, kwargs)
         if error is not None:
             return runner.Finished(runner.bury(f"bad arguments: {error}"), name=name)
-        return TaskRun(task, args, kwargs)
+        return TaskRun(task, args, kwargs, job)
 
     def close(self) -> None:
         """Nothing held between jobs."""

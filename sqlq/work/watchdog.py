@@ -10,7 +10,11 @@ thread keeps watch meanwhile:
   is given back to the queue and the process exits (a thread cannot be stopped);
 * a job without keepalive that outlives its TTR is reported once;
 * prefetch: the jobs the worker holds meanwhile (waiting in its batch, or done and
-  not yet acknowledged) are touched 80% into their TTR (see prefetch.py).
+  not yet acknowledged) are touched 80% into their TTR (see prefetch.py);
+* cancel: once a second it looks whether the running job (or one of the batch) was
+  cancelled (cancel.py) and marks it, so that the task's next ``sqlq.current_job()``
+  raises JobCancelled; past the task's ``timeout=`` it marks the run so that the next
+  look raises ``sqlq.Timeout`` (a thread cannot be stopped from outside).
 
 The decisions and their log lines are :mod:`sqlq.work.heartbeat`'s (the policy the
 worker's other drivers follow too); this thread only waits and acts on them.
@@ -32,13 +36,15 @@ import threading
 import time
 from collections.abc import Callable
 
+from .. import control
 from ..model import Job
-from .heartbeat import TOUCH, Clock, Grace, Heartbeat, wake_in
+from .cancel import CancelCheck, log_cancelled
+from .heartbeat import STOP, TOUCH, Clock, Grace, Heartbeat, log, wake_in
 from .prefetch import Holding
 
 _STOP_SIGNALS = {signal.SIGTERM.value, signal.SIGINT.value}
-#: A run the main thread armed the watchdog for: (job, name, keepalive, started).
-_Armed = tuple[Job, str, bool, float]
+#: A run the main thread armed the watchdog for: (job, name, keepalive, started, timeout).
+_Armed = tuple[Job, str, bool, float, float | None]
 
 
 class Watchdog:
@@ -51,12 +57,14 @@ class Watchdog:
         signal_fd: the read end of the signal wake-up pipe, if the worker set one.
         holding: the jobs the worker holds besides the running one, kept alive meanwhile.
         clock: the queue's clock (ms), the time of the jobs' leases.
+        cancels: the worker's look for cancelled jobs.
     """
 
     def __init__(self, grace: Grace, stopping: Callable[[], tuple[bool, bool]],
                  give_back: Callable[[Job, str], None], signal_fd: int | None,
-                 holding: Holding, clock: Clock) -> None:
+                 holding: Holding, clock: Clock, cancels: CancelCheck) -> None:
         self.grace = grace
+        self._cancels = cancels
         self._holding = holding
         self._clock = clock
         self._stopping = stopping
@@ -75,9 +83,9 @@ class Watchdog:
         self._thread = threading.Thread(target=self._run, name="sqlq-watchdog", daemon=True)
         self._thread.start()
 
-    def arm(self, job: Job, name: str, keepalive: bool) -> None:
-        """Watch ``job`` from now until :meth:`disarm`."""
-        self._armed = (job, name, keepalive, time.monotonic())
+    def arm(self, job: Job, name: str, keepalive: bool, timeout: float | None = None) -> None:
+        """Watch ``job`` from now until :meth:`disarm` (``timeout``: the task's)."""
+        self._armed = (job, name, keepalive, time.monotonic(), timeout)
         if self._idle:
             self._poke()
 
@@ -88,8 +96,9 @@ class Watchdog:
     def _policy(self, armed: _Armed) -> Heartbeat:
         """The heartbeat policy of the armed run, kept from one look to the next."""
         if self._beat is None or self._beat[0] is not armed:
-            job, name, keepalive, started = armed
-            self._beat = (armed, Heartbeat(job, name, keepalive, False, self._clock, started))
+            job, name, keepalive, started, timeout = armed
+            self._beat = (armed, Heartbeat(job, name, keepalive, False, self._clock, started,
+                                           timeout))
         return self._beat[1]
 
     def close(self) -> None:
@@ -135,5 +144,15 @@ class Watchdog:
             logging.shutdown()
             os._exit(0)
         self._holding.touch_due()
-        if beat.step(now) == TOUCH:
+        job = beat.job
+        if job in self._cancels.check(now, [job, *self._holding.waiting]):
+            log_cancelled(job, beat.name, "its next sqlq.current_job(), job.touch() or "
+                          "job.progress() raises JobCancelled")
+        step = beat.step(now)
+        if step == TOUCH:
             beat.touch()
+        elif step == STOP and beat.timeout is not None:  # a thread cannot be stopped: told
+            control.mark_timed_out(job.id, beat.timeout)
+            log.warning("job %d %s is still running after its timeout of %gs: its next "
+                        "sqlq.current_job() raises sqlq.Timeout", job.id, beat.name,
+                        beat.timeout)

@@ -9,6 +9,9 @@ watched by the main thread. Either way three promises hold:
   so a long job is never handed to a second worker while this one lives;
 * the TTR: a shell command still running just before its TTR runs out is killed, so
   the worker can still retry or bury it itself;
+* cancel: a job cancelled while it runs (``Queue.cancel``) is stopped within about a
+  second (:mod:`sqlq.work.cancel`): a command is killed, a task told at its next
+  ``sqlq.current_job()``; nothing is written for it, the job being gone;
 * stopping: SIGTERM and SIGINT handlers only set flags (huey's rule). The loop
   stops reserving, lets the running job finish within ``grace`` seconds, gives it
   back to the queue if it does not, and returns (a task that cannot be stopped
@@ -38,10 +41,11 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from .. import attempts, tracing
+from .. import attempts, control, tracing
 from ..model import Job
 from ..queue import Queue
 from . import runner
+from .cancel import CancelCheck, log_cancelled
 from .handling import JobHandling
 from .heartbeat import DEFAULT_GRACE as DEFAULT_GRACE  # command.py's import
 from .heartbeat import IDLE_CHECK, STOP, TOUCH, Grace, Heartbeat, wake_in
@@ -92,6 +96,8 @@ class Worker:
         self._finish_held: bool | None = None  # stopping: run the batch held, or release it
         self._signal_fd: int | None = None
         self._watchdog: Watchdog | None = None
+        #: Once a second while a job runs: was it (or one of the batch) cancelled?
+        self._cancels = CancelCheck(queue)
 
     # -- stopping ----------------------------------------------------------------------------
 
@@ -197,6 +203,10 @@ class Worker:
         handling.ack()
 
     def _run(self, job: Job) -> Done | None:
+        if control.was_cancelled(job.id):  # while it waited in the batch
+            control.forget(job.id)
+            log_cancelled(job, "", "dropped before it started")
+            return None
         if tracing.INSTALLED and tracing.active():  # the run in a span (sqlq/tracing.py)
             earlier = attempts.last_trace(self.queue.backend, job.id) if job.reserves > 1 \
                 else None
@@ -209,7 +219,7 @@ class Worker:
         running = self.runner.start(job)
         if running.inline:
             watchdog = self._ensure_watchdog()
-            watchdog.arm(job, running.name, running.keepalive)
+            watchdog.arm(job, running.name, running.keepalive, _timeout(running))
             try:
                 outcome: runner.Outcome | None = running.wait(float("inf"))
             finally:
@@ -218,6 +228,11 @@ class Worker:
             outcome = self._watch(job, running)
         duration = time.monotonic() - started
         self.batch.observe(duration)
+        if control.was_cancelled(job.id):
+            control.forget(job.id)  # the job is gone: nothing to write
+            log_cancelled(job, running.name, f"its run ended after {duration:.1f}s")
+            return None
+        control.forget(job.id)
         if outcome is None:
             return None  # given back to the queue: the grace period ran out
         return self.handling.finish(job, running.name, outcome, duration)
@@ -226,14 +241,15 @@ class Worker:
         if self._watchdog is None:
             self._watchdog = Watchdog(self._grace, lambda: (self.stopping, self.hurry),
                                       self._abandon, self._signal_fd, self.holding,
-                                      self.handling.clock)
+                                      self.handling.clock, self._cancels)
         return self._watchdog
 
     def _watch(self, job: Job, running: runner.Running) -> runner.Outcome | None:
         """Wait for a run elsewhere to end, heartbeating, enforcing the TTR and the grace."""
         grace, holding = self._grace, self.holding
         beat = Heartbeat(job, running.name, running.keepalive, True, self.handling.clock,
-                         time.monotonic())
+                         time.monotonic(), _timeout(running))
+        cancels = self._cancels
         while True:
             now = time.monotonic()
             grace.update(now, self.stopping, self.hurry)
@@ -242,6 +258,8 @@ class Worker:
                 return outcome
             holding.touch_due()
             now = time.monotonic()
+            if job in cancels.check(now, [job, *holding.waiting]):
+                return running.kill("cancelled")  # its process group; _run drops the outcome
             if grace.over(now):
                 self._stop_running(job, running)
                 return None
@@ -259,3 +277,8 @@ class Worker:
             self.abandoned = True  # a thread cannot be killed; the process will exit
         self.handling.give_back(job, "the grace period ran out", running.name)
         self.handling.give_back_waiting("the grace period ran out")
+
+
+def _timeout(running: runner.Running) -> float | None:
+    """A run's execution timeout; None for a Running made before runners had one."""
+    return getattr(running, "timeout", None)

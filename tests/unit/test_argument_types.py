@@ -43,7 +43,10 @@ VERBS: dict[str, tuple[Call, tuple[str, ...]]] = {
     "stats_tube": (lambda q, kw: q.stats_tube(**{"tube": "t", **kw}), ("tube",)),
     "stats_job": (lambda q, kw: q.stats_job(**{"job_id": 1, **kw}), ("job_id",)),
     "result": (lambda q, kw: q.result(**{"job_id": 1, "timeout": 0, **kw}),
-               ("job_id", "timeout")),
+               ("job_id", "timeout", "on_progress")),
+    "cancel": (lambda q, kw: q.cancel(**{"job_id": 1, **kw}), ("job_id",)),
+    "progress": (lambda q, kw: q.progress(**{"job_id": 1, "value": 0.5, **kw}),
+                 ("job_id", "value", "message", "lease")),
     "pause_tube": (lambda q, kw: q.pause_tube(**{"tube": "t", "seconds": 0, **kw}),
                    ("tube", "seconds")),
     "subscribe": (lambda q, kw: q.subscribe(**{"topic": "o", "tube": "t", **kw}),
@@ -65,6 +68,7 @@ VALID: dict[str, set[str]] = {  # argument -> the WRONG keys that are in fact ri
     "delete": {"none"}, "detach": {"bool"}, "lease": {"none", "negative"},
     "priority": {"none"}, "bodies": {"list", "dict"}, "job_id": {"negative"},
     "after": {"none", "negative"},  # -1: an id no job can have (JobNotFound)
+    "on_progress": {"none"}, "value": {"float"}, "message": {"str", "none"},
 }
 # Arguments that may be None where None means "unchanged" (release/bury's priority only).
 NONE_OK_ONLY_IN = {"priority": {"release", "bury"}}

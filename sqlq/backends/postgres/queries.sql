@@ -867,3 +867,37 @@ DELETE FROM sqlq_throughput WHERE minute < %(oldest)s;
 -- name: list_throughput
 SELECT minute, at, puts, deletes, buries FROM sqlq_throughput
  WHERE minute >= %(since)s ORDER BY minute;
+
+-- ---------------------------------------------------------------------------------------------
+-- Control of running jobs (migration 0014, issue 25): cancel and progress (the SQLite
+-- file's section says why each is shaped so).
+
+-- name: cancel_state
+SELECT state, CASE WHEN state = 2 AND reserved_until > %(now)s THEN lease END, reserved_until
+  FROM sqlq_jobs WHERE id = %(id)s;
+
+-- name: remember_cancelled
+INSERT INTO sqlq_cancelled (id, lease, until) VALUES (%(id)s, %(lease)s, %(until)s)
+ON CONFLICT (id) DO UPDATE SET lease = excluded.lease, until = excluded.until;
+
+-- name: purge_cancelled
+DELETE FROM sqlq_cancelled WHERE until <= %(now)s;
+
+-- name: cancelled_lease
+SELECT lease FROM sqlq_cancelled WHERE id = %(id)s;
+
+-- name: cancelled_among
+-- dialect: an array parameter, not a JSON one.
+SELECT id, lease FROM sqlq_cancelled WHERE id = ANY (%(ids)s::bigint[]);
+
+-- name: set_progress
+-- dialect: a NULL lease needs a type (::bigint), and pg_notify wakes a waiting result().
+WITH job AS (
+    UPDATE sqlq_jobs SET progress = %(progress)s, progress_message = %(message)s
+     WHERE id = %(id)s AND state = 2 AND reserved_until > %(now)s
+       AND (%(lease)s::bigint IS NULL OR lease = %(lease)s)
+    RETURNING id)
+SELECT id, pg_notify('sqlq', '') FROM job;
+
+-- name: job_progress
+SELECT progress, progress_message FROM sqlq_jobs WHERE id = %(id)s;

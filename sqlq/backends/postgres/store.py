@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
+from ...errors import JobLost
 from ...model import DELAYED, READY, ClaimRow
 from ..store import Store, load_queries, one
 
@@ -123,6 +125,10 @@ class PostgresStore(Store):
             row = one(conn, Q["delete_and_claim"], params)
         except psycopg.Error as e:
             if e.sqlstate == LEASE_LOST:
+                if conn.info.transaction_status == TransactionStatus.INERROR:
+                    # Inside a transaction the error aborted it: no read can say why.
+                    raise JobLost(f"job {job_id}: lease lost (TTR expired, reserved again "
+                                  "or cancelled)", job_ids=(job_id,)) from None
                 raise self._lease_failure(conn, job_id, lease) from None
             raise
         return _claimed_one(conn, entry, row)

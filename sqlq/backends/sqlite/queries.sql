@@ -857,3 +857,46 @@ DELETE FROM sqlq_throughput WHERE minute < :oldest;
 -- name: list_throughput
 SELECT minute, at, puts, deletes, buries FROM sqlq_throughput
  WHERE minute >= :since ORDER BY minute;
+
+-- ---------------------------------------------------------------------------------------------
+-- Control of running jobs (migration 0013, issue 25): cancel and progress. Nothing here is
+-- on the put, claim or delete path: a holder's verb reads sqlq_cancelled only after its
+-- ordinary lease-checked statement found nothing (store.py: Store._lease_failure).
+
+-- name: cancel_state
+-- What a cancel finds: the job's state and, if reserved under a live lease, that lease
+-- and its end (an expired reservation is ready as of now: deleted as a ready job is).
+SELECT state, CASE WHEN state = 2 AND reserved_until > :now THEN lease END, reserved_until
+  FROM sqlq_jobs WHERE id = :id;
+
+-- name: remember_cancelled
+-- A reserved job cancelled: its holder's next verb under :lease raises JobCancelled.
+-- Deleted in the same transaction (store.py), so it is never handed out again.
+INSERT INTO sqlq_cancelled (id, lease, until) VALUES (:id, :lease, :until)
+ON CONFLICT (id) DO UPDATE SET lease = excluded.lease, until = excluded.until;
+
+-- name: purge_cancelled
+-- Cancellations kept past their time (an index range of sqlq_cancelled_until): each
+-- cancel purges these, so the table holds only recent ones without a reaper.
+DELETE FROM sqlq_cancelled WHERE until <= :now;
+
+-- name: cancelled_lease
+-- Why a holder's verb found nothing: the lease its job was cancelled under, if it was.
+SELECT lease FROM sqlq_cancelled WHERE id = :id;
+
+-- name: cancelled_among
+-- Which of the running jobs :ids (a JSON array) were cancelled: a worker's one read a
+-- second while it runs jobs (sqlq/work/cancel.py), primary-key probes of a small table.
+SELECT id, lease FROM sqlq_cancelled WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: set_progress
+-- Job.progress: under the holder's live lease (any reserved job's, by id, without one).
+-- One row by primary key; no index holds the columns.
+UPDATE sqlq_jobs SET progress = :progress, progress_message = :message
+ WHERE id = :id AND state = 2 AND reserved_until > :now
+   AND (:lease IS NULL OR lease = :lease)
+RETURNING id;
+
+-- name: job_progress
+-- stats_job's progress and progress-message, and a result() waiter's (no row: no job).
+SELECT progress, progress_message FROM sqlq_jobs WHERE id = :id;
