@@ -547,6 +547,8 @@ class AsyncQueue:
     tubes = awaited(Queue.tubes)
     stats = awaited(Queue.stats)
     stats_tube = awaited(Queue.stats_tube)
+    limit = awaited(Queue.limit)
+    limits = awaited(Queue.limits)
     stats_job = awaited(Queue.stats_job)
     attempts = awaited(Queue.attempts)
     overview = awaited(Queue.overview)

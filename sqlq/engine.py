@@ -75,6 +75,12 @@ class Engine:
         self._tubes_cache: dict[object, TubesParam] = {}
         #: Whether, at the last look, other processes held reservations (see due).
         self._others_hold = False
+        #: Per list of watched tubes: whether one has limits (sqlq/limits.py), so its
+        #: claims go through Store.claim_limited. Learned on first use, again whenever a
+        #: plain claim finds nothing (a limit another process set: the plain claims skip
+        #: a limited tube, so a list wrongly thought unlimited only finds less), and
+        #: from each limited claim's own read.
+        self._limited: dict[object, bool] = {}
 
     def close(self) -> None:
         """Close every thread's notifier (the Queue is closing)."""
@@ -123,6 +129,18 @@ class Engine:
               ) -> Job | None:
         """One commit: delete ``delete`` (a reserved Job) if given, and claim the most
         urgent ready job of ``tubes`` for ``owner`` (None: detached); None if none."""
+        limited = self._limited.get(tubes if tubes.__class__ is str else tuple(tubes))
+        if limited or limited is None and self.learn_limits(tubes):
+            jobs = self.claim_limited(tubes, owner, 1, [] if delete is None else [delete])
+            return jobs[0] if jobs else None
+        found = self._claim(tubes, owner, delete)
+        if found is None and self.learn_limits(tubes):
+            jobs = self.claim_limited(tubes, owner, 1, [])
+            return jobs[0] if jobs else None
+        return found
+
+    def _claim(self, tubes: TubesParam, owner: str | None, delete: Job | None) -> Job | None:
+        """:meth:`claim` in tubes without limits (a plain claim skips a limited tube)."""
         clock, store = self.clock, self.store
 
         def claim(c: Conn) -> Any:
@@ -143,6 +161,17 @@ class Engine:
                    done: list[Job]) -> list[Job]:
         """One commit: delete ``done`` (if any; JobLost names the lost ones, and then
         nothing is claimed) and claim up to n jobs."""
+        limited = self._limited.get(tubes if tubes.__class__ is str else tuple(tubes))
+        if limited or limited is None and self.learn_limits(tubes):
+            return self.claim_limited(tubes, owner, n, done)
+        found = self._claim_many(tubes, owner, n, done)
+        if not found and self.learn_limits(tubes):
+            return self.claim_limited(tubes, owner, n, [])
+        return found
+
+    def _claim_many(self, tubes: TubesParam, owner: str | None, n: int,
+                    done: list[Job]) -> list[Job]:
+        """:meth:`claim_many` in tubes without limits."""
         clock, store = self.clock, self.store
         if not done:
             rows = self.backend.write(
@@ -154,6 +183,47 @@ class Engine:
             lambda c: store.delete_and_claim_many(c, clock(), pairs, tubes, owner, n),
             single=store.ONE_STATEMENT_CLAIM)
         _deleted(done, lost, claimed=True)
+        return [self._make_job(row) for row in rows]
+
+    # -- limits (sqlq/limits.py) -------------------------------------------------------------
+
+    def learn_limits(self, tubes: TubesParam) -> bool:
+        """Read (no write lock) whether a tube of ``tubes`` has limits, and remember it."""
+        limited = bool(self.backend.read(
+            lambda c: self.store.limited_tubes(c, tubes), single=True))
+        self._remember_limits(tubes, limited)
+        return limited
+
+    def _remember_limits(self, tubes: TubesParam, limited: bool) -> None:
+        if len(self._limited) >= 256:
+            self._limited.clear()
+        self._limited[tubes if tubes.__class__ is str else tuple(tubes)] = limited
+
+    def forget_limits(self) -> None:
+        """This process changed a limit: learn every list of tubes again."""
+        self._limited.clear()
+
+    def claim_limited(self, tubes: TubesParam, owner: str | None, n: int,
+                      done: list[Job]) -> list[Job]:
+        """One write transaction: delete ``done`` (as claim and claim_many do: a lost lease
+        claims nothing) and claim up to n jobs within the tubes' limits."""
+        clock, store = self.clock, self.store
+
+        def claim(c: Conn) -> tuple[list[tuple[int, int]], list[Any], bool]:
+            now = clock()
+            if len(done) == 1:  # reserve(delete=job): JobLost rolls everything back
+                store.delete(c, now, done[0].id, lease_of(done[0]))
+            elif done:
+                lost = store.delete_many(c, now, _leases(done))
+                if lost:
+                    return lost, [], True
+            rows, limited = store.claim_limited(c, now, tubes, owner, n)
+            return [], rows, limited
+
+        lost, rows, limited = self.backend.write(claim, durable=bool(done))
+        self._remember_limits(tubes, limited)
+        if done:
+            _deleted(done, lost, claimed=True)
         return [self._make_job(row) for row in rows]
 
     def claim_by_id(self, job_id: int, owner: str | None) -> Job:

@@ -62,6 +62,15 @@ class PostgresStore(Store):
     def tubes_param(self, tubes: Sequence[str]) -> list[str]:
         return list(tubes)
 
+    def tubes_of(self, tubes: Any) -> list[str]:
+        return list(tubes)
+
+    def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None
+                     ) -> ClaimRow | None:
+        entry = _claiming(conn, owner, now)
+        row = one(conn, Q["claim_capped_job"], {"tubes": tubes, "now": now, "owner": owner})
+        return _claimed_one(conn, entry, row)
+
     def ids_param(self, ids: Sequence[int]) -> list[int]:
         return list(ids)
 

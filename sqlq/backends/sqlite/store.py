@@ -143,6 +143,17 @@ class SQLiteStore(Store):
             self._one_tube[param] = tubes[0]
         return param
 
+    def tubes_of(self, tubes: Any) -> list[str]:
+        return list(json.loads(tubes))
+
+    def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None
+                     ) -> ClaimRow | None:
+        self._promote(conn, now, tubes)
+        row = super().claim_capped(conn, now, tubes, owner)
+        if row is not None:
+            self.due.lower(row.reserved_until)
+        return row
+
     def ids_param(self, ids: Sequence[int]) -> str:
         return "[" + ",".join(f"{i:d}" for i in ids) + "]"
 
