@@ -10,6 +10,7 @@ the 10-second rate run are in tests/integration/test_limits.py.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -236,3 +237,30 @@ def test_a_blocked_reserve_wakes_when_the_rate_allows(q: sqlq.Queue) -> None:
     elapsed = time.monotonic() - start
     assert job is not None
     assert 0.55 <= elapsed < soon(0.6)
+
+
+def test_cli_limit(db_url: str) -> None:
+    from click.testing import CliRunner
+
+    from sqlq.cli import cli
+
+    def run(*args: str) -> tuple[int, str, str]:
+        r = CliRunner().invoke(cli, ["--db", db_url, "limit", *args])
+        return r.exit_code, r.stdout, r.stderr
+
+    assert run("emails", "--concurrency", "2", "--rate", "20/s")[:2] == (
+        0, "emails: concurrency 2, rate 20/s\n")
+    assert run("reports", "-r", "3/10s")[0] == 0
+    assert run("emails", "--rate", "none")[1] == "emails: concurrency 2, no rate\n"
+    code, out, _ = run("--json")
+    assert code == 0 and [json.loads(line) for line in out.splitlines()] == [
+        {"tube": "emails", "concurrency": 2, "rate": None},
+        {"tube": "reports", "concurrency": None, "rate": [3, 10.0]}]
+    for bad in (["emails", "-c", "0"], ["emails", "-r", "5/y"], ["emails", "-c", "x"],
+                ["emails", "--clear", "-c", "3"], ["-c", "3"]):
+        code, _, err = run(*bad)
+        assert code == 2 and err.count("\n") == 1, (bad, err)
+    assert run("emails", "--clear")[1] == "emails: no cap, no rate\n"
+    assert run()[1] == "reports: no cap, rate 3/10s\n"
+    with sqlq.Queue(db_url) as q:
+        assert q.limits() == {"reports": {"concurrency": None, "rate": (3, 10.0)}}
