@@ -231,6 +231,13 @@ class Store(abc.ABC):
     def tubes_of(self, tubes: Any) -> list[str]:
         """The tube names of a :tubes parameter (tubes_param's inverse)."""
 
+    def limits_stamp(self) -> object:
+        """A value that stays the same while no other connection commits (so no limit can
+        have been set elsewhere), read by the last claim at no cost; None if the backend
+        has none (the engine then reads limited_tubes after every claim that found
+        nothing)."""
+        return None
+
     def limited_tubes(self, conn: Conn, tubes: Any) -> bool:
         """Whether any of these tubes has limits (a read; the engine remembers it)."""
         return one(conn, self.Q["limited_tubes"], {"tubes": tubes}) is not None

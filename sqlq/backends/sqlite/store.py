@@ -143,6 +143,11 @@ class SQLiteStore(Store):
             self._one_tube[param] = tubes[0]
         return param
 
+    def limits_stamp(self) -> object:
+        # The PRAGMA data_version every claim's _promote read (DueCache.nothing_due): it
+        # changes on every other connection's commit.
+        return self.due.version
+
     def tubes_of(self, tubes: Any) -> list[str]:
         return list(json.loads(tubes))
 
