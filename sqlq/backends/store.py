@@ -46,7 +46,7 @@ COPIED: dict[str, tuple[str, ...]] = {
             "reserves", "timeouts", "releases", "buries", "kicks", "bury_reason", "unique_key",
             "delay", "waiting_on", "dependents"),
     "edge": ("parent", "child"),
-    "tube": ("name", "paused_until", "pause_ms"),
+    "tube": ("name", "paused_until", "pause_ms", "concurrency", "rate", "rate_ms"),
     "result": ("job_id", "result", "expires_at"),
     "subscription": ("topic", "tube"),
     "periodic": ("name", "last_slot", "enqueued_at"),

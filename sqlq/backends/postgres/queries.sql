@@ -464,11 +464,11 @@ VALUES (%(id)s, %(tube)s, %(priority)s, %(state)s, %(delay_until)s, %(ttr)s, %(b
         %(bury_reason)s, %(unique_key)s, %(delay)s, %(waiting_on)s, %(dependents)s);
 
 -- name: export_tube
-SELECT name, paused_until, pause_ms FROM sqlq_tubes ORDER BY name;
+SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms FROM sqlq_tubes ORDER BY name;
 
 -- name: import_tube
-INSERT INTO sqlq_tubes (name, paused_until, pause_ms)
-VALUES (%(name)s, %(paused_until)s, %(pause_ms)s);
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms)
+VALUES (%(name)s, %(paused_until)s, %(pause_ms)s, %(concurrency)s, %(rate)s, %(rate_ms)s);
 
 -- name: export_result
 SELECT job_id, result, expires_at FROM sqlq_results ORDER BY job_id;

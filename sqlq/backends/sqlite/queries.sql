@@ -424,10 +424,12 @@ VALUES (:id, :tube, :priority, :state, :delay_until, :ttr, :body, :created_at, :
         :dependents);
 
 -- name: export_tube
-SELECT name, paused_until, pause_ms FROM sqlq_tubes ORDER BY name;
+-- A tube's pause and limits (a rate's tokens start full on the copy).
+SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms FROM sqlq_tubes ORDER BY name;
 
 -- name: import_tube
-INSERT INTO sqlq_tubes (name, paused_until, pause_ms) VALUES (:name, :paused_until, :pause_ms);
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms)
+VALUES (:name, :paused_until, :pause_ms, :concurrency, :rate, :rate_ms);
 
 -- name: export_result
 SELECT job_id, result, expires_at FROM sqlq_results ORDER BY job_id;
