@@ -91,6 +91,26 @@ def parse_rate(text: str) -> tuple[int, float]:
     return int(n), (float(count) if count else 1.0) * _UNITS[unit]
 
 
+def parse_concurrency(text: str) -> int | None:
+    """A cap as people type it (the CLI, the dashboard): K, or ``none``/empty for no cap."""
+    if text.strip().lower() in ("", "none"):
+        return None
+    try:
+        number = int(text)
+    except ValueError:
+        raise ValueError(f"concurrency must be a whole number or none, not {text!r}") from None
+    return check_concurrency(number)
+
+
+def parse_rate_limit(text: str) -> tuple[int, float] | None:
+    """A rate as people type it: ``20/s`` (checked), or ``none``/empty for no rate."""
+    if text.strip().lower() in ("", "none"):
+        return None
+    n, seconds = parse_rate(text)
+    check_rate((n, seconds))
+    return n, seconds
+
+
 def format_rate(n: int, seconds: float) -> str:
     """(N, seconds) as the CLI writes it: 20/s, 100/m, 5/h, 3/10s."""
     for unit, size in (("h", 3600.0), ("m", 60.0), ("s", 1.0)):

@@ -13,29 +13,11 @@ from .options import TUBE, Checked, json_option, queue_from_ctx
 from .output import emit
 
 
-def _concurrency(value: Any) -> int | None:
-    """K (1 or more), or ``none`` to remove the cap."""
-    if isinstance(value, str) and value.strip().lower() == "none":
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"concurrency must be a whole number or none, not {value!r}") from None
-    return flow.check_concurrency(number)
-
-
 def _rate(value: Any) -> tuple[int, float] | None:
-    """``20/s``, ``100/m``, ``5/h``, ``3/10s``, or ``none`` to remove the rate."""
-    if isinstance(value, str) and value.strip().lower() == "none":
-        return None
-    if isinstance(value, tuple):
-        return value  # click converts a default again
-    n, seconds = flow.parse_rate(str(value))
-    flow.check_rate((n, seconds))
-    return n, seconds
+    return value if isinstance(value, tuple) else flow.parse_rate_limit(str(value))
 
 
-CONCURRENCY = Checked("K|none", _concurrency)
+CONCURRENCY = Checked("K|none", lambda value: flow.parse_concurrency(str(value)))
 RATE = Checked("N/UNIT|none", _rate)
 
 

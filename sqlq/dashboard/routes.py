@@ -18,6 +18,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
 
+from sqlq import limits as flow
 from sqlq.durations import format_duration, now_ms, parse_duration
 from sqlq.errors import Error, JobNotFound
 from sqlq.model import STATE_NAMES
@@ -98,7 +99,7 @@ class Dashboard:
         self.actions: dict[str, Callable[[Request], str]] = {
             "kick-job": self.kick_job, "delete-job": self.delete_job,
             "kick-all": self.kick_all, "bulk": self.bulk,
-            "pause": self.pause, "resume": self.resume,
+            "pause": self.pause, "resume": self.resume, "limit": self.limit,
         }
 
     # -- dispatch ------------------------------------------------------------------------------
@@ -198,7 +199,8 @@ class Dashboard:
         more = None if text or len(jobs) < PAGE else "{}:{}".format(*jobs[-1].cursor)
         return self.render("tube.html", tube=summary, state=state, jobs=jobs, query=text,
                            more=more, paged=after is not None, note=req.arg("note"),
-                           now=now_ms())
+                           now=now_ms(), limits=self.queue.limits().get(name),
+                           format_rate=flow.format_rate)
 
     def job(self, req: Request) -> Response:
         job_id = _job_id(req.arg("id"))
@@ -306,3 +308,12 @@ class Dashboard:
     def resume(self, req: Request) -> str:
         self.queue.pause_tube(req.field("tube"), 0)
         return "tube resumed"
+
+    def limit(self, req: Request) -> str:
+        """Set the tube's limits from the form (a field left empty: no such limit)."""
+        tube = req.field("tube")
+        doc = self.queue.limit(tube, concurrency=flow.parse_concurrency(req.field("concurrency")),
+                               rate=flow.parse_rate_limit(req.field("rate")))
+        cap, rate = doc["concurrency"], doc["rate"]
+        return (f"limits of {tube}: concurrency {cap if cap is not None else 'none'}, "
+                f"rate {flow.format_rate(*rate) if rate is not None else 'none'}")
