@@ -280,11 +280,11 @@ class Store(abc.ABC):
                     "tube": name, "rate_at": spent_rate_at(rate, rate_ms, rate_at, now, taken)})
         return rows, True
 
+    @abc.abstractmethod
     def claim_capped(self, conn: Conn, now: int, tubes: Any, owner: str | None
                      ) -> ClaimRow | None:
-        """claim, in tubes claim_limited chose: a tube with limits is not skipped."""
-        row = one(conn, self.Q["claim_capped_job"], {"tubes": tubes, "now": now, "owner": owner})
-        return None if row is None else ClaimRow._make(row)
+        """claim, in tubes claim_limited chose: a tube with limits is not skipped
+        (claim_job with capped true)."""
 
     def list_limits(self, conn: Conn, tube: str | None
                     ) -> list[tuple[str, int | None, int | None, int | None]]:

@@ -67,8 +67,8 @@ SELECT id, pg_notify('sqlq', tube) FROM job;
 SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 
 -- name: claim_job
--- dialect: the claim is a function (sqlq_claim, migrations 0003/0007) with SKIP LOCKED
---   inside; tubes are text[].
+-- dialect: the claim is a function (sqlq_claim, migrations 0003/0007/0012) with SKIP
+--   LOCKED inside; tubes are text[]; %(capped)s as the SQLite file's :capped.
 -- The most urgent job ready as of now in the watched, unpaused tubes, due delayed
 -- jobs and expired reservations included: see sqlq_claim in migrations/0003. In full
 -- durability its commit waits for the WAL flush, as every write's: a claim lost by a
@@ -76,7 +76,8 @@ SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 -- machine, runs it (owners.py), so a claim is not cheaper to lose than a put.
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay
-  FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text) AS c;
+  FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, 1,
+                  %(capped)s::boolean) AS c;
 
 -- name: delete_and_claim
 -- The worker's fast path: delete the job it finished (under its lease) and claim the
@@ -798,12 +799,6 @@ SELECT name, concurrency, rate, rate_ms, rate_at FROM sqlq_tubes
 SELECT tube, count(*) FROM sqlq_jobs
  WHERE state = 2 AND reserved_until > %(now)s AND tube = ANY(%(tubes)s::text[])
  GROUP BY tube;
-
--- name: claim_capped_job
--- dialect: sqlq_claim with p_capped (migration 0012).
-SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
-       c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay
-  FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, 1, true) AS c;
 
 -- name: spend_rate
 UPDATE sqlq_tubes SET rate_at = %(rate_at)s WHERE name = %(tube)s;

@@ -68,7 +68,8 @@ class PostgresStore(Store):
     def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None
                      ) -> ClaimRow | None:
         entry = _claiming(conn, owner, now)
-        row = one(conn, Q["claim_capped_job"], {"tubes": tubes, "now": now, "owner": owner})
+        row = one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner,
+                                         "capped": True})
         return _claimed_one(conn, entry, row)
 
     def ids_param(self, ids: Sequence[int]) -> list[int]:
@@ -121,7 +122,8 @@ class PostgresStore(Store):
 
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> ClaimRow | None:
         entry = _claiming(conn, owner, now)
-        row = one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner})
+        row = one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner,
+                                         "capped": False})
         return _claimed_one(conn, entry, row)
 
     def delete_and_claim(self, conn: Any, now: int, job_id: int, lease: int, tubes: Any,

@@ -78,8 +78,9 @@ UPDATE sqlq_jobs
 -- name: claim_job
 -- The most urgent ready job across the watched, unpaused tubes: one index probe
 -- per tube (the correlated subquery), then the best of those, in one statement. A tube
--- with limits is skipped as a paused one, in the same probe of its sqlq_tubes row (the
--- engine claims from it with claim_capped_job: migration 0011, sqlq/limits.py).
+-- with limits is skipped as a paused one, in the same probe of its sqlq_tubes row, unless
+-- :capped (1: store.py's claim_limited, which passes only tubes that may give a job now;
+-- migration 0011, sqlq/limits.py).
 UPDATE sqlq_jobs
    SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
        lease = abs(random()), owner = :owner
@@ -92,8 +93,9 @@ UPDATE sqlq_jobs
                        ORDER BY r.priority, r.id LIMIT 1)
         WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
                            WHERE p.name = t.value
-                             AND (p.paused_until > :now OR coalesce(p.concurrency, p.rate)
-                                                           IS NOT NULL))
+                             AND (p.paused_until > :now
+                                  OR NOT :capped AND coalesce(p.concurrency, p.rate)
+                                                     IS NOT NULL))
         ORDER BY j.priority, j.id
         LIMIT 1)
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
@@ -793,26 +795,6 @@ SELECT name, concurrency, rate, rate_ms, rate_at FROM sqlq_tubes
 SELECT tube, count(*) FROM sqlq_jobs
  WHERE state = 2 AND reserved_until > :now AND tube IN (SELECT value FROM json_each(:tubes))
  GROUP BY tube;
-
--- name: claim_capped_job
--- claim_job over tubes claim_limited chose (each may give a job now): paused tubes are
--- still skipped, tubes with limits are not.
-UPDATE sqlq_jobs
-   SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
-       lease = abs(random()), owner = :owner
- WHERE id = (
-       SELECT j.id
-         FROM json_each(:tubes) AS t
-         JOIN sqlq_jobs AS j
-           ON j.id = (SELECT r.id FROM sqlq_jobs AS r
-                       WHERE r.state = 0 AND r.tube = t.value
-                       ORDER BY r.priority, r.id LIMIT 1)
-        WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
-                           WHERE p.name = t.value AND p.paused_until > :now)
-        ORDER BY j.priority, j.id
-        LIMIT 1)
-RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay;
 
 -- name: spend_rate
 -- The next claim the tube's rate allows, after claim_limited's claims.

@@ -154,10 +154,11 @@ class SQLiteStore(Store):
     def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None
                      ) -> ClaimRow | None:
         self._promote(conn, now, tubes)
-        row = super().claim_capped(conn, now, tubes, owner)
-        if row is not None:
-            self.due.lower(row.reserved_until)
-        return row
+        row = one(conn, _CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner, "capped": 1})
+        if row is None:
+            return None
+        self.due.lower(row[12])  # reserved_until: the reservation ends then
+        return _new(ClaimRow, row)
 
     def ids_param(self, ids: Sequence[int]) -> str:
         return "[" + ",".join(f"{i:d}" for i in ids) + "]"
@@ -253,8 +254,8 @@ class SQLiteStore(Store):
         if tube is not None:
             rows = conn.execute(_CLAIM_JOB_IN_TUBE, (now, owner, tube)).fetchall()
         else:
-            rows = conn.execute(_CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner}
-                                ).fetchall()
+            rows = conn.execute(_CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner,
+                                             "capped": 0}).fetchall()
         if not rows:
             return None
         row = _new(ClaimRow, rows[0])
