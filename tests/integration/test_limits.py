@@ -5,6 +5,7 @@ one are in tests/unit/test_limits.py)."""
 from __future__ import annotations
 
 import json
+import signal
 import time
 from pathlib import Path
 
@@ -23,16 +24,16 @@ HAMMER = """
 import json, random, sys, time, sqlq
 url, tube, out, fast = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
 q = sqlq.Queue(url, durability="normal")
-holds, job = [], q.reserve(tube, timeout=5)
+holds, job = [], q.reserve(tube, timeout=10)
 while job is not None:
     begun = time.time()
     time.sleep(random.random() * 0.002)  # the job's work
     holds.append((begun, time.time()))
     if fast:
-        job = q.reserve(tube, timeout=2, delete=job)
+        job = q.reserve(tube, timeout=5, delete=job)
     else:
         job.delete()
-        job = q.reserve(tube, timeout=2)
+        job = q.reserve(tube, timeout=5)
 json.dump(holds, open(out, "w"))
 """
 
@@ -74,6 +75,39 @@ def test_eight_processes_never_hold_three_of_a_tube_capped_at_two(db_url: str,
           f"{sampled} (of {samples} samples of the database)")
     assert most_at_once(holds) == 2  # the cap was reached, and never passed
     assert sampled <= 2
+
+
+@pytest.mark.slow
+def test_sigkilled_holders_never_let_the_cap_be_passed(db_url: str, tmp_path: Path) -> None:
+    """Chaos: three of eight hammering processes SIGKILLed mid-run. A dead holder's jobs
+    count against the cap until it is reaped, then come back; the others finish them."""
+    jobs = 600
+    with sqlq.Queue(db_url) as q:
+        q.put_many([b"x"] * jobs, tube="capped")
+        q.limit("capped", concurrency=2)
+        outs = [tmp_path / f"holds{i}.json" for i in range(8)]
+        procs = [spawn(HAMMER, db_url, "capped", str(out), str(i % 2)) for i, out in
+                 enumerate(outs)]
+        sampled = 0
+        killed = False
+        while any(p.poll() is None for p in procs):
+            stats = q.stats_tube("capped")
+            sampled = max(sampled, stats["current-jobs-reserved"])
+            if not killed and stats["cmd-delete"] >= jobs // 4:
+                for p in procs[:3]:
+                    p.send_signal(signal.SIGKILL)
+                killed = True
+        for p in procs[3:]:
+            _, err = p.communicate(timeout=PATIENCE)
+            assert p.returncode == 0, err
+        for p in procs[:3]:
+            p.communicate(timeout=PATIENCE)
+            assert p.returncode == -signal.SIGKILL  # killed, not finished first
+        stats = q.stats_tube("capped")
+    print(f"\nmost reserved at once, sampled: {sampled}; after the kills: {stats}")
+    assert killed and sampled <= 2
+    assert stats["current-jobs-ready"] == stats["current-jobs-reserved"] == 0
+    assert stats["cmd-delete"] == jobs  # the dead holders' jobs came back and were done
 
 
 #: A worker of the rate test: claim until a wall-clock time, logging each claim's own
