@@ -8,11 +8,13 @@ with ``reserve(delete=job)`` (the worker's one commit per job), the tube
   plain claim that finds nothing, then, if another connection committed since, one
   read of whether the watched tubes have limits now).
 
-    .venv/bin/python bench/bench_limits.py [--jobs 5000] [--runs 5] [--db URL]
+    .venv/bin/python bench/bench_limits.py [--jobs 5000] [--runs 5]
+                                           [--backend sqlite|postgres]
                                            [--baseline /path/to/a/checkout]
 
-SQLite (a fresh file per run, durability normal) unless ``--db`` gives a PostgreSQL URL
-(a fresh schema per run is not made: use an empty database). ``--baseline`` times the
+A fresh SQLite file per run (durability normal), or a fresh database per run on a
+throwaway PostgreSQL server started here (``bench_batch.pg_locations``: fsync and
+synchronous commit on). ``--baseline`` times the
 uncapped and empty rows with another checkout of sqlq (before the change) too, in a
 child process, interleaved run by run. Reports the median jobs a second and CPU
 microseconds a job, with the spread (half the range over the median).
@@ -26,7 +28,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -82,17 +83,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--db", default="", help="a PostgreSQL URL (default: SQLite files)")
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--baseline", type=Path, help="another checkout of sqlq")
     args = parser.parse_args()
     systems = [(f"{mode}", ROOT, mode) for mode in MODES]
     if args.baseline is not None:
         systems += [(f"{mode} @ baseline", args.baseline, mode) for mode in ("uncapped", "empty")]
     results: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in systems}
-    for _ in range(args.runs):
-        for name, root, mode in systems:  # interleaved: drift hits every row alike
-            results[name].append(one(root, mode, args.jobs, args.db))
-    backend = "PostgreSQL" if "://" in args.db else "SQLite"
+    fresh, server = (None, None)
+    if args.backend == "postgres":
+        from bench_batch import pg_locations  # the same throwaway server bench_batch uses
+
+        fresh, server = pg_locations()
+    try:
+        for _ in range(args.runs):
+            for name, root, mode in systems:  # interleaved: drift hits every row alike
+                results[name].append(one(root, mode, args.jobs, fresh() if fresh else ""))
+    finally:
+        if server is not None:
+            server.stop()
+    backend = "PostgreSQL" if fresh else "SQLite"
     print(f"{backend}, {args.jobs} jobs, {args.runs} runs, {os.cpu_count()} cores, "
           f"{time.strftime('%Y-%m-%d')}")
     for name, _, _ in systems:
@@ -103,5 +113,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    tempfile.tempdir = tempfile.gettempdir()
     main()
