@@ -103,7 +103,7 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
 
 -- name: claim_job_in_tube
 -- claim_job for the common reserve that watches one tube: the same job (the tube's best
--- ready job, unless the tube is paused or has limits) without json_each, the join and the sort of one
+-- ready job, unless the tube is paused) without json_each, the join and the sort of one
 -- row: 5.5 us a statement against 6.8. (SELECT ?3), never a bare ?3: SQLite built
 -- with STAT4 (apsw's is) prepares a statement again on every run when a bound value is
 -- compared with an indexed column (25 us a claim); a subquery hides it from the planner.
