@@ -1,6 +1,8 @@
 -- sqlq schema 12 on PostgreSQL: flow control, a tube's concurrency and rate limits
--- (issue 25; the SQLite file's schema 11 says what the columns are; the lead renumbers
--- this file at merge: it was written as 0014, after cancellation's).
+-- (issue 25; the SQLite file's schema 11 says what the columns are). Numbered 12 because
+-- the runner refuses gaps; meant to follow cancellation's migrations (0012 and 0013 on
+-- their branch): renumber this file to 0014 at merge, and if one of those replaces
+-- sqlq_claim too, merge the two bodies (this one adds only p_capped and its test).
 --
 -- sqlq_claim gains p_capped (default false): false, the claim every worker makes, skips
 -- a tube with limits as it skips a paused one, in the probe of sqlq_tubes it makes

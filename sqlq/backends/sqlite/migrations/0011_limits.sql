@@ -1,5 +1,6 @@
--- sqlq schema 11: flow control, a tube's concurrency and rate limits (issue 25; the lead
--- renumbers this file at merge: it was written as 0013, after cancellation's).
+-- sqlq schema 11: flow control, a tube's concurrency and rate limits (issue 25). Numbered
+-- 11 because the runner refuses gaps; meant to follow cancellation's migrations (0011 and
+-- 0012 on their branch): renumber this file to 0013 at merge.
 --
 -- The limits live on the tube's row of sqlq_tubes, which every claim already probes for
 -- a pause: the claim's tube filter skips a tube with limits as it skips a paused one (a
