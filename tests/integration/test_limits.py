@@ -155,7 +155,7 @@ def test_a_rate_of_10_a_second_gives_100_give_or_take_the_burst_in_10_seconds(db
 
 
 @pytest.mark.slow
-def test_the_server_obeys_a_cap(db_url: str) -> None:
+def test_the_server_obeys_a_cap_and_a_rate(db_url: str) -> None:
     import socket
 
     with sqlq.Queue(db_url) as q:
@@ -182,6 +182,24 @@ def test_the_server_obeys_a_cap(db_url: str) -> None:
         assert first.recv(100) == b"DELETED\r\n"
         assert second.recv(100).startswith(b"RESERVED ")
         assert time.monotonic() - start < soon()
+        # A rate: the waiting reserve wakes when the next token is due (Engine.due).
+        with sqlq.Queue(db_url) as q:
+            q.put_many([b"d", b"e"], tube="paced")
+            q.limit("paced", rate=(1, 0.5))
+        third, fourth = (server.connect(PATIENCE).makefile("rwb", buffering=0)
+                         for _ in range(2))
+        for conn in (third, fourth):
+            conn.write(b"watch paced\r\nignore default\r\n")
+            assert conn.readline() == b"WATCHING 2\r\n"
+            assert conn.readline() == b"WATCHING 1\r\n"
+        third.write(b"reserve-with-timeout 0\r\n")
+        assert third.readline().startswith(b"RESERVED ")  # the bucket's one token
+        start = time.monotonic()
+        fourth.write(b"reserve-with-timeout 30\r\n")
+        assert fourth.readline().startswith(b"RESERVED ")
+        assert 0.45 <= time.monotonic() - start < soon(0.5)
+        third.close()
+        fourth.close()
         first.close()
         second.close()
     finally:
