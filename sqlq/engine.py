@@ -187,6 +187,10 @@ class Engine:
         """After a plain claim found nothing: whether a tube of ``tubes`` has limits now,
         read again unless the store proves nothing was committed elsewhere since the last
         read (``Store.limits_stamp``; our own limit changes clear what we remember)."""
+        told = self.store.empty_claim_limited()
+        if told is not None:  # the claim said so itself (PostgreSQL's claim_job)
+            self._remember_limits(tubes, told)
+            return told
         stamp = self.store.limits_stamp()
         key = tubes if tubes.__class__ is str else tuple(tubes)
         if stamp is not None and self._stamps.get(key) == stamp and key in self._limited:

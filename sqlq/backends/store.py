@@ -238,6 +238,12 @@ class Store(abc.ABC):
         nothing)."""
         return None
 
+    def empty_claim_limited(self) -> bool | None:
+        """Whether this thread's last :meth:`claim` that found nothing also found that a
+        watched tube has limits, if the claim said so itself (then no read is needed);
+        None if it did not (or was not the last thing asked). Asking forgets it."""
+        return None
+
     def limited_tubes(self, conn: Conn, tubes: Any) -> bool:
         """Whether any of these tubes has limits (a read; the engine remembers it)."""
         return one(conn, self.Q["limited_tubes"], {"tubes": tubes}) is not None
@@ -256,6 +262,7 @@ class Store(abc.ABC):
         if not limits:
             if n == 1:
                 row = self.claim(conn, now, tubes, owner)
+                self.empty_claim_limited()  # the engine learns from this call's answer
                 return ([] if row is None else [row]), False
             return self.claim_many(conn, now, tubes, owner, n), False
         live = {r[0]: int(r[1]) for r in conn.execute(self.Q["live_reservations"], {

@@ -68,16 +68,27 @@ SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 
 -- name: claim_job
 -- dialect: the claim is a function (sqlq_claim, migrations 0003/0007/0012) with SKIP
---   LOCKED inside; tubes are text[]; %(capped)s as the SQLite file's :capped.
+--   LOCKED inside; tubes are text[]; %(capped)s as the SQLite file's :capped; the marker.
 -- The most urgent job ready as of now in the watched, unpaused tubes, due delayed
 -- jobs and expired reservations included: see sqlq_claim in migrations/0003. In full
 -- durability its commit waits for the WAL flush, as every write's: a claim lost by a
 -- server crash would make the job ready again while its holder, alive on another
--- machine, runs it (owners.py), so a claim is not cheaper to lose than a put.
+-- machine, runs it (owners.py), so a claim is not cheaper to lose than a put. A claim
+-- that found nothing says in the same round trip whether a watched tube has limits
+-- (the claim skipped it): a row of NULLs if so (the second branch runs only when the
+-- first gave no row), so the engine need not ask (store.py empty_claim_limited).
+WITH c AS MATERIALIZED (
+    SELECT * FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, 1,
+                             %(capped)s::boolean))
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay
-  FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, 1,
-                  %(capped)s::boolean) AS c;
+  FROM c
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL
+ WHERE NOT EXISTS (SELECT 1 FROM c)
+   AND EXISTS (SELECT 1 FROM sqlq_tubes
+                WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate) IS NOT NULL);
 
 -- name: delete_and_claim
 -- The worker's fast path: delete the job it finished (under its lease) and claim the
