@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -49,16 +50,23 @@ def most_at_once(holds: list[tuple[float, float]]) -> int:
     return most
 
 
+def hammer(q: sqlq.Queue, db_url: str, tmp_path: Path, jobs: int
+           ) -> tuple[list[subprocess.Popen[str]], list[Path]]:
+    """``jobs`` jobs in a tube "capped" at 2, and 8 HAMMER processes on it (half of them
+    deleting and claiming in one commit); the processes and their log files."""
+    q.put_many([b"x"] * jobs, tube="capped")
+    q.limit("capped", concurrency=2)
+    outs = [tmp_path / f"holds{i}.json" for i in range(8)]
+    return [spawn(HAMMER, db_url, "capped", str(out), str(i % 2))
+            for i, out in enumerate(outs)], outs
+
+
 @pytest.mark.slow
 def test_eight_processes_never_hold_three_of_a_tube_capped_at_two(db_url: str,
                                                                   tmp_path: Path) -> None:
     jobs = 2000
     with sqlq.Queue(db_url) as q:
-        q.put_many([b"x"] * jobs, tube="capped")
-        q.limit("capped", concurrency=2)
-        outs = [tmp_path / f"holds{i}.json" for i in range(8)]
-        procs = [spawn(HAMMER, db_url, "capped", str(out), str(i % 2)) for i, out in
-                 enumerate(outs)]
+        procs, outs = hammer(q, db_url, tmp_path, jobs)
         sampled = 0
         samples = 0
         # The database's own view, sampled meanwhile: live reservations of the tube.
@@ -83,11 +91,7 @@ def test_sigkilled_holders_never_let_the_cap_be_passed(db_url: str, tmp_path: Pa
     count against the cap until it is reaped, then come back; the others finish them."""
     jobs = 600
     with sqlq.Queue(db_url) as q:
-        q.put_many([b"x"] * jobs, tube="capped")
-        q.limit("capped", concurrency=2)
-        outs = [tmp_path / f"holds{i}.json" for i in range(8)]
-        procs = [spawn(HAMMER, db_url, "capped", str(out), str(i % 2)) for i, out in
-                 enumerate(outs)]
+        procs, _ = hammer(q, db_url, tmp_path, jobs)
         sampled = 0
         killed = False
         while any(p.poll() is None for p in procs):
