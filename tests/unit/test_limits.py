@@ -217,9 +217,8 @@ def test_a_blocked_reserve_wakes_when_a_slot_frees(q: sqlq.Queue, db_url: str) -
         for free in ("delete", "release", "bury"):  # each frees the slot, with a commit
             assert held is not None
             thread, got = wait_in_thread(waiter, "a", 60)
-            deadline = time.monotonic() + soon()
-            while not waiter.engine._limited and time.monotonic() < deadline:  # waiting
-                time.sleep(0.01)
+            thread.join(0.2)  # the tube is full: the reserve waits (and is waiting now)
+            assert thread.is_alive() and not got, free
             start = time.monotonic()
             getattr(held, free)()
             thread.join(soon())
