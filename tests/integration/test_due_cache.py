@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import sqlq
+from sqlq.backends.sqlite.store import Q as SQLITE_Q
 from tests.conftest import spawn
 from tests.timing import PATIENCE, FakeClock
 
@@ -168,8 +169,10 @@ def test_a_woken_claim_skips_promote_due(db_path: str) -> None:
         looked = threading.Event()
 
         def trace(cursor: Any, sql: str, bindings: Any) -> bool:
-            seen.append(first_word(sql))
-            if seen[-1] == "SELECT":
+            # The wait's look (has_ready_job), not another read (the first claim's read
+            # of whether a tube has limits): the put must come after the waiter waits.
+            seen.append("LOOK" if sql == SQLITE_Q["has_ready_job"] else first_word(sql))
+            if seen[-1] == "LOOK":
                 looked.set()
             return True
 
@@ -183,8 +186,8 @@ def test_a_woken_claim_skips_promote_due(db_path: str) -> None:
         waiter.join(PATIENCE)
         conn.set_exec_trace(None)
         assert got and got[0] is not None and got[0].id == jid
-        last_look = max(i for i, word in enumerate(seen) if word == "SELECT")
-        assert seen[last_look:] == ["SELECT", "PRAGMA", "UPDATE"], " ".join(seen)
+        last_look = max(i for i, word in enumerate(seen) if word == "LOOK")
+        assert seen[last_look:] == ["LOOK", "PRAGMA", "UPDATE"], " ".join(seen)
 
 
 def test_a_look_in_a_transaction_rolled_back_keeps_no_time(fq: sqlq.Queue,
