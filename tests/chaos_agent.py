@@ -9,7 +9,8 @@ The driver picks each agent's durability (``full`` or ``normal``) and notes it i
 ``agents.txt`` beside the logs: on PostgreSQL an immediate server restart may lose a
 ``normal`` commit (the checker needs to know whose).
 
-Each runs until it is killed (the test sends SIGKILL at random moments) and
+Each runs until it is killed (the test sends SIGKILL at random moments, and the
+kernel when the driver dies: tests/orphans.py) and
 writes one line per event to LOG, appended and flushed line by line: the
 kernel keeps a flushed line even when the process is killed right after, so
 only the last line can be torn, and the checker ignores a line without its
@@ -77,10 +78,13 @@ from typing import Any, TextIO
 
 import sqlq
 from sqlq.work.runner import DONE, Outcome
+from tests.orphans import die_with_parent
 
 #: "chaos-slow" gets few jobs, each worked on for a while, and some workers watch only
 #: it: they wait, idle, and look for dead owners while others hold its jobs.
 SLOW = "chaos-slow"
+#: The environment variable naming the driver's pid: the agent dies with it.
+PARENT = "SQLQ_CHAOS_PARENT"
 TUBES = ["chaos-a", "chaos-b", SLOW]
 
 
@@ -418,6 +422,8 @@ def aworker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
 
 def main() -> None:
     role, db, log_path, seed, durability = sys.argv[1:6]
+    # Killed with the driver: a killed pytest leaves no agent running on.
+    die_with_parent(int(os.environ[PARENT]))
     rng = random.Random(int(seed))
     with open(log_path, "a", encoding="utf-8") as log:
         {"producer": producer, "worker": worker, "pworker": pworker,

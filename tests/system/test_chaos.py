@@ -56,7 +56,7 @@ import pytest
 import sqlq
 from sqlq.durations import now_ms
 from tests import chaos_checker
-from tests.chaos_agent import TUBES
+from tests.chaos_agent import PARENT, TUBES
 from tests.pgserver import PgServer
 from tests.timing import PATIENCE
 
@@ -186,8 +186,8 @@ class Fleet:
         proc = subprocess.Popen(
             [sys.executable, str(AGENT), role, str(path), str(log),
              str(self.rng.getrandbits(32)), durability],
-            env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE)
+            env=dict(os.environ, PYTHONPATH=str(ROOT), **{PARENT: str(os.getpid())}),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.procs.append((role, log, proc))
 
     def step(self) -> None:
