@@ -762,3 +762,68 @@ def test_flask_sqlq_with_an_unusable_queue_is_one_line(tmp_path: Path) -> None:
         assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
         assert says in run.stderr, run.stderr
         assert queue_files() == before
+
+
+# -- dependencies, cancel and progress from the shell (issues 24, 25) -------------------------
+
+@pytest.mark.parametrize("args", [
+    ["put", "--after", "abc", "x"],
+    ["put", "--after", "0", "x"],
+    ["put", "--after", "1,two", "x"],
+    ["put", "--after", "\u0661", "x"],
+    ["put", "--after", "1_0", "x"],
+    ["put", "--after", str(2**63), "x"],
+    ["put", "--after", "", "x"],
+    ["put-many", "--after", "abc"],
+    ["put-many", "--after", "-1"],
+    ["cancel"],
+    ["cancel", "abc"],
+    ["cancel", "0"],
+    ["cancel", "--", "-1"],
+    ["cancel", "\u0661"],  # int() reads it as 1: it cancelled job 1
+    ["cancel", "1_0"],  # ... and this as 10
+    ["delete", "\u0661"],
+    ["progress", "1"],
+    ["progress", "1", "abc"],
+    ["progress", "1", "150%"],
+    ["progress", "1", "--", "-1"],
+    ["progress", "1", "nan"],
+    ["progress", "1", "inf"],
+    ["progress", "1", "1e400"],
+    ["progress", "1", "1.5"],
+    ["progress", "1", "%"],
+    ["progress", "1", "\u0663"],  # float() and int() read these: stored as 3 and 0.5
+    ["progress", "1", "\uff15\uff10%"],
+    ["progress", "1", "1_000"],
+    ["progress", "1", "0.5", "--message", "m" * 1025],
+    ["progress", "abc", "0.5"],
+])
+def test_dependency_cancel_and_progress_arguments_from_the_shell(tmp_path: Path,
+                                                                 args: list[str]) -> None:
+    """A usage error (exit 2) in one line, and the file as it was: job 1 still there."""
+    path = tmp_path / "q.db"
+    make_queue(path, jobs=1)
+    before = listing(tmp_path)
+    line = cli(path, *args, input=b"a\nb\n", code=2)
+    assert "Invalid value" in line or "Missing argument" in line or "No such option" in line \
+        or "message must be" in line, line
+    assert listing(tmp_path) == before
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["put", "--after", "55", "x"], "job 55 not found"),
+    (["put-many", "--after", "1", "--after", "55"], "job 55 not found"),
+    (["cancel", "55"], "job 55 not found"),
+    (["cancel", str(2**63)], "not found"),
+    (["progress", "55", "0.5"], "job 55 not found"),
+    (["progress", "1", "50%"], "job 1 is not reserved"),
+])
+def test_dependency_cancel_and_progress_on_no_such_job_exit_3(tmp_path: Path, args: list[str],
+                                                              says: str) -> None:
+    """Not found (exit 3, one line), and nothing put, cancelled or written."""
+    path = tmp_path / "q.db"
+    make_queue(path, jobs=1)
+    before = listing(tmp_path)
+    assert says in cli(path, *args, input=b"a\nb\n", code=3)
+    assert listing(tmp_path) == before
+
