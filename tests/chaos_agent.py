@@ -47,7 +47,7 @@ Worker lines, for a job reserved under lease L:
                        a parent's children cannot be released before that
     C <id> <L> <at>    the delete (or complete) succeeded at ``at`` (ms): completed
     F <id> <L> [cancelled]
-                       the delete (touch, release, bury) failed with JobLost (lease no
+                       the delete (touch, progress, release, bury) failed with JobLost (lease no
                        longer live); ``cancelled``: with JobCancelled (issue 25)
     X <id> <L>         released;  B <id> <L> buried;  T <id> <L> touched
     K <n>              kicked n buried jobs back to ready
@@ -286,7 +286,13 @@ def worker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
                 # or to the server's sessions. A SLOW job on PostgreSQL sometimes works
                 # past the database's idle_session_timeout without a database call.
                 long = job.tube == SLOW and job.ttr >= 2 and rng.random() < 0.5
-                time.sleep(rng.uniform(1.2, 1.8) if long else rng.uniform(0.05, 0.3))
+                took = rng.uniform(1.2, 1.8) if long else rng.uniform(0.05, 0.3)
+                time.sleep(took / 2)
+                try:  # halfway: JobCancelled if a canceller took the job meanwhile
+                    job.progress(0.5, "halfway")
+                except sqlq.DatabaseError:  # cut off: the lease stands; go on
+                    emit(log, "E", "progress")
+                time.sleep(took / 2)
         except sqlq.JobLost as e:  # never JobNotFound: a stale lease is JobLost (F3)
             # A one-second TTR can run out on a loaded machine (or the job was cancelled).
             emit(log, "F", job.id, lease, *why(e))

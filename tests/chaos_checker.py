@@ -63,8 +63,10 @@ have cancelled, and is counted apart (``uncertain``).
 * **... nor completed, nor left in the file.** A job whose cancel was acknowledged has no
   ``C`` line (a delete that committed first makes the cancel JobNotFound) and is gone.
 * **Its holder is told.** A holder's verb after the cancel fails (``F``), with
-  JobCancelled (``F ... cancelled``) or, for a lease that ran out first, JobLost:
-  counted; and no job that was never cancelled is refused as cancelled.
+  JobCancelled (``F ... cancelled``) or JobLost (a batch delete names a cancelled job
+  lost; a lease that ran out before the cancel): counted. The library worker's own
+  verbs (``worker``) on a lease still live at the acknowledgement must get
+  JobCancelled; and no job that was never cancelled is refused as cancelled.
 * **Nothing else is lost.** The loss rule above holds with exactly the acknowledged (and
   the uncertain) cancels left out; the children of a cancelled parent may run from the
   cancel's start (``S``), as from a delete's ``D``.
@@ -149,6 +151,9 @@ class CancelVerdict:
     left_in_file: list[int] = field(default_factory=list)  #: still in the file after it
     #: JobCancelled for a job no cancel named
     cancelled_uncalled: list[int] = field(default_factory=list)
+    #: a holder whose lease was live at the cancel told JobLost, not JobCancelled (only
+    #: for the library worker's own verbs: a batch delete names a cancelled job lost)
+    told_lost: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -202,6 +207,14 @@ def read_restarts(log_dir: Path) -> list[Restart]:
         return []
     return [Restart(rec[0], int(rec[1]), int(rec[2]))
             for rec in complete_lines(path) if len(rec) == 3]
+
+
+def read_roles(log_dir: Path) -> dict[str, str]:
+    """Log name -> its agent's role (``agents.txt``)."""
+    path = log_dir / "agents.txt"
+    if not path.exists():
+        return {}
+    return {rec[0]: rec[1] for rec in complete_lines(path) if len(rec) == 3}
 
 
 def read_durabilities(log_dir: Path) -> dict[str, str]:
@@ -448,6 +461,8 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
     cancelled: dict[int, tuple[int, bool]] = {}  # id -> (Q's ms, a normal canceller's)
     maybe_cancelled: set[int] = set()  # Y, or a trailing S
     refusals: list[tuple[int, bool]] = []  # (id, with JobCancelled) of every F
+    roles = read_roles(log_dir)
+    direct: list[tuple[int, str]] = []  # (id, lease) of a plain F of the worker's own verb
     claims: dict[int, list[int]] = {}  # id -> each claim's clock reading (R's until - ttr)
     for log in sorted(log_dir.glob("*.log")):
         records = all_records[log.name] = complete_lines(log)
@@ -498,6 +513,8 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
             elif kind == "F":
                 verdict.refused += 1
                 refusals.append((int(rec[1]), rec[3:4] == ["cancelled"]))
+                if roles.get(log.name) == "worker" and rec[3:4] != ["cancelled"]:
+                    direct.append((int(rec[1]), rec[2]))
             elif kind == "S":
                 job_id = int(rec[1])
                 cancel_started[job_id] = min(int(rec[2]), cancel_started.get(job_id, 2**63))
@@ -561,6 +578,11 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                                     claims, completions - fragile_completions, in_file,
                                     refusals, cancel_started,
                                     crashes, verdict.undone_by_crash)
+    for job_id, lease in direct:
+        if job_id in cancelled and any(
+                r.lease == lease and r.until_ms > cancelled[job_id][0]
+                for r in reservations.get(job_id, ())):
+            verdict.cancels.told_lost.append(job_id)
     # A child may run once a parent's cancel began, as once its delete began.
     for job_id in cancelled.keys() | maybe_cancelled:
         if job_id in cancel_started:
@@ -639,11 +661,12 @@ class Summary:
         c = self.cancels = verdict.cancels
         self.cancel_violations = max(self.cancel_violations, len(c.reserved_after)
                                      + len(c.completed_after) + len(c.left_in_file)
-                                     + len(c.cancelled_uncalled))
+                                     + len(c.cancelled_uncalled) + len(c.told_lost))
         for what, ids in (("cancelled jobs claimed after the cancel", c.reserved_after),
                           ("cancelled jobs completed", c.completed_after),
                           ("cancelled jobs still in the file", c.left_in_file),
                           ("JobCancelled for jobs never cancelled", c.cancelled_uncalled),
+                          ("holders told JobLost, not JobCancelled", c.told_lost),
                           ("children reserved before a parent went", deps.early),
                           ("children completed twice", deps.twice),
                           ("children waiting with no parent left", deps.stranded),

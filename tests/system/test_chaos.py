@@ -553,35 +553,40 @@ def test_checker_finds_cancelled_jobs_handed_out_completed_or_left(tmp_path: Pat
     """A job whose cancel was acknowledged and then claimed again, completed, or left in
     the file is reported; a claim made before the cancel, a cancel that found no job (N)
     and one cut off (Y) are not; a cancelled job gone is not lost, but one whose cancel
-    found nothing is; JobCancelled for a job never cancelled is reported."""
+    found nothing is; JobCancelled for a job never cancelled, and JobLost told to the
+    library worker holding a cancelled job's live lease, are reported."""
     db = tmp_path / "c.db"
     with sqlq.Queue(str(db), durability="normal") as q:
-        ids = q.put_many([b"p1-%d" % i for i in range(7)], tube="chaos-a")
+        ids = q.put_many([b"p1-%d" % i for i in range(8)], tube="chaos-a")
         for job_id in ids[:2] + ids[3:]:
             q.delete(job_id)
-    fine, claimed, left, done, not_found, cut, uncalled = ids
+    fine, claimed, left, done, not_found, cut, uncalled, told = ids
     logs = tmp_path / "logs"
     logs.mkdir()
+    (logs / "agents.txt").write_text("w.log worker full\nc.log canceller full\n")
     records = {
         "p.log": [f"P {j} p1-{i} 100" for i, j in enumerate(ids)],
         # fine: claimed at 900 (until 1900 - ttr 1000), cancelled at 1000; its holder told
         "w.log": [f"R {fine} 1 p1-0 1900 905 1000", f"F {fine} 1 cancelled",
                   f"R {claimed} 2 p1-1 3100 2105 1000",  # claimed at 2100, after the cancel
                   f"R {done} 3 p1-3 1900 905 1000", f"D {done} 3 1500", f"C {done} 3 1600",
-                  f"R {uncalled} 4 p1-6 1900 905 1000", f"F {uncalled} 4 cancelled"],
+                  f"R {uncalled} 4 p1-6 1900 905 1000", f"F {uncalled} 4 cancelled",
+                  # its lease live at the cancel, yet the worker's own verb got JobLost
+                  f"R {told} 5 p1-7 1900 905 1000", f"F {told} 5"],
         "c.log": [f"S {fine} 990", f"Q {fine} 1000", f"S {claimed} 990", f"Q {claimed} 1000",
                   f"S {left} 990", f"Q {left} 1000", f"S {done} 990", f"Q {done} 1000",
-                  f"S {not_found} 990", f"N {not_found}", f"S {cut} 990", f"Y {cut}"],
+                  f"S {not_found} 990", f"N {not_found}", f"S {cut} 990", f"Y {cut}",
+                  f"S {told} 990", f"Q {told} 1000"],
     }
     for name, lines in records.items():
         (logs / name).write_text("".join(line + "\n" for line in lines))
     verdict = chaos_checker.check(db, logs)
     c = verdict.cancels
-    assert (c.acknowledged, c.not_found, c.uncertain) == (4, 1, 1), c
+    assert (c.acknowledged, c.not_found, c.uncertain) == (5, 1, 1), c
     assert c.reserved_after == [claimed] and c.completed_after == [done], c
     assert c.left_in_file == [left] and c.cancelled_uncalled == [uncalled], c
-    assert (c.holders_cancelled, c.holders_lost) == (1, 0), c
+    assert (c.holders_cancelled, c.holders_lost) == (1, 1) and c.told_lost == [told], c
     assert verdict.lost == [not_found, uncalled], verdict
     summary = chaos_checker.Summary()
     summary.add(verdict)
-    assert not summary.ok and "cancel-violations=4" in summary.line(1), summary.line(1)
+    assert not summary.ok and "cancel-violations=5" in summary.line(1), summary.line(1)
