@@ -52,11 +52,31 @@ Jobs put with ``after=`` (the ``P`` line's parents field; issue 24), the *childr
   released, runs once like any job: the rules above (two completions, reserved again
   while its holder lived) hold for it as for every job.
 
+Cancels (the canceller's ``S``/``Q``/``N``/``Y`` lines; issue 25). A cancel is
+*acknowledged* when ``q.cancel`` returned (``Q``, with the time); ``N`` (JobNotFound)
+cancelled nothing; ``Y`` (cut off) or a trailing ``S`` (killed during the call) may
+have cancelled, and is counted apart (``uncertain``).
+
+* **A cancelled job is never handed out again.** No reservation of it was claimed after
+  the acknowledgement: the claim's own clock reading (``R``'s deadline less its TTR,
+  read before its commit) is after the ``Q`` time.
+* **... nor completed, nor left in the file.** A job whose cancel was acknowledged has no
+  ``C`` line (a delete that committed first makes the cancel JobNotFound) and is gone.
+* **Its holder is told.** A holder's verb after the cancel fails (``F``), with
+  JobCancelled (``F ... cancelled``) or JobLost (a batch delete names a cancelled job
+  lost; a lease that ran out before the cancel): counted. The library worker's own
+  verbs (``worker``) on a lease still live at the acknowledgement must get
+  JobCancelled; and no job that was never cancelled is refused as cancelled.
+* **Nothing else is lost.** The loss rule above holds with exactly the acknowledged (and
+  the uncertain) cancels left out; the children of a cancelled parent may run from the
+  cancel's start (``S``), as from a delete's ``D``.
+
 What an immediate restart of PostgreSQL may undo (``restarts.txt``, written by the
 driver: mode, start and end in ms). It is a crash of the server: commits whose WAL
 record had not left the server's memory are gone. That is every commit that did not
 wait for the flush (``synchronous_commit`` off): all of a ``durability="normal"``
-agent's (``agents.txt``: log name, role, durability) and every agent's claims, which
+agent's (``agents.txt``: log name, role, durability; its cancels too) and every agent's
+claims, which
 sqlq makes without waiting in either mode (a lost claim makes the job ready again).
 The walwriter writes such commits within 3 x ``wal_writer_delay`` (0.6 s), and every
 ``full`` commit writes all WAL before it; so only commits made from
@@ -114,6 +134,26 @@ class Verdict:
     integrity_ok: bool = True
     problems: list[str] = field(default_factory=list)
     deps: DependencyVerdict = field(default_factory=lambda: DependencyVerdict())
+    cancels: CancelVerdict = field(default_factory=lambda: CancelVerdict())
+
+
+@dataclass
+class CancelVerdict:
+    """What the look found about cancels (see the module's docstring)."""
+
+    acknowledged: int = 0  #: Q lines: jobs cancelled
+    not_found: int = 0  #: N lines: nothing cancelled
+    uncertain: int = 0  #: Y lines and trailing S lines: may have cancelled
+    holders_cancelled: int = 0  #: a holder's verb refused with JobCancelled
+    holders_lost: int = 0  #: ... with JobLost (its lease ran out before the cancel)
+    reserved_after: list[int] = field(default_factory=list)  #: claimed after the cancel
+    completed_after: list[int] = field(default_factory=list)  #: completed, cancelled too
+    left_in_file: list[int] = field(default_factory=list)  #: still in the file after it
+    #: JobCancelled for a job no cancel named
+    cancelled_uncalled: list[int] = field(default_factory=list)
+    #: a holder whose lease was live at the cancel told JobLost, not JobCancelled (only
+    #: for the library worker's own verbs: a batch delete names a cancelled job lost)
+    told_lost: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -167,6 +207,14 @@ def read_restarts(log_dir: Path) -> list[Restart]:
         return []
     return [Restart(rec[0], int(rec[1]), int(rec[2]))
             for rec in complete_lines(path) if len(rec) == 3]
+
+
+def read_roles(log_dir: Path) -> dict[str, str]:
+    """Log name -> its agent's role (``agents.txt``)."""
+    path = log_dir / "agents.txt"
+    if not path.exists():
+        return {}
+    return {rec[0]: rec[1] for rec in complete_lines(path) if len(rec) == 3}
 
 
 def read_durabilities(log_dir: Path) -> dict[str, str]:
@@ -350,6 +398,36 @@ def check_dependencies(links: Links, parents: dict[int, list[int]],
     return v
 
 
+def check_cancels(cancelled: dict[int, tuple[int, bool]], maybe: set[int], not_found: int,
+                  claims: dict[int, list[int]], completions: Counter[int],
+                  in_file: dict[int, str], refusals: list[tuple[int, bool]],
+                  started: dict[int, int], crashes: CrashWindows,
+                  undone: Counter[str]) -> CancelVerdict:
+    """The rules for cancels (see the module's docstring). A ``normal`` canceller's cancel
+    an immediate restart may have undone is counted in ``undone`` when undone."""
+    v = CancelVerdict(acknowledged=len(cancelled), not_found=not_found, uncertain=len(maybe))
+    for job_id, (at, normal) in sorted(cancelled.items()):
+        after = any(claim > at for claim in claims.get(job_id, ()))
+        done = completions[job_id] > 0
+        there = job_id in in_file
+        if (after or there) and normal and crashes.crash_after(at) is not None:
+            undone["cancels"] += 1
+            continue
+        if after:
+            v.reserved_after.append(job_id)
+        if done:
+            v.completed_after.append(job_id)
+        if there:
+            v.left_in_file.append(job_id)
+    for job_id, was_cancelled in refusals:
+        if job_id in cancelled:
+            v.holders_cancelled += was_cancelled
+            v.holders_lost += not was_cancelled
+        elif was_cancelled and job_id not in started:
+            v.cancelled_uncalled.append(job_id)
+    return v
+
+
 def _at(rec: list[str], index: int) -> int | None:
     """The time field of a record, if it has one (older logs' lines do not)."""
     return int(rec[index]) if len(rec) > index else None
@@ -379,6 +457,13 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
     reservations: dict[int, list[Reservation]] = {}
     let_go: set[tuple[str, int, str]] = set()  # (log, id, lease) released or buried
     all_records: dict[str, list[list[str]]] = {}
+    cancel_started: dict[int, int] = {}  # id -> when its first cancel began (S, ms)
+    cancelled: dict[int, tuple[int, bool]] = {}  # id -> (Q's ms, a normal canceller's)
+    maybe_cancelled: set[int] = set()  # Y, or a trailing S
+    refusals: list[tuple[int, bool]] = []  # (id, with JobCancelled) of every F
+    roles = read_roles(log_dir)
+    direct: list[tuple[int, str]] = []  # (id, lease) of a plain F of the worker's own verb
+    claims: dict[int, list[int]] = {}  # id -> each claim's clock reading (R's until - ttr)
     for log in sorted(log_dir.glob("*.log")):
         records = all_records[log.name] = complete_lines(log)
         normal = durability.get(log.name) == "normal"
@@ -413,6 +498,8 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                 if len(rec) >= 6:
                     reservations.setdefault(job_id, []).append(
                         Reservation(log.name, lease, int(rec[4]), int(rec[5])))
+                if len(rec) >= 7:
+                    claims.setdefault(job_id, []).append(int(rec[4]) - int(rec[6]))
                 if job_id in acked and acked[job_id] != tag:
                     verdict.problems.append(f"{log.name}: job {job_id} has body {tag}, "
                                             f"put as {acked[job_id]}")
@@ -425,6 +512,18 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                     let_go.add((log.name, int(rec[1]), rec[2]))
             elif kind == "F":
                 verdict.refused += 1
+                refusals.append((int(rec[1]), rec[3:4] == ["cancelled"]))
+                if roles.get(log.name) == "worker" and rec[3:4] != ["cancelled"]:
+                    direct.append((int(rec[1]), rec[2]))
+            elif kind == "S":
+                job_id = int(rec[1])
+                cancel_started[job_id] = min(int(rec[2]), cancel_started.get(job_id, 2**63))
+            elif kind == "Q":
+                cancelled[int(rec[1])] = (int(rec[2]), normal)
+            elif kind == "N":
+                verdict.cancels.not_found += 1
+            elif kind == "Y":
+                maybe_cancelled.add(int(rec[1]))
             elif kind == "C":
                 job_id, lease = int(rec[1]), rec[2]
                 completions[job_id] += 1
@@ -437,6 +536,8 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
         # commit that deletes its batch) ends with D lines: each may have committed.
         # So does one killed after that commit, while it wrote the batch's C (or F)
         # lines one by one: its log ends with D lines, then some of their C lines.
+        if records and records[-1][0] == "S":  # killed during a cancel: it may have committed
+            maybe_cancelled.add(int(records[-1][1]))
         refused_at_end: set[int] = set()  # an F says that delete did not commit
         for rec in reversed(records):
             if rec[0] not in ("D", "C", "F"):
@@ -463,14 +564,30 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                                               {name: at for name, at, _ in kills},
                                               crashes, verdict.undone_by_crash)
     verdict.recoveries, verdict.left = recovery_times(all_records, reservations, kills)
+    maybe_cancelled -= cancelled.keys()
     missing = [j for j in acked
-               if j not in in_file and j not in completions and j not in dangling]
+               if j not in in_file and j not in completions and j not in dangling
+               and j not in cancelled and j not in maybe_cancelled]
     verdict.lost = sorted(j for j in missing if j not in fragile_puts)
     verdict.undone_by_crash["puts"] += len(missing) - len(verdict.lost)
     resurrected = sorted(j for j in completions if j in in_file and not fragile_completions[j])
     if resurrected:
         verdict.problems.append(f"jobs deleted successfully but still in the file: "
                                 f"{resurrected[:10]}")
+    verdict.cancels = check_cancels(cancelled, maybe_cancelled, verdict.cancels.not_found,
+                                    claims, completions - fragile_completions, in_file,
+                                    refusals, cancel_started,
+                                    crashes, verdict.undone_by_crash)
+    for job_id, lease in direct:
+        if job_id in cancelled and any(
+                r.lease == lease and r.until_ms > cancelled[job_id][0]
+                for r in reservations.get(job_id, ())):
+            verdict.cancels.told_lost.append(job_id)
+    # A child may run once a parent's cancel began, as once its delete began.
+    for job_id in cancelled.keys() | maybe_cancelled:
+        if job_id in cancel_started:
+            delete_started[job_id] = min(cancel_started[job_id],
+                                         delete_started.get(job_id, 2**63))
     for job_id in reissued:
         parents.pop(job_id, None)
     if verdict.integrity_ok:
@@ -508,6 +625,9 @@ class Summary:
     twice: int = 0
     stranded: int = 0
     broken_links: int = 0
+    cancels: CancelVerdict = field(default_factory=CancelVerdict)
+    #: the worst of any look: cancelled jobs claimed, completed or left after the cancel
+    cancel_violations: int = 0
     problems: list[str] = field(default_factory=list)
 
     def add(self, verdict: Verdict) -> None:
@@ -538,7 +658,16 @@ class Summary:
         self.twice = max(self.twice, len(deps.twice))
         self.stranded = max(self.stranded, len(deps.stranded))
         self.broken_links = max(self.broken_links, len(deps.broken_links))
-        for what, ids in (("children reserved before a parent went", deps.early),
+        c = self.cancels = verdict.cancels
+        self.cancel_violations = max(self.cancel_violations, len(c.reserved_after)
+                                     + len(c.completed_after) + len(c.left_in_file)
+                                     + len(c.cancelled_uncalled) + len(c.told_lost))
+        for what, ids in (("cancelled jobs claimed after the cancel", c.reserved_after),
+                          ("cancelled jobs completed", c.completed_after),
+                          ("cancelled jobs still in the file", c.left_in_file),
+                          ("JobCancelled for jobs never cancelled", c.cancelled_uncalled),
+                          ("holders told JobLost, not JobCancelled", c.told_lost),
+                          ("children reserved before a parent went", deps.early),
                           ("children completed twice", deps.twice),
                           ("children waiting with no parent left", deps.stranded),
                           ("dependency counters", deps.broken_links)):
@@ -562,7 +691,15 @@ class Summary:
                      f" (owner-only:{self.terminations['owner']}"
                      f",all-of-an-agent:{self.terminations['all']})"
                      f" undone-by-crash={undone or 0}")
-        return text + " " + self.dependencies() + " " + self.recovery()
+        return (text + " " + self.cancelling() + " " + self.dependencies() + " "
+                + self.recovery())
+
+    def cancelling(self) -> str:
+        """The cancels, what their holders were told, and what the rules found."""
+        c = self.cancels
+        return (f"cancels-acknowledged={c.acknowledged} not-found={c.not_found} "
+                f"uncertain={c.uncertain} holders-told=cancelled:{c.holders_cancelled}"
+                f",lost:{c.holders_lost} cancel-violations={self.cancel_violations}")
 
     def dependencies(self) -> str:
         """The children (jobs put with after=) and what the rules found about them."""
@@ -586,6 +723,7 @@ class Summary:
     def ok(self) -> bool:
         return not (self.lost or self.duplicates or self.stolen or self.integrity_failures
                     or self.early or self.twice or self.stranded or self.broken_links
+                    or self.cancel_violations
                     or self.problems)
 
 

@@ -112,7 +112,8 @@ def _login_url(req: Request) -> str:
 
 
 def _job_id(text: str) -> int:
-    if not text.isdigit():
+    # ASCII only: int() reads "١" or "１" as 1, and cancel-job must act on no job not named.
+    if not (text.isascii() and text.isdigit()):
         raise ValueError(f"not a job id: {text!r}")
     return int(text)
 

@@ -7,9 +7,10 @@ For SQLQ_CHAOS_SECONDS (10 in ``make test``, 60 in ``make test-chaos``) the test
 runs rounds of a few seconds. In a round, three producer and four worker
 processes (tests/chaos_agent.py, each with a random durability; one worker is
 ``sqlq work``'s Worker claiming batches, ``--prefetch`` 2 to 32 or adaptive, and a
-fourth its ``--concurrency`` event-loop worker, prefetching likewise) share one
-file; every 50-400 ms one of them, chosen at random, is killed with SIGKILL and
-a fresh one takes its place; at the end of the round all of them are killed.
+fourth its ``--concurrency`` event-loop worker, prefetching likewise) and a canceller
+(``q.cancel`` of random recent jobs: ready, reserved by a live or dead worker, waiting,
+or gone already) share one file; every 50-400 ms one of them, chosen at random, is
+killed with SIGKILL and a fresh one takes its place; at the end of the round all of them are killed.
 On a file, half the agents open it through a symlink to it, and now and then
 the driver deletes the ``<db>-sqlq`` sidecar (``rm -rf``) under them all.
 On PostgreSQL the driver also disturbs the server under load, as production does:
@@ -30,7 +31,10 @@ deletion, or a second name for the file, once caused that), and on a file
 ``PRAGMA integrity_check`` ok; for the children, none reserved before the delete of
 one of its parents began (released early), none released twice (the file's counters
 add up to its edges; a child completed twice), none stranded (waiting with no parent
-left). After the last round a clean
+left); for cancels, none of the jobs whose cancel was acknowledged claimed or completed
+after it, or left in the file, their holders told (JobCancelled, or JobLost for a lease
+that ran out first), and the loss rule holding with exactly those jobs left out. After
+the last round a clean
 worker drains the file, which shows that what was left (reserved by dead
 processes, delayed, buried) can still be worked.
 
@@ -56,7 +60,7 @@ import pytest
 import sqlq
 from sqlq.durations import now_ms
 from tests import chaos_checker
-from tests.chaos_agent import TUBES
+from tests.chaos_agent import PARENT, TUBES
 from tests.pgserver import PgServer
 from tests.timing import PATIENCE
 
@@ -66,6 +70,8 @@ PRODUCERS = 3
 #: The worker agents of a round: library loops, and sqlq work's Worker and its event-loop
 #: worker (--concurrency), prefetching.
 WORKERS = ["worker", "worker", "pworker", "aworker"]
+#: The agent that cancels random recent jobs while the workers run (issue 25).
+CANCELLERS = 1
 ROUND_SECONDS = 2.5
 #: The chance that a step of the round deletes the sidecar directory instead of killing.
 SIDECAR_REMOVAL = 0.1
@@ -186,8 +192,8 @@ class Fleet:
         proc = subprocess.Popen(
             [sys.executable, str(AGENT), role, str(path), str(log),
              str(self.rng.getrandbits(32)), durability],
-            env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE)
+            env=dict(os.environ, PYTHONPATH=str(ROOT), **{PARENT: str(os.getpid())}),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.procs.append((role, log, proc))
 
     def step(self) -> None:
@@ -310,6 +316,8 @@ def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None],
             fleet.start("producer")
         for role in WORKERS:
             fleet.start(role)
+        for _ in range(CANCELLERS):
+            fleet.start("canceller")
         round_start = time.monotonic()
         at_work: float | None = None
         try:
@@ -539,3 +547,46 @@ def test_checker_finds_children_released_early_twice_or_stranded(tmp_path: Path)
     summary.add(verdict)
     assert not summary.ok
     assert "released-early=1 released-twice=1 stranded=1" in summary.line(1), summary.line(1)
+
+
+def test_checker_finds_cancelled_jobs_handed_out_completed_or_left(tmp_path: Path) -> None:
+    """A job whose cancel was acknowledged and then claimed again, completed, or left in
+    the file is reported; a claim made before the cancel, a cancel that found no job (N)
+    and one cut off (Y) are not; a cancelled job gone is not lost, but one whose cancel
+    found nothing is; JobCancelled for a job never cancelled, and JobLost told to the
+    library worker holding a cancelled job's live lease, are reported."""
+    db = tmp_path / "c.db"
+    with sqlq.Queue(str(db), durability="normal") as q:
+        ids = q.put_many([b"p1-%d" % i for i in range(8)], tube="chaos-a")
+        for job_id in ids[:2] + ids[3:]:
+            q.delete(job_id)
+    fine, claimed, left, done, not_found, cut, uncalled, told = ids
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "agents.txt").write_text("w.log worker full\nc.log canceller full\n")
+    records = {
+        "p.log": [f"P {j} p1-{i} 100" for i, j in enumerate(ids)],
+        # fine: claimed at 900 (until 1900 - ttr 1000), cancelled at 1000; its holder told
+        "w.log": [f"R {fine} 1 p1-0 1900 905 1000", f"F {fine} 1 cancelled",
+                  f"R {claimed} 2 p1-1 3100 2105 1000",  # claimed at 2100, after the cancel
+                  f"R {done} 3 p1-3 1900 905 1000", f"D {done} 3 1500", f"C {done} 3 1600",
+                  f"R {uncalled} 4 p1-6 1900 905 1000", f"F {uncalled} 4 cancelled",
+                  # its lease live at the cancel, yet the worker's own verb got JobLost
+                  f"R {told} 5 p1-7 1900 905 1000", f"F {told} 5"],
+        "c.log": [f"S {fine} 990", f"Q {fine} 1000", f"S {claimed} 990", f"Q {claimed} 1000",
+                  f"S {left} 990", f"Q {left} 1000", f"S {done} 990", f"Q {done} 1000",
+                  f"S {not_found} 990", f"N {not_found}", f"S {cut} 990", f"Y {cut}",
+                  f"S {told} 990", f"Q {told} 1000"],
+    }
+    for name, lines in records.items():
+        (logs / name).write_text("".join(line + "\n" for line in lines))
+    verdict = chaos_checker.check(db, logs)
+    c = verdict.cancels
+    assert (c.acknowledged, c.not_found, c.uncertain) == (5, 1, 1), c
+    assert c.reserved_after == [claimed] and c.completed_after == [done], c
+    assert c.left_in_file == [left] and c.cancelled_uncalled == [uncalled], c
+    assert (c.holders_cancelled, c.holders_lost) == (1, 1) and c.told_lost == [told], c
+    assert verdict.lost == [not_found, uncalled], verdict
+    summary = chaos_checker.Summary()
+    summary.add(verdict)
+    assert not summary.ok and "cancel-violations=5" in summary.line(1), summary.line(1)
