@@ -458,6 +458,7 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
     let_go: set[tuple[str, int, str]] = set()  # (log, id, lease) released or buried
     all_records: dict[str, list[list[str]]] = {}
     cancel_started: dict[int, int] = {}  # id -> when its first cancel began (S, ms)
+    put_at: dict[int, int | None] = {}  # id -> when its (first) put was acknowledged
     cancelled: dict[int, tuple[int, bool]] = {}  # id -> (Q's ms, a normal canceller's)
     maybe_cancelled: set[int] = set()  # Y, or a trailing S
     refusals: list[tuple[int, bool]] = []  # (id, with JobCancelled) of every F
@@ -473,6 +474,7 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
             if kind == "P":
                 job_id, tag = int(rec[1]), rec[2]
                 fragile = normal and crashes.crash_after(_at(rec, 3)) is not None
+                put_at.setdefault(job_id, _at(rec, 3))
                 if acked.get(job_id, tag) == tag:
                     acked[job_id] = tag
                     if fragile:
@@ -570,6 +572,12 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                and j not in cancelled and j not in maybe_cancelled]
     verdict.lost = sorted(j for j in missing if j not in fragile_puts)
     verdict.undone_by_crash["puts"] += len(missing) - len(verdict.lost)
+    # A parent whose put an immediate restart undid went at that restart: a child put
+    # after it found no such parent, which counts as finished (a gone parent).
+    for job_id in missing:
+        crash = crashes.crash_after(put_at.get(job_id)) if job_id in fragile_puts else None
+        if crash is not None:
+            delete_started[job_id] = min(crash, delete_started.get(job_id, crash))
     resurrected = sorted(j for j in completions if j in in_file and not fragile_completions[j])
     if resurrected:
         verdict.problems.append(f"jobs deleted successfully but still in the file: "
