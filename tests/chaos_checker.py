@@ -560,6 +560,7 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
     durability = read_durabilities(log_dir)
     acked: dict[int, str] = {}
     fragile_puts: set[int] = set()  # normal puts an immediate restart may have undone
+    put_at: dict[int, int] = {}  # id -> when its put was acknowledged (P, ms)
     completions: Counter[int] = Counter()
     fragile_completions: Counter[int] = Counter()  # likewise, normal deletes
     dangling: set[int] = set()
@@ -585,6 +586,8 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
             if kind == "P":
                 job_id, tag = int(rec[1]), rec[2]
                 fragile = normal and crashes.crash_after(_at(rec, 3)) is not None
+                if len(rec) > 3:
+                    put_at.setdefault(job_id, int(rec[3]))
                 if acked.get(job_id, tag) == tag:
                     acked[job_id] = tag
                     if fragile:
@@ -681,6 +684,12 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                if j not in in_file and j not in completions and j not in dangling
                and j not in cancelled and j not in maybe_cancelled]
     verdict.lost = sorted(j for j in missing if j not in fragile_puts)
+    for job_id in missing:
+        # A put the restart undid is gone from the restart's start: a later put naming it
+        # in after= finds it gone (finished), and its child may run at once.
+        crash = crashes.crash_after(put_at.get(job_id))
+        if job_id in fragile_puts and crash is not None:
+            delete_started[job_id] = min(crash, delete_started.get(job_id, 2**63))
     verdict.undone_by_crash["puts"] += len(missing) - len(verdict.lost)
     resurrected = sorted(j for j in completions if j in in_file and not fragile_completions[j])
     if resurrected:
