@@ -97,7 +97,8 @@ A tube's concurrency cap (``limits.txt``, written by the driver: tube, K; issue 
   without it: generous); for a holder killed, its kill (``kills.txt``, before the
   signal: a dead holder's jobs count until reaped, later, which the logs cannot pin, so
   the kill is the generous end); a cancel of the job that may have committed after the
-  claim (its ``S``, not later than its commit; never before the hold's start); and on
+  claim, i.e. not acknowledged (``Q``) before the claim's clock reading (its ``S``, not
+  later than its commit; the hold's start if the cancel began before it); and on
   PostgreSQL, for a claim an immediate restart may have undone, the restart's start. A
   touch lengthens a lease and is not counted (the hold is then shorter than the real
   one: generous). The drain (after every agent died, its clock ahead) is left out.
@@ -341,8 +342,9 @@ def read_caps(log_dir: Path) -> dict[str, int]:
 
 @dataclass
 class Hold:
-    start: int
+    start: int  #: reserve returned (after the claim's commit)
     end: int
+    claimed: int  #: the claim's clock reading (before its commit)
 
 
 def check_cap(tube: str, cap: int, records: dict[str, list[list[str]]],
@@ -373,7 +375,7 @@ def check_cap(tube: str, cap: int, records: dict[str, list[list[str]]],
             kind = rec[0]
             if kind == "R" and len(rec) >= 8 and rec[7] == tube:
                 v.claims += 1
-                hold = Hold(int(rec[5]), int(rec[4]))
+                hold = Hold(int(rec[5]), int(rec[4]), int(rec[4]) - int(rec[6]))
                 mine[int(rec[1]), rec[2]] = hold
                 holds.append((int(rec[1]), hold))
             elif kind in ("D", "X", "B", "U") and len(rec) > 2:
@@ -391,8 +393,8 @@ def check_cap(tube: str, cap: int, records: dict[str, list[list[str]]],
                 hold.end = min(hold.end, killed)  # then dead until reaped: unknown, later
     for job_id, hold in holds:
         for s_at, q_at in cancels.get(job_id, ()):
-            if q_at is not None and q_at < hold.start:
-                continue  # acknowledged before the claim (else a cancel rule's violation)
+            if q_at is not None and q_at < hold.claimed:
+                continue  # committed before the claim (which is then a cancel rule's case)
             hold.end = min(hold.end, max(hold.start, s_at))
         crash = crashes.crash_after(hold.start)
         if crash is not None:  # an immediate restart may have undone the claim

@@ -605,8 +605,9 @@ def test_checker_finds_cancelled_jobs_handed_out_completed_or_left(tmp_path: Pat
 
 def test_checker_finds_more_holds_than_the_cap(tmp_path: Path) -> None:
     """Three jobs of a tube capped at 2 held at once are reported; holds ended by a
-    delete's start, a release's start, a holder's kill or the TTR before the next one
-    began are not counted on, nor a reservation of another tube."""
+    delete's start, a release's start, a holder's kill, a cancel acknowledged after the
+    claim's clock reading or the TTR before the next one began are not counted on, nor a
+    reservation of another tube."""
     db, ids, logs = _four_jobs(tmp_path)
     a, b, c, d = ids
     (logs / "limits.txt").write_text("chaos-a 2\n")
@@ -619,6 +620,9 @@ def test_checker_finds_more_holds_than_the_cap(tmp_path: Path) -> None:
         "w2.log": [f"R {d} 4 p1-3 9000 1100 8000 chaos-a"],
         # another tube's job is no hold of chaos-a
         "w3.log": [f"R {a} 5 p1-0 9000 1200 8000 chaos-b"],
+        # claimed at 1440, returned at 1450: a cancel acknowledged at 1449 came after it
+        "w5.log": [f"R {d} 8 p1-3 9000 1450 7560 chaos-a"],
+        "c.log": [f"S {d} 1430", f"Q {d} 1449"],
     }
     for name, lines in records.items():
         (logs / name).write_text("".join(line + "\n" for line in lines))
@@ -629,10 +633,10 @@ def test_checker_finds_more_holds_than_the_cap(tmp_path: Path) -> None:
     (logs / "w4.log").write_text(f"R {a} 6 p1-0 9000 1700 8000 chaos-a\nD {a} 6 1900\n")
     verdict = chaos_checker.check(db, logs)
     lim = verdict.limits
-    assert (lim.tube, lim.cap, lim.max_held, lim.claims) == ("chaos-a", 2, 3, 5), lim
+    assert (lim.tube, lim.cap, lim.max_held, lim.claims) == ("chaos-a", 2, 3, 6), lim
     assert lim.over == [f"at 1700: 3 held {sorted([a, b, c])}"], lim
     summary = chaos_checker.Summary()
     summary.add(verdict)
     assert not summary.ok
-    assert "limited-tube=chaos-a cap=2 max-held=3 claims=5 cap-violations=1" \
+    assert "limited-tube=chaos-a cap=2 max-held=3 claims=6 cap-violations=1" \
         in summary.line(1), summary.line(1)
