@@ -27,6 +27,7 @@ What it decides, beyond the SQL:
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -41,6 +42,11 @@ if TYPE_CHECKING:
     from .attempts import Attempt
 
 T = TypeVar("T")
+#: How long (s) a process trusts "none of these tubes has limits" before it reads again:
+#: the plain claim skips a limited tube, so a list wrongly thought unlimited starves the
+#: tube another process limited, for as long as its other tubes give jobs.
+LIMITS_STALE = 1.0
+_monotonic = time.monotonic
 #: A checked list of tubes in the backend's own form (``Store.tubes_param``).
 TubesParam = Any
 
@@ -78,9 +84,13 @@ class Engine:
         #: Per list of watched tubes: whether one has limits (sqlq/limits.py), so its
         #: claims go through Store.claim_limited. Learned on first use, again whenever a
         #: plain claim finds nothing (a limit another process set: the plain claims skip
-        #: a limited tube, so a list wrongly thought unlimited only finds less), and
-        #: from each limited claim's own read.
+        #: a limited tube, so a list wrongly thought unlimited only finds less), from
+        #: each limited claim's own read, and once "no limits" is LIMITS_STALE old (a
+        #: list whose other tubes keep giving jobs would never find nothing).
         self._limited: dict[object, bool] = {}
+        #: Per list known to have no limits: until when (monotonic s) the plain claim
+        #: may be made without reading again (absent: read first).
+        self._plain_until: dict[object, float] = {}
         self._stamps: dict[object, object] = {}
 
     def close(self) -> None:
@@ -130,9 +140,10 @@ class Engine:
               ) -> Job | None:
         """One commit: delete ``delete`` (a reserved Job) if given, and claim the most
         urgent ready job of ``tubes`` for ``owner`` (None: detached); None if none."""
-        # Tubes known to be without limits go straight on (a dict probe: no read).
-        known = self._limited.get(tubes if tubes.__class__ is str else tuple(tubes))
-        if known is not False and self.has_limits(tubes):
+        # Tubes known lately to be without limits go straight on (a dict probe and a
+        # clock read: no database read).
+        key = tubes if tubes.__class__ is str else tuple(tubes)
+        if self._plain_until.get(key, 0.0) <= _monotonic() and self.limited_now(tubes, key):
             return _first(self.claim_limited(tubes, owner, 1, [] if delete is None else [delete]))
         clock, store = self.clock, self.store
 
@@ -158,8 +169,8 @@ class Engine:
                    done: list[Job]) -> list[Job]:
         """One commit: delete ``done`` (if any; JobLost names the lost ones, and then
         nothing is claimed) and claim up to n jobs."""
-        known = self._limited.get(tubes if tubes.__class__ is str else tuple(tubes))
-        if known is not False and self.has_limits(tubes):
+        key = tubes if tubes.__class__ is str else tuple(tubes)
+        if self._plain_until.get(key, 0.0) <= _monotonic() and self.limited_now(tubes, key):
             return self.claim_limited(tubes, owner, n, done)
         clock, store = self.clock, self.store
         if not done:
@@ -178,10 +189,12 @@ class Engine:
 
     # -- limits (sqlq/limits.py) -------------------------------------------------------------
 
-    def has_limits(self, tubes: TubesParam) -> bool:
-        """Whether a tube of ``tubes`` has limits: as remembered, else read and remembered."""
-        known = self._limited.get(tubes if tubes.__class__ is str else tuple(tubes))
-        return self.learn_limits(tubes) if known is None else known
+    def limited_now(self, tubes: TubesParam, key: object) -> bool:
+        """Whether claims on ``tubes`` (``key``: their dict key) go through claim_limited,
+        once the plain claim's trust ran out: yes if a tube had limits at the last look
+        (claim_limited reads them again itself), else read and remember (never learnt,
+        or "no limits" is LIMITS_STALE old)."""
+        return self._limited.get(key) is True or self.learn_limits(tubes)
 
     def limits_changed(self, tubes: TubesParam) -> bool:
         """After a plain claim found nothing: whether a tube of ``tubes`` has limits now,
@@ -209,13 +222,18 @@ class Engine:
 
     def _remember_limits(self, tubes: TubesParam, limited: bool) -> None:
         if len(self._limited) >= 256:
-            self._limited.clear()
-            self._stamps.clear()
-        self._limited[tubes if tubes.__class__ is str else tuple(tubes)] = limited
+            self.forget_limits()
+        key = tubes if tubes.__class__ is str else tuple(tubes)
+        self._limited[key] = limited
+        if limited:
+            self._plain_until.pop(key, None)
+        else:
+            self._plain_until[key] = _monotonic() + LIMITS_STALE
 
     def forget_limits(self) -> None:
         """This process changed a limit: learn every list of tubes again."""
         self._limited.clear()
+        self._plain_until.clear()
         self._stamps.clear()
 
     def claim_limited(self, tubes: TubesParam, owner: str | None, n: int,

@@ -39,22 +39,26 @@ the producer writes ``E put`` and goes on, as a careful user would.
 
 Worker lines, for a job reserved under lease L:
 
-    R <id> <L> <tag> <until> <at> <ttr>
+    R <id> <L> <tag> <until> <at> <ttr> <tube>
                        reserved (tag read from the body: the checker matches it to P),
                        until ``reserved_until`` (ms); ``at``: the time (ms) reserve returned;
-                       ``ttr`` (ms): so ``until - ttr`` is the claim's own clock reading
+                       ``ttr`` (ms): so ``until - ttr`` is the claim's own clock reading;
+                       ``tube``: the job's (the checker counts a limited tube's holds)
     D <id> <L> <at>    about to delete: written *before* the delete starts, at ``at`` (ms):
                        a parent's children cannot be released before that
     C <id> <L> <at>    the delete (or complete) succeeded at ``at`` (ms): completed
     F <id> <L> [cancelled]
                        the delete (touch, progress, release, bury) failed with JobLost (lease no
                        longer live); ``cancelled``: with JobCancelled (issue 25)
-    X <id> <L>         released;  B <id> <L> buried;  T <id> <L> touched
+    X <id> <L> [<before>]
+                       released;  B <id> <L> [<before>] buried: ``before`` (ms) taken just
+                       before the call (the hold ended after it); T <id> <L> touched
     K <n>              kicked n buried jobs back to ready
-    U <id> <L> <verb>  ``verb`` (delete, release, bury) raised DatabaseError: the
+    U <id> <L> <verb> [<before>]
+                       ``verb`` (delete, release, bury) raised DatabaseError: the
                        connection was lost and it may or may not have committed; the
                        worker lets the job go (if it was not done, it comes back at its
-                       TTR) and goes on
+                       TTR) and goes on; ``before``: as X's
     E <what>           another call raised DatabaseError (kick, touch; reserve, when an
                        outage outlasts its timeout), and the worker went on
 
@@ -256,19 +260,20 @@ def worker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
             continue
         lease = job.lease
         emit(log, "R", job.id, lease, job.body.split(b" ", 1)[0].decode(), job.reserved_until,
-             time.time_ns() // 1_000_000, round(job.ttr * 1000))
+             time.time_ns() // 1_000_000, round(job.ttr * 1000), job.tube)
         verb = "work"
+        before = 0  # when a release or bury began (ms)
         try:
             r = rng.random()
             if r < 0.05:
-                verb = "release"
+                verb, before = "release", now_ms()
                 job.release(delay=rng.choice([0, 0.1]))
-                emit(log, "X", job.id, lease)
+                emit(log, "X", job.id, lease, before)
                 continue
             if r < 0.08:
-                verb = "bury"
+                verb, before = "bury", now_ms()
                 job.bury(reason="chaos")
-                emit(log, "B", job.id, lease)
+                emit(log, "B", job.id, lease, before)
                 continue
             if r < 0.11 and job.ttr <= 1:
                 # Outlive the lease, then try to finish anyway: must fail, since another
@@ -299,7 +304,7 @@ def worker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
             continue
         except sqlq.DatabaseError:
             # A release or bury cut off by a lost connection: it may have committed.
-            emit(log, "U", job.id, lease, verb)
+            emit(log, "U", job.id, lease, verb, *([before] if before else []))
             continue
         if rng.random() < 0.5:
             pending = job
@@ -423,6 +428,13 @@ def _logged_handling(log: TextIO, r_lines: bool = True) -> type[Any]:
                 emit(log, "D", done.job.id, done.job.lease, now_ms())
             super().ack()
 
+        def give_back(self, job: sqlq.Job, why: str, name: str = "") -> None:
+            # A release (a stopping worker's; SIGKILL leaves none, but a hold must never
+            # end unlogged: the checker would count it on).
+            before = now_ms()
+            super().give_back(job, why, name)
+            emit(log, "X", job.id, job.lease, before)
+
         def ack_each(self, acks: list[Done]) -> None:
             # The commit deleting them was cut off (Disconnected): it may have
             # committed, and each delete made again may then find its job gone.
@@ -445,7 +457,7 @@ def _claimed(log: TextIO, jobs: Sequence[sqlq.Job]) -> None:
     at = time.time_ns() // 1_000_000
     for job in jobs:
         emit(log, "R", job.id, job.lease, job.body.split(b" ", 1)[0].decode(),
-             job.reserved_until, at, round(job.ttr * 1000))
+             job.reserved_until, at, round(job.ttr * 1000), job.tube)
 
 
 def pworker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
@@ -469,9 +481,10 @@ def aworker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
     class Outcomes(_logged_handling(log, r_lines=False)):  # type: ignore[misc]
         def finish(self, job: sqlq.Job, name: str, outcome: Outcome,
                    duration: float) -> Any:
+            before = now_ms()
             done = super().finish(job, name, outcome, duration)
             if outcome.status != "done":  # a nap cancelled at its TTR: released or buried
-                emit(log, "X", job.id, job.lease)
+                emit(log, "X", job.id, job.lease, before)
             return done
 
         def reserved(self, jobs: Sequence[sqlq.Job]) -> None:

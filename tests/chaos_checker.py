@@ -85,6 +85,25 @@ counted apart (``undone-by-crash``): a ``normal`` put acknowledged and then miss
 (its id may then be issued again), a ``normal`` delete whose job is back, a claim whose
 job a second worker reserved after the restart. Fast restarts excuse nothing.
 
+A tube's concurrency cap (``limits.txt``, written by the driver: tube, K; issue 25).
+
+* **Never more than K jobs of the tube held under live leases at once.** Each worker's
+  reservation of a job of the tube (``R``, whose tube field names it) is a *hold*, taken
+  as an interval that surely lies within the real one, so that an overlap of more than K
+  is a real excess: it starts when reserve returned (``R``'s ``at``: after the claim's
+  commit) and ends at the earliest of: the lease's deadline (``until``: an expired lease
+  does not count); a delete's start (``D``'s ``at``, before its commit); a release's or
+  bury's start (``X``/``B``/``U``'s ``before``; the reservation's own start for a line
+  without it: generous); for a holder killed, its kill (``kills.txt``, before the
+  signal: a dead holder's jobs count until reaped, later, which the logs cannot pin, so
+  the kill is the generous end); a cancel of the job that may have committed after the
+  claim, i.e. not acknowledged (``Q``) before the claim's clock reading (its ``S``, not
+  later than its commit; the hold's start if the cancel began before it); and on
+  PostgreSQL, for a claim an immediate restart may have undone, the restart's start. A
+  touch lengthens a lease and is not counted (the hold is then shorter than the real
+  one: generous). The drain (after every agent died, its clock ahead) is left out.
+  Reported: the most holds at once (``max-held``) and the claims of the tube.
+
 What a kill costs: for every SIGKILL sent during a round (``kills.txt``: log name, ms,
 ``step``; the kills that end a round say ``end``) of an agent holding jobs whose TTR
 had not run out, the time from the kill to the next reservation of each such job by
@@ -135,6 +154,19 @@ class Verdict:
     problems: list[str] = field(default_factory=list)
     deps: DependencyVerdict = field(default_factory=lambda: DependencyVerdict())
     cancels: CancelVerdict = field(default_factory=lambda: CancelVerdict())
+    limits: LimitVerdict = field(default_factory=lambda: LimitVerdict())
+
+
+@dataclass
+class LimitVerdict:
+    """What the look found about the capped tube (see the module's docstring)."""
+
+    tube: str = ""  #: the tube with a cap ("" : none in this run)
+    cap: int = 0
+    max_held: int = 0  #: the most holds at once
+    claims: int = 0  #: reservations of the tube (R lines)
+    #: moments with more than ``cap`` holds: "at <ms>: <n> held <ids>"
+    over: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -300,6 +332,88 @@ def recovery_times(records: dict[str, list[list[str]]],
     return times, left
 
 
+def read_caps(log_dir: Path) -> dict[str, int]:
+    """Tube -> its concurrency cap (``limits.txt``)."""
+    path = log_dir / "limits.txt"
+    if not path.exists():
+        return {}
+    return {rec[0]: int(rec[1]) for rec in complete_lines(path) if len(rec) == 2}
+
+
+@dataclass
+class Hold:
+    start: int  #: reserve returned (after the claim's commit)
+    end: int
+    claimed: int  #: the claim's clock reading (before its commit)
+
+
+def check_cap(tube: str, cap: int, records: dict[str, list[list[str]]],
+              kills: dict[str, int], crashes: CrashWindows) -> LimitVerdict:
+    """The cap rule (see the module's docstring): the holds of ``tube``'s jobs, each
+    shortened to what the logs prove, never more than ``cap`` at once."""
+    v = LimitVerdict(tube=tube, cap=cap)
+    cancels: dict[int, list[tuple[int, int | None]]] = {}  # id -> (S ms, Q ms or None)
+    for recs in records.values():
+        started: dict[int, int] = {}
+        for rec in recs:
+            if rec[0] == "S":
+                started[int(rec[1])] = int(rec[2])
+            elif rec[0] in ("Q", "Y") and int(rec[1]) in started:
+                job_id = int(rec[1])
+                cancels.setdefault(job_id, []).append(
+                    (started.pop(job_id), int(rec[2]) if rec[0] == "Q" else None))
+            elif rec[0] == "N":
+                started.pop(int(rec[1]), None)  # cancelled nothing
+        for job_id, at in started.items():  # killed during the call: it may have committed
+            cancels.setdefault(job_id, []).append((at, None))
+    holds: list[tuple[int, Hold]] = []
+    for name, recs in records.items():
+        if name.startswith("zz-"):
+            continue  # the drain: every agent dead, its clock ahead
+        mine: dict[tuple[int, str], Hold] = {}
+        for rec in recs:
+            kind = rec[0]
+            if kind == "R" and len(rec) >= 8 and rec[7] == tube:
+                v.claims += 1
+                hold = Hold(int(rec[5]), int(rec[4]), int(rec[4]) - int(rec[6]))
+                mine[int(rec[1]), rec[2]] = hold
+                holds.append((int(rec[1]), hold))
+            elif kind in ("D", "X", "B", "U") and len(rec) > 2:
+                hold = mine.get((int(rec[1]), rec[2]))
+                if hold is None:
+                    continue
+                index = {"D": 3, "X": 3, "B": 3, "U": 4}[kind]
+                if kind == "U" and rec[3] == "delete":
+                    continue  # its D came first
+                # The verb began at this time; without one, at the hold's start (generous).
+                hold.end = min(hold.end, int(rec[index]) if len(rec) > index else hold.start)
+        killed = kills.get(name)
+        if killed is not None:
+            for hold in mine.values():
+                hold.end = min(hold.end, killed)  # then dead until reaped: unknown, later
+    for job_id, hold in holds:
+        for s_at, q_at in cancels.get(job_id, ()):
+            if q_at is not None and q_at < hold.claimed:
+                continue  # committed before the claim (which is then a cancel rule's case)
+            hold.end = min(hold.end, max(hold.start, s_at))
+        crash = crashes.crash_after(hold.start)
+        if crash is not None:  # an immediate restart may have undone the claim
+            hold.end = min(hold.end, max(hold.start, crash))
+    # A sweep over [start, end) intervals: an end at the same ms as a start comes first.
+    events = sorted([(h.start, 1, j) for j, h in holds if h.end > h.start]
+                    + [(h.end, -1, j) for j, h in holds if h.end > h.start])
+    held: Counter[int] = Counter()
+    for at, step, job_id in events:
+        held[job_id] += step
+        if not held[job_id]:
+            del held[job_id]
+        count = sum(held.values())
+        v.max_held = max(v.max_held, count)
+        if count > cap and len(v.over) < 10:
+            v.over.append(f"at {at}: {count} held {sorted(held)}")
+    return v
+
+
 def read_file(db: str | Path) -> tuple[bool, dict[int, str], list[str]]:
     """(integrity ok, id -> tag of every job in the database, integrity messages)."""
     if "://" in str(db):  # PostgreSQL: the jobs; the server answers for its own files
@@ -448,6 +562,7 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
     durability = read_durabilities(log_dir)
     acked: dict[int, str] = {}
     fragile_puts: set[int] = set()  # normal puts an immediate restart may have undone
+    put_at: dict[int, int] = {}  # id -> when its put was acknowledged (P, ms)
     completions: Counter[int] = Counter()
     fragile_completions: Counter[int] = Counter()  # likewise, normal deletes
     dangling: set[int] = set()
@@ -458,7 +573,6 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
     let_go: set[tuple[str, int, str]] = set()  # (log, id, lease) released or buried
     all_records: dict[str, list[list[str]]] = {}
     cancel_started: dict[int, int] = {}  # id -> when its first cancel began (S, ms)
-    put_at: dict[int, int | None] = {}  # id -> when its (first) put was acknowledged
     cancelled: dict[int, tuple[int, bool]] = {}  # id -> (Q's ms, a normal canceller's)
     maybe_cancelled: set[int] = set()  # Y, or a trailing S
     refusals: list[tuple[int, bool]] = []  # (id, with JobCancelled) of every F
@@ -474,7 +588,8 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
             if kind == "P":
                 job_id, tag = int(rec[1]), rec[2]
                 fragile = normal and crashes.crash_after(_at(rec, 3)) is not None
-                put_at.setdefault(job_id, _at(rec, 3))
+                if len(rec) > 3:
+                    put_at.setdefault(job_id, int(rec[3]))
                 if acked.get(job_id, tag) == tag:
                     acked[job_id] = tag
                     if fragile:
@@ -571,13 +686,13 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                if j not in in_file and j not in completions and j not in dangling
                and j not in cancelled and j not in maybe_cancelled]
     verdict.lost = sorted(j for j in missing if j not in fragile_puts)
-    verdict.undone_by_crash["puts"] += len(missing) - len(verdict.lost)
-    # A parent whose put an immediate restart undid went at that restart: a child put
-    # after it found no such parent, which counts as finished (a gone parent).
     for job_id in missing:
-        crash = crashes.crash_after(put_at.get(job_id)) if job_id in fragile_puts else None
-        if crash is not None:
-            delete_started[job_id] = min(crash, delete_started.get(job_id, crash))
+        # A put the restart undid is gone from the restart's start: a later put naming it
+        # in after= finds it gone (finished), and its child may run at once.
+        crash = crashes.crash_after(put_at.get(job_id))
+        if job_id in fragile_puts and crash is not None:
+            delete_started[job_id] = min(crash, delete_started.get(job_id, 2**63))
+    verdict.undone_by_crash["puts"] += len(missing) - len(verdict.lost)
     resurrected = sorted(j for j in completions if j in in_file and not fragile_completions[j])
     if resurrected:
         verdict.problems.append(f"jobs deleted successfully but still in the file: "
@@ -598,6 +713,9 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                                          delete_started.get(job_id, 2**63))
     for job_id in reissued:
         parents.pop(job_id, None)
+    for tube, cap in read_caps(log_dir).items():  # one capped tube a run
+        verdict.limits = check_cap(tube, cap, all_records, {n: at for n, at, _ in kills},
+                                   crashes)
     if verdict.integrity_ok:
         verdict.deps = check_dependencies(read_links(db), parents, reservations,
                                           delete_started, completions, verdict.duplicates)
@@ -636,6 +754,9 @@ class Summary:
     cancels: CancelVerdict = field(default_factory=CancelVerdict)
     #: the worst of any look: cancelled jobs claimed, completed or left after the cancel
     cancel_violations: int = 0
+    limits: LimitVerdict = field(default_factory=LimitVerdict)
+    #: the worst of any look: moments with more holds than the cap
+    cap_violations: int = 0
     problems: list[str] = field(default_factory=list)
 
     def add(self, verdict: Verdict) -> None:
@@ -670,6 +791,11 @@ class Summary:
         self.cancel_violations = max(self.cancel_violations, len(c.reserved_after)
                                      + len(c.completed_after) + len(c.left_in_file)
                                      + len(c.cancelled_uncalled) + len(c.told_lost))
+        lim = self.limits = verdict.limits
+        self.cap_violations = max(self.cap_violations, len(lim.over))
+        if lim.over:
+            self.problems.append(f"round {self.rounds}: more than {lim.cap} jobs of "
+                                 f"{lim.tube} held at once: {lim.over[:5]}")
         for what, ids in (("cancelled jobs claimed after the cancel", c.reserved_after),
                           ("cancelled jobs completed", c.completed_after),
                           ("cancelled jobs still in the file", c.left_in_file),
@@ -699,8 +825,16 @@ class Summary:
                      f" (owner-only:{self.terminations['owner']}"
                      f",all-of-an-agent:{self.terminations['all']})"
                      f" undone-by-crash={undone or 0}")
-        return (text + " " + self.cancelling() + " " + self.dependencies() + " "
-                + self.recovery())
+        return (text + " " + self.cancelling() + " " + self.capping() + " "
+                + self.dependencies() + " " + self.recovery())
+
+    def capping(self) -> str:
+        """The capped tube: its cap, the most holds seen at once, its claims."""
+        lim = self.limits
+        if not lim.tube:
+            return "limited-tube=none"
+        return (f"limited-tube={lim.tube} cap={lim.cap} max-held={lim.max_held} "
+                f"claims={lim.claims} cap-violations={self.cap_violations}")
 
     def cancelling(self) -> str:
         """The cancels, what their holders were told, and what the rules found."""
@@ -731,7 +865,7 @@ class Summary:
     def ok(self) -> bool:
         return not (self.lost or self.duplicates or self.stolen or self.integrity_failures
                     or self.early or self.twice or self.stranded or self.broken_links
-                    or self.cancel_violations
+                    or self.cancel_violations or self.cap_violations
                     or self.problems)
 
 

@@ -417,10 +417,12 @@ class Store(abc.ABC):
         """Delete a live job, as :meth:`delete` by id; a reserved one's (id, lease) is
         remembered until ``keep_ms`` after its lease's end, for its holder's next verb
         (JobCancelled). Older cancellations are purged on the way. Its tube."""
+        # The purge first, holding no job's lock (PostgreSQL's cancel_state locks the job:
+        # two cancels each holding a job and waiting on the other's purge could deadlock).
+        conn.execute(self.Q["purge_cancelled"], {"now": now})
         row = one(conn, self.Q["cancel_state"], {"id": job_id, "now": now})
         if row is None:
             raise JobNotFound(f"job {job_id} not found")
-        conn.execute(self.Q["purge_cancelled"], {"now": now})
         if row[1] is not None:
             conn.execute(self.Q["remember_cancelled"],
                          {"id": job_id, "lease": row[1], "until": row[2] + keep_ms})

@@ -33,8 +33,11 @@ one of its parents began (released early), none released twice (the file's count
 add up to its edges; a child completed twice), none stranded (waiting with no parent
 left); for cancels, none of the jobs whose cancel was acknowledged claimed or completed
 after it, or left in the file, their holders told (JobCancelled, or JobLost for a lease
-that ran out first), and the loss rule holding with exactly those jobs left out. After
-the last round a clean
+that ran out first), and the loss rule holding with exactly those jobs left out. One
+of the tubes every worker watches (:data:`LIMITED`, half of the puts) has a concurrency
+cap of 2 or 3 for the whole run (issue 25): never more than that many of its jobs held
+under live leases at once, from the workers' logs (the checker's docstring says how a
+hold's end is pinned). After the last round a clean
 worker drains the file, which shows that what was left (reserved by dead
 processes, delayed, buried) can still be worked.
 
@@ -81,6 +84,8 @@ STARTUP_KILLS = 0.2
 #: and how many server restarts a run makes per 10 s (at least one of each mode).
 TERMINATION = 0.2
 RESTARTS_PER_10S = 1.5
+#: The tube capped for the whole run (issue 25): one that gets half of the puts.
+LIMITED = TUBES[0]
 
 
 class PgDisturber:
@@ -299,7 +304,10 @@ def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None],
     db = db_url
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
-    sqlq.Queue(db).close()  # created once, before the first process races for it
+    with sqlq.Queue(db) as q:  # created once, before the first process races for it
+        cap = rng.choice([2, 3])
+        q.limit(LIMITED, concurrency=cap)
+    (log_dir / "limits.txt").write_text(f"{LIMITED} {cap}\n")
 
     summary = chaos_checker.Summary()
     started = time.monotonic()
@@ -342,6 +350,8 @@ def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None],
         if time.monotonic() >= end - 0.5:
             break
 
+    with sqlq.Queue(db) as q:  # the drain is not a test of the cap: no batch of 2 or 3
+        q.limit(LIMITED, concurrency=None)
     drain(db, log_dir, time.monotonic() + 120)
     final = chaos_checker.check(db, log_dir)
     summary.add(final)
@@ -356,6 +366,7 @@ def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None],
     assert summary.ok, "\n".join([line, *summary.problems[:20]])
     assert final.in_file == 0, f"the drain left {final.in_file} jobs in the file"
     assert summary.acknowledged > 0 and summary.completed > 0, line
+    assert summary.limits.claims > 0, line
 
 
 def test_checker_finds_lost_jobs_duplicates_and_bad_leases(tmp_path: Path) -> None:
@@ -590,3 +601,42 @@ def test_checker_finds_cancelled_jobs_handed_out_completed_or_left(tmp_path: Pat
     summary = chaos_checker.Summary()
     summary.add(verdict)
     assert not summary.ok and "cancel-violations=5" in summary.line(1), summary.line(1)
+
+
+def test_checker_finds_more_holds_than_the_cap(tmp_path: Path) -> None:
+    """Three jobs of a tube capped at 2 held at once are reported; holds ended by a
+    delete's start, a release's start, a holder's kill, a cancel acknowledged after the
+    claim's clock reading or the TTR before the next one began are not counted on, nor a
+    reservation of another tube."""
+    db, ids, logs = _four_jobs(tmp_path)
+    a, b, c, d = ids
+    (logs / "limits.txt").write_text("chaos-a 2\n")
+    records = {
+        # a: held 1000..1500 (deleted), then b 1500..1800 (released), c until its TTR 2000
+        "w1.log": [f"R {a} 1 p1-0 9000 1000 8000 chaos-a", f"D {a} 1 1500",
+                   f"C {a} 1 1510", f"R {b} 2 p1-1 9000 1500 7500 chaos-a",
+                   f"X {b} 2 1800", f"R {c} 3 p1-2 2000 1600 400 chaos-a"],
+        # killed at 1400: its hold of d ends there (reaped later, unknown)
+        "w2.log": [f"R {d} 4 p1-3 9000 1100 8000 chaos-a"],
+        # another tube's job is no hold of chaos-a
+        "w3.log": [f"R {a} 5 p1-0 9000 1200 8000 chaos-b"],
+        # claimed at 1440, returned at 1450: a cancel acknowledged at 1449 came after it
+        "w5.log": [f"R {d} 8 p1-3 9000 1450 7560 chaos-a"],
+        "c.log": [f"S {d} 1430", f"Q {d} 1449"],
+    }
+    for name, lines in records.items():
+        (logs / name).write_text("".join(line + "\n" for line in lines))
+    (logs / "kills.txt").write_text("w2.log 1400 step\n")
+    verdict = chaos_checker.check(db, logs)
+    assert (verdict.limits.max_held, verdict.limits.over) == (2, []), verdict.limits
+    # One more hold, from 1700 to 1900: with b and c, three at 1700.
+    (logs / "w4.log").write_text(f"R {a} 6 p1-0 9000 1700 8000 chaos-a\nD {a} 6 1900\n")
+    verdict = chaos_checker.check(db, logs)
+    lim = verdict.limits
+    assert (lim.tube, lim.cap, lim.max_held, lim.claims) == ("chaos-a", 2, 3, 6), lim
+    assert lim.over == [f"at 1700: 3 held {sorted([a, b, c])}"], lim
+    summary = chaos_checker.Summary()
+    summary.add(verdict)
+    assert not summary.ok
+    assert "limited-tube=chaos-a cap=2 max-held=3 claims=6 cap-violations=1" \
+        in summary.line(1), summary.line(1)

@@ -175,6 +175,34 @@ def test_a_limit_set_elsewhere_is_obeyed_at_once(q: sqlq.Queue, db_url: str) -> 
     assert q.reserve("a", timeout=0) is not None
 
 
+def test_a_limit_set_elsewhere_does_not_starve_a_busy_watcher(q: sqlq.Queue,
+                                                               db_url: str) -> None:
+    """A Queue that learnt "no limits" for tubes a and b, whose b never runs dry (so its
+    plain claims, which skip a limited tube, never find nothing), claims from a within
+    LIMITS_STALE of another Queue limiting a: it reads the limits again, not only when
+    a claim comes back empty."""
+    q.put("b-first", tube="b")
+    first = q.reserve(["a", "b"], timeout=0)  # learnt: neither a nor b has limits
+    assert first is not None
+    first.delete()
+    with sqlq.Queue(db_url) as other:
+        other.limit("a", concurrency=2)
+        other.put("a-0", tube="a", priority=0)  # more urgent than any of b's
+    limited_at = time.monotonic()
+    deadline = limited_at + soon(1.0)  # LIMITS_STALE is 1 s
+    took_b = 0
+    while time.monotonic() < deadline:
+        q.put("b", tube="b")  # a steady supply: the claim never comes back empty
+        job = q.reserve(["a", "b"], timeout=0)
+        assert job is not None
+        job.delete()
+        if job.tube == "a":
+            break
+        took_b += 1
+    else:
+        pytest.fail(f"tube a starved: {took_b} claims from b since it was limited")
+
+
 def test_reserve_job_bypasses_the_cap(q: sqlq.Queue) -> None:
     ids = fill(q, "a", 3)
     q.limit("a", concurrency=1)

@@ -895,8 +895,11 @@ SELECT minute, at, puts, deletes, buries FROM sqlq_throughput
 -- file's section says why each is shaped so).
 
 -- name: cancel_state
+-- dialect: FOR UPDATE: under READ COMMITTED a claim committing between this read and the
+-- delete would give the job a lease this read never saw, and its holder JobLost, not
+-- JobCancelled (the chaos run found it); the lock waits for that claim and reads its lease.
 SELECT state, CASE WHEN state = 2 AND reserved_until > %(now)s THEN lease END, reserved_until
-  FROM sqlq_jobs WHERE id = %(id)s;
+  FROM sqlq_jobs WHERE id = %(id)s FOR UPDATE;
 
 -- name: remember_cancelled
 INSERT INTO sqlq_cancelled (id, lease, until) VALUES (%(id)s, %(lease)s, %(until)s)
