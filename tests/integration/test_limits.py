@@ -159,7 +159,14 @@ def test_a_rate_of_10_a_second_gives_100_give_or_take_the_burst_in_10_seconds(db
 
 
 @pytest.mark.slow
-def test_the_server_obeys_a_cap_and_a_rate(db_url: str) -> None:
+def test_the_server_obeys_a_cap_and_a_rate(db_url: str, request: pytest.FixtureRequest) -> None:
+    if "://" in db_url:
+        # Issue 25, open: on PostgreSQL a delete sends no NOTIFY, so a reserve waiting on
+        # a full tube learns of the freed slot at its liveness poll (about 5 s), not at
+        # once; this run sometimes meets it. Remove the mark with the fix.
+        request.applymarker(pytest.mark.xfail(
+            reason="issue 25: a freed slot on PostgreSQL wakes waiters at their poll only",
+            strict=False))
     import socket
 
     with sqlq.Queue(db_url) as q:
