@@ -174,7 +174,7 @@ def _create_file(path: str, now_ms: int, vfs: str | None = None,
                 os.rename(tmp, path)
         _fsync_directory(path)
     finally:
-        for leftover in (tmp, tmp + "-wal", tmp + "-shm"):
+        for leftover in (tmp, tmp + "-journal", tmp + "-wal", tmp + "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(leftover)
 
