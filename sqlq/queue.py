@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from . import control, limits, results
+from . import control, results
 from .backends import Backend, Notifier, open_backend
 from .backends.base import Conn, Durability
 from .durations import now_ms
 from .engine import Engine
 from .errors import Disconnected, Error, JobLost, JobNotFound
+from .flow import FlowControl
 from .model import (
     DEFAULT_MAX_JOB_SIZE,
     DEFAULT_PRIORITY,
@@ -52,7 +53,7 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-class Queue(Puts, Reads):
+class Queue(Puts, Reads, FlowControl):
     """A durable job queue in one SQLite file (or a PostgreSQL database), shared by any
     number of processes.
 
@@ -485,65 +486,6 @@ class Queue(Puts, Reads):
         check_job_id(job_id)
         self._backend.write_shared(lambda c: self._store.kick_job(c, self._clock(), job_id),
                                    single=True)
-
-    def pause_tube(self, tube: str, seconds: float) -> None:
-        """Reserve nothing from ``tube`` for ``seconds`` (0 ends a pause).
-
-        Any valid name can be paused, with jobs or without.
-
-        Raises:
-            InvalidTube: ``tube`` is not a valid tube name.
-
-        Examples:
-            >>> q.pause_tube("thumbs", 600)  # hold the tube while you deploy
-        """
-        check_tube(tube)
-        pause_ms = seconds_to_ms(seconds, "seconds")
-        self._backend.write(lambda c: self._store.pause_tube(c, self._clock(), tube, pause_ms))
-
-    # -- flow control (logic in limits.py) ---------------------------------------------------
-
-    def limit(self, tube: str, *, concurrency: int | None = limits.KEEP,
-              rate: tuple[int, float] | None = limits.KEEP) -> dict[str, Any]:
-        """Cap the tube's reservations and/or pace its claims, for every process and host.
-
-        ``concurrency=K``: at most K jobs of the tube reserved under live leases at once
-        (an expired lease does not count). ``rate=(N, seconds)``: at most N claims per
-        ``seconds``, as a token bucket of N tokens refilled continuously (a burst of N
-        after an idle spell, then one claim every ``seconds``/N). ``None`` removes that
-        limit; an argument not given stays as it is. Stored in the database: every
-        reserve, worker and ``sqlq serve`` obeys it from this commit on, enforced inside
-        the claim. A reserve watching a limited tube with others takes from the others
-        while the limited one is full; a blocked reserve wakes when a slot frees or the
-        rate allows the next claim. ``reserve_job(id)`` is not limited.
-
-        Returns:
-            The tube's limits now: ``{"concurrency": K or None, "rate": (N, seconds) or None}``.
-
-        Raises:
-            InvalidTube: ``tube`` is not a valid tube name.
-            TypeError, ValueError: ``concurrency`` is not an int of 1 or more, or
-                ``rate`` is not a pair (int N of 1 or more, seconds of 0.001 or more).
-
-        Examples:
-            >>> q.limit("emails", concurrency=2, rate=(20, 1))  # 2 at once, 20 a second
-            {'concurrency': 2, 'rate': (20, 1.0)}
-            >>> q.limit("emails", concurrency=None, rate=None)  # no limits
-            {'concurrency': None, 'rate': None}
-        """
-        doc = limits.set_limits(self._backend, self._clock, tube, concurrency, rate)
-        self.engine.forget_limits()
-        return doc
-
-    def limits(self) -> dict[str, dict[str, Any]]:
-        """Every tube with limits: ``{tube: {"concurrency": K or None, "rate": (N, seconds)
-        or None}}`` (see :meth:`limit`).
-
-        Examples:
-            >>> q.limits()
-            {'emails': {'concurrency': 2, 'rate': (20, 1.0)}}
-        """
-        return limits.read_limits(self._backend)
 
     # -- results (logic in results.py) -------------------------------------------------------
 
