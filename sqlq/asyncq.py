@@ -584,6 +584,7 @@ class AsyncQueue:
     periodic_slots = awaited(Queue.periodic_slots)
     kept_result = awaited(Queue.kept_result)
     duration_histograms = awaited(Queue.duration_histograms)
+    horizon = awaited(Queue.horizon)
 
 
 class AsyncTransaction:

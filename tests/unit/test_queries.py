@@ -39,7 +39,7 @@ def test_query_plan_uses_indexes(q: Queue, name: str) -> None:
 
 
 #: PostgreSQL statements EXPLAIN cannot take (VACUUM) or that read catalogs, not jobs.
-PG_NOT_PLANNED = {"vacuum_jobs", "table_health", "oldest_transaction"}
+PG_NOT_PLANNED = {"vacuum_jobs", "table_health"}
 _TEXT_PARAMS = {"tube", "topic", "unique_key", "reason", "owner", "name", "token", "text",
                 "host", "place", "outcome", "error", "message", "traceback"}
 

@@ -462,6 +462,18 @@ UPDATE sqlq_last_id SET id = :total WHERE id < :total;
 -- Returns: busy, WAL frames, frames checkpointed.
 PRAGMA wal_checkpoint(TRUNCATE);
 
+-- name: checkpoint_passive
+-- The horizon's gauge (sqlite/horizon.py): copy into the file what WAL frames no reader
+-- still needs, as the autocheckpoint after a commit does, waiting for nobody and taking
+-- no lock a writer needs. Runs outside a transaction. Returns: busy (1: another
+-- checkpoint ran, the next two are then -1), frames in the WAL, frames copied back.
+-- Frames a reader's snapshot holds stay uncopied, and the WAL cannot start again.
+PRAGMA wal_checkpoint(PASSIVE);
+
+-- name: wal_frame_size
+-- The horizon's gauge: bytes per WAL frame (a page and its 24-byte header).
+SELECT page_size + 24 FROM pragma_page_size;
+
 -- name: optimize
 -- sqlq maintain: refresh the planner's statistics where SQLite thinks they are stale.
 PRAGMA optimize;
