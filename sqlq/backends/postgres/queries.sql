@@ -519,10 +519,10 @@ SELECT relname, n_live_tup, n_dead_tup,
 -- What keeps deleted rows of sqlq's tables from being vacuumed (postgres/horizon.py,
 -- sqlq maintain): every xmin that holds this database's horizon back, oldest first
 -- (by transaction ids: exact, where times are not). Since PostgreSQL 14 a user table's
--- horizon is its own database's sessions and prepared transactions, plus what holds
--- every database: replication slots' xmin and walsenders' (a standby's
--- hot_standby_feedback without a slot). A logical slot's catalog_xmin holds back only
--- the system catalogs, not these tables; a VACUUM's own xmin holds nothing back.
+-- horizon is its own database's sessions and prepared transactions (before 14: every
+-- database's), plus what holds every database: replication slots' xmin and walsenders'
+-- (a standby's hot_standby_feedback without a slot). A logical slot's catalog_xmin
+-- holds back only the system catalogs, not these tables; a VACUUM's xmin holds nothing.
 -- backend_xmin and backend_xid are visible to any role, xact_start, state and query
 -- only to the session's own role or pg_read_all_stats: the rest shows as not visible
 -- (NULL state). Texts as bytes (the caller decodes): in a SQL_ASCII database left()
@@ -543,12 +543,15 @@ SELECT kind, name, xmin, xid_age, seconds, detail, visible FROM (
    WHERE a.pid <> pg_backend_pid()
      AND (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
      AND a.backend_type IS DISTINCT FROM 'autovacuum worker'
-     AND (a.datname = current_database() OR a.datname IS NULL)
+     AND (a.datname = current_database() OR a.datname IS NULL
+          OR current_setting('server_version_num')::int < 140000)
   UNION ALL
   SELECT 'prepared', convert_to('gid ' || p.gid, 'SQL_ASCII'), p.transaction::text,
          age(p.transaction), extract(epoch FROM now() - p.prepared)::float8,
          convert_to(p.owner || ' on ' || p.database, 'SQL_ASCII'), true
-    FROM pg_prepared_xacts p WHERE p.database = current_database()
+    FROM pg_prepared_xacts p
+   WHERE p.database = current_database()
+      OR current_setting('server_version_num')::int < 140000
   UNION ALL
   -- inactive_since: PostgreSQL 17 and later (read through jsonb: no error before).
   SELECT 'slot', convert_to(s.slot_name, 'SQL_ASCII'), s.xmin::text, age(s.xmin),
