@@ -123,7 +123,7 @@ class PostgresBackend(Backend):
                 report[f"{table}-vacuumed-at"] = vacuumed
             holder = self._xmin.look(c, self._clock()).holder
             report["oldest-transaction"] = None if holder is None else (
-                f"{holder.seconds:.1f} s, {holder.describe()}")
+                f"{holder.seconds:.1f} s, {holder.name} ({holder.kind}), {holder.detail}")
             return report
 
         return self.db.read(look)
