@@ -80,7 +80,8 @@ class JobHandling:
         is due."""
         self.durations.flush_if_due()
         self.presence.beat_if_due()
-        self.horizon.check_if_due()
+        if time.monotonic() >= self.horizon.due:
+            self.horizon.check()
 
     # -- claims and acknowledgements ---------------------------------------------------------
 
