@@ -439,6 +439,16 @@ UPDATE sqlq_last_id SET id = :total WHERE id < :total;
 -- Returns: busy, WAL frames, frames checkpointed.
 PRAGMA wal_checkpoint(TRUNCATE);
 
+-- name: vacuum_into
+-- sqlq backup: a consistent copy of the whole file, as of one read transaction, into the
+-- empty file :path (writers go on meanwhile: WAL readers block no one). Compact (free
+-- pages left out), and one statement in either driver; runs outside a transaction.
+VACUUM INTO :path;
+
+-- name: integrity_check
+-- sqlq backup: SQLite's full check of a copy, "ok" or the first problem it finds.
+PRAGMA integrity_check(1);
+
 -- name: optimize
 -- sqlq maintain: refresh the planner's statistics where SQLite thinks they are stale.
 PRAGMA optimize;
