@@ -88,12 +88,20 @@ def _check(backend: Backend, dest: str, force: bool) -> None:
         raise Error(f"{dest}: is the queue's own file")
     if os.path.lexists(dest) and not force:
         raise _exists(dest)
-    for suffix in IN_USE_SUFFIXES:
-        if os.path.lexists(dest + suffix):
-            # Replacing a database under its -wal would have SQLite replay that stale
-            # WAL into the copy: refuse, whatever force says.
+    for suffix in ("-wal", "-journal"):
+        if _size(dest + suffix):
+            # Replacing a database under its -wal (or hot journal) would have SQLite
+            # replay that stale WAL into the copy: refuse, whatever force says. An
+            # empty one, as a read-only reader leaves, holds nothing to replay.
             raise Error(f"{dest}: {dest}{suffix} is beside it, so it may be in use; stop "
                         f"what uses it, or remove {dest}{suffix} if nothing does")
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _exists(dest: str) -> Error:
