@@ -70,3 +70,39 @@ def test_backups_under_a_writer_hold_every_acknowledged_job(db_url: str,
         finally:
             writer.kill()
             writer.communicate()
+
+
+#: Reserves one job (TTR an hour), says which, and holds it until killed.
+HOLDER = """
+import sys, time
+import sqlq
+
+q = sqlq.Queue(sys.argv[1])
+print(q.reserve(timeout=10).id, flush=True)
+time.sleep(3600)
+"""
+
+
+@pytest.mark.sqlite_only
+def test_a_restore_in_place_gives_a_dead_holders_job_back_at_once(db_path: str,
+                                                                  tmp_path: Path) -> None:
+    """Restored over the live file (app.db-sqlq/ kept), a job reserved at copy time by a
+    holder killed since comes back at once, its hour-long TTR notwithstanding: its owner
+    file is there, unlocked, which proves the death (owners.py)."""
+    with sqlq.Queue(db_path) as q:
+        job = q.put(b"held", ttr=3600)
+    holder = spawn(HOLDER, db_path)
+    try:
+        assert holder.stdout is not None and int(holder.stdout.readline()) == job
+        with sqlq.Queue(db_path) as q:
+            q.backup(tmp_path / "copy.db")
+    finally:
+        holder.kill()
+        holder.communicate()
+    for suffix in ("-wal", "-shm"):  # the restore: the file replaced, sidecar kept
+        Path(db_path + suffix).unlink(missing_ok=True)
+    os.replace(tmp_path / "copy.db", db_path)
+    with sqlq.Queue(db_path) as restored:
+        assert restored.peek(job).state == "reserved"  # type: ignore[union-attr]
+        got = restored.reserve(timeout=0)
+        assert got is not None and got.id == job
