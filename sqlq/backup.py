@@ -113,13 +113,16 @@ def _write(backend: Backend, staged: str, dest: str, clock: Callable[[], int]) -
     if backend.in_transaction():
         raise Error("a backup cannot run inside a transaction (it copies committed data)")
     os.close(os.open(staged, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    if not backend.snapshot_into(staged):
-        os.unlink(staged)  # a new sqlq file, made (0600, atomically) by the copy's target
-        target = open_backend(staged, clock=clock)
-        try:
-            copy_between(backend, target)
-        finally:
-            target.close()
+    try:
+        if not backend.snapshot_into(staged):
+            os.unlink(staged)  # a new sqlq file, made (0600, atomically) by the copy's target
+            target = open_backend(staged, clock=clock)
+            try:
+                copy_between(backend, target)
+            finally:
+                target.close()
+    except DatabaseError as e:  # named after the queue's file: say which copy failed
+        raise DatabaseError(f"{dest}: the backup failed, nothing was written ({e})") from e
     copy = open_backend(staged, clock=clock)  # as sqlq opens a file: WAL mode, schema checked
     try:
         check = copy.check_integrity()

@@ -45,6 +45,7 @@ def fill(q: sqlq.Queue) -> dict[str, int]:
     return ids
 
 
+@pytest.mark.sqlite3_driver
 def test_the_copy_holds_every_job_and_opens_as_a_queue(q: sqlq.Queue, tmp_path: Path) -> None:
     ids = fill(q)
     q.put_many([f"job {i}".encode() for i in range(300)], tube="many")
