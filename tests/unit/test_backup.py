@@ -172,6 +172,9 @@ def test_the_command(db_url: str, backend: str, tmp_path: Path) -> None:
     assert again.exit_code == EXIT_ERROR
     assert again.output == f"sqlq: {dest}: already exists (force=True, or sqlq backup " \
                            "--force, replaces it)\n"
+    bad = run(cli, ["--db", db_url, "backup", str(tmp_path / "bk"), "--force"])
+    assert (bad.exit_code, bad.output) == (EXIT_ERROR, f"sqlq: {tmp_path / 'bk'}: is a directory\n")
+    assert os.listdir(tmp_path / "bk") == ["b.db"]
     forced = run(cli, ["--db", db_url, "backup", dest, "--force"])
     assert forced.exit_code == EXIT_OK, forced.output
     assert forced.output.startswith("backed up ")
