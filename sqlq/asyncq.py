@@ -556,6 +556,7 @@ class AsyncQueue:
     kick = awaited(Queue.kick, pokes=True)
     kick_job = awaited(Queue.kick_job, pokes=True)
     pause_tube = awaited(Queue.pause_tube, pokes=True)
+    backup = awaited(Queue.backup)
     subscribe = awaited(Queue.subscribe)
     unsubscribe = awaited(Queue.unsubscribe)
     subscriptions = awaited(Queue.subscriptions)

@@ -474,6 +474,16 @@ PRAGMA wal_checkpoint(PASSIVE);
 -- The horizon's gauge: bytes per WAL frame (a page and its 24-byte header).
 SELECT page_size + 24 FROM pragma_page_size;
 
+-- name: vacuum_into
+-- sqlq backup: a consistent copy of the whole file, as of one read transaction, into the
+-- empty file :path (writers go on meanwhile: WAL readers block no one). Compact (free
+-- pages left out), and one statement in either driver; runs outside a transaction.
+VACUUM INTO :path;
+
+-- name: integrity_check
+-- sqlq backup: SQLite's full check of a copy, "ok" or the first problem it finds.
+PRAGMA integrity_check(1);
+
 -- name: optimize
 -- sqlq maintain: refresh the planner's statistics where SQLite thinks they are stale.
 PRAGMA optimize;
