@@ -116,7 +116,7 @@ class Holder:
     """One thing holding PostgreSQL's xmin horizon back."""
 
     kind: str  # "transaction", "prepared" (2PC), "slot" (replication), "standby" (feedback)
-    name: str  # "pid 4242", "slot standby1", "gid 'x'"
+    name: str  # "pid 4242", "gid p1", or the slot's name
     seconds: float  # how long: read from the server, or (``observed``) since first seen
     xid_age: int  # transactions since its xmin: what orders holders exactly
     detail: str = ""  # who and what: user, database, state, the query's start
@@ -142,10 +142,6 @@ class Horizon:
     dead_rows: dict[str, int] = field(default_factory=dict)  # PostgreSQL: per sqlq table
     wal_bytes: int | None = None  # SQLite: the -wal file's size
     wal_starved_bytes: int | None = None  # SQLite: WAL a checkpoint could not copy back
-
-    @property
-    def held(self) -> bool:
-        return self.age > 0
 
 
 def alarms(horizon: Horizon, thresholds: Thresholds) -> dict[str, str]:

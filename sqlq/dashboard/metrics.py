@@ -107,7 +107,11 @@ class QueueCollector:
             slots.add_metric([slot.name], slot.last_slot / 1000)
         yield slots
         yield from self._histograms()
-        yield from horizon_metrics(self.queue.horizon())
+        try:
+            horizon = self.queue.horizon()
+        except Error:  # e.g. a file whose WAL cannot be checkpointed: the rest still counts
+            return
+        yield from horizon_metrics(horizon)
 
     def _histograms(self) -> Iterator[Metric]:
         families = {

@@ -203,7 +203,10 @@ class Dashboard:
         view = self.queue.overview()
         self.history.record(view.puts_total, view.deletes_total)
         durations = {(h.tube, h.metric): h for h in self.queue.duration_histograms()}
-        alerts = alarms(self.queue.horizon(), self.thresholds)
+        try:
+            alerts = alarms(self.queue.horizon(), self.thresholds)
+        except Error:  # the overview must show even if the horizon cannot be read
+            alerts = {}
         return self.render("overview.html", view=view, now=view.at, note=req.arg("note"),
                            alerts=alerts,
                            workers=sum(1 for w in self.queue.workers() if w.alive and w.token),

@@ -6,7 +6,9 @@ low through the environment, as an operator would."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 
 import psycopg
 import pytest
@@ -17,7 +19,7 @@ from tests.dashboard_client import running
 from tests.pgserver import PgServer
 from tests.servers import require
 from tests.snapshots import churn, held_snapshot
-from tests.workers import Work, wait_for
+from tests.workers import ROOT, Work, wait_for
 
 MIB = 1024 * 1024
 
@@ -122,3 +124,17 @@ def test_prepared_transactions_hold_it_and_logical_slots_do_not() -> None:
             c.execute("ROLLBACK PREPARED 'forgotten'")
             assert q.horizon().holders == []
             other.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize("command", [["work", "--burst", "--", "true"],
+                                     ["dashboard", "--listen", "127.0.0.1:0"]])
+def test_a_bad_threshold_stops_at_once_in_one_line(db_path: str, command: list[str]) -> None:
+    """A threshold that does not parse stops sqlq work (its supervisor, before any
+    worker is started and restarted) and sqlq dashboard with one line naming it."""
+    sqlq.Queue(db_path).close()
+    env = dict(os.environ, SQLQ_WARN_WAL_SIZE="12 parsecs", PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "sqlq", "--db", db_path, *command], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr == ("sqlq: $SQLQ_WARN_WAL_SIZE: '12 parsecs' is not a size (bytes, or "
+                           "with k, M, G: 256M)\n")
