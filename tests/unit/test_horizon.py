@@ -6,6 +6,8 @@ and sqlq work's warnings over the same reports: tests/integration/test_horizon.p
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -15,6 +17,8 @@ import pytest
 import sqlq
 from sqlq.errors import Error
 from sqlq.horizon import DEFAULT_WAL_BYTES, Thresholds, alarms, check_every, parse_size
+from sqlq.work.handling import JobHandling
+from sqlq.work.horizon import HorizonWatch
 from tests.pgserver import PgServer
 from tests.snapshots import churn, held_snapshot
 from tests.timing import FakeClock
@@ -144,3 +148,41 @@ def test_thresholds_from_the_environment() -> None:
         Thresholds.from_env({"SQLQ_WARN_WAL_SIZE": "12 parsecs"})
     with pytest.raises(Error, match=r"^\$SQLQ_WARN_HORIZON_AGE: '-5m' is not a duration"):
         Thresholds.from_env({"SQLQ_WARN_HORIZON_AGE": "-5m"})
+
+
+def test_a_worker_warns_once_then_says_it_cleared(q: sqlq.Queue, db_url: str,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """sqlq work's watch (work/horizon.py): one warning when a threshold is first
+    passed, none at the looks after while it stays passed, one line when it clears."""
+    watch = HorizonWatch(q, Thresholds(age=0.0, wal_bytes=2**40), every=3600)
+    caplog.set_level(logging.INFO, logger="sqlq.worker")
+    with held_snapshot(db_url):
+        churn(q, jobs=300, size=16_000)
+        for _ in range(4):
+            watch.check()
+            wait_for(lambda: q.horizon().age > 0, what="an age")
+        assert watch.raised == {"horizon"}
+    watch.check()
+    if watch.raised:  # PostgreSQL: the server may end the session a moment later
+        wait_for(lambda: not alarms(q.horizon(), watch.thresholds), what="the end")
+        watch.check()
+    messages = [r.getMessage() for r in caplog.records if r.name == "sqlq.worker"]
+    warned = [m for m in messages if "see the docs: long-transactions.md" in m]
+    assert len(warned) == 1 and messages[-1].startswith("cleared: no snapshot holds back")
+    assert sum(m.startswith("cleared:") for m in messages) == 1
+    assert watch.due > time.monotonic() + 3000  # the next look is an interval away
+
+
+def test_the_worker_loop_looks_only_when_due(q: sqlq.Queue) -> None:
+    """JobHandling.tick, once per turn of a worker's loop: a look at its first turn,
+    then none until SQLQ_HORIZON_CHECK (30 s by default) has passed."""
+    handling = JobHandling(q, ["t"])
+    try:
+        handling.tick()
+        due = handling.horizon.due
+        assert due >= time.monotonic() + 25
+        for _ in range(100):
+            handling.tick()
+        assert handling.horizon.due == due
+    finally:
+        handling.close()
