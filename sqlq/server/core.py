@@ -51,6 +51,9 @@ class Server:
         self.conns: set[Conn] = set()
         self.draining = False
         self.listeners: list[socket.socket] = []
+        self.owns_listeners = True  # unlink a unix socket's file at the end (processes.py)
+        self.accept_batch = 64  # connections taken per wake-up of a listener
+        self.process = (1, 1)  # this process's number among the server's, and their count
         self.stats = Stats()
         self.file_counts = FileCounts(self)
         self.waiters = Waiters(self)
@@ -108,7 +111,8 @@ class Server:
             self.end_round()  # the closed connections' jobs given back
             self.waiters.close()
             for sock in self.listeners:
-                unlink_unix(sock)
+                if self.owns_listeners:
+                    unlink_unix(sock)
                 sock.close()
             self.loop.close()
 
@@ -129,7 +133,7 @@ class Server:
         self.draining = True
 
     def _accept(self, listener: socket.socket) -> None:
-        for _ in range(64):
+        for _ in range(self.accept_batch):
             try:
                 sock, _addr = listener.accept()
             except (BlockingIOError, InterruptedError):
