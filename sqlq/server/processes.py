@@ -279,8 +279,13 @@ def beanstalkd_group(flags: Flags) -> int:
         directory = flags.binlog_dir or temp
         assert directory is not None
         try:
+            location = binlog_location(directory)
+        except OSError as e:
+            sys.stderr.write(f"sqlq-beanstalkd: {e}\n")
+            return 1
+        try:
             group = Group(flags.listen, flags.processes, {
-                "location": binlog_location(directory),
+                "location": location,
                 "queue": {"durability": flags.durability, "max_job_size": flags.max_job_size},
                 "max_job_size": flags.max_job_size, "max_buffered": None,
                 "verbose": flags.verbose, "name": "sqlq-beanstalkd"}, "sqlq-beanstalkd")
