@@ -1,7 +1,7 @@
 """``sqlq-beanstalkd`` from two checkouts and Debian's ``beanstalkd``, turn and turn about.
 
     .venv/bin/python bench/bench_server_ab.py --a /work/main [--b .] [--jobs 3000]
-        [--rounds 3] [--clients 8,1] [--fsync 50,0]
+        [--rounds 3] [--clients 8,1] [--fsync 50,0] [--b-flags "-P 2"]
 
 A change to the server is measured against the code before it in the same run:
 for each round, each ``-f`` setting and each client count, the systems (A: the
@@ -12,7 +12,9 @@ the server's own CPU per job (the scheduler's count, /proc/PID/task/*/schedstat,
 before and after each phase) is reported: on a machine shared with other benchmarks the rates swing
 with everyone's load and the disk's fsync latency, the CPU a job costs the
 server much less. Each line: medians over the rounds, then the median ratio
-of the pairs taken in the same round, with its min-max.
+of the pairs taken in the same round, with its min-max. ``--b-flags`` adds flags
+to B's command line (``--a . --b-flags "-P 2"``: two server processes against one,
+same code); a server's CPU includes its child processes'.
 """
 
 from __future__ import annotations
@@ -34,15 +36,20 @@ PHASES = ("put/s", "drain/s", "cpu us/put", "cpu us/drain")
 
 
 def cpu_seconds(pid: int) -> float:
-    """CPU time of every thread of ``pid`` from the scheduler's own ns count (schedstat):
-    /proc's utime and stime count 10 ms ticks, a tenth of what 3,000 puts cost."""
+    """CPU time of every thread of ``pid`` and of its children (``-P``'s server
+    processes) from the scheduler's own ns count (schedstat): /proc's utime and stime
+    count 10 ms ticks, a tenth of what 3,000 puts cost."""
     total = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             total += int((task / "schedstat").read_text().split()[0])
         except (OSError, ValueError):
             pass  # a thread that ended meanwhile
-    return total / 1e9
+    try:
+        children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        children = []
+    return total / 1e9 + sum(cpu_seconds(c) for c in children)
 
 
 def start(argv: list[str], env: dict[str, str] | None) -> tuple[subprocess.Popen[bytes], int, str]:
@@ -56,6 +63,11 @@ def start(argv: list[str], env: dict[str, str] | None) -> tuple[subprocess.Popen
     with greenstalk.Client(("127.0.0.1", port)) as c:
         c.put("warm-up")
         c.delete(c.reserve(timeout=5))
+    if "-P" in argv:  # every process's file open before the timing starts
+        count, seen = int(argv[argv.index("-P") + 1]), set()
+        while len(seen) < count:
+            with greenstalk.Client(("127.0.0.1", port)) as c:
+                seen.add(c.stats()["sqlq-process"])
     return proc, port, directory
 
 
@@ -102,11 +114,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", default="8,1")
     parser.add_argument("--fsync", default="50,0")
+    parser.add_argument("--b-flags", default="", help="more flags for B's server (-P 2)")
     args = parser.parse_args()
     server = [sys.executable, "-m", "sqlq.server"]
     systems: dict[str, tuple[list[str], dict[str, str] | None]] = {
         "A": (server, dict(os.environ, PYTHONPATH=os.path.abspath(args.a))),
-        "B": (server, dict(os.environ, PYTHONPATH=os.path.abspath(args.b)))}
+        "B": ([*server, *args.b_flags.split()],
+              dict(os.environ, PYTHONPATH=os.path.abspath(args.b)))}
     beanstalkd = shutil.which("beanstalkd")
     if beanstalkd:
         systems["beanstalkd"] = ([beanstalkd], None)

@@ -195,6 +195,16 @@ def test_a_killed_process_is_started_again_and_the_port_keeps_serving(group: Gro
     assert again["1/2"].cmd(b"list-tube-used") == b"USING default\r\n"
 
 
+def test_sigusr1_drains_every_process(group: Group) -> None:
+    by = one_in_each(group.address)
+    group.proc.send_signal(signal.SIGUSR1)
+    wait_for(lambda: all(stats(c)["draining"] == "true" for c in by.values()),
+             timeout=soon(5))
+    for client in by.values():
+        client.send(b"put 0 0 60 1\r\nx\r\n")
+        assert client.line() == b"DRAINING\r\n"
+
+
 def test_sigterm_stops_every_process_and_gives_their_jobs_back(group: Group) -> None:
     by = one_in_each(group.address)
     pids = [int(stats(c)["pid"]) for c in by.values()]
