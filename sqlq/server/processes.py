@@ -42,12 +42,10 @@ the same from every process.
 
 from __future__ import annotations
 
-import json
 import os
 import selectors
 import signal
 import socket
-import subprocess
 import sys
 import time
 
@@ -55,7 +53,8 @@ from sqlq.server.loop import log
 from sqlq.server.net import address_of, bind, shares_port, unlink_unix
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (json and subprocess are imported once bound: see beanstalkd_group)
+    import subprocess
     from collections.abc import Callable
     from typing import Any
 
@@ -136,14 +135,15 @@ class Group:
         finally:
             self._stop_all()
             signal.set_wakeup_fd(-1)
-            if self.owns_unix_path():
-                unlink_unix(self.holder)
-            self.holder.close()
-            self._wake_r.close()
-            self._wake_w.close()
+            self.close()
 
-    def owns_unix_path(self) -> bool:
-        return self.holder.family == socket.AF_UNIX
+    def close(self) -> None:
+        """Give the port (and a unix socket's file) back."""
+        if self.holder.family == socket.AF_UNIX:
+            unlink_unix(self.holder)
+        self.holder.close()
+        self._wake_r.close()
+        self._wake_w.close()
 
     def _handle_signals(self) -> None:
         signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
@@ -162,6 +162,8 @@ class Group:
 
     def _start(self, child: Child) -> None:
         """Start ``child`` with its socket and its end of the parent's pipe."""
+        import json
+        import subprocess
         sock = (bind(self.address, reuse_port=True) if self.reuse_port else self.holder)
         watch, child.pipe = os.pipe()
         spec = dict(self.spec, fd=sock.fileno(), watch=watch, index=child.index,
@@ -233,6 +235,7 @@ class Group:
 
     def _stop_all(self) -> None:
         """SIGTERM to every child; SIGKILL to those still there after STOP_WAIT."""
+        import subprocess
         self._signal_all(signal.SIGTERM)
         deadline = time.monotonic() + STOP_WAIT
         for child in self.children:
@@ -267,30 +270,33 @@ def serve_processes(location: str, listen: str, count: int, *, queue: dict[str, 
 def beanstalkd_group(flags: Flags) -> int:
     """``sqlq-beanstalkd -P N``: the drop-in binary's flags, served from N processes.
 
-    Without ``-b`` the processes share one temporary directory, removed at exit.
+    It binds first, as one process does (clients connect 100 ms after exec); without
+    ``-b`` the processes share one temporary directory, removed at exit.
     """
-    from sqlq.server.main import binlog_location, set_verbosity
+    from sqlq.server.main import set_verbosity
 
     set_verbosity(flags.verbose)
+    try:
+        group = Group(flags.listen, flags.processes, {
+            "queue": {"durability": flags.durability, "max_job_size": flags.max_job_size},
+            "max_job_size": flags.max_job_size, "max_buffered": None,
+            "verbose": flags.verbose, "name": "sqlq-beanstalkd"}, "sqlq-beanstalkd")
+    except (OSError, ValueError) as e:
+        sys.stderr.write(f"sqlq-beanstalkd: cannot listen on {flags.listen}: {e}\n")
+        return 1
     import tempfile
+
+    from sqlq.server.main import binlog_location
 
     temp = None if flags.binlog_dir else tempfile.mkdtemp(prefix="sqlq-beanstalkd-")
     try:
         directory = flags.binlog_dir or temp
         assert directory is not None
         try:
-            location = binlog_location(directory)
+            group.spec["location"] = binlog_location(directory)
         except OSError as e:
+            group.close()
             sys.stderr.write(f"sqlq-beanstalkd: {e}\n")
-            return 1
-        try:
-            group = Group(flags.listen, flags.processes, {
-                "location": location,
-                "queue": {"durability": flags.durability, "max_job_size": flags.max_job_size},
-                "max_job_size": flags.max_job_size, "max_buffered": None,
-                "verbose": flags.verbose, "name": "sqlq-beanstalkd"}, "sqlq-beanstalkd")
-        except (OSError, ValueError) as e:
-            sys.stderr.write(f"sqlq-beanstalkd: cannot listen on {flags.listen}: {e}\n")
             return 1
         return group.run()
     finally:
@@ -302,6 +308,8 @@ def beanstalkd_group(flags: Flags) -> int:
 
 def child_main() -> None:
     """One process of the group, its spec on stdin (started by ``Group._start``)."""
+    import json
+
     from sqlq.server.core import Server
     from sqlq.server.main import catch_signals, serve_opening, set_verbosity
 

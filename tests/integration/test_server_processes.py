@@ -280,6 +280,16 @@ def test_a_process_that_cannot_open_the_queue_stops_the_group(tmp_path: Path) ->
     assert "sqlq-beanstalkd:" in out.stderr
 
 
+def test_the_parent_binds_before_it_imports_the_queue() -> None:
+    """``sqlq-beanstalkd -P N`` binds as fast as one process: nothing of the Queue's,
+    nor json or subprocess, is imported before ``Group`` has bound the port."""
+    code = ("import sys; from sqlq.server.processes import Group; "
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith("
+            "('sqlq.queue', 'sqlq.backends', 'apsw', 'psycopg', 'json', 'subprocess')))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.split() == [], out.stdout + out.stderr
+
+
 def _connects(address: object) -> bool:
     family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
     with socket.socket(family) as s:
