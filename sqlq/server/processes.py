@@ -164,20 +164,28 @@ class Group:
         """Start ``child`` with its socket and its end of the parent's pipe."""
         import json
         import subprocess
+
         sock = (bind(self.address, reuse_port=True) if self.reuse_port else self.holder)
-        watch, child.pipe = os.pipe()
+        watch, pipe = os.pipe()
         spec = dict(self.spec, fd=sock.fileno(), watch=watch, index=child.index,
                     count=self.count, shared=not self.reuse_port, draining=self.draining)
         try:  # the spec on stdin, not in argv, where ps would show a URL's password
-            child.proc = subprocess.Popen([sys.executable, "-c", _CHILD],
-                                          pass_fds=(sock.fileno(), watch), stdin=subprocess.PIPE)
-            assert child.proc.stdin is not None
-            with child.proc.stdin as stdin:
-                stdin.write(json.dumps(spec).encode())
+            proc = subprocess.Popen([sys.executable, "-c", _CHILD],
+                                    pass_fds=(sock.fileno(), watch), stdin=subprocess.PIPE)
+        except BaseException:
+            os.close(pipe)
+            raise
         finally:
             os.close(watch)
             if sock is not self.holder:
                 sock.close()  # the child's now
+        child.proc, child.pipe = proc, pipe
+        assert proc.stdin is not None
+        try:
+            with proc.stdin as stdin:
+                stdin.write(json.dumps(spec).encode())
+        except BrokenPipeError:
+            pass  # it died at once: reaped, and started again, as any death
         child.started = time.monotonic()
         child.restart_at = None
 
