@@ -28,7 +28,7 @@ TEST_WORKERS ?= 2
 
 test: $(STAMP)  ## the whole suite (short chaos and power-cut runs included); installs Debian test deps as root
 	@.ci/install-test-deps
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --durations=25
 
 test-unit: $(STAMP)  ## in-process tests on real databases (tests/unit, about a minute)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/unit

@@ -568,6 +568,8 @@ class AsyncQueue:
     tubes = awaited(Queue.tubes)
     stats = awaited(Queue.stats)
     stats_tube = awaited(Queue.stats_tube)
+    limit = awaited(Queue.limit)
+    limits = awaited(Queue.limits)
     stats_job = awaited(Queue.stats_job)
     links = awaited(Queue.links)
     attempts = awaited(Queue.attempts)

@@ -27,6 +27,7 @@ What it decides, beyond the SQL:
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -41,6 +42,11 @@ if TYPE_CHECKING:
     from .attempts import Attempt
 
 T = TypeVar("T")
+#: How long (s) a process trusts "none of these tubes has limits" before it reads again:
+#: the plain claim skips a limited tube, so a list wrongly thought unlimited starves the
+#: tube another process limited, for as long as its other tubes give jobs.
+LIMITS_STALE = 1.0
+_monotonic = time.monotonic
 #: A checked list of tubes in the backend's own form (``Store.tubes_param``).
 TubesParam = Any
 
@@ -75,6 +81,17 @@ class Engine:
         self._tubes_cache: dict[object, TubesParam] = {}
         #: Whether, at the last look, other processes held reservations (see due).
         self._others_hold = False
+        #: Per list of watched tubes: whether one has limits (sqlq/limits.py), so its
+        #: claims go through Store.claim_limited. Learned on first use, again whenever a
+        #: plain claim finds nothing (a limit another process set: the plain claims skip
+        #: a limited tube, so a list wrongly thought unlimited only finds less), from
+        #: each limited claim's own read, and once "no limits" is LIMITS_STALE old (a
+        #: list whose other tubes keep giving jobs would never find nothing).
+        self._limited: dict[object, bool] = {}
+        #: Per list known to have no limits: until when (monotonic s) the plain claim
+        #: may be made without reading again (absent: read first).
+        self._plain_until: dict[object, float] = {}
+        self._stamps: dict[object, object] = {}
 
     def close(self) -> None:
         """Close every thread's notifier (the Queue is closing)."""
@@ -123,6 +140,11 @@ class Engine:
               ) -> Job | None:
         """One commit: delete ``delete`` (a reserved Job) if given, and claim the most
         urgent ready job of ``tubes`` for ``owner`` (None: detached); None if none."""
+        # Tubes known lately to be without limits go straight on (a dict probe and a
+        # clock read: no database read).
+        key = tubes if tubes.__class__ is str else tuple(tubes)
+        if self._plain_until.get(key, 0.0) <= _monotonic() and self.limited_now(tubes, key):
+            return _first(self.claim_limited(tubes, owner, 1, [] if delete is None else [delete]))
         clock, store = self.clock, self.store
 
         def claim(c: Conn) -> Any:
@@ -137,23 +159,104 @@ class Engine:
             lease = lease_of(delete)
             row = self.backend.write(claim, single=store.ONE_STATEMENT_CLAIM)
             delete.state = "deleted"
-        return None if row is None else self._make_job(row)
+        if row is None:
+            # The plain claim skips limited tubes: one limited since we learnt may hold jobs.
+            return _first(self.claim_limited(tubes, owner, 1, [])) \
+                if self.limits_changed(tubes) else None
+        return self._make_job(row)
 
     def claim_many(self, tubes: TubesParam, owner: str | None, n: int,
                    done: list[Job]) -> list[Job]:
         """One commit: delete ``done`` (if any; JobLost names the lost ones, and then
         nothing is claimed) and claim up to n jobs."""
+        key = tubes if tubes.__class__ is str else tuple(tubes)
+        if self._plain_until.get(key, 0.0) <= _monotonic() and self.limited_now(tubes, key):
+            return self.claim_limited(tubes, owner, n, done)
         clock, store = self.clock, self.store
         if not done:
             rows = self.backend.write(
                 lambda c: store.claim_many(c, clock(), tubes, owner, n),
                 durable=False, single=store.CLAIM_OUTSIDE_TRANSACTION)
-            return [self._make_job(row) for row in rows]
-        pairs = _leases(done)
-        lost, rows = self.backend.write(
-            lambda c: store.delete_and_claim_many(c, clock(), pairs, tubes, owner, n),
-            single=store.ONE_STATEMENT_CLAIM)
-        _deleted(done, lost, claimed=True)
+        else:
+            pairs = _leases(done)
+            lost, rows = self.backend.write(
+                lambda c: store.delete_and_claim_many(c, clock(), pairs, tubes, owner, n),
+                single=store.ONE_STATEMENT_CLAIM)
+            _deleted(done, lost, claimed=True)
+        if not rows and self.limits_changed(tubes):
+            return self.claim_limited(tubes, owner, n, [])
+        return [self._make_job(row) for row in rows]
+
+    # -- limits (sqlq/limits.py) -------------------------------------------------------------
+
+    def limited_now(self, tubes: TubesParam, key: object) -> bool:
+        """Whether claims on ``tubes`` (``key``: their dict key) go through claim_limited,
+        once the plain claim's trust ran out: yes if a tube had limits at the last look
+        (claim_limited reads them again itself), else read and remember (never learnt,
+        or "no limits" is LIMITS_STALE old)."""
+        return self._limited.get(key) is True or self.learn_limits(tubes)
+
+    def limits_changed(self, tubes: TubesParam) -> bool:
+        """After a plain claim found nothing: whether a tube of ``tubes`` has limits now,
+        read again unless the store proves nothing was committed elsewhere since the last
+        read (``Store.limits_stamp``; our own limit changes clear what we remember)."""
+        told = self.store.empty_claim_limited()
+        if told is not None:  # the claim said so itself (PostgreSQL's claim_job)
+            self._remember_limits(tubes, told)
+            return told
+        stamp = self.store.limits_stamp()
+        key = tubes if tubes.__class__ is str else tuple(tubes)
+        if stamp is not None and self._stamps.get(key) == stamp and key in self._limited:
+            return self._limited[key]
+        return self.learn_limits(tubes, stamp)
+
+    def learn_limits(self, tubes: TubesParam, stamp: object = None) -> bool:
+        """Read (no write lock) whether a tube of ``tubes`` has limits, and remember it
+        (with the store's stamp taken before the read, if any)."""
+        limited = bool(self.backend.read(
+            lambda c: self.store.limited_tubes(c, tubes), single=True))
+        self._remember_limits(tubes, limited)
+        if stamp is not None:
+            self._stamps[tubes if tubes.__class__ is str else tuple(tubes)] = stamp
+        return limited
+
+    def _remember_limits(self, tubes: TubesParam, limited: bool) -> None:
+        if len(self._limited) >= 256:
+            self.forget_limits()
+        key = tubes if tubes.__class__ is str else tuple(tubes)
+        self._limited[key] = limited
+        if limited:
+            self._plain_until.pop(key, None)
+        else:
+            self._plain_until[key] = _monotonic() + LIMITS_STALE
+
+    def forget_limits(self) -> None:
+        """This process changed a limit: learn every list of tubes again."""
+        self._limited.clear()
+        self._plain_until.clear()
+        self._stamps.clear()
+
+    def claim_limited(self, tubes: TubesParam, owner: str | None, n: int,
+                      done: list[Job]) -> list[Job]:
+        """One write transaction: delete ``done`` (as claim and claim_many do: a lost lease
+        claims nothing) and claim up to n jobs within the tubes' limits."""
+        clock, store = self.clock, self.store
+
+        def claim(c: Conn) -> tuple[list[tuple[int, int]], list[Any], bool]:
+            now = clock()
+            if len(done) == 1:  # reserve(delete=job): JobLost rolls everything back
+                store.delete(c, now, done[0].id, lease_of(done[0]))
+            elif done:
+                lost = store.delete_many(c, now, _leases(done))
+                if lost:
+                    return lost, [], True
+            rows, limited = store.claim_limited(c, now, tubes, owner, n)
+            return [], rows, limited
+
+        lost, rows, limited = self.backend.write(claim, durable=bool(done))
+        self._remember_limits(tubes, limited)
+        if done:
+            _deleted(done, lost, claimed=True)
         return [self._make_job(row) for row in rows]
 
     def claim_by_id(self, job_id: int, owner: str | None) -> Job:
@@ -320,6 +423,10 @@ class Engine:
             self._notifiers.notifier = notifier
             self._all_notifiers.append(notifier)
         return notifier
+
+
+def _first(jobs: list[Job]) -> Job | None:
+    return jobs[0] if jobs else None
 
 
 def _leases(done: list[Job]) -> list[tuple[int, int]]:

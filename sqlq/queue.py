@@ -21,6 +21,7 @@ from .backends.base import Conn, Durability
 from .durations import now_ms
 from .engine import Engine
 from .errors import Disconnected, Error, JobLost, JobNotFound
+from .flow import FlowControl
 from .model import (
     DEFAULT_MAX_JOB_SIZE,
     DEFAULT_PRIORITY,
@@ -52,7 +53,7 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-class Queue(Puts, Reads):
+class Queue(Puts, Reads, FlowControl):
     """A durable job queue in one SQLite file (or a PostgreSQL database), shared by any
     number of processes.
 
@@ -485,21 +486,6 @@ class Queue(Puts, Reads):
         check_job_id(job_id)
         self._backend.write_shared(lambda c: self._store.kick_job(c, self._clock(), job_id),
                                    single=True)
-
-    def pause_tube(self, tube: str, seconds: float) -> None:
-        """Reserve nothing from ``tube`` for ``seconds`` (0 ends a pause).
-
-        Any valid name can be paused, with jobs or without.
-
-        Raises:
-            InvalidTube: ``tube`` is not a valid tube name.
-
-        Examples:
-            >>> q.pause_tube("thumbs", 600)  # hold the tube while you deploy
-        """
-        check_tube(tube)
-        pause_ms = seconds_to_ms(seconds, "seconds")
-        self._backend.write(lambda c: self._store.pause_tube(c, self._clock(), tube, pause_ms))
 
     # -- results (logic in results.py) -------------------------------------------------------
 

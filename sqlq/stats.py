@@ -63,13 +63,14 @@ def tube_stats(backend: Backend, now: int, tube: str) -> dict[str, Any]:
 def read_tube(backend: Backend, now: int, tube: str) -> tuple[Any, ...]:
     """What :func:`tube_doc` needs from the database, in one read: the tube's
     [ready, urgent, reserved, delayed, buried, waiting] as of ``now`` (None: no jobs), its
-    last pause (paused_until, pause_ms) or None, and its (puts, pauses) ever."""
+    last pause (paused_until, pause_ms) or None, its (puts, pauses) ever, and its limits
+    (list_limits' rows: none or one)."""
     check_tube(tube)
     store = backend.store
 
     def read(c: Conn) -> Any:
         return (store.count_jobs(c, now, tube).get(tube), store.tube_pause(c, tube),
-                store.tube_totals(c, tube))
+                store.tube_totals(c, tube), store.list_limits(c, tube))
 
     return tuple(backend.read(read))
 
@@ -77,7 +78,8 @@ def read_tube(backend: Backend, now: int, tube: str) -> tuple[Any, ...]:
 def tube_doc(read: tuple[Any, ...], now: int, tube: str) -> dict[str, Any]:
     """The ``stats_tube`` document from :func:`read_tube`'s answer, as of ``now`` (the
     pause's time left runs on while the counts hold)."""
-    counts, pause, (puts, pauses) = read
+    counts, pause, (puts, pauses), limits = read
+    _, cap, rate, rate_ms = limits[0] if limits else (tube, None, None, None)
     paused_until, pause_ms = pause if pause else (0, 0)
     paused = paused_until > now
     ready, urgent, reserved, delayed, buried, waiting = counts or [0, 0, 0, 0, 0, 0]
@@ -97,6 +99,10 @@ def tube_doc(read: tuple[Any, ...], now: int, tube: str) -> dict[str, Any]:
         "cmd-pause-tube": pauses,
         "pause": pause_ms // 1000 if paused else 0,
         "pause-time-left": max(0, (paused_until - now) // 1000) if paused else 0,
+        # sqlq's flow control (sqlq/limits.py); 0: no such limit.
+        "limit-concurrency": cap or 0,
+        "limit-rate": rate or 0,
+        "limit-rate-seconds": rate_ms / 1000 if rate_ms else 0,
     }
 
 

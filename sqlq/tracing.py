@@ -8,7 +8,8 @@ provider, following OpenTelemetry's messaging conventions:
 * a PRODUCER span ``send TUBE`` around each put and put_many (``Queue``, a
   ``Transaction``, ``AsyncQueue``, ``sqlq.put(conn, ...)``), whose W3C context
   (``traceparent``, and ``tracestate``) is stored in the job's ``trace`` column, beside
-  the body, in the put's transaction;
+  the body, in the put's transaction; and one ``send TOPIC`` around each ``publish``,
+  its context stored on every copy;
 * a CONSUMER span ``process TUBE`` around each run in ``sqlq work`` (tasks and commands,
   sync and async workers): a child of the producer's span, linked to the span of the
   job's previous failed run, ending with the job's outcome.
@@ -191,6 +192,28 @@ def send(run: Callable[[Callable[[Conn], list[int]]], list[int]], store: Store,
         if not many and ids:
             span.set_attribute(MESSAGE_ID, str(ids[0]))
         return ids
+
+
+def publish(run: Callable[[Callable[[Conn], T]], T],
+            fill: Callable[[Conn, str | None], T], topic: str, priority: int,
+            size: int) -> T:
+    """A publish under one PRODUCER span ``send TOPIC``: ``fill(conn, header)`` puts the
+    copies in ``run``'s transaction (``Backend.write_shared``) and stores ``header``, the
+    span's context, on each copy it inserted (None: the span is not recording). A
+    worker's run of any copy is then a child of this span."""
+    from opentelemetry.trace import SpanKind
+
+    assert _tracer is not None  # the caller tested active()
+    attributes: dict[str, Any] = {
+        SYSTEM: "sqlq", OPERATION_TYPE: "send", OPERATION_NAME: "publish", DESTINATION: topic,
+        PRIORITY: priority, BODY_SIZE: size}
+    with _tracer.start_as_current_span(f"send {topic}", kind=SpanKind.PRODUCER,
+                                       attributes=attributes) as span:
+        header = _header(span) if span.is_recording() else None
+        put = run(lambda conn: fill(conn, header))
+        if isinstance(put, list):
+            span.set_attribute(BATCH_COUNT, len(put))
+        return put
 
 
 def in_context(fn: Callable[[], T]) -> Callable[[], T]:

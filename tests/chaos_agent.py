@@ -4,12 +4,14 @@
     python tests/chaos_agent.py worker   DB LOG SEED DURABILITY
     python tests/chaos_agent.py pworker  DB LOG SEED DURABILITY  # sqlq work's Worker, prefetching
     python tests/chaos_agent.py aworker  DB LOG SEED DURABILITY  # its --concurrency worker
+    python tests/chaos_agent.py canceller DB LOG SEED DURABILITY  # q.cancel of random jobs
 
 The driver picks each agent's durability (``full`` or ``normal``) and notes it in
 ``agents.txt`` beside the logs: on PostgreSQL an immediate server restart may lose a
 ``normal`` commit (the checker needs to know whose).
 
-Each runs until it is killed (the test sends SIGKILL at random moments) and
+Each runs until it is killed (the test sends SIGKILL at random moments, and the
+kernel when the driver dies: tests/orphans.py) and
 writes one line per event to LOG, appended and flushed line by line: the
 kernel keeps a flushed line even when the process is killed right after, so
 only the last line can be torn, and the checker ignores a line without its
@@ -37,21 +39,37 @@ the producer writes ``E put`` and goes on, as a careful user would.
 
 Worker lines, for a job reserved under lease L:
 
-    R <id> <L> <tag> <until> <at>
+    R <id> <L> <tag> <until> <at> <ttr> <tube>
                        reserved (tag read from the body: the checker matches it to P),
-                       until ``reserved_until`` (ms); ``at``: the time (ms) reserve returned
+                       until ``reserved_until`` (ms); ``at``: the time (ms) reserve returned;
+                       ``ttr`` (ms): so ``until - ttr`` is the claim's own clock reading;
+                       ``tube``: the job's (the checker counts a limited tube's holds)
     D <id> <L> <at>    about to delete: written *before* the delete starts, at ``at`` (ms):
                        a parent's children cannot be released before that
     C <id> <L> <at>    the delete (or complete) succeeded at ``at`` (ms): completed
-    F <id> <L>         the delete failed with JobLost (lease no longer live)
-    X <id> <L>         released;  B <id> <L> buried;  T <id> <L> touched
+    F <id> <L> [cancelled]
+                       the delete (touch, progress, release, bury) failed with JobLost (lease no
+                       longer live); ``cancelled``: with JobCancelled (issue 25)
+    X <id> <L> [<before>]
+                       released;  B <id> <L> [<before>] buried: ``before`` (ms) taken just
+                       before the call (the hold ended after it); T <id> <L> touched
     K <n>              kicked n buried jobs back to ready
-    U <id> <L> <verb>  ``verb`` (delete, release, bury) raised DatabaseError: the
+    U <id> <L> <verb> [<before>]
+                       ``verb`` (delete, release, bury) raised DatabaseError: the
                        connection was lost and it may or may not have committed; the
                        worker lets the job go (if it was not done, it comes back at its
-                       TTR) and goes on
+                       TTR) and goes on; ``before``: as X's
     E <what>           another call raised DatabaseError (kick, touch; reserve, when an
                        outage outlasts its timeout), and the worker went on
+
+Canceller lines (``q.cancel`` of random recent ids while the workers run, issue 25):
+
+    S <id> <before>    about to cancel, at ``before`` (ms, taken before the call)
+    Q <id> <at>        the cancel was acknowledged at ``at`` (ms): the job is cancelled
+    N <id>             JobNotFound: the job was not live, nothing was cancelled
+    Y <id>             DatabaseError (the connection lost): it may have committed
+
+A trailing ``S`` (the canceller killed during the call) may have committed, as a ``Y``.
 
 A ``D`` with nothing after it from the same worker means the worker was killed
 during the delete, which may or may not have committed. A prefetching worker
@@ -77,10 +95,13 @@ from typing import Any, TextIO
 
 import sqlq
 from sqlq.work.runner import DONE, Outcome
+from tests.orphans import die_with_parent
 
 #: "chaos-slow" gets few jobs, each worked on for a while, and some workers watch only
 #: it: they wait, idle, and look for dead owners while others hold its jobs.
 SLOW = "chaos-slow"
+#: The environment variable naming the driver's pid: the agent dies with it.
+PARENT = "SQLQ_CHAOS_PARENT"
 TUBES = ["chaos-a", "chaos-b", SLOW]
 
 
@@ -210,8 +231,8 @@ def worker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
             try:
                 job = q.reserve(tubes, timeout=0.5, delete=pending)
                 emit(log, "C", pending.id, pending.lease, now_ms())
-            except sqlq.JobLost:  # never JobNotFound: a stale lease is JobLost (F3)
-                emit(log, "F", pending.id, pending.lease)
+            except sqlq.JobLost as e:  # never JobNotFound: a stale lease is JobLost (F3)
+                emit(log, "F", pending.id, pending.lease, *why(e))
                 job = None
             except sqlq.DatabaseError:
                 # The delete was in flight when the connection went (Disconnected):
@@ -239,19 +260,20 @@ def worker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
             continue
         lease = job.lease
         emit(log, "R", job.id, lease, job.body.split(b" ", 1)[0].decode(), job.reserved_until,
-             time.time_ns() // 1_000_000)
+             time.time_ns() // 1_000_000, round(job.ttr * 1000), job.tube)
         verb = "work"
+        before = 0  # when a release or bury began (ms)
         try:
             r = rng.random()
             if r < 0.05:
-                verb = "release"
+                verb, before = "release", now_ms()
                 job.release(delay=rng.choice([0, 0.1]))
-                emit(log, "X", job.id, lease)
+                emit(log, "X", job.id, lease, before)
                 continue
             if r < 0.08:
-                verb = "bury"
+                verb, before = "bury", now_ms()
                 job.bury(reason="chaos")
-                emit(log, "B", job.id, lease)
+                emit(log, "B", job.id, lease, before)
                 continue
             if r < 0.11 and job.ttr <= 1:
                 # Outlive the lease, then try to finish anyway: must fail, since another
@@ -269,14 +291,20 @@ def worker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
                 # or to the server's sessions. A SLOW job on PostgreSQL sometimes works
                 # past the database's idle_session_timeout without a database call.
                 long = job.tube == SLOW and job.ttr >= 2 and rng.random() < 0.5
-                time.sleep(rng.uniform(1.2, 1.8) if long else rng.uniform(0.05, 0.3))
-        except sqlq.JobLost:  # never JobNotFound: a stale lease is JobLost (F3)
-            # A one-second TTR can run out on a loaded machine: the lease is gone.
-            emit(log, "F", job.id, lease)
+                took = rng.uniform(1.2, 1.8) if long else rng.uniform(0.05, 0.3)
+                time.sleep(took / 2)
+                try:  # halfway: JobCancelled if a canceller took the job meanwhile
+                    job.progress(0.5, "halfway")
+                except sqlq.DatabaseError:  # cut off: the lease stands; go on
+                    emit(log, "E", "progress")
+                time.sleep(took / 2)
+        except sqlq.JobLost as e:  # never JobNotFound: a stale lease is JobLost (F3)
+            # A one-second TTR can run out on a loaded machine (or the job was cancelled).
+            emit(log, "F", job.id, lease, *why(e))
             continue
         except sqlq.DatabaseError:
             # A release or bury cut off by a lost connection: it may have committed.
-            emit(log, "U", job.id, lease, verb)
+            emit(log, "U", job.id, lease, verb, *([before] if before else []))
             continue
         if rng.random() < 0.5:
             pending = job
@@ -288,10 +316,66 @@ def worker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
             else:
                 job.delete()  # made again by sqlq if the connection was lost
             emit(log, "C", job.id, lease, now_ms())
-        except sqlq.JobLost:  # never JobNotFound: a stale lease is JobLost (F3)
-            emit(log, "F", job.id, lease)
+        except sqlq.JobLost as e:  # never JobNotFound: a stale lease is JobLost (F3)
+            emit(log, "F", job.id, lease, *why(e))
         except sqlq.DatabaseError:
             emit(log, "U", job.id, lease, "delete")
+
+
+def why(error: sqlq.JobLost) -> list[str]:
+    """An F line's reason: ``cancelled`` for JobCancelled (the lease's job was cancelled),
+    none for any other lost lease."""
+    return ["cancelled"] if isinstance(error, sqlq.JobCancelled) else []
+
+
+def canceller(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
+    """Cancels jobs while the workers hold or wait for them: a reserved job found among
+    recent ids, a recent id (near the newest ready or delayed job seen: most of them
+    reserved or done by then), or the next ready job itself. Each cancel is logged before
+    the call (``S``: its id, the time) and after (``Q``, ``N`` or ``Y``)."""
+    q = _open(db, durability)
+    high = 0  # the newest id seen
+    while True:
+        time.sleep(rng.uniform(0.005, 0.04))
+        try:
+            seen = [job.id for tube in TUBES[:2] for job in (q.peek_ready(tube),
+                                                            q.peek_delayed(tube)) if job]
+        except sqlq.DatabaseError:
+            emit(log, "E", "peek")
+            continue
+        high = max([high, *seen])
+        if not high:
+            continue
+        r = rng.random()
+        target = (rng.choice(seen) if seen and r < 0.2 else
+                  _held(q, rng, high) if r < 0.6 else
+                  rng.randint(max(1, high - 60), high + 5) if r < 0.9 else
+                  rng.randint(max(1, high - 2000), high))
+        if target is None:
+            continue
+        emit(log, "S", target, now_ms())
+        try:
+            q.cancel(target)
+        except sqlq.JobNotFound:
+            emit(log, "N", target)
+            continue
+        except sqlq.DatabaseError:  # cut off: it may have committed
+            emit(log, "Y", target)
+            continue
+        emit(log, "Q", target, now_ms())
+
+
+def _held(q: sqlq.Queue, rng: random.Random, high: int) -> int | None:
+    """A reserved job among a few recent ids (peeked one by one), if one is found: a
+    holder's next verb must then fail with JobCancelled."""
+    try:
+        for job_id in rng.sample(range(max(1, high - 3000), high + 1), min(high, 20)):
+            job = q.peek(job_id)
+            if job is not None and job.state == "reserved":
+                return job_id
+    except sqlq.DatabaseError:
+        pass
+    return None
 
 
 class _Nap:
@@ -344,6 +428,13 @@ def _logged_handling(log: TextIO, r_lines: bool = True) -> type[Any]:
                 emit(log, "D", done.job.id, done.job.lease, now_ms())
             super().ack()
 
+        def give_back(self, job: sqlq.Job, why: str, name: str = "") -> None:
+            # A release (a stopping worker's; SIGKILL leaves none, but a hold must never
+            # end unlogged: the checker would count it on).
+            before = now_ms()
+            super().give_back(job, why, name)
+            emit(log, "X", job.id, job.lease, before)
+
         def ack_each(self, acks: list[Done]) -> None:
             # The commit deleting them was cut off (Disconnected): it may have
             # committed, and each delete made again may then find its job gone.
@@ -366,7 +457,7 @@ def _claimed(log: TextIO, jobs: Sequence[sqlq.Job]) -> None:
     at = time.time_ns() // 1_000_000
     for job in jobs:
         emit(log, "R", job.id, job.lease, job.body.split(b" ", 1)[0].decode(),
-             job.reserved_until, at)
+             job.reserved_until, at, round(job.ttr * 1000), job.tube)
 
 
 def pworker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
@@ -390,9 +481,10 @@ def aworker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
     class Outcomes(_logged_handling(log, r_lines=False)):  # type: ignore[misc]
         def finish(self, job: sqlq.Job, name: str, outcome: Outcome,
                    duration: float) -> Any:
+            before = now_ms()
             done = super().finish(job, name, outcome, duration)
             if outcome.status != "done":  # a nap cancelled at its TTR: released or buried
-                emit(log, "X", job.id, job.lease)
+                emit(log, "X", job.id, job.lease, before)
             return done
 
         def reserved(self, jobs: Sequence[sqlq.Job]) -> None:
@@ -418,10 +510,12 @@ def aworker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
 
 def main() -> None:
     role, db, log_path, seed, durability = sys.argv[1:6]
+    # Killed with the driver: a killed pytest leaves no agent running on.
+    die_with_parent(int(os.environ[PARENT]))
     rng = random.Random(int(seed))
     with open(log_path, "a", encoding="utf-8") as log:
-        {"producer": producer, "worker": worker, "pworker": pworker,
-         "aworker": aworker}[role](db, log, rng, durability)
+        {"producer": producer, "worker": worker, "pworker": pworker, "aworker": aworker,
+         "canceller": canceller}[role](db, log, rng, durability)
 
 
 if __name__ == "__main__":

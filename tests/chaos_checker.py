@@ -52,11 +52,31 @@ Jobs put with ``after=`` (the ``P`` line's parents field; issue 24), the *childr
   released, runs once like any job: the rules above (two completions, reserved again
   while its holder lived) hold for it as for every job.
 
+Cancels (the canceller's ``S``/``Q``/``N``/``Y`` lines; issue 25). A cancel is
+*acknowledged* when ``q.cancel`` returned (``Q``, with the time); ``N`` (JobNotFound)
+cancelled nothing; ``Y`` (cut off) or a trailing ``S`` (killed during the call) may
+have cancelled, and is counted apart (``uncertain``).
+
+* **A cancelled job is never handed out again.** No reservation of it was claimed after
+  the acknowledgement: the claim's own clock reading (``R``'s deadline less its TTR,
+  read before its commit) is after the ``Q`` time.
+* **... nor completed, nor left in the file.** A job whose cancel was acknowledged has no
+  ``C`` line (a delete that committed first makes the cancel JobNotFound) and is gone.
+* **Its holder is told.** A holder's verb after the cancel fails (``F``), with
+  JobCancelled (``F ... cancelled``) or JobLost (a batch delete names a cancelled job
+  lost; a lease that ran out before the cancel): counted. The library worker's own
+  verbs (``worker``) on a lease still live at the acknowledgement must get
+  JobCancelled; and no job that was never cancelled is refused as cancelled.
+* **Nothing else is lost.** The loss rule above holds with exactly the acknowledged (and
+  the uncertain) cancels left out; the children of a cancelled parent may run from the
+  cancel's start (``S``), as from a delete's ``D``.
+
 What an immediate restart of PostgreSQL may undo (``restarts.txt``, written by the
 driver: mode, start and end in ms). It is a crash of the server: commits whose WAL
 record had not left the server's memory are gone. That is every commit that did not
 wait for the flush (``synchronous_commit`` off): all of a ``durability="normal"``
-agent's (``agents.txt``: log name, role, durability) and every agent's claims, which
+agent's (``agents.txt``: log name, role, durability; its cancels too) and every agent's
+claims, which
 sqlq makes without waiting in either mode (a lost claim makes the job ready again).
 The walwriter writes such commits within 3 x ``wal_writer_delay`` (0.6 s), and every
 ``full`` commit writes all WAL before it; so only commits made from
@@ -64,6 +84,25 @@ The walwriter writes such commits within 3 x ``wal_writer_delay`` (0.6 s), and e
 counted apart (``undone-by-crash``): a ``normal`` put acknowledged and then missing
 (its id may then be issued again), a ``normal`` delete whose job is back, a claim whose
 job a second worker reserved after the restart. Fast restarts excuse nothing.
+
+A tube's concurrency cap (``limits.txt``, written by the driver: tube, K; issue 25).
+
+* **Never more than K jobs of the tube held under live leases at once.** Each worker's
+  reservation of a job of the tube (``R``, whose tube field names it) is a *hold*, taken
+  as an interval that surely lies within the real one, so that an overlap of more than K
+  is a real excess: it starts when reserve returned (``R``'s ``at``: after the claim's
+  commit) and ends at the earliest of: the lease's deadline (``until``: an expired lease
+  does not count); a delete's start (``D``'s ``at``, before its commit); a release's or
+  bury's start (``X``/``B``/``U``'s ``before``; the reservation's own start for a line
+  without it: generous); for a holder killed, its kill (``kills.txt``, before the
+  signal: a dead holder's jobs count until reaped, later, which the logs cannot pin, so
+  the kill is the generous end); a cancel of the job that may have committed after the
+  claim, i.e. not acknowledged (``Q``) before the claim's clock reading (its ``S``, not
+  later than its commit; the hold's start if the cancel began before it); and on
+  PostgreSQL, for a claim an immediate restart may have undone, the restart's start. A
+  touch lengthens a lease and is not counted (the hold is then shorter than the real
+  one: generous). The drain (after every agent died, its clock ahead) is left out.
+  Reported: the most holds at once (``max-held``) and the claims of the tube.
 
 What a kill costs: for every SIGKILL sent during a round (``kills.txt``: log name, ms,
 ``step``; the kills that end a round say ``end``) of an agent holding jobs whose TTR
@@ -114,6 +153,39 @@ class Verdict:
     integrity_ok: bool = True
     problems: list[str] = field(default_factory=list)
     deps: DependencyVerdict = field(default_factory=lambda: DependencyVerdict())
+    cancels: CancelVerdict = field(default_factory=lambda: CancelVerdict())
+    limits: LimitVerdict = field(default_factory=lambda: LimitVerdict())
+
+
+@dataclass
+class LimitVerdict:
+    """What the look found about the capped tube (see the module's docstring)."""
+
+    tube: str = ""  #: the tube with a cap ("" : none in this run)
+    cap: int = 0
+    max_held: int = 0  #: the most holds at once
+    claims: int = 0  #: reservations of the tube (R lines)
+    #: moments with more than ``cap`` holds: "at <ms>: <n> held <ids>"
+    over: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CancelVerdict:
+    """What the look found about cancels (see the module's docstring)."""
+
+    acknowledged: int = 0  #: Q lines: jobs cancelled
+    not_found: int = 0  #: N lines: nothing cancelled
+    uncertain: int = 0  #: Y lines and trailing S lines: may have cancelled
+    holders_cancelled: int = 0  #: a holder's verb refused with JobCancelled
+    holders_lost: int = 0  #: ... with JobLost (its lease ran out before the cancel)
+    reserved_after: list[int] = field(default_factory=list)  #: claimed after the cancel
+    completed_after: list[int] = field(default_factory=list)  #: completed, cancelled too
+    left_in_file: list[int] = field(default_factory=list)  #: still in the file after it
+    #: JobCancelled for a job no cancel named
+    cancelled_uncalled: list[int] = field(default_factory=list)
+    #: a holder whose lease was live at the cancel told JobLost, not JobCancelled (only
+    #: for the library worker's own verbs: a batch delete names a cancelled job lost)
+    told_lost: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -167,6 +239,14 @@ def read_restarts(log_dir: Path) -> list[Restart]:
         return []
     return [Restart(rec[0], int(rec[1]), int(rec[2]))
             for rec in complete_lines(path) if len(rec) == 3]
+
+
+def read_roles(log_dir: Path) -> dict[str, str]:
+    """Log name -> its agent's role (``agents.txt``)."""
+    path = log_dir / "agents.txt"
+    if not path.exists():
+        return {}
+    return {rec[0]: rec[1] for rec in complete_lines(path) if len(rec) == 3}
 
 
 def read_durabilities(log_dir: Path) -> dict[str, str]:
@@ -250,6 +330,88 @@ def recovery_times(records: dict[str, list[list[str]]],
             else:
                 times.append(nxt - killed_at)
     return times, left
+
+
+def read_caps(log_dir: Path) -> dict[str, int]:
+    """Tube -> its concurrency cap (``limits.txt``)."""
+    path = log_dir / "limits.txt"
+    if not path.exists():
+        return {}
+    return {rec[0]: int(rec[1]) for rec in complete_lines(path) if len(rec) == 2}
+
+
+@dataclass
+class Hold:
+    start: int  #: reserve returned (after the claim's commit)
+    end: int
+    claimed: int  #: the claim's clock reading (before its commit)
+
+
+def check_cap(tube: str, cap: int, records: dict[str, list[list[str]]],
+              kills: dict[str, int], crashes: CrashWindows) -> LimitVerdict:
+    """The cap rule (see the module's docstring): the holds of ``tube``'s jobs, each
+    shortened to what the logs prove, never more than ``cap`` at once."""
+    v = LimitVerdict(tube=tube, cap=cap)
+    cancels: dict[int, list[tuple[int, int | None]]] = {}  # id -> (S ms, Q ms or None)
+    for recs in records.values():
+        started: dict[int, int] = {}
+        for rec in recs:
+            if rec[0] == "S":
+                started[int(rec[1])] = int(rec[2])
+            elif rec[0] in ("Q", "Y") and int(rec[1]) in started:
+                job_id = int(rec[1])
+                cancels.setdefault(job_id, []).append(
+                    (started.pop(job_id), int(rec[2]) if rec[0] == "Q" else None))
+            elif rec[0] == "N":
+                started.pop(int(rec[1]), None)  # cancelled nothing
+        for job_id, at in started.items():  # killed during the call: it may have committed
+            cancels.setdefault(job_id, []).append((at, None))
+    holds: list[tuple[int, Hold]] = []
+    for name, recs in records.items():
+        if name.startswith("zz-"):
+            continue  # the drain: every agent dead, its clock ahead
+        mine: dict[tuple[int, str], Hold] = {}
+        for rec in recs:
+            kind = rec[0]
+            if kind == "R" and len(rec) >= 8 and rec[7] == tube:
+                v.claims += 1
+                hold = Hold(int(rec[5]), int(rec[4]), int(rec[4]) - int(rec[6]))
+                mine[int(rec[1]), rec[2]] = hold
+                holds.append((int(rec[1]), hold))
+            elif kind in ("D", "X", "B", "U") and len(rec) > 2:
+                hold = mine.get((int(rec[1]), rec[2]))
+                if hold is None:
+                    continue
+                index = {"D": 3, "X": 3, "B": 3, "U": 4}[kind]
+                if kind == "U" and rec[3] == "delete":
+                    continue  # its D came first
+                # The verb began at this time; without one, at the hold's start (generous).
+                hold.end = min(hold.end, int(rec[index]) if len(rec) > index else hold.start)
+        killed = kills.get(name)
+        if killed is not None:
+            for hold in mine.values():
+                hold.end = min(hold.end, killed)  # then dead until reaped: unknown, later
+    for job_id, hold in holds:
+        for s_at, q_at in cancels.get(job_id, ()):
+            if q_at is not None and q_at < hold.claimed:
+                continue  # committed before the claim (which is then a cancel rule's case)
+            hold.end = min(hold.end, max(hold.start, s_at))
+        crash = crashes.crash_after(hold.start)
+        if crash is not None:  # an immediate restart may have undone the claim
+            hold.end = min(hold.end, max(hold.start, crash))
+    # A sweep over [start, end) intervals: an end at the same ms as a start comes first.
+    events = sorted([(h.start, 1, j) for j, h in holds if h.end > h.start]
+                    + [(h.end, -1, j) for j, h in holds if h.end > h.start])
+    held: Counter[int] = Counter()
+    for at, step, job_id in events:
+        held[job_id] += step
+        if not held[job_id]:
+            del held[job_id]
+        count = sum(held.values())
+        v.max_held = max(v.max_held, count)
+        if count > cap and len(v.over) < 10:
+            v.over.append(f"at {at}: {count} held {sorted(held)}")
+    return v
 
 
 def read_file(db: str | Path) -> tuple[bool, dict[int, str], list[str]]:
@@ -350,6 +512,36 @@ def check_dependencies(links: Links, parents: dict[int, list[int]],
     return v
 
 
+def check_cancels(cancelled: dict[int, tuple[int, bool]], maybe: set[int], not_found: int,
+                  claims: dict[int, list[int]], completions: Counter[int],
+                  in_file: dict[int, str], refusals: list[tuple[int, bool]],
+                  started: dict[int, int], crashes: CrashWindows,
+                  undone: Counter[str]) -> CancelVerdict:
+    """The rules for cancels (see the module's docstring). A ``normal`` canceller's cancel
+    an immediate restart may have undone is counted in ``undone`` when undone."""
+    v = CancelVerdict(acknowledged=len(cancelled), not_found=not_found, uncertain=len(maybe))
+    for job_id, (at, normal) in sorted(cancelled.items()):
+        after = any(claim > at for claim in claims.get(job_id, ()))
+        done = completions[job_id] > 0
+        there = job_id in in_file
+        if (after or there) and normal and crashes.crash_after(at) is not None:
+            undone["cancels"] += 1
+            continue
+        if after:
+            v.reserved_after.append(job_id)
+        if done:
+            v.completed_after.append(job_id)
+        if there:
+            v.left_in_file.append(job_id)
+    for job_id, was_cancelled in refusals:
+        if job_id in cancelled:
+            v.holders_cancelled += was_cancelled
+            v.holders_lost += not was_cancelled
+        elif was_cancelled and job_id not in started:
+            v.cancelled_uncalled.append(job_id)
+    return v
+
+
 def _at(rec: list[str], index: int) -> int | None:
     """The time field of a record, if it has one (older logs' lines do not)."""
     return int(rec[index]) if len(rec) > index else None
@@ -370,6 +562,7 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
     durability = read_durabilities(log_dir)
     acked: dict[int, str] = {}
     fragile_puts: set[int] = set()  # normal puts an immediate restart may have undone
+    put_at: dict[int, int] = {}  # id -> when its put was acknowledged (P, ms)
     completions: Counter[int] = Counter()
     fragile_completions: Counter[int] = Counter()  # likewise, normal deletes
     dangling: set[int] = set()
@@ -379,6 +572,13 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
     reservations: dict[int, list[Reservation]] = {}
     let_go: set[tuple[str, int, str]] = set()  # (log, id, lease) released or buried
     all_records: dict[str, list[list[str]]] = {}
+    cancel_started: dict[int, int] = {}  # id -> when its first cancel began (S, ms)
+    cancelled: dict[int, tuple[int, bool]] = {}  # id -> (Q's ms, a normal canceller's)
+    maybe_cancelled: set[int] = set()  # Y, or a trailing S
+    refusals: list[tuple[int, bool]] = []  # (id, with JobCancelled) of every F
+    roles = read_roles(log_dir)
+    direct: list[tuple[int, str]] = []  # (id, lease) of a plain F of the worker's own verb
+    claims: dict[int, list[int]] = {}  # id -> each claim's clock reading (R's until - ttr)
     for log in sorted(log_dir.glob("*.log")):
         records = all_records[log.name] = complete_lines(log)
         normal = durability.get(log.name) == "normal"
@@ -388,6 +588,8 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
             if kind == "P":
                 job_id, tag = int(rec[1]), rec[2]
                 fragile = normal and crashes.crash_after(_at(rec, 3)) is not None
+                if len(rec) > 3:
+                    put_at.setdefault(job_id, int(rec[3]))
                 if acked.get(job_id, tag) == tag:
                     acked[job_id] = tag
                     if fragile:
@@ -413,6 +615,8 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                 if len(rec) >= 6:
                     reservations.setdefault(job_id, []).append(
                         Reservation(log.name, lease, int(rec[4]), int(rec[5])))
+                if len(rec) >= 7:
+                    claims.setdefault(job_id, []).append(int(rec[4]) - int(rec[6]))
                 if job_id in acked and acked[job_id] != tag:
                     verdict.problems.append(f"{log.name}: job {job_id} has body {tag}, "
                                             f"put as {acked[job_id]}")
@@ -425,6 +629,18 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                     let_go.add((log.name, int(rec[1]), rec[2]))
             elif kind == "F":
                 verdict.refused += 1
+                refusals.append((int(rec[1]), rec[3:4] == ["cancelled"]))
+                if roles.get(log.name) == "worker" and rec[3:4] != ["cancelled"]:
+                    direct.append((int(rec[1]), rec[2]))
+            elif kind == "S":
+                job_id = int(rec[1])
+                cancel_started[job_id] = min(int(rec[2]), cancel_started.get(job_id, 2**63))
+            elif kind == "Q":
+                cancelled[int(rec[1])] = (int(rec[2]), normal)
+            elif kind == "N":
+                verdict.cancels.not_found += 1
+            elif kind == "Y":
+                maybe_cancelled.add(int(rec[1]))
             elif kind == "C":
                 job_id, lease = int(rec[1]), rec[2]
                 completions[job_id] += 1
@@ -437,6 +653,8 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
         # commit that deletes its batch) ends with D lines: each may have committed.
         # So does one killed after that commit, while it wrote the batch's C (or F)
         # lines one by one: its log ends with D lines, then some of their C lines.
+        if records and records[-1][0] == "S":  # killed during a cancel: it may have committed
+            maybe_cancelled.add(int(records[-1][1]))
         refused_at_end: set[int] = set()  # an F says that delete did not commit
         for rec in reversed(records):
             if rec[0] not in ("D", "C", "F"):
@@ -463,16 +681,41 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                                               {name: at for name, at, _ in kills},
                                               crashes, verdict.undone_by_crash)
     verdict.recoveries, verdict.left = recovery_times(all_records, reservations, kills)
+    maybe_cancelled -= cancelled.keys()
     missing = [j for j in acked
-               if j not in in_file and j not in completions and j not in dangling]
+               if j not in in_file and j not in completions and j not in dangling
+               and j not in cancelled and j not in maybe_cancelled]
     verdict.lost = sorted(j for j in missing if j not in fragile_puts)
+    for job_id in missing:
+        # A put the restart undid is gone from the restart's start: a later put naming it
+        # in after= finds it gone (finished), and its child may run at once.
+        crash = crashes.crash_after(put_at.get(job_id))
+        if job_id in fragile_puts and crash is not None:
+            delete_started[job_id] = min(crash, delete_started.get(job_id, 2**63))
     verdict.undone_by_crash["puts"] += len(missing) - len(verdict.lost)
     resurrected = sorted(j for j in completions if j in in_file and not fragile_completions[j])
     if resurrected:
         verdict.problems.append(f"jobs deleted successfully but still in the file: "
                                 f"{resurrected[:10]}")
+    verdict.cancels = check_cancels(cancelled, maybe_cancelled, verdict.cancels.not_found,
+                                    claims, completions - fragile_completions, in_file,
+                                    refusals, cancel_started,
+                                    crashes, verdict.undone_by_crash)
+    for job_id, lease in direct:
+        if job_id in cancelled and any(
+                r.lease == lease and r.until_ms > cancelled[job_id][0]
+                for r in reservations.get(job_id, ())):
+            verdict.cancels.told_lost.append(job_id)
+    # A child may run once a parent's cancel began, as once its delete began.
+    for job_id in cancelled.keys() | maybe_cancelled:
+        if job_id in cancel_started:
+            delete_started[job_id] = min(cancel_started[job_id],
+                                         delete_started.get(job_id, 2**63))
     for job_id in reissued:
         parents.pop(job_id, None)
+    for tube, cap in read_caps(log_dir).items():  # one capped tube a run
+        verdict.limits = check_cap(tube, cap, all_records, {n: at for n, at, _ in kills},
+                                   crashes)
     if verdict.integrity_ok:
         verdict.deps = check_dependencies(read_links(db), parents, reservations,
                                           delete_started, completions, verdict.duplicates)
@@ -508,6 +751,12 @@ class Summary:
     twice: int = 0
     stranded: int = 0
     broken_links: int = 0
+    cancels: CancelVerdict = field(default_factory=CancelVerdict)
+    #: the worst of any look: cancelled jobs claimed, completed or left after the cancel
+    cancel_violations: int = 0
+    limits: LimitVerdict = field(default_factory=LimitVerdict)
+    #: the worst of any look: moments with more holds than the cap
+    cap_violations: int = 0
     problems: list[str] = field(default_factory=list)
 
     def add(self, verdict: Verdict) -> None:
@@ -538,7 +787,21 @@ class Summary:
         self.twice = max(self.twice, len(deps.twice))
         self.stranded = max(self.stranded, len(deps.stranded))
         self.broken_links = max(self.broken_links, len(deps.broken_links))
-        for what, ids in (("children reserved before a parent went", deps.early),
+        c = self.cancels = verdict.cancels
+        self.cancel_violations = max(self.cancel_violations, len(c.reserved_after)
+                                     + len(c.completed_after) + len(c.left_in_file)
+                                     + len(c.cancelled_uncalled) + len(c.told_lost))
+        lim = self.limits = verdict.limits
+        self.cap_violations = max(self.cap_violations, len(lim.over))
+        if lim.over:
+            self.problems.append(f"round {self.rounds}: more than {lim.cap} jobs of "
+                                 f"{lim.tube} held at once: {lim.over[:5]}")
+        for what, ids in (("cancelled jobs claimed after the cancel", c.reserved_after),
+                          ("cancelled jobs completed", c.completed_after),
+                          ("cancelled jobs still in the file", c.left_in_file),
+                          ("JobCancelled for jobs never cancelled", c.cancelled_uncalled),
+                          ("holders told JobLost, not JobCancelled", c.told_lost),
+                          ("children reserved before a parent went", deps.early),
                           ("children completed twice", deps.twice),
                           ("children waiting with no parent left", deps.stranded),
                           ("dependency counters", deps.broken_links)):
@@ -562,7 +825,23 @@ class Summary:
                      f" (owner-only:{self.terminations['owner']}"
                      f",all-of-an-agent:{self.terminations['all']})"
                      f" undone-by-crash={undone or 0}")
-        return text + " " + self.dependencies() + " " + self.recovery()
+        return (text + " " + self.cancelling() + " " + self.capping() + " "
+                + self.dependencies() + " " + self.recovery())
+
+    def capping(self) -> str:
+        """The capped tube: its cap, the most holds seen at once, its claims."""
+        lim = self.limits
+        if not lim.tube:
+            return "limited-tube=none"
+        return (f"limited-tube={lim.tube} cap={lim.cap} max-held={lim.max_held} "
+                f"claims={lim.claims} cap-violations={self.cap_violations}")
+
+    def cancelling(self) -> str:
+        """The cancels, what their holders were told, and what the rules found."""
+        c = self.cancels
+        return (f"cancels-acknowledged={c.acknowledged} not-found={c.not_found} "
+                f"uncertain={c.uncertain} holders-told=cancelled:{c.holders_cancelled}"
+                f",lost:{c.holders_lost} cancel-violations={self.cancel_violations}")
 
     def dependencies(self) -> str:
         """The children (jobs put with after=) and what the rules found about them."""
@@ -586,6 +865,7 @@ class Summary:
     def ok(self) -> bool:
         return not (self.lost or self.duplicates or self.stolen or self.integrity_failures
                     or self.early or self.twice or self.stranded or self.broken_links
+                    or self.cancel_violations or self.cap_violations
                     or self.problems)
 
 

@@ -11,7 +11,7 @@ BEGIN
 END;
 
 -- trigger sqlq_count_pauses
-CREATE TRIGGER sqlq_count_pauses AFTER INSERT ON sqlq_tubes
+CREATE TRIGGER sqlq_count_pauses AFTER INSERT ON sqlq_tubes WHEN new.paused_until > 0
 BEGIN
     INSERT INTO sqlq_counters (tube, pauses) VALUES (new.name, 1)
     ON CONFLICT (tube) DO UPDATE SET pauses = pauses + 1;
@@ -173,7 +173,7 @@ CREATE TABLE sqlq_tubes (
     name         TEXT PRIMARY KEY,
     paused_until INTEGER NOT NULL,
     pause_ms     INTEGER NOT NULL
-) WITHOUT ROWID;
+, concurrency INTEGER, rate INTEGER, rate_ms INTEGER, rate_at REAL) WITHOUT ROWID;
 
 -- table sqlq_workers
 CREATE TABLE sqlq_workers (

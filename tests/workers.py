@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlq import Job, Queue
+from tests import orphans
 from tests.conftest import spawn
 from tests.timing import PATIENCE
 
@@ -94,7 +94,8 @@ def private_db() -> str:
 
 
 class Work:
-    """``python -m sqlq --db DB work ARGS...`` as a child process, logging to a file."""
+    """``python -m sqlq --db DB work ARGS...`` as a child process, logging to a file; it
+    dies with the test's process (tests/orphans.py)."""
 
     def __init__(self, db: str | Path, *args: str, log: Path | None = None,
                  env: dict[str, str] | None = None) -> None:
@@ -104,7 +105,7 @@ class Work:
         full_env = dict(os.environ, SQLQ_DB=self.db, PYTHONPATH=str(ROOT), **(env or {}))
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in wait()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sqlq", "--db", self.db, "work", *args],
+            orphans.command("-m", "sqlq", "--db", self.db, "work", *args),
             stdout=self._log, stderr=subprocess.STDOUT, env=full_env, cwd=ROOT)
 
     @property

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import JobCancelled, JobLost, JobNotFound
+from ..limits import allowance, spent_rate_at
 from ..model import ClaimRow, JobRow
 
 if TYPE_CHECKING:
@@ -44,7 +46,7 @@ COPIED: dict[str, tuple[str, ...]] = {
             "reserves", "timeouts", "releases", "buries", "kicks", "bury_reason", "unique_key",
             "delay", "waiting_on", "dependents", "trace"),
     "edge": ("parent", "child"),
-    "tube": ("name", "paused_until", "pause_ms"),
+    "tube": ("name", "paused_until", "pause_ms", "concurrency", "rate", "rate_ms"),
     "result": ("job_id", "result", "expires_at"),
     "subscription": ("topic", "tube"),
     "periodic": ("name", "last_slot", "enqueued_at"),
@@ -252,10 +254,93 @@ class Store(abc.ABC):
 
     def next_due(self, conn: Conn, now: int, tubes: Any) -> int | None:
         """The earliest time (ms) at which a job in these tubes may become ready, or None:
-        a delayed job, a reservation's TTR, the end of a pause."""
+        a delayed job, a reservation's TTR, the end of a pause, a rate's next claim."""
         row = one(conn, self.Q["next_due"], {"tubes": tubes, "now": now})
         times = [t for t in row if t is not None]
-        return min(times) if times else None
+        # A rate's next claim is a float (ms): rounded up, never early.
+        return math.ceil(min(times)) if times else None
+
+    # -- limits (sqlq/limits.py) -------------------------------------------------------------
+
+    @abc.abstractmethod
+    def tubes_of(self, tubes: Any) -> list[str]:
+        """The tube names of a :tubes parameter (tubes_param's inverse)."""
+
+    def limits_stamp(self) -> object:
+        """A value that stays the same while no other connection commits (so no limit can
+        have been set elsewhere), read by the last claim at no cost; None if the backend
+        has none (the engine then reads limited_tubes after every claim that found
+        nothing)."""
+        return None
+
+    def empty_claim_limited(self) -> bool | None:
+        """Whether this thread's last :meth:`claim` that found nothing also found that a
+        watched tube has limits, if the claim said so itself (then no read is needed);
+        None if it did not (or was not the last thing asked). Asking forgets it."""
+        return None
+
+    def limited_tubes(self, conn: Conn, tubes: Any) -> bool:
+        """Whether any of these tubes has limits (a read; the engine remembers it)."""
+        return one(conn, self.Q["limited_tubes"], {"tubes": tubes}) is not None
+
+    def claim_limited(self, conn: Conn, now: int, tubes: Any, owner: str | None, n: int
+                      ) -> tuple[list[ClaimRow], bool]:
+        """claim_many for tubes some of which have limits, inside the caller's write
+        transaction: up to n jobs, the best first across the tubes, none beyond a limited
+        tube's free slots or tokens, whose tokens are then spent. Returns the claim rows
+        and whether any of the tubes had limits (if none, a plain claim was made).
+
+        The limited tubes' rows are read first (PostgreSQL locks them: claims of a
+        limited tube are serialised across sessions, each seeing the last one's commit;
+        SQLite's write lock already serialises every claim)."""
+        limits = [tuple(r) for r in conn.execute(self.Q["lock_limits"], {"tubes": tubes})]
+        if not limits:
+            if n == 1:
+                row = self.claim(conn, now, tubes, owner)
+                self.empty_claim_limited()  # the engine learns from this call's answer
+                return ([] if row is None else [row]), False
+            return self.claim_many(conn, now, tubes, owner, n), False
+        live = {r[0]: int(r[1]) for r in conn.execute(self.Q["live_reservations"], {
+            "tubes": self.tubes_param([r[0] for r in limits]), "now": now})}
+        left = {name: allowance(cap, rate, rate_ms, rate_at, live.get(name, 0), now)
+                for name, cap, rate, rate_ms, rate_at in limits}
+        watched = self.tubes_of(tubes)
+        rows: list[ClaimRow] = []
+        while len(rows) < n:
+            open_tubes = [t for t in watched if left.get(t, 1) > 0]
+            row = self.claim_capped(conn, now, self.tubes_param(open_tubes), owner) \
+                if open_tubes else None
+            if row is None:
+                break
+            rows.append(row)
+            if row.tube in left:
+                left[row.tube] -= 1
+        for name, _cap, rate, rate_ms, rate_at in limits:
+            taken = sum(1 for r in rows if r.tube == name)
+            if rate is not None and taken:
+                conn.execute(self.Q["spend_rate"], {
+                    "tube": name, "rate_at": spent_rate_at(rate, rate_ms, rate_at, now, taken)})
+        return rows, True
+
+    @abc.abstractmethod
+    def claim_capped(self, conn: Conn, now: int, tubes: Any, owner: str | None
+                     ) -> ClaimRow | None:
+        """claim, in tubes claim_limited chose: a tube with limits is not skipped
+        (claim_job with capped true)."""
+
+    def list_limits(self, conn: Conn, tube: str | None
+                    ) -> list[tuple[str, int | None, int | None, int | None]]:
+        """(tube, concurrency, rate, rate_ms) of every tube with limits, or of ``tube``."""
+        return [(r[0], r[1], r[2], r[3])
+                for r in conn.execute(self.Q["list_limits"], {"tube": tube})]
+
+    def set_limits(self, conn: Conn, tube: str, concurrency: int | None, rate: int | None,
+                   rate_ms: int | None) -> None:
+        """Write the tube's limits, whole (None: none); a rate set anew starts full."""
+        conn.execute(self.Q["set_limits"], {"tube": tube, "concurrency": concurrency,
+                                            "rate": rate, "rate_ms": rate_ms}).fetchall()
+        if concurrency is None and rate is None:
+            conn.execute(self.Q["drop_limits_row"], {"tube": tube})
 
     # -- lease-checked and by-id verbs -------------------------------------------------------
 
@@ -332,10 +417,12 @@ class Store(abc.ABC):
         """Delete a live job, as :meth:`delete` by id; a reserved one's (id, lease) is
         remembered until ``keep_ms`` after its lease's end, for its holder's next verb
         (JobCancelled). Older cancellations are purged on the way. Its tube."""
+        # The purge first, holding no job's lock (PostgreSQL's cancel_state locks the job:
+        # two cancels each holding a job and waiting on the other's purge could deadlock).
+        conn.execute(self.Q["purge_cancelled"], {"now": now})
         row = one(conn, self.Q["cancel_state"], {"id": job_id, "now": now})
         if row is None:
             raise JobNotFound(f"job {job_id} not found")
-        conn.execute(self.Q["purge_cancelled"], {"now": now})
         if row[1] is not None:
             conn.execute(self.Q["remember_cancelled"],
                          {"id": job_id, "lease": row[1], "until": row[2] + keep_ms})

@@ -17,8 +17,12 @@ from .output import emit
 
 
 def parse_progress(text: str) -> int | float:
-    """A progress value from the command line: ``37`` (a count), ``0.5`` or ``50%``."""
+    """A progress value from the command line: ``37`` (a count), ``0.5`` or ``50%``.
+
+    ASCII only, without ``_``: ``float()`` alone would take ``٣`` or ``５０%``."""
     text = text.strip()
+    if not text.isascii() or "_" in text:
+        raise ValueError(f"{text!r} is not a count, a fraction or a percentage")
     try:
         value: int | float = float(text[:-1]) / 100 if text.endswith("%") else \
             int(text) if text.isdigit() else float(text)

@@ -79,8 +79,20 @@ delay_option = click.option("--delay", "-d", type=DURATION, default=0.0,
 #: --ttr DURATION: how long a reservation lasts.
 ttr_option = click.option("--ttr", type=DURATION, default="60s", show_default=True,
                           help="Time to run: a reservation lasts this long (at least 1s).")
+def _job_id(value: object) -> int:
+    """A job id from the command line: ASCII digits, at least 1 (``int()`` alone would take
+    ``١`` or ``1_0`` for ids 1 and 10: a by-id verb such as ``cancel`` must not act on a
+    job the user did not name). An id past any job's is not found (exit 3), as before."""
+    if isinstance(value, int):
+        return value
+    text = str(value)
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise ValueError(f"{text!r} is not a job id (a whole number, 1 or more)")
+    return int(text)
+
+
 #: The ID argument of by-id commands.
-job_id_argument = click.argument("job_id", metavar="ID", type=click.IntRange(min=1))
+job_id_argument = click.argument("job_id", metavar="ID", type=Checked("id", _job_id))
 
 
 def _job_ids(value: object) -> tuple[int, ...]:

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from sqlq import failures
+from sqlq import limits as flow
 from sqlq.durations import format_duration, now_ms, parse_duration
 from sqlq.errors import Error, JobNotFound
 from sqlq.model import STATE_NAMES
@@ -111,7 +112,8 @@ def _login_url(req: Request) -> str:
 
 
 def _job_id(text: str) -> int:
-    if not text.isdigit():
+    # ASCII only: int() reads "١" or "１" as 1, and cancel-job must act on no job not named.
+    if not (text.isascii() and text.isdigit()):
         raise ValueError(f"not a job id: {text!r}")
     return int(text)
 
@@ -136,7 +138,7 @@ class Dashboard:
             "kick-job": self.kick_job, "delete-job": self.delete_job,
             "cancel-job": self.cancel_job,
             "kick-all": self.kick_all, "bulk": self.bulk, "group": self.group,
-            "pause": self.pause, "resume": self.resume,
+            "pause": self.pause, "resume": self.resume, "limit": self.limit,
         }
 
     # -- dispatch ------------------------------------------------------------------------------
@@ -241,7 +243,8 @@ class Dashboard:
         more = None if text or len(jobs) < PAGE else "{}:{}".format(*jobs[-1].cursor)
         return self.render("tube.html", tube=summary, state=state, jobs=jobs, query=text,
                            more=more, paged=after is not None, note=req.arg("note"),
-                           now=now_ms())
+                           now=now_ms(), limits=self.queue.limits().get(name),
+                           format_rate=flow.format_rate)
 
     def job(self, req: Request) -> Response:
         job_id = _job_id(req.arg("id"))
@@ -430,3 +433,12 @@ class Dashboard:
         tube = req.field("tube")
         self.queue.pause_tube(tube, 0)
         return Done("tube resumed", [tube])
+
+    def limit(self, req: Request) -> Done:
+        """Set the tube's limits from the form (a field left empty: no such limit)."""
+        tube = req.field("tube")
+        doc = self.queue.limit(tube, concurrency=flow.parse_concurrency(req.field("concurrency")),
+                               rate=flow.parse_rate_limit(req.field("rate")))
+        cap, rate = doc["concurrency"], doc["rate"]
+        return Done(f"limits of {tube}: concurrency {cap if cap is not None else 'none'}, "
+                    f"rate {flow.format_rate(*rate) if rate is not None else 'none'}", [tube])

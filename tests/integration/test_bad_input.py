@@ -408,6 +408,31 @@ def test_full_disk(tmp_path: Path, mounts: Mounts) -> None:
     filler.unlink()
 
 
+@pytest.mark.parametrize("size", ["64k", "160k", "192k", "256k"])
+def test_a_new_file_on_a_small_disk_is_whole_or_absent(tmp_path: Path, mounts: Mounts,
+                                                      size: str) -> None:
+    """A new file's schema fits or does not: the Queue opens a whole file, or one clear
+    error leaves no file; never a malformed one (the schema was once built in a private
+    -wal whose checkpoint failed silently when the disk filled, then deleted with it:
+    the file linked into place could not be opened)."""
+    directory = tmp_path / "small"
+    mounts.tmpfs(directory, size)
+    path = directory / "q.db"
+    try:
+        q = sqlq.Queue(str(path))
+    except sqlq.DatabaseError as e:
+        assert "full" in str(e) and "\n" not in str(e)
+        assert list(directory.iterdir()) == []
+        return
+    with q:
+        assert q.stats()["current-jobs-ready"] == 0
+    conn = apsw.Connection(str(path))
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    finally:
+        conn.close()
+
+
 class FullVFS(apsw.VFS):
     """SQLite's own VFS, except that while ``full`` is set every write answers SQLITE_FULL."""
 
@@ -696,6 +721,44 @@ def test_a_huge_kick_bound_from_the_shell_kicks_everything(tmp_path: Path) -> No
     assert cli(path, "kick", "99999999999999999999", code=0).strip() == "kicked 0 jobs"
 
 
+# -- dependencies, cancel and progress from the shell (issues 24, 25) -------------------------
+
+#: Usage errors of the commands and options issues 24 and 25 added (exit 2, the file as it
+#: was): test_invalid_arguments_from_the_shell runs them with the rest.
+NEW_USAGE_ERRORS = [
+    ["put", "--after", "abc", "x"],
+    ["put", "--after", "0", "x"],
+    ["put", "--after", "1,two", "x"],
+    ["put", "--after", "\u0661", "x"],
+    ["put", "--after", "1_0", "x"],
+    ["put", "--after", str(2**63), "x"],
+    ["put", "--after", "", "x"],
+    ["put-many", "--after", "abc"],
+    ["put-many", "--after", "-1"],
+    ["cancel"],
+    ["cancel", "abc"],
+    ["cancel", "0"],
+    ["cancel", "--", "-1"],
+    ["cancel", "\u0661"],  # int() reads it as 1: it cancelled job 1
+    ["cancel", "1_0"],  # ... and this as 10
+    ["delete", "\u0661"],
+    ["progress", "1"],
+    ["progress", "1", "abc"],
+    ["progress", "1", "150%"],
+    ["progress", "1", "--", "-1"],
+    ["progress", "1", "nan"],
+    ["progress", "1", "inf"],
+    ["progress", "1", "1e400"],
+    ["progress", "1", "1.5"],
+    ["progress", "1", "%"],
+    ["progress", "1", "\u0663"],  # int() and float() read these: stored as 3 and 0.5
+    ["progress", "1", "\uff15\uff10%"],
+    ["progress", "1", "1_000"],
+    ["progress", "1", "0.5", "--message", "m" * 1025],
+    ["progress", "abc", "0.5"],
+]
+
+
 @pytest.mark.parametrize("args", [
     ["put", "--tube", "-bad", "x"],
     ["put", "--tube", "a b", "x"],
@@ -717,12 +780,15 @@ def test_a_huge_kick_bound_from_the_shell_kicks_everything(tmp_path: Path) -> No
     ["work", "--prefetch", "lots", "--import", "tests.jobs"],
     ["work", "--prefetch", "\u0663", "--import", "tests.jobs"],
     ["work", "--prefetch", "99999999999", "--import", "tests.jobs"],
+    *NEW_USAGE_ERRORS,
 ])
 def test_invalid_arguments_from_the_shell(tmp_path: Path, args: list[str]) -> None:
     path = tmp_path / "q.db"
     make_queue(path, jobs=1)
     before = listing(tmp_path)
-    cli(path, *args, code=2)
+    line = cli(path, *args, input=b"a\nb\n", code=2)
+    assert any(says in line for says in ("Invalid value", "Missing argument", "No such option",
+                                          "must be")), line
     assert listing(tmp_path) == before
 
 
@@ -762,3 +828,117 @@ def test_flask_sqlq_with_an_unusable_queue_is_one_line(tmp_path: Path) -> None:
         assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
         assert says in run.stderr, run.stderr
         assert queue_files() == before
+
+
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["put", "--after", "55", "x"], "job 55 not found"),
+    (["put-many", "--after", "1", "--after", "55"], "job 55 not found"),
+    (["cancel", "55"], "job 55 not found"),
+    (["cancel", str(2**63)], "not found"),
+    (["progress", "55", "0.5"], "job 55 not found"),
+    (["progress", "1", "50%"], "job 1 is not reserved"),
+])
+def test_dependency_cancel_and_progress_on_no_such_job_exit_3(tmp_path: Path, args: list[str],
+                                                              says: str) -> None:
+    """Not found (exit 3, one line), and nothing put, cancelled or written."""
+    path = tmp_path / "q.db"
+    make_queue(path, jobs=1)
+    before = listing(tmp_path)
+    assert says in cli(path, *args, input=b"a\nb\n", code=3)
+    assert listing(tmp_path) == before
+
+
+# -- the dashboard's new actions (issues 25, 26) ----------------------------------------------
+
+def _contents(q: sqlq.Queue, ids: list[int]) -> object:
+    """What a refused request must leave as it was: the counts, and each job's state."""
+    stats = q.stats()
+    counts = {k: v for k, v in stats.items() if k.startswith("current-jobs") or k in (
+        "total-jobs", "cmd-delete", "cmd-kick")}
+    jobs = {}
+    for job_id in ids:
+        job = q.peek(job_id)
+        jobs[job_id] = None if job is None else (job.state, job.reserves)
+    return counts, jobs, [(g.error, g.reason, g.jobs) for g in q.failed_groups()]
+
+
+def _refused_page(reply: Any, status: int) -> None:
+    assert reply.status == status, (reply.status, reply.text[:300])
+    assert "Traceback" not in reply.text and "internal error" not in reply.text
+
+
+def test_dashboard_actions_refuse_garbage_and_change_nothing(db_url: str) -> None:
+    """cancel-job with ids that name no job (or name one only to ``int()``), the Failed
+    page's group retry/delete with a forged or garbage key or verb, logout without the
+    CSRF token: a 4xx page each, no traceback, and the jobs as they were."""
+    from sqlq.dashboard.views import group_key
+    from tests.dashboard_client import running
+
+    with sqlq.Queue(db_url, durability="normal") as q:
+        ids = q.put_many([b"a", b"b", b"c"])
+        held = q.reserve(timeout=0)
+        assert held is not None
+        buried = q.reserve(timeout=0)
+        assert buried is not None
+        buried.bury(reason="broken")
+        before = _contents(q, ids)
+        with running(q) as client:
+            csrf = client.csrf
+            for job_id, status in (("", 400), ("abc", 400), ("-1", 400), ("1.0", 400),
+                                   ("\u0661", 400), ("\uff11", 400), ("1 OR 1=1", 400),
+                                   ("99999999999", 404), (str(2**64), 404)):
+                reply = client.post("/actions/cancel-job", {"csrf": csrf, "id": job_id})
+                _refused_page(reply, status)
+            # No CSRF token: refused before anything is read.
+            _refused_page(client.post("/actions/cancel-job", {"id": ids[0]}), 403)
+            forged = [group_key("NoSuchError", "never happened")]
+            garbage = ["", "!!", "e30=", "WzEsIDJd", "bnVsbA==", "W10=",
+                       base64_json(["a", "b", "c"]), base64_json("text"), "x" * 5000]
+            for key in garbage:
+                for verb in ("kick", "delete"):
+                    reply = client.post("/actions/group", {"csrf": csrf, "key": key,
+                                                           "verb": verb, "confirm": "yes"})
+                    _refused_page(reply, 400)
+            real = group_key("", "broken")
+            for verb in ("", "bury", "drop table", "DELETE"):
+                reply = client.post("/actions/group", {"csrf": csrf, "key": real, "verb": verb,
+                                                       "confirm": "yes"})
+                _refused_page(reply, 400)
+            for key in forged:  # a well-formed key of no group: acts on nothing
+                reply = client.post("/actions/group", {"csrf": csrf, "key": key,
+                                                       "verb": "delete", "confirm": "yes"})
+                assert reply.status == 303, reply.status
+                assert "0+of+0+jobs" in reply.headers["Location"], reply.headers
+            _refused_page(client.post("/logout", {}), 403)
+            _refused_page(client.post("/logout", {"csrf": "forged"}), 403)
+            _refused_page(client.get("/logout"), 404)  # a POST only
+        assert _contents(q, ids) == before
+        held.delete()  # the holder's lease was never touched by any of it
+
+
+def base64_json(value: object) -> str:
+    import base64
+    import json
+
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode()
+
+
+@pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "/\\evil",
+                                    "javascript:alert(1)", "/ok\r\nSet-Cookie: x=1"])
+def test_dashboard_actions_never_redirect_off_site(db_url: str, target: str) -> None:
+    """An action's ``next=`` that is not a path on this site is replaced by ``/``: the
+    action is done, the browser stays here (no open redirect, no header injection)."""
+    from tests.dashboard_client import running
+
+    with sqlq.Queue(db_url, durability="normal") as q:
+        kept, cancelled = q.put_many([b"kept", b"cancelled"])
+        with running(q) as client:
+            reply = client.post("/actions/cancel-job", {"csrf": client.csrf, "id": cancelled,
+                                                        "next": target})
+            assert reply.status == 303
+            assert reply.headers["Location"].split("?")[0] == "/", reply.headers
+            assert "evil" not in reply.headers["Location"]
+            assert "Set-Cookie" not in reply.headers
+        assert q.peek(cancelled) is None and q.peek(kept) is not None

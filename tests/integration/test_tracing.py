@@ -262,3 +262,51 @@ def test_with_the_api_but_no_provider_nothing_is_imported_and_nothing_stored(
     proc = spawn(code, db_url)
     out, err = proc.communicate(timeout=60)
     assert (proc.returncode, out.strip()) == (0, "ok"), err
+
+
+#: A publisher under the SDK: a topic with three subscribed tubes, one of which already
+#: holds a live job with the publish's unique key (put under a span of its own).
+PUBLISHER = """
+import json, sys
+import tests.otel_spans
+from opentelemetry import trace
+import sqlq
+url = sys.argv[1]
+with sqlq.Queue(url) as q:
+    for tube in ("audit", "emails", "held"):
+        q.subscribe("orders", tube)
+    held = q.put(b"older", tube="held", unique_key="order-7")
+    with trace.get_tracer("app").start_as_current_span("checkout"):
+        ids = q.publish("orders", b'{"order": 7}', unique_key="order-7")
+    traces = {job.tube: job.trace for job in q.reserve_many(3, ["audit", "emails", "held"],
+                                                            timeout=0)}
+print(json.dumps({"ids": ids, "held": held, "traces": traces}))
+"""
+
+
+def test_a_publish_is_one_producer_span_whose_trace_every_copy_carries(
+        db_url: str, spans: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "SQLQ_DB"}
+    proc = spawn(PUBLISHER, db_url, env=dict(env, SQLQ_TEST_SPANS=str(spans)))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    got = json.loads(out)
+    found = otel_spans.read(spans)
+    [older, send] = _by_kind(found, "PRODUCER")
+    [app] = [s for s in found if s["name"] == "checkout"]
+    assert older["name"] == "send held" and send["name"] == "send orders"
+    assert send["parent_id"] == app["span_id"]  # in the application's trace
+    attributes = send["attributes"]
+    assert attributes["messaging.operation.name"] == "publish"
+    assert attributes["messaging.destination.name"] == "orders"
+    assert attributes["messaging.batch.message_count"] == 3
+    assert attributes["messaging.message.body.size"] == len(b'{"order": 7}')
+    audit, emails, held = got["ids"]
+    assert held == got["held"]  # the tube's live job with the key: no new copy
+    def header(span: dict[str, Any]) -> str:  # its traceparent, less the flags
+        return f"00-{span['trace_id']}-{span['span_id']}-"
+
+    # Each copy the publish inserted carries its span; the older job keeps its own.
+    traces = {tube: trace[:-2] for tube, trace in got["traces"].items()}
+    assert traces == {"audit": header(send), "emails": header(send),
+                      "held": header(older)}, got

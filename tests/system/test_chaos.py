@@ -7,9 +7,10 @@ For SQLQ_CHAOS_SECONDS (10 in ``make test``, 60 in ``make test-chaos``) the test
 runs rounds of a few seconds. In a round, three producer and four worker
 processes (tests/chaos_agent.py, each with a random durability; one worker is
 ``sqlq work``'s Worker claiming batches, ``--prefetch`` 2 to 32 or adaptive, and a
-fourth its ``--concurrency`` event-loop worker, prefetching likewise) share one
-file; every 50-400 ms one of them, chosen at random, is killed with SIGKILL and
-a fresh one takes its place; at the end of the round all of them are killed.
+fourth its ``--concurrency`` event-loop worker, prefetching likewise) and a canceller
+(``q.cancel`` of random recent jobs: ready, reserved by a live or dead worker, waiting,
+or gone already) share one file; every 50-400 ms one of them, chosen at random, is
+killed with SIGKILL and a fresh one takes its place; at the end of the round all of them are killed.
 On a file, half the agents open it through a symlink to it, and now and then
 the driver deletes the ``<db>-sqlq`` sidecar (``rm -rf``) under them all.
 On PostgreSQL the driver also disturbs the server under load, as production does:
@@ -30,7 +31,13 @@ deletion, or a second name for the file, once caused that), and on a file
 ``PRAGMA integrity_check`` ok; for the children, none reserved before the delete of
 one of its parents began (released early), none released twice (the file's counters
 add up to its edges; a child completed twice), none stranded (waiting with no parent
-left). After the last round a clean
+left); for cancels, none of the jobs whose cancel was acknowledged claimed or completed
+after it, or left in the file, their holders told (JobCancelled, or JobLost for a lease
+that ran out first), and the loss rule holding with exactly those jobs left out. One
+of the tubes every worker watches (:data:`LIMITED`, half of the puts) has a concurrency
+cap of 2 or 3 for the whole run (issue 25): never more than that many of its jobs held
+under live leases at once, from the workers' logs (the checker's docstring says how a
+hold's end is pinned). After the last round a clean
 worker drains the file, which shows that what was left (reserved by dead
 processes, delayed, buried) can still be worked.
 
@@ -56,7 +63,7 @@ import pytest
 import sqlq
 from sqlq.durations import now_ms
 from tests import chaos_checker
-from tests.chaos_agent import TUBES
+from tests.chaos_agent import PARENT, TUBES
 from tests.pgserver import PgServer
 from tests.timing import PATIENCE
 
@@ -66,6 +73,8 @@ PRODUCERS = 3
 #: The worker agents of a round: library loops, and sqlq work's Worker and its event-loop
 #: worker (--concurrency), prefetching.
 WORKERS = ["worker", "worker", "pworker", "aworker"]
+#: The agent that cancels random recent jobs while the workers run (issue 25).
+CANCELLERS = 1
 ROUND_SECONDS = 2.5
 #: The chance that a step of the round deletes the sidecar directory instead of killing.
 SIDECAR_REMOVAL = 0.1
@@ -75,6 +84,8 @@ STARTUP_KILLS = 0.2
 #: and how many server restarts a run makes per 10 s (at least one of each mode).
 TERMINATION = 0.2
 RESTARTS_PER_10S = 1.5
+#: The tube capped for the whole run (issue 25): one that gets half of the puts.
+LIMITED = TUBES[0]
 
 
 class PgDisturber:
@@ -186,8 +197,8 @@ class Fleet:
         proc = subprocess.Popen(
             [sys.executable, str(AGENT), role, str(path), str(log),
              str(self.rng.getrandbits(32)), durability],
-            env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE)
+            env=dict(os.environ, PYTHONPATH=str(ROOT), **{PARENT: str(os.getpid())}),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.procs.append((role, log, proc))
 
     def step(self) -> None:
@@ -293,7 +304,10 @@ def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None],
     db = db_url
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
-    sqlq.Queue(db).close()  # created once, before the first process races for it
+    with sqlq.Queue(db) as q:  # created once, before the first process races for it
+        cap = rng.choice([2, 3])
+        q.limit(LIMITED, concurrency=cap)
+    (log_dir / "limits.txt").write_text(f"{LIMITED} {cap}\n")
 
     summary = chaos_checker.Summary()
     started = time.monotonic()
@@ -310,6 +324,8 @@ def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None],
             fleet.start("producer")
         for role in WORKERS:
             fleet.start(role)
+        for _ in range(CANCELLERS):
+            fleet.start("canceller")
         round_start = time.monotonic()
         at_work: float | None = None
         try:
@@ -334,6 +350,8 @@ def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None],
         if time.monotonic() >= end - 0.5:
             break
 
+    with sqlq.Queue(db) as q:  # the drain is not a test of the cap: no batch of 2 or 3
+        q.limit(LIMITED, concurrency=None)
     drain(db, log_dir, time.monotonic() + 120)
     final = chaos_checker.check(db, log_dir)
     summary.add(final)
@@ -348,6 +366,7 @@ def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None],
     assert summary.ok, "\n".join([line, *summary.problems[:20]])
     assert final.in_file == 0, f"the drain left {final.in_file} jobs in the file"
     assert summary.acknowledged > 0 and summary.completed > 0, line
+    assert summary.limits.claims > 0, line
 
 
 def test_checker_finds_lost_jobs_duplicates_and_bad_leases(tmp_path: Path) -> None:
@@ -539,3 +558,85 @@ def test_checker_finds_children_released_early_twice_or_stranded(tmp_path: Path)
     summary.add(verdict)
     assert not summary.ok
     assert "released-early=1 released-twice=1 stranded=1" in summary.line(1), summary.line(1)
+
+
+def test_checker_finds_cancelled_jobs_handed_out_completed_or_left(tmp_path: Path) -> None:
+    """A job whose cancel was acknowledged and then claimed again, completed, or left in
+    the file is reported; a claim made before the cancel, a cancel that found no job (N)
+    and one cut off (Y) are not; a cancelled job gone is not lost, but one whose cancel
+    found nothing is; JobCancelled for a job never cancelled, and JobLost told to the
+    library worker holding a cancelled job's live lease, are reported."""
+    db = tmp_path / "c.db"
+    with sqlq.Queue(str(db), durability="normal") as q:
+        ids = q.put_many([b"p1-%d" % i for i in range(8)], tube="chaos-a")
+        for job_id in ids[:2] + ids[3:]:
+            q.delete(job_id)
+    fine, claimed, left, done, not_found, cut, uncalled, told = ids
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "agents.txt").write_text("w.log worker full\nc.log canceller full\n")
+    records = {
+        "p.log": [f"P {j} p1-{i} 100" for i, j in enumerate(ids)],
+        # fine: claimed at 900 (until 1900 - ttr 1000), cancelled at 1000; its holder told
+        "w.log": [f"R {fine} 1 p1-0 1900 905 1000", f"F {fine} 1 cancelled",
+                  f"R {claimed} 2 p1-1 3100 2105 1000",  # claimed at 2100, after the cancel
+                  f"R {done} 3 p1-3 1900 905 1000", f"D {done} 3 1500", f"C {done} 3 1600",
+                  f"R {uncalled} 4 p1-6 1900 905 1000", f"F {uncalled} 4 cancelled",
+                  # its lease live at the cancel, yet the worker's own verb got JobLost
+                  f"R {told} 5 p1-7 1900 905 1000", f"F {told} 5"],
+        "c.log": [f"S {fine} 990", f"Q {fine} 1000", f"S {claimed} 990", f"Q {claimed} 1000",
+                  f"S {left} 990", f"Q {left} 1000", f"S {done} 990", f"Q {done} 1000",
+                  f"S {not_found} 990", f"N {not_found}", f"S {cut} 990", f"Y {cut}",
+                  f"S {told} 990", f"Q {told} 1000"],
+    }
+    for name, lines in records.items():
+        (logs / name).write_text("".join(line + "\n" for line in lines))
+    verdict = chaos_checker.check(db, logs)
+    c = verdict.cancels
+    assert (c.acknowledged, c.not_found, c.uncertain) == (5, 1, 1), c
+    assert c.reserved_after == [claimed] and c.completed_after == [done], c
+    assert c.left_in_file == [left] and c.cancelled_uncalled == [uncalled], c
+    assert (c.holders_cancelled, c.holders_lost) == (1, 1) and c.told_lost == [told], c
+    assert verdict.lost == [not_found, uncalled], verdict
+    summary = chaos_checker.Summary()
+    summary.add(verdict)
+    assert not summary.ok and "cancel-violations=5" in summary.line(1), summary.line(1)
+
+
+def test_checker_finds_more_holds_than_the_cap(tmp_path: Path) -> None:
+    """Three jobs of a tube capped at 2 held at once are reported; holds ended by a
+    delete's start, a release's start, a holder's kill, a cancel acknowledged after the
+    claim's clock reading or the TTR before the next one began are not counted on, nor a
+    reservation of another tube."""
+    db, ids, logs = _four_jobs(tmp_path)
+    a, b, c, d = ids
+    (logs / "limits.txt").write_text("chaos-a 2\n")
+    records = {
+        # a: held 1000..1500 (deleted), then b 1500..1800 (released), c until its TTR 2000
+        "w1.log": [f"R {a} 1 p1-0 9000 1000 8000 chaos-a", f"D {a} 1 1500",
+                   f"C {a} 1 1510", f"R {b} 2 p1-1 9000 1500 7500 chaos-a",
+                   f"X {b} 2 1800", f"R {c} 3 p1-2 2000 1600 400 chaos-a"],
+        # killed at 1400: its hold of d ends there (reaped later, unknown)
+        "w2.log": [f"R {d} 4 p1-3 9000 1100 8000 chaos-a"],
+        # another tube's job is no hold of chaos-a
+        "w3.log": [f"R {a} 5 p1-0 9000 1200 8000 chaos-b"],
+        # claimed at 1440, returned at 1450: a cancel acknowledged at 1449 came after it
+        "w5.log": [f"R {d} 8 p1-3 9000 1450 7560 chaos-a"],
+        "c.log": [f"S {d} 1430", f"Q {d} 1449"],
+    }
+    for name, lines in records.items():
+        (logs / name).write_text("".join(line + "\n" for line in lines))
+    (logs / "kills.txt").write_text("w2.log 1400 step\n")
+    verdict = chaos_checker.check(db, logs)
+    assert (verdict.limits.max_held, verdict.limits.over) == (2, []), verdict.limits
+    # One more hold, from 1700 to 1900: with b and c, three at 1700.
+    (logs / "w4.log").write_text(f"R {a} 6 p1-0 9000 1700 8000 chaos-a\nD {a} 6 1900\n")
+    verdict = chaos_checker.check(db, logs)
+    lim = verdict.limits
+    assert (lim.tube, lim.cap, lim.max_held, lim.claims) == ("chaos-a", 2, 3, 6), lim
+    assert lim.over == [f"at 1700: 3 held {sorted([a, b, c])}"], lim
+    summary = chaos_checker.Summary()
+    summary.add(verdict)
+    assert not summary.ok
+    assert "limited-tube=chaos-a cap=2 max-held=3 claims=6 cap-violations=1" \
+        in summary.line(1), summary.line(1)

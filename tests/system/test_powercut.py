@@ -15,6 +15,10 @@ thrown away or torn at sector granularity) and reopened:
   recovered file the dependencies hold (a child still waiting has a parent still in
   the file, one released has none: never waiting with no live parent; the counters
   add up to the edges), and a parent deleted there releases its children;
+* the workload cancels jobs (held here, in any state, or gone: issue 25) and writes
+  held jobs' progress: in ``full`` mode a cancel acknowledged survives (the job stays
+  gone, its reservation remembered as cancelled); a progress write, which sqlq commits
+  without a sync (as a touch), survives once a later durable commit or sync returned;
 * threads sharing one ``full`` Queue, whose puts share commits (group commit), lose
   no put that returned: every id returned before the cut is in the file, with its body.
 
@@ -153,6 +157,19 @@ def record_workload(directory: Path, durability: str, operations: int, seed: int
             if ids:
                 q.delete(rng.choice(ids))
 
+        def cancel() -> None:
+            # A job held here (its holder's next verb then fails: JobCancelled, caught by
+            # op), any job of the file, or now and then one gone already (JobNotFound).
+            ids = live_ids()
+            if held and rng.random() < 0.5:
+                q.cancel(held[rng.randrange(len(held))].id)
+            elif ids:
+                q.cancel(rng.choice(ids) if rng.random() < 0.8 else rng.randint(1, max(ids)))
+
+        def progress() -> None:
+            job = held[rng.randrange(len(held))]
+            job.progress(rng.choice([0.25, 1.0, 7, 120]), rng.choice([None, "step", "é" * 50]))
+
         for _ in range(operations):
             live = q.backend.db.read(
                 lambda c: c.execute("SELECT count(*) FROM sqlq_jobs").fetchone()[0])
@@ -167,6 +184,7 @@ def record_workload(directory: Path, durability: str, operations: int, seed: int
                 ("pause", True, lambda: q.pause_tube(rng.choice(TUBES), rng.choice([0, 3600])), 2),
                 ("put-after", True, put_after, 8),
                 ("delete-parent", True, delete_parent, 5),
+                ("cancel", True, cancel, 5),
             ]
             if held:
                 choices += [
@@ -175,6 +193,9 @@ def record_workload(directory: Path, durability: str, operations: int, seed: int
                     ("release", False, lambda: take().release(delay=rng.choice([0, 300])), 5),
                     ("bury", True, lambda: take().bury(reason="power cut test"), 5),
                     ("touch", False, lambda: held[rng.randrange(len(held))].touch(), 3),
+                    # Not durable by itself (as a touch: the write sqlq makes is not synced),
+                    # so it must survive once a later durable commit or a sync returned.
+                    ("progress", False, progress, 4),
                 ]
                 if hasattr(q, "complete"):
                     choices.append(("complete", True, complete, 5))
@@ -249,9 +270,11 @@ class Tally:
         self.broken_links = 0
         self.waiting_seen = 0  # waiting jobs found in the recovered files
         self.parents_seen = 0  # ... and parents of jobs, one of each deleted there
+        self.operations = Counter[str]()  # cancels and progress writes recorded
 
     def run(self, recording: Recording, mode: str, points: int, directory: Path,
             rng: random.Random, every: int = 1) -> None:
+        self.operations.update(n for n in recording.names if n in ("cancel", "progress"))
         for n, cut in enumerate(powercut.cuts(recording, points, rng)):
             reopen = self.reopen if n % every == 0 else None
             v = powercut.verdict(recording, cut, directory, reopen)
@@ -287,7 +310,8 @@ class Tally:
                 f"integrity-failures={self.integrity_failures} "
                 f"impossible-states={self.impossible} broken-links={self.broken_links} "
                 f"(waiting jobs seen {self.waiting_seen}, parents deleted "
-                f"{self.parents_seen}) | cuts that lost unsynced commits: "
+                f"{self.parents_seen}; cancels {self.operations['cancel']}, progress "
+                f"writes {self.operations['progress']}) | cuts that lost unsynced commits: "
                 f"full {self.missing_commits['full']} (at most {self.most_missing['full']}, "
                 f"none acknowledged as durable), normal {self.missing_commits['normal']} "
                 f"(at most {self.most_missing['normal']})")
@@ -312,6 +336,7 @@ def test_power_cuts(tmp_path: Path, summary_line: Callable[[str], None]) -> None
     assert tally.missing_commits["normal"] > 0, line
     # ... and the files must have held waiting jobs, and parents to delete.
     assert tally.waiting_seen > 0 and tally.parents_seen > 0, line
+    assert tally.operations["cancel"] > 0 and tally.operations["progress"] > 0, line
 
 
 def test_check_links_finds_a_child_stranded_or_miscounted(tmp_path: Path) -> None:

@@ -49,6 +49,8 @@ VERBS: dict[str, tuple[Call, tuple[str, ...]]] = {
                  ("job_id", "value", "message", "lease")),
     "pause_tube": (lambda q, kw: q.pause_tube(**{"tube": "t", "seconds": 0, **kw}),
                    ("tube", "seconds")),
+    "limit": (lambda q, kw: q.limit(**{"tube": "t", "concurrency": 2, **kw}),
+              ("tube", "concurrency", "rate")),
     "subscribe": (lambda q, kw: q.subscribe(**{"topic": "o", "tube": "t", **kw}),
                   ("topic", "tube")),
     "publish": (lambda q, kw: q.publish(**{"topic": "o", "body": b"x", **kw}),
@@ -69,6 +71,7 @@ VALID: dict[str, set[str]] = {  # argument -> the WRONG keys that are in fact ri
     "priority": {"none"}, "bodies": {"list", "dict"}, "job_id": {"negative"},
     "after": {"none", "negative"},  # -1: an id no job can have (JobNotFound)
     "on_progress": {"none"}, "value": {"float"}, "message": {"str", "none"},
+    "concurrency": {"none"}, "rate": {"none"},  # None removes a limit
 }
 # Arguments that may be None where None means "unchanged" (release/bury's priority only).
 NONE_OK_ONLY_IN = {"priority": {"release", "bury"}}

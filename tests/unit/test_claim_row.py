@@ -27,8 +27,8 @@ def returned_columns(sql: str) -> list[str]:
     """The column list of a statement's RETURNING, or of its outer SELECT ... FROM."""
     code = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
     match = re.search(r"\bRETURNING\b(.*?);?\s*$", code, re.S)
-    if match is None:
-        match = re.match(r"\s*SELECT\b(.*?)\bFROM\b", code, re.S)
+    if match is None:  # the outer SELECT: the first at the start of a line (after a WITH)
+        match = re.search(r"^SELECT\b(.*?)\bFROM\b", code, re.S | re.M)
     assert match is not None, sql
     return [column.strip().rsplit(".", 1)[-1] for column in match.group(1).split(",")]
 

@@ -48,6 +48,8 @@ def _fill(q: sqlq.Queue, clock: FakeClock) -> dict[str, int]:
     done.complete(b"the result")
     q.delete(q.put(b"gone", tube="a"))  # an id issued and gone: the counter must keep it
     q.pause_tube("a", 120)
+    q.limit("a", concurrency=3)  # limits go too (sqlq/limits.py)
+    q.limit("limited", concurrency=2, rate=(20, 1))
     q.subscribe("orders", "b")
     q.subscribe("orders", "c")
     q.enqueue_periodic("cleanup", 60_000, b"{}", tube="cron", priority=1, ttr=10,
@@ -76,6 +78,8 @@ def test_sqlite_to_postgres_and_back_loses_nothing(tmp_path: Any, pg_url: str,
             assert after["stats"]["total-jobs"] == before["stats"]["total-jobs"]
             assert q.result(ids["done"], timeout=0) == b"the result"
             assert q.stats_tube("a")["pause-time-left"] > 0
+            assert q.limits() == {"a": {"concurrency": 3, "rate": None},
+                                  "limited": {"concurrency": 2, "rate": (20, 1.0)}}
             assert q.put(b"u again", tube="b", unique_key="key-1") == ids["unique"]
             assert q.enqueue_periodic("cleanup", 60_000, b"{}", tube="cron", priority=1,
                                       ttr=10, unique_key="periodic:cleanup:60000") is None

@@ -36,6 +36,7 @@ NEEDS_NOTHING = {
     "kick_job": "delayed or buried to ready: clears delay_until",
     "release_owner": "reserved to ready: clears reserved_until",
     "insert_waiting_job": "a waiting job has no due time (release_children writes it)",
+    "set_progress": "writes the progress columns only (its WHERE reads reserved_until)",
 }
 CACHE_CALLS = ("self.due.lower(", "self.due.forget(", "self._claimed(")
 

@@ -54,7 +54,7 @@ def _pg_value(name: str) -> object:
     if name in ("ids", "leases", "priorities", "delays", "ttrs", "known", "parents",
                 "children"):
         return [1, 2]
-    if name == "gone":
+    if name in ("gone", "capped"):
         return False
     if name == "grace":
         return 5.0
@@ -173,7 +173,7 @@ def test_the_one_tube_claim_takes_the_jobs_the_general_claim_takes(fq: Queue, cl
     now = clock.now  # type: ignore[attr-defined]
     for tube in ("a", "b", "empty"):
         general = _claims(conn, SQLiteStore.Q["claim_job"],
-                          {"tubes": f'["{tube}"]', "now": now, "owner": "o"})
+                          {"tubes": f'["{tube}"]', "now": now, "owner": "o", "capped": 0})
         one_tube = _claims(conn, SQLiteStore.Q["claim_job_in_tube"], (now, "o", tube))
         assert one_tube == general
         if tube == "a":
@@ -184,7 +184,7 @@ def test_the_one_tube_claim_takes_the_jobs_the_general_claim_takes(fq: Queue, cl
     later = now + 31_000  # the pause is over
     assert (_claims(conn, SQLiteStore.Q["claim_job_in_tube"], (later, "o", "b"))
             == _claims(conn, SQLiteStore.Q["claim_job"], {"tubes": '["b"]', "now": later,
-                                                          "owner": "o"}))
+                                                          "owner": "o", "capped": 0}))
 
 
 @pytest.mark.sqlite_only
@@ -239,7 +239,7 @@ def test_statements_are_not_prepared_again_on_every_run_after_analyze(q: Queue) 
     conn.execute("ANALYZE")
     assert conn.execute("SELECT count(*) FROM sqlite_stat4").fetchone()[0] > 0
     values = {"tube": "a", "tubes": '["a"]', "now": 1, "owner": "o", "bound": 0, "limit": 10,
-              "key": 0, "after": 0, "min_id": 0, "bytes": b"x", "text": "x"}
+              "key": 0, "after": 0, "min_id": 0, "bytes": b"x", "text": "x", "capped": 0}
     compiled = 0
 
     def count(*_: object) -> int:

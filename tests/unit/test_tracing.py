@@ -24,7 +24,9 @@ def test_no_provider_means_no_spans_and_untraced_puts_store_nothing(q: sqlq.Queu
     assert not tracing.active()
     q.put(b"a")
     q.put_many([b"b", b"c"])
-    assert [j.trace for j in q.reserve_many(3, timeout=0)] == [None, None, None]
+    q.subscribe("topic", "default")
+    q.publish("topic", b"d")
+    assert [j.trace for j in q.reserve_many(4, timeout=0)] == [None] * 4
 
 
 def test_every_claim_returns_the_stored_trace(q: sqlq.Queue) -> None:

@@ -67,17 +67,29 @@ SELECT id, pg_notify('sqlq', tube) FROM job;
 SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 
 -- name: claim_job
--- dialect: the claim is a function (sqlq_claim, migrations 0003/0007) with SKIP LOCKED
---   inside; tubes are text[].
+-- dialect: the claim is a function (sqlq_claim, migrations 0003/0007/0015) with SKIP
+--   LOCKED inside; tubes are text[]; %(capped)s as the SQLite file's :capped; the marker.
 -- The most urgent job ready as of now in the watched, unpaused tubes, due delayed
 -- jobs and expired reservations included: see sqlq_claim in migrations/0003. In full
 -- durability its commit waits for the WAL flush, as every write's: a claim lost by a
 -- server crash would make the job ready again while its holder, alive on another
--- machine, runs it (owners.py), so a claim is not cheaper to lose than a put.
+-- machine, runs it (owners.py), so a claim is not cheaper to lose than a put. A claim
+-- that found nothing says in the same round trip whether a watched tube has limits
+-- (the claim skipped it): a row of NULLs if so (the second branch runs only when the
+-- first gave no row), so the engine need not ask (store.py empty_claim_limited).
+WITH c AS MATERIALIZED (
+    SELECT * FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, 1,
+                             %(capped)s::boolean))
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
        c.trace
-  FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text) AS c;
+  FROM c
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL
+ WHERE NOT EXISTS (SELECT 1 FROM c)
+   AND EXISTS (SELECT 1 FROM sqlq_tubes
+                WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate) IS NOT NULL);
 
 -- name: delete_and_claim
 -- The worker's fast path: delete the job it finished (under its lease) and claim the
@@ -99,11 +111,18 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
           kicks, lease, reserved_until, unique_key, delay, trace;
 
 -- name: has_ready_job
--- A read a waiting worker makes before it claims (which takes row locks).
+-- A read a waiting worker makes before it claims (which takes row locks). A tube with
+-- limits counts only while it may give a job (a free slot, the rate's next claim due).
 SELECT 1
   FROM unnest(%(tubes)s::text[]) AS t(name)
  WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
-                    WHERE p.name = t.name AND p.paused_until > %(now)s)
+                    WHERE p.name = t.name
+                      AND (p.paused_until > %(now)s OR p.rate_at > %(now)s
+                           OR CASE WHEN p.concurrency IS NOT NULL
+                              THEN p.concurrency <= (SELECT count(*) FROM sqlq_jobs
+                                                      WHERE state = 2 AND tube = t.name
+                                                        AND reserved_until > %(now)s)
+                              END))
    AND (EXISTS (SELECT 1 FROM sqlq_jobs WHERE state = 0 AND tube = t.name)
         OR EXISTS (SELECT 1 FROM sqlq_jobs
                     WHERE state = 1 AND tube = t.name AND delay_until <= %(now)s)
@@ -114,7 +133,8 @@ SELECT 1
 -- name: next_due
 -- dialect: tubes are text[] (unnest), not JSON (json_each).
 -- When something in these tubes may next become ready: the earliest delayed job,
--- the earliest reservation deadline, the earliest end of a pause. Only times still to
+-- the earliest reservation deadline, the earliest end of a pause, the earliest next
+-- claim a rate allows. Only times still to
 -- come, in these tubes (see the SQLite file's next_due: a past time would make a
 -- waiter look again at once, in a loop).
 SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
@@ -124,7 +144,9 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
        (SELECT min(reserved_until) FROM sqlq_jobs
          WHERE state = 2 AND reserved_until > %(now)s AND tube = ANY(%(tubes)s::text[])),
        (SELECT min(paused_until) FROM sqlq_tubes
-         WHERE paused_until > %(now)s AND name = ANY(%(tubes)s::text[]));
+         WHERE paused_until > %(now)s AND name = ANY(%(tubes)s::text[])),
+       (SELECT min(rate_at) FROM sqlq_tubes
+         WHERE rate_at > %(now)s AND name = ANY(%(tubes)s::text[]));
 
 -- name: delete_job
 -- dialect: pg_notify, so a waiting result() learns of the delete; the tube through the CTE.
@@ -456,11 +478,11 @@ VALUES (%(id)s, %(tube)s, %(priority)s, %(state)s, %(delay_until)s, %(ttr)s, %(b
         %(trace)s);
 
 -- name: export_tube
-SELECT name, paused_until, pause_ms FROM sqlq_tubes ORDER BY name;
+SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms FROM sqlq_tubes ORDER BY name;
 
 -- name: import_tube
-INSERT INTO sqlq_tubes (name, paused_until, pause_ms)
-VALUES (%(name)s, %(paused_until)s, %(pause_ms)s);
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms)
+VALUES (%(name)s, %(paused_until)s, %(pause_ms)s, %(concurrency)s, %(rate)s, %(rate_ms)s);
 
 -- name: export_result
 SELECT job_id, result, expires_at FROM sqlq_results ORDER BY job_id;
@@ -873,8 +895,11 @@ SELECT minute, at, puts, deletes, buries FROM sqlq_throughput
 -- file's section says why each is shaped so).
 
 -- name: cancel_state
+-- dialect: FOR UPDATE: under READ COMMITTED a claim committing between this read and the
+-- delete would give the job a lease this read never saw, and its holder JobLost, not
+-- JobCancelled (the chaos run found it); the lock waits for that claim and reads its lease.
 SELECT state, CASE WHEN state = 2 AND reserved_until > %(now)s THEN lease END, reserved_until
-  FROM sqlq_jobs WHERE id = %(id)s;
+  FROM sqlq_jobs WHERE id = %(id)s FOR UPDATE;
 
 -- name: remember_cancelled
 INSERT INTO sqlq_cancelled (id, lease, until) VALUES (%(id)s, %(lease)s, %(until)s)
@@ -901,3 +926,50 @@ SELECT id, pg_notify('sqlq', '') FROM job;
 
 -- name: job_progress
 SELECT progress, progress_message FROM sqlq_jobs WHERE id = %(id)s;
+
+-- ---------------------------------------------------------------------------------------------
+-- Limits (migration 0015, sqlq/limits.py): see the SQLite file. claim_limited's
+-- transaction locks the limited tubes' rows (lock_limits, FOR UPDATE, in name order), so
+-- claims of a limited tube are serialised across sessions and hosts; each statement after
+-- the lock sees what the previous holder committed (READ COMMITTED: a snapshot per
+-- statement).
+
+-- name: limited_tubes
+-- dialect: tubes are text[].
+SELECT 1 FROM sqlq_tubes
+ WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate) IS NOT NULL
+ LIMIT 1;
+
+-- name: lock_limits
+-- dialect: FOR UPDATE: the row lock serialises the claims of a limited tube.
+SELECT name, concurrency, rate, rate_ms, rate_at FROM sqlq_tubes
+ WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate) IS NOT NULL
+ ORDER BY name
+   FOR UPDATE;
+
+-- name: live_reservations
+-- dialect: tubes are text[].
+SELECT tube, count(*) FROM sqlq_jobs
+ WHERE state = 2 AND reserved_until > %(now)s AND tube = ANY(%(tubes)s::text[])
+ GROUP BY tube;
+
+-- name: spend_rate
+UPDATE sqlq_tubes SET rate_at = %(rate_at)s WHERE name = %(tube)s;
+
+-- name: set_limits
+-- dialect: pg_notify, so the tube's waiters look again (a cap raised frees slots).
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms)
+VALUES (%(tube)s, 0, 0, %(concurrency)s, %(rate)s, %(rate_ms)s)
+ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
+                                 rate_ms = excluded.rate_ms, rate_at = NULL
+RETURNING pg_notify('sqlq', %(tube)s);
+
+-- name: drop_limits_row
+DELETE FROM sqlq_tubes
+ WHERE name = %(tube)s AND paused_until = 0 AND concurrency IS NULL AND rate IS NULL;
+
+-- name: list_limits
+-- dialect: a NULL parameter needs a type.
+SELECT name, concurrency, rate, rate_ms FROM sqlq_tubes
+ WHERE coalesce(concurrency, rate) IS NOT NULL AND (%(tube)s::text IS NULL OR name = %(tube)s)
+ ORDER BY name;

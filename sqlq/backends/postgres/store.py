@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,18 @@ def _claimed_one(conn: Any, entry: list[Any] | None, row: Any) -> ClaimRow | Non
     return claimed
 
 
+class _EmptyClaim(threading.local):
+    """What this thread's last plain claim that found nothing said of limits (None: not
+    asked since)."""
+
+    limited: bool | None = None
+
+
 class PostgresStore(Store):
     Q = Q
+
+    def __init__(self) -> None:
+        self._empty = _EmptyClaim()
     LOOK_BEFORE_CLAIM = False
     ONE_STATEMENT_CLAIM = True
     CLAIM_OUTSIDE_TRANSACTION = True
@@ -63,6 +74,16 @@ class PostgresStore(Store):
 
     def tubes_param(self, tubes: Sequence[str]) -> list[str]:
         return list(tubes)
+
+    def tubes_of(self, tubes: Any) -> list[str]:
+        return list(tubes)
+
+    def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None
+                     ) -> ClaimRow | None:
+        entry = _claiming(conn, owner, now)
+        row = one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner,
+                                         "capped": True})
+        return _claimed_one(conn, entry, None if row is None or row[0] is None else row)
 
     def ids_param(self, ids: Sequence[int]) -> list[int]:
         return list(ids)
@@ -114,8 +135,16 @@ class PostgresStore(Store):
 
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> ClaimRow | None:
         entry = _claiming(conn, owner, now)
-        row = one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner})
+        row = one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner,
+                                         "capped": False})
+        if row is None or row[0] is None:  # nothing claimed; a marker row: limited tubes
+            self._empty.limited = row is not None
+            row = None
         return _claimed_one(conn, entry, row)
+
+    def empty_claim_limited(self) -> bool | None:
+        limited, self._empty.limited = self._empty.limited, None
+        return limited
 
     def delete_and_claim(self, conn: Any, now: int, job_id: int, lease: int, tubes: Any,
                          owner: str | None) -> ClaimRow | None:

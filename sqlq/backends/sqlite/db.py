@@ -140,6 +140,12 @@ def _create_file(path: str, now_ms: int, vfs: str | None = None,
     The schema is built in a private file which is then linked into place, so no
     process ever sees a half-initialised database, and the file is 0600 from its
     first byte (SQLite gives the -wal and -shm files the database file's mode).
+
+    The migrations run in SQLite's rollback-journal mode, each commit written into the
+    file itself, and only then is the file switched to WAL: built in WAL mode, the
+    schema would sit in the private -wal until the close's checkpoint, which fails
+    silently on a full disk, and the -wal is deleted below with the rest of the private
+    files: the linked file would be malformed. A full disk now fails a commit, loudly.
     """
     tmp = f"{path}.sqlq-init-{os.urandom(4).hex()}"
     try:
@@ -150,8 +156,11 @@ def _create_file(path: str, now_ms: int, vfs: str | None = None,
     try:
         conn = driver.connect(tmp, create=True, vfs=vfs)
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
             migrate.migrate(conn, now_ms)
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchall()[0][0]
+            if mode != "wal":
+                raise DatabaseError(f"{path}: cannot create the database in WAL mode "
+                                    f"(journal mode {mode})")
         finally:
             conn.close()
         try:
@@ -165,7 +174,7 @@ def _create_file(path: str, now_ms: int, vfs: str | None = None,
                 os.rename(tmp, path)
         _fsync_directory(path)
     finally:
-        for leftover in (tmp, tmp + "-wal", tmp + "-shm"):
+        for leftover in (tmp, tmp + "-journal", tmp + "-wal", tmp + "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(leftover)
 

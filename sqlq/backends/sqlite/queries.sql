@@ -77,7 +77,10 @@ UPDATE sqlq_jobs
 
 -- name: claim_job
 -- The most urgent ready job across the watched, unpaused tubes: one index probe
--- per tube (the correlated subquery), then the best of those, in one statement.
+-- per tube (the correlated subquery), then the best of those, in one statement. A tube
+-- with limits is skipped as a paused one, in the same probe of its sqlq_tubes row, unless
+-- :capped (1: store.py's claim_limited, which passes only tubes that may give a job now;
+-- migration 0014, sqlq/limits.py).
 UPDATE sqlq_jobs
    SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
        lease = abs(random()), owner = :owner
@@ -89,7 +92,10 @@ UPDATE sqlq_jobs
                        WHERE r.state = 0 AND r.tube = t.value
                        ORDER BY r.priority, r.id LIMIT 1)
         WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
-                           WHERE p.name = t.value AND p.paused_until > :now)
+                           WHERE p.name = t.value
+                             AND (p.paused_until > :now
+                                  OR NOT :capped AND coalesce(p.concurrency, p.rate)
+                                                     IS NOT NULL))
         ORDER BY j.priority, j.id
         LIMIT 1)
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
@@ -110,7 +116,8 @@ UPDATE sqlq_jobs
               WHERE state = 0 AND tube = (SELECT ?3)
               ORDER BY priority, id LIMIT 1)
    AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
-                    WHERE name = (SELECT ?3) AND paused_until > ?1)
+                    WHERE name = (SELECT ?3)
+                      AND (paused_until > ?1 OR coalesce(concurrency, rate) IS NOT NULL))
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay, trace;
 
@@ -134,11 +141,22 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
 -- that proves it current (store.py: the pragma as its own statement, not the
 -- pragma_data_version() table, which prepares the pragma again at every run: 20 us of
 -- a wake): a claim right after a wake then skips promote_due. Also read right after a
--- committed promote_due. (SELECT :now): see the header.
+-- committed promote_due. (SELECT :now): see the header. A tube with limits counts only
+-- while it may give a job (a free slot, the rate's next claim due: migration 0014): a
+-- waiter on a full tube is not woken into a claim by every commit; the live
+-- reservations are counted only for a tube with a cap (the test runs after the others).
 SELECT EXISTS (SELECT 1
                  FROM json_each(:tubes) AS t
                 WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
-                                   WHERE p.name = t.value AND p.paused_until > (SELECT :now))
+                                   WHERE p.name = t.value
+                                     AND (p.paused_until > (SELECT :now)
+                                          OR p.rate_at > (SELECT :now)
+                                          OR CASE WHEN p.concurrency IS NOT NULL
+                                             THEN p.concurrency <= (SELECT count(*)
+                                                    FROM sqlq_jobs
+                                                   WHERE state = 2 AND tube = t.value
+                                                     AND reserved_until > (SELECT :now))
+                                             END))
                   AND (EXISTS (SELECT 1 FROM sqlq_jobs WHERE state = 0 AND tube = t.value)
                        OR EXISTS (SELECT 1 FROM sqlq_jobs
                                    WHERE state = 1 AND tube = t.value AND delay_until <= (SELECT :now)))
@@ -154,7 +172,8 @@ SELECT EXISTS (SELECT 1
 
 -- name: next_due
 -- When something in these tubes may next become ready: the earliest delayed job
--- (one probe per tube), the earliest reservation deadline, the earliest end of a pause.
+-- (one probe per tube), the earliest reservation deadline, the earliest end of a pause,
+-- the earliest next claim a rate allows (a float: store.py rounds it up).
 -- Only times still to come, in these tubes: what is due already is ready (look_ready
 -- sees it) or waits for a pause to end, and an expired reservation of another tube
 -- makes nothing ready here (a past time would make a waiter look again at once, in a
@@ -167,7 +186,9 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
          WHERE state = 2 AND reserved_until > (SELECT :now)
            AND tube IN (SELECT value FROM json_each(:tubes))),
        (SELECT min(paused_until) FROM sqlq_tubes
-         WHERE paused_until > (SELECT :now) AND name IN (SELECT value FROM json_each(:tubes)));
+         WHERE paused_until > (SELECT :now) AND name IN (SELECT value FROM json_each(:tubes))),
+       (SELECT min(rate_at) FROM sqlq_tubes
+         WHERE rate_at > (SELECT :now) AND name IN (SELECT value FROM json_each(:tubes)));
 
 -- name: delete_job
 -- Any job without dependency edges (migration 0010): a job that is a parent or waits
@@ -405,10 +426,12 @@ VALUES (:id, :tube, :priority, :state, :delay_until, :ttr, :body, :created_at, :
         :dependents, :trace);
 
 -- name: export_tube
-SELECT name, paused_until, pause_ms FROM sqlq_tubes ORDER BY name;
+-- A tube's pause and limits (a rate's tokens start full on the copy).
+SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms FROM sqlq_tubes ORDER BY name;
 
 -- name: import_tube
-INSERT INTO sqlq_tubes (name, paused_until, pause_ms) VALUES (:name, :paused_until, :pause_ms);
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms)
+VALUES (:name, :paused_until, :pause_ms, :concurrency, :rate, :rate_ms);
 
 -- name: export_result
 SELECT job_id, result, expires_at FROM sqlq_results ORDER BY job_id;
@@ -607,7 +630,7 @@ SELECT tube, metric, le, count, sum FROM sqlq_durations ORDER BY tube, metric;
 
 -- name: claim_jobs
 -- claim_job for up to :n jobs (after promote_due, as claim_job): the :n best ready
--- jobs of each watched, unpaused tube (one index range per tube), then the :n best
+-- jobs of each watched tube without a pause or limits (one index range per tube), then the :n best
 -- of those, in one UPDATE. random() runs per row: each job gets a lease of its own.
 -- LIMIT (SELECT :n), not LIMIT :n: the same plan, but measured 13 us a claim instead
 -- of 66 (a bare bound LIMIT costs the statement extra work on every run).
@@ -622,7 +645,9 @@ UPDATE sqlq_jobs
                         WHERE r.state = 0 AND r.tube = t.value
                         ORDER BY r.priority, r.id LIMIT (SELECT :n))
         WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
-                           WHERE p.name = t.value AND p.paused_until > :now)
+                           WHERE p.name = t.value
+                             AND (p.paused_until > :now OR coalesce(p.concurrency, p.rate)
+                                                           IS NOT NULL))
         ORDER BY j.priority, j.id
         LIMIT (SELECT :n))
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
@@ -900,3 +925,52 @@ RETURNING id;
 -- name: job_progress
 -- stats_job's progress and progress-message, and a result() waiter's (no row: no job).
 SELECT progress, progress_message FROM sqlq_jobs WHERE id = :id;
+
+-- ---------------------------------------------------------------------------------------------
+-- Limits (migration 0014, sqlq/limits.py): a tube's concurrency cap and rate, on its row of
+-- sqlq_tubes. The claims above skip a tube with limits; the engine claims from it through
+-- claim_limited (store.py), in one write transaction, with these.
+
+-- name: limited_tubes
+-- Whether any of these tubes has limits: the engine asks once per list of tubes, and
+-- again when a claim without limits found nothing (a limit set by another process).
+SELECT 1 FROM sqlq_tubes
+ WHERE name IN (SELECT value FROM json_each(:tubes)) AND coalesce(concurrency, rate) IS NOT NULL
+ LIMIT 1;
+
+-- name: lock_limits
+-- The limits of those of these tubes that have some, inside claim_limited's transaction
+-- (SQLite's write lock is held: nobody else claims meanwhile).
+SELECT name, concurrency, rate, rate_ms, rate_at FROM sqlq_tubes
+ WHERE name IN (SELECT value FROM json_each(:tubes)) AND coalesce(concurrency, rate) IS NOT NULL
+ ORDER BY name;
+
+-- name: live_reservations
+-- Jobs reserved under live leases, per tube of these (an expired lease does not count:
+-- its job is as good as ready). A range of sqlq_jobs_reserved from :now.
+SELECT tube, count(*) FROM sqlq_jobs
+ WHERE state = 2 AND reserved_until > :now AND tube IN (SELECT value FROM json_each(:tubes))
+ GROUP BY tube;
+
+-- name: spend_rate
+-- The next claim the tube's rate allows, after claim_limited's claims.
+UPDATE sqlq_tubes SET rate_at = :rate_at WHERE name = :tube;
+
+-- name: set_limits
+-- A tube's limits, whole (NULL: none); a row made for them has no pause (paused_until 0,
+-- not counted as a pause: migration 0014). A rate changed or removed starts afresh.
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms)
+VALUES (:tube, 0, 0, :concurrency, :rate, :rate_ms)
+ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
+                                 rate_ms = excluded.rate_ms, rate_at = NULL;
+
+-- name: drop_limits_row
+-- A row made for limits alone, once they are gone (a paused tube's row stays).
+DELETE FROM sqlq_tubes
+ WHERE name = :tube AND paused_until = 0 AND concurrency IS NULL AND rate IS NULL;
+
+-- name: list_limits
+-- Every tube with limits, or the one tube :tube (NULL: all).
+SELECT name, concurrency, rate, rate_ms FROM sqlq_tubes
+ WHERE coalesce(concurrency, rate) IS NOT NULL AND (:tube IS NULL OR name = :tube)
+ ORDER BY name;

@@ -143,6 +143,23 @@ class SQLiteStore(Store):
             self._one_tube[param] = tubes[0]
         return param
 
+    def limits_stamp(self) -> object:
+        # The PRAGMA data_version every claim's _promote read (DueCache.nothing_due): it
+        # changes on every other connection's commit.
+        return self.due.version
+
+    def tubes_of(self, tubes: Any) -> list[str]:
+        return list(json.loads(tubes))
+
+    def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None
+                     ) -> ClaimRow | None:
+        self._promote(conn, now, tubes)
+        row = one(conn, _CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner, "capped": 1})
+        if row is None:
+            return None
+        self.due.lower(row[12])  # reserved_until: the reservation ends then
+        return _new(ClaimRow, row)
+
     def ids_param(self, ids: Sequence[int]) -> str:
         return "[" + ",".join(f"{i:d}" for i in ids) + "]"
 
@@ -237,8 +254,8 @@ class SQLiteStore(Store):
         if tube is not None:
             rows = conn.execute(_CLAIM_JOB_IN_TUBE, (now, owner, tube)).fetchall()
         else:
-            rows = conn.execute(_CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner}
-                                ).fetchall()
+            rows = conn.execute(_CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner,
+                                             "capped": 0}).fetchall()
         if not rows:
             return None
         row = _new(ClaimRow, rows[0])

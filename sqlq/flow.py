@@ -1,0 +1,85 @@
+"""The Queue's verbs on a tube's flow: a pause, concurrency and rate limits.
+
+A mixin of :class:`~sqlq.Queue`, as ``Puts`` and ``Reads`` are (the logic of the limits
+is in limits.py); see the Queue for the class's docs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import limits
+from .model import check_tube, seconds_to_ms
+
+if TYPE_CHECKING:
+    from .backends import Backend
+    from .backends.store import Store
+    from .engine import Engine
+
+
+class FlowControl:
+    """The Queue's verbs on a tube's flow (see :class:`~sqlq.Queue` for the class's docs)."""
+
+    # Set by Queue.__init__.
+    _backend: Backend
+    _store: Store
+    _clock: Callable[[], int]
+    engine: Engine
+
+    def pause_tube(self, tube: str, seconds: float) -> None:
+        """Reserve nothing from ``tube`` for ``seconds`` (0 ends a pause).
+
+        Any valid name can be paused, with jobs or without.
+
+        Raises:
+            InvalidTube: ``tube`` is not a valid tube name.
+
+        Examples:
+            >>> q.pause_tube("thumbs", 600)  # hold the tube while you deploy
+        """
+        check_tube(tube)
+        pause_ms = seconds_to_ms(seconds, "seconds")
+        self._backend.write(lambda c: self._store.pause_tube(c, self._clock(), tube, pause_ms))
+
+    def limit(self, tube: str, *, concurrency: int | None = limits.KEEP,
+              rate: tuple[int, float] | None = limits.KEEP) -> dict[str, Any]:
+        """Cap the tube's reservations and/or pace its claims, for every process and host.
+
+        ``concurrency=K``: at most K jobs of the tube reserved under live leases at once
+        (an expired lease does not count). ``rate=(N, seconds)``: at most N claims per
+        ``seconds``, as a token bucket of N tokens refilled continuously (a burst of N
+        after an idle spell, then one claim every ``seconds``/N). ``None`` removes that
+        limit; an argument not given stays as it is. Stored in the database: every
+        reserve, worker and ``sqlq serve`` obeys it from this commit on, enforced inside
+        the claim. A reserve watching a limited tube with others takes from the others
+        while the limited one is full; a blocked reserve wakes when a slot frees or the
+        rate allows the next claim. ``reserve_job(id)`` is not limited.
+
+        Returns:
+            The tube's limits now: ``{"concurrency": K or None, "rate": (N, seconds) or None}``.
+
+        Raises:
+            InvalidTube: ``tube`` is not a valid tube name.
+            TypeError, ValueError: ``concurrency`` is not an int of 1 or more, or
+                ``rate`` is not a pair (int N of 1 or more, seconds of 0.001 or more).
+
+        Examples:
+            >>> q.limit("emails", concurrency=2, rate=(20, 1))  # 2 at once, 20 a second
+            {'concurrency': 2, 'rate': (20, 1.0)}
+            >>> q.limit("emails", concurrency=None, rate=None)  # no limits
+            {'concurrency': None, 'rate': None}
+        """
+        doc = limits.set_limits(self._backend, self._clock, tube, concurrency, rate)
+        self.engine.forget_limits()
+        return doc
+
+    def limits(self) -> dict[str, dict[str, Any]]:
+        """Every tube with limits: ``{tube: {"concurrency": K or None, "rate": (N, seconds)
+        or None}}`` (see :meth:`limit`).
+
+        Examples:
+            >>> q.limits()
+            {'emails': {'concurrency': 2, 'rate': (20, 1.0)}}
+        """
+        return limits.read_limits(self._backend)
