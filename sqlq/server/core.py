@@ -36,6 +36,7 @@ class Server:
     def __init__(self, queue: Queue | None, *, max_job_size: int | None = None,
                  max_buffered: int | None = None) -> None:
         self._queue: Queue | None = None
+        self.ready = False  # a queue is attached (an attribute: read for every input)
         if queue is not None:
             self._use(queue)
         if max_job_size is None:
@@ -59,10 +60,6 @@ class Server:
         self.waiters = Waiters(self)
         self.locks = LockWaits(self)
         self.commands = Commands(self)
-
-    @property
-    def ready(self) -> bool:
-        return self._queue is not None
 
     @property
     def q(self) -> Queue:
@@ -90,6 +87,7 @@ class Server:
         lock: a loop blocked on the lock would serve nobody (locks.py)."""
         queue.lock_wait = LOCK_WAIT
         self._queue = queue
+        self.ready = True
 
     def listen(self, listen: str | None = None, sock: socket.socket | None = None) -> str:
         """Start accepting on ``sock`` or a new socket bound to ``listen``; return the address."""
