@@ -8,6 +8,7 @@ for each round, each ``-f`` setting and each client count, the systems (A: the
 ``--a`` checkout, B: ``--b``, and beanstalkd) start in turn, in the opposite order
 on odd rounds, each on a fresh directory, and greenstalk clients put ``--jobs``
 jobs, then reserve+delete them (bench_server.py's clients). Besides the rates,
+the clients' CPU per job (they share the machine's cores with the server) and
 the server's own CPU per job (the scheduler's count, /proc/PID/task/*/schedstat,
 before and after each phase) is reported: on a machine shared with other benchmarks the rates swing
 with everyone's load and the disk's fsync latency, the CPU a job costs the
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -32,7 +34,8 @@ from pathlib import Path
 import greenstalk
 from bench_server import free_port, many_clients, wait_listening
 
-PHASES = ("put/s", "drain/s", "cpu us/put", "cpu us/drain")
+PHASES = ("put/s", "drain/s", "cpu us/put", "cpu us/drain", "client cpu us/put",
+          "client cpu us/drain")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -71,39 +74,54 @@ def start(argv: list[str], env: dict[str, str] | None) -> tuple[subprocess.Popen
     return proc, port, directory
 
 
-def one_client(port: int, jobs: int, pid: int) -> tuple[float, float, float]:
-    """(put/s, drain/s, the server's CPU seconds when the puts ended) for one client."""
+def one_client(port: int, jobs: int, pid: int) -> tuple[float, float, float, float, float]:
+    """(put/s, drain/s, the server's CPU seconds when the puts ended, this client's CPU
+    seconds for the puts and for the drain) for one client."""
     body = b"x" * 128
     with greenstalk.Client(("127.0.0.1", port), encoding=None) as c:
-        start = time.perf_counter()
+        start, own = time.perf_counter(), time.process_time()
         for _ in range(jobs):
             c.put(body)
         put = jobs / (time.perf_counter() - start)
+        own_put = time.process_time() - own
         cpu = cpu_seconds(pid)
-        start = time.perf_counter()
+        start, own = time.perf_counter(), time.process_time()
         for _ in range(jobs):
             c.delete(c.reserve(timeout=5))
-        return put, jobs / (time.perf_counter() - start), cpu
+        return (put, jobs / (time.perf_counter() - start), cpu, own_put,
+                time.process_time() - own)
+
+
+def children_cpu() -> float:
+    """CPU seconds of the waited-for children: the forked clients (the server is
+    waited for only once the phases are over)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def measure(argv: list[str], env: dict[str, str] | None, clients: int, jobs: int
-            ) -> tuple[float, float, float, float]:
-    """put/s, drain/s, server CPU µs per put and per reserve+delete."""
+            ) -> tuple[float, ...]:
+    """put/s, drain/s, server CPU µs per put and per reserve+delete, and the clients'
+    CPU µs per put and per reserve+delete: on a machine the clients share with the
+    server, the two CPU figures together bound the rates."""
     proc, port, directory = start(argv, env)
     try:
         cpu0 = cpu_seconds(proc.pid)
         if clients == 1:
-            put, drain, cpu1 = one_client(port, jobs, proc.pid)
+            put, drain, cpu1, own_put, own_drain = one_client(port, jobs, proc.pid)
         else:
+            own = children_cpu()
             put = many_clients(port, clients, jobs, "put")
-            cpu1 = cpu_seconds(proc.pid)
+            cpu1, own_put = cpu_seconds(proc.pid), children_cpu() - own
             drain = many_clients(port, clients, jobs, "drain")
+            own_drain = children_cpu() - own - own_put
         cpu2 = cpu_seconds(proc.pid)
     finally:
         proc.terminate()
         proc.wait(10)
         shutil.rmtree(directory, ignore_errors=True)
-    return put, drain, (cpu1 - cpu0) / jobs * 1e6, (cpu2 - cpu1) / jobs * 1e6
+    return (put, drain, (cpu1 - cpu0) / jobs * 1e6, (cpu2 - cpu1) / jobs * 1e6,
+            own_put / jobs * 1e6, own_drain / jobs * 1e6)
 
 
 def main() -> None:
