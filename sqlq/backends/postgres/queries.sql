@@ -166,8 +166,9 @@ SELECT tube, pg_notify('sqlq', '') FROM job;
 --   every commit).
 -- The worker's delete: no NOTIFY (the NOTIFY lock would serialise every ack); a
 -- result() waiting on a job deleted without a result learns it at its next look. But
--- a job whose reservation counted against a concurrency cap (capped, set by the claim:
--- migration 0016) frees a slot a reserve may be blocked on: then one NOTIFY, in this
+-- a job whose reservation counted against a concurrency cap (capped, set by the limits
+-- path's claim: mark_capped, migration 0016) frees a slot a reserve may be blocked on:
+-- then one NOTIFY, in this
 -- statement (CASE evaluates pg_notify only for such a row; any other costs a column
 -- test). Parameters in order, as SQLite's (the store binds one tuple): id, lease, now.
 -- A job with dependents is left to delete_linked_job.
@@ -962,6 +963,12 @@ SELECT name, concurrency, rate, rate_ms, rate_at FROM sqlq_tubes
 SELECT tube, count(*) FROM sqlq_jobs
  WHERE state = 2 AND reserved_until > %(now)s AND tube = ANY(%(tubes)s::text[])
  GROUP BY tube;
+
+-- name: mark_capped
+-- The jobs a limited claim just took (in its transaction) in tubes with a concurrency
+-- cap: marked, so their deletes notify (delete_leased_job, migration 0016). Run by the
+-- limits path only (store.py claim_limited): the plain claim, sqlq_claim, is as it was.
+UPDATE sqlq_jobs SET capped = true WHERE id = ANY(%(ids)s::bigint[]);
 
 -- name: spend_rate
 UPDATE sqlq_tubes SET rate_at = %(rate_at)s WHERE name = %(tube)s;

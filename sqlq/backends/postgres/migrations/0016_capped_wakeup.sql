@@ -4,66 +4,23 @@
 -- NOTIFY's one lock), so a reserve blocked by a full concurrency cap learnt of the slot
 -- a delete freed at its next look of its own. Now the delete of a job whose reservation
 -- counted against a cap sends one, in the same statement, and a job of any other tube is
--- deleted exactly as before: the claim says on the job whether its reservation counts.
+-- deleted exactly as before: the limits path's claim marks the job whose reservation
+-- counts.
 --
--- sqlq_jobs.capped: true while the job is reserved by a claim of the limits path
--- (sqlq_claim with p_capped, reserve-job) and its tube has a concurrency cap; NULL after
--- a plain claim (a plain claim skips every tube with limits, so its job's tube had
--- none). Only a reservation's end reads it: delete_leased_job and the two
--- delete-and-claim functions below send NOTIFY for a deleted row that has it, a column
--- test on the row they delete anyway. Release, bury, an administrator's delete or
--- cancel, a dead holder's jobs given back and a completion's result notify already.
--- A cap set on a tube marks the jobs reserved there (set_limits), so their deletes free
--- the new cap's slots audibly too.
---
--- sqlq_claim is schema 15's but for the SET of capped: CASE WHEN p_capped, so the plain
--- claim writes NULL without evaluating the probe of the job's tube (an expression on a
--- parameter: the same generic plan).
+-- sqlq_jobs.capped: true while the job is reserved by a claim of the limits path and
+-- its tube has a concurrency cap: the limits path's transaction (store.py claim_limited)
+-- marks the jobs it claimed (mark_capped), reserve-job marks its job the same way, and
+-- a cap set on a tube marks the jobs reserved there (set_limits). A plain claim leaves
+-- the column alone (sqlq_claim is not changed: the claim every worker makes costs what
+-- it did) and takes no job of a tube with limits (it skips the tube), so the mark of a
+-- job it takes is a stale one at most: a tube capped, then its cap removed, then a
+-- delete that notifies for nothing. Only a reservation's end reads it:
+-- delete_leased_job and the two delete-and-claim functions below send NOTIFY for a
+-- deleted row that has it, a column test on the row they delete anyway. Release, bury,
+-- an administrator's delete or cancel, a dead holder's jobs given back and a
+-- completion's result notify already.
 
 ALTER TABLE sqlq_jobs ADD COLUMN capped boolean;
-
-CREATE OR REPLACE FUNCTION sqlq_claim(p_tubes text[], p_now bigint, p_owner text,
-                                      p_n integer DEFAULT 1, p_capped boolean DEFAULT false)
-RETURNS SETOF sqlq_jobs LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan  -- schema 6's setting, restated
-AS $body$
-#variable_conflict use_column
-BEGIN
-    RETURN QUERY
-    UPDATE sqlq_jobs AS j
-       SET state = 2, reserved_until = p_now + j.ttr, reserves = j.reserves + 1,
-           timeouts = j.timeouts + (j.state = 2)::int, delay_until = NULL,
-           lease = floor(random() * 9007199254740991)::bigint + 1, owner = p_owner,
-           capped = CASE WHEN p_capped
-                         THEN EXISTS (SELECT 1 FROM sqlq_tubes AS l
-                                       WHERE l.name = j.tube AND l.concurrency IS NOT NULL)
-                         END
-     WHERE j.id = ANY (ARRAY(
-           SELECT c.id
-             FROM (SELECT u.name FROM unnest(p_tubes) AS u(name)
-                    WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
-                                       WHERE p.name = u.name
-                                         AND (p.paused_until > p_now
-                                              OR (NOT p_capped AND coalesce(p.concurrency, p.rate)
-                                                                   IS NOT NULL)))) AS t
-            CROSS JOIN LATERAL (
-                  SELECT * FROM (SELECT id, priority FROM sqlq_jobs
-                                  WHERE state = 0 AND tube = t.name
-                                  ORDER BY priority, id LIMIT p_n FOR UPDATE SKIP LOCKED) AS r
-                  UNION ALL
-                  SELECT * FROM (SELECT id, priority FROM sqlq_jobs
-                                  WHERE state = 1 AND tube = t.name AND delay_until <= p_now
-                                  ORDER BY priority, id LIMIT p_n FOR UPDATE SKIP LOCKED) AS d
-                  UNION ALL
-                  SELECT * FROM (SELECT id, priority FROM sqlq_jobs
-                                  WHERE state = 2 AND reserved_until <= p_now AND tube = t.name
-                                  ORDER BY priority, id LIMIT p_n FOR UPDATE SKIP LOCKED) AS x
-                  ) AS c
-            ORDER BY c.priority, c.id
-            LIMIT p_n))
-    RETURNING j.*;
-END
-$body$;
 
 -- Schema 11's function; a capped job's delete notifies (the plain claim after it does
 -- not: it claims for this worker, it frees nothing).
@@ -74,11 +31,10 @@ RETURNS SETOF sqlq_jobs LANGUAGE plpgsql AS $body$
 DECLARE
     v_dependents integer;
     v_capped boolean;
-    v_tube text;
 BEGIN
     DELETE FROM sqlq_jobs
      WHERE id = p_id AND state = 2 AND lease = p_lease AND reserved_until > p_now
-    RETURNING dependents, capped, tube INTO v_dependents, v_capped, v_tube;
+    RETURNING dependents, capped INTO v_dependents, v_capped;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job %: lease lost', p_id USING ERRCODE = 'SQ001';
     END IF;
@@ -86,7 +42,7 @@ BEGIN
         PERFORM sqlq_release_children(ARRAY[p_id], p_now);
     END IF;
     IF v_capped THEN
-        PERFORM pg_notify('sqlq', v_tube);
+        PERFORM pg_notify('sqlq', '');  -- listeners wake whatever the payload
     END IF;
     RETURN QUERY SELECT * FROM sqlq_claim(p_tubes, p_now, p_owner);
 END
