@@ -17,7 +17,7 @@ with ``reserve(delete=job)`` (the worker's one commit per job), the tube
 A fresh SQLite file per run (durability normal), or a fresh database per run on a
 throwaway PostgreSQL server started here (``bench_batch.pg_locations``: fsync and
 synchronous commit on). ``--baseline`` times the
-uncapped, acks and empty rows with another checkout of sqlq (before the change) too, in a
+uncapped, acks, capped and empty rows with another checkout of sqlq (before the change) too, in a
 child process, interleaved run by run. Reports the median jobs a second and CPU
 microseconds a job, with the spread (half the range over the median).
 """
@@ -96,7 +96,7 @@ def main() -> None:
     systems = [(f"{mode}", ROOT, mode) for mode in MODES]
     if args.baseline is not None:
         systems += [(f"{mode} @ baseline", args.baseline, mode)
-                    for mode in ("uncapped", "acks", "empty")]
+                    for mode in ("uncapped", "acks", "capped", "empty")]
     results: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in systems}
     fresh, server = (None, None)
     if args.backend == "postgres":
