@@ -388,15 +388,14 @@ class Waiters:
             delay = min(delay, retry_at - mono)
         if self._recheck_at is not None:
             delay = min(delay, self._recheck_at - mono)
-        capped: set[str] = set()
         for key in {frozenset(w.tubes) for w in self.waiting.values()}:
-            tubes = engine.tubes(sorted(key))
-            due = engine.due(tubes)  # a rate's next claim included: a waiter it holds back
-            if due is not None:      # wakes at that time
+            due = engine.due(engine.tubes(sorted(key)))  # a rate's next claim included: a
+            if due is not None:                          # waiter it holds back wakes then
                 delay = min(delay, (due - now) / 1000)
-            if engine.known_limited(tubes):  # learnt by the waiter's own claim
-                capped |= key
-        self._capped_watch = frozenset(capped)
+        # Learnt by the waiter's own claim, under its list in watch order (_claim's).
+        self._capped_watch = frozenset(
+            tube for watched in {w.tubes for w in self.waiting.values()}
+            if engine.known_limited(engine.tubes(list(watched))) for tube in watched)
         for conn, wait in self.waiting.items():
             if wait.deadline is not None:
                 delay = min(delay, wait.deadline - mono)
