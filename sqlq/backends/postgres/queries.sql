@@ -168,10 +168,9 @@ SELECT tube, pg_notify('sqlq', '') FROM job;
 -- result() waiting on a job deleted without a result learns it at its next look. But
 -- a job whose reservation counted against a concurrency cap (capped, set by the limits
 -- path's claim: mark_capped, migration 0016) frees a slot a reserve may be blocked on:
--- then one NOTIFY, in this
--- statement (CASE evaluates pg_notify only for such a row; any other costs a column
--- test). Parameters in order, as SQLite's (the store binds one tuple): id, lease, now.
--- A job with dependents is left to delete_linked_job.
+-- then one NOTIFY, in this statement (CASE evaluates pg_notify only for such a row; any
+-- other costs a column test). Parameters in order, as SQLite's (the store binds one
+-- tuple): id, lease, now. A job with dependents is left to delete_linked_job.
 DELETE FROM sqlq_jobs
  WHERE id = %s AND state = 2 AND lease = %s AND reserved_until > %s AND dependents = 0
 RETURNING tube, CASE WHEN capped THEN pg_notify('sqlq', tube) END;
