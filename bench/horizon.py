@@ -50,7 +50,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import importlib.util
 import json
 import os
 import shutil
@@ -70,6 +69,7 @@ ROOT = HERE.parent
 TUBE = "bench"
 FILL = 5000  # jobs per put_many while filling
 CHILD_TIMEOUT = 3600.0
+FILLED = "filled"  # the child's line between the fill and the drain
 HOLDERS = ["none", "snapshot", "idle-xid"]
 LOOPS = {"delete": "reserve(timeout=0) + job.delete()",
          "fast": "reserve(timeout=0, delete=prev)"}
@@ -132,6 +132,9 @@ def child_main(spec: dict[str, Any]) -> dict[str, Any]:
         for lo in range(0, n, FILL):
             q.put_many([_body(i) for i in range(lo, min(lo + FILL, n))], tube=TUBE)
         out["fill_s"] = time.perf_counter() - t0
+        print(FILLED, flush=True)  # the parent settles the database, then says go
+        if sys.stdin.readline().strip() != "go":
+            raise RuntimeError("the parent did not say go")
         wal = None if "://" in where else Path(where + "-wal")
         out.update(_drain(q, n, spec["loop"], wal))
         return out
@@ -164,18 +167,34 @@ class Tree:
         dirty = "+dirty" if git("status", "--porcelain", "--", "sqlq") else ""
         return cls(p, f"{p.name}@{commit}{dirty}" if commit else p.name)
 
-    def run(self, spec: dict[str, Any]) -> dict[str, Any]:
+    def run(self, spec: dict[str, Any],
+            between: Callable[[], None] | None = None) -> dict[str, Any]:
+        """One stage in a child on this tree's sqlq; ``between`` runs once the child has
+        filled the queue, before it drains."""
         env = dict(os.environ)
         if self.path is not None:
             env["PYTHONPATH"] = os.pathsep.join(
                 x for x in (str(self.path), env.get("PYTHONPATH", "")) if x)
-        r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child",
-                            json.dumps(spec)], env=env, capture_output=True, text=True,
-                           timeout=CHILD_TIMEOUT)
-        if r.returncode != 0:
-            tail = "\n".join(r.stderr.strip().splitlines()[-8:])
-            raise RuntimeError(f"child ({self.label}, {spec['stage']}) failed:\n{tail}")
-        answer: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+        with tempfile.TemporaryFile("w+") as err, subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
+                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                text=True) as proc:
+            assert proc.stdin is not None and proc.stdout is not None
+            try:
+                if spec["stage"] == "drain" and proc.stdout.readline().strip() == FILLED:
+                    if between is not None:
+                        between()
+                    proc.stdin.write("go\n")
+                    proc.stdin.flush()
+                out, _ = proc.communicate(timeout=CHILD_TIMEOUT)
+            except BaseException:
+                proc.kill()
+                raise
+            if proc.returncode != 0:
+                err.seek(0)
+                tail = "\n".join(err.read().strip().splitlines()[-8:])
+                raise RuntimeError(f"child ({self.label}, {spec['stage']}) failed:\n{tail}")
+        answer: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
         return answer
 
 
@@ -187,9 +206,6 @@ class SqliteSide:
     open ``sqlite3`` shell would be) reading in a transaction."""
 
     name = "sqlite"
-
-    def __init__(self) -> None:
-        self.dir: Path | None = None
 
     def unavailable(self) -> str | None:
         return None
@@ -217,25 +233,15 @@ class SqliteSide:
         finally:
             conn.close()
 
+    def settle(self, where: str) -> None:
+        """Nothing between the fill and the drain: sqlq keeps its file's statistics."""
+
     def state(self, where: str, child: dict[str, Any]) -> dict[str, Any]:
         return {"wal_end": child["wal_end"], "wal_peak": child["wal_peak"],
                 "db": _size(Path(where))}
 
     def stop(self) -> None:
         pass
-
-
-def _pgserver() -> Any:
-    """tests/pgserver.py, loaded by path (the bench venv has no ``tests`` package)."""
-    mod = sys.modules.get("sqlq_tests_pgserver")
-    if mod is None:
-        spec = importlib.util.spec_from_file_location("sqlq_tests_pgserver",
-                                                      ROOT / "tests" / "pgserver.py")
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod
-        spec.loader.exec_module(mod)
-    return mod
 
 
 PG_STATE = {
@@ -262,40 +268,47 @@ PG_STATE = {
 # after a VACUUM of the sqlq_* tables under the holder: the dead rows it could not remove
 PG_KEPT = ("SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables"
            " WHERE relname LIKE 'sqlq%'")
+PG_READS_BY_INDEX = ("SELECT indexrelname, idx_tup_read FROM pg_stat_user_indexes"
+                     " WHERE relname LIKE 'sqlq%' AND idx_tup_read > 0"
+                     " ORDER BY idx_tup_read DESC")
 PG_TABLES = "SELECT relname FROM pg_stat_user_tables WHERE relname LIKE 'sqlq%'"
 
 
 class PgSide:
-    """A durable throwaway server (tests/pgserver.py) for the whole run, a fresh database
-    per row; the holder is a psycopg session of this process."""
+    """pg_peers' sqlq-pg system: its own durable throwaway server (tests/pgserver.py)
+    for the whole run, a fresh database per row (CHECKPOINTed before use, dropped
+    after); the holder is a psycopg session of this process."""
 
     name = "postgres"
 
     def __init__(self) -> None:
-        self.server: Any = None
-        self.count = 0
+        from pg_peers import SqlqPg
+
+        self.system = SqlqPg()
 
     def unavailable(self) -> str | None:
-        if importlib.util.find_spec("psycopg") is None:
-            return "psycopg is not installed"
-        pg = _pgserver()
-        try:
-            pg.find_bindir()
-        except pg.PgUnavailable as exc:
-            return str(exc)
-        return None
+        why: str | None = self.system.unavailable()
+        return why
 
     @contextlib.contextmanager
     def place(self) -> Iterator[str]:
-        if self.server is None:
-            self.server = _pgserver().PgServer(durable=True).start()
-        self.count += 1
-        db = f"horizon_{os.getpid()}_{self.count}"
-        url = self.server.create_database(db)
+        d = Path(tempfile.mkdtemp(prefix="sqlq-bench-horizon-"))
+        self.system.start(d)
         try:
-            yield str(url)
+            yield str(self.system.url)
         finally:
-            self.server.drop_database(db)
+            self.system.stop()
+            shutil.rmtree(d, ignore_errors=True)
+
+    def settle(self, url: str) -> None:
+        """Between the fill and the drain: VACUUM ANALYZE, as a queue in its steady
+        state would have had, so that autovacuum's first pass over the fresh rows (and
+        the planner's first statistics) do not land in the drain's first tenth."""
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            for (table,) in conn.execute(PG_TABLES).fetchall():
+                conn.execute(f'VACUUM ANALYZE "{table}"')
 
     @contextlib.contextmanager
     def holder(self, url: str, kind: str) -> Iterator[None]:
@@ -336,7 +349,8 @@ class PgSide:
                     break
                 time.sleep(0.05)
             conn.execute("SELECT pg_stat_clear_snapshot()")
-            out = {key: self._int(conn, sql) for key, sql in PG_STATE.items()}
+            out: dict[str, Any] = {key: self._int(conn, sql) for key, sql in PG_STATE.items()}
+            out["reads_by_index"] = dict(conn.execute(PG_READS_BY_INDEX).fetchall())
             for (table,) in conn.execute(PG_TABLES).fetchall():
                 conn.execute(f'VACUUM "{table}"')
             conn.execute("SELECT pg_stat_clear_snapshot()")
@@ -349,9 +363,9 @@ class PgSide:
         return int(row[0]) if row is not None and row[0] is not None else 0
 
     def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
+        if self.system.server is not None:
+            self.system.server.stop()
+            self.system.server = None
 
 
 # ------------------------------------------------------------ one row, many rows
@@ -370,6 +384,7 @@ class Result:
     fill_s: float
     state: dict[str, Any]
     sqlq: str
+    tenths: list[float]  # jobs/s of each tenth, in order
 
     @property
     def ratio(self) -> float:
@@ -384,14 +399,16 @@ def run_one(side: Any, tree: Tree, n: int, holder: str, loop: str,
         base = {"where": where, "durability": durability}
         tree.run({**base, "stage": "init"})
         with side.holder(where, holder):
-            child = tree.run({**base, "stage": "drain", "n": n, "loop": loop})
+            child = tree.run({**base, "stage": "drain", "n": n, "loop": loop},
+                             lambda: side.settle(where))
             state = side.state(where, child)
     marks = child["marks"]
     tenth = max(1, n // 10)
     return Result(tree.label, side.name, n, holder, loop,
                   first=tenth / (marks[1] - marks[0]), last=tenth / (marks[-1] - marks[-2]),
                   overall=n / (marks[-1] - marks[0]), fill_s=child["fill_s"], state=state,
-                  sqlq=child["sqlq"])
+                  sqlq=child["sqlq"],
+                  tenths=[tenth / (b - a) for a, b in zip(marks, marks[1:], strict=False)])
 
 
 def _short(n: int) -> str:
@@ -406,9 +423,11 @@ def state_text(r: Result) -> str:
     s = r.state
     if r.backend == "sqlite":
         return f"-wal {_mb(s['wal_end'])} at the end, peak {_mb(s['wal_peak'])}"
-    return (f"index entries read a job {s['ready_reads'] / r.n:,.1f} ready"
-            f" ({s['index_reads'] / r.n:,.1f} all); dead {s['dead']:,}, {s['kept']:,} kept"
-            f" by VACUUM; ready index {_mb(s['ready_index'])}, sqlq_* {_mb(s['all_relations'])}")
+    reads = ", ".join(f"{name} {count / r.n:,.1f}" for name, count
+                      in s.get("reads_by_index", {}).items() if count >= r.n)
+    return (f"index entries read a job: {reads or 'none above 1'}; dead {s['dead']:,},"
+            f" {s['kept']:,} kept by VACUUM; ready index {_mb(s['ready_index'])},"
+            f" sqlq_* {_mb(s['all_relations'])}")
 
 
 def plan(backends: list[str], holders: list[str]) -> list[tuple[str, str]]:

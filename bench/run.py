@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -291,14 +291,15 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
     if "horizon" in selected:
         import horizon
 
-        log(f"\n== issue 28: drain {P['horizon_sizes']} jobs one at a time"
-            f" ({', '.join(horizon.LOOPS[k] for k in P['horizon_loops'])}), with and without"
-            f" a snapshot held from before the puts, SQLite and PostgreSQL (durability normal)"
-            f" x {P['horizon_runs']} runs")
-        results = horizon.run_all([horizon.Tree(None, source)], P["horizon_sizes"],  # type: ignore[arg-type]
-                                  horizon.BACKENDS, ["none", "snapshot"],
-                                  P["horizon_loops"], int(P["horizon_runs"]),  # type: ignore[arg-type]
-                                  "normal", log)
+        h_sizes = cast(list[int], P["horizon_sizes"])
+        h_loops = cast(list[str], P["horizon_loops"])
+        h_runs = cast(int, P["horizon_runs"])
+        log(f"\n== issue 28: drain {h_sizes} jobs one at a time"
+            f" ({', '.join(horizon.LOOPS[k] for k in h_loops)}), with and without a snapshot"
+            f" held from before the puts, SQLite and PostgreSQL (durability normal)"
+            f" x {h_runs} runs")
+        results = horizon.run_all([horizon.Tree(None, source)], h_sizes, horizon.BACKENDS,
+                                  ["none", "snapshot"], h_loops, h_runs, "normal", log)
         for name, samples in horizon.samples(results).items():
             record(name, samples)
         log("\n" + horizon.table(results))
