@@ -455,7 +455,12 @@ def run_all(trees: list[Tree], sizes: list[int], backends: list[str], holders: l
                 for backend, holder in plan(live, holders):
                     for loop in loops:
                         for tree in trees:
-                            r = run_one(sides[backend], tree, n, holder, loop, durability)
+                            try:
+                                r = run_one(sides[backend], tree, n, holder, loop, durability)
+                            except Exception as exc:  # noqa: BLE001 - the other rows still run
+                                log(f"  run {run + 1} {tree.label:18} {backend:8}"
+                                    f" {_short(n):>5} {holder:8} {loop:6} ERROR {exc}")
+                                continue
                             out.append(r)
                             log(f"  run {run + 1} {tree.label:18} {backend:8} {_short(n):>5}"
                                 f" {holder:8} {loop:6} first {r.first:8,.0f}/s last"
@@ -548,14 +553,17 @@ def main(argv: list[str]) -> int:
         sizes = [int(s) for s in ("20000,100000" if a.full else a.sizes).split(",")]
     except ValueError:
         raise SystemExit(f"--sizes {a.sizes!r}: whole numbers, comma-separated") from None
-    if any(n < 10 for n in sizes):
-        raise SystemExit("--sizes: at least 10 jobs (the drain is timed by tenths)")
+    if any(n < 10 or n % 10 for n in sizes):
+        raise SystemExit("--sizes: multiples of 10 (the drain is timed by tenths)")
     if a.runs < 1:
         raise SystemExit("--runs: at least 1")
     backends = _csv(a.backends, BACKENDS, "backends")
     holders = _csv(a.holders, HOLDERS, "holders")
     loops = _csv(a.loops, list(LOOPS), "loops")
     trees = [Tree.of(t) for t in a.trees] or [Tree.of(str(ROOT))]
+    if "idle-xid" in holders and "sqlite" in backends:
+        print("holder idle-xid: PostgreSQL only (a SQLite reader holds the -wal by its"
+              " snapshot alone)", flush=True)
 
     print(f"horizon bench {dt.datetime.now():%Y-%m-%d %H:%M}: sizes {sizes}, backends"
           f" {backends}, holders {holders}, loops {loops} ("
