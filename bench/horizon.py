@@ -474,25 +474,35 @@ def run_all(trees: list[Tree], sizes: list[int], backends: list[str], holders: l
 
 def table(results: list[Result]) -> str:
     """Medians of the runs per (tree, backend, N, holder, loop); the ratio column is the
-    median of each run's last/first, and its range."""
+    median of each run's last/first, and its range. With several trees, "vs 1st" is a
+    tree's overall rate over the first tree's in the same row."""
     groups: dict[tuple[str, int, str, str, str], list[Result]] = {}
     for r in results:
         groups.setdefault((r.backend, r.n, r.holder, r.loop, r.tree), []).append(r)
     trees = list(dict.fromkeys(r.tree for r in results))
-    head = (f"{'backend':8} {'N':>5} {'holder':8} {'loop':6} {'tree':20} {'first/s':>8}"
-            f" {'last/s':>8} {'last/first':>10} {'range':>11} {'overall/s':>9} runs"
-            "  state (last run)")
+    several = len(trees) > 1
+    width = max([4, *(len(t) for t in trees)])
+    head = (f"{'backend':8} {'N':>5} {'holder':8} {'loop':6} {'tree':{width}} {'first/s':>8}"
+            f" {'last/s':>8} {'last/first':>10} {'range':>11} {'overall/s':>9}"
+            + (f" {'vs 1st':>6}" if several else "") + " runs  state (last run)")
     lines = [head, "-" * len(head)]
+
+    def overall(key: tuple[str, int, str, str, str]) -> float | None:
+        rs = groups.get(key)
+        return statistics.median(r.overall for r in rs) if rs else None
+
     for key in sorted(groups, key=lambda k: (k[0], k[1], HOLDERS.index(k[2]), k[3],
                                              trees.index(k[4]))):
         rs = groups[key]
         ratios = [r.ratio for r in rs]
         lo, hi = min(ratios), max(ratios)
+        mine, base = overall(key), overall((*key[:4], trees[0]))
+        vs = f" {mine / base:5.2f}x" if several and mine and base else (" " * 7 if several else "")
         lines.append(
             f"{rs[0].backend:8} {_short(rs[0].n):>5} {rs[0].holder:8} {rs[0].loop:6}"
-            f" {rs[0].tree[:20]:20} {statistics.median(r.first for r in rs):8,.0f}"
+            f" {rs[0].tree:{width}} {statistics.median(r.first for r in rs):8,.0f}"
             f" {statistics.median(r.last for r in rs):8,.0f} {statistics.median(ratios):9.2f}x"
-            f" {f'{lo:.2f}-{hi:.2f}':>11} {statistics.median(r.overall for r in rs):9,.0f}"
+            f" {f'{lo:.2f}-{hi:.2f}':>11} {statistics.median(r.overall for r in rs):9,.0f}{vs}"
             f" {len(rs):4}  {state_text(rs[-1])}")
     return "\n".join(lines)
 
