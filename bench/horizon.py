@@ -113,7 +113,8 @@ def _drain(q: Any, n: int, loop: str, wal: Path | None) -> dict[str, Any]:
         job.delete()  # the last one: no next claim to carry it
     if q.reserve([TUBE], timeout=0) is not None:
         raise RuntimeError(f"jobs left after draining {n}")
-    return {"marks": marks, "wal_peak": peak, "wal_end": _size(wal)}
+    end = _size(wal)
+    return {"marks": marks, "wal_peak": max(peak, end), "wal_end": end}
 
 
 def child_main(spec: dict[str, Any]) -> dict[str, Any]:
@@ -393,15 +394,21 @@ class Result:
 
 def run_one(side: Any, tree: Tree, n: int, holder: str, loop: str,
             durability: str) -> Result:
+    """One row in a fresh file or database of ``side``."""
+    with side.place() as where:
+        return measure(side, where, tree, n, holder, loop, durability)
+
+
+def measure(side: Any, where: str, tree: Tree, n: int, holder: str, loop: str,
+            durability: str) -> Result:
     """Schema first (the holder reads sqlq_jobs), then the holder, then fill and drain
     in the tree's child, then the state while the holder still holds."""
-    with side.place() as where:
-        base = {"where": where, "durability": durability}
-        tree.run({**base, "stage": "init"})
-        with side.holder(where, holder):
-            child = tree.run({**base, "stage": "drain", "n": n, "loop": loop},
-                             lambda: side.settle(where))
-            state = side.state(where, child)
+    base = {"where": where, "durability": durability}
+    tree.run({**base, "stage": "init"})
+    with side.holder(where, holder):
+        child = tree.run({**base, "stage": "drain", "n": n, "loop": loop},
+                         lambda: side.settle(where))
+        state = side.state(where, child)
     marks = child["marks"]
     tenth = max(1, n // 10)
     return Result(tree.label, side.name, n, holder, loop,
