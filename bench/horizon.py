@@ -70,10 +70,13 @@ TUBE = "bench"
 FILL = 5000  # jobs per put_many while filling
 CHILD_TIMEOUT = 3600.0
 FILLED = "filled"  # the child's line between the fill and the drain
+TENTH = "tenth"  # the child's line after each tenth of the drain: its number, its rate
 HOLDERS = ["none", "snapshot", "idle-xid"]
 LOOPS = {"delete": "reserve(timeout=0) + job.delete()",
          "fast": "reserve(timeout=0, delete=prev)"}
 BACKENDS = ["sqlite", "postgres"]
+PROGRESS_FROM = 50_000  # standalone, drains this long say how far they are (PostgreSQL
+# under a snapshot: half an hour for 100,000)
 Log = Callable[[str], None]
 
 
@@ -107,6 +110,7 @@ def _drain(q: Any, n: int, loop: str, wal: Path | None) -> dict[str, Any]:
             job.delete()
         if done % tenth == 0:
             marks.append(time.perf_counter())
+            print(f"{TENTH} {len(marks) - 1} {tenth / (marks[-1] - marks[-2]):.0f}", flush=True)
         if wal is not None and done % hundredth == 0:
             peak = max(peak, _size(wal))
     if fast and job is not None:
@@ -168,10 +172,10 @@ class Tree:
         dirty = "+dirty" if git("status", "--porcelain", "--", "sqlq") else ""
         return cls(p, f"{p.name}@{commit}{dirty}" if commit else p.name)
 
-    def run(self, spec: dict[str, Any],
-            between: Callable[[], None] | None = None) -> dict[str, Any]:
+    def run(self, spec: dict[str, Any], between: Callable[[], None] | None = None,
+            progress: Log | None = None) -> dict[str, Any]:
         """One stage in a child on this tree's sqlq; ``between`` runs once the child has
-        filled the queue, before it drains."""
+        filled the queue, before it drains; ``progress`` gets a line after each tenth."""
         env = dict(os.environ)
         if self.path is not None:
             env["PYTHONPATH"] = os.pathsep.join(
@@ -182,12 +186,25 @@ class Tree:
                 text=True) as proc:
             assert proc.stdin is not None and proc.stdout is not None
             try:
-                if spec["stage"] == "drain" and proc.stdout.readline().strip() == FILLED:
-                    if between is not None:
-                        between()
-                    proc.stdin.write("go\n")
-                    proc.stdin.flush()
-                out, _ = proc.communicate(timeout=CHILD_TIMEOUT)
+                lines = []
+                if spec["stage"] == "drain":
+                    for line in proc.stdout:  # until the child has filled the queue
+                        if line.strip() == FILLED:
+                            if between is not None:
+                                between()
+                            proc.stdin.write("go\n")
+                            proc.stdin.flush()
+                            break
+                        lines.append(line)
+                for line in proc.stdout:
+                    if line.startswith(TENTH):
+                        _, k, rate = line.split()
+                        if progress is not None:
+                            progress(f"    tenth {k}/10: {int(rate):,} jobs/s")
+                    else:
+                        lines.append(line)
+                proc.wait(CHILD_TIMEOUT)
+                out = "".join(lines)
             except BaseException:
                 proc.kill()
                 raise
@@ -393,21 +410,21 @@ class Result:
 
 
 def run_one(side: Any, tree: Tree, n: int, holder: str, loop: str,
-            durability: str) -> Result:
+            durability: str, progress: Log | None = None) -> Result:
     """One row in a fresh file or database of ``side``."""
     with side.place() as where:
-        return measure(side, where, tree, n, holder, loop, durability)
+        return measure(side, where, tree, n, holder, loop, durability, progress)
 
 
 def measure(side: Any, where: str, tree: Tree, n: int, holder: str, loop: str,
-            durability: str) -> Result:
+            durability: str, progress: Log | None = None) -> Result:
     """Schema first (the holder reads sqlq_jobs), then the holder, then fill and drain
     in the tree's child, then the state while the holder still holds."""
     base = {"where": where, "durability": durability}
     tree.run({**base, "stage": "init"})
     with side.holder(where, holder):
         child = tree.run({**base, "stage": "drain", "n": n, "loop": loop},
-                         lambda: side.settle(where))
+                         lambda: side.settle(where), progress)
         state = side.state(where, child)
     marks = child["marks"]
     tenth = max(1, n // 10)
@@ -444,9 +461,11 @@ def plan(backends: list[str], holders: list[str]) -> list[tuple[str, str]]:
 
 
 def run_all(trees: list[Tree], sizes: list[int], backends: list[str], holders: list[str],
-            loops: list[str], runs: int, durability: str, log: Log) -> list[Result]:
+            loops: list[str], runs: int, durability: str, log: Log,
+            progress_from: int = 0) -> list[Result]:
     """Run after run; within a run size, backend, holder, loop, and the trees innermost
-    (side by side, so they share the machine's slow and fast moments)."""
+    (side by side, so they share the machine's slow and fast moments). Drains of
+    ``progress_from`` jobs or more (0: none) log each tenth as it ends."""
     sides: dict[str, Any] = {"sqlite": SqliteSide(), "postgres": PgSide()}
     out: list[Result] = []
     try:
@@ -463,7 +482,9 @@ def run_all(trees: list[Tree], sizes: list[int], backends: list[str], holders: l
                     for loop in loops:
                         for tree in trees:
                             try:
-                                r = run_one(sides[backend], tree, n, holder, loop, durability)
+                                r = run_one(sides[backend], tree, n, holder, loop,
+                                            durability,
+                                            log if 0 < progress_from <= n else None)
                             except Exception as exc:  # noqa: BLE001 - the other rows still run
                                 log(f"  run {run + 1} {tree.label:18} {backend:8}"
                                     f" {_short(n):>5} {holder:8} {loop:6} ERROR {exc}")
@@ -589,7 +610,7 @@ def main(argv: list[str]) -> int:
           + ", ".join(f"{t.label} ({t.path})" for t in trees), flush=True)
     t0 = time.monotonic()
     results = run_all(trees, sizes, backends, holders, loops, a.runs, a.durability,
-                      lambda m: print(m, flush=True))
+                      lambda m: print(m, flush=True), PROGRESS_FROM)
     print("\n" + table(results))
     path = Path(a.json)
     path.parent.mkdir(parents=True, exist_ok=True)
