@@ -1,8 +1,8 @@
 """Issue 28's rows: a drain one job at a time while another session holds a snapshot.
 
-    python bench/horizon.py [--sizes 20000,100000] [--backends sqlite,postgres]
-                            [--holders none,snapshot] [--loops delete,fast] [--runs 1]
-                            [--sqlq TREE [--sqlq TREE2]] [--json FILE]
+    python bench/horizon.py [--sizes 20000 | --full] [--backends sqlite,postgres]
+                            [--holders none,snapshot,idle-xid] [--loops fast,delete]
+                            [--runs 1] [--sqlq TREE [--sqlq TREE2]] [--json FILE]
     python bench/horizon.py --sizes 5000            # a quick look while iterating
 
 Any Python with apsw (and psycopg for PostgreSQL) runs it: the project's .venv or
@@ -26,17 +26,23 @@ The loops, both through sqlq's public API:
   what a client does that deletes when it is done.
 * ``fast``: ``q.reserve([tube], timeout=0, delete=prev)``: the worker's fast path
   (``sqlq work``, ``JobHandling``), the previous job's delete and the next claim in one
-  transaction.
+  transaction (on PostgreSQL one statement, ``sqlq_delete_and_claim``, on main).
 
 Reported per (tree, backend, N, holder, loop): the rate of the first and of the last
 tenth of the drain (jobs/s), last/first (issue 28's goal: >= 0.8 under a held snapshot),
 the overall rate, and the state that explains it: on SQLite the -wal's size at the end
 of the drain and its peak (sampled every hundredth); on PostgreSQL, still under the
-holder, ``n_dead_tup`` of sqlq_jobs (and of every sqlq_* table), the size of the ready
-index (``sqlq_jobs_ready``: every index of sqlq_jobs whose name says "ready") and of
-all of sqlq_jobs' indexes, and the total size of the sqlq_* relations. Durability
-``normal`` by default (no fsync per commit: the rows show the claim's cost, not the
-disk's).
+holder: the index entries the run's scans read, per job and per index of the sqlq_*
+tables (``idx_tup_read``: a claim that walks dead entries reads n/2 of them a job on
+average), ``n_dead_tup`` of sqlq_jobs, the size of the ready index (``sqlq_jobs_ready``:
+every index of sqlq_jobs whose name says "ready"), of all of sqlq_jobs' indexes and of
+the sqlq_* relations; then a ``VACUUM`` of the sqlq_* tables and the dead rows it had
+to keep.
+Between the fill and the drain a PostgreSQL database gets ``VACUUM ANALYZE`` (what
+autovacuum gives a queue in its steady state), so that the first tenth does not pay
+for autovacuum's first pass, and the plans are those of a table with statistics.
+Durability ``normal`` by default (no fsync per commit: the rows show the claim's cost,
+not the disk's).
 
 Each drain runs in a child process (``python bench/horizon.py --child``) with
 ``PYTHONPATH`` set to the tree under test, so ``--sqlq /path/to/main --sqlq .`` compares
