@@ -105,6 +105,7 @@ def _drain(q: Any, n: int, loop: str, wal: Path | None) -> dict[str, Any]:
     -wal's size sampled every hundredth (SQLite)."""
     tenth, hundredth = max(1, n // 10), max(1, n // 100)
     marks = [time.perf_counter()]
+    hundredths = [(0, marks[0])]  # (jobs done, time) after each hundredth
     peak = _size(wal)
     job = None
     fast = loop == "fast"
@@ -117,14 +118,17 @@ def _drain(q: Any, n: int, loop: str, wal: Path | None) -> dict[str, Any]:
         if done % tenth == 0:
             marks.append(time.perf_counter())
             print(f"{TENTH} {len(marks) - 1} {tenth / (marks[-1] - marks[-2]):.0f}", flush=True)
-        if wal is not None and done % hundredth == 0:
-            peak = max(peak, _size(wal))
+        if done % hundredth == 0:
+            hundredths.append((done, time.perf_counter()))
+            if wal is not None:
+                peak = max(peak, _size(wal))
     if fast and job is not None:
         job.delete()  # the last one: no next claim to carry it
     if q.reserve([TUBE], timeout=0) is not None:
         raise RuntimeError(f"jobs left after draining {n}")
     end = _size(wal)
-    return {"marks": marks, "wal_peak": max(peak, end), "wal_end": end}
+    return {"marks": marks, "hundredths": hundredths, "wal_peak": max(peak, end),
+            "wal_end": end}
 
 
 def child_main(spec: dict[str, Any]) -> dict[str, Any]:
@@ -409,10 +413,28 @@ class Result:
     state: dict[str, Any]
     sqlq: str
     tenths: list[float]  # jobs/s of each tenth, in order
+    # each tenth's rate as the median of its hundredths' rates: a stall of the shared
+    # machine (another process on the core for 50 ms) moves it much less
+    steady: list[float]
 
     @property
     def ratio(self) -> float:
         return self.last / self.first if self.first else 0.0
+
+    @property
+    def steady_ratio(self) -> float:
+        """Last over first tenth, each the median of its hundredths' rates."""
+        return self.steady[-1] / self.steady[0] if self.steady and self.steady[0] else 0.0
+
+
+def _steady(hundredths: list[list[float]], n: int) -> list[float]:
+    """Per tenth, the median rate of the hundredths that end in it."""
+    tenth = max(1, n // 10)
+    rates: list[list[float]] = [[] for _ in range(10)]
+    for (d0, t0), (d1, t1) in zip(hundredths, hundredths[1:], strict=False):
+        if t1 > t0:
+            rates[min(9, (int(d1) - 1) // tenth)].append((d1 - d0) / (t1 - t0))
+    return [statistics.median(r) if r else 0.0 for r in rates]
 
 
 def run_one(side: Any, tree: Tree, n: int, holder: str, loop: str,
@@ -438,7 +460,8 @@ def measure(side: Any, where: str, tree: Tree, n: int, holder: str, loop: str,
                   first=tenth / (marks[1] - marks[0]), last=tenth / (marks[-1] - marks[-2]),
                   overall=n / (marks[-1] - marks[0]), fill_s=child["fill_s"], state=state,
                   sqlq=child["sqlq"],
-                  tenths=[tenth / (b - a) for a, b in zip(marks, marks[1:], strict=False)])
+                  tenths=[tenth / (b - a) for a, b in zip(marks, marks[1:], strict=False)],
+                  steady=_steady(child["hundredths"], n))
 
 
 def _short(n: int) -> str:
@@ -498,7 +521,8 @@ def run_all(trees: list[Tree], sizes: list[int], backends: list[str], holders: l
                             out.append(r)
                             log(f"  run {run + 1} {tree.label:18} {backend:8} {_short(n):>5}"
                                 f" {holder:8} {loop:6} first {r.first:8,.0f}/s last"
-                                f" {r.last:8,.0f}/s  {r.ratio:5.2f}x  overall"
+                                f" {r.last:8,.0f}/s  {r.ratio:5.2f}x (steady"
+                                f" {r.steady_ratio:.2f}x)  overall"
                                 f" {r.overall:8,.0f}/s  {state_text(r)}")
     finally:
         for side in sides.values():
@@ -508,7 +532,8 @@ def run_all(trees: list[Tree], sizes: list[int], backends: list[str], holders: l
 
 def table(results: list[Result]) -> str:
     """Medians of the runs per (tree, backend, N, holder, loop); the ratio column is the
-    median of each run's last/first, and its range. With several trees, "vs 1st" is a
+    median of each run's last/first, and its range; "steady" the same ratio with each
+    tenth's rate the median of its hundredths'. With several trees, "vs 1st" is a
     tree's overall rate over the first tree's in the same row."""
     groups: dict[tuple[str, int, str, str, str], list[Result]] = {}
     for r in results:
@@ -517,7 +542,7 @@ def table(results: list[Result]) -> str:
     several = len(trees) > 1
     width = max([4, *(len(t) for t in trees)])
     head = (f"{'backend':8} {'N':>5} {'holder':8} {'loop':6} {'tree':{width}} {'first/s':>8}"
-            f" {'last/s':>8} {'last/first':>10} {'range':>11} {'overall/s':>9}"
+            f" {'last/s':>8} {'last/first':>10} {'range':>11} {'steady':>7} {'overall/s':>9}"
             + (f" {'vs 1st':>6}" if several else "") + " runs  state (last run)")
     lines = [head, "-" * len(head)]
 
@@ -536,7 +561,9 @@ def table(results: list[Result]) -> str:
             f"{rs[0].backend:8} {_short(rs[0].n):>5} {rs[0].holder:8} {rs[0].loop:6}"
             f" {rs[0].tree:{width}} {statistics.median(r.first for r in rs):8,.0f}"
             f" {statistics.median(r.last for r in rs):8,.0f} {statistics.median(ratios):9.2f}x"
-            f" {f'{lo:.2f}-{hi:.2f}':>11} {statistics.median(r.overall for r in rs):9,.0f}{vs}"
+            f" {f'{lo:.2f}-{hi:.2f}':>11}"
+            f" {statistics.median(r.steady_ratio for r in rs):6.2f}x"
+            f" {statistics.median(r.overall for r in rs):9,.0f}{vs}"
             f" {len(rs):4}  {state_text(rs[-1])}")
     return "\n".join(lines)
 
@@ -554,9 +581,10 @@ def samples(results: list[Result]) -> dict[str, list[Any]]:
     for r in results:
         system = "sqlq-pg" if r.backend == "postgres" else "sqlq-normal"
         name = f"horizon {_short(r.n)}, {r.holder}, {r.loop}"
-        notes = (f"first tenth {r.first:,.0f}/s, last {r.last:,.0f}/s ({r.ratio:.2f}x);"
-                 f" {state_text(r)}")
-        extra = {"first": r.first, "last": r.last, "state": r.state, "tree": r.tree}
+        notes = (f"first tenth {r.first:,.0f}/s, last {r.last:,.0f}/s ({r.ratio:.2f}x,"
+                 f" steady {r.steady_ratio:.2f}x); {state_text(r)}")
+        extra = {"first": r.first, "last": r.last, "steady": r.steady, "state": r.state,
+                 "tree": r.tree}
         out.setdefault(system, []).extend([
             Sample(f"{name}: drain", r.overall, notes, extra),
             Sample(f"{name}: last/first", r.ratio, notes, extra)])
@@ -626,7 +654,8 @@ def main(argv: list[str]) -> int:
         "elapsed_s": time.monotonic() - t0, "durability": a.durability,
         "loops": {k: LOOPS[k] for k in loops},
         "trees": [{"label": t.label, "path": str(t.path)} for t in trees],
-        "results": [{**r.__dict__, "ratio": r.ratio} for r in results]}, indent=1))
+        "results": [{**r.__dict__, "ratio": r.ratio, "steady_ratio": r.steady_ratio}
+                    for r in results]}, indent=1))
     print(f"\nevery run's values: {path} ({(time.monotonic() - t0) / 60:.1f} min)")
     return 0
 

@@ -31,6 +31,7 @@ def test_a_held_snapshot_keeps_the_drains_garbage(db_url: str) -> None:
     r = _row(db_url, "snapshot")
     assert r.tree.startswith(BENCH.parent.name) and r.sqlq == str(BENCH.parent / "sqlq")
     assert len(r.tenths) == 10 and r.first > 0 and r.last > 0
+    assert len(r.steady) == 10 and min(r.steady) > 0 and r.steady_ratio > 0
     if r.backend == "sqlite":
         # ~13 KB a job, none of it checkpointed past the reader's snapshot
         assert r.state["wal_end"] > 8 * 2**20
