@@ -47,6 +47,8 @@ def metric_info(name: str) -> Metric:
         return Metric(name, DEPTH_UNIT.unit, False, DEPTH_UNIT.fmt)
     if name.startswith("disk after"):
         return Metric(name, DISK_UNIT.unit, False, DISK_UNIT.fmt)
+    if name.startswith("horizon") and name.endswith("last/first"):
+        return Metric(name, "× first", True, "{:.2f}")  # issue 28's rows (horizon.py)
     return Metric(name, WORK_UNIT.unit, True, WORK_UNIT.fmt)
 
 

@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -33,7 +33,8 @@ if str(HERE) not in sys.path:
 
 import env  # noqa: E402
 
-WORKLOADS = ["put", "put_many", "drain", "wake", "idle", "depth", "filesize", "deps", "targets"]
+WORKLOADS = ["put", "put_many", "drain", "wake", "idle", "depth", "filesize", "deps", "horizon",
+             "targets"]
 
 PROFILES: dict[str, dict[str, object]] = {
     "full": {  # about 20-25 minutes on 2 cores, 8-10 of them the PostgreSQL systems
@@ -46,6 +47,8 @@ PROFILES: dict[str, dict[str, object]] = {
         "cycles": 50_000,
         # issue 24's rows (deps.py): a fan-in and a chain of each size, and the runs
         "deps_sizes": [1000, 10_000], "deps_runs": 3,
+        # issue 28's rows (horizon.py): drains with and without a held snapshot, both backends
+        "horizon_sizes": [20_000], "horizon_runs": 2, "horizon_loops": ["fast"],
         # issue 12's rows (targets.py): jobs per run of each side, and the runs
         "targets_runs": 3, "t_work_n": 5000, "t_pause_n": 1000, "t_lib_n": 5000,
         "t_put_n": 3000, "t_drain_n": 3000, "t_server_n": 2000, "t_pg_n": 1000,
@@ -59,6 +62,7 @@ PROFILES: dict[str, dict[str, object]] = {
         "depth_ops": 200, "depth_runs": 2, "depth_budget": 2.0,
         "cycles": 5000,
         "deps_sizes": [1000], "deps_runs": 1,
+        "horizon_sizes": [5000], "horizon_runs": 1, "horizon_loops": ["fast"],
         "targets_runs": 2, "t_work_n": 1000, "t_pause_n": 300, "t_lib_n": 1000,
         "t_put_n": 500, "t_drain_n": 500, "t_server_n": 400, "t_pg_n": 200,
     },
@@ -186,9 +190,10 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
 
     rows: dict[tuple[str, str], report.Row] = {}
     by_name = {s.name: s for s in live}
+    every = {s.name: s for s in registry}  # issue 28's rows run sqlq-pg even when off
 
     def record(system_name: str, samples: list[wl.Sample]) -> None:
-        s = by_name[system_name]
+        s = by_name.get(system_name) or every[system_name]
         for smp in samples:
             row = rows.setdefault((smp.metric, s.name),
                                   report.Row(smp.metric, s.name, s.durability, []))
@@ -283,6 +288,21 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
             f" x {P['deps_runs']} runs (durability normal; sqlq-pg when named)")
         repeat("deps", [n for n in DEPS_SYSTEMS if n in by_name], int(P["deps_runs"]),  # type: ignore[arg-type]
                deps.run_deps, P["deps_sizes"])
+    if "horizon" in selected:
+        import horizon
+
+        h_sizes = cast(list[int], P["horizon_sizes"])
+        h_loops = cast(list[str], P["horizon_loops"])
+        h_runs = cast(int, P["horizon_runs"])
+        log(f"\n== issue 28: drain {h_sizes} jobs one at a time"
+            f" ({', '.join(horizon.LOOPS[k] for k in h_loops)}), with and without a snapshot"
+            f" held from before the puts, SQLite and PostgreSQL (durability normal)"
+            f" x {h_runs} runs")
+        results = horizon.run_all([horizon.Tree(None, source)], h_sizes, horizon.BACKENDS,
+                                  ["none", "snapshot"], h_loops, h_runs, "normal", log)
+        for name, samples in horizon.samples(results).items():
+            record(name, samples)
+        log("\n" + horizon.table(results))
     target_results = None
     if "targets" in selected:
         target_results = run_targets(args, profile, registry)
