@@ -28,6 +28,9 @@ Q = load_queries(Path(__file__).with_name("queries.sql"))
 #: The SQLSTATE sqlq_delete_and_claim raises when the lease no longer holds.
 LEASE_LOST = "SQ001"
 _claim_row = ClaimRow._make
+#: The statement that claims as each claim statement does, without its delete.
+_CLAIM_ALONE = {"claim_job": "claim_job", "delete_and_claim": "claim_job",
+                "claim_jobs": "claim_jobs", "delete_and_claim_jobs": "claim_jobs"}
 #: A claim row's place in claim order: (priority, id).
 _CLAIM_ORDER = operator.attrgetter("priority", "id")
 
@@ -98,6 +101,16 @@ class PostgresStore(Store):
         params.update(scan.params, tubes=tubes, now=now)
         rows = conn.execute(Q[name], params).fetchall()
         self.floors.learn(scan, rows, now)
+        if not scan.full and (not rows or rows[0][0] is None):
+            # Nothing above the floors: read every band whole, if not done a moment ago
+            # (floors.py EMPTY_RESCAN_S), for a put that slipped below one. The delete,
+            # if any, is done: the claim alone again.
+            scan = self.floors.scan(tubes, now)
+            if scan.full:
+                name = _CLAIM_ALONE[name]
+                params.update(scan.params, capped=params.get("capped", False))
+                rows = conn.execute(Q[name], params).fetchall()
+                self.floors.learn(scan, rows, now)
         return rows  # type: ignore[no-any-return]
 
     def ids_param(self, ids: Sequence[int]) -> list[int]:
