@@ -556,6 +556,7 @@ class AsyncQueue:
     kick = awaited(Queue.kick, pokes=True)
     kick_job = awaited(Queue.kick_job, pokes=True)
     pause_tube = awaited(Queue.pause_tube, pokes=True)
+    backup = awaited(Queue.backup)
     subscribe = awaited(Queue.subscribe)
     unsubscribe = awaited(Queue.unsubscribe)
     subscriptions = awaited(Queue.subscriptions)
@@ -584,6 +585,7 @@ class AsyncQueue:
     periodic_slots = awaited(Queue.periodic_slots)
     kept_result = awaited(Queue.kept_result)
     duration_histograms = awaited(Queue.duration_histograms)
+    horizon = awaited(Queue.horizon)
 
 
 class AsyncTransaction:

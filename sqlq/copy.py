@@ -47,14 +47,20 @@ def copy(source: str, target: str, *, clock: Callable[[], int] = now_ms) -> Copy
     try:
         dst = open_backend(target, clock=clock)
         try:
-            # One transaction on each side: a consistent source, an all-or-nothing target.
-            with src.transaction() as sconn:
-                src.store.begin_snapshot(sconn)
-                return dst.write(lambda dconn: _copy(src, sconn, dst, dconn))
+            return copy_between(src, dst)
         finally:
             dst.close()
     finally:
         src.close()
+
+
+def copy_between(src: Backend, dst: Backend) -> CopyReport:
+    """Copy everything from one open backend to another (``sqlq copy``, and ``sqlq
+    backup`` of a PostgreSQL queue into a new file)."""
+    # One transaction on each side: a consistent source, an all-or-nothing target.
+    with src.transaction() as sconn:
+        src.store.begin_snapshot(sconn)
+        return dst.write(lambda dconn: _copy(src, sconn, dst, dconn))
 
 
 def _copy(src: Backend, sconn: Conn, dst: Backend, dconn: Conn) -> CopyReport:

@@ -45,6 +45,7 @@ from .waiting import timeout_deadline
 _T = TypeVar("_T")
 
 if TYPE_CHECKING:
+    from .backup import Backup
     from .histograms import Tally
     from .work.retry import Backoff
     from .work.tasks import Task
@@ -505,6 +506,22 @@ class Queue(Puts, Reads, FlowControl):
         check_lease(lease)
         data = check_body(result, self.max_job_size, "result")
         results.complete(self._backend, self._clock, job_id, data, lease, self.result_ttl_ms)
+
+    # -- operations --------------------------------------------------------------------------
+
+    def backup(self, dest: str | os.PathLike[str], *, force: bool = False) -> Backup:
+        """Write a consistent copy of the queue to the new SQLite file ``dest`` (mode
+        0600, atomically) while producers and workers go on: every job committed before
+        the call is in it. A PostgreSQL queue is copied as ``sqlq copy`` moves it (a
+        reserved job as ready). Logic in backup.py.
+
+        Raises:
+            Error: dest exists (unless ``force``), is a directory or in a missing
+                directory, or cannot be written; nothing is changed.
+        """
+        from .backup import backup  # loaded on first use: most processes never back up
+
+        return backup(self._backend, dest, force=force, clock=self._clock)
 
     # -- tasks (logic in work/tasks.py, work/periodic.py; run by `sqlq work`) -----------------
 

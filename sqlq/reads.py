@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .failures import FailedGroup
     from .histograms import Histogram
+    from .horizon import Horizon
 
 
 class Links(NamedTuple):
@@ -284,6 +285,15 @@ class Reads:
     def kept_result(self, job_id: int) -> bytes | None:
         """A completed job's result if it is still kept, else None; never waits."""
         return observe.result(self._backend, self._clock(), job_id)
+
+    def horizon(self) -> Horizon:
+        """What holds back the cleanup of deleted jobs, for gauges and warnings
+        (:mod:`sqlq.horizon`): on PostgreSQL the oldest snapshot holding this database's
+        xmin horizon (its kind, name and age) and the dead rows of sqlq's tables; on SQLite
+        the -wal file's size and how long and how much a reader's snapshot has kept
+        checkpoints from it (a passive checkpoint runs). Cheap, but not for every job:
+        ``sqlq work`` looks every 30 s."""
+        return self._backend.horizon(self._clock())
 
     def duration_histograms(self) -> list[Histogram]:
         """Per tube, the histograms of how long jobs waited before their first reservation

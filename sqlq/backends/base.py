@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from .group import Batch, GroupCommit
 
 if TYPE_CHECKING:
+    from ..horizon import Horizon
     from .store import Store
 
 T = TypeVar("T")
@@ -261,6 +262,24 @@ class Backend(abc.ABC):
     def maintain(self) -> dict[str, Any]:
         """Do the housekeeping this backend needs now and then (``sqlq maintain``) and
         report what an operator should know: size, bloat, what holds cleanup back."""
+
+    @abc.abstractmethod
+    def horizon(self, now: int) -> Horizon:
+        """What holds back the cleanup of deleted jobs as of ``now`` (ms): the oldest
+        snapshot's holder on PostgreSQL, the WAL's size and starvation on SQLite
+        (:mod:`sqlq.horizon`). A read, cheap enough for a gauge; not for a hot path."""
+
+    def snapshot_into(self, path: str) -> bool:
+        """Write a consistent copy of the whole database, as of one moment, into the empty
+        file at path (made by the caller, mode 0600), while other processes go on writing;
+        False where the database is not a file to copy (``sqlq backup`` then copies its
+        rows into a new SQLite file, as ``sqlq copy`` does)."""
+        return False
+
+    def check_integrity(self) -> str | None:
+        """The database's own full check of itself: ``"ok"`` or the first problem found;
+        None where it has none to run (a server checks its own storage)."""
+        return None
 
     # -- identity and life -------------------------------------------------------------------
 

@@ -9,9 +9,10 @@ shows it). The package, a module per job:
 - ``exits.py``: errors to exit codes (:func:`exit_code_for`, :class:`SqlqGroup`);
 - ``options.py``: the shared option decorators and types, :func:`queue_from_ctx`;
 - ``group.py``: the ``sqlq`` group itself (``cli``);
-- ``jobs.py``, ``control.py``, ``topics.py``, ``admin.py``, ``limits.py``, ``serve.py``,
-  ``work.py``: the commands, on jobs, on running jobs (cancel, progress), on topics, on
-  the whole queue, on flow control, the servers and viewers, and the worker;
+- ``jobs.py``, ``control.py``, ``topics.py``, ``admin.py``, ``limits.py``, ``backup.py``,
+  ``serve.py``, ``work.py``: the commands, on jobs, on running jobs (cancel, progress), on
+  topics, on the whole queue, on flow control, its backups, the servers and viewers, and
+  the worker;
 - ``output.py``: how the commands print (:func:`emit`: text, ``--json``, ``--raw``);
 - ``top.py``: ``sqlq top``, the live view of every tube.
 
@@ -33,7 +34,7 @@ nothing else; ``--json`` gives ``body`` as text (``"body_encoding": "utf-8"``) o
 
 from __future__ import annotations
 
-from . import admin, control, jobs, limits, serve, topics, work  # noqa: F401 - each registers its commands
+from . import admin, backup, control, jobs, limits, serve, topics, work  # noqa: F401 - each registers its commands
 from .exits import (
     EXIT_BROKEN_PIPE,
     EXIT_ERROR,

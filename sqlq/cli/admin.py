@@ -73,7 +73,8 @@ def pause(ctx: click.Context, tube: str, duration: float, as_json: bool) -> None
 def maintain(ctx: click.Context, as_json: bool) -> None:
     """Housekeeping, and what holds it back: on a file, checkpoint the WAL and check
     the file; on PostgreSQL, vacuum the jobs table and report dead rows and the
-    oldest open transaction on the server (its snapshot keeps deleted jobs around).
+    oldest snapshot holding the database's horizon (a transaction, a prepared one, a
+    replication slot or a standby: it keeps deleted jobs around).
 
     Example:
 

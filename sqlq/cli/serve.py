@@ -133,7 +133,9 @@ def metrics(ctx: click.Context) -> None:
     """Print the queue's metrics once, in Prometheus' text format.
 
     The same text as the dashboard's /metrics: jobs per tube and state, put, delete,
-    bury, kick and timeout counters, the oldest ready job's age. For node-exporter's
+    bury, kick and timeout counters, the oldest ready job's age, and what holds back
+    the cleanup of deleted jobs (the -wal's size, the oldest snapshot's age, dead
+    rows: the docs' Long transactions page). For node-exporter's
     textfile collector, write to a temporary file and rename it into place.
 
     Example:

@@ -63,7 +63,10 @@ def work(ctx: click.Context, imports: tuple[str, ...], tubes: tuple[str, ...], p
     it is killed when its TTR runs out (unless --keepalive). Without --db, a task
     worker uses the file its tasks' Queue opened; a missing file is refused unless
     --init is given. SIGTERM or Ctrl-C: stop reserving,
-    finish running jobs within --grace, release the rest, exit 0.
+    finish running jobs within --grace, release the rest, exit 0. A warning is
+    logged when another transaction holds back the cleanup of deleted jobs longer
+    than $SQLQ_WARN_HORIZON_AGE (5m), or the SQLite -wal file outgrows
+    $SQLQ_WARN_WAL_SIZE (256M); see the docs' Long transactions page.
 
     Example:
 

@@ -21,6 +21,12 @@ with each other and survive restarts. What is exported, and from where:
   its outcome) histograms: what the workers of ``sqlq work`` observed, added to the
   database by each at most every ten seconds and when it stops (sqlq/histograms.py).
   A library user's own reserve loop adds nothing to them.
+* What holds back the cleanup of deleted jobs (sqlq/horizon.py, docs/long-transactions.md):
+  ``sqlq_horizon_age_seconds`` on both backends; on SQLite ``sqlq_wal_bytes`` and
+  ``sqlq_wal_starved_bytes`` (a passive checkpoint runs at each scrape, as an
+  autocheckpoint would); on PostgreSQL ``sqlq_horizon_holder_age_seconds{kind}``,
+  ``sqlq_horizon_xid_age``, ``sqlq_horizon_hidden_sessions`` and
+  ``sqlq_table_dead_rows{table}``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from sqlq.errors import Error
+from sqlq.horizon import HOLDER_KINDS, Horizon
 
 try:
     from prometheus_client import CollectorRegistry, generate_latest
@@ -100,6 +107,11 @@ class QueueCollector:
             slots.add_metric([slot.name], slot.last_slot / 1000)
         yield slots
         yield from self._histograms()
+        try:
+            horizon = self.queue.horizon()
+        except Error:  # e.g. a file whose WAL cannot be checkpointed: the rest still counts
+            return
+        yield from horizon_metrics(horizon)
 
     def _histograms(self) -> Iterator[Metric]:
         families = {
@@ -115,6 +127,40 @@ class QueueCollector:
             if h.metric in families:  # another version's metric is not ours to name
                 families[h.metric].add_metric([h.tube], h.buckets, h.sum)
         yield from families.values()
+
+
+def horizon_metrics(horizon: Horizon) -> Iterator[Metric]:
+    """What holds back the cleanup of deleted jobs (sqlq/horizon.py): each backend's own."""
+    yield GaugeMetricFamily(
+        "sqlq_horizon_age_seconds", "How long the oldest snapshot has held back the cleanup "
+        "of deleted jobs (PostgreSQL: the holder of this database's xmin horizon; SQLite: "
+        "a reader starving checkpoints of the WAL); 0 when none.", value=horizon.age)
+    if horizon.backend == "sqlite":
+        yield GaugeMetricFamily("sqlq_wal_bytes", "Size of the SQLite -wal file.",
+                                value=horizon.wal_bytes or 0)
+        yield GaugeMetricFamily("sqlq_wal_starved_bytes", "WAL frames a checkpoint could not "
+                                "copy back, held by a reader's snapshot.",
+                                value=horizon.wal_starved_bytes or 0)
+        return
+    kinds = GaugeMetricFamily("sqlq_horizon_holder_age_seconds", "Age of the oldest holder "
+                              "of the xmin horizon of each kind (transaction, prepared, "
+                              "slot, standby); 0 when none.", labels=["kind"])
+    for kind in HOLDER_KINDS:
+        ages = [h.seconds for h in horizon.holders if h.kind == kind]
+        kinds.add_metric([kind], max(ages, default=0.0))
+    yield kinds
+    yield GaugeMetricFamily("sqlq_horizon_xid_age", "Transactions since the xmin of the "
+                            "horizon's holder (0 when none).",
+                            value=horizon.holder.xid_age if horizon.holder else 0)
+    yield GaugeMetricFamily("sqlq_horizon_hidden_sessions", "Sessions holding an xmin whose "
+                            "transaction this role may not see (grant pg_read_all_stats).",
+                            value=horizon.hidden)
+    dead = GaugeMetricFamily("sqlq_table_dead_rows", "Dead rows of sqlq's tables, not yet "
+                             "vacuumed (the server's statistics, up to a second late).",
+                             labels=["table"])
+    for table, rows in sorted(horizon.dead_rows.items()):
+        dead.add_metric([table], rows)
+    yield dead
 
 
 def render(queue: Queue) -> bytes:

@@ -26,6 +26,7 @@ from sqlq import failures
 from sqlq import limits as flow
 from sqlq.durations import format_duration, now_ms, parse_duration
 from sqlq.errors import Error, JobNotFound
+from sqlq.horizon import DOCS_PAGE, Thresholds, alarms, format_size
 from sqlq.model import STATE_NAMES
 
 from . import views
@@ -127,10 +128,12 @@ class Dashboard:
         self.schedules = schedules  # periodic task name -> Schedule (sqlq dashboard --import)
         self.env = views.make_env()
         self.history = History()
+        #: When the overview warns that cleanup is held back ($SQLQ_WARN_HORIZON_AGE, ...).
+        self.thresholds = Thresholds.from_env()
         self.pages: dict[str, Callable[[Request], Response]] = {
             "/": self.overview, "/tube": self.tube, "/job": self.job,
             "/workers": self.workers, "/failed": self.failed, "/periodic": self.periodic,
-            "/topics": self.topics,
+            "/topics": self.topics, "/horizon": self.horizon,
             "/api/overview": self.api_overview, "/metrics": self.metrics,
             "/login": self.login,
         }
@@ -200,7 +203,12 @@ class Dashboard:
         view = self.queue.overview()
         self.history.record(view.puts_total, view.deletes_total)
         durations = {(h.tube, h.metric): h for h in self.queue.duration_histograms()}
+        try:
+            alerts = alarms(self.queue.horizon(), self.thresholds)
+        except Error:  # the overview must show even if the horizon cannot be read
+            alerts = {}
         return self.render("overview.html", view=view, now=view.at, note=req.arg("note"),
+                           alerts=alerts,
                            workers=sum(1 for w in self.queue.workers() if w.alive and w.token),
                            durations=durations,
                            day=views.day_chart(self.queue.throughput(), view.at))
@@ -298,6 +306,13 @@ class Dashboard:
         for topic, tube in self.queue.subscriptions():
             topics.setdefault(topic, []).append(tube)
         return self.render("topics.html", topics=topics)
+
+    def horizon(self, req: Request) -> Response:
+        """What holds back the cleanup of deleted jobs: every holder, the WAL, dead rows."""
+        horizon = self.queue.horizon()
+        return self.render("horizon.html", horizon=horizon, thresholds=self.thresholds,
+                           alerts=alarms(horizon, self.thresholds), docs=DOCS_PAGE,
+                           size=format_size, duration=format_duration)
 
     def metrics(self, req: Request) -> Response:
         from . import metrics

@@ -23,6 +23,7 @@ which hands every job it reserves to a runner: a :class:`TaskRunner` or a
 ``periodic.py``      ``@q.periodic``: ``Schedule`` and the thread that puts each slot's job once
 ``recorder.py``      ``Recorder``: the waits and runs for /metrics' histograms, flushed every 10 s
 ``presence.py``      ``Presence``: this process's row in the workers registry, written every 5 s
+``horizon.py``       ``HorizonWatch``: what holds back cleanup, looked at every 30 s, warnings
 ``logs.py``          the log lines of ``sqlq work``: text, or one JSON object per line
 ===================  ===========================================================================
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from ..backends import exists, identity
 from ..backends.base import Durability
 from ..errors import Disconnected, Error
+from ..horizon import Thresholds, check_every
 from ..queue import Queue
 from . import logs, runner
 from .config import WorkConfig
@@ -73,6 +74,8 @@ def prepare(config: WorkConfig) -> tuple[str, list[str]]:
     if config.command and config.concurrency > 1:
         raise Error("--concurrency applies to tasks (--import); run a COMMAND in parallel "
                     "with --processes")
+    Thresholds.from_env()  # a bad $SQLQ_WARN_... stops here, not in every restarted child
+    check_every()
     if config.imports:
         from .tasks import import_modules
 

@@ -30,6 +30,7 @@ from ..model import Job, check_tubes
 from ..queue import Queue
 from . import runner
 from .heartbeat import fields
+from .horizon import HorizonWatch
 from .prefetch import BatchSize, Done, Holding
 from .presence import Presence
 from .recorder import Recorder
@@ -59,6 +60,8 @@ class JobHandling:
         self.durations = Recorder(queue)
         #: This process's row in the workers registry (written at most every 5 s).
         self.presence = Presence(queue, self.tubes)
+        #: What holds back the cleanup of deleted jobs: a look every 30 s, warnings logged.
+        self.horizon = HorizonWatch(queue)
         supervisor = os.environ.get("SQLQ_SUPERVISOR_PID", "")
         self._supervisor = int(supervisor) if supervisor.isdigit() else None
 
@@ -73,9 +76,12 @@ class JobHandling:
 
     def tick(self) -> None:
         """Once per turn of the loop: what is written now and then (the histograms every
-        10 s, the registry's row every 5 s), if it is due."""
+        10 s, the registry's row every 5 s) or looked at (the horizon, every 30 s), if it
+        is due."""
         self.durations.flush_if_due()
         self.presence.beat_if_due()
+        if time.monotonic() >= self.horizon.due:
+            self.horizon.check()
 
     # -- claims and acknowledgements ---------------------------------------------------------
 

@@ -39,7 +39,7 @@ def test_query_plan_uses_indexes(q: Queue, name: str) -> None:
 
 
 #: PostgreSQL statements EXPLAIN cannot take (VACUUM) or that read catalogs, not jobs.
-PG_NOT_PLANNED = {"vacuum_jobs", "table_health", "oldest_transaction"}
+PG_NOT_PLANNED = {"vacuum_jobs", "table_health"}
 _TEXT_PARAMS = {"tube", "topic", "unique_key", "reason", "owner", "name", "token", "text",
                 "host", "place", "outcome", "error", "message", "traceback"}
 
@@ -89,9 +89,12 @@ def test_every_query_is_used_by_store() -> None:
     """Every named block of each backend's queries.sql is run by that backend's code
     (names built at run time: peek_<which>_id, export_/import_<kind>, list_<state>_jobs)."""
     from sqlq.backends import postgres, sqlite
+    from sqlq.backends.postgres import horizon as pg_horizon
+    from sqlq.backends.sqlite import horizon as sqlite_horizon
 
-    for queries, modules in ((SQLiteStore.Q, (sqlite, store, shared_store)),
-                             (PostgresStore.Q, (postgres, postgres.store, shared_store))):
+    for queries, modules in ((SQLiteStore.Q, (sqlite, store, shared_store, sqlite_horizon)),
+                             (PostgresStore.Q, (postgres, postgres.store, shared_store,
+                                                pg_horizon))):
         source = ""
         for module in modules:
             with open(module.__file__ or "") as f:

@@ -13,6 +13,8 @@ The same files as ``sqlite/``, each concern under the same name:
   event announces a death, so waiters check while others hold jobs
   (:attr:`liveness_poll`);
 * ``wakeup.py``: LISTEN/NOTIFY wakeups, one listening connection per process;
+* ``horizon.py``: who holds this database's xmin horizon, and the dead rows it keeps
+  (:mod:`sqlq.horizon`);
 * ``psycopg_put.py``: ``sqlq.put(conn)`` in the application's own psycopg transaction.
 """
 
@@ -23,8 +25,10 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar, cast
 
+from ...horizon import Horizon
 from ..base import Backend, Conn, Durability, Notifier
 from .db import Connection, Database
+from .horizon import XminWatch
 from .owners import Owners
 from .store import PostgresStore
 from .wakeup import Listener, PgNotifier
@@ -50,6 +54,8 @@ class PostgresBackend(Backend):
         self.durability = durability
         self.store = PostgresStore()
         self.owners = Owners(url, self.location, self.db, self.store)
+        self._xmin = XminWatch(self.store)
+        self._clock = clock
         self._listener: Listener | None = None
 
     def read(self, fn: Callable[[Conn], T], *, single: bool = False) -> T:
@@ -103,8 +109,9 @@ class PostgresBackend(Backend):
     # -- operations --------------------------------------------------------------------------
 
     def maintain(self) -> dict[str, Any]:
-        """Vacuum the hot table and report dead rows and the oldest open transaction,
-        whose snapshot keeps deleted jobs from being cleaned up (docs: operations)."""
+        """Vacuum the hot table and report dead rows and the oldest snapshot holding this
+        database's horizon, which keeps deleted jobs from being cleaned up (docs:
+        long-transactions)."""
         store = self.store
 
         def look(c: Conn) -> dict[str, Any]:
@@ -114,16 +121,15 @@ class PostgresBackend(Backend):
                 report[f"{table}-rows"] = live
                 report[f"{table}-dead-rows"] = dead
                 report[f"{table}-vacuumed-at"] = vacuumed
-            oldest = c.execute(store.Q["oldest_transaction"]).fetchone()
-            if oldest is None:
-                report["oldest-transaction"] = None
-            else:
-                pid, database, seconds, state, query = oldest
-                report["oldest-transaction"] = (f"{seconds:.1f} s, pid {pid} on {database}, "
-                                                f"{state}: {query.decode(errors='replace')}")
+            holder = self._xmin.look(c, self._clock()).holder
+            report["oldest-transaction"] = None if holder is None else (
+                f"{holder.seconds:.1f} s, {holder.name} ({holder.kind}), {holder.detail}")
             return report
 
         return self.db.read(look)
+
+    def horizon(self, now: int) -> Horizon:
+        return self.db.read(lambda c: self._xmin.look(c, now))
 
     # -- waiting -----------------------------------------------------------------------------
 

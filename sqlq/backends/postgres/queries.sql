@@ -540,18 +540,53 @@ SELECT relname, n_live_tup, n_dead_tup,
        extract(epoch FROM greatest(last_vacuum, last_autovacuum))::bigint
   FROM pg_stat_user_tables WHERE relname LIKE 'sqlq%%' ORDER BY relname;
 
--- name: oldest_transaction
--- The longest-open transaction on the server, anywhere: its snapshot keeps every
--- row deleted since from being vacuumed, and claims walk them (measured: 62 ms
--- claims behind one old snapshot instead of 0.7 ms). The query's text as bytes (the
--- caller decodes): in a SQL_ASCII database left() counts bytes and may cut a UTF-8
--- character, and another database's session may have sent text in any encoding;
--- as text either one fails the whole report ("invalid byte sequence").
-SELECT pid, datname, extract(epoch FROM now() - xact_start)::float8, state,
-       convert_to(left(query, 80), 'SQL_ASCII')
-  FROM pg_stat_activity
- WHERE xact_start IS NOT NULL AND pid <> pg_backend_pid()
- ORDER BY xact_start LIMIT 1;
+-- name: horizon_holders
+-- What keeps deleted rows of sqlq's tables from being vacuumed (postgres/horizon.py,
+-- sqlq maintain): every xmin that holds this database's horizon back, oldest first
+-- (by transaction ids: exact, where times are not). Since PostgreSQL 14 a user table's
+-- horizon is its own database's sessions and prepared transactions (before 14: every
+-- database's), plus what holds every database: replication slots' xmin and walsenders'
+-- (a standby's hot_standby_feedback without a slot). A logical slot's catalog_xmin
+-- holds back only the system catalogs, not these tables; a VACUUM's xmin holds nothing.
+-- backend_xmin and backend_xid are visible to any role, xact_start, state and query
+-- only to the session's own role or pg_read_all_stats: the rest shows as not visible
+-- (NULL state). Texts as bytes (the caller decodes): in a SQL_ASCII database left()
+-- counts bytes and may cut a UTF-8 character, and another session may have sent text
+-- in any encoding; as text either one fails the whole report ("invalid byte sequence").
+SELECT kind, name, xmin, xid_age, seconds, detail, visible FROM (
+  SELECT CASE WHEN a.backend_type = 'walsender' THEN 'standby' ELSE 'transaction' END,
+         convert_to('pid ' || a.pid, 'SQL_ASCII'),
+         coalesce(a.backend_xmin, a.backend_xid)::text,
+         greatest(age(a.backend_xmin), age(a.backend_xid)),
+         extract(epoch FROM now() - a.xact_start)::float8,
+         convert_to(concat_ws(', ', a.usename || coalesce(' on ' || a.datname, ''),
+                              nullif(a.application_name, ''),
+                              a.state || coalesce(': ' || left(a.query, 80), '')),
+                    'SQL_ASCII'),
+         a.state IS NOT NULL OR a.backend_type = 'walsender'
+    FROM pg_stat_activity a
+   WHERE a.pid <> pg_backend_pid()
+     AND (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
+     AND a.backend_type IS DISTINCT FROM 'autovacuum worker'
+     AND (a.datname = current_database() OR a.datname IS NULL
+          OR current_setting('server_version_num')::int < 140000)
+  UNION ALL
+  SELECT 'prepared', convert_to('gid ' || p.gid, 'SQL_ASCII'), p.transaction::text,
+         age(p.transaction), extract(epoch FROM now() - p.prepared)::float8,
+         convert_to(p.owner || ' on ' || p.database, 'SQL_ASCII'), true
+    FROM pg_prepared_xacts p
+   WHERE p.database = current_database()
+      OR current_setting('server_version_num')::int < 140000
+  UNION ALL
+  -- inactive_since: PostgreSQL 17 and later (read through jsonb: no error before).
+  SELECT 'slot', convert_to(s.slot_name, 'SQL_ASCII'), s.xmin::text, age(s.xmin),
+         extract(epoch FROM now() - (to_jsonb(s) ->> 'inactive_since')::timestamptz)::float8,
+         convert_to(s.slot_type || CASE WHEN s.active THEN ', active, pid ' || s.active_pid
+                                        ELSE ', inactive' END, 'SQL_ASCII'),
+         true
+    FROM pg_replication_slots s WHERE s.xmin IS NOT NULL
+) AS holders (kind, name, xmin, xid_age, seconds, detail, visible)
+ORDER BY xid_age DESC;
 
 -- name: vacuum_jobs
 -- Runs outside a transaction. SKIP_LOCKED: never wait behind a lock on the hot table.

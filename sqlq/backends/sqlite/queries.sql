@@ -462,6 +462,28 @@ UPDATE sqlq_last_id SET id = :total WHERE id < :total;
 -- Returns: busy, WAL frames, frames checkpointed.
 PRAGMA wal_checkpoint(TRUNCATE);
 
+-- name: checkpoint_passive
+-- The horizon's gauge (sqlite/horizon.py): copy into the file what WAL frames no reader
+-- still needs, as the autocheckpoint after a commit does, waiting for nobody and taking
+-- no lock a writer needs. Runs outside a transaction. Returns: busy (1: another
+-- checkpoint ran, the next two are then -1), frames in the WAL, frames copied back.
+-- Frames a reader's snapshot holds stay uncopied, and the WAL cannot start again.
+PRAGMA wal_checkpoint(PASSIVE);
+
+-- name: wal_frame_size
+-- The horizon's gauge: bytes per WAL frame (a page and its 24-byte header).
+SELECT page_size + 24 FROM pragma_page_size;
+
+-- name: vacuum_into
+-- sqlq backup: a consistent copy of the whole file, as of one read transaction, into the
+-- empty file :path (writers go on meanwhile: WAL readers block no one). Compact (free
+-- pages left out), and one statement in either driver; runs outside a transaction.
+VACUUM INTO :path;
+
+-- name: integrity_check
+-- sqlq backup: SQLite's full check of a copy, "ok" or the first problem it finds.
+PRAGMA integrity_check(1);
+
 -- name: optimize
 -- sqlq maintain: refresh the planner's statistics where SQLite thinks they are stale.
 PRAGMA optimize;

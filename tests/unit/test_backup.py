@@ -1,0 +1,181 @@
+"""`Queue.backup` / `sqlq backup`: a complete, checked, private copy, written atomically,
+that refuses what it must not overwrite; and what a restored copy does with the jobs
+that were reserved when it was taken. (Under a concurrent writer process:
+tests/integration/test_backup.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import apsw
+import pytest
+from click.testing import CliRunner
+
+import sqlq
+from sqlq.cli import EXIT_ERROR, EXIT_OK, cli
+from tests.conftest import is_postgres
+from tests.timing import FakeClock
+
+
+def check_copy(path: Path) -> None:
+    """The copy is a whole sqlq file: private, WAL mode in its header (as sqlq leaves a
+    file), nothing beside it, and SQLite's full check finds nothing."""
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    header = path.read_bytes()[:20]
+    assert header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"  # WAL
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+    conn = apsw.Connection(str(path))  # read-write: its close removes the -wal it made
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    finally:
+        conn.close()
+
+
+def fill(q: sqlq.Queue) -> dict[str, int]:
+    ids = {"ready": q.put(b"ready", tube="a", priority=5),
+           "delayed": q.put(b"\x00binary\xff", tube="a", delay=60),
+           "buried": q.put(b"to bury", tube="b"),
+           "done": q.put(b"gone", tube="b")}
+    q.bury(q.reserve("b", timeout=0).id, reason="bad input")  # type: ignore[union-attr]
+    q.delete(ids["done"])
+    q.pause_tube("a", 30)
+    return ids
+
+
+@pytest.mark.sqlite3_driver
+def test_the_copy_holds_every_job_and_opens_as_a_queue(q: sqlq.Queue, tmp_path: Path) -> None:
+    ids = fill(q)
+    q.put_many([f"job {i}".encode() for i in range(300)], tube="many")
+    dest = tmp_path / "backups" / "copy.db"
+    dest.parent.mkdir()
+    done = q.backup(dest)
+    assert done.path == str(dest) and done.size == dest.stat().st_size > 0
+    check_copy(dest)
+    with sqlq.Queue(dest) as copy:
+        assert copy.peek(ids["ready"]).body == b"ready"  # type: ignore[union-attr]
+        assert copy.peek(ids["delayed"]).state == "delayed"  # type: ignore[union-attr]
+        buried = copy.peek(ids["buried"])
+        assert buried is not None and (buried.state, buried.bury_reason) == ("buried",
+                                                                             "bad input")
+        assert copy.peek(ids["done"]) is None
+        assert copy.stats_tube("many")["current-jobs-ready"] == 300
+        assert copy.stats_tube("a")["pause"] > 0
+        # The id counter goes on from the source's: no id is issued twice.
+        assert copy.put(b"next") == q.put(b"next")
+
+
+def test_an_existing_dest_is_refused_and_left_alone(q: sqlq.Queue, tmp_path: Path) -> None:
+    q.put(b"x")
+    dest = tmp_path / "keep.db"
+    dest.write_bytes(b"precious")
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(sqlq.Error, match="keep.db: already exists .*force"):
+        q.backup(dest)
+    assert dest.read_bytes() == b"precious" and sorted(os.listdir(tmp_path)) == before
+
+
+def test_force_replaces_dest_with_a_private_copy(q: sqlq.Queue, tmp_path: Path) -> None:
+    job = q.put(b"x")
+    dest = tmp_path / "out" / "old.db"
+    dest.parent.mkdir()
+    dest.write_bytes(b"an old backup")
+    dest.chmod(0o644)
+    q.backup(str(dest), force=True)
+    check_copy(dest)  # 0600: a new file took its place, not the old one rewritten
+    with sqlq.Queue(dest) as copy:
+        assert copy.peek(job).body == b"x"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("where", ["a directory", "a missing parent", "the queue's URL"])
+def test_a_bad_dest_is_one_line_and_leaves_nothing(q: sqlq.Queue, tmp_path: Path,
+                                                   where: str) -> None:
+    (tmp_path / "adir").mkdir()
+    dest = {"a directory": tmp_path / "adir", "a missing parent": tmp_path / "no" / "b.db",
+            "the queue's URL": "postgresql://nowhere/db"}[where]
+    message = {"a directory": "is a directory", "a missing parent": "does not exist",
+               "the queue's URL": "a backup is a file path"}[where]
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(sqlq.Error, match=message) as caught:
+        q.backup(dest, force=True)
+    assert "\n" not in str(caught.value)
+    assert sorted(os.listdir(tmp_path)) == before and os.listdir(tmp_path / "adir") == []
+
+
+@pytest.mark.sqlite_only
+def test_the_queues_own_file_or_a_file_in_use_is_never_replaced(q: sqlq.Queue,
+                                                                 tmp_path: Path) -> None:
+    with pytest.raises(sqlq.Error, match="is the queue's own file"):
+        q.backup(q.path, force=True)
+    in_use = tmp_path / "other.db"
+    with sqlq.Queue(in_use) as other:
+        other.put(b"live")
+        with pytest.raises(sqlq.Error, match="other.db-wal is beside it"):
+            q.backup(in_use, force=True)
+        assert other.peek(1).body == b"live"  # type: ignore[union-attr]
+
+
+@pytest.mark.sqlite_only
+def test_a_backup_inside_a_transaction_is_refused(q: sqlq.Queue, tmp_path: Path) -> None:
+    with q.transaction(), pytest.raises(sqlq.Error, match="inside a transaction"):
+        q.backup(tmp_path / "b.db")
+    assert not (tmp_path / "b.db").exists()
+
+
+def test_a_job_reserved_at_copy_time_comes_back(fq: sqlq.Queue, clock: FakeClock,
+                                                 tmp_path: Path, backend: str) -> None:
+    """The holder of a reservation works on the live queue, never on the copy: in a
+    restored SQLite file its job comes back when its TTR runs out (the holder's owner
+    file is not beside the copy, and only such a file proves a death); a PostgreSQL
+    queue's copy has it ready at once, as `sqlq copy` moves it."""
+    held = fq.put(b"held", ttr=30)
+    assert fq.reserve(timeout=0).id == held  # type: ignore[union-attr]
+    dest = tmp_path / "restored.db"
+    fq.backup(dest)
+    assert fq.peek(held).state == "reserved"  # type: ignore[union-attr]  # the live one
+    with sqlq.Queue(dest, clock=clock) as restored:
+        if is_postgres(backend):
+            assert restored.peek(held).state == "ready"  # type: ignore[union-attr]
+        else:
+            assert restored.peek(held).state == "reserved"  # type: ignore[union-attr]
+            assert restored.try_reserve() is None
+            clock.advance(29.9)
+            assert restored.try_reserve() is None
+            clock.advance(0.2)
+        job = restored.try_reserve()
+        assert job is not None and (job.id, job.body) == (held, b"held")
+        job.delete()
+
+
+@pytest.mark.both_apis
+def test_asyncqueue_backs_up_too(q: sqlq.Queue, tmp_path: Path) -> None:
+    job = q.put(b"x")
+    q.backup(tmp_path / "b.db")
+    with sqlq.Queue(tmp_path / "b.db") as copy:
+        assert copy.peek(job).body == b"x"  # type: ignore[union-attr]
+
+
+def test_the_command(db_url: str, backend: str, tmp_path: Path) -> None:
+    with sqlq.Queue(db_url) as queue:
+        queue.put(b"x")
+    run = CliRunner().invoke
+    (tmp_path / "bk").mkdir()
+    dest = str(tmp_path / "bk" / "b.db")
+    result = run(cli, ["--db", db_url, "backup", dest, "--json"])
+    assert result.exit_code == EXIT_OK, result.output
+    out = json.loads(result.output)
+    assert out["backup"] == dest and out["bytes"] == os.path.getsize(dest)
+    check_copy(Path(dest))  # a PostgreSQL queue's copy is a SQLite file too
+    again = run(cli, ["--db", db_url, "backup", dest])
+    assert again.exit_code == EXIT_ERROR
+    assert again.output == f"sqlq: {dest}: already exists (force=True, or sqlq backup " \
+                           "--force, replaces it)\n"
+    bad = run(cli, ["--db", db_url, "backup", str(tmp_path / "bk"), "--force"])
+    assert (bad.exit_code, bad.output) == (EXIT_ERROR, f"sqlq: {tmp_path / 'bk'}: is a directory\n")
+    assert os.listdir(tmp_path / "bk") == ["b.db"]
+    forced = run(cli, ["--db", db_url, "backup", dest, "--force"])
+    assert forced.exit_code == EXIT_OK, forced.output
+    assert forced.output.startswith("backed up ")
+    check_copy(Path(dest))
