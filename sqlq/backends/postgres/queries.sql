@@ -178,46 +178,50 @@ WITH job AS (DELETE FROM sqlq_jobs WHERE id = %(id)s AND dependents = 0 AND wait
 SELECT tube, pg_notify('sqlq', '') FROM job;
 
 -- name: delete_leased_job
+-- dialect: state + 0: the primary key finds the row, never the reservations' partial index.
 -- The worker's delete: no NOTIFY (the NOTIFY lock would serialise every ack); a
 -- result() waiting on a job deleted without a result learns it at its next look.
 -- Parameters in order, as SQLite's (the store binds one tuple): id, lease, now. A job
 -- with dependents is left to delete_linked_job.
 DELETE FROM sqlq_jobs
- WHERE id = %s AND state = 2 AND lease = %s AND reserved_until > %s AND dependents = 0
+ WHERE id = %s AND state + 0 = 2 AND lease = %s AND reserved_until > %s AND dependents = 0
 RETURNING tube;
 
 -- name: lease_state
 SELECT state, lease, reserved_until FROM sqlq_jobs WHERE id = %(id)s;
 
 -- name: release_job
--- dialect: NULL parameters need a type (::bigint), and pg_notify wakes waiters for the job.
+-- dialect: NULL parameters need a type (::bigint), and pg_notify wakes waiters for the job;
+--   state + 0: the primary key finds the row, never the reservations' partial index.
 WITH job AS (
     UPDATE sqlq_jobs
        SET state = CASE WHEN %(delay_until)s::bigint IS NULL THEN 0 ELSE 1 END,
            delay = %(delay)s, delay_until = %(delay_until)s, reserved_until = NULL,
            lease = NULL, owner = NULL, priority = coalesce(%(priority)s, priority),
            releases = releases + 1, again = true
-     WHERE id = %(id)s AND state = 2 AND reserved_until > %(now)s
+     WHERE id = %(id)s AND state + 0 = 2 AND reserved_until > %(now)s
        AND (%(lease)s::bigint IS NULL OR lease = %(lease)s)
     RETURNING tube)
 SELECT tube, pg_notify('sqlq', tube) FROM job;
 
 -- name: bury_job
--- dialect: a NULL lease needs a type (::bigint), and pg_notify tells a waiting result().
+-- dialect: a NULL lease needs a type (::bigint), and pg_notify tells a waiting result();
+--   state + 0: the primary key finds the row, never the reservations' partial index.
 WITH job AS (
     UPDATE sqlq_jobs
        SET state = 3, reserved_until = NULL, lease = NULL, owner = NULL,
            priority = coalesce(%(priority)s, priority), buries = buries + 1,
            bury_reason = %(reason)s
-     WHERE id = %(id)s AND state = 2 AND reserved_until > %(now)s
+     WHERE id = %(id)s AND state + 0 = 2 AND reserved_until > %(now)s
        AND (%(lease)s::bigint IS NULL OR lease = %(lease)s)
     RETURNING tube)
 SELECT tube, pg_notify('sqlq', '') FROM job;
 
 -- name: touch_job
--- dialect: a NULL lease needs a type (::bigint).
+-- dialect: a NULL lease needs a type (::bigint);
+--   state + 0: the primary key finds the row, never the reservations' partial index.
 UPDATE sqlq_jobs SET reserved_until = %(now)s + ttr
- WHERE id = %(id)s AND state = 2 AND reserved_until > %(now)s
+ WHERE id = %(id)s AND state + 0 = 2 AND reserved_until > %(now)s
    AND (%(lease)s::bigint IS NULL OR lease = %(lease)s)
 RETURNING reserved_until;
 
@@ -991,10 +995,11 @@ SELECT lease FROM sqlq_cancelled WHERE id = %(id)s;
 SELECT id, lease FROM sqlq_cancelled WHERE id = ANY (%(ids)s::bigint[]);
 
 -- name: set_progress
--- dialect: a NULL lease needs a type (::bigint), and pg_notify wakes a waiting result().
+-- dialect: a NULL lease needs a type (::bigint), and pg_notify wakes a waiting result();
+--   state + 0: the primary key finds the row, never the reservations' partial index.
 WITH job AS (
     UPDATE sqlq_jobs SET progress = %(progress)s, progress_message = %(message)s
-     WHERE id = %(id)s AND state = 2 AND reserved_until > %(now)s
+     WHERE id = %(id)s AND state + 0 = 2 AND reserved_until > %(now)s
        AND (%(lease)s::bigint IS NULL OR lease = %(lease)s)
     RETURNING id)
 SELECT id, pg_notify('sqlq', '') FROM job;

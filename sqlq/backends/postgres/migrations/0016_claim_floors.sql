@@ -117,8 +117,11 @@ RETURNS SETOF sqlq_jobs LANGUAGE plpgsql AS $body$
 DECLARE
     v_dependents integer;
 BEGIN
+    -- state + 0: after an ANALYZE that saw few reservations the planner chose their
+    -- partial index (state = 2: every job reserved in the last TTR, and under a held
+    -- snapshot every one finished since) over the primary key, and kept that plan.
     DELETE FROM sqlq_jobs
-     WHERE id = p_id AND state = 2 AND lease = p_lease AND reserved_until > p_now
+     WHERE id = p_id AND state + 0 = 2 AND lease = p_lease AND reserved_until > p_now
     RETURNING dependents INTO v_dependents;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job %: lease lost', p_id USING ERRCODE = 'SQ001';
@@ -151,7 +154,7 @@ BEGIN
     IF cardinality(p_ids) > 0 THEN
         WITH gone AS (
             DELETE FROM sqlq_jobs AS j USING unnest(p_ids, p_leases) AS k(id, lease)
-             WHERE j.id = k.id AND j.lease = k.lease AND j.state = 2
+             WHERE j.id = k.id AND j.lease = k.lease AND j.state + 0 = 2  -- as above
                AND j.reserved_until > p_now
             RETURNING j.id, j.lease, j.dependents)
         SELECT array_agg(k.id) FILTER (WHERE g.id IS NULL),
