@@ -212,3 +212,25 @@ def test_every_way_back_to_ready_marks_the_job_again() -> None:
     assert len(making_ready) >= 8
     missing = [b.splitlines()[0] for b in making_ready if "again = true" not in b]
     assert not missing, f"made ready without `again`: {missing}"
+
+
+def test_a_tube_keeps_floors_for_its_most_recent_bands(q: sqlq.Queue) -> None:
+    """Each band with a floor is one more probe a claim: a tube keeps MAX_BANDS, those
+    claimed from most recently, and still gives every job in order."""
+    priorities = list(range(floors.MAX_BANDS + 4))
+    ids = [q.put(b"x", priority=p) for p in priorities for _ in range(2)]
+    assert drain(q, len(ids)) == ids
+    kept = [p for t, p in q._backend.store.floors._bands if t == "default"]  # type: ignore[attr-defined]
+    assert sorted(kept) == priorities[-floors.MAX_BANDS:]
+
+
+def test_a_lease_that_expires_is_claimed(q: sqlq.Queue) -> None:
+    """The expired-lease branch is looked for from a moving start: a job whose TTR
+    passed under a live holder is claimed again."""
+    ids = q.put_many([b"x"] * 5, ttr=1)
+    held = q.reserve(timeout=0)
+    assert held is not None and held.id == ids[0]
+    drain(q, 4)
+    again = q.reserve(timeout=5)
+    assert again is not None and again.id == held.id
+    assert q.stats_job(again.id)["timeouts"] == 1

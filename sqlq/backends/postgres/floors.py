@@ -30,10 +30,10 @@ found by a claim that reads every band from its start: at least every
 a job: a wrong one costs time until the next full read, and a claim that takes a
 fresh job below its band's floor drops the band's floor at once.
 
-Expired reservations are found from :attr:`ClaimFloors.expired_from` on: a claim asks
-for the earliest one at least every :data:`EXPIRED_EVERY_MS` (and after one that found
-nothing), and takes them from there while there are any; when none are left, the
-search starts :data:`SKEW_MS` before that look (other hosts' clocks) the next time.
+Expired reservations are found from a moving start, too: a claim asks for the
+earliest one at least every :data:`EXPIRED_EVERY_MS` (and after one that found
+nothing), and claims take them from there while there are any; when none are left,
+the next look starts :data:`SKEW_MS` before this one (other hosts' clocks).
 """
 
 from __future__ import annotations
@@ -188,6 +188,7 @@ class ClaimFloors:
                 band = self._bands.get((row[1], row[2]))
                 if band is None:
                     band = self._bands[row[1], row[2]] = _Band()
+                    band.used_at = now
                     self._forget_old_bands(row[1])
                 band.used_at = now
                 if row[0] < band.floor and not row[AGAIN]:
@@ -200,5 +201,5 @@ class ClaimFloors:
     def _forget_old_bands(self, tube: str) -> None:
         mine = [(band.used_at, priority) for (t, priority), band in self._bands.items()
                 if t == tube]
-        if len(mine) > MAX_BANDS:
+        if len(mine) > MAX_BANDS:  # the band just made is the newest: never this one
             del self._bands[tube, min(mine)[1]]
