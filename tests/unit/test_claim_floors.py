@@ -226,11 +226,13 @@ def test_a_tube_keeps_floors_for_its_most_recent_bands(q: sqlq.Queue) -> None:
 
 def test_a_lease_that_expires_is_claimed(q: sqlq.Queue) -> None:
     """The expired-lease branch is looked for from a moving start: a job whose TTR
-    passed under a live holder is claimed again."""
-    ids = q.put_many([b"x"] * 5, ttr=1)
+    passed under a live holder is claimed again, by a claimer whose floors are set."""
+    q.put_many([b"x"] * 5)
+    drain(q, 5)
+    assert band(q) > 0
+    held_id = q.put(b"y", ttr=1)
     held = q.reserve(timeout=0)
-    assert held is not None and held.id == ids[0]
-    drain(q, 4)
-    again = q.reserve(timeout=5)
-    assert again is not None and again.id == held.id
-    assert q.stats_job(again.id)["timeouts"] == 1
+    assert held is not None and held.id == held_id
+    again = q.reserve(timeout=10)
+    assert again is not None and again.id == held_id
+    assert q.stats_job(held_id)["timeouts"] == 1
