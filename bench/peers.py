@@ -140,16 +140,18 @@ class Beanstalkd(System):
 class SqlqBeanstalkd(Beanstalkd):
     """``sqlq-beanstalkd`` (``python -m sqlq.server``: the checked-out code) with the same
     flags as beanstalkd: ``-f 0`` is durability full, ``-f 50`` normal, ``-b`` a fresh
-    directory for its SQLite file. Off by default: the issue 12 rows (targets.py) use it.
+    directory for its SQLite file; ``processes`` > 1 adds ``-P N`` (N server processes on
+    the port, ``-P<N>`` in the name). Off by default: the issue 12 rows (targets.py) use it.
     """
 
     family = "sqlq-beanstalkd"
     default = False
     mention_off = False
 
-    def __init__(self, mode: str) -> None:
+    def __init__(self, mode: str, processes: int = 1) -> None:
         super().__init__(mode, sys.executable)
-        self.name = f"sqlq-beanstalkd-{mode}"
+        self.processes = processes
+        self.name = f"sqlq-beanstalkd-{mode}" + (f"-P{processes}" if processes > 1 else "")
 
     def unavailable(self) -> str | None:
         try:
@@ -163,16 +165,36 @@ class SqlqBeanstalkd(Beanstalkd):
         return f"{out.stdout.strip()} via greenstalk {_dist_version('greenstalk')}"
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "sqlq.server"]
+        many = ["-P", str(self.processes)] if self.processes > 1 else []
+        return [sys.executable, "-m", "sqlq.server", *many]
 
     def start(self, workdir: Path) -> None:
         super().start(workdir)
-        # it listens before its file is open: one round trip that needs the file, so
-        # that the schema is not timed as the first put
+        # it listens before its file is open: one round trip that needs the file in every
+        # process (connections land where the kernel's hash sends them), so that the
+        # schema is not timed as the first put
         c = BeanstalkdClient(self.port)
         c.put(b"warm-up")
         c.finish(c.take(None, 5))
         c.close()
+        seen: set[str] = set()
+        for _ in range(200 if self.processes > 1 else 0):
+            c = BeanstalkdClient(self.port)
+            seen.add(str(c.c.stats().get("sqlq-process")))
+            c.close()
+            if len(seen) == self.processes:
+                break
+
+    def server_pids(self) -> list[int]:
+        """The parent and, with ``-P``, its server processes: their CPU is the server's."""
+        pids = super().server_pids()
+        for pid in list(pids):
+            try:
+                with open(f"/proc/{pid}/task/{pid}/children") as f:
+                    pids += [int(p) for p in f.read().split()]
+            except OSError:
+                pass
+        return pids
 
 
 # --------------------------------------------------------------------------- huey

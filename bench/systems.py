@@ -31,6 +31,8 @@ from pathlib import Path
 
 TUBE = "bench"
 DELAY_S = 3600  # "delayed" jobs in the depth workload wait an hour
+SERVER_PROCESSES = 2
+"""``sqlq-beanstalkd -P``'s count in rows 5 and 6 (targets.py): this machine's two cores."""
 
 
 class NotSupported(Exception):
@@ -535,6 +537,8 @@ def all_systems(beanstalkd: str | None, beanstalkd_note: str, honker_note: str) 
         Beanstalkd("mem", beanstalkd, beanstalkd_note),
         SqlqBeanstalkd("f0"),
         SqlqBeanstalkd("f50"),
+        SqlqBeanstalkd("f0", SERVER_PROCESSES),
+        SqlqBeanstalkd("f50", SERVER_PROCESSES),
         Huey("full"),
         Huey("normal"),
         PersistQueue("full"),

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import workloads as wl
-from systems import TUBE, System
+from systems import SERVER_PROCESSES, TUBE, System
 
 Values = dict[str, float | None]
 
@@ -220,15 +220,20 @@ def plan(P: dict[str, Any], sy: dict[str, System]) -> list[Group]:
     n_put, n_drain, n_srv = P["t_put_n"], P["t_drain_n"], P["t_server_n"]
     n_pg = P["t_pg_n"]
     def server_group(row: str, k: int, who: str, clients_said: str, bound: float) -> Group:
-        """sqlq-beanstalkd against beanstalkd with k clients: put and drain, -f 0 and -f 50."""
-        names = ("sqlq-beanstalkd-f0", "beanstalkd-f0", "sqlq-beanstalkd-f50", "beanstalkd-f50")
-        return Group(row, f"sqlq-beanstalkd against beanstalkd, {who}",
-                     [clients(name, k, n_srv) for name in names], [
-            ratio(f"{row}{x}", f"sqlq-beanstalkd {verb}, {clients_said}, -f {f}",
-                  f"≥ {bound}× beanstalkd -f {f}", f"sqlq-beanstalkd-f{f}:{verb} {k}c",
+        """sqlq-beanstalkd, one process and -P N, against beanstalkd with k clients: put
+        and drain, -f 0 and -f 50 (a..d: one process; e..h: N processes)."""
+        many = f"P{SERVER_PROCESSES}"
+        names = ("sqlq-beanstalkd-f0", f"sqlq-beanstalkd-f0-{many}", "beanstalkd-f0",
+                 "sqlq-beanstalkd-f50", f"sqlq-beanstalkd-f50-{many}", "beanstalkd-f50")
+        cases = [("put", 0), ("drain", 0), ("put", 50), ("drain", 50)]
+        return Group(row, f"sqlq-beanstalkd (1 and {SERVER_PROCESSES} processes) against"
+                     f" beanstalkd, {who}", [clients(name, k, n_srv) for name in names], [
+            ratio(f"{row}{x}", f"sqlq-beanstalkd{label} {verb}, {clients_said}, -f {f}",
+                  f"≥ {bound}× beanstalkd -f {f}", f"sqlq-beanstalkd-f{f}{suffix}:{verb} {k}c",
                   f"beanstalkd-f{f}:{verb} {k}c", bound)
-            for x, (verb, f) in zip("abcd", [("put", 0), ("drain", 0), ("put", 50),
-                                             ("drain", 50)], strict=True)
+            for letters, label, suffix in (("abcd", "", ""),
+                                           ("efgh", f" -P {SERVER_PROCESSES}", f"-{many}"))
+            for x, (verb, f) in zip(letters, cases, strict=True)
         ])
 
     groups = [

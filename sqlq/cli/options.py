@@ -140,12 +140,19 @@ def queue_from_ctx(ctx: click.Context, *, create: bool = True, **options: Any) -
     root.ensure_object(dict)
     queue: sqlq.Queue | None = root.obj.get("queue")
     if queue is None:
-        path: str = root.params.get("db_path") or DEFAULT_DB
+        path = db_location(ctx)
         if not create and not backends.exists(path):
             raise sqlq.Error(f"no database at {path} (use --db PATH or $SQLQ_DB)")
         queue = root.obj["queue"] = sqlq.Queue(path, **options)
         root.call_on_close(queue.close)
     return queue
+
+
+def db_location(ctx: click.Context) -> str:
+    """The database this invocation names (``--db``, $SQLQ_DB, or the default): a path, or
+    a URL with its password (a process serving the same queue opens it again)."""
+    path: str = ctx.find_root().params.get("db_path") or DEFAULT_DB
+    return path
 
 
 def read_body(body: str | None) -> bytes:

@@ -11,7 +11,7 @@ import click
 import sqlq
 
 from .group import cli
-from .options import DURATION, queue_from_ctx
+from .options import DURATION, db_location, queue_from_ctx
 
 
 @cli.command()
@@ -43,31 +43,50 @@ def top(ctx: click.Context, interval: float, once: bool) -> None:
 @click.option("--max-buffered", type=click.IntRange(min=1), default=None, metavar="BYTES",
               help="Memory all clients' put bodies in progress may hold at once; a larger "
                    "body waits its turn unread (default 64 MiB, or 4 maximum-size bodies).")
+@click.option("--processes", "-P", type=click.IntRange(min=1, max=256), default=1,
+              show_default=True, metavar="N",
+              help="Serve the port from N processes, for more than one core (TCP on Linux: "
+                   "SO_REUSEPORT). A connection stays in one process; `stats` is that "
+                   "process's (key sqlq-process: I/N), the job counts the file's.")
 @click.pass_context
 def serve(ctx: click.Context, listen: str, max_job_size: int | None,
-          max_buffered: int | None) -> None:
+          max_buffered: int | None, processes: int) -> None:
     """Serve the file over the beanstalkd protocol (1.12), for clients in any language.
 
     The protocol has NO AUTHENTICATION: whoever can connect can read, add and delete
     every job. It listens on loopback unless --listen says otherwise; exposing it
     beyond a trusted network is your decision. Library users and workers keep using
     the same file meanwhile. SIGUSR1 refuses new puts (drain mode); SIGTERM or Ctrl-C
-    stop the server and give reserved jobs back.
+    stop the server and give reserved jobs back. With --processes, a parent starts
+    the N processes, starts again one that dies, and passes these signals on; if the
+    parent is killed, they stop too.
 
     Example:
 
     \b
-        sqlq --db jobs.db serve --listen 127.0.0.1:11300
+        sqlq --db jobs.db serve --listen 127.0.0.1:11300 --processes 2
     """
     from sqlq.server import serve as serve_forever
 
     options: dict[str, Any] = {} if max_job_size is None else {"max_job_size": max_job_size}
-    queue = queue_from_ctx(ctx, **options)
+    queue = queue_from_ctx(ctx, **options)  # created or migrated once, here, in any case
+    many = f", {processes} processes" if processes > 1 else ""
 
     def ready(address: str) -> None:
-        click.echo(f"sqlq serve: {queue.location} on {address} (no authentication)", err=True)
+        click.echo(f"sqlq serve: {queue.location} on {address}{many} (no authentication)",
+                   err=True)
 
     try:
+        if processes > 1:
+            from sqlq.server.processes import serve_processes
+
+            queue.close()  # each process opens its own
+            code = serve_processes(db_location(ctx), listen, processes, queue=options,
+                                   max_job_size=queue.max_job_size,
+                                   max_buffered=max_buffered, ready=ready)
+            if code:
+                raise sqlq.Error("a server process could not open the queue")
+            return
         serve_forever(queue, listen, max_buffered=max_buffered, ready=ready)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--listen") from None

@@ -1,9 +1,11 @@
 """``sqlq serve`` and ``sqlq-beanstalkd``: the beanstalkd protocol over a Queue.
 
-One thread runs one ``selectors`` loop, the shape of beanstalkd itself:
+One thread runs one ``selectors`` loop, the shape of beanstalkd itself (and with
+``--processes N``, N such processes share the port: ``processes.py``):
 
 ========================  ===============================================================
 ``main.py``               ``serve()`` and the ``sqlq-beanstalkd`` entry point (flags, signals)
+``processes.py``          ``--processes N``: N server processes on one port, and their parent
 ``core.py``               ``Server``: the Queue, listeners, connections, their lifecycle
 ``connection.py``         ``Conn``: one client's buffers and protocol state, backpressure
 ``commands.py``           the verbs: a parsed command line → a Queue call → reply bytes

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
     from typing import Any, TypeVar
 
+    from sqlq.backends import Backend
     from sqlq.server.connection import Conn
     from sqlq.server.core import Server
 
@@ -64,6 +65,8 @@ class Batch:
         self.durable = False  # ... and its commit is durable (fsync'd in full mode)
         self.held: list[Conn] = []  # connections with replies held, in the order they came
         self._tx: AbstractContextManager[Any] | None = None
+        self._backend: Backend  # the open transaction's, set by _begin
+        self._atomic = False  # ... and its statement_atomic
         self.commits = 0  # transactions committed (the sqlq-batches stat)
         self.writes = 0   # writes they held (the sqlq-batched-writes stat)
 
@@ -89,11 +92,10 @@ class Batch:
             self.commit()  # what came before needs no fsync; what comes next does
             self._begin(True)
         self.writes += 1
-        backend = self.server.q.backend
         try:
-            if single and backend.statement_atomic:
+            if single and self._atomic:
                 return attempt()
-            with backend.transaction():  # a savepoint
+            with self._backend.transaction():  # a savepoint
                 return attempt()
         except _EXPECTED:
             raise
@@ -104,7 +106,9 @@ class Batch:
             raise
 
     def _begin(self, durable: bool) -> None:
-        tx = self.server.q.backend.transaction(durable=durable)
+        backend = self._backend = self.server.q.backend
+        self._atomic = backend.statement_atomic
+        tx = backend.transaction(durable=durable)
         tx.__enter__()  # Locked: the lock is another process's; nothing is open
         self._tx, self.open, self.durable = tx, True, durable
 

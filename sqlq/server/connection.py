@@ -116,52 +116,59 @@ class Conn:
 
     def process(self) -> None:
         """Run the complete commands in the input, in order, until one has to wait or
-        this connection's turn is used up (TURN: the rest goes on in the next round)."""
-        if not self.server.ready or self.queued:
+        this connection's turn is used up (TURN: the rest goes on in the next round).
+        The clock is read again only when more input follows a whole command (a
+        put's check comes after its body)."""
+        server = self.server
+        if not server.ready or self.queued:
             return
-        commands = self.server.commands
+        commands, inbuf = server.commands, self.inbuf
         turn_end = time.monotonic() + TURN
-        while not (self.closed or self.closing or self.waiting or self.blocked) \
-                and len(self.outbuf) + len(self.held) < HIGH_WATER:
+        while not (self.closed or self.closing or self.waiting or self.blocked):
+            if (self.outbuf or self.held) and len(self.outbuf) + len(self.held) >= HIGH_WATER:
+                break
             if self.discard:
-                n = min(self.discard, len(self.inbuf))
-                del self.inbuf[:n]
+                n = min(self.discard, len(inbuf))
+                del inbuf[:n]
                 self.discard -= n
                 if self.discard:
                     break
                 self.send(self.discard_reply)
-            elif self.pending is not None:
+                continue
+            if self.pending is not None:
                 need = self.pending.ints[3] + 2
-                if len(self.inbuf) < need:
+                if len(inbuf) < need:
                     break
-                body = bytes(self.inbuf[:need])
-                del self.inbuf[:need]
+                body = bytes(inbuf[:need])
+                del inbuf[:need]
                 if need > READ_SIZE and not self.grant:  # it came whole within the reads
-                    self.server.budget.give_back(self)  # any client may make: wait no more
+                    server.budget.give_back(self)  # any client may make: wait no more
                 cmd, self.pending = self.pending, None
                 commands.put(self, cmd, body)
                 if self.grant and not self.blocked:  # stored: the memory goes to the next
-                    self.server.budget.give_back(self)
+                    server.budget.give_back(self)
             else:
-                end = self.inbuf.find(b"\r\n")
+                end = inbuf.find(b"\r\n")
                 if end < 0:
-                    if len(self.inbuf) > LINE_MAX:  # keep a last byte: it may be the \r
-                        del self.inbuf[:-1]
+                    if len(inbuf) > LINE_MAX:  # keep a last byte: it may be the \r
+                        del inbuf[:-1]
                         self.overlong = True
                     break
-                line = bytes(self.inbuf[:end])
-                del self.inbuf[:end + 2]
+                line = bytes(inbuf[:end])
+                del inbuf[:end + 2]
                 if self.overlong:
                     self.overlong = False
                     self.send(Reply.BAD_FORMAT)
-                else:
-                    commands.dispatch(self, line)
-                    if self.inbuf and time.monotonic() >= turn_end:
-                        if self.server.loop.others_waiting(self.sock.fileno()):
-                            self.queued = True
-                            self.server.loop.again(self._next_turn)
-                            return
-                        turn_end = time.monotonic() + TURN
+                    continue
+                commands.dispatch(self, line)
+                if self.pending is not None:
+                    continue  # a put: its body next, then the turn's check
+            if inbuf and time.monotonic() >= turn_end:  # more input: is the turn over?
+                if server.loop.others_waiting(self.sock.fileno()):
+                    self.queued = True
+                    server.loop.again(self._next_turn)
+                    return
+                turn_end = time.monotonic() + TURN
         if self.eof and not (self.waiting or self.blocked or self.closed):
             self.close_after_flush()
 

@@ -36,6 +36,7 @@ class Server:
     def __init__(self, queue: Queue | None, *, max_job_size: int | None = None,
                  max_buffered: int | None = None) -> None:
         self._queue: Queue | None = None
+        self.ready = False  # a queue is attached (an attribute: read for every input)
         if queue is not None:
             self._use(queue)
         if max_job_size is None:
@@ -51,15 +52,14 @@ class Server:
         self.conns: set[Conn] = set()
         self.draining = False
         self.listeners: list[socket.socket] = []
+        self.owns_listeners = True  # unlink a unix socket's file at the end (processes.py)
+        self.accept_batch = 64  # connections taken per wake-up of a listener
+        self.process = (1, 1)  # this process's number among the server's, and their count
         self.stats = Stats()
         self.file_counts = FileCounts(self)
         self.waiters = Waiters(self)
         self.locks = LockWaits(self)
         self.commands = Commands(self)
-
-    @property
-    def ready(self) -> bool:
-        return self._queue is not None
 
     @property
     def q(self) -> Queue:
@@ -87,6 +87,7 @@ class Server:
         lock: a loop blocked on the lock would serve nobody (locks.py)."""
         queue.lock_wait = LOCK_WAIT
         self._queue = queue
+        self.ready = True
 
     def listen(self, listen: str | None = None, sock: socket.socket | None = None) -> str:
         """Start accepting on ``sock`` or a new socket bound to ``listen``; return the address."""
@@ -108,7 +109,8 @@ class Server:
             self.end_round()  # the closed connections' jobs given back
             self.waiters.close()
             for sock in self.listeners:
-                unlink_unix(sock)
+                if self.owns_listeners:
+                    unlink_unix(sock)
                 sock.close()
             self.loop.close()
 
@@ -129,7 +131,7 @@ class Server:
         self.draining = True
 
     def _accept(self, listener: socket.socket) -> None:
-        for _ in range(64):
+        for _ in range(self.accept_batch):
             try:
                 sock, _addr = listener.accept()
             except (BlockingIOError, InterruptedError):

@@ -32,12 +32,18 @@ Options:
  -z BYTES set the maximum job size in bytes (default is 65535);
           max allowed is 1073741824 bytes
  -s BYTES accepted for compatibility, ignored (there is no binlog)
+ -P N, --processes N
+          serve the port from N processes (default 1), for more than one
+          core; each connection stays in one process, and stats counts
+          that process's connections and commands (key sqlq-process: I/N)
  -v       show version information
  -V       increase verbosity
  -h       show this help
 """
 
-_TAKES_VALUE = frozenset("plzsfub")
+_TAKES_VALUE = frozenset("plzsfubP")
+MAX_PROCESSES = 256
+"""A ceiling on ``-P``, so that a typo does not start thousands of interpreters."""
 
 
 class UsageError(Exception):
@@ -57,6 +63,7 @@ class Flags:
         self.verbose = 0
         self.show_version = False
         self.show_help = False
+        self.processes = 1
 
     @property
     def listen(self) -> str:
@@ -87,6 +94,12 @@ def parse_flags(argv: list[str]) -> Flags:
     flags = Flags()
     args = iter(argv)
     for arg in args:
+        if arg == "--processes" or arg.startswith("--processes="):
+            value = arg.partition("=")[2] if "=" in arg else next(args, "")
+            if not value:
+                raise UsageError("flag requires an argument: --processes")
+            _apply(flags, "P", value)
+            continue
         if not arg.startswith("-") or arg == "-":
             raise UsageError(f"unknown argument: {arg}")
         rest = arg[1:]
@@ -121,6 +134,10 @@ def _apply(flags: Flags, flag: str, value: str) -> None:
         flags.binlog_dir = value
     elif flag == "s":
         _size(flag, value)
+    elif flag == "P":
+        flags.processes = _size(flag, value)
+        if not 1 <= flags.processes <= MAX_PROCESSES:
+            raise UsageError(f"invalid process count: {value} (1 to {MAX_PROCESSES})")
     elif flag in "ucn":  # -u USER, and -c/-n that beanstalkd still accepts after removing them
         pass
     elif flag == "V":

@@ -56,8 +56,15 @@ class LockWaits:
         self.retry_at = 0.0  # time.monotonic() before which a write would surely be refused
 
     def locked(self) -> bool:
-        """True while commands wait for the lock, or a write was refused in the back-off."""
-        return bool(self.parked) or time.monotonic() < self.retry_at
+        """True while commands wait for the lock, or a write was refused in the back-off.
+        (The clock is read only within a back-off: this runs for every write.)"""
+        if self.parked:
+            return True
+        if self.retry_at:
+            if time.monotonic() < self.retry_at:
+                return True
+            self.retry_at = 0.0  # the back-off is over
+        return False
 
     def run(self, conn: Conn | None, attempt: Callable[[], bytes], write: bool = True
             ) -> bytes | None:

@@ -77,11 +77,10 @@ def _epoll_mask(events: int) -> int:
             | (_EPOLLOUT if events & selectors.EVENT_WRITE else 0))
 
 
-def _epoll_events(e: int) -> int:
-    """The ``selectors`` mask for the bits epoll reported, as EpollSelector maps them:
-    an error or hang-up reads as both, so the callback finds out by trying."""
-    return ((selectors.EVENT_WRITE if e & ~_EPOLLIN else 0)
-            | (selectors.EVENT_READ if e & ~_EPOLLOUT else 0))
+# The selectors mask for the bits epoll reports, as EpollSelector maps them: an error
+# or hang-up reads as both, so the callback finds out by trying (Loop._poll).
+_READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+_NOT_IN, _NOT_OUT = ~_EPOLLIN, ~_EPOLLOUT
 
 
 class Loop:
@@ -229,7 +228,9 @@ class Loop:
                 polled = self._epoll.poll(ms, max(len(callbacks), 1))
             except InterruptedError:
                 return
-            ready = [(fd, _epoll_events(e)) for fd, e in polled]
+            # (the mask computed inline: a call per ready file is a call per command)
+            ready = [(fd, (_WRITE if e & _NOT_IN else 0) | (_READ if e & _NOT_OUT else 0))
+                     for fd, e in polled]
         left = self.pending = len(ready) + later
         for fd, mask in ready:
             left -= 1

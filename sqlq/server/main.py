@@ -12,7 +12,7 @@ import signal
 import sys
 
 from sqlq.server.core import Server
-from sqlq.server.flags import USAGE, UsageError, parse_flags
+from sqlq.server.flags import USAGE, Flags, UsageError, parse_flags
 from sqlq.server.loop import log
 from sqlq.server.net import DEFAULT_LISTEN, raise_fd_limit
 from sqlq.server.stats import sqlq_version, version
@@ -55,7 +55,7 @@ def serve(queue: Queue, listen: str = DEFAULT_LISTEN, *, max_job_size: int | Non
 def _run(server: Server, handle_signals: bool) -> None:
     raise_fd_limit()
     if handle_signals:
-        _handle_signals(server)
+        catch_signals(server)
     try:
         server.run()
     finally:
@@ -63,7 +63,7 @@ def _run(server: Server, handle_signals: bool) -> None:
             signal.set_wakeup_fd(-1)
 
 
-def _handle_signals(server: Server) -> None:
+def catch_signals(server: Server) -> None:
     """SIGTERM and SIGINT stop the server cleanly, SIGUSR1 enters drain mode."""
     signal.set_wakeup_fd(server.loop.wakeup_fd(), warn_on_full_buffer=False)
     signal.signal(signal.SIGTERM, lambda *_: server.stop())
@@ -89,47 +89,88 @@ def beanstalkd_main(argv: list[str] | None = None) -> None:
     if flags.show_version:
         print(f"beanstalkd {version()} (sqlq {sqlq_version()})")
         return
+    if flags.processes > 1:
+        from sqlq.server.processes import beanstalkd_group
+
+        sys.exit(beanstalkd_group(flags))
     server = Server(None, max_job_size=flags.max_job_size)
-    _handle_signals(server)  # from the start: a SIGTERM must not leave a temporary directory
+    catch_signals(server)  # from the start: a SIGTERM must not leave a temporary directory
     try:
         address = server.listen(flags.listen)
     except (OSError, ValueError) as e:
         sys.stderr.write(f"sqlq-beanstalkd: cannot listen on {flags.listen}: {e}\n")
         sys.exit(1)
     import tempfile
-    import threading
 
     temp = None if flags.binlog_dir else tempfile.mkdtemp(prefix="sqlq-beanstalkd-")
     directory = flags.binlog_dir or temp
     assert directory is not None
+    set_verbosity(flags.verbose)
+    try:
+        failed = serve_opening(server, lambda: open_binlog(directory, flags), address)
+    finally:
+        if temp is not None:
+            import shutil
+
+            shutil.rmtree(temp, ignore_errors=True)
+    if failed is not None:
+        sys.stderr.write(f"sqlq-beanstalkd: {failed}\n")
+        sys.exit(1)
+
+
+def binlog_location(directory: str) -> str:
+    """Where ``-b DIR`` keeps the jobs: ``DIR/sqlq.db``, or DIR itself when it is a URL."""
+    from sqlq.backends import is_url
+
+    if is_url(directory):
+        return directory
+    os.makedirs(directory, exist_ok=True)
+    return os.path.join(directory, "sqlq.db")
+
+
+def open_binlog(directory: str, flags: Flags) -> Queue:
+    """The Queue ``sqlq-beanstalkd -b DIR`` serves, with its flags' durability and size."""
+    from sqlq.queue import Queue
+
+    return Queue(binlog_location(directory), durability=flags.durability,
+                 max_job_size=flags.max_job_size)
+
+
+def set_verbosity(verbose: int) -> None:
+    """``-V``: warnings and up by default, -V info, -VV debug."""
+    if verbose:
+        import logging
+
+        logging.basicConfig(level=logging.WARNING - 10 * min(verbose, 2),
+                            format="sqlq-beanstalkd: %(message)s")
+
+
+def serve_opening(server: Server, open_queue: Callable[[], Queue],
+                  address: str) -> BaseException | None:
+    """Serve while ``open_queue()`` runs in a thread, until the server stops.
+
+    Clients may connect meanwhile: their commands wait, and are timed from their
+    arrival (``Server.attach``). Returns what ``open_queue`` raised (the server
+    stops at once then), or None.
+    """
+    import threading
+
     opened: list[Queue] = []
     failed: list[BaseException] = []
 
     def load() -> None:
         try:
-            from sqlq.backends import is_url
-            from sqlq.queue import Queue
-
-            if not is_url(directory):
-                os.makedirs(directory, exist_ok=True)
-            location = directory if is_url(directory) else os.path.join(directory, "sqlq.db")
-            queue = Queue(location, durability=flags.durability,
-                          max_job_size=flags.max_job_size)
+            queue = open_queue()
             opened.append(queue)
             server.loop.call_soon_threadsafe(lambda: server.attach(queue))
             log().info("listening on %s, jobs in %s (%s)", address, queue.location,
                        queue.durability)
-        except BaseException as e:  # reported below, once the loop has stopped
+        except BaseException as e:  # reported by the caller, once the loop has stopped
             failed.append(e)
             server.stop()
 
     loader = threading.Thread(target=load, name="sqlq-open", daemon=True)
     loader.start()
-    if flags.verbose:
-        import logging
-
-        logging.basicConfig(level=logging.WARNING - 10 * min(flags.verbose, 2),
-                            format="sqlq-beanstalkd: %(message)s")
     try:
         _run(server, handle_signals=False)
     finally:
@@ -137,10 +178,4 @@ def beanstalkd_main(argv: list[str] | None = None) -> None:
         loader.join()
         for queue in opened:
             queue.close()
-        if temp is not None:
-            import shutil
-
-            shutil.rmtree(temp, ignore_errors=True)
-    if failed:
-        sys.stderr.write(f"sqlq-beanstalkd: {failed[0]}\n")
-        sys.exit(1)
+    return failed[0] if failed else None

@@ -11,8 +11,12 @@ DEFAULT_LISTEN = "127.0.0.1:11300"
 """Loopback only: the protocol has no authentication."""
 
 
-def bind(listen: str) -> socket.socket:
+def bind(listen: str, *, reuse_port: bool = False, listening: bool = True) -> socket.socket:
     """A non-blocking listening socket for ``HOST:PORT``, ``[V6]:PORT``, ``HOST`` or ``unix:PATH``.
+
+    ``reuse_port``: bound with SO_REUSEPORT, so that other such sockets of the same
+    user can bind the same port and the kernel spreads connections over them (TCP on
+    Linux; processes.py). ``listening=False``: bound only, to hold the port.
 
     Raises:
         ValueError: ``listen`` is not of one of those forms.
@@ -35,8 +39,11 @@ def bind(listen: str) -> socket.socket:
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
         sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(addr)
-    sock.listen(1024)
+    if listening:
+        sock.listen(1024)
     sock.setblocking(False)
     return sock
 
@@ -69,6 +76,17 @@ def _host_port(listen: str) -> tuple[str, int]:
     if not host or not port.isdigit() or int(port) > 65535:
         raise ValueError(f"listen must be HOST:PORT or unix:PATH, not {listen!r}")
     return host, int(port)
+
+
+def shares_port(listen: str) -> bool:
+    """Whether processes can each listen on ``listen`` with a socket of their own that
+    the kernel balances (SO_REUSEPORT): TCP on Linux. Elsewhere SO_REUSEPORT either does
+    not exist, does not apply (unix sockets) or hands every connection to the last
+    socket bound (BSD, macOS)."""
+    import sys
+
+    return (sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
+            and not listen.startswith("unix:"))
 
 
 def address_of(sock: socket.socket) -> str:

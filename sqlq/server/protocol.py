@@ -341,7 +341,8 @@ def _parse_args(verb: Verb, shape: Args, line: bytes, rest: bytes, max_job_size:
 
 def _put_args(verb: Verb, rest: bytes, max_job_size: int) -> Command:
     words = rest.split(b" ")
-    if len(words) == 4 and all(w.isdigit() for w in words):  # the usual line: one pass
+    # the usual line, checked in C: four non-empty words of ASCII digits
+    if len(words) == 4 and all(words) and b"".join(words).isdigit():
         ints = tuple(map(int, words))
         if max(ints) <= U32_MAX:
             if ints[3] > max_job_size:

@@ -106,6 +106,7 @@ class Stats:
             "binlog-records-written": 0, "binlog-max-size": 10485760,
             "draining": server.draining, "id": self.instance_id, "hostname": uname.nodename,
             "os": uname.version, "platform": uname.machine, "sqlq-version": sqlq_version(),
+            "sqlq-process": "{}/{}".format(*server.process),
         })
         return yaml_dict(STATS_KEYS, values)
 

@@ -25,7 +25,7 @@ STATS_KEYS = (
     "current-workers", "current-waiting", "total-connections", "pid", "version",
     "rusage-utime", "rusage-stime", "uptime", "binlog-oldest-index", "binlog-current-index",
     "binlog-records-migrated", "binlog-records-written", "binlog-max-size", "draining", "id",
-    "hostname", "os", "platform", "sqlq-version", "current-jobs-waiting",
+    "hostname", "os", "platform", "sqlq-version", "sqlq-process", "current-jobs-waiting",
 )
 STATS_TUBE_KEYS = (
     "name", "current-jobs-urgent", "current-jobs-ready", "current-jobs-reserved",
@@ -42,11 +42,13 @@ QUOTED_KEYS = frozenset({"version"})
 a YAML reader would otherwise take for a number)."""
 
 #: sqlq's own keys, after beanstalkd's (clients that know only beanstalkd's ignore them):
-#: ``sqlq-version`` in ``stats``; ``current-jobs-waiting`` in ``stats`` and ``stats-tube``,
-#: the jobs put with ``after=`` (by the library: the protocol has no such put) whose
-#: parents are not all gone. They are in no other reply: ``peek``, ``stats-job``,
-#: ``kick-job``, ``reserve-job`` and ``delete`` of one answer NOT_FOUND.
-EXTENSION_KEYS = frozenset({"sqlq-version", "current-jobs-waiting"})
+#: ``sqlq-version`` and ``sqlq-process`` (``I/N``: the I-th of the N processes serving
+#: the port, ``--processes``; ``1/1`` for one) in ``stats``; ``current-jobs-waiting`` in
+#: ``stats`` and ``stats-tube``, the jobs put with ``after=`` (by the library: the
+#: protocol has no such put) whose parents are not all gone. They are in no other
+#: reply: ``peek``, ``stats-job``, ``kick-job``, ``reserve-job`` and ``delete`` of one
+#: answer NOT_FOUND.
+EXTENSION_KEYS = frozenset({"sqlq-version", "sqlq-process", "current-jobs-waiting"})
 
 Scalar = int | float | str | bool
 

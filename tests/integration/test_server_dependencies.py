@@ -61,7 +61,7 @@ def test_stats_and_stats_tube_count_waiting_jobs_in_a_key_of_their_own(
     lib.put(b"c", after=parent)
     server = stats(raw)
     assert (server["current-jobs-waiting"], server["current-jobs-ready"]) == ("3", "1")
-    assert list(server)[-2:] == ["sqlq-version", "current-jobs-waiting"]
+    assert list(server)[-3:] == ["sqlq-version", "sqlq-process", "current-jobs-waiting"]
     kids = stats(raw, b"stats-tube kids")
     assert (kids["current-jobs-waiting"], kids["current-jobs-ready"]) == ("2", "0")
     assert list(kids)[-1] == "current-jobs-waiting"

@@ -259,7 +259,8 @@ def test_stats_documents_have_beanstalkd_112s_keys_and_quotes(tmp_path: Path) ->
     assert _shape(ours[2]) == _shape(theirs[2])
     assert _shape(ours[3]) == [*_shape(theirs[3]), ("current-jobs-waiting", False)]
     assert _shape(ours[4]) == [*_shape(theirs[4]), ("sqlq-version", False),
-                               ("current-jobs-waiting", False)]
+                               ("sqlq-process", False), ("current-jobs-waiting", False)]
+    assert b"\nsqlq-process: 1/1\n" in ours[4]
     version = [line for line in theirs[4].split(b"\n") if line.startswith(b"version: ")]
     assert version == [b'version: "1.12"']
     assert b'\nversion: "1.12"\n' in ours[4]

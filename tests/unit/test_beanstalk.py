@@ -201,6 +201,18 @@ def test_flags_like_beanstalkd() -> None:
             parse_flags(bad)
 
 
+def test_processes_flag_short_and_long() -> None:
+    assert parse_flags([]).processes == 1
+    assert parse_flags(["-P", "4"]).processes == 4
+    assert parse_flags(["-P2", "-V"]).processes == 2
+    assert parse_flags(["--processes", "3", "-p", "1"]).processes == 3
+    assert parse_flags(["--processes=5"]).processes == 5
+    for bad in (["-P"], ["-P", "0"], ["-P", "two"], ["--processes"], ["--processes=257"],
+                ["--process=2"]):
+        with pytest.raises(UsageError):
+            parse_flags(bad)
+
+
 def _reference_parse(line: bytes, max_job_size: int) -> Command:
     """parse_command without its shortcuts: the GRAMMAR scan on every line, and
     the put and id arguments read number by number, as beanstalkd reads them."""
