@@ -2,6 +2,8 @@
 with ``reserve(delete=job)`` (the worker's one commit per job), the tube
 
 * ``uncapped``: no limits (what every user without limits runs: must not change);
+* ``acks``: no limits, ``reserve`` then ``job.delete()``, two commits a job (the delete
+  alone, ``delete_leased_job``: PostgreSQL's notifies for a capped job only);
 * ``capped``: ``concurrency=1000``, a cap that never binds (the limited claim's cost);
 * ``rated``: ``rate=(10**6, 1)``, a rate that never binds (the cost of spending tokens);
 * ``empty``: ``reserve(timeout=0)`` on an empty tube without limits (the idle path: a
@@ -15,7 +17,7 @@ with ``reserve(delete=job)`` (the worker's one commit per job), the tube
 A fresh SQLite file per run (durability normal), or a fresh database per run on a
 throwaway PostgreSQL server started here (``bench_batch.pg_locations``: fsync and
 synchronous commit on). ``--baseline`` times the
-uncapped and empty rows with another checkout of sqlq (before the change) too, in a
+uncapped, acks, capped and empty rows with another checkout of sqlq (before the change) too, in a
 child process, interleaved run by run. Reports the median jobs a second and CPU
 microseconds a job, with the spread (half the range over the median).
 """
@@ -32,7 +34,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODES = ("uncapped", "capped", "rated", "empty")
+MODES = ("uncapped", "acks", "capped", "rated", "empty")
 
 ONE_RUN = """
 import json, os, sys, tempfile, time
@@ -55,6 +57,11 @@ wall, cpu = time.perf_counter(), time.process_time()
 if mode == "empty":
     for _ in range(jobs):
         q.reserve(tube, timeout=0)
+elif mode == "acks":
+    job = q.reserve(tube, timeout=0)
+    while job is not None:
+        job.delete()
+        job = q.reserve(tube, timeout=0)
 else:
     job = q.reserve(tube, timeout=0)
     while job is not None:
@@ -88,7 +95,8 @@ def main() -> None:
     args = parser.parse_args()
     systems = [(f"{mode}", ROOT, mode) for mode in MODES]
     if args.baseline is not None:
-        systems += [(f"{mode} @ baseline", args.baseline, mode) for mode in ("uncapped", "empty")]
+        systems += [(f"{mode} @ baseline", args.baseline, mode)
+                    for mode in ("uncapped", "acks", "capped", "empty")]
     results: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in systems}
     fresh, server = (None, None)
     if args.backend == "postgres":

@@ -230,6 +230,12 @@ class Engine:
         else:
             self._plain_until[key] = _monotonic() + LIMITS_STALE
 
+    def known_limited(self, tubes: TubesParam) -> bool:
+        """Whether a tube of ``tubes`` had limits at this engine's last look (no read): a
+        reserve waiting on them that a cap holds back learnt it in its own claim (the
+        server's waiters: who wakes for a slot its own connections free)."""
+        return self._limited.get(tubes if tubes.__class__ is str else tuple(tubes)) is True
+
     def forget_limits(self) -> None:
         """This process changed a limit: learn every list of tubes again."""
         self._limited.clear()

@@ -320,7 +320,17 @@ class Store(abc.ABC):
             if rate is not None and taken:
                 conn.execute(self.Q["spend_rate"], {
                     "tube": name, "rate_at": spent_rate_at(rate, rate_ms, rate_at, now, taken)})
+        capped = {name for name, cap, _rate, _ms, _at in limits if cap is not None}
+        held = [r.id for r in rows if r.tube in capped]
+        if held:
+            self.mark_capped(conn, held)
         return rows, True
+
+    def mark_capped(self, conn: Conn, ids: list[int]) -> None:  # noqa: B027 - most need none
+        """Mark jobs claim_limited just took under a concurrency cap, if the backend's
+        waiters need it: a backend whose worker deletes wake nobody (PostgreSQL) makes
+        their deletes wake the waiters the cap holds back. Nothing by default: every
+        commit wakes SQLite's."""
 
     @abc.abstractmethod
     def claim_capped(self, conn: Conn, now: int, tubes: Any, owner: str | None

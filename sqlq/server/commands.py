@@ -208,6 +208,7 @@ class Commands:
             del conn.reserved[job_id]
             raise
         del conn.reserved[job_id]
+        self.waiters.freed(held.tube)  # a waiter held back by the tube's cap may claim
         return Reply.DELETED
 
     def _release(self, conn: Conn, cmd: Command) -> bytes:
@@ -233,6 +234,7 @@ class Commands:
         except (JobLost, JobNotFound):
             return self._lost(conn, job_id)
         del conn.reserved[job_id]
+        self.waiters.freed(held.tube)
         return Reply.BURIED
 
     def _touch(self, conn: Conn, cmd: Command) -> bytes:

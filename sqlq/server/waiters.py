@@ -7,11 +7,12 @@ workers, a claim per round instead of one per worker.
 
 A reserve that finds nothing parks its connection here. The waiters are served
 again, first come first served, when a job may have become ready: a put,
-release, kick or pause through this server (``poke``), a commit by another
-process (a notifier's fd becomes readable), or a timer (a delayed job
-coming due, a TTR or a pause running out, a reserve's own timeout, the
-DEADLINE_SOON margin, a re-check of a commit event that found nothing).
-One timer covers all of those (``arm``).
+release, kick or pause through this server (``poke``), a delete or bury of a
+job whose tube a waiter watches with limits (``freed``: a cap's slot is free),
+a commit by another process (a notifier's fd becomes readable), or a timer (a
+delayed job coming due, a TTR or a pause running out, a rate's next claim, a
+reserve's own timeout, the DEADLINE_SOON margin, a re-check of a commit event
+that found nothing). One timer covers all of those (``arm``).
 
 The waiting policy is the library's: each pass looks through the reservation
 engine (``Engine.look``: a read before the claim, reaping when a death is
@@ -78,6 +79,9 @@ class Waiters:
         # the server imports nothing of the library's before it listens).
         self._heard_commit = self._heard_owner = False
         self._pacer: Pacer | None = None  # the re-checks of commit events (with the notifier)
+        # Tubes watched by waiters whose watch lists have limits (set by arm): a job of one
+        # of them that this server's connections delete or bury frees a slot (freed).
+        self._capped_watch: frozenset[str] = frozenset()
         self._recheck_at: float | None = None  # the pacer's next look (monotonic)
         self._last_pass = 0.0
         # reserves of this round claimed together at its end (flush), in arrival order
@@ -245,6 +249,16 @@ class Waiters:
         self._dirty = self._poked = True
         self._serve_soon(0.0)
 
+    def freed(self, tube: str) -> None:
+        """A connection here deleted or buried a job of ``tube`` it held: a slot of the
+        tube's concurrency cap is free, so the waiters it held back are served on the next
+        turn, as a poke's are. Only when a waiter watches ``tube`` in a list with limits (a
+        set probe): a tube without them costs nothing more, and no waiter is served for
+        nothing. Another process's deletes wake them through the notifier (a NOTIFY on
+        PostgreSQL: migration 0016)."""
+        if tube in self._capped_watch:
+            self.poke()
+
     def _serve_soon(self, delay: float) -> None:
         """Serve the waiters within ``delay`` seconds (keeping an earlier timer)."""
         if not self.waiting:  # the usual case on a put: nobody to serve, no clock to read
@@ -363,6 +377,7 @@ class Waiters:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
+            self._capped_watch = frozenset()
             self._schedule_unwatch()
             return
         engine = self.server.q.engine
@@ -374,9 +389,13 @@ class Waiters:
         if self._recheck_at is not None:
             delay = min(delay, self._recheck_at - mono)
         for key in {frozenset(w.tubes) for w in self.waiting.values()}:
-            due = engine.due(engine.tubes(sorted(key)))
-            if due is not None:
+            due = engine.due(engine.tubes(sorted(key)))  # a rate's next claim included: a
+            if due is not None:                          # waiter it holds back wakes then
                 delay = min(delay, (due - now) / 1000)
+        # Learnt by the waiter's own claim, under its list in watch order (_claim's).
+        self._capped_watch = frozenset(
+            tube for watched in {w.tubes for w in self.waiting.values()}
+            if engine.known_limited(engine.tubes(list(watched))) for tube in watched)
         for conn, wait in self.waiting.items():
             if wait.deadline is not None:
                 delay = min(delay, wait.deadline - mono)

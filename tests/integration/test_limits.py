@@ -5,10 +5,13 @@ one are in tests/unit/test_limits.py)."""
 from __future__ import annotations
 
 import json
+import select
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,6 +117,117 @@ def test_sigkilled_holders_never_let_the_cap_be_passed(db_url: str, tmp_path: Pa
     assert stats["cmd-delete"] == jobs  # the dead holders' jobs came back and were done
 
 
+#: The blocked reserve of the wake-up tests, in a process of its own: for each line
+#: on stdin, check that the cap holds, say "blocked", wait in a reserve, then print
+#: when (wall clock) it got a job and free the slot again with the job's delete.
+BLOCKED = """
+import json, sys, time, sqlq
+url, tube = sys.argv[1], sys.argv[2]
+q = sqlq.Queue(url, durability="normal")
+for line in sys.stdin:
+    assert q.reserve(tube, timeout=0) is None, "the cap let a second job out"
+    print("blocked", flush=True)
+    job = q.reserve(tube, timeout=60)
+    print(json.dumps(None if job is None else time.time()), flush=True)
+    if job is not None:
+        job.delete()
+"""
+
+#: A holder that dies holding the only slot (owned: its death is what frees it).
+HOLDER = """
+import sys, time, sqlq
+q = sqlq.Queue(sys.argv[1], durability="normal")
+assert q.reserve(sys.argv[2], timeout=10) is not None
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def quiet(proc: subprocess.Popen[str], seconds: float) -> bool:
+    """Whether ``proc`` writes nothing for ``seconds`` (it is blocked, not answering)."""
+    assert proc.stdout is not None
+    return not select.select([proc.stdout], [], [], seconds)[0]
+
+
+def line_of(proc: subprocess.Popen[str]) -> str:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line, f"the process ended: {proc.stderr.read() if proc.stderr else ''}"
+    return line.strip()
+
+
+#: Each way a reserved job leaves its reservation, done to ``job`` (held detached in
+#: the tube capped at 1) by ``q``: the test's own Queue, another process than the waiter.
+FREES = {
+    "delete": lambda q, job: job.delete(),
+    "delete by id and lease": lambda q, job: q.delete(job.id, lease=job.lease),
+    "complete": lambda q, job: job.complete(b"done"),
+    "delete-and-claim": lambda q, job: q.reserve("other", timeout=0, delete=job, detach=True),
+    "delete_many": lambda q, job: q.delete_many([job]),
+    "reserve_many with delete": lambda q, job: q.reserve_many(1, "other", timeout=0,
+                                                              delete=[job]),
+    "release": lambda q, job: job.release(),
+    "release with a delay": lambda q, job: job.release(delay=60),
+    "bury": lambda q, job: job.bury(),
+    "cancel": lambda q, job: q.cancel(job.id),
+}
+
+
+@pytest.mark.slow
+def test_a_slot_freed_anywhere_wakes_a_reserve_blocked_in_another_process(db_url: str,
+                                                                          tmp_path: Path
+                                                                          ) -> None:
+    """Issue 25: a reserve blocked by a full cap wakes at once when the slot frees, by
+    every way a job leaves its reservation: on PostgreSQL by a NOTIFY (migration 0016:
+    a worker's delete sends one only for a capped job), on SQLite by the commit itself.
+
+    The holder's reservations are detached: an owned one in another process would also
+    be found by the waiter's liveness poll (every 0.5 s on PostgreSQL while others hold
+    jobs), which hides a freed slot that sends nothing; a detached one is never polled
+    for, so without the notification the waiter sleeps to its 10 s look of its own."""
+    with sqlq.Queue(db_url, durability="normal") as q:
+        q.put_many([f"job {i}".encode() for i in range(30)], tube="capped", ttr=300)
+        before = q.reserve("capped", timeout=0, detach=True)  # held before the cap was set
+        q.limit("capped", concurrency=1)
+        waiter = spawn(BLOCKED, db_url, "capped", stdin=subprocess.PIPE)
+        assert waiter.stdin is not None
+        waits: dict[str, float] = {}
+        frees = {"the delete of a job held before the cap was set": FREES["delete"], **FREES}
+        try:
+            for path, free in frees.items():
+                job = before or q.reserve("capped", timeout=soon(), detach=True)  # the slot
+                before = None
+                assert job is not None, path
+                waiter.stdin.write("go\n")
+                waiter.stdin.flush()
+                assert line_of(waiter) == "blocked", path
+                assert quiet(waiter, 0.3), path  # it waits (and is in its wait by now)
+                start = time.time()
+                free(q, job)
+                woke = json.loads(line_of(waiter))
+                assert woke is not None, path
+                waits[path] = woke - start
+            # A dead holder: an owned reservation whose process is SIGKILLed.
+            holder = spawn(HOLDER, db_url, "capped")
+            assert line_of(holder) == "holding"
+            waiter.stdin.write("go\n")
+            waiter.stdin.flush()
+            assert line_of(waiter) == "blocked"
+            assert quiet(waiter, 0.3)
+            start = time.time()
+            holder.send_signal(signal.SIGKILL)
+            holder.communicate(timeout=PATIENCE)
+            woke = json.loads(line_of(waiter))
+            assert woke is not None, "a dead holder"
+            waits["a dead holder"] = woke - start
+        finally:
+            waiter.kill()
+            waiter.communicate(timeout=PATIENCE)
+    print("\nwoken after: " + ", ".join(f"{path} {s * 1000:.0f} ms" for path, s in waits.items()))
+    late = {path: round(s, 1) for path, s in waits.items() if s >= soon(0.5)}
+    assert not late, f"woken late (s), by a look of its own, not by the freed slot: {late}"
+
+
 #: A worker of the rate test: claim until a wall-clock time, logging each claim's own
 #: time (the Queue's clock the claim ran on: reserved_until - ttr).
 CLAIMER = """
@@ -159,14 +273,7 @@ def test_a_rate_of_10_a_second_gives_100_give_or_take_the_burst_in_10_seconds(db
 
 
 @pytest.mark.slow
-def test_the_server_obeys_a_cap_and_a_rate(db_url: str, request: pytest.FixtureRequest) -> None:
-    if "://" in db_url:
-        # Issue 25, open: on PostgreSQL a delete sends no NOTIFY, so a reserve waiting on
-        # a full tube learns of the freed slot at its liveness poll (about 5 s), not at
-        # once; this run sometimes meets it. Remove the mark with the fix.
-        request.applymarker(pytest.mark.xfail(
-            reason="issue 25: a freed slot on PostgreSQL wakes waiters at their poll only",
-            strict=False))
+def test_the_server_obeys_a_cap_and_a_rate(db_url: str) -> None:
     import socket
 
     with sqlq.Queue(db_url) as q:
@@ -215,3 +322,83 @@ def test_the_server_obeys_a_cap_and_a_rate(db_url: str, request: pytest.FixtureR
         second.close()
     finally:
         server.stop()
+
+
+#: Each way a job held by a connection of the server leaves its reservation: the
+#: holder's command (or its leaving), or an administrator's delete by id from another
+#: process.
+SERVER_FREES = {
+    "delete": lambda held, job_id, q: held.write(b"delete %d\r\n" % job_id),
+    "release": lambda held, job_id, q: held.write(b"release %d 0 0\r\n" % job_id),
+    "release with a delay": lambda held, job_id, q: held.write(b"release %d 0 60\r\n" % job_id),
+    "bury": lambda held, job_id, q: held.write(b"bury %d 0\r\n" % job_id),
+    "the holder's connection closed": lambda held, job_id, q: held.close(),
+    "an administrator's delete": lambda held, job_id, q: q.delete(job_id),
+}
+
+
+@pytest.mark.slow
+def test_a_slot_freed_anywhere_wakes_a_reserve_blocked_in_the_server(db_url: str) -> None:
+    """Issue 25 in ``sqlq serve``: a reserve blocked by a full cap wakes at once when a
+    connection of the same server frees the slot (Waiters.freed pokes its waiters: the
+    holder is the server itself, which no liveness poll looks at, so without it the
+    waiter would look at its 5 s fallback), when another process deletes a job the
+    server's connection holds, and when another process frees a slot it held."""
+    with sqlq.Queue(db_url, durability="normal") as q:
+        q.put_many([f"job {i}".encode() for i in range(20)], tube="capped", ttr=300)
+        q.limit("capped", concurrency=1)
+        server = BeanstalkdProcess(None, serve=True, location=db_url)
+        waits: dict[str, float] = {}
+
+        def client() -> Any:
+            conn = server.connect(PATIENCE).makefile("rwb", buffering=0)
+            conn.write(b"watch capped\r\nignore default\r\n")
+            assert conn.readline() == b"WATCHING 2\r\n"
+            assert conn.readline() == b"WATCHING 1\r\n"
+            return conn
+
+        def reserved(conn: Any) -> int:
+            reply = conn.readline()
+            assert reply.startswith(b"RESERVED "), reply
+            conn.readline()  # the body
+            return int(reply.split()[1])
+
+        def blocked_then_woken(free: Callable[..., object], *args: object) -> float:
+            """The waiter's reserve blocks; ``free(*args)``; how long until it got a job
+            (the job is then deleted: the slot is free again)."""
+            waiter.write(b"reserve-with-timeout 60\r\n")
+            ready = select.select([waiter], [], [], 0.3)[0]
+            assert not ready, waiter.readline()  # it waits: the cap is full
+            start = time.monotonic()
+            free(*args)
+            job_id = reserved(waiter)
+            took = time.monotonic() - start
+            waiter.write(b"delete %d\r\n" % job_id)
+            assert waiter.readline() == b"DELETED\r\n"
+            return took
+
+        try:
+            waiter = client()
+            for path, free in SERVER_FREES.items():
+                holder = client()
+                holder.write(b"reserve-with-timeout 0\r\n")
+                job_id = reserved(holder)
+                waits[path] = blocked_then_woken(free, holder, job_id, q)
+                holder.close()
+            holder = client()  # reserve-job bypasses the cap, and counts against it
+            ready = q.peek_ready("capped")
+            assert ready is not None
+            holder.write(b"reserve-job %d\r\n" % ready.id)
+            job_id = reserved(holder)
+            waits["reserve-job, then delete"] = blocked_then_woken(
+                holder.write, b"delete %d\r\n" % job_id)
+            holder.close()
+            job = q.reserve("capped", timeout=0, detach=True)  # held by another process
+            assert job is not None
+            waits["another process's delete"] = blocked_then_woken(job.delete)
+            waiter.close()
+        finally:
+            server.stop()
+    print("\nwoken after: " + ", ".join(f"{path} {s * 1000:.0f} ms" for path, s in waits.items()))
+    late = {path: round(s, 1) for path, s in waits.items() if s >= soon(0.5)}
+    assert not late, f"woken late (s), by a look of its own, not by the freed slot: {late}"

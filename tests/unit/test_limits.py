@@ -291,3 +291,70 @@ def test_cli_limit(db_url: str) -> None:
     assert run()[1] == "reports: no cap, rate 3/10s\n"
     with sqlq.Queue(db_url) as q:
         assert q.limits() == {"reports": {"concurrency": None, "rate": (3, 10.0)}}
+
+
+def test_postgres_a_delete_notifies_only_when_it_frees_a_caps_slot(pg_url: str) -> None:
+    """Migration 0016: a worker's delete of a job of a tube without a cap sends no NOTIFY,
+    by every delete path (one per acknowledgement would queue every ack on NOTIFY's
+    lock); one whose reservation counted against a cap sends one (a reserve may be
+    blocked on that slot), as does a job held before the cap was set, or taken by
+    reserve-job. A rate alone is no cap: its waiters wake at the next token's time."""
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as listener, \
+            psycopg.connect(pg_url, autocommit=True) as marker, \
+            sqlq.Queue(pg_url, durability="normal") as q:
+        listener.execute("LISTEN sqlq")
+
+        def heard(act: Any) -> list[str]:
+            """The payloads of the notifications ``act()`` sent (notifications arrive in
+            commit order: all of them are in before the marker sent after it)."""
+            act()
+            marker.execute("NOTIFY sqlq, 'marker'")
+            payloads = []
+            for note in listener.notifies(timeout=soon()):
+                if note.payload == "marker":
+                    return payloads
+                payloads.append(note.payload)
+            raise AssertionError(f"the marker never came (heard {payloads})")
+
+        def reserve(tube: str) -> sqlq.Job:
+            job = q.reserve(tube, timeout=0)
+            assert job is not None
+            return job
+
+        for tube in ("free", "paced", "capped"):
+            fill(q, tube, 12)
+        q.limit("paced", rate=(1000, 1))
+        held = reserve("capped")  # held before the cap
+        q.limit("capped", concurrency=1)
+        heard(lambda: None)  # the puts' and limits' own notifications
+        def every_delete(tube: str) -> list[list[str]]:
+            """What each way of deleting a reserved job of ``tube`` sent."""
+            by_id, fast = reserve(tube), reserve(tube)
+            return [heard(lambda: reserve(tube).delete()),
+                    heard(lambda: q.delete(by_id.id, lease=by_id.lease)),
+                    heard(lambda: q.reserve("other", timeout=0, delete=fast)),
+                    heard(lambda: q.delete_many([reserve(tube)])),
+                    heard(lambda: q.reserve_many(1, "other", timeout=0,
+                                                 delete=[reserve(tube)]))]
+
+        assert every_delete("free") == [[]] * 5
+        assert every_delete("paced") == [[]] * 5
+        assert heard(held.delete) == ["capped"]  # held before the cap: marked by limit()
+        # One slot: each reserve below is the only one (every_delete's two held at once
+        # would not be let out).
+        assert heard(lambda: reserve("capped").delete()) == ["capped"]
+        job = reserve("capped")
+        assert heard(lambda: q.delete(job.id, lease=job.lease)) == ["capped"]
+        job = reserve("capped")
+        assert heard(lambda: q.reserve("other", timeout=0, delete=job)) == [""]
+        assert heard(lambda: q.delete_many([reserve("capped")])) == [""]
+        assert heard(lambda: q.reserve_many(1, "other", timeout=0,
+                                            delete=[reserve("capped")])) == [""]
+        ready = q.peek_ready("capped")
+        assert ready is not None
+        assert heard(lambda: q.reserve_job(ready.id).delete()) == ["capped"]
+        assert heard(lambda: q.limit("capped", concurrency=None)) == ["capped"]
+        # No cap now: a plain claim's job is unmarked.
+        assert heard(lambda: reserve("capped").delete()) == []

@@ -1,5 +1,5 @@
 """Claim floors: where each band's fresh jobs begin, so that a claim does not walk the
-rows a held snapshot keeps (migration 0016; docs/internals.md, "Claims under a held
+rows a held snapshot keeps (migration 0017; docs/internals.md, "Claims under a held
 snapshot").
 
 While any transaction on the server holds an old snapshot (a report in REPEATABLE
@@ -66,7 +66,7 @@ SKEW_MS = 1_000
 
 _LOWEST = -(2**63)
 _HIGHEST = 2**63 - 1
-# The status sqlq_floors gives a candidate (migration 0016).
+# The status sqlq_floors gives a candidate (migration 0017).
 _PROVED, _WAITING = 1, 2
 # Where a claim row's extra columns start: ClaimRow's 16, then again, limited, status,
 # expired_from, xmax.

@@ -7,7 +7,8 @@
 -- %(tubes)s is a text[] of tube names. States: 0 ready, 1 delayed, 2 reserved,
 -- 3 buried, 4 waiting (for parents: migration 0011). A statement that may make a job
 -- ready, or a result final, sends a NOTIFY in the same transaction: it is delivered only if that commits, and
--- identical ones in one transaction are folded into one.
+-- identical ones in one transaction are folded into one. So does a delete that frees a
+-- slot of a tube's concurrency cap (migration 0016); a worker's other deletes send none.
 
 -- name: insert_job
 -- dialect: the id comes back by RETURNING (a sequence: no single writer numbers ids), and
@@ -67,14 +68,14 @@ SELECT id, pg_notify('sqlq', tube) FROM job;
 SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 
 -- name: claim_job
--- dialect: the claim is a function (sqlq_claim, migrations 0003/0007/0015/0016) with SKIP
+-- dialect: the claim is a function (sqlq_claim, migrations 0003/0007/0015/0017) with SKIP
 --   LOCKED inside; tubes are text[]; %(capped)s as the SQLite file's :capped; the floors.
 -- The most urgent job ready as of now in the watched, unpaused tubes, due delayed
 -- jobs and expired reservations included: see sqlq_claim in migrations/0003. In full
 -- durability its commit waits for the WAL flush, as every write's: a claim lost by a
 -- server crash would make the job ready again while its holder, alive on another
 -- machine, runs it (owners.py), so a claim is not cheaper to lose than a put. Each
--- band is read from its floor (migrations/0016, store.py ClaimFloors): sqlq_floors
+-- band is read from its floor (migrations/0017, store.py ClaimFloors): sqlq_floors
 -- decides which floors hold, in the same statement, and says so (scan_from, status,
 -- expired_from, xmax: the last four columns). A claim that found nothing gives one row
 -- of NULL job columns, with `limited` true if a watched tube has limits (the claim
@@ -121,12 +122,16 @@ SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.time
                                 f.expired_from) AS c;
 
 -- name: claim_job_by_id
--- dialect: a 53-bit random lease in a bigint; a boolean is not an integer (::int).
+-- dialect: a 53-bit random lease in a bigint; a boolean is not an integer (::int); capped
+--   (migration 0016).
 -- beanstalkd's reserve-job: any job that is not reserved under a live lease, nor waiting.
+-- It bypasses a cap but counts against it while reserved: its delete notifies (capped).
 UPDATE sqlq_jobs
    SET state = 2, reserved_until = %(now)s + ttr, reserves = reserves + 1,
        lease = floor(random() * 9007199254740991)::bigint + 1, owner = %(owner)s,
-       delay_until = NULL, timeouts = timeouts + (state = 2)::int
+       delay_until = NULL, timeouts = timeouts + (state = 2)::int,
+       capped = EXISTS (SELECT 1 FROM sqlq_tubes AS l
+                         WHERE l.name = sqlq_jobs.tube AND l.concurrency IS NOT NULL)
  WHERE id = %(id)s AND NOT (state = 2 AND reserved_until > %(now)s) AND state <> 4
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay, trace;
@@ -178,14 +183,19 @@ WITH job AS (DELETE FROM sqlq_jobs WHERE id = %(id)s AND dependents = 0 AND wait
 SELECT tube, pg_notify('sqlq', '') FROM job;
 
 -- name: delete_leased_job
--- dialect: state + 0: the primary key finds the row, never the reservations' partial index.
+-- dialect: pg_notify for a job that held a capped tube's slot (SQLite's waiters see
+--   every commit); state + 0: the primary key finds the row, never the reservations'
+--   partial index.
 -- The worker's delete: no NOTIFY (the NOTIFY lock would serialise every ack); a
--- result() waiting on a job deleted without a result learns it at its next look.
--- Parameters in order, as SQLite's (the store binds one tuple): id, lease, now. A job
--- with dependents is left to delete_linked_job.
+-- result() waiting on a job deleted without a result learns it at its next look. But
+-- a job whose reservation counted against a concurrency cap (capped, set by the limits
+-- path's claim: mark_capped, migration 0016) frees a slot a reserve may be blocked on:
+-- then one NOTIFY, in this statement (CASE evaluates pg_notify only for such a row; any
+-- other costs a column test). Parameters in order, as SQLite's (the store binds one
+-- tuple): id, lease, now. A job with dependents is left to delete_linked_job.
 DELETE FROM sqlq_jobs
  WHERE id = %s AND state + 0 = 2 AND lease = %s AND reserved_until > %s AND dependents = 0
-RETURNING tube;
+RETURNING tube, CASE WHEN capped THEN pg_notify('sqlq', tube) END;
 
 -- name: lease_state
 SELECT state, lease, reserved_until FROM sqlq_jobs WHERE id = %(id)s;
@@ -1033,11 +1043,24 @@ SELECT tube, count(*) FROM sqlq_jobs
  WHERE state = 2 AND reserved_until > %(now)s AND tube = ANY(%(tubes)s::text[])
  GROUP BY tube;
 
+-- name: mark_capped
+-- The jobs a limited claim just took (in its transaction) in tubes with a concurrency
+-- cap: marked, so their deletes notify (delete_leased_job, migration 0016). Run by the
+-- limits path only (store.py claim_limited): the plain claim, sqlq_claim, is as it was.
+UPDATE sqlq_jobs SET capped = true WHERE id = ANY(%(ids)s::bigint[]);
+
 -- name: spend_rate
 UPDATE sqlq_tubes SET rate_at = %(rate_at)s WHERE name = %(tube)s;
 
 -- name: set_limits
--- dialect: pg_notify, so the tube's waiters look again (a cap raised frees slots).
+-- dialect: pg_notify, so the tube's waiters look again (a cap raised frees slots); the
+--   tube's reserved jobs marked capped.
+-- A cap set on a tube also marks the jobs reserved there now (claimed plainly, before
+-- it): their deletes free the cap's slots, and notify as a capped claim's jobs' do
+-- (delete_leased_job). One range of the reserved index; an operator's act, not a claim.
+WITH held AS (
+    UPDATE sqlq_jobs SET capped = true
+     WHERE state = 2 AND tube = %(tube)s AND %(concurrency)s::integer IS NOT NULL)
 INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms)
 VALUES (%(tube)s, 0, 0, %(concurrency)s, %(rate)s, %(rate_ms)s)
 ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,

@@ -83,6 +83,11 @@ class PostgresStore(Store):
     def tubes_of(self, tubes: Any) -> list[str]:
         return list(tubes)
 
+    def mark_capped(self, conn: Any, ids: list[int]) -> None:
+        """Their deletes send NOTIFY: a reserve may be blocked on the slot they free
+        (migration 0016). The plain claim marks nothing."""
+        conn.execute(Q["mark_capped"], {"ids": ids})
+
     def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None
                      ) -> ClaimRow | None:
         entry = _claiming(conn, owner, now)

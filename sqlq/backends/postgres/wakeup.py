@@ -1,8 +1,9 @@
 """Wakeups on PostgreSQL: one LISTEN connection per process, shared by its waiters.
 
-Writes that may make a job ready (or a result final) send ``NOTIFY sqlq`` in
-their own transaction, so a rolled-back put wakes nobody and a notification
-always means a visible commit: there is no publish race to re-check for. A
+Writes that may make a job ready (or a result final, or free a slot of a tube's
+concurrency cap: migration 0016) send ``NOTIFY sqlq`` in their own transaction,
+so a rolled-back put wakes nobody and a notification always means a visible
+commit: there is no publish race to re-check for. A
 thread per process reads the listening connection and wakes every waiting
 notifier through its own pipe (a descriptor an event loop can poll).
 

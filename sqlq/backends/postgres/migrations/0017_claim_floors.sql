@@ -1,4 +1,4 @@
--- sqlq schema 16 on PostgreSQL: claims that stay fast while another transaction holds
+-- sqlq schema 17 on PostgreSQL: claims that stay fast while another transaction holds
 -- the xmin horizon back (issue 28; docs/internals.md "Claims under a held snapshot").
 --
 -- PostgreSQL cannot remove a row that an older snapshot may still see, nor mark its
@@ -103,7 +103,7 @@ BEGIN
 END
 $body$;
 
--- Schema 11's functions, passing the floors through.
+-- Schema 16's functions (a capped job's delete notifies), passing the floors through.
 DROP FUNCTION sqlq_delete_and_claim(bigint, bigint, bigint, text[], text);
 CREATE FUNCTION sqlq_delete_and_claim(p_id bigint, p_lease bigint, p_now bigint,
                                       p_tubes text[], p_owner text,
@@ -116,18 +116,22 @@ RETURNS SETOF sqlq_jobs LANGUAGE plpgsql AS $body$
 #variable_conflict use_column
 DECLARE
     v_dependents integer;
+    v_capped boolean;
 BEGIN
     -- state + 0: after an ANALYZE that saw few reservations the planner chose their
     -- partial index (state = 2: every job reserved in the last TTR, and under a held
     -- snapshot every one finished since) over the primary key, and kept that plan.
     DELETE FROM sqlq_jobs
      WHERE id = p_id AND state + 0 = 2 AND lease = p_lease AND reserved_until > p_now
-    RETURNING dependents INTO v_dependents;
+    RETURNING dependents, capped INTO v_dependents, v_capped;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job %: lease lost', p_id USING ERRCODE = 'SQ001';
     END IF;
     IF v_dependents > 0 THEN
         PERFORM sqlq_release_children(ARRAY[p_id], p_now);
+    END IF;
+    IF v_capped THEN
+        PERFORM pg_notify('sqlq', '');  -- listeners wake whatever the payload
     END IF;
     RETURN QUERY SELECT * FROM sqlq_claim(p_tubes, p_now, p_owner, 1, false, p_scan_tube,
                                           p_scan_lo, p_scan_hi, p_scan_from, p_expired_from);
@@ -149,6 +153,7 @@ DECLARE
     v_lost bigint[];
     v_lost_leases bigint[];
     v_parents bigint[];
+    v_capped boolean;
     v_row sqlq_jobs;
 BEGIN
     IF cardinality(p_ids) > 0 THEN
@@ -156,15 +161,19 @@ BEGIN
             DELETE FROM sqlq_jobs AS j USING unnest(p_ids, p_leases) AS k(id, lease)
              WHERE j.id = k.id AND j.lease = k.lease AND j.state + 0 = 2  -- as above
                AND j.reserved_until > p_now
-            RETURNING j.id, j.lease, j.dependents)
+            RETURNING j.id, j.lease, j.dependents, j.capped)
         SELECT array_agg(k.id) FILTER (WHERE g.id IS NULL),
                array_agg(k.lease) FILTER (WHERE g.id IS NULL),
-               array_agg(g.id) FILTER (WHERE g.dependents > 0)
-          INTO v_lost, v_lost_leases, v_parents
+               array_agg(g.id) FILTER (WHERE g.dependents > 0),
+               bool_or(g.capped)
+          INTO v_lost, v_lost_leases, v_parents, v_capped
           FROM unnest(p_ids, p_leases) AS k(id, lease)
           LEFT JOIN gone AS g ON g.id = k.id AND g.lease = k.lease;
         IF v_parents IS NOT NULL THEN
             PERFORM sqlq_release_children(v_parents, p_now);
+        END IF;
+        IF v_capped THEN
+            PERFORM pg_notify('sqlq', '');
         END IF;
         IF v_lost IS NOT NULL THEN
             FOR i IN 1 .. cardinality(v_lost) LOOP
