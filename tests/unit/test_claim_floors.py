@@ -236,3 +236,17 @@ def test_a_lease_that_expires_is_claimed(q: sqlq.Queue) -> None:
     again = q.reserve(timeout=10)
     assert again is not None and again.id == held_id
     assert q.stats_job(held_id)["timeouts"] == 1
+
+
+def test_the_fast_path_that_finds_nothing_after_its_delete(q: sqlq.Queue,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's delete-and-claim, when nothing is left above the floors, reads every
+    band whole with a claim alone (its delete is done): nothing there is no job."""
+    monkeypatch.setattr(floors, "EMPTY_RESCAN_S", 0.0)
+    q.put_many([b"x"] * 3)
+    job = q.reserve(timeout=0)
+    for _ in range(2):
+        job = q.reserve(timeout=0, delete=job)
+        assert job is not None
+    assert q.reserve(timeout=0, delete=job) is None
+    assert q.stats()["current-jobs-ready"] == 0 and q.stats()["current-jobs-reserved"] == 0

@@ -185,7 +185,9 @@ class PostgresStore(Store):
         entry = _claiming(conn, owner, now)
         try:
             rows = self._claim_rows(conn, "delete_and_claim", now, tubes, params)
-            row = rows[0] if rows else None
+            # No row: nothing claimed; a row of NULLs: nor by claim_job after it (a retry
+            # that read every band, _claim_rows).
+            row = rows[0] if rows and rows[0][0] is not None else None
         except psycopg.Error as e:
             if e.sqlstate == LEASE_LOST:
                 if conn.info.transaction_status == TransactionStatus.INERROR:
