@@ -54,8 +54,14 @@ def _pg_value(name: str) -> object:
     if name in ("ids", "leases", "priorities", "delays", "ttrs", "known", "parents",
                 "children"):
         return [1, 2]
-    if name in ("gone", "capped"):
+    if name in ("gone", "capped", "expired_check"):
         return False
+    if name == "scan_tube":
+        return ["a", "a", "a"]
+    if name in ("scan_lo", "scan_hi", "scan_from", "scan_cand"):
+        return [0, 1, 2]
+    if name == "scan_xmax":
+        return [None, None, None]
     if name == "grace":
         return 5.0
     return "x" if name in _TEXT_PARAMS else 1

@@ -68,37 +68,58 @@ SELECT id, pg_notify('sqlq', tube) FROM job;
 SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 
 -- name: claim_job
--- dialect: the claim is a function (sqlq_claim, migrations 0003/0007/0015) with SKIP
---   LOCKED inside; tubes are text[]; %(capped)s as the SQLite file's :capped; the marker.
+-- dialect: the claim is a function (sqlq_claim, migrations 0003/0007/0015/0017) with SKIP
+--   LOCKED inside; tubes are text[]; %(capped)s as the SQLite file's :capped; the floors.
 -- The most urgent job ready as of now in the watched, unpaused tubes, due delayed
 -- jobs and expired reservations included: see sqlq_claim in migrations/0003. In full
 -- durability its commit waits for the WAL flush, as every write's: a claim lost by a
 -- server crash would make the job ready again while its holder, alive on another
--- machine, runs it (owners.py), so a claim is not cheaper to lose than a put. A claim
--- that found nothing says in the same round trip whether a watched tube has limits
--- (the claim skipped it): a row of NULLs if so (the second branch runs only when the
--- first gave no row), so the engine need not ask (store.py empty_claim_limited).
-WITH c AS MATERIALIZED (
+-- machine, runs it (owners.py), so a claim is not cheaper to lose than a put. Each
+-- band is read from its floor (migrations/0017, store.py ClaimFloors): sqlq_floors
+-- decides which floors hold, in the same statement, and says so (scan_from, status,
+-- expired_from, xmax: the last four columns). A claim that found nothing gives one row
+-- of NULL job columns, with `limited` true if a watched tube has limits (the claim
+-- skipped it), so the engine need not ask (store.py empty_claim_limited).
+WITH f AS MATERIALIZED (
+    SELECT * FROM sqlq_floors(%(tubes)s::text[], %(now)s::bigint, %(scan_tube)s::text[],
+                              %(scan_lo)s::bigint[], %(scan_from)s::bigint[],
+                              %(scan_cand)s::bigint[], %(scan_xmax)s::xid8[],
+                              %(expired_from)s::bigint, %(expired_check)s::boolean)),
+c AS MATERIALIZED (
     SELECT * FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, 1,
-                             %(capped)s::boolean))
+                             %(capped)s::boolean, %(scan_tube)s::text[], %(scan_lo)s::bigint[],
+                             %(scan_hi)s::bigint[], (SELECT scan_from FROM f),
+                             (SELECT expired_from FROM f)))
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
-       c.trace
-  FROM c
+       c.trace, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
+  FROM c, f
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL
- WHERE NOT EXISTS (SELECT 1 FROM c)
-   AND EXISTS (SELECT 1 FROM sqlq_tubes
-                WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate) IS NOT NULL);
+       NULL, NULL, NULL,
+       EXISTS (SELECT 1 FROM sqlq_tubes
+                WHERE name = ANY(%(tubes)s::text[])
+                  AND coalesce(concurrency, rate) IS NOT NULL),
+       f.status, f.expired_from, f.xmax::text
+  FROM f
+ WHERE NOT EXISTS (SELECT 1 FROM c);
 
 -- name: delete_and_claim
 -- The worker's fast path: delete the job it finished (under its lease) and claim the
--- next, in one statement (sqlq_delete_and_claim; SQLSTATE SQ001: the lease is lost).
-SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries, kicks,
-       lease, reserved_until, unique_key, delay, trace
-  FROM sqlq_delete_and_claim(%(id)s::bigint, %(lease)s::bigint, %(now)s::bigint,
-                             %(tubes)s::text[], %(owner)s::text);
+-- next, in one statement (sqlq_delete_and_claim; SQLSTATE SQ001: the lease is lost),
+-- with the floors of claim_job. No row when nothing was claimed.
+WITH f AS MATERIALIZED (
+    SELECT * FROM sqlq_floors(%(tubes)s::text[], %(now)s::bigint, %(scan_tube)s::text[],
+                              %(scan_lo)s::bigint[], %(scan_from)s::bigint[],
+                              %(scan_cand)s::bigint[], %(scan_xmax)s::xid8[],
+                              %(expired_from)s::bigint, %(expired_check)s::boolean))
+SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
+       c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
+       c.trace, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
+  FROM f, sqlq_delete_and_claim(%(id)s::bigint, %(lease)s::bigint, %(now)s::bigint,
+                                %(tubes)s::text[], %(owner)s::text, %(scan_tube)s::text[],
+                                %(scan_lo)s::bigint[], %(scan_hi)s::bigint[], f.scan_from,
+                                f.expired_from) AS c;
 
 -- name: claim_job_by_id
 -- dialect: a 53-bit random lease in a bigint; a boolean is not an integer (::int); capped
@@ -163,7 +184,8 @@ SELECT tube, pg_notify('sqlq', '') FROM job;
 
 -- name: delete_leased_job
 -- dialect: pg_notify for a job that held a capped tube's slot (SQLite's waiters see
---   every commit).
+--   every commit); state + 0: the primary key finds the row, never the reservations'
+--   partial index.
 -- The worker's delete: no NOTIFY (the NOTIFY lock would serialise every ack); a
 -- result() waiting on a job deleted without a result learns it at its next look. But
 -- a job whose reservation counted against a concurrency cap (capped, set by the limits
@@ -172,48 +194,51 @@ SELECT tube, pg_notify('sqlq', '') FROM job;
 -- other costs a column test). Parameters in order, as SQLite's (the store binds one
 -- tuple): id, lease, now. A job with dependents is left to delete_linked_job.
 DELETE FROM sqlq_jobs
- WHERE id = %s AND state = 2 AND lease = %s AND reserved_until > %s AND dependents = 0
+ WHERE id = %s AND state + 0 = 2 AND lease = %s AND reserved_until > %s AND dependents = 0
 RETURNING tube, CASE WHEN capped THEN pg_notify('sqlq', tube) END;
 
 -- name: lease_state
 SELECT state, lease, reserved_until FROM sqlq_jobs WHERE id = %(id)s;
 
 -- name: release_job
--- dialect: NULL parameters need a type (::bigint), and pg_notify wakes waiters for the job.
+-- dialect: NULL parameters need a type (::bigint), and pg_notify wakes waiters for the job;
+--   state + 0: the primary key finds the row, never the reservations' partial index.
 WITH job AS (
     UPDATE sqlq_jobs
        SET state = CASE WHEN %(delay_until)s::bigint IS NULL THEN 0 ELSE 1 END,
            delay = %(delay)s, delay_until = %(delay_until)s, reserved_until = NULL,
            lease = NULL, owner = NULL, priority = coalesce(%(priority)s, priority),
-           releases = releases + 1
-     WHERE id = %(id)s AND state = 2 AND reserved_until > %(now)s
+           releases = releases + 1, again = true
+     WHERE id = %(id)s AND state + 0 = 2 AND reserved_until > %(now)s
        AND (%(lease)s::bigint IS NULL OR lease = %(lease)s)
     RETURNING tube)
 SELECT tube, pg_notify('sqlq', tube) FROM job;
 
 -- name: bury_job
--- dialect: a NULL lease needs a type (::bigint), and pg_notify tells a waiting result().
+-- dialect: a NULL lease needs a type (::bigint), and pg_notify tells a waiting result();
+--   state + 0: the primary key finds the row, never the reservations' partial index.
 WITH job AS (
     UPDATE sqlq_jobs
        SET state = 3, reserved_until = NULL, lease = NULL, owner = NULL,
            priority = coalesce(%(priority)s, priority), buries = buries + 1,
            bury_reason = %(reason)s
-     WHERE id = %(id)s AND state = 2 AND reserved_until > %(now)s
+     WHERE id = %(id)s AND state + 0 = 2 AND reserved_until > %(now)s
        AND (%(lease)s::bigint IS NULL OR lease = %(lease)s)
     RETURNING tube)
 SELECT tube, pg_notify('sqlq', '') FROM job;
 
 -- name: touch_job
--- dialect: a NULL lease needs a type (::bigint).
+-- dialect: a NULL lease needs a type (::bigint);
+--   state + 0: the primary key finds the row, never the reservations' partial index.
 UPDATE sqlq_jobs SET reserved_until = %(now)s + ttr
- WHERE id = %(id)s AND state = 2 AND reserved_until > %(now)s
+ WHERE id = %(id)s AND state + 0 = 2 AND reserved_until > %(now)s
    AND (%(lease)s::bigint IS NULL OR lease = %(lease)s)
 RETURNING reserved_until;
 
 -- name: kick_buried
 -- dialect: FOR UPDATE SKIP LOCKED (concurrent kicks), and pg_notify wakes waiters.
 WITH job AS (
-    UPDATE sqlq_jobs SET state = 0, kicks = kicks + 1, bury_reason = NULL
+    UPDATE sqlq_jobs SET state = 0, kicks = kicks + 1, bury_reason = NULL, again = true
      WHERE id IN (SELECT id FROM sqlq_jobs WHERE state = 3 AND tube = %(tube)s
                    ORDER BY id LIMIT %(bound)s FOR UPDATE SKIP LOCKED)
     RETURNING id)
@@ -223,7 +248,7 @@ SELECT id, pg_notify('sqlq', %(tube)s) FROM job;
 -- dialect: FOR UPDATE SKIP LOCKED (concurrent kicks), and pg_notify wakes waiters.
 -- Only jobs still waiting: a due one is already ready as of now.
 WITH job AS (
-    UPDATE sqlq_jobs SET state = 0, delay_until = NULL, kicks = kicks + 1
+    UPDATE sqlq_jobs SET state = 0, delay_until = NULL, kicks = kicks + 1, again = true
      WHERE id IN (SELECT id FROM sqlq_jobs
                    WHERE state = 1 AND tube = %(tube)s AND delay_until > %(now)s
                    ORDER BY delay_until, id LIMIT %(bound)s FOR UPDATE SKIP LOCKED)
@@ -233,7 +258,8 @@ SELECT id, pg_notify('sqlq', %(tube)s) FROM job;
 -- name: kick_job
 -- dialect: pg_notify wakes the tube's waiters (it returns the tube for it).
 WITH job AS (
-    UPDATE sqlq_jobs SET state = 0, delay_until = NULL, kicks = kicks + 1, bury_reason = NULL
+    UPDATE sqlq_jobs
+       SET state = 0, delay_until = NULL, kicks = kicks + 1, bury_reason = NULL, again = true
      WHERE id = %(id)s AND (state = 3 OR (state = 1 AND delay_until > %(now)s))
     RETURNING tube)
 SELECT tube, pg_notify('sqlq', tube) FROM job;
@@ -344,7 +370,8 @@ SELECT DISTINCT owner FROM sqlq_jobs
 -- name: release_owner
 -- dialect: pg_notify wakes waiters for the jobs given back.
 WITH job AS (
-    UPDATE sqlq_jobs SET state = 0, reserved_until = NULL, lease = NULL, owner = NULL
+    UPDATE sqlq_jobs
+       SET state = 0, reserved_until = NULL, lease = NULL, owner = NULL, again = true
      WHERE state = 2 AND owner = %(owner)s
     RETURNING tube)
 SELECT tube, pg_notify('sqlq', tube) FROM job;
@@ -379,7 +406,8 @@ WITH dead AS (
                               AND greatest(seen_at, pg_postmaster_start_time())
                                   >= now() - make_interval(secs => %(grace)s::float8)))),
 job AS (
-    UPDATE sqlq_jobs SET state = 0, reserved_until = NULL, lease = NULL, owner = NULL
+    UPDATE sqlq_jobs
+       SET state = 0, reserved_until = NULL, lease = NULL, owner = NULL, again = true
      WHERE state = 2 AND owner = %(owner)s AND EXISTS (SELECT 1 FROM dead)
     RETURNING tube),
 forgotten AS (
@@ -390,7 +418,8 @@ SELECT tube, pg_notify('sqlq', tube) FROM job;
 -- The jobs a claim cut off by a lost connection may have taken (db.ClaimLedger): this
 -- owner's, reserved at that claim's time, but for those claims seen to commit took.
 WITH job AS (
-    UPDATE sqlq_jobs SET state = 0, reserved_until = NULL, lease = NULL, owner = NULL
+    UPDATE sqlq_jobs
+       SET state = 0, reserved_until = NULL, lease = NULL, owner = NULL, again = true
      WHERE state = 2 AND owner = %(owner)s AND reserved_until - ttr = %(now)s
        AND id <> ALL (%(known)s::bigint[])
     RETURNING tube)
@@ -480,12 +509,12 @@ SELECT id, tube, priority, CASE WHEN state = 2 THEN 0 ELSE state END, delay_unti
 -- dialect: OVERRIDING SYSTEM VALUE: the id is an identity column.
 INSERT INTO sqlq_jobs (id, tube, priority, state, delay_until, ttr, body, created_at,
                        reserves, timeouts, releases, buries, kicks, bury_reason, unique_key,
-                       delay, waiting_on, dependents, trace)
+                       delay, waiting_on, dependents, trace, again)
 OVERRIDING SYSTEM VALUE
 VALUES (%(id)s, %(tube)s, %(priority)s, %(state)s, %(delay_until)s, %(ttr)s, %(body)s,
         %(created_at)s, %(reserves)s, %(timeouts)s, %(releases)s, %(buries)s, %(kicks)s,
         %(bury_reason)s, %(unique_key)s, %(delay)s, %(waiting_on)s, %(dependents)s,
-        %(trace)s);
+        %(trace)s, true);
 
 -- name: export_tube
 SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms FROM sqlq_tubes ORDER BY name;
@@ -716,22 +745,37 @@ SELECT tube, metric, le, count, sum FROM sqlq_durations ORDER BY tube, metric;
 -- Batches (reserve_many, delete_many): one statement, one commit for many jobs.
 
 -- name: claim_jobs
--- dialect: the batch claim is the same function (sqlq_claim with n, migration 0005).
+-- dialect: the batch claim is the same function (sqlq_claim with n), with claim_job's floors.
 -- Up to %(n)s of the most urgent jobs ready as of now, each under a lease of its own
 -- (sqlq_claim in migrations/0005: the same claim as claim_job, LIMIT n, as durable).
+WITH f AS MATERIALIZED (
+    SELECT * FROM sqlq_floors(%(tubes)s::text[], %(now)s::bigint, %(scan_tube)s::text[],
+                              %(scan_lo)s::bigint[], %(scan_from)s::bigint[],
+                              %(scan_cand)s::bigint[], %(scan_xmax)s::xid8[],
+                              %(expired_from)s::bigint, %(expired_check)s::boolean))
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
-       c.trace
-  FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, %(n)s::integer) AS c;
+       c.trace, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
+  FROM f, sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, %(n)s::integer,
+                     false, %(scan_tube)s::text[], %(scan_lo)s::bigint[], %(scan_hi)s::bigint[],
+                     f.scan_from, f.expired_from) AS c;
 
 -- name: delete_and_claim_jobs
 -- Delete jobs under their leases and claim up to %(n)s more (0: none), in one statement
--- (sqlq_delete_and_claim_many, migrations/0005). A row with a NULL tube names a job and
+-- (sqlq_delete_and_claim_many, migrations/0005), with claim_job's floors. A row with a NULL tube names a job and
 -- a lease that was lost; the other deletes stand, and nothing was claimed.
-SELECT id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries, kicks,
-       lease, reserved_until, unique_key, delay, trace
-  FROM sqlq_delete_and_claim_many(%(ids)s::bigint[], %(leases)s::bigint[], %(now)s::bigint,
-                                  %(tubes)s::text[], %(owner)s::text, %(n)s::integer);
+WITH f AS MATERIALIZED (
+    SELECT * FROM sqlq_floors(%(tubes)s::text[], %(now)s::bigint, %(scan_tube)s::text[],
+                              %(scan_lo)s::bigint[], %(scan_from)s::bigint[],
+                              %(scan_cand)s::bigint[], %(scan_xmax)s::xid8[],
+                              %(expired_from)s::bigint, %(expired_check)s::boolean))
+SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
+       c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
+       c.trace, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
+  FROM f, sqlq_delete_and_claim_many(%(ids)s::bigint[], %(leases)s::bigint[], %(now)s::bigint,
+                                     %(tubes)s::text[], %(owner)s::text, %(n)s::integer,
+                                     %(scan_tube)s::text[], %(scan_lo)s::bigint[],
+                                     %(scan_hi)s::bigint[], f.scan_from, f.expired_from) AS c;
 
 -- ---------------------------------------------------------------------------------------------
 -- Failed attempts (migration 0009, sqlq/attempts.py). Written only when a run fails: the
@@ -961,10 +1005,11 @@ SELECT lease FROM sqlq_cancelled WHERE id = %(id)s;
 SELECT id, lease FROM sqlq_cancelled WHERE id = ANY (%(ids)s::bigint[]);
 
 -- name: set_progress
--- dialect: a NULL lease needs a type (::bigint), and pg_notify wakes a waiting result().
+-- dialect: a NULL lease needs a type (::bigint), and pg_notify wakes a waiting result();
+--   state + 0: the primary key finds the row, never the reservations' partial index.
 WITH job AS (
     UPDATE sqlq_jobs SET progress = %(progress)s, progress_message = %(message)s
-     WHERE id = %(id)s AND state = 2 AND reserved_until > %(now)s
+     WHERE id = %(id)s AND state + 0 = 2 AND reserved_until > %(now)s
        AND (%(lease)s::bigint IS NULL OR lease = %(lease)s)
     RETURNING id)
 SELECT id, pg_notify('sqlq', '') FROM job;

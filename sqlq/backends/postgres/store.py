@@ -22,11 +22,15 @@ from psycopg.pq import TransactionStatus
 from ...errors import JobLost
 from ...model import DELAYED, READY, ClaimRow
 from ..store import Store, load_queries, one
+from .floors import LIMITED, NO_SCAN, ClaimFloors
 
 Q = load_queries(Path(__file__).with_name("queries.sql"))
 #: The SQLSTATE sqlq_delete_and_claim raises when the lease no longer holds.
 LEASE_LOST = "SQ001"
 _claim_row = ClaimRow._make
+#: The statement that claims as each claim statement does, without its delete.
+_CLAIM_ALONE = {"claim_job": "claim_job", "delete_and_claim": "claim_job",
+                "claim_jobs": "claim_jobs", "delete_and_claim_jobs": "claim_jobs"}
 #: A claim row's place in claim order: (priority, id).
 _CLAIM_ORDER = operator.attrgetter("priority", "id")
 
@@ -50,7 +54,7 @@ def _claimed(conn: Any, entry: list[Any] | None, rows: Sequence[ClaimRow]) -> No
 
 def _claimed_one(conn: Any, entry: list[Any] | None, row: Any) -> ClaimRow | None:
     """The ClaimRow of a one-job claim's row (None: nothing claimed), noted in the ledger."""
-    claimed = None if row is None else _claim_row(row)
+    claimed = None if row is None else _claim_row(row[:16])
     _claimed(conn, entry, [] if claimed is None else [claimed])
     return claimed
 
@@ -67,6 +71,7 @@ class PostgresStore(Store):
 
     def __init__(self) -> None:
         self._empty = _EmptyClaim()
+        self.floors = ClaimFloors()
     LOOK_BEFORE_CLAIM = False
     ONE_STATEMENT_CLAIM = True
     CLAIM_OUTSIDE_TRANSACTION = True
@@ -86,9 +91,32 @@ class PostgresStore(Store):
     def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None
                      ) -> ClaimRow | None:
         entry = _claiming(conn, owner, now)
-        row = one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner,
-                                         "capped": True})
-        return _claimed_one(conn, entry, None if row is None or row[0] is None else row)
+        rows = self._claim_rows(conn, "claim_job", now, tubes,
+                                {"owner": owner, "capped": True})
+        return _claimed_one(conn, entry, rows[0] if rows[0][0] is not None else None)
+
+    def _claim_rows(self, conn: Any, name: str, now: int, tubes: Any,
+                    params: dict[str, Any]) -> list[Any]:
+        """Run the claim statement ``name`` from this process's floors (floors.py), and
+        learn what it says of them; its rows."""
+        if not tubes:  # a delete_many: no claim, nothing to learn
+            params.update(NO_SCAN, tubes=tubes, now=now)
+            return conn.execute(Q[name], params).fetchall()  # type: ignore[no-any-return]
+        scan = self.floors.scan(tubes, now)
+        params.update(scan.params, tubes=tubes, now=now)
+        rows = conn.execute(Q[name], params).fetchall()
+        self.floors.learn(scan, rows, now)
+        if not scan.full and (not rows or rows[0][0] is None):
+            # Nothing above the floors: read every band whole, if not done a moment ago
+            # (floors.py EMPTY_RESCAN_S), for a put that slipped below one. The delete,
+            # if any, is done: the claim alone again.
+            scan = self.floors.scan(tubes, now)
+            if scan.full:
+                name = _CLAIM_ALONE[name]
+                params.update(scan.params, capped=params.get("capped", False))
+                rows = conn.execute(Q[name], params).fetchall()
+                self.floors.learn(scan, rows, now)
+        return rows  # type: ignore[no-any-return]
 
     def ids_param(self, ids: Sequence[int]) -> list[int]:
         return list(ids)
@@ -140,10 +168,10 @@ class PostgresStore(Store):
 
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> ClaimRow | None:
         entry = _claiming(conn, owner, now)
-        row = one(conn, Q["claim_job"], {"tubes": tubes, "now": now, "owner": owner,
-                                         "capped": False})
-        if row is None or row[0] is None:  # nothing claimed; a marker row: limited tubes
-            self._empty.limited = row is not None
+        row = self._claim_rows(conn, "claim_job", now, tubes,
+                               {"owner": owner, "capped": False})[0]
+        if row[0] is None:  # nothing claimed: whether a watched tube has limits
+            self._empty.limited = bool(row[LIMITED])
             row = None
         return _claimed_one(conn, entry, row)
 
@@ -153,10 +181,13 @@ class PostgresStore(Store):
 
     def delete_and_claim(self, conn: Any, now: int, job_id: int, lease: int, tubes: Any,
                          owner: str | None) -> ClaimRow | None:
-        params = {"id": job_id, "lease": lease, "now": now, "tubes": tubes, "owner": owner}
+        params = {"id": job_id, "lease": lease, "owner": owner}
         entry = _claiming(conn, owner, now)
         try:
-            row = one(conn, Q["delete_and_claim"], params)
+            rows = self._claim_rows(conn, "delete_and_claim", now, tubes, params)
+            # No row: nothing claimed; a row of NULLs: nor by claim_job after it (a retry
+            # that read every band, _claim_rows).
+            row = rows[0] if rows and rows[0][0] is not None else None
         except psycopg.Error as e:
             if e.sqlstate == LEASE_LOST:
                 if conn.info.transaction_status == TransactionStatus.INERROR:
@@ -169,9 +200,9 @@ class PostgresStore(Store):
 
     def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
                    ) -> list[ClaimRow]:
-        params = {"tubes": tubes, "now": now, "owner": owner, "n": n}
         entry = _claiming(conn, owner, now)
-        rows = [_claim_row(r) for r in conn.execute(Q["claim_jobs"], params).fetchall()]
+        rows = [_claim_row(r[:16]) for r in self._claim_rows(conn, "claim_jobs", now, tubes,
+                                                             {"owner": owner, "n": n})]
         _claimed(conn, entry, rows)
         return sorted(rows, key=_CLAIM_ORDER)
 
@@ -192,10 +223,10 @@ class PostgresStore(Store):
         """One statement (sqlq_delete_and_claim_many): a row without a tube names a job
         and the lease of it that was lost (its other columns NULL)."""
         params = {"ids": [job_id for job_id, _ in leases],
-                  "leases": [lease for _, lease in leases],
-                  "now": now, "tubes": tubes, "owner": owner, "n": n}
+                  "leases": [lease for _, lease in leases], "owner": owner, "n": n}
         entry = _claiming(conn, owner, now) if n else None
-        rows = [_claim_row(r) for r in conn.execute(Q["delete_and_claim_jobs"], params)]
+        rows = [_claim_row(r[:16])
+                for r in self._claim_rows(conn, "delete_and_claim_jobs", now, tubes, params)]
         lost = [(r.id, r.lease) for r in rows if r.tube is None]
         if lost:
             return lost, []

@@ -1,0 +1,252 @@
+"""PostgreSQL claims from per-band floors (backends/postgres/floors.py, migration 0017).
+
+A floor lets a claim skip the rows a held snapshot keeps; it must never cost a job its
+place: every path that makes a job ready under an old id, a put whose transaction
+commits late, a claim that rolls back, a more urgent or less urgent band, and a
+database whose ids went back are each shown here to be claimed in order. Each test
+first checks that a floor really is above the job it is about (else it would prove
+nothing).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import sqlq
+from sqlq.backends.postgres import floors
+
+pytestmark = pytest.mark.slow
+
+MIGRATIONS = Path(sqlq.__file__).parent / "backends" / "postgres" / "migrations"
+QUERIES = Path(sqlq.__file__).parent / "backends" / "postgres" / "queries.sql"
+
+
+@pytest.fixture
+def q(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[sqlq.Queue]:
+    """A queue whose floors move on every claim (no wait for a candidate to ripen)."""
+    monkeypatch.setattr(floors, "RIPE_MS", 0)
+    queue = sqlq.Queue(pg_url, durability="normal")
+    yield queue
+    queue.close()
+
+
+def band(q: sqlq.Queue, tube: str = "default", priority: int = 1024) -> int:
+    """The floor this process holds for (tube, priority)."""
+    b = q._backend.store.floors._bands.get((tube, priority))  # type: ignore[attr-defined]
+    return 0 if b is None else int(b.floor)
+
+
+def drain(q: sqlq.Queue, n: int) -> list[int]:
+    ids = []
+    for _ in range(n):
+        job = q.reserve(timeout=0)
+        assert job is not None
+        ids.append(job.id)
+        job.delete()
+    return ids
+
+
+def test_floors_follow_the_claims(q: sqlq.Queue) -> None:
+    ids = q.put_many([b"x"] * 10)
+    assert drain(q, 6) == ids[:6]
+    assert ids[3] <= band(q) <= ids[5], "the floor is not following the claims"
+
+
+def test_a_job_released_below_the_floor_is_next(q: sqlq.Queue) -> None:
+    ids = q.put_many([b"x"] * 10)
+    held = q.reserve(timeout=0)
+    assert held is not None and held.id == ids[0]
+    drain(q, 5)
+    assert band(q) > held.id
+    held.release()
+    assert q.reserve(timeout=0).id == held.id  # type: ignore[union-attr]
+
+
+def test_a_job_kicked_below_the_floor_is_next(q: sqlq.Queue) -> None:
+    ids = q.put_many([b"x"] * 10)
+    held = q.reserve(timeout=0)
+    assert held is not None and held.id == ids[0]
+    held.bury()
+    drain(q, 5)
+    assert band(q) > held.id
+    q.kick_job(held.id)
+    assert q.reserve(timeout=0).id == held.id  # type: ignore[union-attr]
+
+
+def test_a_child_released_below_the_floor_is_next(q: sqlq.Queue) -> None:
+    parent = q.put(b"parent")
+    child = q.put(b"child", after=parent)
+    q.put_many([b"x"] * 10)
+    held = q.reserve(timeout=0)
+    assert held is not None and held.id == parent
+    drain(q, 5)
+    assert band(q) > child
+    held.delete()
+    assert q.reserve(timeout=0).id == child  # type: ignore[union-attr]
+
+
+def test_other_bands_keep_their_order(q: sqlq.Queue) -> None:
+    q.put_many([b"x"] * 10)
+    late = q.put(b"later", priority=5000)
+    drain(q, 5)
+    assert band(q) > 0
+    urgent = q.put(b"urgent", priority=0)
+    assert q.reserve(timeout=0).id == urgent  # type: ignore[union-attr]
+    drain(q, 5)
+    assert q.reserve(timeout=0).id == late  # type: ignore[union-attr]
+
+
+def test_a_put_committed_late_holds_the_floor_below_it(q: sqlq.Queue, pg_url: str) -> None:
+    """A put in the application's transaction took its id before jobs claimed since:
+    while it is open no floor passes it, and once it commits it is the next job."""
+    q.put_many([b"x"] * 3)
+    drain(q, 2)
+    with psycopg.connect(pg_url) as app:
+        late = sqlq.put(app, b"late")
+        q.put_many([b"x"] * 10)
+        drain(q, 6)
+        assert 0 < band(q) <= late, "a floor passed a put still in flight"
+        app.commit()
+    assert q.reserve(timeout=0).id == late  # type: ignore[union-attr]
+
+
+def test_a_put_that_slips_below_the_floor_is_still_claimed(q: sqlq.Queue, pg_url: str,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """Past PATIENCE_MS a floor no longer waits for open transactions: a put held open
+    that long is found by a claim that reads every band whole."""
+    monkeypatch.setattr(floors, "PATIENCE_MS", 0)
+    monkeypatch.setattr(floors, "EMPTY_RESCAN_S", 0.0)
+    q.put_many([b"x"] * 3)
+    drain(q, 2)
+    with psycopg.connect(pg_url) as app:
+        late = sqlq.put(app, b"late")
+        rest = q.put_many([b"x"] * 10)
+        drain(q, 6)
+        assert band(q) > late
+        app.commit()
+    taken = drain(q, 6)
+    assert sorted(taken) == sorted([late, *rest[5:]])  # the 6 drained: 3, then rest[:5]
+    assert q.reserve(timeout=0) is None
+
+
+def test_a_claim_rolled_back_leaves_no_job_below_the_floor(q: sqlq.Queue, pg_url: str) -> None:
+    ids = q.put_many([b"x"] * 10)
+    with psycopg.connect(pg_url) as other:
+        taken = other.execute("SELECT id FROM sqlq_claim(ARRAY['default'], 0, 'other')"
+                              ).fetchone()
+        assert taken is not None and taken[0] == ids[0]
+        drain(q, 5)
+        assert band(q) <= ids[0], "a floor passed a job another claim may give back"
+        other.rollback()
+    assert q.reserve(timeout=0).id == ids[0]  # type: ignore[union-attr]
+
+
+def test_ids_that_went_back_are_found(q: sqlq.Queue, pg_url: str,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database restored from an older copy under the same URL: its ids are below
+    this process's floors, and a claim that finds nothing reads every band whole."""
+    monkeypatch.setattr(floors, "EMPTY_RESCAN_S", 0.0)
+    q.put_many([b"x"] * 20)
+    drain(q, 20)
+    assert band(q) > 10
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("SELECT setval('sqlq_jobs_id_seq', 1, false)")
+    first = q.put(b"again")
+    assert first < band(q)
+    assert q.reserve(timeout=0).id == first  # type: ignore[union-attr]
+
+
+def test_floors_keep_a_claim_cheap_under_a_held_snapshot(q: sqlq.Queue, pg_url: str) -> None:
+    """The pages one claim reads, with and without the floors, after 3,000 jobs were
+    drained while another session held a snapshot from before them."""
+    with psycopg.connect(pg_url, autocommit=True) as holder:
+        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT count(*) FROM sqlq_jobs").fetchone()
+        for _ in range(3):
+            q.put_many([b"x"] * 1000)
+        for job in iter(lambda: q.reserve(timeout=0), None):
+            job.delete()
+        q.put(b"last")
+        store = q._backend.store  # type: ignore[attr-defined]
+        scan = store.floors.scan(["default"], 0)
+        with psycopg.connect(pg_url) as probe:
+            with_floors = _pages(probe, {**scan.params, "scan_cand": [None] * len(
+                scan.params["scan_cand"])})
+            whole = _pages(probe, {**scan.params, "scan_from": [0] * len(
+                scan.params["scan_from"]), "scan_cand": [None] * len(scan.params["scan_cand"])})
+        holder.execute("ROLLBACK")
+    assert with_floors < 60 and whole > 3 * with_floors, (with_floors, whole)
+
+
+def _pages(conn: psycopg.Connection, params: dict[str, object]) -> int:
+    """Shared buffers one claim reads (EXPLAIN ANALYZE, rolled back: nothing claimed)."""
+    from sqlq.backends.postgres.store import Q
+
+    params = {**params, "tubes": ["default"], "now": 0, "owner": "probe", "capped": False}
+    conn.execute(Q["claim_job"], params).fetchall()  # plan the function's statements
+    conn.rollback()
+    plan = "\n".join(r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + Q["claim_job"],
+                                                params))
+    conn.rollback()
+    return int(re.search(r"Function Scan on sqlq_claim.*?shared hit=(\d+)", plan, re.S)[1])  # type: ignore[index]
+
+
+def test_every_way_back_to_ready_marks_the_job_again() -> None:
+    """A statement that makes an existing job ready (state 0) under its old id sets
+    `again`, or floors could hide it: checked in queries.sql and the functions of the
+    newest migration that defines each."""
+    statements = re.split(r"\n-- name: ", QUERIES.read_text())
+    functions: dict[str, str] = {}
+    for path in sorted(MIGRATIONS.glob("*.sql")):
+        for m in re.finditer(r"FUNCTION (\w+)\(.*?\$body\$(.*?)\$body\$", path.read_text(), re.S):
+            functions[m.group(1)] = m.group(2)
+    bodies = statements + list(functions.values())
+    making_ready = [b for b in bodies
+                    if re.search(r"UPDATE sqlq_jobs\b[^;]*?(SET|,)\s*state = (0\b|CASE)", b)]
+    assert len(making_ready) >= 8
+    missing = [b.splitlines()[0] for b in making_ready if "again = true" not in b]
+    assert not missing, f"made ready without `again`: {missing}"
+
+
+def test_a_tube_keeps_floors_for_its_most_recent_bands(q: sqlq.Queue) -> None:
+    """Each band with a floor is one more probe a claim: a tube keeps MAX_BANDS, those
+    claimed from most recently, and still gives every job in order."""
+    priorities = list(range(floors.MAX_BANDS + 4))
+    ids = [q.put(b"x", priority=p) for p in priorities for _ in range(2)]
+    assert drain(q, len(ids)) == ids
+    kept = [p for t, p in q._backend.store.floors._bands if t == "default"]  # type: ignore[attr-defined]
+    assert sorted(kept) == priorities[-floors.MAX_BANDS:]
+
+
+def test_a_lease_that_expires_is_claimed(q: sqlq.Queue) -> None:
+    """The expired-lease branch is looked for from a moving start: a job whose TTR
+    passed under a live holder is claimed again, by a claimer whose floors are set."""
+    q.put_many([b"x"] * 5)
+    drain(q, 5)
+    assert band(q) > 0
+    held_id = q.put(b"y", ttr=1)
+    held = q.reserve(timeout=0)
+    assert held is not None and held.id == held_id
+    again = q.reserve(timeout=10)
+    assert again is not None and again.id == held_id
+    assert q.stats_job(held_id)["timeouts"] == 1
+
+
+def test_the_fast_path_that_finds_nothing_after_its_delete(q: sqlq.Queue,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's delete-and-claim, when nothing is left above the floors, reads every
+    band whole with a claim alone (its delete is done): nothing there is no job."""
+    monkeypatch.setattr(floors, "EMPTY_RESCAN_S", 0.0)
+    q.put_many([b"x"] * 3)
+    job = q.reserve(timeout=0)
+    for _ in range(2):
+        job = q.reserve(timeout=0, delete=job)
+        assert job is not None
+    assert q.reserve(timeout=0, delete=job) is None
+    assert q.stats()["current-jobs-ready"] == 0 and q.stats()["current-jobs-reserved"] == 0
