@@ -43,9 +43,10 @@ def test_claim_returns_claim_row_columns(dialect: str, queries: dict[str, str],
     extra = columns[len(ClaimRow._fields):]
     if dialect == "postgres" and name != "claim_job_by_id":
         # Then what the claim says of its floors, where floors.py reads it.
-        assert len(extra) == 5 and extra[floors.AGAIN - 16] == "again", (name, extra)
-        assert extra[floors.STATUS - 16] == "status", (name, extra)
-        assert extra[floors.EXPIRED_FROM - 16] == "expired_from", (name, extra)
-        assert extra[floors.XMAX - 16].startswith("xmax"), (name, extra)
+        at = {column: i + floors.CLAIM_COLUMNS for i, column in enumerate(extra)}
+        assert len(extra) == 5, (name, extra)
+        assert at["again"] == floors.AGAIN and at["status"] == floors.STATUS, (name, extra)
+        assert at["expired_from"] == floors.EXPIRED_FROM, (name, extra)
+        assert extra[floors.XMAX - floors.CLAIM_COLUMNS].startswith("xmax"), (name, extra)
     else:
         assert not extra, (dialect, name)

@@ -43,6 +43,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ...model import ClaimRow
+
 #: Every band is read from its start at least this often (seconds).
 RESCAN_S = 30.0
 #: After a claim that found nothing, the next reads every band from its start, if the
@@ -68,9 +70,10 @@ _LOWEST = -(2**63)
 _HIGHEST = 2**63 - 1
 # The status sqlq_floors gives a candidate (migration 0017).
 _PROVED, _WAITING = 1, 2
-# Where a claim row's extra columns start: ClaimRow's 16, then again, limited, status,
-# expired_from, xmax.
-AGAIN, LIMITED, STATUS, EXPIRED_FROM, XMAX = 16, 17, 18, 19, 20
+#: A claim statement's row: ClaimRow's columns, then again, limited, status,
+#: expired_from, xmax (claim_job in queries.sql).
+CLAIM_COLUMNS = len(ClaimRow._fields)
+AGAIN, LIMITED, STATUS, EXPIRED_FROM, XMAX = range(CLAIM_COLUMNS, CLAIM_COLUMNS + 5)
 #: The floors of a statement that claims nothing (a delete_many).
 NO_SCAN: dict[str, Any] = {"scan_tube": [], "scan_lo": [], "scan_hi": [], "scan_from": [],
                            "scan_cand": [], "scan_xmax": [], "expired_from": None,

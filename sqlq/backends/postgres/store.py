@@ -22,7 +22,7 @@ from psycopg.pq import TransactionStatus
 from ...errors import JobLost
 from ...model import DELAYED, READY, ClaimRow
 from ..store import Store, load_queries, one
-from .floors import LIMITED, NO_SCAN, ClaimFloors
+from .floors import CLAIM_COLUMNS, LIMITED, NO_SCAN, ClaimFloors
 
 Q = load_queries(Path(__file__).with_name("queries.sql"))
 #: The SQLSTATE sqlq_delete_and_claim raises when the lease no longer holds.
@@ -54,7 +54,7 @@ def _claimed(conn: Any, entry: list[Any] | None, rows: Sequence[ClaimRow]) -> No
 
 def _claimed_one(conn: Any, entry: list[Any] | None, row: Any) -> ClaimRow | None:
     """The ClaimRow of a one-job claim's row (None: nothing claimed), noted in the ledger."""
-    claimed = None if row is None else _claim_row(row[:16])
+    claimed = None if row is None else _claim_row(row[:CLAIM_COLUMNS])
     _claimed(conn, entry, [] if claimed is None else [claimed])
     return claimed
 
@@ -106,7 +106,7 @@ class PostgresStore(Store):
         params.update(scan.params, tubes=tubes, now=now)
         rows = conn.execute(Q[name], params).fetchall()
         self.floors.learn(scan, rows, now)
-        if not scan.full and (not rows or rows[0][0] is None):
+        if not scan.full and (not rows or rows[0][0] is None) and params.get("n", 1):
             # Nothing above the floors: read every band whole, if not done a moment ago
             # (floors.py EMPTY_RESCAN_S), for a put that slipped below one. The delete,
             # if any, is done: the claim alone again.
@@ -201,8 +201,8 @@ class PostgresStore(Store):
     def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
                    ) -> list[ClaimRow]:
         entry = _claiming(conn, owner, now)
-        rows = [_claim_row(r[:16]) for r in self._claim_rows(conn, "claim_jobs", now, tubes,
-                                                             {"owner": owner, "n": n})]
+        found = self._claim_rows(conn, "claim_jobs", now, tubes, {"owner": owner, "n": n})
+        rows = [_claim_row(r[:CLAIM_COLUMNS]) for r in found]
         _claimed(conn, entry, rows)
         return sorted(rows, key=_CLAIM_ORDER)
 
@@ -225,7 +225,7 @@ class PostgresStore(Store):
         params = {"ids": [job_id for job_id, _ in leases],
                   "leases": [lease for _, lease in leases], "owner": owner, "n": n}
         entry = _claiming(conn, owner, now) if n else None
-        rows = [_claim_row(r[:16])
+        rows = [_claim_row(r[:CLAIM_COLUMNS])
                 for r in self._claim_rows(conn, "delete_and_claim_jobs", now, tubes, params)]
         lost = [(r.id, r.lease) for r in rows if r.tube is None]
         if lost:
