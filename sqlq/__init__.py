@@ -30,7 +30,8 @@ TYPE_CHECKING = False  # not `typing`: see __getattr__
 if TYPE_CHECKING:
     from typing import Any
 
-    from .asyncq import AsyncJob, AsyncQueue
+    from .asynchandles import AsyncJob
+    from .asyncq import AsyncQueue
     from .attempts import Attempt
     from .control import current_job
     from .enqueue import put, put_many
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from .work.tasks import Signature
     from .workflows import chain, chord
 
-_LAZY = {"AsyncJob": ".asyncq", "AsyncQueue": ".asyncq", "Attempt": ".attempts", "Job": ".model",
+_LAZY = {"AsyncJob": ".asynchandles", "AsyncQueue": ".asyncq", "Attempt": ".attempts", "Job": ".model",
          "Links": ".reads", "Queue": ".queue", "Signature": ".work.tasks",
          "Transaction": ".puts", "chain": ".workflows", "chord": ".workflows",
          "current_job": ".control", "put": ".enqueue", "put_many": ".enqueue"}

@@ -50,7 +50,8 @@ from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
 from .. import attempts, control, tracing
-from ..asyncq import AsyncJob, AsyncQueue
+from ..asynchandles import AsyncJob
+from ..asyncq import AsyncQueue
 from ..attempts import TIMED_OUT
 from ..model import Job
 from ..queue import Queue

@@ -1,0 +1,130 @@
+"""The async handles of a reserved job and of a transaction (:class:`AsyncJob`,
+:class:`AsyncTransaction`): each holds the synchronous object (``sync``) and the
+AsyncQueue (``aq``), and awaits the object's verbs in the AsyncQueue's thread. Apart
+from asyncq.py, which makes them, so that the queue's module stays the queue."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import operator
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+from .model import JOB_FIELDS, Job
+from .puts import Transaction
+
+if TYPE_CHECKING:
+    from .asyncq import AsyncQueue
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _HoldsSync(Protocol):
+    """An async handle of a synchronous object (AsyncJob, AsyncTransaction)."""
+
+    @property
+    def aq(self) -> AsyncQueue: ...
+
+    @property
+    def sync(self) -> Any: ...
+
+
+def sync_verb(verb: Callable[Concatenate[Any, P], R], *, pokes: bool = False
+               ) -> Callable[Concatenate[_HoldsSync, P], Coroutine[Any, Any, R]]:
+    """The verb of a handle's synchronous object (``self.sync``: a Job, a Transaction) as
+    a coroutine method of the async handle: the same signature, run in the
+    AsyncQueue's thread (see :func:`awaited`)."""
+
+    @functools.wraps(verb)
+    async def call(self: _HoldsSync, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        sync = self.sync
+        return await self.aq.call_in_thread(lambda: verb(sync, *args, **kwargs), pokes=pokes)
+
+    owner = verb.__qualname__
+    call.__qualname__ = f"Async{owner}"
+    call.__module__ = __name__  # documented here (functools.wraps copied the verb's)
+    call.__doc__ = f":meth:`sqlq.{owner}`, awaited.\n\n{inspect.getdoc(verb) or ''}"
+    return call
+
+
+class AsyncJob:
+    """A reserved (or peeked) job: the :class:`~sqlq.Job`'s fields, its verbs awaited.
+
+    ``job.sync`` is the Job itself (for code that runs in a thread); ``job.aq`` the
+    AsyncQueue it came from.
+    """
+
+    __slots__ = ("aq", "sync")
+
+    # The record, read through from the Job (see Job for each field). The properties
+    # are made from Job's own fields below: these annotations are for type checkers,
+    # and tests/unit/test_async_parity.py fails if they differ from Job's.
+    id: int
+    tube: str
+    body: bytes
+    priority: int
+    ttr: float
+    state: str
+    reserves: int
+    timeouts: int
+    releases: int
+    buries: int
+    kicks: int
+    lease: int | None
+    created_at: int
+    delay_until: int | None
+    reserved_until: int | None
+    bury_reason: str | None
+    unique_key: str | None
+    delay: float
+    trace: str | None
+
+    def __init__(self, aq: AsyncQueue, job: Job) -> None:
+        self.aq = aq
+        self.sync = job
+
+    def __repr__(self) -> str:
+        return repr(self.sync)
+
+    def json(self) -> Any:
+        """The body decoded as JSON."""
+        return self.sync.json()
+
+    def text(self) -> str:
+        """The body decoded as UTF-8."""
+        return self.sync.text()
+
+    delete = sync_verb(Job.delete)
+    release = sync_verb(Job.release, pokes=True)
+    bury = sync_verb(Job.bury, pokes=True)
+    touch = sync_verb(Job.touch)
+    progress = sync_verb(Job.progress)
+    complete = sync_verb(Job.complete, pokes=True)
+
+
+def _read_through(name: str) -> property:
+    return property(operator.attrgetter(f"sync.{name}"), doc=f"The Job's ``{name}``.")
+
+
+for _field in JOB_FIELDS:
+    setattr(AsyncJob, _field, _read_through(_field))
+
+
+class AsyncTransaction:
+    """What ``async with aq.transaction() as tx`` hands out: SQL and puts in one commit."""
+
+    def __init__(self, aq: AsyncQueue, tx: Transaction) -> None:
+        self.queue = aq
+        self.sync = tx
+
+    @property
+    def aq(self) -> AsyncQueue:
+        """The AsyncQueue (``queue``, as :class:`~sqlq.Transaction` names its Queue)."""
+        return self.queue
+
+    execute = sync_verb(Transaction.execute)
+    put = sync_verb(Transaction.put)
+    put_many = sync_verb(Transaction.put_many)
+    publish = sync_verb(Transaction.publish)
