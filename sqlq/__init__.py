@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     from .work.tasks import Signature
     from .workflows import chain, chord
 
-_LAZY = {"AsyncJob": ".asynchandles", "AsyncQueue": ".asyncq", "Attempt": ".attempts", "Job": ".model",
-         "Links": ".reads", "Queue": ".queue", "Signature": ".work.tasks",
+_LAZY = {"AsyncJob": ".asynchandles", "AsyncQueue": ".asyncq", "Attempt": ".attempts",
+         "Job": ".model", "Links": ".reads", "Queue": ".queue", "Signature": ".work.tasks",
          "Transaction": ".puts", "chain": ".workflows", "chord": ".workflows",
          "current_job": ".control", "put": ".enqueue", "put_many": ".enqueue"}
 

@@ -10,6 +10,7 @@ import pytest
 
 from sqlq import Queue
 from sqlq.backends import store as shared_store
+from sqlq.backends import views as shared_views
 from sqlq.backends.postgres.store import PostgresStore
 from sqlq.backends.sqlite import store
 from sqlq.backends.sqlite.store import SQLiteStore
@@ -92,9 +93,10 @@ def test_every_query_is_used_by_store() -> None:
     from sqlq.backends.postgres import horizon as pg_horizon
     from sqlq.backends.sqlite import horizon as sqlite_horizon
 
-    for queries, modules in ((SQLiteStore.Q, (sqlite, store, shared_store, sqlite_horizon)),
+    for queries, modules in ((SQLiteStore.Q, (sqlite, store, shared_store, shared_views,
+                                                sqlite_horizon)),
                              (PostgresStore.Q, (postgres, postgres.store, shared_store,
-                                                pg_horizon))):
+                                                shared_views, pg_horizon))):
         source = ""
         for module in modules:
             with open(module.__file__ or "") as f:

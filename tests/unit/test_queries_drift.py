@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from sqlq.backends import postgres, sqlite
-from sqlq.backends.store import load_queries
+from sqlq.backends.sql import load_queries
 
 SQLITE = load_queries(Path(sqlite.__file__).with_name("queries.sql"), comments=True)
 POSTGRES = load_queries(Path(postgres.__file__).with_name("queries.sql"), comments=True)

@@ -21,7 +21,8 @@ from psycopg.pq import TransactionStatus
 
 from ...errors import JobLost
 from ...model import DELAYED, READY, ClaimRow
-from ..store import Store, load_queries, one
+from ..sql import load_queries, one
+from ..store import Store
 from .floors import CLAIM_COLUMNS, LIMITED, NO_SCAN, ClaimFloors
 
 Q = load_queries(Path(__file__).with_name("queries.sql"))

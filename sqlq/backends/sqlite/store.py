@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ...model import DELAYED, READY, ClaimRow
-from ..store import Store, load_queries, one
+from ..sql import load_queries, one
+from ..store import Store
 from .drivers import triggers_off
 
 Q = load_queries(Path(__file__).with_name("queries.sql"))
