@@ -536,36 +536,6 @@ class Store(StoreViews, abc.ABC):
         result = None if row[0] is None else bytes(row[0])
         return result, row[1], row[2]
 
-    # -- failed attempts (sqlq/attempts.py) --------------------------------------------------
-
-    def keep_attempt(self, conn: Conn, params: dict[str, Any], kept: int) -> None:
-        """Store one failed attempt (``Attempt.params()``) of a job that was released,
-        buried or reserved again (nothing for a job gone), and keep only the job's last
-        ``kept``: older rows are deleted once it has had more runs than that."""
-        if "count_failure" in self.Q:  # PostgreSQL counts it in insert_attempt
-            conn.execute(self.Q["count_failure"], {"job_id": params["job_id"]})
-        conn.execute(self.Q["insert_attempt"], params)
-        if params["attempt"] > kept:
-            conn.execute(self.Q["trim_attempts"], {"job_id": params["job_id"],
-                                                   "attempt": params["attempt"], "kept": kept})
-
-    def attempts(self, conn: Conn, job_id: int) -> list[tuple[Any, ...]]:
-        """The job's kept attempts, oldest first (rows of ``list_attempts``)."""
-        return [tuple(r) for r in conn.execute(self.Q["list_attempts"], {"job_id": job_id})]
-
-    def last_attempt(self, conn: Conn, job_id: int) -> tuple[int, str, str, str] | None:
-        """(failed runs counted, error, message, traceback of the newest kept attempt, ''
-        for each if none) of the job, or None if there is no such job."""
-        row = one(conn, self.Q["last_attempt"], {"job_id": job_id})
-        if row is None:
-            return None
-        return int(row[0]), row[1] or "", row[2] or "", row[3] or ""
-
-    def attempt_trace(self, conn: Conn, job_id: int) -> str | None:
-        """The traceparent of the job's latest failed run that kept one, or None."""
-        row = one(conn, self.Q["attempt_trace"], {"job_id": job_id})
-        return None if row is None else str(row[0])
-
     # -- tracing (sqlq/tracing.py) ------------------------------------------------------------
 
     def set_trace(self, conn: Conn, ids: Sequence[int], trace: str) -> None:

@@ -1,8 +1,9 @@
 """The store's read-only views for operators, and the records kept beside the queue
 for them: the dashboard's and /metrics' reads (observe.py), failed jobs grouped by error
-(failures.py), the workers registry and the throughput history (registry.py,
-throughput.py). A mixin of :class:`~sqlq.backends.store.Store`, over the same named
-statements (``self.Q``), so that store.py keeps the verbs of the queue itself."""
+(failures.py), the failed attempts kept per job (attempts.py), the workers registry and
+the throughput history (registry.py, throughput.py). A mixin of
+:class:`~sqlq.backends.store.Store`, over the same named statements (``self.Q``), so
+that store.py keeps the verbs of the queue itself."""
 
 from __future__ import annotations
 
@@ -130,3 +131,33 @@ class StoreViews:
         """(minute, at, puts, deletes, buries) of the samples from minute ``since`` on."""
         return [(int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]))
                 for r in conn.execute(self.Q["list_throughput"], {"since": since})]
+
+    # -- failed attempts (sqlq/attempts.py) --------------------------------------------------
+
+    def keep_attempt(self, conn: Conn, params: dict[str, Any], kept: int) -> None:
+        """Store one failed attempt (``Attempt.params()``) of a job that was released,
+        buried or reserved again (nothing for a job gone), and keep only the job's last
+        ``kept``: older rows are deleted once it has had more runs than that."""
+        if "count_failure" in self.Q:  # PostgreSQL counts it in insert_attempt
+            conn.execute(self.Q["count_failure"], {"job_id": params["job_id"]})
+        conn.execute(self.Q["insert_attempt"], params)
+        if params["attempt"] > kept:
+            conn.execute(self.Q["trim_attempts"], {"job_id": params["job_id"],
+                                                   "attempt": params["attempt"], "kept": kept})
+
+    def attempts(self, conn: Conn, job_id: int) -> list[tuple[Any, ...]]:
+        """The job's kept attempts, oldest first (rows of ``list_attempts``)."""
+        return [tuple(r) for r in conn.execute(self.Q["list_attempts"], {"job_id": job_id})]
+
+    def last_attempt(self, conn: Conn, job_id: int) -> tuple[int, str, str, str] | None:
+        """(failed runs counted, error, message, traceback of the newest kept attempt, ''
+        for each if none) of the job, or None if there is no such job."""
+        row = one(conn, self.Q["last_attempt"], {"job_id": job_id})
+        if row is None:
+            return None
+        return int(row[0]), row[1] or "", row[2] or "", row[3] or ""
+
+    def attempt_trace(self, conn: Conn, job_id: int) -> str | None:
+        """The traceparent of the job's latest failed run that kept one, or None."""
+        row = one(conn, self.Q["attempt_trace"], {"job_id": job_id})
+        return None if row is None else str(row[0])
