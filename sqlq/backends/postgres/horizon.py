@@ -17,7 +17,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from ...horizon import FirstSeen, Holder, Horizon
-from .store import PostgresStore
+from .store import PostgresStore, Q
 
 
 class XminWatch:
@@ -33,7 +33,7 @@ class XminWatch:
         keys: set[Hashable] = set()
         hidden = 0
         for kind, name, xmin, xid_age, seconds, detail, visible in conn.execute(
-                self.store.Q["horizon_holders"]):
+                Q["horizon_holders"]):
             name, detail = bytes(name).decode(errors="replace"), bytes(detail).decode(
                 errors="replace")
             observed = seconds is None
@@ -49,7 +49,7 @@ class XminWatch:
                                   bool(visible), observed))
         self._seen.keep(keys)
         dead = {table: int(dead) for table, _, dead, _ in
-                conn.execute(self.store.Q["table_health"])}
+                conn.execute(Q["table_health"])}
         first = holders[0] if holders else None
         return Horizon("postgres", now, first.seconds if first else 0.0, first, holders,
                        hidden, dead)

@@ -128,12 +128,14 @@ class SQLiteBackend(Backend):
         """``VACUUM INTO`` path: one read transaction's view of the file, compact, through
         either driver; writers are not held up (a WAL reader blocks no one). Measured
         against the online backup API in docs/operations.md#backups."""
-        query = self.store.Q["vacuum_into"]
+        store = self.store
+        query = store.Q["vacuum_into"]
         self.db.outside_transaction(lambda c: c.execute(query, {"path": path}).fetchall())
         return True
 
     def check_integrity(self) -> str | None:
-        query = self.store.Q["integrity_check"]
+        store = self.store
+        query = store.Q["integrity_check"]
         return str(self.db.outside_transaction(lambda c: c.execute(query).fetchall())[0][0])
 
     def open_notifier(self) -> Notifier:

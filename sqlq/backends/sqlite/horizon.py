@@ -49,9 +49,11 @@ class WalWatch:
         if self.db.in_transaction():  # a checkpoint cannot run inside one
             return Horizon("sqlite", now, wal_bytes=wal_bytes)
 
+        store = self.store
+
         def checkpoint(c: Any) -> tuple[int, int, int]:
-            _, frames, copied = c.execute(self.store.Q["checkpoint_passive"]).fetchall()[0]
-            size = c.execute(self.store.Q["wal_frame_size"]).fetchall()[0][0]
+            _, frames, copied = c.execute(store.Q["checkpoint_passive"]).fetchall()[0]
+            size = c.execute(store.Q["wal_frame_size"]).fetchall()[0][0]
             return int(frames), int(copied), int(size)
 
         frames, copied, frame_size = self.db.outside_transaction(checkpoint)
