@@ -250,3 +250,26 @@ def test_the_fast_path_that_finds_nothing_after_its_delete(q: sqlq.Queue,
         assert job is not None
     assert q.reserve(timeout=0, delete=job) is None
     assert q.stats()["current-jobs-ready"] == 0 and q.stats()["current-jobs-reserved"] == 0
+
+
+def test_many_children_released_at_once_cost_a_claim_nothing(q: sqlq.Queue,
+                                                             pg_url: str) -> None:
+    """2,000 children made ready at once by their parent's delete are marked `again`,
+    above the floor: a claim reads a few pages, not every one of them, and takes them
+    in order, each once."""
+    q.put_many([b"x"] * 5)
+    drain(q, 5)
+    parent = q.put(b"parent")
+    children = q.put_many([b"child"] * 2000, after=parent)
+    taken = q.reserve(timeout=0)
+    assert taken is not None and taken.id == parent
+    assert band(q) < children[0]
+    taken.delete()
+    scan = q._backend.store.floors.scan(["default"], 0)  # type: ignore[attr-defined]
+    with psycopg.connect(pg_url) as probe:
+        pages = _pages(probe, {**scan.params, "scan_cand": [None] * len(
+            scan.params["scan_cand"])})
+    assert pages < 60, pages
+    batch = q.reserve_many(50, timeout=0)
+    assert [job.id for job in batch] == children[:50]
+    assert drain(q, 10) == children[50:60]

@@ -14,8 +14,10 @@
 -- job made ready again with its old id (a release, a kick, a dependency's release, a
 -- dead holder's jobs given back, a copied job) could land below a floor: those rows
 -- are marked `again` and found through their own small index, sqlq_jobs_again, which
--- every claim reads whole. Reads other than claims (stats, peek, has_ready_job) keep
--- sqlq_jobs_ready: `again` changes nothing else.
+-- every claim reads whole. Above a floor they are read with the fresh ones, in order
+-- (not filtered out: 10,000 children released at once would be walked by every
+-- claim). Reads other than claims (stats, peek, has_ready_job) keep sqlq_jobs_ready:
+-- `again` changes nothing else.
 --
 -- The floor arguments are optional: a claim without them (an older sqlq's process
 -- during an upgrade) scans every band from its start, as before.
@@ -73,7 +75,7 @@ BEGIN
                     CROSS JOIN LATERAL (
                           SELECT id, priority FROM sqlq_jobs
                            WHERE state = 0 AND tube = s.tube AND priority >= s.lo
-                             AND priority <= s.hi AND id >= s.from_id AND NOT again
+                             AND priority <= s.hi AND id >= s.from_id
                            ORDER BY priority, id LIMIT p_n FOR UPDATE SKIP LOCKED) AS f
                     WHERE s.tube IN (SELECT name FROM t)
                    UNION ALL
@@ -97,7 +99,8 @@ BEGIN
                                           ORDER BY priority, id LIMIT p_n
                                             FOR UPDATE SKIP LOCKED) AS x
                           ) AS o) AS c
-            ORDER BY c.priority, c.id
+            GROUP BY c.priority, c.id  -- a job made ready again, above its band's floor,
+            ORDER BY c.priority, c.id  -- comes from both scans: once in the n
             LIMIT p_n))
     RETURNING j.*;
 END
@@ -227,9 +230,9 @@ $body$;
 --      between the two; after a long wait it passes no xmax, so that a transaction
 --      idle for hours cannot stop the floor: a put it holds is found by the caller's
 --      full scan, at least every 30 s); and
---   2. no fresh job of the band is ready between the floor and the candidate: a plain
---      read, which sees a row that another claim has locked but not committed, so a
---      claim that rolls back cannot leave its job below the floor.
+--   2. no job of the band is ready between the floor and the candidate: a plain read,
+--      which sees a row that another claim has locked but not committed, so a claim
+--      that rolls back cannot leave its job below the floor.
 -- status per scan row: 0 no candidate, 1 the candidate is the floor now, 2 waiting
 -- for transactions that were open, 3 refused (a ready job below it). Expired
 -- reservations: with p_expired_check, the earliest one from p_expired_from on (NULL:
@@ -253,7 +256,7 @@ BEGIN
                          AND pg_snapshot_xmin(pg_current_snapshot()) < s.cand_xmax THEN 2
                     WHEN EXISTS (SELECT 1 FROM sqlq_jobs
                                   WHERE state = 0 AND tube = s.tube AND priority = s.lo
-                                    AND id >= s.from_id AND id < s.cand AND NOT again) THEN 3
+                                    AND id >= s.from_id AND id < s.cand) THEN 3
                     ELSE 1 END::smallint AS status
           FROM unnest(p_scan_tube, p_scan_lo, p_scan_from, p_scan_cand, p_scan_xmax)
                WITH ORDINALITY AS s(tube, lo, from_id, cand, cand_xmax, n))
