@@ -14,14 +14,15 @@ band's fresh jobs only arrive above the ids already taken from it. This process 
 per band, a *floor*: an id below which the band has no fresh ready job. A claim reads
 each band from its floor, and every other priority of the tube (the gaps between
 known bands) from the start. A job made ready again under an old id (release, kick,
-a dependency's release, a dead holder's jobs) is marked ``again`` and found through
-its own index, read whole by every claim.
+a dependency's release, a dead holder's jobs) is marked ``again``: below a floor it
+is found through its own index, read whole by every claim; above one, with the fresh
+jobs, in order.
 
 A floor only moves up to a *candidate*, the id of a job a claim took from the band,
 once the database proves it (``sqlq_floors``, in the claim's own statement): every
 transaction open at that claim has ended (a put still in flight cannot hold an id
-below it), and a plain read finds no fresh ready job between floor and candidate (a
-claim that rolled back would show its job there). What could still slip below a
+below it), and a plain read finds no ready job between floor and candidate (a claim
+that rolled back would show its job there). What could still slip below a
 floor (a put whose transaction stalled between taking its id and writing its row, a
 put held open longer than :data:`PATIENCE_MS`, a database restored from a copy) is
 found by a claim that reads every band from its start: at least every
