@@ -524,7 +524,10 @@ def check_cancels(cancelled: dict[int, tuple[int, bool]], maybe: set[int], not_f
         after = any(claim > at for claim in claims.get(job_id, ()))
         done = completions[job_id] > 0
         there = job_id in in_file
-        if (after or there) and normal and crashes.crash_after(at) is not None:
+        # An immediate restart may undo a normal cancel: its job is then live again, and
+        # claimed anew, left in the file, or completed by the holder it had (which is
+        # told nothing: its lease holds again).
+        if (after or there or done) and normal and crashes.crash_after(at) is not None:
             undone["cancels"] += 1
             continue
         if after:

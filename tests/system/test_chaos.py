@@ -603,6 +603,35 @@ def test_checker_finds_cancelled_jobs_handed_out_completed_or_left(tmp_path: Pat
     assert not summary.ok and "cancel-violations=5" in summary.line(1), summary.line(1)
 
 
+def test_checker_excuses_a_normal_cancel_an_immediate_restart_undid(tmp_path: Path) -> None:
+    """A normal-mode cancel acknowledged just before an immediate restart may be undone:
+    its holder then completes the job under its lease. The same completion after a full
+    cancel, or with no restart near, is a violation (found by CI's PostgreSQL chaos run:
+    job 1943, cancel-violations=1, restarts fast:1/immediate:1)."""
+    db = tmp_path / "c.db"
+    with sqlq.Queue(str(db), durability="normal") as q:
+        ids = q.put_many([b"p1-%d" % i for i in range(3)], tube="chaos-a")
+        for job_id in ids:
+            q.delete(job_id)
+    undone, full, far = ids
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "agents.txt").write_text("w.log worker full\nc.log canceller normal\n"
+                                     "f.log canceller full\n")
+    (logs / "restarts.txt").write_text("immediate 10000 10600\n")
+    (logs / "p.log").write_text("".join(f"P {j} p1-{i} 100\n" for i, j in enumerate(ids)))
+    (logs / "w.log").write_text(
+        f"R {undone} 1 p1-0 19900 9005 1000\nD {undone} 1 11000\nC {undone} 1 11100\n"
+        f"R {full} 2 p1-1 19900 9005 1000\nD {full} 2 11000\nC {full} 2 11100\n"
+        f"R {far} 3 p1-2 39900 29005 1000\nD {far} 3 31000\nC {far} 3 31100\n")
+    (logs / "c.log").write_text(f"S {undone} 9400\nQ {undone} 9500\n"
+                                f"S {far} 29400\nQ {far} 29500\n")
+    (logs / "f.log").write_text(f"S {full} 9400\nQ {full} 9500\n")
+    verdict = chaos_checker.check(db, logs)
+    assert verdict.cancels.completed_after == [full, far], verdict.cancels
+    assert verdict.undone_by_crash["cancels"] == 1, verdict.undone_by_crash
+
+
 def test_checker_finds_more_holds_than_the_cap(tmp_path: Path) -> None:
     """Three jobs of a tube capped at 2 held at once are reported; holds ended by a
     delete's start, a release's start, a holder's kill, a cancel acknowledged after the
