@@ -621,9 +621,10 @@ def test_checker_excuses_a_normal_cancel_an_immediate_restart_undid(tmp_path: Pa
     (logs / "restarts.txt").write_text("immediate 10000 10600\n")
     (logs / "p.log").write_text("".join(f"P {j} p1-{i} 100\n" for i, j in enumerate(ids)))
     (logs / "w.log").write_text(
-        f"R {undone} 1 p1-0 19900 9005 1000\nD {undone} 1 11000\nC {undone} 1 11100\n"
-        f"R {full} 2 p1-1 19900 9005 1000\nD {full} 2 11000\nC {full} 2 11100\n"
-        f"R {far} 3 p1-2 39900 29005 1000\nD {far} 3 31000\nC {far} 3 31100\n")
+        # claimed at 9005 (until 14005 - ttr 5000), before the cancels at 9500
+        f"R {undone} 1 p1-0 14005 9005 5000\nD {undone} 1 11000\nC {undone} 1 11100\n"
+        f"R {full} 2 p1-1 14005 9005 5000\nD {full} 2 11000\nC {full} 2 11100\n"
+        f"R {far} 3 p1-2 34005 29005 5000\nD {far} 3 31000\nC {far} 3 31100\n")
     (logs / "c.log").write_text(f"S {undone} 9400\nQ {undone} 9500\n"
                                 f"S {far} 29400\nQ {far} 29500\n")
     (logs / "f.log").write_text(f"S {full} 9400\nQ {full} 9500\n")
