@@ -37,10 +37,10 @@ def check_trace_url(template: str) -> str:
     if any(not c.isprintable() or c.isspace() for c in template):
         raise Error(f"--trace-url may hold no spaces or control characters: {template!r}")
     try:
-        parts = urlsplit(probe)
-    except ValueError:
-        parts = urlsplit("")
-    if parts.scheme.lower() not in SCHEMES or not parts.netloc:
+        scheme, netloc = urlsplit(probe)[:2]
+    except ValueError:  # a malformed [IPv6] host
+        scheme = netloc = ""
+    if scheme.lower() not in SCHEMES or not netloc:
         raise Error(f"--trace-url must be an http:// or https:// URL, not {template!r}")
     return template
 
