@@ -517,7 +517,10 @@ class Queue(Puts, Reads, FlowControl):
 
         Raises:
             Error: dest exists (unless ``force``), is a directory or in a missing
-                directory, or cannot be written; nothing is changed.
+                directory, is not a regular file (a device node, a FIFO), is the queue's
+                own file, its -wal, -shm or -journal file or in its ``-sqlq`` directory,
+                has a name ending in ``-wal``, ``-shm`` or ``-journal`` (another
+                database's), or cannot be written; nothing is changed.
         """
         from .backup import backup  # loaded on first use: most processes never back up
 
