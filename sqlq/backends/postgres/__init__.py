@@ -143,6 +143,9 @@ class PostgresBackend(Backend):
             self._listener = listener
         return PgNotifier(self._listener)
 
+    def connect(self) -> None:
+        self.db.connect()
+
     def child_location(self) -> str:
         return self._url
 
