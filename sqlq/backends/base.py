@@ -289,6 +289,7 @@ class Backend(abc.ABC):
         backend on a server opens without it (its first call connects, waiting for the
         server as after a lost connection); the CLI and ``sqlq work`` ask here to say so
         at once, or to wait in their own way. A file is open from the start."""
+        return
 
     def child_location(self) -> str:
         """What a child process (``sqlq work -- COMMAND``) gets as ``SQLQ_DB`` to open

@@ -124,3 +124,33 @@ def test_a_session_pool_works(pgbouncer: Any, pg_url: str) -> None:
         assert job is not None and job.id == jid
         job.delete()
         assert q.stats()["current-jobs-ready"] == 0
+
+
+@pytest.mark.slow
+def test_an_async_worker_stays_up_through_immediate_restarts(
+        pg_server: PgServer, pg_url: str, tmp_path: Path) -> None:
+    """W4: ``--concurrency 4 --prefetch 4``, three immediate restarts while it runs: it
+    never exits, and no job runs twice (in full durability a restart undoes no commit,
+    and a worker that stays up acknowledges its finished jobs again)."""
+    out = tmp_path / "ran.txt"
+    n = 600
+    with sqlq.Queue(pg_url) as q:
+        ids = q.put_many([encode_call("tests.connect_jobs.anote", [str(i)], {})
+                          for i in range(n)], tube="connect-async")
+    worker = Work(pg_url, "--import", "tests.connect_jobs", "--tube", "connect-async",
+                  "--concurrency", "4", "--prefetch", "4", env={"SQLQ_TEST_OUT": str(out)})
+    try:
+        for k in range(1, 4):
+            wait_for(lambda k=k: len(lines(out)) >= k * n // 5 or worker.proc.poll() is not None,
+                     what=f"{k * n // 5} runs; worker log:\n{worker.text()}")
+            pg_server.restart("immediate")
+            assert worker.proc.poll() is None, worker.text()
+        wait_for(lambda: len(_runs(out)) == n or worker.proc.poll() is not None,
+                 what=f"every job run; worker log:\n{worker.text()}")
+        assert worker.proc.poll() is None, worker.text()
+        runs = _runs(out)
+        assert set(runs) == set(ids)
+        twice = {jid: count for jid, count in runs.items() if count > 1}
+        assert not twice, f"ran more than once: {twice}\n{worker.text()}"
+    finally:
+        assert worker.stop() == 0, worker.text()
