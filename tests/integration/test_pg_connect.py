@@ -13,6 +13,7 @@ is made again without a word, and a pooler that would share sqlq's sessions is r
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 import sqlq
+from sqlq.backends.postgres import db as pg_db
 from sqlq.work.tasks import encode_call
 from tests.pgserver import PgServer
 from tests.timing import SLACK
@@ -154,3 +156,42 @@ def test_an_async_worker_stays_up_through_immediate_restarts(
         assert not twice, f"ran more than once: {twice}\n{worker.text()}"
     finally:
         assert worker.stop() == 0, worker.text()
+
+
+def test_an_async_wait_goes_on_when_the_server_goes_between_its_look_and_due_time(
+        pg_server: PgServer, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """W4's path: an AsyncQueue waiter's look went through, then the server went away as
+    it read its due time, and stayed away longer than a call waits for it (shortened
+    here). That read is waited through as the look's own (it raised Disconnected into
+    the async worker's reserve, which exited and left its finished jobs to run again)."""
+    monkeypatch.setattr(pg_db, "RECONNECT_FOR_S", 0.2)
+
+    async def main() -> bool:
+        async with sqlq.AsyncQueue(pg_url) as aq:
+            engine = aq.queue.engine
+            real_due = engine.due
+            went: list[float] = []
+
+            def due(tubes: Any) -> int | None:
+                if not went:
+                    pg_server.stop("immediate")
+                    went.append(time.monotonic())
+                return real_due(tubes)
+
+            engine.due = due  # type: ignore[method-assign]
+            waiter = asyncio.ensure_future(aq.reserve("t", timeout=None))
+            while not went:
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(1.0)
+            assert not waiter.done() or waiter.result()  # before: Disconnected
+            await asyncio.to_thread(pg_server.start)
+            with sqlq.Queue(pg_url) as producer:
+                jid = producer.put(b"after", tube="t")
+            job = await asyncio.wait_for(waiter, 60)
+            await job.delete()
+            return job.id == jid
+
+    try:
+        assert asyncio.run(main())
+    finally:
+        pg_server.start()
