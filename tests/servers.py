@@ -256,7 +256,9 @@ class PgBouncer:
         return url.replace(f"127.0.0.1:{self.server.port}/", f"127.0.0.1:{self.port}/", 1)
 
     def start(self) -> PgBouncer:
-        program = require("pgbouncer")
+        # Debian puts it in /usr/sbin, off a non-root user's PATH
+        program = shutil.which("pgbouncer") or ("/usr/sbin/pgbouncer" if os.access(
+            "/usr/sbin/pgbouncer", os.X_OK) else require("pgbouncer"))
         if self.root is None:
             self.root = Path(tempfile.mkdtemp(prefix="sqlq-pgbouncer-"))
             self._reaper = subprocess.Popen(
