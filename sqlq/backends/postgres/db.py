@@ -332,10 +332,10 @@ class Database:
         """A write waiting longer than this for a row or table lock raises Locked."""
         self._lock_timeout = "0" if seconds is None else f"{max(1, round(seconds * 1000))}ms"
         with self._lock:
-            conn = self._conn
-            if conn is None or self._inside():
-                return  # the next connection (or transaction's end) sets it
-            with contextlib.suppress(psycopg.OperationalError):  # lost: the next one sets it
+            if self._conn is None:
+                return  # the first connection sets it
+            with self._errors():
+                conn = self._conn if self._inside() else self._usable()
                 conn.execute("SELECT set_config('lock_timeout', %s, false)",
                              (self._lock_timeout,))
 
