@@ -156,8 +156,11 @@ def test_an_async_worker_stays_up_through_immediate_restarts(
     try:
         for _ in range(5):
             seen = len(lines(out))
-            wait_for(lambda seen=seen: len(lines(out)) > seen + 20
-                     or worker.proc.poll() is not None, what=f"runs; log:\n{worker.text()}")
+
+            def ran_more(seen: int = seen) -> bool:
+                return len(lines(out)) > seen + 20 or worker.proc.poll() is not None
+
+            wait_for(ran_more, what=f"runs; log:\n{worker.text()}")
             pg_server.restart("immediate")
             assert worker.proc.poll() is None, worker.text()
         stop.set()
