@@ -445,6 +445,7 @@ class Database:
                 deadline = time.monotonic() + RETRY_FOR_S
                 delay = 0.001
                 while True:
+                    committing = False
                     try:
                         self._depth += 1
                         try:
