@@ -160,17 +160,28 @@ class JobHandling:
                     self.holding.finished(held)
                 acks = acks[:at]
                 break
-        self.acked(acks, lost)
+        self.acked(acks, lost, cut_off=True)
 
-    def acked(self, acks: list[Done], lost: Sequence[int] = ()) -> None:
-        """Log each acknowledged job: done, or lost (its lease had gone)."""
+    def acked(self, acks: list[Done], lost: Sequence[int] = (), *,
+              cut_off: bool = False) -> None:
+        """Log each acknowledged job: done, or lost (its lease had gone; ``cut_off``: or
+        the first acknowledgement, cut off by a lost connection, deleted it)."""
         if not lost and not log.isEnabledFor(logging.INFO):
             return  # nothing to say: once per batch, not once per job
         for done in acks:
-            if done.job.id in lost:
-                self.lost(done.job, done.name, done.duration)
-            else:
+            if done.job.id not in lost:
                 self.log_done(done)
+            elif cut_off:
+                # Most likely the first acknowledgement committed unseen: not "its TTR
+                # ran out", which the reliability run found said after a restart.
+                job = done.job
+                log.warning("job %d %s done in %s; its acknowledgement was cut off by a lost "
+                            "connection and the job is gone: deleted by that acknowledgement, "
+                            "or by another worker if its lease was lost meanwhile", job.id,
+                            done.name, _ms(done.duration),
+                            extra=fields(job, done.name, done.duration, "done"))
+            else:
+                self.lost(done.job, done.name, done.duration)
 
     def tend(self) -> None:
         """Between runs: touch the held jobs that need it, and delete the finished ones
