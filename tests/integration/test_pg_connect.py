@@ -214,3 +214,36 @@ def test_an_async_wait_goes_on_when_the_server_goes_between_its_look_and_due_tim
         assert asyncio.run(main())
     finally:
         pg_server.start()
+
+
+def test_only_a_write_cut_off_at_its_commit_raises(pg_server: PgServer, pg_url: str) -> None:
+    """The rule in db.py, both ways, with the session really terminated: a transaction
+    whose connection is lost before its COMMIT runs once more on a new one; one lost at
+    its COMMIT may have committed, and raises Disconnected without running again."""
+    calls: list[str] = []
+
+    def pid_of(conn: Any) -> int:
+        return int(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+
+    with sqlq.Queue(pg_url) as q:
+        def lost_before_commit(conn: Any) -> str:
+            calls.append("run")
+            if len(calls) == 1:
+                pg_server.terminate(pid_of(conn))
+                conn.execute("SELECT 1")  # the connection is gone: nothing committed
+            return "done"
+
+        assert q.backend.write(lost_before_commit) == "done"
+        assert calls == ["run", "run"]
+
+        calls.clear()
+
+        def lost_at_commit(conn: Any) -> None:
+            calls.append("run")
+            conn.execute("SELECT 1")
+            pg_server.terminate(pid_of(conn))  # the COMMIT that follows meets it
+
+        with pytest.raises(sqlq.Disconnected):
+            q.backend.write(lost_at_commit)
+        assert calls == ["run"]
+        assert q.stats()["current-jobs-ready"] == 0  # and the next call goes through
