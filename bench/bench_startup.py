@@ -90,8 +90,8 @@ def main() -> None:
         db = work / f"put{n}.db"
         timed([py, str(work / "entry.py"), "--db", str(db), "put", "warm"], env)
         label = f" [{tree}]" if len(trees) > 1 else ""
-        sides[f"sqlq put{label}"] = (
-            lambda env=env, db=db: timed([py, str(work / "entry.py"), "--db", str(db), "put", "x"], env))
+        put = [py, str(work / "entry.py"), "--db", str(db), "put", "x"]
+        sides[f"sqlq put{label}"] = lambda put=put, env=env: timed(put, env)
         sides[f"sqlq-beanstalkd listening{label}"] = (
             lambda env=env: _listen([py, str(work / "server.py")], env))
     beanstalkd = shutil.which("beanstalkd")

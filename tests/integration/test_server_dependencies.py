@@ -1,7 +1,8 @@
 """Jobs waiting for parents (issue 24) as the beanstalkd server shows them, over real
 sockets: not at all. ``stats`` and ``stats-tube`` have beanstalkd's keys only (the
 library's ``stats()`` counts them in ``current-jobs-waiting``); every command by id
-answers NOT_FOUND for one, and a protocol ``delete`` leaves it be. The library puts them (the protocol has no put with parents)."""
+answers NOT_FOUND for one, and a protocol ``delete`` leaves it be. The library puts
+them (the protocol has no put with parents)."""
 
 from __future__ import annotations
 
