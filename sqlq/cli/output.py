@@ -8,7 +8,6 @@ nothing else; ``--json`` gives ``body`` as text (``"body_encoding": "utf-8"``) o
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 import time
@@ -32,6 +31,8 @@ def job_record(job: sqlq.Job) -> dict[str, Any]:
     try:
         record.update(body=job.body.decode("utf-8"), body_encoding="utf-8")
     except UnicodeDecodeError:
+        import base64  # binary bodies only
+
         record.update(body=base64.b64encode(job.body).decode("ascii"), body_encoding="base64")
     record["body_size"] = len(job.body)
     return record

@@ -24,8 +24,8 @@ from __future__ import annotations
 import contextlib
 import json
 import operator
+import os
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 from ...model import DELAYED, READY, ClaimRow
@@ -33,7 +33,7 @@ from ..sql import load_queries, one
 from ..store import Store
 from .drivers import triggers_off
 
-Q = load_queries(Path(__file__).with_name("queries.sql"))
+Q = load_queries(os.path.join(os.path.dirname(__file__), "queries.sql"))
 # The hot path's statements, looked up once.
 _INSERT_JOB = Q["insert_job"]
 _INSERT_READY_JOB = Q["insert_ready_job"]
