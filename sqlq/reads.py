@@ -12,7 +12,6 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import throughput
 from .backends import Events
 from .errors import JobNotFound, Timeout
 from .model import DEFAULT_TUBE, Job, JobRow, check_job_id, check_tube, job_id_in_range
@@ -21,7 +20,7 @@ from .waiting import timeout_deadline
 # The modules behind the reads load on first use, not with the Queue: a process that
 # only puts (a `sqlq put` in a shell loop) does not pay for the dashboard's views.
 if TYPE_CHECKING:
-    from . import control, observe
+    from . import control, observe, throughput
     from .attempts import Attempt
     from .backends import Backend
     from .backends.base import Conn
@@ -301,10 +300,12 @@ class Reads:
 
         return observe.workers(self._backend, self._clock())
 
-    def throughput(self, minutes: int = throughput.KEEP_MINUTES) -> list[throughput.Minute]:
-        """Jobs put, deleted and buried per minute over the last ``minutes`` minutes (a day
-        is kept), oldest first, from the counters ``sqlq work`` processes sample once a
-        minute (sqlq/throughput.py); empty until two samples exist."""
+    def throughput(self, minutes: int = 24 * 60) -> list[throughput.Minute]:
+        """Jobs put, deleted and buried per minute over the last ``minutes`` minutes (a day,
+        ``throughput.KEEP_MINUTES``, is kept), oldest first, from the counters ``sqlq work``
+        processes sample once a minute (sqlq/throughput.py); empty until two samples exist."""
+        from . import throughput
+
         return throughput.history(self._backend, self._clock, minutes)
 
     def periodic_slots(self) -> list[observe.PeriodicSlot]:

@@ -18,7 +18,7 @@ shows it). The package, a module per job:
 - ``top.py``: ``sqlq top``, the live view of every tube.
 
 A new command is one function in one of those, using the shared decorators, and a
-line in ``index.py`` (tests/unit/test_cli_lazy.py prints it)::
+line in ``index.py`` (tests/unit/test_lazy_loading.py prints it)::
 
     @cli.command()
     @tube_option

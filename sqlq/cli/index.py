@@ -4,7 +4,7 @@
 here without importing any (:class:`sqlq.cli.group.LazyGroup`): a shell loop of puts
 pays for what a put uses. Each summary is the command's
 ``get_short_help_str(limit=10**6)`` (the first sentence of its docstring);
-tests/unit/test_cli_lazy.py fails, printing the right table, when one drifts.
+tests/unit/test_lazy_loading.py fails, printing the right table, when one drifts.
 """
 
 from __future__ import annotations

@@ -26,10 +26,11 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stder
 NOT_FOR_A_PUT = (
     "sqlq.dashboard", "sqlq.server", "sqlq.work", "sqlq.asyncq", "sqlq.observe",
     "sqlq.failures", "sqlq.histograms", "sqlq.registry", "sqlq.stats", "sqlq.horizon",
-    "sqlq.attempts", "sqlq.backends.postgres", "sqlq.cli.admin", "sqlq.cli.serve",
-    "sqlq.cli.work", "sqlq.cli.topics", "sqlq.cli.limits", "sqlq.cli.backup", "sqlq.cli.top",
+    "sqlq.attempts", "sqlq.throughput", "sqlq.backends.postgres", "sqlq.cli.admin",
+    "sqlq.cli.serve", "sqlq.cli.work", "sqlq.cli.topics", "sqlq.cli.limits", "sqlq.cli.backup",
+    "sqlq.cli.top",
     "psycopg", "opentelemetry.trace", "tenacity", "asyncio", "logging", "sqlite3",
-    "pathlib", "urllib.parse", "base64",
+    "pathlib", "urllib.parse", "base64", "traceback", "dataclasses",
 )
 
 

@@ -1,7 +1,7 @@
-"""The ``sqlq`` group loads a command's module only when that command runs
-(``sqlq/cli/index.py``, issue 34): the index must name each command's real module and
-summary, and ``sqlq --help`` drawn from it must read exactly as from the commands.
-tests/integration/test_startup.py checks in a fresh process what a put imports."""
+"""Modules loaded on first use (issue 34). The ``sqlq`` group loads a command's module
+only when that command runs (``sqlq/cli/index.py``): the index must name each command's
+real module and summary, and ``sqlq --help`` drawn from it must read exactly as from the
+commands. tests/integration/test_startup.py checks in a fresh process what a put imports."""
 
 from __future__ import annotations
 
@@ -55,3 +55,18 @@ def test_unknown_and_known_commands_resolve() -> None:
     assert cli.commands["put"] is put
     with pytest.raises(KeyError):
         cli.commands["no-such-command"]
+
+
+def test_what_stands_in_for_a_module_loaded_later_is_that_modules() -> None:
+    """Values that stand in for a module not imported with the Queue (issue 34)."""
+    import inspect
+    import sqlite3
+
+    import sqlq
+    from sqlq import throughput
+    from sqlq.backends.sqlite import drivers
+
+    default = inspect.signature(sqlq.Queue.throughput).parameters["minutes"].default
+    assert default == throughput.KEEP_MINUTES
+    assert drivers.DRIVERS["sqlite3"].Error is sqlite3.Error
+    assert drivers.DRIVERS["sqlite3"].busy(sqlite3.OperationalError("database is locked"))
