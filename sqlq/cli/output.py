@@ -8,7 +8,6 @@ nothing else; ``--json`` gives ``body`` as text (``"body_encoding": "utf-8"``) o
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Iterable, Mapping
@@ -127,6 +126,8 @@ def emit(value: Any, as_json: bool = False, *, raw: bool = False, text: str | No
             out.write(item.body if isinstance(item, sqlq.Job) else str(item).encode())
         out.flush()
     elif as_json:
+        import json  # --json only
+
         for item in items:
             record = job_record(item) if isinstance(item, sqlq.Job) else item
             click.echo(json.dumps(record, ensure_ascii=False, default=str))

@@ -22,7 +22,6 @@ every statement of ``queries.sql`` that writes those columns and checks its verb
 from __future__ import annotations
 
 import contextlib
-import json
 import operator
 import os
 from collections.abc import Iterator, Sequence
@@ -137,6 +136,8 @@ class SQLiteStore(Store):
         self._one_tube: dict[str, str] = {}
 
     def tubes_param(self, tubes: Sequence[str]) -> str:
+        import json  # a reserve's (the engine keeps the result): not a put's
+
         param = json.dumps(list(tubes))
         if len(tubes) == 1:
             if len(self._one_tube) >= DUE_CACHE_SIZE:
@@ -150,6 +151,8 @@ class SQLiteStore(Store):
         return self.due.version
 
     def tubes_of(self, tubes: Any) -> list[str]:
+        import json
+
         return list(json.loads(tubes))
 
     def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None
