@@ -19,16 +19,16 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from typing import Any
 
 from sqlq.errors import JobNotFound
 from sqlq.server.loop import now_ms
 from sqlq.server.protocol import DEFAULT_TUBE, PROTOCOL_VERSION
 from sqlq.server.yaml import STATS_JOB_KEYS, STATS_KEYS, STATS_TUBE_KEYS, Scalar, yaml_dict
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # not `typing` (with re): sqlq-beanstalkd imports this before it listens
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable
+    from typing import Any
 
     from sqlq.server.core import Server
 
