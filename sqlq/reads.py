@@ -341,6 +341,8 @@ class Reads:
         """
         if not job_id_in_range(job_id):
             return None
+        from . import observe
+
         return observe.trace(self._backend, job_id)
 
     def duration_histograms(self) -> list[Histogram]:
