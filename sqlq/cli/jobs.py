@@ -11,7 +11,6 @@ import sqlq
 from sqlq.durations import format_duration
 
 from ..display import display_text
-from .control import progress_of, progress_text
 from .group import cli
 from .options import (
     DURATION,
@@ -271,6 +270,8 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, r
         links = queue.links(job.id)
     except sqlq.JobNotFound:  # gone since the peek: it no longer waits, nor is waited for
         links = sqlq.Links([], [])
+    from .control import progress_of, progress_text  # peek's only: not every command's
+
     progress = progress_of(queue, job.id)  # what Job.progress said, if anything
     if as_json:
         import dataclasses  # this reply's only: not every command's

@@ -29,7 +29,7 @@ NOT_FOR_A_PUT = (
     "sqlq.failures", "sqlq.histograms", "sqlq.registry", "sqlq.stats", "sqlq.horizon",
     "sqlq.attempts", "sqlq.throughput", "sqlq.backends.postgres", "sqlq.cli.admin",
     "sqlq.cli.serve", "sqlq.cli.work", "sqlq.cli.topics", "sqlq.cli.limits", "sqlq.cli.backup",
-    "sqlq.cli.top",
+    "sqlq.cli.top", "sqlq.cli.control",
     "psycopg", "opentelemetry.trace", "tenacity", "asyncio", "logging", "sqlite3",
     "pathlib", "urllib.parse", "base64", "traceback", "dataclasses", "json",
 )
