@@ -70,7 +70,7 @@ def start(argv: list[str], env: dict[str, str] | None) -> tuple[subprocess.Popen
         count, seen = int(argv[argv.index("-P") + 1]), set()
         while len(seen) < count:
             with greenstalk.Client(("127.0.0.1", port)) as c:
-                seen.add(c.stats()["sqlq-process"])
+                seen.add(c.stats()["pid"])
     return proc, port, directory
 
 

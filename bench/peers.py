@@ -180,7 +180,7 @@ class SqlqBeanstalkd(Beanstalkd):
         seen: set[str] = set()
         for _ in range(200 if self.processes > 1 else 0):
             c = BeanstalkdClient(self.port)
-            seen.add(str(c.c.stats().get("sqlq-process")))
+            seen.add(str(c.c.stats().get("pid")))
             c.close()
             if len(seen) == self.processes:
                 break

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 import math
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -70,6 +69,8 @@ def decode_progress(text: str | None) -> Progress:
     """A stored progress value back as the int or float it was given as."""
     if text is None:
         return None
+    import json
+
     value = json.loads(text)
     return value if isinstance(value, int | float) else None
 

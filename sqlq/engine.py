@@ -31,7 +31,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from . import attempts
 from .backends import Backend, Events, Notifier
 from .backends.base import Conn
 from .errors import Disconnected, JobLost
@@ -302,6 +301,8 @@ class Engine:
         """A worker's end of a failed run of the reserved ``job``: release it to run
         again after ``delay`` seconds (None: bury it, the reason ``attempt.message``) and
         keep ``attempt``, in one commit. JobLost, as release and bury."""
+        from . import attempts  # a worker's: not loaded with the Queue
+
         delay_ms = None if delay is None else seconds_to_ms(delay, "delay")
         attempts.end(self.backend, self.clock, job.id, lease_of(job), attempt, delay_ms)
         if delay_ms is None:
@@ -312,6 +313,8 @@ class Engine:
     def keep_attempt(self, attempt: Attempt) -> None:
         """Keep a failed run whose reservation was lost meanwhile (nothing if the job is
         gone, or was never released, buried or reserved again)."""
+        from . import attempts
+
         attempts.keep(self.backend, attempt)
 
     # -- looking, for a waiting claim ----------------------------------------------------------

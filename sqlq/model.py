@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable
@@ -174,6 +173,8 @@ class Job:
 
     def json(self) -> Any:
         """The body decoded as JSON."""
+        import json  # not every process decodes JSON: a put costs no json import
+
         return json.loads(self.body)
 
     def text(self) -> str:

@@ -12,13 +12,15 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import attempts, control, failures, observe, results, stats, throughput, topics
 from .backends import Events
 from .errors import JobNotFound, Timeout
 from .model import DEFAULT_TUBE, Job, JobRow, check_job_id, check_tube, job_id_in_range
 from .waiting import timeout_deadline
 
+# The modules behind the reads load on first use, not with the Queue: a process that
+# only puts (a `sqlq put` in a shell loop) does not pay for the dashboard's views.
 if TYPE_CHECKING:
+    from . import control, observe, throughput
     from .attempts import Attempt
     from .backends import Backend
     from .backends.base import Conn
@@ -71,6 +73,8 @@ class Reads:
         """
         check_job_id(job_id)
         deadline = timeout_deadline(timeout)
+        from . import control, results
+
         control.check_callback(on_progress)
         watch = None if on_progress is None else \
             control.ProgressWatch(self._backend, job_id, on_progress)
@@ -90,6 +94,8 @@ class Reads:
 
     def subscriptions(self, topic: str | None = None) -> list[tuple[str, str]]:
         """The ``(topic, tube)`` subscriptions, sorted; only ``topic``'s when given."""
+        from . import topics
+
         return topics.subscriptions(self._backend, topic)
 
 
@@ -167,6 +173,8 @@ class Reads:
 
     def stats(self) -> dict[str, Any]:
         """Counts for the whole file, with beanstalkd's key names (see stats.py)."""
+        from . import stats
+
         return stats.file_stats(self._backend, self._clock(), self.max_job_size)
 
     def stats_tube(self, tube: str) -> dict[str, Any]:
@@ -183,6 +191,8 @@ class Reads:
             >>> q.stats_tube("emails")["current-jobs-ready"]
             0
         """
+        from . import stats
+
         return stats.tube_stats(self._backend, self._clock(), tube)
 
     def stats_job(self, job_id: int) -> dict[str, Any]:
@@ -196,6 +206,8 @@ class Reads:
             'delayed'
         """
         check_job_id(job_id)
+        from . import stats
+
         return stats.job_stats(self._backend, self._clock(), job_id)
 
     def attempts(self, job_id: int) -> list[Attempt]:
@@ -214,6 +226,8 @@ class Reads:
         """
         if not job_id_in_range(job_id):
             return []
+        from . import attempts
+
         return attempts.read(self._backend, job_id)
 
     # -- views for the dashboard and /metrics (logic in observe.py) ---------------------------
@@ -221,10 +235,14 @@ class Reads:
     def overview(self) -> observe.Overview:
         """Every tube's counts as of now and the file's counters, from one read snapshot;
         fast on a file of millions of jobs (indexes only)."""
+        from . import observe
+
         return observe.overview(self._backend, self._clock())
 
     def tube_summary(self, tube: str) -> observe.TubeSummary:
         """One tube's counts as of now (an unknown tube reads as empty)."""
+        from . import observe
+
         return observe.tube(self._backend, self._clock(), tube)
 
     def job_page(self, tube: str, state: str, *, after: tuple[int, int] | None = None,
@@ -232,6 +250,8 @@ class Reads:
         """A page of a tube's jobs in one state (ready, delayed, reserved, buried, waiting), in
         the order that state is served (waiting: by id); pass the last row's ``cursor`` as
         ``after`` for the next."""
+        from . import observe
+
         return observe.jobs(self._backend, tube, state, after, limit)
 
     def jobs(self, tube: str, state: str, *, after: tuple[int, int] | None = None,
@@ -244,6 +264,8 @@ class Reads:
 
     def search(self, tube: str, text: str, *, limit: int = 50) -> list[observe.JobSummary]:
         """Recent jobs of a tube whose id, unique key or body contains ``text``, newest first."""
+        from . import observe
+
         return observe.search(self._backend, self._clock(), tube, text, limit)
 
     def failed_groups(self, *, limit: int = 50, offset: int = 0) -> list[FailedGroup]:
@@ -256,12 +278,16 @@ class Reads:
             >>> [(g.error, g.reason, g.jobs) for g in q.failed_groups()]
             [('KeyError', "KeyError: 'sku'", 412), ('', 'corrupt image', 3)]
         """
+        from . import failures
+
         return failures.groups(self._backend, limit, offset)
 
     def failed_group_jobs(self, error: str, reason: str) -> list[tuple[int, str]]:
         """(id, tube) of the buried jobs of one group of :meth:`failed_groups` (its
         ``error`` and ``reason``), oldest first: what retrying or deleting the group acts on.
         """
+        from . import failures
+
         return failures.group_ids(self._backend, error, reason)
 
     def workers(self) -> list[observe.Worker]:
@@ -270,20 +296,28 @@ class Reads:
         old), then any other process holding reservations (pid, host, jobs held, since
         when). A worker that stops leaves the list; one that dies (SIGKILL too) leaves
         it as soon as its owner registration is seen to end (sqlq/registry.py)."""
+        from . import observe
+
         return observe.workers(self._backend, self._clock())
 
-    def throughput(self, minutes: int = throughput.KEEP_MINUTES) -> list[throughput.Minute]:
-        """Jobs put, deleted and buried per minute over the last ``minutes`` minutes (a day
-        is kept), oldest first, from the counters ``sqlq work`` processes sample once a
-        minute (sqlq/throughput.py); empty until two samples exist."""
+    def throughput(self, minutes: int = 24 * 60) -> list[throughput.Minute]:
+        """Jobs put, deleted and buried per minute over the last ``minutes`` minutes (a day,
+        ``throughput.KEEP_MINUTES``, is kept), oldest first, from the counters ``sqlq work``
+        processes sample once a minute (sqlq/throughput.py); empty until two samples exist."""
+        from . import throughput
+
         return throughput.history(self._backend, self._clock, minutes)
 
     def periodic_slots(self) -> list[observe.PeriodicSlot]:
         """The last slot each periodic task enqueued."""
+        from . import observe
+
         return observe.periodic(self._backend)
 
     def kept_result(self, job_id: int) -> bytes | None:
         """A completed job's result if it is still kept, else None; never waits."""
+        from . import observe
+
         return observe.result(self._backend, self._clock(), job_id)
 
     def horizon(self) -> Horizon:
@@ -307,9 +341,13 @@ class Reads:
         """
         if not job_id_in_range(job_id):
             return None
+        from . import observe
+
         return observe.trace(self._backend, job_id)
 
     def duration_histograms(self) -> list[Histogram]:
         """Per tube, the histograms of how long jobs waited before their first reservation
         (``wait``) and how long runs took (``run``), as ``sqlq work`` workers recorded them."""
+        from . import observe
+
         return observe.durations(self._backend)

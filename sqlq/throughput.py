@@ -21,8 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import observe
-
 if TYPE_CHECKING:
     from .backends import Backend
 
@@ -47,6 +45,8 @@ def sample_if_due(backend: Backend, now: int) -> bool:
     minute = now // MINUTE_MS
     if backend.read(lambda c: backend.store.throughput_sampled(c, minute)):
         return False
+    from . import observe  # the dashboard's reads: not loaded with the Queue
+
     view = observe.overview(backend, now)
     params = {"minute": minute, "at": now, "puts": view.puts_total,
               "deletes": view.deletes_total,

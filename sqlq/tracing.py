@@ -31,7 +31,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -225,13 +224,16 @@ def in_context(fn: Callable[[], T]) -> Callable[[], T]:
 
 # -- consuming ---------------------------------------------------------------------------------
 
-@dataclass
 class _Run:
-    """The run a worker is in (this context's): its job, its span, whether it failed."""
+    """The run a worker is in (this context's): its job, its span, whether it failed.
+    (A plain class: dataclasses would cost every process that puts an import.)"""
 
-    job_id: int
-    span: Span
-    failed: bool = False
+    __slots__ = ("failed", "job_id", "span")
+
+    def __init__(self, job_id: int, span: Span) -> None:
+        self.job_id = job_id
+        self.span = span
+        self.failed = False
 
 
 _running: contextvars.ContextVar[_Run | None] = contextvars.ContextVar("sqlq_run", default=None)

@@ -13,7 +13,6 @@ Pacer from an event loop, for all of an AsyncQueue's waiters at once.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -21,10 +20,10 @@ from typing import TypeVar
 from .backends import Events, Notifier
 from .durations import MAX_SECONDS
 from .errors import Disconnected
+from .logger import logger
 from .model import check_seconds
 
 T = TypeVar("T")
-log = logging.getLogger("sqlq")
 
 #: How long a waiter whose database server went away waits before looking again, at
 #: first and at most (each look also retries the connection for a while: db.py).
@@ -107,14 +106,14 @@ class Outage:
     def lost(self, error: Exception) -> float:
         """A look met a lost connection: the seconds to wait before the next one."""
         if not self.ongoing:
-            log.warning("%s; waiting for the database to come back", error)
+            logger().warning("%s; waiting for the database to come back", error)
         wait, self.retry = self.retry, min(self.retry * 2, RETRY_MAX_S)
         return wait
 
     def looked(self) -> None:
         """A look went through: the outage, if there was one, is over."""
         if self.ongoing:
-            log.warning("the database is back; waiting goes on")
+            logger().warning("the database is back; waiting goes on")
             self.retry = RETRY_FIRST_S
 
 

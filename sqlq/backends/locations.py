@@ -7,7 +7,6 @@ and which files beside a SQLite file are its own.
 from __future__ import annotations
 
 import os
-from urllib.parse import urlsplit, urlunsplit
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 
@@ -25,6 +24,10 @@ def exists(location: str) -> bool:
 
 def redact(location: str) -> str:
     """The location without a URL's password, for messages and logs."""
+    if not is_url(location):
+        return location
+    from urllib.parse import urlsplit, urlunsplit  # a server's URL only
+
     parts = urlsplit(location)
     if parts.password is None:
         return location

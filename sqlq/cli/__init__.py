@@ -8,7 +8,8 @@ shows it). The package, a module per job:
 
 - ``exits.py``: errors to exit codes (:func:`exit_code_for`, :class:`SqlqGroup`);
 - ``options.py``: the shared option decorators and types, :func:`queue_from_ctx`;
-- ``group.py``: the ``sqlq`` group itself (``cli``);
+- ``group.py``: the ``sqlq`` group itself (``cli``), which imports a command's module
+  only when that command runs (``index.py`` names each command's module and summary);
 - ``jobs.py``, ``control.py``, ``topics.py``, ``admin.py``, ``limits.py``, ``backup.py``,
   ``serve.py``, ``work.py``: the commands, on jobs, on running jobs (cancel, progress), on
   topics, on the whole queue, on flow control, its backups, the servers and viewers, and
@@ -16,7 +17,8 @@ shows it). The package, a module per job:
 - ``output.py``: how the commands print (:func:`emit`: text, ``--json``, ``--raw``);
 - ``top.py``: ``sqlq top``, the live view of every tube.
 
-A new command is one function in one of those, using the shared decorators::
+A new command is one function in one of those, using the shared decorators, and a
+line in ``index.py`` (tests/unit/test_lazy_loading.py prints it)::
 
     @cli.command()
     @tube_option
@@ -34,7 +36,6 @@ nothing else; ``--json`` gives ``body`` as text (``"body_encoding": "utf-8"``) o
 
 from __future__ import annotations
 
-from . import admin, backup, control, jobs, limits, serve, topics, work  # noqa: F401 - each registers its commands
 from .exits import (
     EXIT_BROKEN_PIPE,
     EXIT_ERROR,

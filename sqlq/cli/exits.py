@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -81,6 +80,8 @@ class SqlqGroup(click.Group):
         except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the one mapping point
             code, message = exit_code_for(exc)
             if os.environ.get("SQLQ_DEBUG"):
+                import traceback  # imported for this only: every command pays for imports
+
                 traceback.print_exc()
             click.echo(message, err=code != EXIT_OK)
         if standalone_mode:

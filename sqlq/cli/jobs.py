@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import dataclasses
 from collections.abc import Sequence
 from typing import IO
 
@@ -13,7 +11,6 @@ import sqlq
 from sqlq.durations import format_duration
 
 from ..display import display_text
-from .control import progress_of, progress_text
 from .group import cli
 from .options import (
     DURATION,
@@ -273,8 +270,12 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, r
         links = queue.links(job.id)
     except sqlq.JobNotFound:  # gone since the peek: it no longer waits, nor is waited for
         links = sqlq.Links([], [])
+    from .control import progress_of, progress_text  # peek's only: not every command's
+
     progress = progress_of(queue, job.id)  # what Job.progress said, if anything
     if as_json:
+        import dataclasses  # this reply's only: not every command's
+
         emit({**job_record(job), **(progress or {}), "parents": links.parents,
               "children": links.children,
               "attempts": [dataclasses.asdict(a) for a in attempts]}, True)
@@ -313,6 +314,8 @@ def result(ctx: click.Context, job_id: int, timeout: float | None, raw: bool,
     try:
         record = {"id": job_id, "result": data.decode(), "result_encoding": "utf-8"}
     except UnicodeDecodeError:
+        import base64  # binary results only
+
         record = {"id": job_id, "result": base64.b64encode(data).decode("ascii"),
                   "result_encoding": "base64"}
     emit(record, as_json, text=display_text(data))

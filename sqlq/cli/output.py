@@ -8,8 +8,6 @@ nothing else; ``--json`` gives ``body`` as text (``"body_encoding": "utf-8"``) o
 
 from __future__ import annotations
 
-import base64
-import json
 import sys
 import time
 from collections.abc import Iterable, Mapping
@@ -32,6 +30,8 @@ def job_record(job: sqlq.Job) -> dict[str, Any]:
     try:
         record.update(body=job.body.decode("utf-8"), body_encoding="utf-8")
     except UnicodeDecodeError:
+        import base64  # binary bodies only
+
         record.update(body=base64.b64encode(job.body).decode("ascii"), body_encoding="base64")
     record["body_size"] = len(job.body)
     return record
@@ -126,6 +126,8 @@ def emit(value: Any, as_json: bool = False, *, raw: bool = False, text: str | No
             out.write(item.body if isinstance(item, sqlq.Job) else str(item).encode())
         out.flush()
     elif as_json:
+        import json  # --json only
+
         for item in items:
             record = job_record(item) if isinstance(item, sqlq.Job) else item
             click.echo(json.dumps(record, ensure_ascii=False, default=str))

@@ -47,7 +47,7 @@ def top(ctx: click.Context, interval: float, once: bool) -> None:
               show_default=True, metavar="N",
               help="Serve the port from N processes, for more than one core (TCP on Linux: "
                    "SO_REUSEPORT). A connection stays in one process; `stats` is that "
-                   "process's (key sqlq-process: I/N), the job counts the file's.")
+                   "process's (its pid tells them apart), the job counts the file's.")
 @click.pass_context
 def serve(ctx: click.Context, listen: str, max_job_size: int | None,
           max_buffered: int | None, processes: int) -> None:

@@ -54,7 +54,6 @@ class Server:
         self.listeners: list[socket.socket] = []
         self.owns_listeners = True  # unlink a unix socket's file at the end (processes.py)
         self.accept_batch = 64  # connections taken per wake-up of a listener
-        self.process = (1, 1)  # this process's number among the server's, and their count
         self.stats = Stats()
         self.file_counts = FileCounts(self)
         self.waiters = Waiters(self)

@@ -35,7 +35,7 @@ Options:
  -P N, --processes N
           serve the port from N processes (default 1), for more than one
           core; each connection stays in one process, and stats counts
-          that process's connections and commands (key sqlq-process: I/N)
+          that process's connections and commands (and its pid)
  -v       show version information
  -V       increase verbosity
  -h       show this help

@@ -26,6 +26,8 @@ import socket
 import time
 from collections.abc import Callable
 
+from sqlq.logger import logger
+
 # No typing or logging at import time: sqlq-beanstalkd imports this before it listens.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,9 +36,7 @@ if TYPE_CHECKING:
 
 def log() -> logging.Logger:
     """The server's logger, imported on first use (logging costs milliseconds to import)."""
-    import logging
-
-    return logging.getLogger("sqlq.server")
+    return logger("sqlq.server")
 
 
 def now_ms() -> int:

@@ -54,6 +54,7 @@ def serve(queue: Queue, listen: str = DEFAULT_LISTEN, *, max_job_size: int | Non
 
 def _run(server: Server, handle_signals: bool) -> None:
     raise_fd_limit()
+    _import_what_serving_uses()
     if handle_signals:
         catch_signals(server)
     try:
@@ -61,6 +62,15 @@ def _run(server: Server, handle_signals: bool) -> None:
     finally:
         if handle_signals:
             signal.set_wakeup_fd(-1)
+
+
+def _import_what_serving_uses() -> None:
+    """Import what the library loads on first use and serving uses (logging for its log
+    lines, json for a reserve's watch list) now, once the port listens and before the
+    loop runs: later, a full descriptor table (accept's EMFILE, which the loop rides
+    out) would make the import fail, since it must open the module's file."""
+    import json  # noqa: F401
+    import logging  # noqa: F401
 
 
 def catch_signals(server: Server) -> None:

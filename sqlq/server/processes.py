@@ -35,8 +35,8 @@ children (each stops as one server does) and then the parent; SIGUSR1 (drain mod
 passed on, and children started later drain too.
 
 ``stats`` is per process: each child keeps its own counters (``cmd-*``,
-``total-jobs``, connections, waiting reserves, ``pid``, ``uptime``, ``id``) and says
-which it is (``sqlq-process: I/N``); the job counts come from the queue, so they are
+``total-jobs``, connections, waiting reserves, ``pid``, ``uptime``, ``id``; ``pid``
+tells them apart); the job counts come from the queue, so they are
 the same from every process.
 """
 
@@ -167,8 +167,8 @@ class Group:
 
         sock = (bind(self.address, reuse_port=True) if self.reuse_port else self.holder)
         watch, pipe = os.pipe()
-        spec = dict(self.spec, fd=sock.fileno(), watch=watch, index=child.index,
-                    count=self.count, shared=not self.reuse_port, draining=self.draining)
+        spec = dict(self.spec, fd=sock.fileno(), watch=watch,
+                    shared=not self.reuse_port, draining=self.draining)
         try:  # the spec on stdin, not in argv, where ps would show a URL's password
             proc = subprocess.Popen([sys.executable, "-c", _CHILD],
                                     pass_fds=(sock.fileno(), watch), stdin=subprocess.PIPE)
@@ -324,7 +324,6 @@ def child_main() -> None:
     spec = json.loads(sys.stdin.buffer.read())
     set_verbosity(spec["verbose"])
     server = Server(None, max_job_size=spec["max_job_size"], max_buffered=spec["max_buffered"])
-    server.process = (spec["index"], spec["count"])
     server.draining = spec["draining"]
     server.owns_listeners = False  # a unix socket's file is the parent's to remove
     if spec["shared"]:

@@ -19,16 +19,16 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from typing import Any
 
 from sqlq.errors import JobNotFound
 from sqlq.server.loop import now_ms
 from sqlq.server.protocol import DEFAULT_TUBE, PROTOCOL_VERSION
 from sqlq.server.yaml import STATS_JOB_KEYS, STATS_KEYS, STATS_TUBE_KEYS, Scalar, yaml_dict
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # not `typing` (with re): sqlq-beanstalkd imports this before it listens
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable
+    from typing import Any
 
     from sqlq.server.core import Server
 
@@ -105,8 +105,7 @@ class Stats:
             "binlog-oldest-index": 0, "binlog-current-index": 0, "binlog-records-migrated": 0,
             "binlog-records-written": 0, "binlog-max-size": 10485760,
             "draining": server.draining, "id": self.instance_id, "hostname": uname.nodename,
-            "os": uname.version, "platform": uname.machine, "sqlq-version": sqlq_version(),
-            "sqlq-process": "{}/{}".format(*server.process),
+            "os": uname.version, "platform": uname.machine,
         })
         return yaml_dict(STATS_KEYS, values)
 
@@ -159,8 +158,7 @@ def version() -> str:
 
 
 def sqlq_version() -> str:
-    """sqlq's version, reported in a key of its own (``sqlq-version``), after
-    beanstalkd's keys, where clients that know only beanstalkd's keys ignore it."""
+    """sqlq's version, for ``sqlq-beanstalkd -v`` (``stats`` has beanstalkd's keys only)."""
     from sqlq import __version__
 
     return __version__

@@ -25,13 +25,13 @@ STATS_KEYS = (
     "current-workers", "current-waiting", "total-connections", "pid", "version",
     "rusage-utime", "rusage-stime", "uptime", "binlog-oldest-index", "binlog-current-index",
     "binlog-records-migrated", "binlog-records-written", "binlog-max-size", "draining", "id",
-    "hostname", "os", "platform", "sqlq-version", "sqlq-process", "current-jobs-waiting",
+    "hostname", "os", "platform",
 )
 STATS_TUBE_KEYS = (
     "name", "current-jobs-urgent", "current-jobs-ready", "current-jobs-reserved",
     "current-jobs-delayed", "current-jobs-buried", "total-jobs", "current-using",
     "current-watching", "current-waiting", "cmd-delete", "cmd-pause-tube", "pause",
-    "pause-time-left", "current-jobs-waiting",
+    "pause-time-left",
 )
 STATS_JOB_KEYS = (
     "id", "tube", "state", "pri", "age", "delay", "ttr", "time-left", "file", "reserves",
@@ -41,14 +41,10 @@ QUOTED_KEYS = frozenset({"version"})
 """Keys whose string values beanstalkd 1.12 writes in double quotes (``"1.12"``, which
 a YAML reader would otherwise take for a number)."""
 
-#: sqlq's own keys, after beanstalkd's (clients that know only beanstalkd's ignore them):
-#: ``sqlq-version`` and ``sqlq-process`` (``I/N``: the I-th of the N processes serving
-#: the port, ``--processes``; ``1/1`` for one) in ``stats``; ``current-jobs-waiting`` in
-#: ``stats`` and ``stats-tube``, the jobs put with ``after=`` (by the library: the
-#: protocol has no such put) whose parents are not all gone. They are in no other
-#: reply: ``peek``, ``stats-job``, ``kick-job``, ``reserve-job`` and ``delete`` of one
-#: answer NOT_FOUND.
-EXTENSION_KEYS = frozenset({"sqlq-version", "sqlq-process", "current-jobs-waiting"})
+# Exactly beanstalkd 1.12's keys, in its order, and no others: clients compare these
+# documents whole (greenstalk's own test suite does), so a key of sqlq's own breaks them.
+# sqlq's extras (jobs waiting for parents, limits, the process of ``--processes N``...)
+# are in the library's ``stats()``/``stats_tube()``, ``sqlq stats`` and the dashboard.
 
 Scalar = int | float | str | bool
 

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import TypeVar
 
 import apsw
+import greenstalk
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sqlq.server.protocol import ERROR_REPLIES, GRAMMAR, ProtocolError, Verb, parse_command
-from sqlq.server.yaml import EXTENSION_KEYS
 from tests.servers import Raw, Running, beanstalkd, on_both
 
 MAX_JOB_SIZE = 1000
@@ -215,13 +215,9 @@ def _play(address: tuple[str, int]) -> list[object]:
 
 
 def _lines_of(reply: bytes) -> set[bytes]:
-    """A stats document's lines, as a set, without sqlq's extension keys: beanstalkd has
-    no ``current-jobs-waiting`` (jobs waiting for parents, a state only the library's
-    ``after=`` makes) and no ``sqlq-version``. Left out on purpose: their presence and
-    place are checked by test_stats_documents_have_beanstalkd_112s_keys_and_quotes."""
-    body = reply.partition(b"\r\n")[2]
-    return {line for line in body.splitlines()
-            if line.partition(b":")[0].decode() not in EXTENSION_KEYS}
+    """A stats document's lines, as a set (the order is checked by
+    test_stats_documents_have_beanstalkd_112s_keys_and_quotes)."""
+    return set(reply.partition(b"\r\n")[2].splitlines())
 
 
 def _script(lines: list[bytes]) -> Callable[[tuple[str, int]], list[bytes]]:
@@ -251,16 +247,14 @@ def _shape(reply: bytes) -> list[tuple[str, bool]]:
 
 def test_stats_documents_have_beanstalkd_112s_keys_and_quotes(tmp_path: Path) -> None:
     """beanstalkd 1.12 quotes only ``version`` (1.13 also hostname, os, platform, name,
-    tube); sqlq matches 1.12 and adds keys of its own, last: its version, and (stats and
-    stats-tube) the jobs waiting for parents."""
+    tube); sqlq matches 1.12, and has exactly its keys in its order, none of its own:
+    clients compare these documents whole (greenstalk's test_stats_tube does)."""
     script = [b"use jobs", b"put 0 0 10 1\r\nx", b"stats-job 1", b"stats-tube jobs", b"stats"]
     ours, theirs = on_both(tmp_path, _script(script))
     assert ours[:2] == theirs[:2] == [b"USING jobs\r\n", b"INSERTED 1\r\n"]
     assert _shape(ours[2]) == _shape(theirs[2])
-    assert _shape(ours[3]) == [*_shape(theirs[3]), ("current-jobs-waiting", False)]
-    assert _shape(ours[4]) == [*_shape(theirs[4]), ("sqlq-version", False),
-                               ("sqlq-process", False), ("current-jobs-waiting", False)]
-    assert b"\nsqlq-process: 1/1\n" in ours[4]
+    assert _shape(ours[3]) == _shape(theirs[3])
+    assert _shape(ours[4]) == _shape(theirs[4])
     version = [line for line in theirs[4].split(b"\n") if line.startswith(b"version: ")]
     assert version == [b'version: "1.12"']
     assert b'\nversion: "1.12"\n' in ours[4]
@@ -279,3 +273,22 @@ def test_emptied_tube_stats_as_beanstalkd(tmp_path: Path) -> None:
         assert (_lines_of(a) if a.startswith(b"OK ") else a) == (
             _lines_of(b) if b.startswith(b"OK ") else b), line
     assert theirs[6] == b"NOT_FOUND\r\n" and theirs[7] == b"NOT_FOUND\r\n"
+
+
+def _greenstalk_stats(address: tuple[str, int]) -> list[dict[str, object]]:
+    """What greenstalk parses of stats-tube of a fresh tube, stats-job, stats-tube and
+    stats after a put, as greenstalk's own test_stats_tube reads them."""
+    with greenstalk.Client(address, use="jobs") as c:
+        fresh = c.stats_tube("default")
+        job = c.put("x")
+        return [fresh, c.stats_job(job), c.stats_tube("jobs"), c.stats()]
+
+
+def test_greenstalk_reads_beanstalkd_112s_stats_keys_in_its_order(tmp_path: Path) -> None:
+    """Issue 34: stats-tube had a key of sqlq's own (current-jobs-waiting), which
+    greenstalk's test_stats_tube, an exact comparison, failed on."""
+    ours, theirs = on_both(tmp_path, _greenstalk_stats)
+    assert ours[0] == theirs[0]  # greenstalk's test_stats_tube, whole
+    for a, b in zip(ours, theirs, strict=True):
+        assert list(a) == list(b)
+    assert (ours[2]["current-jobs-ready"], ours[3]["current-jobs-ready"]) == (1, 1)

@@ -77,14 +77,15 @@ def stats(client: Raw) -> dict[str, str]:
 
 
 def one_in_each(address: tuple[str, int], processes: int = 2) -> dict[str, Raw]:
-    """A connection to each process, by ``sqlq-process`` (``1/2``, ``2/2``): connections
+    """A connection to each process, by its ``pid`` (stats has beanstalkd's keys only), in
+    the order found: connections
     are opened until the kernel's hash has sent one to each (the others are closed), for
     a while: a process being started again gets none until its socket is bound."""
     found: dict[str, Raw] = {}
     deadline = time.monotonic() + soon(10)
     while time.monotonic() < deadline:
         client = Raw(address)
-        which = stats(client)["sqlq-process"]
+        which = stats(client)["pid"]
         if which in found:
             client.close()
         else:
@@ -95,10 +96,10 @@ def one_in_each(address: tuple[str, int], processes: int = 2) -> dict[str, Raw]:
 
 
 def another_on(address: tuple[str, int], which: str) -> Raw:
-    """One more connection, to the process ``which`` (``1/2``)."""
+    """One more connection, to the process whose pid is ``which``."""
     for _ in range(1000):
         client = Raw(address)
-        if stats(client)["sqlq-process"] == which:
+        if stats(client)["pid"] == which:
             return client
         client.close()
     raise AssertionError(f"1000 connections never reached {which}")
@@ -135,10 +136,10 @@ def test_a_job_put_through_one_process_is_reserved_through_the_other(group: Grou
 
 
 def test_a_blocked_reserve_wakes_on_a_put_in_the_other_process(group: Group) -> None:
-    by = one_in_each(group.address)
-    a, b = by["1/2"], by["2/2"]
+    a, b = one_in_each(group.address).values()
+    a_pid = stats(a)["pid"]
     a.send(b"reserve-with-timeout 20\r\n")
-    beside = another_on(group.address, "1/2")  # a's own stats would wait behind its reserve
+    beside = another_on(group.address, a_pid)  # a's own stats would wait behind its reserve
     wait_for(lambda: stats(beside)["current-waiting"] == "1", timeout=soon(5))
     started = time.monotonic()
     job = put(b, b"wake")
@@ -150,8 +151,9 @@ def test_a_closed_connections_jobs_go_back_to_the_other_process_at_once(group: G
     a, b = one_in_each(group.address).values()
     job = put(a, b"x")
     assert a.cmd(b"reserve") == b"RESERVED %d 1\r\nx\r\n" % job
+    b_pid = stats(b)["pid"]
     b.send(b"reserve-with-timeout 20\r\n")
-    beside = another_on(group.address, stats(a)["sqlq-process"] == "1/2" and "2/2" or "1/2")
+    beside = another_on(group.address, b_pid)
     wait_for(lambda: stats(beside)["current-waiting"] == "1", timeout=soon(5))
     started = time.monotonic()
     a.close()
@@ -160,8 +162,7 @@ def test_a_closed_connections_jobs_go_back_to_the_other_process_at_once(group: G
 
 
 def test_stats_are_per_process_and_job_counts_the_queues(group: Group) -> None:
-    by = one_in_each(group.address)
-    a, b = by["1/2"], by["2/2"]
+    a, b = one_in_each(group.address).values()
     extra = Raw(group.address)  # lands on one of them
     put(a, b"x")
     put(a, b"y")
@@ -178,10 +179,9 @@ def test_stats_are_per_process_and_job_counts_the_queues(group: Group) -> None:
 
 def test_a_killed_process_is_started_again_and_the_port_keeps_serving(group: Group) -> None:
     by = one_in_each(group.address)
-    victim = int(stats(by["1/2"])["pid"])
-    survivor = int(stats(by["2/2"])["pid"])
+    victim, survivor = map(int, by)
     os.kill(victim, signal.SIGKILL)
-    assert by["1/2"].closed_by_server()
+    assert by[str(victim)].closed_by_server()
     # Connections the kernel queued on the dying process's own socket are reset (unless
     # net.ipv4.tcp_migrate_req is set); once it is gone, the port answers throughout.
     wait_for(lambda: gone(victim), timeout=soon(5))
@@ -190,9 +190,9 @@ def test_a_killed_process_is_started_again_and_the_port_keeps_serving(group: Gro
         assert client.cmd(b"list-tube-used") == b"USING default\r\n"
         client.close()
     again = one_in_each(group.address)
-    assert int(stats(again["2/2"])["pid"]) == survivor
-    assert int(stats(again["1/2"])["pid"]) not in (victim, survivor)
-    assert again["1/2"].cmd(b"list-tube-used") == b"USING default\r\n"
+    assert str(survivor) in again and str(victim) not in again
+    (started,) = set(again) - {str(survivor)}
+    assert again[started].cmd(b"list-tube-used") == b"USING default\r\n"
 
 
 def test_sigusr1_drains_every_process(group: Group) -> None:
@@ -208,8 +208,9 @@ def test_sigusr1_drains_every_process(group: Group) -> None:
 def test_sigterm_stops_every_process_and_gives_their_jobs_back(group: Group) -> None:
     by = one_in_each(group.address)
     pids = [int(stats(c)["pid"]) for c in by.values()]
-    job = put(by["1/2"], b"held")
-    assert by["1/2"].cmd(b"reserve") == b"RESERVED %d 4\r\nheld\r\n" % job
+    first = next(iter(by.values()))
+    job = put(first, b"held")
+    assert first.cmd(b"reserve") == b"RESERVED %d 4\r\nheld\r\n" % job
     group.proc.send_signal(signal.SIGTERM)
     assert group.proc.wait(soon(10)) == 0
     assert all(gone(pid) for pid in pids)
@@ -238,9 +239,9 @@ def test_beanstalkd_processes_flag_temp_dir_and_bad_counts(tmp_path: Path) -> No
     try:
         address = ("127.0.0.1", port)
         wait_for(lambda: _connects(address), timeout=soon(10))
-        by = one_in_each(address)
-        job = put(by["1/2"], b"x")
-        assert by["2/2"].cmd(b"reserve-with-timeout 5") == b"RESERVED %d 1\r\nx\r\n" % job
+        a, b = one_in_each(address).values()
+        job = put(a, b"x")
+        assert b.cmd(b"reserve-with-timeout 5") == b"RESERVED %d 1\r\nx\r\n" % job
         assert len(list(tmp_path.iterdir())) == 1  # one directory, shared
     finally:
         proc.terminate()
@@ -261,7 +262,7 @@ def test_beanstalkd_processes_on_a_unix_socket_share_one_listener(tmp_path: Path
         seen: set[str] = set()
         with greenstalk.Client(path) as c:
             c.put("x")
-            seen.add(c.stats()["sqlq-process"])
+            seen.add(c.stats()["pid"])
             with greenstalk.Client(path) as d:
                 assert d.reserve(timeout=5).body == "x"
     finally:

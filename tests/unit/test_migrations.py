@@ -172,3 +172,16 @@ def check_migrates_to_dependencies(empty_url: str, version: int) -> None:
         assert q.stats_job(grandchild)["time-left"] == 5  # delay counted from the release
         assert q.result(delayed, timeout=0) == b"done"
         assert links(empty_url)[0] == (keyed, 0, 0)
+
+
+def test_latest_read_from_the_names_is_the_number_of_migrations() -> None:
+    """LATEST comes from the files' names alone (reading each file cost every process
+    that opens a Queue milliseconds: issue 34); load() reads and checks them."""
+    from sqlq.backends import migrations
+    from sqlq.backends.postgres import migrate as pg_migrate
+
+    for module in (migrate, pg_migrate):
+        directory = module.migrations_dir()
+        assert migrations.latest(str(directory)) == len(module.load_migrations()) > 0
+    assert len(migrate.load_migrations()) == migrate.LATEST
+    assert migrations.latest("/no/such/directory") == 0

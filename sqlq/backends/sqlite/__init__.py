@@ -25,9 +25,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ...horizon import Horizon
 from ..base import Backend, Conn, Durability, Notifier
 from . import sidecar
 from .db import Database
@@ -35,6 +34,9 @@ from .horizon import WalWatch
 from .owners import Owners
 from .store import SQLiteStore
 from .wakeup import make_notifier
+
+if TYPE_CHECKING:
+    from ...horizon import Horizon
 
 T = TypeVar("T")
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import os
-import random
 import re
 import threading
 import time
@@ -21,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from ...errors import DatabaseError, Error, Locked, SchemaError
+from ...logger import logger
 from ..base import Durability
 from . import drivers, migrate, sidecar
 from .drivers import Driver, immediate
@@ -47,7 +46,6 @@ NETWORK_FILESYSTEMS = frozenset({
     "glusterfs", "fuse.glusterfs", "lustre", "gpfs", "9p", "ncpfs", "davfs", "fuse.rclone",
 })
 
-log = logging.getLogger("sqlq")
 _pread = os.pread  # looked up once: _published runs on every durable commit
 _warned_network: set[str] = set()
 
@@ -90,7 +88,7 @@ def warn_if_network_filesystem(path: str, mounts: str = "/proc/mounts") -> str |
     key = os.path.abspath(path)
     if fstype is not None and key not in _warned_network:
         _warned_network.add(key)
-        log.warning("%s is on a network filesystem (%s): SQLite's WAL mode needs a local "
+        logger().warning("%s is on a network filesystem (%s): SQLite's WAL mode needs a local "
                     "disk, the file may be corrupted; keep it on a local filesystem",
                     path, fstype)
     return fstype
@@ -355,6 +353,8 @@ class Database:
         elif now - self._busy_since > (BUSY_TIMEOUT_S if self.lock_wait is None
                                         else self.lock_wait):
             return False
+        import random  # only under contention
+
         time.sleep(min(0.00005 * 2 ** min(attempts, 7), 0.005) * random.uniform(0.5, 1.5))
         return True
 

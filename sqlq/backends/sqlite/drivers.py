@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import quote
 
 import apsw
 
 from ...errors import DatabaseError
+
+if TYPE_CHECKING:
+    import sqlite3
 
 T = TypeVar("T")
 
@@ -64,11 +65,24 @@ class Apsw(Driver):
         return -1 if code < 0 else int(code) & 0xFF
 
 
+class _Sqlite3Error:
+    """``sqlite3.Error``, read on first use: Python's sqlite3 is imported only by a
+    process that uses this driver or asks for its errors' class."""
+
+    def __get__(self, obj: object, owner: type | None = None) -> type[Exception]:
+        import sqlite3
+
+        return sqlite3.Error
+
+
 class Sqlite3(Driver):
     name = "sqlite3"
-    Error = sqlite3.Error
+    Error = _Sqlite3Error()
 
     def connect(self, path: str, *, create: bool = False, vfs: str | None = None) -> Any:
+        import sqlite3
+        from urllib.parse import quote
+
         uri = f"file:{quote(os.path.abspath(path))}?mode={'rwc' if create else 'rw'}"
         if vfs is not None:
             uri += f"&vfs={quote(vfs)}"
@@ -115,6 +129,8 @@ def get(name: str | None) -> Driver:
 
 
 def check_version() -> None:
+    import sqlite3
+
     if sqlite3.sqlite_version_info < MIN_SQLITE:
         raise DatabaseError(f"Python's sqlite3 uses SQLite {sqlite3.sqlite_version}; sqlq needs "
                             f"{'.'.join(map(str, MIN_SQLITE))} or newer (use the apsw driver)")
@@ -125,7 +141,7 @@ def statements(script: str) -> Iterator[str]:
     pending = ""
     for piece in script.split(";"):
         pending += piece + ";"
-        if sqlite3.complete_statement(pending):
+        if apsw.complete(pending):
             if pending.strip(" \t\n;"):
                 yield pending
             pending = ""
@@ -169,6 +185,8 @@ class Connection:
         self._busy = handler
 
     def _run(self, step: Callable[[sqlite3.Cursor], T]) -> T:
+        import sqlite3  # loaded by the connect that made this connection
+
         attempts = 0
         while True:
             cursor = self.conn.cursor()
@@ -184,6 +202,8 @@ class Connection:
                 cursor.close()
 
     def execute(self, sql: str, params: Any = ()) -> Rows:
+        import sqlite3
+
         def step(cursor: sqlite3.Cursor) -> Rows:
             try:
                 cursor.execute(sql, params)

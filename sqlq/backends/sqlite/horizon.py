@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...horizon import Horizon
 from .db import Database
 from .store import SQLiteStore
+
+if TYPE_CHECKING:
+    from ...horizon import Horizon
 
 #: SQLite's default autocheckpoint, in frames: a WAL that is not past it may be
 #: waiting for its first checkpoint, not starved.
@@ -42,6 +44,8 @@ class WalWatch:
 
     def look(self, now: int) -> Horizon:
         """The WAL's size and starvation as of ``now`` (ms), after a passive checkpoint."""
+        from ...horizon import Horizon  # a worker's and the dashboard's: not every process's
+
         try:
             wal_bytes = os.stat(self.db.real_path + "-wal").st_size
         except FileNotFoundError:

@@ -7,16 +7,21 @@ before anything is written to it.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
 
 from ...errors import SchemaError
-from ..migrations import Migration, load
+from ..migrations import Migration, latest, load
 from .drivers import immediate
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def migrations_dir() -> Path:
     """The migrations beside this module (shipped inside the package)."""
+    from pathlib import Path
+
     return Path(__file__).resolve().parent / "migrations"
 
 
@@ -24,7 +29,7 @@ def load_migrations(directory: Path | None = None) -> list[Migration]:
     return load(directory or migrations_dir())
 
 
-LATEST = len(load_migrations())
+LATEST = latest(os.path.join(os.path.dirname(__file__), "migrations"))
 
 _CREATE_VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS sqlq_schema (

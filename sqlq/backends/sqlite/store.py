@@ -22,10 +22,9 @@ every statement of ``queries.sql`` that writes those columns and checks its verb
 from __future__ import annotations
 
 import contextlib
-import json
 import operator
+import os
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 from ...model import DELAYED, READY, ClaimRow
@@ -33,7 +32,7 @@ from ..sql import load_queries, one
 from ..store import Store
 from .drivers import triggers_off
 
-Q = load_queries(Path(__file__).with_name("queries.sql"))
+Q = load_queries(os.path.join(os.path.dirname(__file__), "queries.sql"))
 # The hot path's statements, looked up once.
 _INSERT_JOB = Q["insert_job"]
 _INSERT_READY_JOB = Q["insert_ready_job"]
@@ -137,6 +136,8 @@ class SQLiteStore(Store):
         self._one_tube: dict[str, str] = {}
 
     def tubes_param(self, tubes: Sequence[str]) -> str:
+        import json  # a reserve's (the engine keeps the result): not a put's
+
         param = json.dumps(list(tubes))
         if len(tubes) == 1:
             if len(self._one_tube) >= DUE_CACHE_SIZE:
@@ -150,6 +151,8 @@ class SQLiteStore(Store):
         return self.due.version
 
     def tubes_of(self, tubes: Any) -> list[str]:
+        import json
+
         return list(json.loads(tubes))
 
     def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None

@@ -33,17 +33,15 @@ going down.
 
 from __future__ import annotations
 
-import logging
 import os
 import select
 import sys
 from collections.abc import Callable, Sequence
 
 from ...errors import Error
+from ...logger import logger
 from ..base import Events
 from . import sidecar
-
-log = logging.getLogger("sqlq")
 
 #: The file db.Database._published reads after an fsync'd commit (in the owners directory).
 NOTIFY_NAME = "notify"
@@ -114,7 +112,7 @@ class Notifier:
         try:
             self._watch()
         except OSError as e:
-            log.warning("%s: cannot watch %s for changes (%s); polling instead",
+            logger().warning("%s: cannot watch %s for changes (%s); polling instead",
                         self._db_path, self._db_dir, e.strerror or e)
             self.pause()
             self._polling = PollingNotifier(check=self._check)
@@ -325,6 +323,6 @@ def make_notifier(db_path: str, owners_dir: str, check: Callable[[], None] | Non
         except ImportError:
             pass
         except OSError as e:
-            log.warning("%s: cannot watch %s for changes (%s); polling instead",
+            logger().warning("%s: cannot watch %s for changes (%s); polling instead",
                         db_path, os.path.dirname(db_path), e.strerror or e)
     return PollingNotifier(check=check)
