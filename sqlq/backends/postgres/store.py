@@ -259,9 +259,17 @@ class PostgresStore(Store):
         """Take token's session lock on conn, held for as long as the session lives."""
         return bool(one(conn, Q["try_lock_owner"], {"token": token})[0])
 
-    def register_owner(self, conn: Any, token: str, host: str, pid: int, place: str) -> None:
-        conn.execute(Q["register_owner"],
-                     {"token": token, "host": host, "pid": pid, "place": place})
+    def register_owner(self, conn: Any, token: str, host: str, pid: int, place: str
+                       ) -> int | None:
+        """Register token (under its lock); how many of its jobs reapers handed out since
+        it last registered (None: it had no row)."""
+        handed = one(conn, Q["register_owner"],
+                     {"token": token, "host": host, "pid": pid, "place": place})[0]
+        return None if handed is None else int(handed)
+
+    def owner_jobs(self, conn: Any, token: str) -> int:
+        """How many reservations token holds."""
+        return int(one(conn, Q["owner_jobs"], {"token": token})[0])
 
     def owner_heartbeat(self, conn: Any, token: str) -> bool:
         """Renew token's sign of life; False if a reaper forgot it (judged it dead)."""
