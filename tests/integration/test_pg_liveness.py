@@ -430,3 +430,45 @@ def test_sqlq_serve_gives_a_dead_holders_job_back_while_the_tube_has_a_backlog(
     print(f"\nthrough sqlq serve: back after {took:.2f} s, {claims} claims")
     assert claims < BACKLOG
     assert took < REAP_EVERY_S + 0.5 + SLACK
+
+
+#: A holder whose task holds the GIL for 5 s (libc's sleep through ctypes.PyDLL, which
+#: keeps the GIL, as a long call into C code does), then waits to be told to finish.
+GIL_HOLDER = """
+import ctypes, logging, sys, sqlq
+logging.basicConfig(level=logging.WARNING)
+q = sqlq.Queue(sys.argv[1])
+job = q.reserve("t", timeout=30)
+print(job.id, flush=True)
+ctypes.PyDLL(None).sleep(5)
+sys.stdin.readline()
+job.delete()
+print("deleted", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_keeper_starved_by_a_call_holding_the_gil_warns_once(pg_url: str) -> None:
+    """reliability.md W6: a keeper kept from running for longer than half the grace
+    says so, naming the cause and what to do (a holder starved for the grace while its
+    session ends loses its jobs)."""
+    with sqlq.Queue(pg_url) as q:
+        q.put(b"x", tube="t", ttr=300)
+    proc = spawn(GIL_HOLDER, pg_url, stdin=subprocess.PIPE)
+    log: list[str] = []
+    reader = threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    try:
+        _line(proc)
+        deadline = time.monotonic() + 5 + 10 * SLACK
+        while not any("could not run" in line for line in log):
+            assert time.monotonic() < deadline, "".join(log)
+            time.sleep(0.05)
+        assert _finish(proc) == "deleted"
+    finally:
+        proc.kill()
+        proc.wait()
+    reader.join(10)
+    warnings = [line for line in log if "could not run" in line]
+    assert len(warnings) == 1, log
+    assert "held the GIL" in warnings[0] and "--processes" in warnings[0]

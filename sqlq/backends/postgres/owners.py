@@ -174,22 +174,21 @@ class Holder:
         """Renew the sign of life; on any failure, make the session again, the same
         token's lock first, for as long as this process runs."""
         lost_at: float | None = None
-        beat: float | None = None  # when the last heartbeat on this session began
         while True:
+            waited_from = time.monotonic()
             with self._changed:
                 self._changed.wait_for(lambda: self._closed, HEARTBEAT_S)
                 if self._closed:
                     return
             started = time.monotonic()
-            if beat is not None and started - beat > HEARTBEAT_S + LATE_S:
-                self._late(started - beat)
+            if started - waited_from > HEARTBEAT_S + LATE_S:  # no I/O in between: starved
+                self._late(started - waited_from)
             try:
                 if lost_at is not None:
                     self._back(time.monotonic() - lost_at, *self._register())
                     lost_at = None
                     continue
                 assert self._conn is not None
-                beat = started
                 if self._store.owner_heartbeat(self._conn, self.token):
                     self._confirm(started)
                 else:  # our row was forgotten (an older sqlq's reaper): register again
@@ -199,7 +198,6 @@ class Holder:
             except (psycopg.Error, DatabaseError) as e:
                 if self._closed:
                     return
-                beat = None
                 if lost_at is None:
                     lost_at = started
                     log.warning("lost the owner session of %s (%s); making it again",
@@ -222,12 +220,14 @@ class Holder:
             log.warning("%s; all %d of its reservations stand", where, held)
 
     def _late(self, gap: float) -> None:
-        """The keeper's beat came ``gap`` s after the previous one: warn, once."""
+        """The keeper's thread could not run for ``gap`` s (its wait's timeout was
+        HEARTBEAT_S): warn, once."""
         if self._warned_late:
             return
         self._warned_late = True
         log.warning(
-            "the keeper of %s's reservations could not run for %.1f s (its beat is every "
+            "the thread keeping this process's reservations on %s could not run for "
+            "%.1f s (its beat is every "
             "%.0f s): a call held the GIL that long (a long call into C code: a regex, "
             "NumPy, compression...), or the process was stopped. Were its owner session "
             "lost meanwhile, its jobs would go to other workers after %.0f s: run such "
