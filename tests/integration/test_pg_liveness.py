@@ -30,7 +30,7 @@ import pytest
 
 import sqlq
 from sqlq.backends.postgres.owners import GRACE_S
-REAP_EVERY_S = 1.0
+from sqlq.engine import REAP_EVERY_S
 from tests.conftest import ROOT, spawn
 from tests.pgserver import PgServer
 from tests.timing import SLACK
@@ -462,7 +462,7 @@ def test_a_keeper_starved_by_a_call_holding_the_gil_warns_once(pg_url: str) -> N
         _line(proc)
         deadline = time.monotonic() + 5 + 10 * SLACK
         while not any("could not run" in line for line in log):
-            assert time.monotonic() < deadline, "no warning from the starved keeper: " + "".join(log)
+            assert time.monotonic() < deadline, f"no warning from the keeper: {''.join(log)}"
             time.sleep(0.05)
         assert _finish(proc) == "deleted"
     finally:
