@@ -251,11 +251,11 @@ class Holder:
             conn.close()
 
 
-def judge(rows: Sequence[tuple[str, str | None, int | None, bool]], here: str
+def judge(rows: Sequence[tuple[str, str | None, int | None, bool | None]], here: str
           ) -> list[tuple[str, bool]]:
     """(token, gone) for each holder the reaper's rule finds dead, of the rows of
     ``dead_owners`` (free locks): gone, its process is missing from this machine;
-    else its keeper has been silent for the grace."""
+    else its keeper has been silent for the grace (None: not known yet, not silent)."""
     dead = []
     for token, where, pid, silent in rows:
         gone = bool(here) and where == here and pid is not None and process_gone(pid)
@@ -305,8 +305,13 @@ class Owners:
     def current(self) -> str | None:
         return None if self._holder is None else self._holder.token
 
-    def _judge(self, tokens: Sequence[str]) -> list[tuple[str, bool]]:
-        rows = self._db.read(lambda c: self._store.dead_owners(c, tokens, GRACE_S))
+    def _judge(self, tokens: Sequence[str], reaping: bool = False) -> list[tuple[str, bool]]:
+        """The dead of tokens; a reaper (``reaping``) that finds nobody has looked at the
+        server as it runs now writes that it did: the grace runs from there."""
+        store = self._store
+        rows = self._db.read(lambda c: store.dead_owners(c, tokens, GRACE_S))
+        if reaping and any(silent is None for *_, silent in rows):
+            self._db.write(store.note_server_epoch, durable=False)
         return judge(rows, self._place)
 
     def dead(self, tokens: Sequence[str]) -> list[str]:
@@ -315,7 +320,7 @@ class Owners:
     def reap(self, tokens: Sequence[str]) -> int:
         """Give back the jobs of those of tokens found dead, each in a hand-over that
         checks the rule again under the token's lock; how many came back."""
-        dead = self._judge(tokens)
+        dead = self._judge(tokens, reaping=True)
         if not dead:
             return 0
         store = self._store

@@ -384,25 +384,28 @@ SELECT tube, pg_notify('sqlq', tube) FROM job;
 -- from the first reaper's look at the server as it runs now at the earliest (a
 -- restart loses unflushed heartbeats, and a server that recovers for longer than the
 -- grace lets no keeper in meanwhile). That look is sqlq_server_epoch's row (migration
--- 0018): written here when missing, and until it is, no one is silent. Its CTEs write
--- nothing once the row is there. A token with no row (a process of an older sqlq) is
--- judged by its lock alone.
-WITH epoch AS (
-    SELECT seen_at FROM sqlq_server_epoch WHERE started = pg_postmaster_start_time()),
-first_look AS (
-    INSERT INTO sqlq_server_epoch (started)
-    SELECT pg_postmaster_start_time() WHERE NOT EXISTS (SELECT 1 FROM epoch)
-    ON CONFLICT (started) DO NOTHING),
-earlier AS (
-    DELETE FROM sqlq_server_epoch
-     WHERE started <> pg_postmaster_start_time() AND NOT EXISTS (SELECT 1 FROM epoch))
+-- 0018); while there is none, silent is NULL (not silent) and the reaper writes it
+-- (note_server_epoch). A read: people's views (the workers page) ask it too. A token
+-- with no row (a process of an older sqlq) is judged by its lock alone.
 SELECT t.token, o.place, o.pid,
-       o.token IS NULL OR greatest(o.seen_at, coalesce((SELECT seen_at FROM epoch), now()))
-                          < now() - make_interval(secs => %(grace)s::float8) AS silent
+       CASE WHEN o.token IS NULL THEN true
+            WHEN e.seen_at IS NULL THEN NULL
+            ELSE greatest(o.seen_at, e.seen_at)
+                 < now() - make_interval(secs => %(grace)s::float8) END AS silent
   FROM unnest(%(tokens)s::text[]) AS t(token)
   LEFT JOIN sqlq_owners AS o ON o.token = t.token
+  LEFT JOIN sqlq_server_epoch AS e ON e.started = pg_postmaster_start_time()
  WHERE pg_try_advisory_lock(hashtextextended('sqlq owner ' || t.token, 0))
    AND pg_advisory_unlock(hashtextextended('sqlq owner ' || t.token, 0));
+
+-- name: note_server_epoch
+-- The first reaper's look at the server as it runs now (it found a free lock and no
+-- row here): the grace can run from now. The rows of earlier runs (a clean restart
+-- keeps them: the table is emptied by crashes only) go.
+WITH earlier AS (
+    DELETE FROM sqlq_server_epoch WHERE started <> pg_postmaster_start_time())
+INSERT INTO sqlq_server_epoch (started) VALUES (pg_postmaster_start_time())
+ON CONFLICT (started) DO NOTHING;
 
 -- name: release_dead_owner
 -- Give back a dead holder's reservations, deciding again in this transaction, under

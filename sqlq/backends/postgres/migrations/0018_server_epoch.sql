@@ -10,8 +10,8 @@
 -- before the holders' keepers could take their locks again.
 --
 -- sqlq_server_epoch holds one row: the postmaster's start time, and when the first
--- sqlq reaper looked at this incarnation of the server (dead_owners writes it when it
--- is missing; until then nobody is silent). UNLOGGED on purpose: PostgreSQL empties an
+-- sqlq reaper looked at this incarnation of the server (a reaper that finds a free lock
+-- and no row writes it, note_server_epoch; until then nobody is silent). UNLOGGED on purpose: PostgreSQL empties an
 -- unlogged table at the end of every crash recovery (an immediate shutdown, a crashed
 -- backend's reinitialisation), has it empty on a promoted standby and in a base
 -- backup, so the row can only describe the server as it runs now; after a clean
