@@ -73,6 +73,14 @@ job = q.reserve("t", timeout=float(sys.argv[2]))
 print("none" if job is None else job.id, flush=True)
 """
 
+#: Reserves a job of tube "u" and says so; then is SIGKILLed by the test.
+DIES = """
+import sys, time, sqlq
+q = sqlq.Queue(sys.argv[1])
+print(q.reserve("u", timeout=30).id, flush=True)
+time.sleep(600)
+"""
+
 ADMIN = "local all all trust\nhost all postgres 127.0.0.1/32 trust\n"
 OPEN = ADMIN + "host all all 127.0.0.1/32 trust\n"
 CLOSED = ADMIN + "host all all 127.0.0.1/32 reject\n"
@@ -162,6 +170,24 @@ def _read(proc: subprocess.Popen[str]) -> str:
     return _line(proc, timeout=PATIENCE + 60)
 
 
+def _note_the_epoch(pg: PgServer) -> None:
+    """Have a worker find a dead holder (its lock free), which writes down when a
+    reaper first looked at the server as it runs now (sqlq_server_epoch): that must not
+    outlive a crash (a table that is not UNLOGGED would)."""
+    with sqlq.Queue(pg.url_for("r")) as q:
+        dead_id = q.put(b"x", tube="u")
+        dies = subprocess.Popen([sys.executable, "-c", DIES, pg.url_for("r")],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        try:
+            assert int(_read(dies)) == dead_id
+        finally:
+            dies.kill()
+            dies.wait()
+        assert q.reserve("t", timeout=0) is None  # it looks for dead holders
+    assert pg.psql("SELECT count(*) FROM sqlq_server_epoch", "r") == "1"
+
+
 def _crash_a_backend(pg: PgServer) -> None:
     """SIGKILL one backend: the postmaster ends every session and recovers from the
     crash, as after an OOM kill, without a new start time."""
@@ -182,10 +208,7 @@ def test_a_holder_keeps_its_job_through_a_recovery_longer_than_the_grace(
     thief = None
     try:
         assert int(_read(holder)) == job_id
-        with sqlq.Queue(pg.url_for("r")) as q:
-            # A worker looked for dead holders before: what it knew of the server
-            # (sqlq_server_epoch) must not outlive the crash.
-            assert q.reserve("t", timeout=0) is None
+        _note_the_epoch(pg)
         _hba(pg, CLOSED)
         if disturbance == "immediate restart":
             pg.restart("immediate")  # pg_ctl -w: up, rejecting everyone but the admin
