@@ -227,8 +227,8 @@ class Holder:
         self._warned_late = True
         log.warning(
             "the thread keeping this process's reservations on %s could not run for "
-            "%.1f s (its beat is every "
-            "%.0f s): a call held the GIL that long (a long call into C code: a regex, "
+            "%.1f s (its beat is every %.0f s): a call held the GIL that long (a long "
+            "call into C code: a regex, "
             "NumPy, compression...), or the process was stopped. Were its owner session "
             "lost meanwhile, its jobs would go to other workers after %.0f s: run such "
             "tasks with --processes, in a subprocess, or in code that releases the GIL",
