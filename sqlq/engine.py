@@ -18,6 +18,10 @@ What it decides, beyond the SQL:
 * **how a waiting claim looks**: on SQLite a read without the write lock first
   (``Store.LOOK_BEFORE_CLAIM``), so idle waiters woken by unrelated commits never
   contend with producers; dead holders reaped when a death is signalled;
+* **when dead holders are looked for** on a backend that cannot signal a death
+  (PostgreSQL): by a claim that finds nothing, a waiter's poll, and at most every
+  :data:`REAP_EVERY_S` by the claims themselves, so a dead holder's jobs come back
+  (in priority order) while the tube has other ready jobs too;
 * **when to look again without a commit** (:meth:`Engine.due`): a delayed job
   coming due, a TTR or a pause running out, a backend's liveness poll;
 * **waiting** (:meth:`Engine.wait`): one notifier per thread, held only while a
@@ -45,7 +49,14 @@ T = TypeVar("T")
 #: the plain claim skips a limited tube, so a list wrongly thought unlimited starves the
 #: tube another process limited, for as long as its other tubes give jobs.
 LIMITS_STALE = 1.0
+#: On a backend that cannot signal a death (``Backend.liveness_poll``), how often (s) a
+#: process's claims look for dead holders even while they find jobs: a reserve that
+#: finds nothing and a waiter's poll look anyway, but a busy tube never runs dry, and a
+#: dead holder's jobs (the most urgent, perhaps) would wait for their TTR. One clock
+#: comparison a claim.
+REAP_EVERY_S = 1.0
 _monotonic = time.monotonic
+_NEVER = float("inf")
 #: A checked list of tubes in the backend's own form (``Store.tubes_param``).
 TubesParam = Any
 
@@ -91,6 +102,9 @@ class Engine:
         #: may be made without reading again (absent: read first).
         self._plain_until: dict[object, float] = {}
         self._stamps: dict[object, object] = {}
+        #: When (monotonic s) a claim looks for dead holders next (REAP_EVERY_S); never
+        #: where the backend signals deaths itself.
+        self._reap_at = 0.0 if backend.liveness_poll is not None else _NEVER
 
     def close(self) -> None:
         """Close every thread's notifier (the Queue is closing)."""
@@ -142,7 +156,10 @@ class Engine:
         # Tubes known lately to be without limits go straight on (a dict probe and a
         # clock read: no database read).
         key = tubes if tubes.__class__ is str else tuple(tubes)
-        if self._plain_until.get(key, 0.0) <= _monotonic() and self.limited_now(tubes, key):
+        now_s = _monotonic()
+        if now_s >= self._reap_at:
+            self.reap()
+        if self._plain_until.get(key, 0.0) <= now_s and self.limited_now(tubes, key):
             return _first(self.claim_limited(tubes, owner, 1, [] if delete is None else [delete]))
         clock, store = self.clock, self.store
 
@@ -169,7 +186,10 @@ class Engine:
         """One commit: delete ``done`` (if any; JobLost names the lost ones, and then
         nothing is claimed) and claim up to n jobs."""
         key = tubes if tubes.__class__ is str else tuple(tubes)
-        if self._plain_until.get(key, 0.0) <= _monotonic() and self.limited_now(tubes, key):
+        now_s = _monotonic()
+        if now_s >= self._reap_at:
+            self.reap()
+        if self._plain_until.get(key, 0.0) <= now_s and self.limited_now(tubes, key):
             return self.claim_limited(tubes, owner, n, done)
         clock, store = self.clock, self.store
         if not done:
@@ -375,8 +395,11 @@ class Engine:
         return due_ms
 
     def reap(self) -> bool:
-        """Give back the reservations of processes that died; True if any came back."""
+        """Give back the reservations of processes that died; True if any came back.
+        The next claim's look (REAP_EVERY_S) is counted from here."""
         backend, store = self.backend, self.store
+        if self._reap_at != _NEVER:
+            self._reap_at = _monotonic() + REAP_EVERY_S
         me = backend.current_owner() or ""
         held = backend.read(lambda c: store.reserving_owners(c, self.clock(), me))
         self._others_hold = bool(held)

@@ -15,6 +15,7 @@ stands for another machine here: its pid means nothing to the reaper).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -29,6 +30,7 @@ import pytest
 
 import sqlq
 from sqlq.backends.postgres.owners import GRACE_S
+from sqlq.engine import REAP_EVERY_S
 from tests.conftest import ROOT, spawn
 from tests.pgserver import PgServer
 from tests.timing import SLACK
@@ -325,3 +327,153 @@ def test_rows_of_holders_long_gone_are_forgotten(pg_url: str) -> None:
             other.reserve("t", timeout=0)
         tokens = {r[0] for r in conn.execute("SELECT token FROM sqlq_owners")}
     assert "gone-1-x" not in tokens and "recent-1-x" in tokens
+
+
+#: Reserves the most urgent job of tube "b", says which, and sleeps until killed.
+URGENT_HOLDER = """
+import sys, time, sqlq
+q = sqlq.Queue(sys.argv[1])
+print(q.reserve("b", timeout=30).id, flush=True)
+time.sleep(600)
+"""
+#: Ready jobs behind the dead holder's urgent one: a drain (1 ms of work each) longer
+#: than the bound.
+BACKLOG = 3000
+
+
+@contextlib.contextmanager
+def _urgent_holder(pg_url: str) -> Iterator[tuple[Callable[[], None], int]]:
+    """An urgent job (priority 0) in tube "b" reserved by another process, with BACKLOG
+    ready jobs (priority 100) behind it; (a call that SIGKILLs that process, its id)."""
+    with sqlq.Queue(pg_url) as q:
+        urgent = q.put(b"urgent", tube="b", priority=0, ttr=600)
+    proc = spawn(URGENT_HOLDER, pg_url)
+    try:
+        assert int(_line(proc)) == urgent
+        with sqlq.Queue(pg_url) as q:
+            q.put_many([b"x"] * BACKLOG, tube="b", priority=100, ttr=600)
+
+        def kill() -> None:
+            proc.kill()
+            proc.wait()
+
+        yield kill, urgent
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batch", [1, 8])
+def test_a_dead_holders_urgent_job_comes_back_while_the_tube_has_a_backlog(
+        pg_url: str, batch: int) -> None:
+    """reliability.md F12: a drainer that always finds jobs (the worker's fast path,
+    reserve(delete=); reserve_many(n, delete=) as the prefetching worker claims) gets
+    the urgent job of a holder SIGKILLed while it drains back within the claims'
+    periodic look for dead holders, not after the backlog (before: 20.2 s, 3,001
+    claims later)."""
+    with _urgent_holder(pg_url) as (kill, urgent), sqlq.Queue(pg_url) as q:
+        done = q.reserve_many(batch, "b", timeout=5)  # draining before the death
+        kill()
+        killed = time.monotonic()
+        claims = 0
+        while True:
+            if batch == 1:  # the worker's fast path: one commit per job
+                job = q.reserve("b", timeout=5, delete=done[0])
+                jobs = [] if job is None else [job]
+            else:
+                jobs = q.reserve_many(batch, "b", timeout=5, delete=done)
+            claims += 1
+            assert jobs, "the tube ran dry: the urgent job never came back"
+            if any(job.id == urgent for job in jobs):
+                break
+            time.sleep(0.001 * len(jobs))  # the work: the backlog lasts 3 s at least
+            done = jobs
+        took = time.monotonic() - killed
+    print(f"\nthe dead holder's urgent job came back after {took:.2f} s, {claims} claims")
+    assert claims * batch < BACKLOG
+    assert took < REAP_EVERY_S + 0.5 + SLACK
+
+
+def _beanstalk(sock: Any, line: str) -> bytes:
+    """One command to a beanstalkd-protocol server; its reply line (and a job's body)."""
+    sock.write(line.encode() + b"\r\n")
+    sock.flush()
+    reply: bytes = sock.readline()
+    if reply.startswith(b"RESERVED"):
+        size = int(reply.split()[2])
+        reply += sock.read(size + 2)
+    return reply
+
+
+@pytest.mark.slow
+def test_sqlq_serve_gives_a_dead_holders_job_back_while_the_tube_has_a_backlog(
+        pg_url: str) -> None:
+    """F12 through ``sqlq serve`` (reliability.md 3e: 42 jobs of killed holders still
+    reserved at the end of a run): a client draining the tube gets the urgent job."""
+    from tests.servers import BeanstalkdProcess
+
+    server = BeanstalkdProcess(None, serve=True, location=pg_url)
+    try:
+        with _urgent_holder(pg_url) as (kill, urgent), server.connect(timeout=30) as conn:
+            sock = conn.makefile("rwb")
+            assert _beanstalk(sock, "watch b").startswith(b"WATCHING")
+            job_id = int(_beanstalk(sock, "reserve-with-timeout 5").split()[1])
+            kill()
+            killed = time.monotonic()
+            claims = 0
+            while job_id != urgent:
+                time.sleep(0.001)  # the work: the backlog lasts 3 s at least
+                assert _beanstalk(sock, f"delete {job_id}") == b"DELETED\r\n"
+                reply = _beanstalk(sock, "reserve-with-timeout 5")
+                claims += 1
+                assert reply.startswith(b"RESERVED"), reply
+                job_id = int(reply.split()[1])
+            took = time.monotonic() - killed
+    finally:
+        server.stop()
+    print(f"\nthrough sqlq serve: back after {took:.2f} s, {claims} claims")
+    assert claims < BACKLOG
+    assert took < REAP_EVERY_S + 0.5 + SLACK
+
+
+#: A holder whose task holds the GIL for 5 s (libc's sleep through ctypes.PyDLL, which
+#: keeps the GIL, as a long call into C code does), then waits to be told to finish.
+GIL_HOLDER = """
+import ctypes, logging, sys, sqlq
+logging.basicConfig(level=logging.WARNING)
+q = sqlq.Queue(sys.argv[1])
+job = q.reserve("t", timeout=30)
+print(job.id, flush=True)
+ctypes.PyDLL(None).sleep(5)
+sys.stdin.readline()
+job.delete()
+print("deleted", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_keeper_starved_by_a_call_holding_the_gil_warns_once(pg_url: str) -> None:
+    """reliability.md W6: a keeper kept from running for longer than half the grace
+    says so, naming the cause and what to do (a holder starved for the grace while its
+    session ends loses its jobs)."""
+    with sqlq.Queue(pg_url) as q:
+        q.put(b"x", tube="t", ttr=300)
+    proc = spawn(GIL_HOLDER, pg_url, stdin=subprocess.PIPE)
+    log: list[str] = []
+    reader = threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    try:
+        _line(proc)
+        deadline = time.monotonic() + 5 + 10 * SLACK
+        while not any("could not run" in line for line in log):
+            assert time.monotonic() < deadline, f"no warning from the keeper: {''.join(log)}"
+            time.sleep(0.05)
+        assert _finish(proc) == "deleted"
+    finally:
+        proc.kill()
+        proc.wait()
+    reader.join(10)
+    warnings = [line for line in log if "could not run" in line]
+    assert len(warnings) == 1, log
+    assert "held the GIL" in warnings[0] and "--processes" in warnings[0]

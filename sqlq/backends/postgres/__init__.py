@@ -106,7 +106,7 @@ class PostgresBackend(Backend):
         return self.owners.info(token)
 
     def forget_owner(self, token: str) -> None:
-        pass  # release_dead_owner deleted its row with its jobs' hand-over
+        pass  # release_dead_owner kept its row (its keeper may come back): an hour, then gone
 
     # -- operations --------------------------------------------------------------------------
 

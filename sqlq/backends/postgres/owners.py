@@ -11,11 +11,18 @@ therefore proves nothing, and this module adds what does:
 
 * the holder's **keeper**, a thread that every :data:`HEARTBEAT_S` renews
   ``seen_at`` on the owner session, and when the session is gone makes a new one
-  and takes the *same* token's lock again (its leases stand: nothing was reaped);
+  and takes the *same* token's lock again; then it reads what it found (how many of
+  its jobs a reaper handed out meanwhile: the hand-over counts them in its row) and
+  says so. A keeper that ran far later than its beat warns once: a call holding the
+  GIL starved it, and a holder starved for the grace while its session ends loses
+  its jobs;
 * the **reaper's rule**: a holder whose lock is free is dead when its process is
   seen gone on the reaper's own machine (same boot and pid namespace, no such pid:
-  at once), or when its keeper has been silent for :data:`GRACE_S` (any machine);
-  a server restart counts as a sign of life, since it loses unflushed heartbeats;
+  at once), or when its keeper has been silent for :data:`GRACE_S` (any machine),
+  counted from the first reaper's look at the server as it runs now at the earliest
+  (``sqlq_server_epoch``, migration 0018: not from the postmaster's start, which
+  comes before a crash recovery that lets nobody in, nor from a standby's start
+  before its promotion; a restart also loses unflushed heartbeats);
 * the **hand-over**: the reaper gives a dead holder's jobs back in one transaction
   that holds the token's lock and checks the rule again, so a holder re-taking its
   lock either comes first (and keeps its jobs) or waits for that commit (and finds
@@ -58,6 +65,9 @@ CONFIRMED_S = GRACE_S / 2
 CONFIRM_WAIT_S = 60.0
 #: Pause between the keeper's attempts to make a lost session again.
 RETRY_S = 0.25
+#: A keeper whose beat comes this much later than HEARTBEAT_S warns (once): something
+#: kept its thread from running (a call holding the GIL) for half the grace.
+LATE_S = GRACE_S / 2
 
 
 def place() -> str:
@@ -103,6 +113,7 @@ class Holder:
         self._conn: Connection | None = None
         self._confirmed = 0.0  # monotonic, before the last heartbeat that was written
         self._closed = False
+        self._warned_late = False
         self._changed = threading.Condition()
         self._register()  # the first registration fails loudly; the keeper retries later ones
         self._thread = threading.Thread(target=self._keep, name="sqlq-owner-keeper", daemon=True)
@@ -121,8 +132,10 @@ class Holder:
                                "reservations could not be made again")
         return self.token
 
-    def _register(self) -> None:
-        """On a new session: take the token's lock, then write the row under it."""
+    def _register(self) -> tuple[int | None, int]:
+        """On a new session: take the token's lock, then write the row under it; (how
+        many of its jobs reapers handed out since it last registered, None if it had no
+        row; how many it holds now: read on a session made again only)."""
         started = time.monotonic()
         conn = connect(self._url, self._location)
         try:
@@ -131,11 +144,14 @@ class Holder:
                 if self._closed:
                     raise Disconnected(f"{self._location}: closed")
                 time.sleep(0.02)
-            self._store.register_owner(conn, self.token, self.host, self.pid, self.place)
+            handed = self._store.register_owner(conn, self.token, self.host, self.pid,
+                                                self.place)
             if self._conn is None:
-                # Once a process: rows of holders gone long ago that held nothing when
-                # they died (a reaper forgets those it gives jobs back for).
+                # Once a process: rows of holders gone long ago.
                 self._store.forget_silent_owners(conn)
+                held = 0
+            else:
+                held = self._store.owner_jobs(conn, self.token)
         except psycopg.Error as e:  # the new session went at once (a restart): Disconnected
             error = translate(self._location, e, conn)
             conn.close()
@@ -147,6 +163,7 @@ class Holder:
         if old is not None:
             old.close()
         self._confirm(started)
+        return handed, held
 
     def _confirm(self, started: float) -> None:
         with self._changed:
@@ -158,22 +175,23 @@ class Holder:
         token's lock first, for as long as this process runs."""
         lost_at: float | None = None
         while True:
+            waited_from = time.monotonic()
             with self._changed:
                 self._changed.wait_for(lambda: self._closed, HEARTBEAT_S)
                 if self._closed:
                     return
             started = time.monotonic()
+            if started - waited_from > HEARTBEAT_S + LATE_S:  # no I/O in between: starved
+                self._late(started - waited_from)
             try:
                 if lost_at is not None:
-                    self._register()
-                    log.warning("the owner session of %s is back after %.1f s; its "
-                                "reservations stand", self._location, time.monotonic() - lost_at)
+                    self._back(time.monotonic() - lost_at, *self._register())
                     lost_at = None
                     continue
                 assert self._conn is not None
                 if self._store.owner_heartbeat(self._conn, self.token):
                     self._confirm(started)
-                else:  # a reaper judged us dead: our jobs went back; register again
+                else:  # our row was forgotten (an older sqlq's reaper): register again
                     self._store.register_owner(self._conn, self.token, self.host, self.pid,
                                                self.place)
                     self._confirm(started)
@@ -185,6 +203,36 @@ class Holder:
                     log.warning("lost the owner session of %s (%s); making it again",
                                 self._location, str(e).strip().splitlines()[0] if str(e) else e)
                 time.sleep(RETRY_S)
+
+    def _back(self, after: float, handed: int | None, held: int) -> None:
+        """Say what a keeper that took its lock again found: whether its reservations
+        stand, checked, not presumed."""
+        where = f"the owner session of {self._location} is back after {after:.1f} s"
+        if handed is None:  # no row: forgotten, or reaped by an older sqlq
+            log.warning("%s; its registration was gone: %d reservations "
+                        "stand, any others were handed out (JobLost when finished)",
+                        where, held)
+        elif handed:
+            log.warning("%s; %d of its %d reservations were handed out to other workers "
+                        "while it was silent for more than %.0f s (JobLost when finished)",
+                        where, handed, handed + held, GRACE_S)
+        else:
+            log.warning("%s; all %d of its reservations stand", where, held)
+
+    def _late(self, gap: float) -> None:
+        """The keeper's thread could not run for ``gap`` s (its wait's timeout was
+        HEARTBEAT_S): warn, once."""
+        if self._warned_late:
+            return
+        self._warned_late = True
+        log.warning(
+            "the thread keeping this process's reservations on %s could not run for "
+            "%.1f s (its beat is every %.0f s): a call held the GIL that long (a long "
+            "call into C code: a regex, "
+            "NumPy, compression...), or the process was stopped. Were its owner session "
+            "lost meanwhile, its jobs would go to other workers after %.0f s: run such "
+            "tasks with --processes, in a subprocess, or in code that releases the GIL",
+            self._location, gap, HEARTBEAT_S, GRACE_S)
 
     def close(self) -> None:
         """Stop the keeper, forget the row and end the session (its lock goes with it)."""
@@ -203,11 +251,11 @@ class Holder:
             conn.close()
 
 
-def judge(rows: Sequence[tuple[str, str | None, int | None, bool]], here: str
+def judge(rows: Sequence[tuple[str, str | None, int | None, bool | None]], here: str
           ) -> list[tuple[str, bool]]:
     """(token, gone) for each holder the reaper's rule finds dead, of the rows of
     ``dead_owners`` (free locks): gone, its process is missing from this machine;
-    else its keeper has been silent for the grace."""
+    else its keeper has been silent for the grace (None: not known yet, not silent)."""
     dead = []
     for token, where, pid, silent in rows:
         gone = bool(here) and where == here and pid is not None and process_gone(pid)
@@ -257,8 +305,13 @@ class Owners:
     def current(self) -> str | None:
         return None if self._holder is None else self._holder.token
 
-    def _judge(self, tokens: Sequence[str]) -> list[tuple[str, bool]]:
-        rows = self._db.read(lambda c: self._store.dead_owners(c, tokens, GRACE_S))
+    def _judge(self, tokens: Sequence[str], reaping: bool = False) -> list[tuple[str, bool]]:
+        """The dead of tokens; a reaper (``reaping``) that finds nobody has looked at the
+        server as it runs now writes that it did: the grace runs from there."""
+        store = self._store
+        rows = self._db.read(lambda c: store.dead_owners(c, tokens, GRACE_S))
+        if reaping and any(silent is None for *_, silent in rows):
+            self._db.write(store.note_server_epoch, durable=False)
         return judge(rows, self._place)
 
     def dead(self, tokens: Sequence[str]) -> list[str]:
@@ -267,7 +320,7 @@ class Owners:
     def reap(self, tokens: Sequence[str]) -> int:
         """Give back the jobs of those of tokens found dead, each in a hand-over that
         checks the rule again under the token's lock; how many came back."""
-        dead = self._judge(tokens)
+        dead = self._judge(tokens, reaping=True)
         if not dead:
             return 0
         store = self._store

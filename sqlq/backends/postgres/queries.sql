@@ -381,37 +381,59 @@ SELECT tube, pg_notify('sqlq', tube) FROM job;
 -- released it when their session ended; the locks taken here are given back at once),
 -- with what tells a dead process from one re-making its session (owners.py): its
 -- place and pid, and whether its keeper has been silent for the grace period, counted
--- from the server's start at the earliest (a restart loses unflushed heartbeats).
--- A token with no row (a process of an older sqlq) is judged by its lock alone.
+-- from the first reaper's look at the server as it runs now at the earliest (a
+-- restart loses unflushed heartbeats, and a server that recovers for longer than the
+-- grace lets no keeper in meanwhile). That look is sqlq_server_epoch's row (migration
+-- 0018); while there is none, silent is NULL (not silent) and the reaper writes it
+-- (note_server_epoch). A read: people's views (the workers page) ask it too. A token
+-- with no row (a process of an older sqlq) is judged by its lock alone.
 SELECT t.token, o.place, o.pid,
-       o.token IS NULL OR greatest(o.seen_at, pg_postmaster_start_time())
-                          < now() - make_interval(secs => %(grace)s::float8) AS silent
+       CASE WHEN o.token IS NULL THEN true
+            WHEN e.seen_at IS NULL THEN NULL
+            ELSE greatest(o.seen_at, e.seen_at)
+                 < now() - make_interval(secs => %(grace)s::float8) END AS silent
   FROM unnest(%(tokens)s::text[]) AS t(token)
   LEFT JOIN sqlq_owners AS o ON o.token = t.token
+  LEFT JOIN sqlq_server_epoch AS e ON e.started = pg_postmaster_start_time()
  WHERE pg_try_advisory_lock(hashtextextended('sqlq owner ' || t.token, 0))
    AND pg_advisory_unlock(hashtextextended('sqlq owner ' || t.token, 0));
+
+-- name: note_server_epoch
+-- The first reaper's look at the server as it runs now (it found a free lock and no
+-- row here): the grace can run from now. The rows of earlier runs (a clean restart
+-- keeps them: the table is emptied by crashes only) go.
+WITH earlier AS (
+    DELETE FROM sqlq_server_epoch WHERE started <> pg_postmaster_start_time())
+INSERT INTO sqlq_server_epoch (started) VALUES (pg_postmaster_start_time())
+ON CONFLICT (started) DO NOTHING;
 
 -- name: release_dead_owner
 -- Give back a dead holder's reservations, deciding again in this transaction, under
 -- its lock (held until the commit), that it is dead: a holder re-taking its lock on
 -- a new session waits for the commit, then finds its jobs gone (JobLost), never
 -- given to a second worker while it holds them. %(gone)s: the reaper saw its
--- process gone on its own machine; otherwise its keeper must be silent for the grace.
+-- process gone on its own machine; otherwise its keeper must be silent for the grace,
+-- counted as dead_owners counts it (no epoch row: not silent). The row is kept, with
+-- how many jobs went, for a keeper that comes back to say so (owners.py).
 WITH dead AS (
     SELECT 1 AS yes
      WHERE pg_try_advisory_xact_lock(hashtextextended('sqlq owner ' || %(owner)s, 0))
        AND (%(gone)s::boolean
             OR NOT EXISTS (SELECT 1 FROM sqlq_owners
                             WHERE token = %(owner)s
-                              AND greatest(seen_at, pg_postmaster_start_time())
+                              AND greatest(seen_at, coalesce(
+                                      (SELECT e.seen_at FROM sqlq_server_epoch AS e
+                                        WHERE e.started = pg_postmaster_start_time()),
+                                      'infinity'))
                                   >= now() - make_interval(secs => %(grace)s::float8)))),
 job AS (
     UPDATE sqlq_jobs
        SET state = 0, reserved_until = NULL, lease = NULL, owner = NULL, again = true
      WHERE state = 2 AND owner = %(owner)s AND EXISTS (SELECT 1 FROM dead)
     RETURNING tube),
-forgotten AS (
-    DELETE FROM sqlq_owners WHERE token = %(owner)s AND EXISTS (SELECT 1 FROM dead))
+handed AS (
+    UPDATE sqlq_owners SET handed_out = handed_out + (SELECT count(*) FROM job)
+     WHERE token = %(owner)s AND EXISTS (SELECT 1 FROM dead))
 SELECT tube, pg_notify('sqlq', tube) FROM job;
 
 -- name: release_unseen_claim
@@ -431,22 +453,33 @@ SELECT tube, pg_notify('sqlq', tube) FROM job;
 SELECT pg_try_advisory_lock(hashtextextended('sqlq owner ' || %(token)s, 0));
 
 -- name: register_owner
--- Under the token's lock: who holds it, and its first (or renewed) sign of life.
+-- Under the token's lock: who holds it, and its first (or renewed) sign of life; how
+-- many of its jobs reapers handed out since it last registered (NULL: no row, a new
+-- holder, or one forgotten), reset to 0.
 -- synchronous_commit stays on here: a reaper must not see the lock free with no row.
-INSERT INTO sqlq_owners AS o (token, host, pid, place)
-VALUES (%(token)s, %(host)s, %(pid)s, %(place)s)
-ON CONFLICT (token) DO UPDATE SET seen_at = now();
+WITH before AS (SELECT handed_out FROM sqlq_owners WHERE token = %(token)s),
+registered AS (
+    INSERT INTO sqlq_owners AS o (token, host, pid, place)
+    VALUES (%(token)s, %(host)s, %(pid)s, %(place)s)
+    ON CONFLICT (token) DO UPDATE SET seen_at = now(), handed_out = 0)
+SELECT (SELECT handed_out FROM before);
+
+-- name: owner_jobs
+-- A keeper that took its lock again: the reservations its process still holds (the
+-- reserved jobs' index; once a lost session).
+SELECT count(*) FROM sqlq_jobs WHERE state = 2 AND owner = %(token)s;
 
 -- name: owner_heartbeat
--- The keeper's sign of life, once a HEARTBEAT_S; no row: a reaper judged us dead and
--- forgot us (our jobs are gone), and the keeper registers again.
+-- The keeper's sign of life, once a HEARTBEAT_S; no row: forgotten (forget_silent_owners,
+-- or an older sqlq's reaper), and the keeper registers again.
 UPDATE sqlq_owners SET seen_at = now() WHERE token = %(token)s RETURNING 1;
 
 -- name: unregister_owner
 DELETE FROM sqlq_owners WHERE token = %(token)s;
 
 -- name: forget_silent_owners
--- Rows of holders gone long ago that held nothing when they died (nothing reaped them).
+-- Rows of holders gone long ago: those that held nothing when they died (nothing
+-- reaped them), and those reaped (release_dead_owner keeps the row).
 DELETE FROM sqlq_owners AS o
  WHERE seen_at < now() - interval '1 hour'
    AND pg_try_advisory_xact_lock(hashtextextended('sqlq owner ' || o.token, 0));

@@ -244,11 +244,16 @@ class PostgresStore(Store):
     # -- liveness (owners.py) ----------------------------------------------------------------
 
     def dead_owners(self, conn: Any, tokens: Sequence[str], grace_s: float
-                    ) -> list[tuple[str, str | None, int | None, bool]]:
+                    ) -> list[tuple[str, str | None, int | None, bool | None]]:
         """(token, place, pid, silent) of each token whose session lock is free: its
-        holder died, or its session ended under a live process re-making it."""
+        holder died, or its session ended under a live process re-making it. silent is
+        None while no reaper looked at the server as it runs now (note_server_epoch)."""
         return [tuple(r) for r in conn.execute(
             Q["dead_owners"], {"tokens": list(tokens), "grace": grace_s})]
+
+    def note_server_epoch(self, conn: Any) -> None:
+        """A reaper's first look at the server as it runs now: the grace runs from here."""
+        conn.execute(Q["note_server_epoch"])
 
     def release_dead_owner(self, conn: Any, owner: str, gone: bool, grace_s: float) -> int:
         """Give back owner's reservations if, under its lock, it is still dead; how many."""
@@ -259,9 +264,17 @@ class PostgresStore(Store):
         """Take token's session lock on conn, held for as long as the session lives."""
         return bool(one(conn, Q["try_lock_owner"], {"token": token})[0])
 
-    def register_owner(self, conn: Any, token: str, host: str, pid: int, place: str) -> None:
-        conn.execute(Q["register_owner"],
-                     {"token": token, "host": host, "pid": pid, "place": place})
+    def register_owner(self, conn: Any, token: str, host: str, pid: int, place: str
+                       ) -> int | None:
+        """Register token (under its lock); how many of its jobs reapers handed out since
+        it last registered (None: it had no row)."""
+        handed = one(conn, Q["register_owner"],
+                     {"token": token, "host": host, "pid": pid, "place": place})[0]
+        return None if handed is None else int(handed)
+
+    def owner_jobs(self, conn: Any, token: str) -> int:
+        """How many reservations token holds."""
+        return int(one(conn, Q["owner_jobs"], {"token": token})[0])
 
     def owner_heartbeat(self, conn: Any, token: str) -> bool:
         """Renew token's sign of life; False if a reaper forgot it (judged it dead)."""
