@@ -15,8 +15,8 @@ import pytest
 
 import sqlq
 from sqlq.attempts import KEPT, MESSAGE_LIMIT, TRACEBACK_LIMIT
-from tests import failing_jobs
 from sqlq.dashboard.views import group_key
+from tests import failing_jobs
 from tests.dashboard_client import running
 from tests.workers import ROOT, Work, wait_for
 

@@ -67,6 +67,48 @@ def test_a_worker_is_listed_idle_then_with_its_job_and_leaves_when_it_stops(
     assert [w.registered for w in q.workers()] == [False]  # it still holds a job
 
 
+def test_a_row_says_busy_a_second_into_a_job_and_idle_a_second_after_it(
+        q: sqlq.Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between beats, the row is written only when it misstates what runs for SHOW_AFTER:
+    a stream of short jobs writes nothing more; a long one, its start and its end."""
+    now = [1000.0]
+    monkeypatch.setattr("sqlq.work.presence.time", type("T", (), {
+        "monotonic": staticmethod(lambda: now[0])}))
+    presence = Presence(q, ["a"])
+    presence.beat()
+    seen = q.workers()[0].seen_at
+
+    def shown() -> int | None:
+        return q.workers()[0].job_id
+
+    for job_id in range(1, 50):  # short jobs: in memory only
+        presence.started(job_id)
+        now[0] += SHOW_AFTER / 10
+        presence.beat_if_due()
+        presence.ended(job_id)
+        presence.beat_if_due()
+    assert (shown(), q.workers()[0].seen_at) == (None, seen)
+    now[0] += registry.BEAT_S  # the beat: whatever runs then (here nothing)
+    presence.beat_if_due()
+    assert q.workers()[0].jobs_done == 49
+    presence.started(50)
+    now[0] += SHOW_AFTER * 0.9
+    presence.beat_if_due()
+    assert shown() is None
+    now[0] += SHOW_AFTER * 0.2
+    presence.beat_if_due()
+    assert shown() == 50
+    presence.beat_if_due()  # shown: nothing to write
+    presence.ended(50)
+    now[0] += SHOW_AFTER * 0.9
+    presence.beat_if_due()
+    assert shown() == 50
+    now[0] += SHOW_AFTER * 0.2
+    presence.beat_if_due()
+    assert shown() is None
+    presence.stop()
+
+
 @pytest.mark.slow
 def test_an_idle_sqlq_work_is_counted_and_a_killed_one_is_not(db_url: str,
                                                               q: sqlq.Queue) -> None:
