@@ -271,8 +271,9 @@ class Reads:
 
     def workers(self) -> list[observe.Worker]:
         """The running ``sqlq work`` processes, idle ones too (host, pid, tubes, started,
-        last heartbeat, the job it runs, jobs done: as of its last heartbeat, at most 5 s
-        old), then any other process holding reservations (pid, host, jobs held, since
+        last heartbeat, at most ~5 s old, busy or not; the job it runs, named within about a
+        second of its start; jobs done as of its last heartbeat), then any other process
+        holding reservations (pid, host, jobs held, since
         when). A worker that stops leaves the list; one that dies (SIGKILL too) leaves
         it as soon as its owner registration is seen to end (sqlq/registry.py)."""
         return observe.workers(self._backend, self._clock())

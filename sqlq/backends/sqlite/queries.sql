@@ -886,7 +886,8 @@ SELECT b.id, b.tube
  ORDER BY b.id;
 
 -- name: beat_worker
--- A worker's row, written when it starts and at most once per heartbeat after (registry.py).
+-- A worker's row, written when it starts, once per heartbeat after, and when the job it
+-- runs changes for longer than a second (registry.py, work/presence.py): never per job.
 INSERT INTO sqlq_workers (token, host, pid, tubes, started_at, seen_at, job_id, jobs_done)
 VALUES (:token, :host, :pid, :tubes, :started_at, :seen_at, :job_id, :jobs_done)
 ON CONFLICT (token) DO UPDATE SET host = excluded.host, pid = excluded.pid,
