@@ -200,7 +200,10 @@ def test_peek_shows_the_attempts_and_the_latest_traceback(q: sqlq.Queue, db_url:
     assert "attempts: 2 failed runs kept" in text
     assert "#1" in text and "retried" in text and "#2" in text and "buried" in text
     assert "traceback of attempt 2:" in text and HELPER_LINE in text
+    assert f"(at tests/failing_jobs.py:{failing_jobs.LOOKUP_LINE} in _lookup)" in text
     record = json.loads(peek(str(jid), "--json"))
+    assert record["attempts"][-1]["location"] == \
+        f"tests/failing_jobs.py:{failing_jobs.LOOKUP_LINE} in _lookup"
     assert [a["outcome"] for a in record["attempts"]] == ["retried", "buried"]
     assert HELPER_LINE in record["attempts"][-1]["traceback"]
     assert record["bury_reason"] == "KeyError: 'sku'"
