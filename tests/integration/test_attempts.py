@@ -135,6 +135,8 @@ def test_one_line_failing_with_many_messages_is_one_group_retried_at_once(
         page = client.get("/failed").text
         assert page.count('data-group="') == 2 and f"<code>{where}</code>" in page
         assert "(3 messages)" in page and "KeyError: &#39;bob&#39; <small>×1" in page
+        job_page = client.get(f"/job?id={ids[0]}").text
+        assert f'<small data-field="where">at <code>{where}</code></small>' in job_page
         done = client.post("/actions/group", {
             "csrf": client.csrf, "key": group_key(*task.key), "verb": "kick",
             "confirm": "yes", "next": "/failed"})
