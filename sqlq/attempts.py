@@ -17,12 +17,16 @@ writes nothing here.
 from __future__ import annotations
 
 import os
+import sys
+import sysconfig
 import traceback as tb
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from . import tracing
+from .model import MESSAGE_LIMIT as MESSAGE_LIMIT  # re-exported: the bound of each message
+from .model import cap as cap
 
 if TYPE_CHECKING:
     from .backends import Backend
@@ -32,8 +36,6 @@ if TYPE_CHECKING:
 KEPT = 10
 #: Characters of one traceback kept (8 KiB): its first quarter and its last three.
 TRACEBACK_LIMIT = 8192
-#: Characters of one message kept.
-MESSAGE_LIMIT = 1024
 
 #: What became of the job after the attempt.
 RETRIED, BURIED, LOST = "retried", "buried", "lost"
@@ -66,6 +68,10 @@ class Attempt:
             command's last lines of stderr, or empty.
         trace: the W3C ``traceparent`` of the run's OpenTelemetry span (its trace id and
             span id: find the run in a tracing UI), or None when it was not traced.
+        location: where a task's exception was raised: the innermost frame of the
+            project's own code (``myapp/tasks.py:41 in lookup``, see :func:`raised_at`);
+            empty for a command, a run stopped at its TTR, or an attempt kept by an older
+            sqlq. The Failed page groups by it.
     """
 
     job_id: int
@@ -79,15 +85,16 @@ class Attempt:
     message: str
     traceback: str
     trace: str | None = None
+    location: str = ""
 
     @classmethod
     def from_row(cls, row: Any) -> Attempt:
         """An Attempt from a row of ``list_attempts`` (duration in ms)."""
         (job_id, attempt, started_at, duration, host, pid, outcome, error, message,
-         traceback, trace) = row
+         traceback, trace, location) = row
         return cls(int(job_id), int(attempt), int(started_at), int(duration) / 1000, host,
                    None if pid is None else int(pid), outcome, error, message, traceback,
-                   trace)
+                   trace, location)
 
     def params(self) -> dict[str, Any]:
         """The row to store, bounded (the store's ``insert_attempt`` parameters)."""
@@ -95,19 +102,8 @@ class Attempt:
                 "duration": round(self.duration * 1000), "host": self.host, "pid": self.pid,
                 "outcome": self.outcome, "error": cap(self.error, MESSAGE_LIMIT),
                 "message": cap(self.message, MESSAGE_LIMIT),
-                "traceback": cap(self.traceback, TRACEBACK_LIMIT), "trace": self.trace}
-
-
-def cap(text: str, limit: int) -> str:
-    """``text`` if it has at most ``limit`` characters, else its first quarter and last
-    three quarters with a line between them saying how much was left out (the end of
-    a traceback is where the error is; its start says where the run began)."""
-    if len(text) <= limit:
-        return text
-    head = limit // 4
-    tail = limit - head - 64
-    cut = len(text) - head - tail
-    return f"{text[:head]}\n[... {cut} characters left out ...]\n{text[-tail:]}"
+                "traceback": cap(self.traceback, TRACEBACK_LIMIT), "trace": self.trace,
+                "location": cap(self.location, MESSAGE_LIMIT)}
 
 
 def error_name(exc: BaseException) -> str:
@@ -116,6 +112,49 @@ def error_name(exc: BaseException) -> str:
     if kind.__module__ in ("builtins", "__main__"):
         return kind.__qualname__
     return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _library_roots() -> tuple[str, ...]:
+    """Directories whose code is not a project's: the standard library, site-packages
+    (of this environment) and sqlq itself, each with a trailing separator."""
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    roots.add(os.path.dirname(os.path.abspath(__file__)))
+    return tuple(os.path.join(os.path.realpath(root), "") for root in sorted(roots))
+
+
+_LIBRARY: tuple[str, ...] | None = None
+
+
+def raised_at(exc: BaseException) -> str:
+    """Where ``exc`` was raised, as Sentry-like tools group errors: the innermost frame of
+    its traceback in the project's own code (not the standard library, site-packages or
+    sqlq; the innermost frame at all if none is), as ``path:line in function``, the path
+    relative to the ``sys.path`` entry it was imported from. ``""`` without a traceback.
+
+    ``KeyError: 'bob'`` and ``KeyError: 'carol'`` raised by one line are one failure."""
+    global _LIBRARY
+    if _LIBRARY is None:
+        _LIBRARY = _library_roots()
+    frames = tb.extract_tb(exc.__traceback__) if exc.__traceback__ is not None else []
+    if not frames:
+        return ""
+    own = [f for f in frames if not f.filename.startswith("<")
+           and not os.path.realpath(f.filename).startswith(_LIBRARY)]
+    frame = (own or frames)[-1]
+    return f"{_relative(frame.filename)}:{frame.lineno} in {frame.name}"
+
+
+def _relative(filename: str) -> str:
+    """``filename`` relative to the longest ``sys.path`` entry holding it (as a module
+    name is), so that the same code deployed elsewhere has the same location."""
+    full = os.path.realpath(filename)
+    best = ""
+    for entry in sys.path:
+        root = os.path.join(os.path.realpath(entry or os.curdir), "")
+        if full.startswith(root) and len(root) > len(best):
+            best = root
+    return full[len(best):] if best else filename
 
 
 def format_traceback(exc: BaseException, skip: int = 0) -> str:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from .backends import Backend, Events, Notifier
 from .backends.base import Conn
 from .errors import Disconnected, JobLost
-from .model import Job, check_tubes, lease_of, seconds_to_ms
+from .model import Job, cap_reason, check_tubes, lease_of, seconds_to_ms
 from .waiting import wait_for
 
 if TYPE_CHECKING:
@@ -326,7 +326,7 @@ class Engine:
         delay_ms = None if delay is None else seconds_to_ms(delay, "delay")
         attempts.end(self.backend, self.clock, job.id, lease_of(job), attempt, delay_ms)
         if delay_ms is None:
-            job.state, job.bury_reason = "buried", attempt.message
+            job.state, job.bury_reason = "buried", cap_reason(attempt.message)
         else:
             job.state = "delayed" if delay_ms else "ready"
 

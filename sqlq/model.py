@@ -24,6 +24,9 @@ DEFAULT_TTR_MS = int(DEFAULT_TTR * 1000)
 MAX_PRIORITY = 2**32 - 1
 DEFAULT_MAX_JOB_SIZE = 1 << 20
 MAX_JOB_ID = 2**63 - 1  # SQLite's largest integer: a larger id names no job
+#: Characters kept of one message: a failed attempt's error and message
+#: (sqlq/attempts.py), and a bury reason, whoever gives it (cut by :func:`cap`).
+MESSAGE_LIMIT = 1024
 
 _TUBE = re.compile(r"[A-Za-z0-9\-+/;.$_()]{1,200}")
 
@@ -216,7 +219,7 @@ class Job:
         """
         self._queue.bury(self.id, priority=priority, reason=reason, lease=lease_of(self))
         self.state = "buried"
-        self.bury_reason = reason
+        self.bury_reason = cap_reason(reason)
 
     def touch(self) -> None:
         """Ask for more time: the reservation now ends ttr seconds from now.
@@ -257,6 +260,23 @@ class Job:
         """
         self._queue.complete(self.id, result, lease=lease_of(self))
         self.state = "deleted"
+
+
+def cap(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters, else its first quarter and last
+    three quarters with a line between them saying how much was left out (the end of
+    a traceback is where the error is; its start says where the run began)."""
+    if len(text) <= limit:
+        return text
+    head = limit // 4
+    tail = limit - head - 64
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters left out ...]\n{text[-tail:]}"
+
+
+def cap_reason(reason: str | None) -> str | None:
+    """A bury reason as it is kept: at most :data:`MESSAGE_LIMIT` characters (:func:`cap`)."""
+    return None if reason is None else cap(reason, MESSAGE_LIMIT)
 
 
 #: The record's fields of a Job (what AsyncJob reads through), in slot order.

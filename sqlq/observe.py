@@ -119,8 +119,15 @@ class Worker:
     registered: bool = False  # a sqlq work process in the workers registry
     started_at: int | None = None  # ms, registered workers only (as the three below)
     seen_at: int | None = None  # ms: its last heartbeat (every 5 s)
-    job_id: int | None = None  # the job it ran at its last heartbeat; None: idle
+    job_id: int | None = None  # the job it runs as of its last heartbeat; None: idle
     jobs_done: int = 0  # runs it ended, as of its last heartbeat
+
+    @property
+    def busy(self) -> bool:
+        """Running a job: a registered worker whose row names one (written within about a
+        second of its start, sqlq/work/presence.py), or another process holding
+        reservations (it holds them to run them)."""
+        return self.job_id is not None if self.registered else self.jobs > 0
 
 
 @dataclass(frozen=True)

@@ -269,31 +269,37 @@ class Reads:
         return observe.search(self._backend, self._clock(), tube, text, limit)
 
     def failed_groups(self, *, limit: int = 50, offset: int = 0) -> list[FailedGroup]:
-        """Buried jobs across all tubes, grouped by how they failed (the newest kept
-        attempt's error and the bury reason), newest group first; a page of ``limit``
-        groups from ``offset``. Only the newest 10,000 buried jobs are grouped
-        (``sqlq.failures.DEPTH``), from the buried index.
+        """Buried jobs across all tubes, grouped by how they failed, newest group first; a
+        page of ``limit`` groups from ``offset``. A task's failures group by the newest
+        kept attempt's error and where it was raised (``location``), their distinct
+        messages listed in the group (``messages``); other burials by error and bury
+        reason. Only the newest 10,000 buried jobs are grouped (``sqlq.failures.DEPTH``),
+        from the buried index.
 
         Examples:
-            >>> [(g.error, g.reason, g.jobs) for g in q.failed_groups()]
-            [('KeyError', "KeyError: 'sku'", 412), ('', 'corrupt image', 3)]
+            >>> [(g.error, g.location, g.jobs) for g in q.failed_groups()]
+            [('KeyError', 'app/tasks.py:41 in lookup', 412), ('', '', 3)]
         """
         from . import failures
 
         return failures.groups(self._backend, limit, offset)
 
-    def failed_group_jobs(self, error: str, reason: str) -> list[tuple[int, str]]:
-        """(id, tube) of the buried jobs of one group of :meth:`failed_groups` (its
-        ``error`` and ``reason``), oldest first: what retrying or deleting the group acts on.
+    def failed_group_jobs(self, error: str, reason: str,
+                          location: str = "") -> list[tuple[int, str]]:
+        """(id, tube) of the buried jobs of one group of :meth:`failed_groups`, oldest first:
+        what retrying or deleting the group acts on. Pass the group's ``error``, ``reason``
+        and ``location`` (``*group.key``): with a location, every job that failed with that
+        error there, whatever its reason; without, those with that reason.
         """
         from . import failures
 
-        return failures.group_ids(self._backend, error, reason)
+        return failures.group_ids(self._backend, error, reason, location)
 
     def workers(self) -> list[observe.Worker]:
         """The running ``sqlq work`` processes, idle ones too (host, pid, tubes, started,
-        last heartbeat, the job it runs, jobs done: as of its last heartbeat, at most 5 s
-        old), then any other process holding reservations (pid, host, jobs held, since
+        last heartbeat, at most ~5 s old, busy or not; the job it runs, named within about a
+        second of its start; jobs done as of its last heartbeat), then any other process
+        holding reservations (pid, host, jobs held, since
         when). A worker that stops leaves the list; one that dies (SIGKILL too) leaves
         it as soon as its owner registration is seen to end (sqlq/registry.py)."""
         from . import observe

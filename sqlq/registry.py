@@ -3,8 +3,9 @@
 Before it, the dashboard knew a worker only by the reservations it held, so an idle
 worker was invisible and ``sqlq_workers`` read 0 on a healthy, quiet queue. Now each
 worker process writes a row (``sqlq_workers``: host, pid, tubes, when it started, its
-last heartbeat, the job it runs, the runs it ended) when it starts, at most once per
-heartbeat (:data:`BEAT_S`) after that, and deletes it when it stops
+last heartbeat, the job it runs, the runs it ended) when it starts, once per heartbeat
+(:data:`BEAT_S`) after that, busy or idle, and when a job has run a second that the row
+does not name (or the worker idled a second after one), and deletes it when it stops
 (:class:`sqlq.work.presence.Presence` does the worker's side).
 
 Liveness is the backend's, not a new heartbeat: a row's ``token`` is the worker's
@@ -26,8 +27,9 @@ if TYPE_CHECKING:
     from .backends import Backend
     from .backends.base import Conn
 
-#: How often (at most) a worker writes its row: its heartbeat, the job it runs now
-#: and the runs it ended are as of then, never written once per job.
+#: How often a worker writes its row, busy or idle: its heartbeat and the runs it ended
+#: are as of then (the job it runs is written within about a second of its start, see
+#: sqlq/work/presence.py), never written once per job.
 BEAT_S = 5.0
 
 

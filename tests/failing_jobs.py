@@ -48,3 +48,20 @@ def once(marker: str) -> str:
         open(marker, "w").close()
         return str(_lookup({}, "first run"))
     return "ok"
+
+
+#: The users _greet knows: any other raises KeyError on one line, its message the user.
+USERS = {"alice": "Alice"}
+
+
+def _greet(user: str) -> str:
+    return f"Welcome, {USERS[user]}"  # the failing line: GREET_LINE
+
+
+GREET_LINE = _greet.__code__.co_firstlineno + 1
+
+
+@q.task(tube="welcome", retries=0)
+def welcome(user: str) -> str:
+    """Web check F-2: KeyError 'bob', 'carol', 'dave' from one line are one failure."""
+    return _greet(user)

@@ -59,7 +59,7 @@ CREATE TABLE sqlq_attempts (
     outcome    TEXT    NOT NULL,   -- retried, buried, lost
     error      TEXT    NOT NULL,   -- exception type, exit status, 'timed out', or ''
     message    TEXT    NOT NULL,   -- one line: what a burial keeps as its reason
-    traceback  TEXT    NOT NULL, trace TEXT,   -- the traceback, or a command's stderr tail ('' if none)
+    traceback  TEXT    NOT NULL, trace TEXT, location TEXT NOT NULL DEFAULT '',   -- the traceback, or a command's stderr tail ('' if none)
     PRIMARY KEY (job_id, attempt)
 );
 

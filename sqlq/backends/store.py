@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import JobCancelled, JobLost, JobNotFound
 from ..limits import allowance, spent_rate_at
-from ..model import ClaimRow, JobRow
+from ..model import ClaimRow, JobRow, cap_reason
 from .sql import one
 from .views import StoreViews
 
@@ -439,9 +439,10 @@ class Store(StoreViews, abc.ABC):
 
     def bury(self, conn: Conn, now: int, job_id: int, lease: int | None,
              priority: int | None, reason: str | None) -> None:
-        """Park a reserved job until kicked, keeping reason."""
+        """Park a reserved job until kicked, keeping reason: its first MESSAGE_LIMIT
+        characters or so (model.cap), whoever gives it (a caller, a worker's failure)."""
         params = {"id": job_id, "lease": lease, "now": now, "priority": priority,
-                  "reason": reason}
+                  "reason": cap_reason(reason)}
         if one(conn, self.Q["bury_job"], params) is None:
             raise self._lease_failure(conn, job_id, lease)
 

@@ -97,19 +97,21 @@ class StoreViews:
 
     # -- failed jobs by error (sqlq/failures.py) ----------------------------------------------
 
-    def failed_groups(self, conn: Conn, depth: int, limit: int, offset: int
-                      ) -> list[tuple[str, str, int, int, str]]:
-        """(error, reason, jobs, newest id, tubes) per group of the newest ``depth``
-        buried jobs, newest group first."""
-        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3]), str(r[4]))
+    def failed_groups(self, conn: Conn, depth: int, reason_chars: int
+                      ) -> list[tuple[str, str, str, int, int, str]]:
+        """(error, location, reason, jobs, newest id, tubes) of the newest ``depth`` buried
+        jobs by how they failed (the reason's first ``reason_chars`` characters)."""
+        return [(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), str(r[5]))
                 for r in conn.execute(self.Q["failed_groups"],
-                                      {"depth": depth, "limit": limit, "offset": offset})]
+                                      {"depth": depth, "reason_chars": reason_chars})]
 
-    def failed_group_ids(self, conn: Conn, depth: int, error: str, reason: str
-                         ) -> list[tuple[int, str]]:
+    def failed_group_ids(self, conn: Conn, depth: int, reason_chars: int, error: str,
+                         location: str, reason: str) -> list[tuple[int, str]]:
         """(id, tube) of the buried jobs of one group, oldest first."""
         return [(int(r[0]), str(r[1])) for r in conn.execute(
-            self.Q["failed_group_ids"], {"depth": depth, "error": error, "reason": reason})]
+            self.Q["failed_group_ids"], {"depth": depth, "reason_chars": reason_chars,
+                                         "error": error, "location": location,
+                                         "reason": reason})]
 
     # -- the workers registry and throughput history (registry.py, throughput.py) -----------
 

@@ -93,8 +93,9 @@ def attempts_text(attempts: list[sqlq.Attempt]) -> str:
              "oldest first"]
     for a in attempts:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(a.started_at / 1000)) + "Z"
+        where = f"  (at {display_text(a.location, None)})" if a.location else ""
         lines.append(f"  #{a.attempt}  {when}  ran {format_duration(a.duration)}  "
-                     f"{a.outcome}  {a.host}[{a.pid}]  {display_text(a.message, None)}")
+                     f"{a.outcome}  {a.host}[{a.pid}]  {display_text(a.message, None)}{where}")
     last = attempts[-1]
     if last.traceback:
         lines.append(f"traceback of attempt {last.attempt}:")

@@ -13,7 +13,8 @@ with each other and survive restarts. What is exported, and from where:
 * ``sqlq_jobs_buried_total``, ``sqlq_jobs_kicked_total``, ``sqlq_jobs_timed_out_total``
   per tube (migration 0005's trigger).
 * ``sqlq_workers`` (the running ``sqlq work`` processes, idle ones too, from the workers
-  registry, and any other live process holding reservations), ``sqlq_reservations_held``;
+  registry, and any other live process holding reservations), ``sqlq_workers_busy`` (those
+  of them running a job: idle ones are the difference), ``sqlq_reservations_held``;
   ``sqlq_periodic_last_slot_timestamp_seconds``.
 
 * ``sqlq_job_wait_seconds{tube}`` (from a job's put, or the end of the delay it was put
@@ -95,9 +96,13 @@ class QueueCollector:
         yield CounterMetricFamily("sqlq_jobs_deleted", "Jobs deleted or completed since the "
                                   "file was created.", value=overview.deletes_total)
         yield from (buried, kicked, timed_out)
+        counted = [w for w in workers if w.token is not None and w.alive]
         yield GaugeMetricFamily("sqlq_workers", "Running sqlq work processes, idle ones "
                                 "too, and other live processes holding reservations.",
-                                value=sum(1 for w in workers if w.token is not None and w.alive))
+                                value=len(counted))
+        yield GaugeMetricFamily("sqlq_workers_busy", "Of sqlq_workers, those running a job "
+                                "(sqlq_workers - sqlq_workers_busy are idle).",
+                                value=sum(1 for w in counted if w.busy))
         yield GaugeMetricFamily("sqlq_reservations_held", "Live reservations.",
                                 value=sum(w.jobs for w in workers))
         slots = GaugeMetricFamily("sqlq_periodic_last_slot_timestamp_seconds",

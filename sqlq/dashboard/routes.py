@@ -464,11 +464,11 @@ class Dashboard:
         """Retry (kick) or delete the buried jobs of one group of the Failed page, the
         oldest :data:`GROUP_STEP` at most per request (one commit each: a request must
         end in seconds); the note says how many are left for the next click."""
-        error, reason = views.group_from_key(req.field("key"))
+        error, reason, location = views.group_from_key(req.field("key"))
         verb = req.field("verb")
         if verb not in ("kick", "delete"):
             raise ValueError(f"no group action {verb!r}")
-        jobs = self.queue.failed_group_jobs(error, reason)
+        jobs = self.queue.failed_group_jobs(error, reason, location)
         if req.field("confirm") != "yes":
             return Done(f"nothing done: confirm the {verb} of {len(jobs)} jobs first")
         done = self._each(verb, jobs[:GROUP_STEP], buried_only=verb == "delete")

@@ -148,21 +148,26 @@ def day_chart(minutes: list[Minute], now_ms: int, span_ms: int = 24 * 3600 * 100
                     points([(m.at, m.deletes) for m in minutes]), top)
 
 
-def group_key(error: str, reason: str) -> str:
-    """A failed-jobs group as one form value (URL-safe base64 of JSON): the reason may
-    hold newlines, which a form's hidden input would not carry unchanged."""
-    return base64.urlsafe_b64encode(json.dumps([error, reason]).encode()).decode()
+def group_key(error: str, reason: str, location: str = "") -> str:
+    """A failed-jobs group (``FailedGroup.key``) as one form value (URL-safe base64 of
+    JSON): the reason may hold newlines, which a form's hidden input would not carry
+    unchanged. Small: error, reason and location are capped when kept (MESSAGE_LIMIT), and
+    a group with a location carries no reason."""
+    return base64.urlsafe_b64encode(json.dumps([error, reason, location]).encode()).decode()
 
 
-def group_from_key(key: str) -> tuple[str, str]:
-    """(error, reason) of :func:`group_key`'s value; ValueError if it is not one."""
+def group_from_key(key: str) -> tuple[str, str, str]:
+    """(error, reason, location) of :func:`group_key`'s value (a key of an older page,
+    without a location, too); ValueError if it is not one."""
     try:
-        error, reason = json.loads(base64.urlsafe_b64decode(key.encode()))
+        parts = json.loads(base64.urlsafe_b64decode(key.encode()))
     except (ValueError, TypeError, binascii.Error):
         raise ValueError("not a failed-jobs group") from None
-    if not isinstance(error, str) or not isinstance(reason, str):
+    if not isinstance(parts, list) or len(parts) not in (2, 3) \
+            or not all(isinstance(p, str) for p in parts):
         raise ValueError("not a failed-jobs group")
-    return error, reason
+    error, reason, location = (*parts, "") if len(parts) == 2 else parts
+    return error, reason, location
 
 
 def make_env() -> jinja2.Environment:

@@ -378,6 +378,9 @@ class AsyncWorker:
                     stop = asyncio.get_running_loop().create_future()  # wait for its end
                     self._executing[job.id] = (job.sync, stop)
                 await self._look_for_cancelled(aq)
+                presence = self.handling.presence
+                if presence.take_due(time.monotonic()):  # busy, and a fresh heartbeat
+                    await aq.call_in_thread(presence.beat)
                 step = beat.step(time.monotonic())
                 if step == TOUCH:
                     await aq.call_in_thread(beat.touch)  # job.touch() in the thread, logged

@@ -265,7 +265,8 @@ class JobHandling:
         """The attempt to keep of a failed run of ``job`` that ended just now."""
         host, pid = worker_identity()
         return Attempt(job.id, job.reserves, self.clock() - round(duration * 1000), duration,
-                       host, pid, what, outcome.error, outcome.reason, outcome.traceback)
+                       host, pid, what, outcome.error, outcome.reason, outcome.traceback,
+                       location=outcome.location)
 
     # -- one log line per outcome ------------------------------------------------------------
 

@@ -34,8 +34,9 @@ class Outcome:
     retry under ``policy`` or bury with ``reason``. ``bury``: bury at once with
     ``reason``; running it again cannot help (unknown task, malformed body). A failure
     also says what failed (``error``: an exception's type, an exit status) and how
-    (``traceback``: a task's traceback, a command's stderr tail), which the worker keeps
-    as the job's attempt (sqlq/attempts.py).
+    (``traceback``: a task's traceback, a command's stderr tail) and where (``location``:
+    the project's frame that raised, see :func:`sqlq.attempts.raised_at`), which the worker
+    keeps as the job's attempt (sqlq/attempts.py).
     """
 
     status: Literal["done", "failed", "bury"]
@@ -44,6 +45,7 @@ class Outcome:
     policy: RetryPolicy | None = None
     error: str = ""
     traceback: str = ""
+    location: str = ""
 
 
 def done(result: bytes | None = None) -> Outcome:
@@ -56,9 +58,10 @@ DONE = done(None)
 
 
 def failed(reason: str, policy: RetryPolicy, *, error: str = "",
-           traceback: str = "") -> Outcome:
+           traceback: str = "", location: str = "") -> Outcome:
     """The job failed and may be retried under ``policy``; ``reason`` is one line."""
-    return Outcome("failed", reason=reason, policy=policy, error=error, traceback=traceback)
+    return Outcome("failed", reason=reason, policy=policy, error=error, traceback=traceback,
+                   location=location)
 
 
 def bury(reason: str, *, error: str = "", traceback: str = "") -> Outcome:

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
 from .. import control
-from ..attempts import error_name, format_traceback
+from ..attempts import error_name, format_traceback, raised_at
 from ..model import (
     DEFAULT_PRIORITY,
     DEFAULT_TTR,
@@ -366,10 +366,11 @@ def _last_line(exc: BaseException) -> str:
 
 
 def _failed(exc: BaseException, policy: RetryPolicy) -> runner.Outcome:
-    """A task's exception as a failure: its last line (the bury reason), its type, and
-    its traceback from the task's own frame (the worker's call into it left out)."""
+    """A task's exception as a failure: its last line (the bury reason), its type, its
+    traceback from the task's own frame (the worker's call into it left out), and where
+    in the project's code it was raised."""
     return runner.failed(_last_line(exc), policy, error=error_name(exc),
-                         traceback=format_traceback(exc, skip=1))
+                         traceback=format_traceback(exc, skip=1), location=raised_at(exc))
 
 
 class TaskRun:

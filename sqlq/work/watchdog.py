@@ -11,6 +11,9 @@ thread keeps watch meanwhile:
 * a job without keepalive that outlives its TTR is reported once;
 * prefetch: the jobs the worker holds meanwhile (waiting in its batch, or done and
   not yet acknowledged) are touched 80% into their TTR (see prefetch.py);
+* presence: the worker's row in the workers registry says which job runs once it has
+  run a second, and its heartbeat stays fresh (presence.py), though the main thread,
+  which beats between jobs, is busy in the task;
 * cancel: once a second it looks whether the running job (or one of the batch) was
   cancelled (cancel.py) and marks it, so that the task's next ``sqlq.current_job()``
   raises JobCancelled; past the task's ``timeout=`` it marks the run so that the next
@@ -58,12 +61,16 @@ class Watchdog:
         holding: the jobs the worker holds besides the running one, kept alive meanwhile.
         clock: the queue's clock (ms), the time of the jobs' leases.
         cancels: the worker's look for cancelled jobs.
+        beat: called at each look while a job runs: writes the worker's row if it is due
+            (:meth:`sqlq.work.presence.Presence.beat_if_due`).
     """
 
     def __init__(self, grace: Grace, stopping: Callable[[], tuple[bool, bool]],
                  give_back: Callable[[Job, str], None], signal_fd: int | None,
-                 holding: Holding, clock: Clock, cancels: CancelCheck) -> None:
+                 holding: Holding, clock: Clock, cancels: CancelCheck,
+                 beat: Callable[[], None] | None = None) -> None:
         self.grace = grace
+        self._beat_if_due = beat
         self._cancels = cancels
         self._holding = holding
         self._clock = clock
@@ -144,6 +151,8 @@ class Watchdog:
             logging.shutdown()
             os._exit(0)
         self._holding.touch_due()
+        if self._beat_if_due is not None:
+            self._beat_if_due()
         job = beat.job
         if job in self._cancels.check(now, [job, *self._holding.waiting]):
             log_cancelled(job, beat.name, "its next sqlq.current_job(), job.touch() or "

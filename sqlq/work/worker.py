@@ -241,7 +241,8 @@ class Worker:
         if self._watchdog is None:
             self._watchdog = Watchdog(self._grace, lambda: (self.stopping, self.hurry),
                                       self._abandon, self._signal_fd, self.holding,
-                                      self.handling.clock, self._cancels)
+                                      self.handling.clock, self._cancels,
+                                      self.handling.presence.beat_if_due)
         return self._watchdog
 
     def _watch(self, job: Job, running: runner.Running) -> runner.Outcome | None:
@@ -249,7 +250,7 @@ class Worker:
         grace, holding = self._grace, self.holding
         beat = Heartbeat(job, running.name, running.keepalive, True, self.handling.clock,
                          time.monotonic(), _timeout(running))
-        cancels = self._cancels
+        cancels, presence = self._cancels, self.handling.presence
         while True:
             now = time.monotonic()
             grace.update(now, self.stopping, self.hurry)
@@ -257,6 +258,7 @@ class Worker:
             if outcome is not None:
                 return outcome
             holding.touch_due()
+            presence.beat_if_due()  # the row says busy, its heartbeat fresh (presence.py)
             now = time.monotonic()
             if job in cancels.check(now, [job, *holding.waiting]):
                 return running.kill("cancelled")  # its process group; _run drops the outcome

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 import sqlq
-from sqlq.attempts import KEPT, TRACEBACK_LIMIT
+from sqlq.attempts import KEPT, MESSAGE_LIMIT, TRACEBACK_LIMIT
+from sqlq.dashboard.views import group_key
 from tests import failing_jobs
+from tests.dashboard_client import running
 from tests.workers import ROOT, Work, wait_for
 
 pytestmark = pytest.mark.timeout(90)
@@ -47,6 +49,8 @@ def test_a_failing_task_keeps_each_attempts_traceback_with_the_helpers_file_and_
         assert a.traceback.startswith("Traceback (most recent call last):")
         assert HELPER_LINE in a.traceback and a.traceback.endswith("KeyError: 'sku'")
         assert "sqlq/work" not in a.traceback  # the worker's own frame is left out
+        # Where it was raised: the helper's line, relative to the sys.path entry.
+        assert a.location == f"tests/failing_jobs.py:{failing_jobs.LOOKUP_LINE} in _lookup"
         assert a.pid is not None and a.pid != os.getpid() and a.host == os.uname().nodename
         assert a.duration >= 0 and a.started_at > 0
     assert first.started_at <= second.started_at
@@ -96,7 +100,49 @@ def test_attempts_per_job_and_traceback_length_are_bounded(q: sqlq.Queue, db_url
     assert len(big.traceback) <= TRACEBACK_LIMIT and len(big.message) <= 1024
     assert big.traceback.startswith("Traceback (most recent call last):")
     assert "characters left out" in big.traceback and big.traceback.endswith(" END")
-    assert q.peek(loud).bury_reason.endswith(" END")  # type: ignore[union-attr]
+    # The bury reason is bounded as the message is (web check F-3): start, marker, end.
+    reason = q.peek(loud).bury_reason  # type: ignore[union-attr]
+    assert reason is not None and len(reason) <= MESSAGE_LIMIT
+    assert reason.startswith("ValueError: xxx") and reason.endswith(" END")
+    assert "characters left out" in reason
+
+
+def test_one_line_failing_with_many_messages_is_one_group_retried_at_once(
+        q: sqlq.Queue, db_url: str) -> None:
+    """Web check F-2: KeyError 'bob', 'carol' and 'dave' raised by one line were three
+    groups on the Failed page, each with its own Retry all. Now one group, with the three
+    messages inside; its retry kicks all three. A command's failures, which have no
+    traceback, still group by their reason."""
+    users = ["bob", "carol", "dave", "carol"]
+    ids = [q.put(failing_jobs.welcome.message(u), tube="welcome") for u in users]
+    sh = [q.put(b"x", tube="sh") for _ in range(2)]
+    with Work(db_url, "--import", "tests.failing_jobs", "--tube", "welcome", "--burst") as w:
+        assert w.wait() == 0, w.text()
+    with Work(db_url, "--tube", "sh", "--retries", "0", "--burst", "--", "sh", "-c",
+              "echo 'no disk' >&2; exit 3") as w:
+        assert w.wait() == 0, w.text()
+    where = f"tests/failing_jobs.py:{failing_jobs.GREET_LINE} in _greet"
+    command, task = q.failed_groups()
+    assert (task.error, task.location, task.jobs, task.distinct) == ("KeyError", where, 4, 3)
+    assert task.reason == "KeyError: 'carol'" and task.newest_id == ids[-1]
+    assert task.messages == [("KeyError: 'carol'", 2), ("KeyError: 'dave'", 1),
+                             ("KeyError: 'bob'", 1)]
+    assert (command.error, command.location, command.reason, command.jobs) == (
+        "exit status 3", "", "exit status 3: no disk", 2)
+    assert [i for i, _ in q.failed_group_jobs(*task.key)] == ids
+    assert [i for i, _ in q.failed_group_jobs(*command.key)] == sh
+    with running(q) as client:
+        page = client.get("/failed").text
+        assert page.count('data-group="') == 2 and f"<code>{where}</code>" in page
+        assert "(3 messages)" in page and "KeyError: &#39;bob&#39; <small>×1" in page
+        job_page = client.get(f"/job?id={ids[0]}").text
+        assert f'<small data-field="where">at <code>{where}</code></small>' in job_page
+        done = client.post("/actions/group", {
+            "csrf": client.csrf, "key": group_key(*task.key), "verb": "kick",
+            "confirm": "yes", "next": "/failed"})
+        assert done.status == 303 and "4+of+4+jobs+kicked" in done.headers["Location"]
+    assert all(q.peek(i).state == "ready" for i in ids)  # type: ignore[union-attr]
+    assert [g.key for g in q.failed_groups()] == [command.key]
 
 
 def test_a_failed_command_keeps_its_stderr_tail(q: sqlq.Queue, db_url: str) -> None:
@@ -156,7 +202,10 @@ def test_peek_shows_the_attempts_and_the_latest_traceback(q: sqlq.Queue, db_url:
     assert "attempts: 2 failed runs kept" in text
     assert "#1" in text and "retried" in text and "#2" in text and "buried" in text
     assert "traceback of attempt 2:" in text and HELPER_LINE in text
+    assert f"(at tests/failing_jobs.py:{failing_jobs.LOOKUP_LINE} in _lookup)" in text
     record = json.loads(peek(str(jid), "--json"))
+    assert record["attempts"][-1]["location"] == \
+        f"tests/failing_jobs.py:{failing_jobs.LOOKUP_LINE} in _lookup"
     assert [a["outcome"] for a in record["attempts"]] == ["retried", "buried"]
     assert HELPER_LINE in record["attempts"][-1]["traceback"]
     assert record["bury_reason"] == "KeyError: 'sku'"

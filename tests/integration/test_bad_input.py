@@ -893,9 +893,11 @@ def test_dashboard_actions_refuse_garbage_and_change_nothing(db_url: str) -> Non
                 _refused_page(reply, status)
             # No CSRF token: refused before anything is read.
             _refused_page(client.post("/actions/cancel-job", {"id": ids[0]}), 403)
-            forged = [group_key("NoSuchError", "never happened")]
+            forged = [group_key("NoSuchError", "never happened"),
+                      group_key("NoSuchError", "", "app.py:1 in f"), base64_json(["a", "b"])]
             garbage = ["", "!!", "e30=", "WzEsIDJd", "bnVsbA==", "W10=",
-                       base64_json(["a", "b", "c"]), base64_json("text"), "x" * 5000]
+                       base64_json(["a", "b", "c", "d"]), base64_json(["a", 1, "c"]),
+                       base64_json("text"), "x" * 5000]
             for key in garbage:
                 for verb in ("kick", "delete"):
                     reply = client.post("/actions/group", {"csrf": csrf, "key": key,

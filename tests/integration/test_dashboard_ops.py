@@ -5,15 +5,18 @@ and login returning to the page asked for (never to another site)."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from urllib.parse import urlencode
 
 import pytest
 
 import sqlq
-from sqlq.attempts import Attempt
+from sqlq.attempts import MESSAGE_LIMIT, Attempt
 from sqlq.dashboard.views import group_key
 from sqlq.durations import now_ms
 from tests.dashboard_client import Client, running
+from tests.workers import ROOT
 
 TOKEN = "correct horse battery staple"
 HOSTILE = "<script>alert(1)</script>"
@@ -185,6 +188,46 @@ def test_a_large_group_goes_a_step_per_click_and_a_delete_spares_jobs_moved_sinc
                                              buried_only=True)
         assert (done.note, done.ids) == ("1 of 2 jobs deleted", [failed["hand"][1]])
         assert q.peek(kicked) is not None
+
+
+def test_a_huge_bury_reason_is_capped_and_its_group_can_still_be_retried(
+        q: sqlq.Queue, db_url: str) -> None:
+    """Web check F-3: a 640 KB bury reason made /failed 3.6 MB and its Retry all answer
+    413. A reason is now kept as an attempt's message is (MESSAGE_LIMIT: its start, a
+    marker, its end), whoever gives it: Job.bury, a worker's failure, ``sqlq bury``."""
+    huge = "<script>alert('bury')</script>\n" * 20_000  # 640 KB
+    by_hand, by_cli, by_worker = q.put_many([b"a", b"b", b"c"], tube="big")
+    job = q.reserve("big", timeout=0)
+    assert job is not None and job.id == by_hand
+    job.bury(reason=huge)
+    assert job.bury_reason is not None and len(job.bury_reason) <= MESSAGE_LIMIT
+    assert q.reserve("big", timeout=0) is not None
+    cli = subprocess.run([sys.executable, "-m", "sqlq", "--db", db_url, "bury", str(by_cli),
+                          "--reason", "y" * 100_000 + " END"],  # an argument's limit: 128 KiB
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert cli.returncode == 0, cli.stderr
+    worker_job = q.reserve("big", timeout=0)
+    assert worker_job is not None
+    q.engine.end_attempt(worker_job, Attempt(worker_job.id, 1, now_ms(), 0.1, "web-1", 42,
+                                             "buried", "ValueError", huge, "Traceback ..."),
+                         None)
+    for jid in (by_hand, by_cli, by_worker):
+        reason = q.peek(jid).bury_reason  # type: ignore[union-attr]
+        assert reason is not None and len(reason) <= MESSAGE_LIMIT, jid
+        assert "characters left out ...]" in reason
+    assert q.peek(by_cli).bury_reason.endswith(" END")  # type: ignore[union-attr]
+    with running(q) as client:
+        page = client.get("/failed").text
+        assert len(page) < 40_000
+        keys = re.findall(r'data-group="([^"]+)"', page)
+        assert len(keys) == 3 and all(len(k) < 8 * MESSAGE_LIMIT for k in keys)
+        for key in keys:
+            done = client.post("/actions/group", {"csrf": client.csrf, "key": key,
+                                                  "verb": "kick", "confirm": "yes",
+                                                  "next": "/failed"})
+            assert done.status == 303 and "1+of+1+jobs+kicked" in done.headers["Location"]
+        assert len(client.get(f"/job?id={by_hand}").text) < 80_000
+    assert all(q.peek(i).state == "ready" for i in (by_hand, by_cli, by_worker))  # type: ignore[union-attr]
 
 
 def test_an_audit_line_counts_the_jobs_it_does_not_list() -> None:

@@ -6,16 +6,21 @@ sampled once a minute and kept for a day."""
 from __future__ import annotations
 
 import signal
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import sqlq
 from sqlq import registry, throughput
-from sqlq.work.presence import Presence
+from sqlq.work.presence import SHOW_AFTER, Presence
 from tests.conftest import FakeClock
 from tests.dashboard_client import running
-from tests.workers import Work, wait_for
+from tests.servers import require
+from tests.timing import soon
+from tests.workers import Work, lines, wait_for
 
 
 def _rows(q: sqlq.Queue) -> list[tuple[object, ...]]:
@@ -60,6 +65,48 @@ def test_a_worker_is_listed_idle_then_with_its_job_and_leaves_when_it_stops(
     presence.stop()
     assert _rows(q) == []
     assert [w.registered for w in q.workers()] == [False]  # it still holds a job
+
+
+def test_a_row_says_busy_a_second_into_a_job_and_idle_a_second_after_it(
+        q: sqlq.Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between beats, the row is written only when it misstates what runs for SHOW_AFTER:
+    a stream of short jobs writes nothing more; a long one, its start and its end."""
+    now = [1000.0]
+    monkeypatch.setattr("sqlq.work.presence.time", type("T", (), {
+        "monotonic": staticmethod(lambda: now[0])}))
+    presence = Presence(q, ["a"])
+    presence.beat()
+    seen = q.workers()[0].seen_at
+
+    def shown() -> int | None:
+        return q.workers()[0].job_id
+
+    for job_id in range(1, 50):  # short jobs: in memory only
+        presence.started(job_id)
+        now[0] += SHOW_AFTER / 10
+        presence.beat_if_due()
+        presence.ended(job_id)
+        presence.beat_if_due()
+    assert (shown(), q.workers()[0].seen_at) == (None, seen)
+    now[0] += registry.BEAT_S  # the beat: whatever runs then (here nothing)
+    presence.beat_if_due()
+    assert q.workers()[0].jobs_done == 49
+    presence.started(50)
+    now[0] += SHOW_AFTER * 0.9
+    presence.beat_if_due()
+    assert shown() is None
+    now[0] += SHOW_AFTER * 0.2
+    presence.beat_if_due()
+    assert shown() == 50
+    presence.beat_if_due()  # shown: nothing to write
+    presence.ended(50)
+    now[0] += SHOW_AFTER * 0.9
+    presence.beat_if_due()
+    assert shown() == 50
+    now[0] += SHOW_AFTER * 0.2
+    presence.beat_if_due()
+    assert shown() is None
+    presence.stop()
 
 
 @pytest.mark.slow
@@ -142,3 +189,59 @@ def test_an_async_worker_registers_and_counts_its_runs(q: sqlq.Queue, db_url: st
         assert q.result(jid, timeout=0) == b"49"
         assert w.stop() == 0, w.text()
     assert _rows(q) == []
+
+
+@pytest.mark.slow
+def test_busy_workers_say_which_job_they_run_and_keep_their_heartbeat_fresh(
+        db_url: str, q: sqlq.Queue, tmp_path: Path) -> None:
+    """Web check F-1: a worker 60 s into a job read "idle", its heartbeat as old as the job.
+    Every kind of worker (a task in the main thread, a command, the async loop, each child
+    of --processes 2) names its job within about a second of its start and beats every
+    5 s while it runs; /metrics and the page count them busy."""
+    from tests import ajobs, jobs
+
+    started = tmp_path / "started"
+    long = 60.0
+    put = {  # the job of each worker, by tube
+        "slow": q.put(jobs.nap.message(str(started), long), tube="slow", ttr=120),
+        "async": q.put(ajobs.nap.message(str(started), long), tube="async", ttr=120),
+        "cmd": q.put(b"", tube="cmd", ttr=120),
+        "many": q.put(jobs.nap.message(str(started), long), tube="many", ttr=120),
+    }
+    many = q.put(jobs.nap.message(str(started), long), tube="many", ttr=120)
+    with Work(db_url, "--in-process", "--import", "tests.jobs", "--tube", "slow") as sync, \
+            Work(db_url, "--in-process", "--import", "tests.ajobs", "--tube", "async") as aio, \
+            Work(db_url, "--in-process", "--tube", "cmd", "--", "sh", "-c",
+                 f"echo start $$ >> {started}; sleep {long}") as cmd, \
+            Work(db_url, "--import", "tests.jobs", "--tube", "many", "--processes", "2",
+                 "--prefetch", "1"):
+        wait_for(lambda: len(lines(started)) == 5, what="the five jobs started")
+        first_start = time.monotonic()
+        # Named within a second or two of their start (SHOW_AFTER), not at the next beat.
+        expected = {put["slow"], put["async"], put["cmd"], put["many"], many}
+        rows = wait_for(lambda: (lambda ws: ws if {w.job_id for w in ws} == expected
+                                 else None)(q.workers()),
+                        what="every worker's row naming its job")
+        assert time.monotonic() - first_start < soon(SHOW_AFTER + 1)
+        by_pid = {w.pid: w for w in rows}
+        assert by_pid[sync.pid].job_id == put["slow"]
+        assert by_pid[aio.pid].job_id == put["async"]
+        assert by_pid[cmd.pid].job_id == put["cmd"]
+        assert len(rows) == 5 and all(w.busy and w.registered and w.jobs == 1 for w in rows)
+        count, page = _seen(q)
+        assert count == 5
+        assert '<b data-field="busy">5</b> busy' in page
+        assert f'<a href="/job?id={put["slow"]}">#{put["slow"]}</a>' in page
+        with running(q) as client:
+            text = client.get("/metrics").text
+        samples = {s.name: s.value for f in text_string_to_metric_families(text)
+                   for s in f.samples}
+        assert samples["sqlq_workers_busy"] == 5
+        check = subprocess.run([require("promtool", "prometheus"), "check", "metrics"],
+                               input=text, text=True, capture_output=True, timeout=60)
+        assert check.returncode == 0, check.stdout + check.stderr
+        # The heartbeat goes on while the jobs run: each row is rewritten every BEAT_S.
+        seen = {w.pid: w.seen_at for w in rows}
+        wait_for(lambda: all(w.seen_at is not None and w.seen_at > (seen[w.pid] or 0)
+                             and w.job_id is not None for w in q.workers()),
+                 registry.BEAT_S + soon(1), "a second heartbeat of every busy worker")

@@ -5,10 +5,12 @@ attempts table alone)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import sqlq
-from sqlq.attempts import KEPT, MESSAGE_LIMIT, TRACEBACK_LIMIT, Attempt, cap
+from sqlq.attempts import KEPT, MESSAGE_LIMIT, TRACEBACK_LIMIT, Attempt, cap, raised_at
 
 pytestmark = pytest.mark.both_apis  # q: as a Queue, then as an AsyncQueue
 
@@ -113,3 +115,35 @@ def test_cap_keeps_the_start_and_the_end() -> None:
     assert len(capped) <= TRACEBACK_LIMIT
     assert capped.startswith("Traceback (most recent call last):")
     assert capped.endswith("KeyError: 'end'") and "characters left out" in capped
+
+
+def _lookup(users: dict[str, str], user: str) -> str:
+    return users[user]  # the line raised_at names
+
+
+def _decode(text: str) -> object:
+    return json.loads(text)  # raised inside the standard library: this line is named
+
+
+def _raised(call: object, *args: object) -> BaseException:
+    try:
+        call(*args)  # type: ignore[operator]
+    except Exception as exc:  # noqa: BLE001 - what the worker catches
+        return exc
+    raise AssertionError("it did not raise")
+
+
+def test_raised_at_names_the_innermost_frame_of_the_projects_code() -> None:
+    """Web check F-2: failures group by where they were raised (the project's frame, the
+    path relative to its sys.path entry), not by their message."""
+    here = "tests/unit/test_attempts.py"
+    bob, carol = _raised(_lookup, {}, "bob"), _raised(_lookup, {}, "carol")
+    line = _lookup.__code__.co_firstlineno + 1
+    assert raised_at(bob) == raised_at(carol) == f"{here}:{line} in _lookup"
+    # json's own frames are the standard library's: the call into it is the project's.
+    line = _decode.__code__.co_firstlineno + 1
+    assert raised_at(_raised(_decode, "{")) == f"{here}:{line} in _decode"
+    assert raised_at(KeyError("never raised")) == ""
+    # An Attempt keeps it, capped as a message is.
+    kept = Attempt(1, 1, 0, 0.0, "h", 1, "buried", "KeyError", "m", "", None, "x" * 5000)
+    assert len(kept.params()["location"]) <= MESSAGE_LIMIT

@@ -824,16 +824,16 @@ SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.time
 WITH job AS (
     UPDATE sqlq_jobs SET failures = failures + 1 WHERE id = %(job_id)s RETURNING id)
 INSERT INTO sqlq_attempts (job_id, attempt, started_at, duration, host, pid, outcome, error,
-                           message, traceback, trace)
+                           message, traceback, trace, location)
 SELECT id, %(attempt)s::integer, %(started_at)s::bigint, %(duration)s::bigint,
        %(host)s::text, %(pid)s::integer, %(outcome)s::text, %(error)s::text,
-       %(message)s::text, %(traceback)s::text, %(trace)s::text
+       %(message)s::text, %(traceback)s::text, %(trace)s::text, %(location)s::text
   FROM job
 ON CONFLICT (job_id, attempt) DO UPDATE
    SET started_at = excluded.started_at, duration = excluded.duration,
        host = excluded.host, pid = excluded.pid, outcome = excluded.outcome,
        error = excluded.error, message = excluded.message, traceback = excluded.traceback,
-       trace = excluded.trace;
+       trace = excluded.trace, location = excluded.location;
 
 -- name: trim_attempts
 -- dialect: integer parameters need a type in arithmetic (::integer).
@@ -844,7 +844,7 @@ DELETE FROM sqlq_attempts
 
 -- name: list_attempts
 SELECT job_id, attempt, started_at, duration, host, pid, outcome, error, message, traceback,
-       trace
+       trace, location
   FROM sqlq_attempts WHERE job_id = %(job_id)s ORDER BY attempt;
 
 -- name: last_attempt
@@ -963,29 +963,32 @@ SELECT trace FROM sqlq_attempts
 -- throughput history (migration 0013). See sqlite/queries.sql for why each is shaped so.
 
 -- name: failed_groups
--- dialect: string_agg() for SQLite's group_concat(); SQLite names the buried index.
-SELECT coalesce((SELECT a.error FROM sqlq_attempts AS a WHERE a.job_id = b.id
-                  ORDER BY a.attempt DESC LIMIT 1), '') AS error,
-       coalesce(b.bury_reason, '') AS reason,
+-- dialect: string_agg() for SQLite's group_concat(); the newest attempt in one LATERAL
+-- probe (SQLite: two scalar subqueries); SQLite names the buried index.
+SELECT coalesce(a.error, '') AS error, coalesce(a.location, '') AS location,
+       substr(coalesce(b.bury_reason, ''), 1, %(reason_chars)s::integer) AS reason,
        count(*), max(b.id), string_agg(DISTINCT b.tube, ',')
   FROM (SELECT id, tube, bury_reason FROM sqlq_jobs WHERE state = 3
          ORDER BY id DESC LIMIT %(depth)s) AS b
- GROUP BY 1, 2
- ORDER BY max(b.id) DESC
- LIMIT %(limit)s OFFSET %(offset)s;
+  LEFT JOIN LATERAL (SELECT error, location FROM sqlq_attempts WHERE job_id = b.id
+                      ORDER BY attempt DESC LIMIT 1) AS a ON true
+ GROUP BY 1, 2, 3;
 
 -- name: failed_group_ids
 -- dialect: SQLite names the buried index (INDEXED BY); PostgreSQL's planner picks it.
 SELECT b.id, b.tube
   FROM (SELECT id, tube, bury_reason FROM sqlq_jobs WHERE state = 3
          ORDER BY id DESC LIMIT %(depth)s) AS b
- WHERE coalesce(b.bury_reason, '') = %(reason)s
-   AND coalesce((SELECT a.error FROM sqlq_attempts AS a WHERE a.job_id = b.id
-                  ORDER BY a.attempt DESC LIMIT 1), '') = %(error)s
+  LEFT JOIN LATERAL (SELECT error, location FROM sqlq_attempts WHERE job_id = b.id
+                      ORDER BY attempt DESC LIMIT 1) AS a ON true
+ WHERE (%(location)s::text <> ''
+        OR substr(coalesce(b.bury_reason, ''), 1, %(reason_chars)s::integer) = %(reason)s::text)
+   AND coalesce(a.error, '') = %(error)s::text AND coalesce(a.location, '') = %(location)s::text
  ORDER BY b.id;
 
 -- name: beat_worker
--- A worker's row, written when it starts and at most once per heartbeat after (registry.py).
+-- A worker's row, written when it starts, once per heartbeat after, and when the job it
+-- runs changes for longer than a second (registry.py, work/presence.py): never per job.
 INSERT INTO sqlq_workers (token, host, pid, tubes, started_at, seen_at, job_id, jobs_done)
 VALUES (%(token)s, %(host)s, %(pid)s, %(tubes)s, %(started_at)s, %(seen_at)s, %(job_id)s, %(jobs_done)s)
 ON CONFLICT (token) DO UPDATE SET host = excluded.host, pid = excluded.pid,

@@ -700,16 +700,16 @@ UPDATE sqlq_jobs SET failures = failures + 1 WHERE id = :job_id;
 -- run whose reservation was lost), after count_failure. Nothing for a job gone: no row
 -- outlives its job. The same attempt written twice keeps the later.
 INSERT INTO sqlq_attempts (job_id, attempt, started_at, duration, host, pid, outcome, error,
-                           message, traceback, trace)
+                           message, traceback, trace, location)
 SELECT id, :attempt, :started_at, :duration, :host, :pid, :outcome, :error, :message,
-       :traceback, :trace
+       :traceback, :trace, :location
   FROM sqlq_jobs
  WHERE id = :job_id
 ON CONFLICT (job_id, attempt) DO UPDATE
    SET started_at = excluded.started_at, duration = excluded.duration,
        host = excluded.host, pid = excluded.pid, outcome = excluded.outcome,
        error = excluded.error, message = excluded.message, traceback = excluded.traceback,
-       trace = excluded.trace;
+       trace = excluded.trace, location = excluded.location;
 
 -- name: trim_attempts
 -- Keep a job's last :kept attempts (run only once it has had more runs than that):
@@ -718,7 +718,7 @@ DELETE FROM sqlq_attempts WHERE job_id = :job_id AND attempt <= :attempt - :kept
 
 -- name: list_attempts
 SELECT job_id, attempt, started_at, duration, host, pid, outcome, error, message, traceback,
-       trace
+       trace, location
   FROM sqlq_attempts WHERE job_id = :job_id ORDER BY attempt;
 
 -- name: last_attempt
@@ -851,35 +851,43 @@ SELECT trace FROM sqlq_attempts
 -- writes come from each worker at most once per heartbeat (sqlq/workers.py), never per job.
 
 -- name: failed_groups
--- Buried jobs across all tubes grouped by error: the newest kept attempt's error (the
--- exception's type; '' when the job was buried without a kept attempt) and the bury reason,
--- newest group first. Only the newest :depth buried jobs are grouped, read from the
--- buried index (bounded by the buried jobs, never the whole table); the attempt is one
--- primary-key probe per job. INDEXED BY: without it SQLite walks the table backwards by id
--- to skip the sort, which reads every job when few are buried.
+-- Buried jobs across all tubes by how they failed: the newest kept attempt's error (the
+-- exception's type; '' when the job was buried without a kept attempt) and location
+-- (where it was raised, migration 0015; '' if not kept), and the bury reason's first
+-- :reason_chars characters (reasons are capped when buried; an older, longer one is
+-- keyed by its start), each with its count, newest id and tubes. sqlq/failures.py folds
+-- these into the page's groups: by error and location when there is one, else by error
+-- and reason, the reasons listed inside. Only the newest :depth buried jobs are grouped,
+-- read from the buried index (bounded by the buried jobs, never the whole table); the
+-- attempt is two primary-key probes per job. INDEXED BY: without it SQLite walks the
+-- table backwards by id to skip the sort, which reads every job when few are buried.
 SELECT coalesce((SELECT a.error FROM sqlq_attempts AS a WHERE a.job_id = b.id
                   ORDER BY a.attempt DESC LIMIT 1), '') AS error,
-       coalesce(b.bury_reason, '') AS reason,
+       coalesce((SELECT a.location FROM sqlq_attempts AS a WHERE a.job_id = b.id
+                  ORDER BY a.attempt DESC LIMIT 1), '') AS location,
+       substr(coalesce(b.bury_reason, ''), 1, :reason_chars) AS reason,
        count(*), max(b.id), group_concat(DISTINCT b.tube)
   FROM (SELECT id, tube, bury_reason FROM sqlq_jobs INDEXED BY sqlq_jobs_buried WHERE state = 3
          ORDER BY id DESC LIMIT (SELECT :depth)) AS b
- GROUP BY 1, 2
- ORDER BY max(b.id) DESC
- LIMIT (SELECT :limit) OFFSET (SELECT :offset);
+ GROUP BY 1, 2, 3;
 
 -- name: failed_group_ids
 -- The ids and tubes of one group of failed_groups (the same newest :depth buried jobs),
--- oldest first: what a retry or a delete of the whole group acts on.
+-- oldest first: what a retry or a delete of the whole group acts on. A group with a
+-- location takes every reason; one without, its reason alone.
 SELECT b.id, b.tube
   FROM (SELECT id, tube, bury_reason FROM sqlq_jobs INDEXED BY sqlq_jobs_buried WHERE state = 3
          ORDER BY id DESC LIMIT (SELECT :depth)) AS b
- WHERE coalesce(b.bury_reason, '') = :reason
+ WHERE (:location <> '' OR substr(coalesce(b.bury_reason, ''), 1, :reason_chars) = :reason)
    AND coalesce((SELECT a.error FROM sqlq_attempts AS a WHERE a.job_id = b.id
                   ORDER BY a.attempt DESC LIMIT 1), '') = :error
+   AND coalesce((SELECT a.location FROM sqlq_attempts AS a WHERE a.job_id = b.id
+                  ORDER BY a.attempt DESC LIMIT 1), '') = :location
  ORDER BY b.id;
 
 -- name: beat_worker
--- A worker's row, written when it starts and at most once per heartbeat after (registry.py).
+-- A worker's row, written when it starts, once per heartbeat after, and when the job it
+-- runs changes for longer than a second (registry.py, work/presence.py): never per job.
 INSERT INTO sqlq_workers (token, host, pid, tubes, started_at, seen_at, job_id, jobs_done)
 VALUES (:token, :host, :pid, :tubes, :started_at, :seen_at, :job_id, :jobs_done)
 ON CONFLICT (token) DO UPDATE SET host = excluded.host, pid = excluded.pid,
