@@ -22,6 +22,17 @@ class Migration(NamedTuple):
     sql: str
 
 
+#: The folder of each backend's migrations, by the name ``sqlq --version`` gives it.
+DIALECTS = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+
+
+def latest_versions() -> dict[str, int]:
+    """The schema version each backend's code migrates to, by backend name (``sqlq
+    --version``): counted from the files, so psycopg need not be importable."""
+    here = Path(__file__).resolve().parent
+    return {name: len(load(here / folder / "migrations")) for folder, name in DIALECTS.items()}
+
+
 def load(directory: Path) -> list[Migration]:
     """The migrations in directory, in order; SchemaError if it is missing or has gaps."""
     if not directory.is_dir():

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..errors import DatabaseError
+from ..extras import install_hint
 from .base import Backend, Durability
 from .locations import is_url
 
@@ -48,7 +49,7 @@ def _missing_driver(error: ImportError) -> DatabaseError:
     psycopg without its binary and no libpq on the machine)."""
     why = (str(error).strip().splitlines() or ["no psycopg"])[0].rstrip(".")
     return DatabaseError(f"a postgresql:// database needs psycopg 3 ({why}): "
-                         "pip install 'sqlq-jobs[postgres]'")
+                         f"{install_hint('postgres')}")
 
 
 class ConnectionBackend(Protocol):

@@ -114,7 +114,8 @@ def dashboard(ctx: click.Context, listen: str, read_only: bool, token: str | Non
     (body, counters, bury reason, result), buried jobs to kick or delete, pause and
     resume, workers, periodic tasks and topics. Listens on loopback; another address
     is refused without --token or --token-file. Every action is a POST with a CSRF
-    token; --read-only hides and refuses them. Needs: pip install 'sqlq-jobs[dashboard]'.
+    token; --read-only hides and refuses them. Needs the dashboard extra: pip install
+    '.[dashboard]' in a checkout of sqlq ('sqlq-jobs[dashboard]' once it is on PyPI).
 
     Example:
 
