@@ -3,6 +3,7 @@ and /metrics."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import IO, Any
 
@@ -124,6 +125,10 @@ def dashboard(ctx: click.Context, listen: str, read_only: bool, token: str | Non
     """
     from sqlq.dashboard import serve as serve_dashboard
 
+    if token is None and token_file is None and os.environ.get("SQLQ_DASHBOARD_TOKEN") == "":
+        # click reads an empty variable as unset: say so, not "without --token"
+        raise sqlq.Error("$SQLQ_DASHBOARD_TOKEN is set but empty: give it a token of 16+ "
+                         "characters (openssl rand -hex 16), or unset it")
     if token_file is not None:
         token = token_file.readline().strip() or None
     queue = queue_from_ctx(ctx, create=False)
