@@ -37,9 +37,10 @@ $(DEMO_STAMP): pyproject.toml
 
 demo:  ## producers and workers in several processes on demo/demo.db (its own small venv)
 	@start=$$(date +%s%N); \
-	$(MAKE) --no-print-directory $(DEMO_STAMP) && \
-	$(DEMO_VENV)/bin/python -m sqlq.demo demo/demo.db && \
-	echo "make demo: $$(( ($$(date +%s%N) - start) / 1000000 )) ms, venv included"
+	$(MAKE) --no-print-directory $(DEMO_STAMP) || exit 1; \
+	$(DEMO_VENV)/bin/python -m sqlq.demo demo/demo.db || exit 1; \
+	ms=$$(( ($$(date +%s%N) - start) / 1000000 )); \
+	printf 'make demo: %d.%d s, its venv included\n' $$((ms / 1000)) $$((ms % 1000 / 100))
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist): most tests wait on processes,
 # fsyncs and sockets, so more workers than cores still pay. Measured on CI's 2 cores
@@ -104,14 +105,23 @@ docs: $(DOCS_STAMP)  ## build the documentation site into site/ (mkdocs --strict
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q
 	SQLQ_DOCS_SITE=site $(BIN)/python -m pytest -q -p no:cacheprovider tests/system/test_docs_site.py
 
-dist-check: $(STAMP)  ## build the wheel, check it ships the migrations and dashboard assets, install it
-	rm -rf dist && $(BIN)/pip wheel -q --no-deps -w dist .
-	$(BIN)/python .ci/dist_check.py
-	rm -rf dist/venv && $(PY) -m venv dist/venv && dist/venv/bin/pip install -q dist/*.whl
-	dist/venv/bin/pip show sqlq-jobs | grep -E '^(Name|Version):'
-	dist/venv/bin/sqlq --help | grep -q 'sqlq' && echo 'sqlq --help: ok'
-	dist/venv/bin/sqlq-beanstalkd -v
-	cd dist && venv/bin/sqlq --db check.db put hello && venv/bin/sqlq --db check.db reserve --id-only
+# The release tools (the `release` extra: build, twine, check-wheel-contents) in a venv of
+# their own; .ci/release_check.py makes its own fresh venvs for the wheels it installs.
+RELEASE_VENV  := .venv-release
+RELEASE_STAMP := $(RELEASE_VENV)/.installed
+
+$(RELEASE_STAMP): pyproject.toml
+	rm -rf $(RELEASE_VENV) && $(PY) -m venv $(RELEASE_VENV)
+	$(RELEASE_VENV)/bin/pip install -q --disable-pip-version-check '.[release]'
+	@touch $@
+
+release-check: $(RELEASE_STAMP)  ## sdist + wheels as PyPI checks them, each installed outside the checkout and run on SQLite and PostgreSQL
+	@start=$$(date +%s%N); \
+	$(RELEASE_VENV)/bin/python .ci/release_check.py || exit 1; \
+	ms=$$(( ($$(date +%s%N) - start) / 1000000 )); \
+	printf 'make release-check: %d.%d s\n' $$((ms / 1000)) $$((ms % 1000 / 100))
+
+dist-check: release-check  ## the same as release-check (its old name)
 
 clean:  ## remove the venvs, caches and demo files
-	rm -rf $(VENV) $(DEMO_VENV) .venv-bench .venv-min demo dist build site .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(DEMO_VENV) $(RELEASE_VENV) .venv-bench .venv-min demo dist build site .pytest_cache .mypy_cache .ruff_cache .hypothesis
