@@ -6,9 +6,14 @@ opening it: which kind it is, whether it exists, one spelling of it, and how to 
 from __future__ import annotations
 
 import os
+import re
 from urllib.parse import urlsplit, urlunsplit
 
+from ..errors import DatabaseError
+
 URL_SCHEMES = ("postgresql://", "postgres://")
+#: What looks like a URL of some database server (``mysql://``, ``redis://``...).
+_ANY_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
 def is_url(location: str) -> bool:
@@ -16,9 +21,27 @@ def is_url(location: str) -> bool:
     return location.startswith(URL_SCHEMES)
 
 
+def check_scheme(location: str) -> None:
+    """Refuse a URL of a server sqlq does not speak, rather than take it for a file path
+    (which would read "no database at mysql://...").
+
+    Raises:
+        DatabaseError: ``location`` is a URL other than ``postgresql://``.
+    """
+    match = _ANY_URL.match(location)
+    if match and not is_url(location):
+        raise DatabaseError(f"unsupported database URL scheme {match.group(1)}://: sqlq "
+                            "uses a SQLite file path or a postgresql:// URL")
+
+
 def exists(location: str) -> bool:
     """False only for a file path with no file (a typo in ``--db``); a server URL is
-    checked when it is connected to."""
+    checked when it is connected to.
+
+    Raises:
+        DatabaseError: a URL of a server sqlq does not speak (:func:`check_scheme`).
+    """
+    check_scheme(location)
     return is_url(location) or os.path.exists(location)
 
 

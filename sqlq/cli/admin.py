@@ -13,7 +13,8 @@ from .output import emit
 
 @cli.command()
 @click.option("--tube", "-t", type=TUBE, help="Statistics of this tube.")
-@click.option("--job", "-j", "job_id", type=click.IntRange(min=1), help="Statistics of this job.")
+@click.option("--job", "-j", "job_id", type=click.IntRange(min=1), metavar="ID",
+              help="Statistics of this job.")
 @json_option
 @click.pass_context
 def stats(ctx: click.Context, tube: str | None, job_id: int | None, as_json: bool) -> None:

@@ -16,7 +16,7 @@ from .options import DURATION, db_location, queue_from_ctx
 
 
 @cli.command()
-@click.option("--interval", "-i", type=DURATION, default=1.0, show_default=True,
+@click.option("--interval", "-i", type=DURATION, default="1s", show_default=True,
               help="Time between refreshes.")
 @click.option("--once", is_flag=True, help="Print one snapshot and exit (no terminal needed).")
 @click.pass_context

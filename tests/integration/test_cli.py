@@ -370,6 +370,16 @@ def test_read_only_commands_do_not_create_a_database(db: Path) -> None:
     assert not db.exists()
 
 
+def test_a_url_of_another_database_is_refused_as_such(tmp_path: Path) -> None:
+    """newcomer.md #53: mysql://... read "no database at mysql://..." (taken for a path)."""
+    for args in (["stats"], ["put", "x"], ["peek", "--buried"]):
+        result = run("mysql://app@db.internal/app", *args, code=1)  # type: ignore[arg-type]
+        assert "unsupported database URL scheme mysql://" in result.stderr
+    with pytest.raises(sqlq.DatabaseError, match="scheme redis://"):
+        sqlq.Queue("redis://localhost/0")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_missing_directory(tmp_path: Path) -> None:
     result = run(tmp_path / "nope" / "q.db", "put", "x", code=1)
     assert "nope" in result.stderr
@@ -591,7 +601,7 @@ def test_work_refuses_a_missing_file_unless_told_to_create_it(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "typo.db").exists()
     # The log says which file, in full: a typo is seen at once.
-    assert f"workers on {tmp_path / 'typo.db'}" in done.stderr
+    assert f"1 worker on {tmp_path / 'typo.db'}" in done.stderr  # not "1 workers"
     assert f"on {tmp_path / 'typo.db'}" in done.stderr.split("watching", 1)[1]
 
 
