@@ -1,0 +1,131 @@
+"""Every code block of the pages a new user reads first runs as written, in page order, in
+a fresh directory (SQLite), or says in its first line that it is a fragment.
+
+The blocks are found by Sybil (its Markdown code-block lexer: the same fences a reader
+sees). For each page, in one empty directory and one Python namespace:
+
+- a ``python`` block whose first line names a file (``# myapp/tasks.py``) is written to
+  that file, as a reader saves it; any other ``python`` block is executed;
+- a ``sh`` block runs in ``bash -e``, with the variables the page's earlier blocks exported
+  (``export SQLQ_DB=...`` holds for the blocks after it), ``sqlq`` and ``python`` those of
+  the test's venv. A worker, which would run until stopped, gets ``--burst`` (it runs what
+  is queued, then exits) and ``sqlq top`` gets ``--once``: the two changes made to what the
+  page says;
+- a block of any language whose first line is ``# fragment: why`` is not run: a reader sees
+  the same line (it needs a checkout, a server, or runs until stopped).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sybil import Document, Example, Region
+from sybil.parsers.markdown import CodeBlockParser
+
+import sqlq
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+#: The pages whose every block runs, README first (a new user's order).
+PAGES = ["README.md", "docs/getting-started.md"]
+BIN_DIR = Path(sys.executable).parent
+FILE_BLOCK = re.compile(r"# ([\w./-]+\.py)\b")
+#: A worker runs until stopped: here it runs what is queued, then exits.
+WORKER = re.compile(r"^(\s*(?:\S+=\S+\s+)*(?:opentelemetry-instrument .*?)?sqlq\b[^#\n]*?\bwork)\b",
+                    re.M)
+TOP = re.compile(r"^(\s*sqlq\b[^#\n]*?\btop)\b(?![^#\n]*--once)", re.M)
+
+
+class Blocks(CodeBlockParser):
+    """Every fenced block of a page, whatever its language, evaluated by :class:`Page`."""
+
+    language = "any"
+
+    def __init__(self, page: Page) -> None:
+        super().__init__(evaluator=page.run)
+
+    def __call__(self, document: Document) -> Iterable[Region]:
+        for region in self.lexers(document):
+            region.parsed = (str(region.lexemes["arguments"]), str(region.lexemes["source"]))
+            region.evaluator = self._evaluator
+            yield region
+
+
+class Page:
+    """One page's blocks, run in ``home`` one after another."""
+
+    def __init__(self, home: Path, state: Path) -> None:
+        self.home = home
+        self.state = state  # the shell variables exported so far
+        self.ran: list[str] = []
+        self.fragments: list[str] = []
+
+    def run(self, example: Example) -> None:
+        language, source = example.parsed
+        where = f"{Path(example.path).name} line {example.line}"
+        if source.lstrip().startswith("# fragment:"):
+            self.fragments.append(where)
+            return
+        if language == "python":
+            self.python(source, where, example.namespace)
+        elif language == "sh":
+            self.shell(source, where)
+        else:
+            raise AssertionError(f"{where}: a ```{language} block that neither runs here nor "
+                                 "starts with '# fragment: why'")
+        self.ran.append(where)
+
+    def python(self, source: str, where: str, namespace: dict[str, Any]) -> None:
+        named = FILE_BLOCK.match(source)
+        if named:
+            target = self.home / named.group(1)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(source)
+            return
+        exec(compile(source, where, "exec"), namespace)  # noqa: S102 - the page's own code
+
+    def shell(self, source: str, where: str) -> None:
+        script = TOP.sub(r"\1 --once", WORKER.sub(r"\1 --burst", source))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SQLQ_")}
+        env["PATH"] = f"{BIN_DIR}{os.pathsep}{env['PATH']}"
+        program = (f"[ -f {self.state} ] && . {self.state}\nset -e\n{script}\n"
+                   f"export -p > {self.state}\n")
+        done = subprocess.run(["bash", "-c", program], cwd=self.home, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"{where} exited {done.returncode}:\n{script}\n{done.stderr}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_block_runs_in_page_order_or_is_marked_a_fragment(
+        page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.chdir(home)
+    monkeypatch.syspath_prepend(str(home))  # as `python` run there finds myapp/
+    for name in [k for k in os.environ if k.startswith("SQLQ_")]:
+        monkeypatch.delenv(name)
+    runner = Page(home, tmp_path / "exported.sh")
+    document = Document.parse(str(ROOT / page), Blocks(runner))
+    try:
+        for example in document:
+            example.evaluate()
+    finally:
+        for value in document.namespace.values():
+            close = getattr(value, "close", None)
+            if type(value).__module__.startswith("sqlq") and callable(close):
+                close()
+    assert runner.ran, f"{page}: no block ran"
+    # A sample whose job fails buries it without a word (newcomer.md #6: handle() undefined)
+    for db in sorted(home.glob("**/*.db")):
+        with sqlq.Queue(str(db)) as q:
+            buried = q.stats()["current-jobs-buried"]
+            assert buried == 0, f"{page}: {db.name} holds {buried} buried job(s)"
+    print(f"{page}: {len(runner.ran)} blocks ran, fragments at {runner.fragments}")
