@@ -52,8 +52,8 @@ class Blocks(CodeBlockParser):
 
     language = "any"
 
-    def __init__(self, page: Page) -> None:
-        super().__init__(evaluator=page.run)
+    def __init__(self, page: Page | None = None) -> None:
+        super().__init__(evaluator=None if page is None else page.run)
 
     def __call__(self, document: Document) -> Iterable[Region]:
         for region in self.lexers(document):
@@ -95,7 +95,7 @@ class Page:
             return
         exec(compile(source, where, "exec"), namespace)  # noqa: S102 - the page's own code
 
-    def shell(self, source: str, where: str) -> None:
+    def shell(self, source: str, where: str) -> str:
         script = TOP.sub(r"\1 --once", WORKER.sub(r"\1 --burst", source))
         env = {k: v for k, v in os.environ.items() if not k.startswith("SQLQ_")}
         env["PATH"] = f"{BIN_DIR}{os.pathsep}{env['PATH']}"
@@ -104,6 +104,13 @@ class Page:
         done = subprocess.run(["bash", "-c", program], cwd=self.home, env=env,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, f"{where} exited {done.returncode}:\n{script}\n{done.stderr}"
+        return done.stdout
+
+
+def blocks(page: str) -> list[tuple[str, str]]:
+    """The page's fenced blocks, (language, source), as Sybil finds them."""
+    path = ROOT / page
+    return [region.parsed for region in Blocks()(Document(path.read_text(), str(path)))]
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -132,3 +139,22 @@ def test_every_block_runs_in_page_order_or_is_marked_a_fragment(
             buried = q.stats()["current-jobs-buried"]
             assert buried == 0, f"{page}: {db.name} holds {buried} buried job(s)"
     print(f"{page}: {len(runner.ran)} blocks ran, fragments at {runner.fragments}")
+
+
+def test_tracings_first_look_prints_each_run_as_a_span(tmp_path: Path) -> None:
+    """newcomer.md #37: ``opentelemetry-instrument`` was "command not found" after the
+    documented install, then failed for want of an OTLP exporter. The page's block runs
+    (its pip lines aside: the test venv has those packages) on getting started's tasks."""
+    home = tmp_path / "home"
+    (home / "var").mkdir(parents=True)
+    page = Page(home, tmp_path / "exported.sh")
+    tasks = next(src for _, src in blocks("docs/getting-started.md")
+                 if src.startswith("# myapp/tasks.py"))
+    page.python(tasks, "getting-started.md", {})
+    page.shell("python -c 'from myapp.tasks import send_welcome_email as s; s.put(7, \"a@b.c\")'",
+               "a put")
+    block = next(src for _, src in blocks("docs/tracing.md") if "=console" in src)
+    assert "pip install opentelemetry-sdk opentelemetry-distro" in block
+    out = page.shell("\n".join(line for line in block.splitlines()
+                               if not line.startswith("pip install")), "tracing.md")
+    assert '"name": "process emails"' in out and '"messaging.sqlq.job.outcome": "deleted"' in out
