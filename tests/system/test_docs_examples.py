@@ -10,7 +10,7 @@ sees). For each page, in one empty directory and one Python namespace:
   (``export SQLQ_DB=...`` holds for the blocks after it), ``sqlq`` and ``python`` those of
   the test's venv. A worker, which would run until stopped, gets ``--burst`` (it runs what
   is queued, then exits) and ``sqlq top`` gets ``--once``: the two changes made to what the
-  page says;
+  page says (a worker started in the background, ``&``, is stopped by its block);
 - a block of any language that opens with ``# fragment: why`` (among its first comment
   lines: a script keeps its ``#!`` line first) is not run: a reader sees the same line
   (it needs a checkout, a server, or runs until stopped).
@@ -36,7 +36,9 @@ from tests.conftest import ROOT
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 #: The pages whose every block runs, README first (a new user's order).
-PAGES = ["README.md", "docs/getting-started.md", "docs/index.md", "docs/shell.md"]
+PAGES = ["README.md", "docs/index.md", "docs/getting-started.md", "docs/shell.md",
+         "docs/workers.md", "docs/workflows.md", "docs/asyncio.md", "docs/dashboard.md",
+         "docs/versioning.md"]
 BIN_DIR = Path(sys.executable).parent
 FILE_BLOCK = re.compile(r"# ([\w./-]+\.py)\b")
 #: "# fragment: why" among the comment lines that open a block (after a #! line).
@@ -96,7 +98,9 @@ class Page:
         exec(compile(source, where, "exec"), namespace)  # noqa: S102 - the page's own code
 
     def shell(self, source: str, where: str) -> str:
-        script = TOP.sub(r"\1 --once", WORKER.sub(r"\1 --burst", source))
+        script = "\n".join(line if re.search(r"&\s*(#.*)?$", line)  # stopped by the block
+                           else TOP.sub(r"\1 --once", WORKER.sub(r"\1 --burst", line))
+                           for line in source.splitlines())
         env = {k: v for k, v in os.environ.items() if not k.startswith("SQLQ_")}
         env["PATH"] = f"{BIN_DIR}{os.pathsep}{env['PATH']}"
         program = (f"[ -f {self.state} ] && . {self.state}\nset -e\n{script}\n"
