@@ -1,5 +1,5 @@
-"""Every code block of the pages a new user reads first runs as written, in page order, in
-a fresh directory (SQLite), or says in its first lines that it is a fragment.
+"""Every code block of README.md and docs/ runs as written, in page order, in a fresh
+directory (SQLite), or says in its first lines that it is a fragment.
 
 The blocks are found by Sybil (its Markdown code-block lexer: the same fences a reader
 sees). For each page, in one empty directory and one Python namespace:
@@ -11,6 +11,7 @@ sees). For each page, in one empty directory and one Python namespace:
   the test's venv. A worker, which would run until stopped, gets ``--burst`` (it runs what
   is queued, then exits) and ``sqlq top`` gets ``--once``: the two changes made to what the
   page says (a worker started in the background, ``&``, is stopped by its block);
+- a ``text`` block is output shown to the reader, not code;
 - a block of any language that opens with ``# fragment: why`` (among its first comment
   lines: a script keeps its ``#!`` line first) is not run: a reader sees the same line
   (it needs a checkout, a server, or runs until stopped).
@@ -35,14 +36,12 @@ from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
-#: The pages whose every block runs, README first (a new user's order).
-PAGES = ["README.md", "docs/index.md", "docs/getting-started.md", "docs/shell.md",
-         "docs/workers.md", "docs/workflows.md", "docs/asyncio.md", "docs/dashboard.md",
-         "docs/versioning.md"]
+#: Every page: README.md, then docs/ (a new page joins by being there).
+PAGES = ["README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
 BIN_DIR = Path(sys.executable).parent
 FILE_BLOCK = re.compile(r"# ([\w./-]+\.py)\b")
 #: "# fragment: why" among the comment lines that open a block (after a #! line).
-FRAGMENT = re.compile(r"\s*(?:#.*\n)*?# fragment: \S")
+FRAGMENT = re.compile(r"\s*(?:(?:#|--).*\n)*?(?:#|--) fragment: \S")  # -- in SQL
 #: A worker runs until stopped: here it runs what is queued, then exits.
 WORKER = re.compile(r"^(\s*(?:\S+=\S+\s+)*(?:opentelemetry-instrument .*?)?sqlq\b[^#\n]*?\bwork)\b",
                     re.M)
@@ -76,8 +75,12 @@ class Page:
     def run(self, example: Example) -> None:
         language, source = example.parsed
         where = f"{Path(example.path).name} line {example.line}"
-        if FRAGMENT.match(source):
+        if FRAGMENT.match(source) or source.lstrip().startswith('--8<-- "examples/'):
+            # the second: a file of examples/ the site shows whole, run by its own test
             self.fragments.append(where)
+            return
+        if language == "text":  # output shown, not code to type
+            self.fragments.append(f"{where} (output)")
             return
         if language == "python":
             self.python(source, where, example.namespace)
@@ -134,9 +137,8 @@ def test_every_block_runs_in_page_order_or_is_marked_a_fragment(
     finally:
         for value in document.namespace.values():
             close = getattr(value, "close", None)
-            if type(value).__module__.startswith("sqlq") and callable(close):
+            if type(value).__module__.startswith(("sqlq", "sqlite3")) and callable(close):
                 close()
-    assert runner.ran or runner.fragments, f"{page}: no code block found"
     # A sample whose job fails buries it without a word (newcomer.md #6: handle() undefined)
     for db in sorted(home.glob("**/*.db")):
         with sqlq.Queue(str(db)) as q:
