@@ -29,7 +29,7 @@ $(DEMO_STAMP): pyproject.toml
 	rm -rf $(DEMO_VENV)
 	@if $(PY) -m pip --python $(PY) --version >/dev/null 2>&1; then \
 		$(PY) -m venv --without-pip $(DEMO_VENV) && \
-		$(PY) -m pip --python $(DEMO_VENV)/bin/python install -q --disable-pip-version-check -e .; \
+		$(PY) -m pip --python $(DEMO_VENV)/bin/python install -q --no-compile --disable-pip-version-check -e .; \
 	else \
 		$(PY) -m venv $(DEMO_VENV) && $(DEMO_VENV)/bin/pip install -q -e .; \
 	fi
