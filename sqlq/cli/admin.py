@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from sqlq.backends import redact
 from sqlq.durations import format_duration
 
 from .group import cli
@@ -106,3 +107,7 @@ def copy_command(source: str, target: str, as_json: bool) -> None:
 
     report = copy(source, target)
     emit({**report.counts, "total-jobs": report.total_jobs}, as_json)
+    if not as_json:  # the table says what; this line says from where to where
+        jobs = report.total_jobs
+        click.echo(f"copied {jobs} job{'s' * (jobs != 1)} and the queue's state from "
+                   f"{redact(source)} to {redact(target)}")
