@@ -164,3 +164,25 @@ def test_tracings_first_look_prints_each_run_as_a_span(tmp_path: Path) -> None:
     out = page.shell("\n".join(line for line in block.splitlines()
                                if not line.startswith("pip install")), "tracing.md")
     assert '"name": "process emails"' in out and '"messaging.sqlq.job.outcome": "deleted"' in out
+
+
+def test_the_postgresql_pages_move_runs_on_a_real_server(tmp_path: Path, pg_url: str) -> None:
+    """docs/postgres.md's first block, its placeholder URL replaced by a throwaway
+    server's database (its pip line aside): copy a file's jobs, then work them there."""
+    home = tmp_path / "home"
+    (home / "var").mkdir(parents=True)
+    page = Page(home, tmp_path / "exported.sh")
+    tasks = next(src for _, src in blocks("docs/getting-started.md")
+                 if src.startswith("# myapp/tasks.py"))
+    page.python(tasks, "getting-started.md", {})
+    body = b'{"task": "myapp.tasks.send_welcome_email", "args": [7, "a@b.c"], "kwargs": {}}'
+    with sqlq.Queue(str(home / "app.db")) as q:
+        q.put(body, tube="emails")
+    block = next(src for _, src in blocks("docs/postgres.md") if "sqlq copy app.db" in src)
+    placeholder = "postgresql://app@db.internal/app"
+    assert placeholder in block and "pip install" in block
+    out = page.shell("\n".join(line.replace(placeholder, pg_url) for line in block.splitlines()
+                               if not line.startswith("pip install")), "postgres.md")
+    assert "copied 1 job" in out and "welcome mail to a@b.c for user 7" in out, out
+    with sqlq.Queue(pg_url) as q:
+        assert q.stats()["total-jobs"] == 1 and q.stats()["current-jobs-ready"] == 0
