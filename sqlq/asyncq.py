@@ -491,5 +491,6 @@ class AsyncQueue:
     throughput = awaited(Queue.throughput)
     periodic_slots = awaited(Queue.periodic_slots)
     kept_result = awaited(Queue.kept_result)
+    job_trace = awaited(Queue.job_trace)
     duration_histograms = awaited(Queue.duration_histograms)
     horizon = awaited(Queue.horizon)

@@ -278,6 +278,10 @@ class Waiters:
             if waiter.due is not None:
                 try:
                     due = waiter.due()
+                except Disconnected as exc:  # a lost connection, as in a look (W4)
+                    if self._lost is None:
+                        self._lost = self._outage.lost(exc)
+                    continue
                 except Exception as exc:  # noqa: BLE001 - the waiter raises it
                     found.append((waiter, None, exc))
                     continue

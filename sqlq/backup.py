@@ -25,12 +25,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .backends import Backend, identity, is_url, open_backend
+from .backends import Backend, companions, identity, is_url, open_backend
 from .copy import copy_between
 from .errors import DatabaseError, Error
 
@@ -53,7 +54,9 @@ def backup(backend: Backend, dest: str | os.PathLike[str], *, force: bool = Fals
 
     Raises:
         Error: dest exists (without force), is a directory, is in a missing directory,
-            is the queue's own file, or cannot be written; nothing is changed.
+            is not a regular file, is the queue's own file or one of its companions
+            (``companions``), is named as a database's -wal, -shm or -journal, or cannot
+            be written; nothing is changed.
     """
     dest = os.fspath(dest)
     _check(backend, dest, force)
@@ -84,8 +87,18 @@ def _check(backend: Backend, dest: str, force: bool) -> None:
     parent = os.path.dirname(os.path.abspath(dest))
     if not os.path.isdir(parent):
         raise Error(f"{dest}: directory {parent} does not exist")
-    if not is_url(backend.location) and identity(dest) == identity(backend.location):
-        raise Error(f"{dest}: is the queue's own file")
+    if not is_url(backend.location):
+        for own, what in companions(backend.location):
+            if identity(dest) == own:
+                raise Error(f"{dest}: is the queue's own {what}")
+            if identity(dest).startswith(own + os.sep):
+                raise Error(f"{dest}: is inside the queue's {what} (sqlq's own files)")
+    for suffix in IN_USE_SUFFIXES:
+        if dest.endswith(suffix) or identity(dest).endswith(suffix):
+            # A live database's -wal holds its latest commits: replaced, they are lost.
+            raise Error(f"{dest}: a name ending in {suffix} is a SQLite database's own "
+                        "file (replacing a live one loses its commits); choose another name")
+    _check_kind(dest)
     if os.path.lexists(dest) and not force:
         raise _exists(dest)
     for suffix in ("-wal", "-journal"):
@@ -95,6 +108,26 @@ def _check(backend: Backend, dest: str, force: bool) -> None:
             # empty one, as a read-only reader leaves, holds nothing to replay.
             raise Error(f"{dest}: {dest}{suffix} is beside it, so it may be in use; stop "
                         f"what uses it, or remove {dest}{suffix} if nothing does")
+
+
+def _check_kind(dest: str) -> None:
+    """Refuse a DEST that is there but is not a regular file (or a symlink to one): a
+    device node, a FIFO, a socket. ``--force`` replaces a file, never ``/dev/null``."""
+    try:
+        mode = os.stat(dest).st_mode  # through a symlink: what it points at
+    except FileNotFoundError:
+        return  # absent (or a dangling symlink): nothing there to lose
+    except OSError as e:
+        raise Error(f"{dest}: cannot look at it ({e.strerror})") from None
+    if not stat.S_ISREG(mode):
+        raise Error(f"{dest}: is {_kind(mode)}, not a regular file; a backup replaces "
+                    "only a regular file")
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+    return next((name for test, name in kinds if test(mode)), "not a file")
 
 
 def _size(path: str) -> int:
@@ -145,6 +178,7 @@ def _write(backend: Backend, staged: str, dest: str, clock: Callable[[], int]) -
 def _place(staged: str, dest: str, force: bool) -> None:
     """Put the copy at dest in one step, then make its directory entry durable."""
     if force:
+        _check_kind(dest)  # once more: a node made there while the copy was written
         os.replace(staged, dest)
     else:
         try:

@@ -242,6 +242,11 @@ def result(backend: Backend, now: int, job_id: int) -> bytes | None:
     return None if kept is None else bytes(kept)
 
 
+def trace(backend: Backend, job_id: int) -> str | None:
+    """The W3C trace context the job's put stored (traceparent, a newline, tracestate)."""
+    return backend.read(lambda c: backend.store.job_trace(c, job_id), single=True)
+
+
 def durations(backend: Backend) -> list[Histogram]:
     """The wait and run histograms of every tube, cumulated (one read)."""
     return fold(backend.read(backend.store.durations))

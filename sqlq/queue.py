@@ -85,11 +85,17 @@ class Queue(Puts, Reads, FlowControl):
     (group commit), each returning once that commit is durable, with its own result
     or error. Create it after ``fork()``, not before.
 
+    A PostgreSQL server need not be reachable when the Queue is made (a module that
+    makes it at import, started during an outage): it is connected to on first use,
+    which waits for the server as after a lost connection (up to a minute).
+
     Raises:
         SchemaError: the file belongs to another application (without ``init=True``)
             or was written by a newer sqlq; it is left untouched.
         DatabaseError: the file cannot be created, opened or written (a missing
-            directory, read-only, full disk), in one line that names the file.
+            directory, read-only, full disk), in one line that names the file; or the
+            server refused the login (a password, a role, a missing database), or a
+            pooler in transaction mode stands in front of it.
 
     Examples:
         >>> with sqlq.Queue("app.db") as q:  # created 0600, WAL mode
@@ -517,7 +523,10 @@ class Queue(Puts, Reads, FlowControl):
 
         Raises:
             Error: dest exists (unless ``force``), is a directory or in a missing
-                directory, or cannot be written; nothing is changed.
+                directory, is not a regular file (a device node, a FIFO), is the queue's
+                own file, its -wal, -shm or -journal file or in its ``-sqlq`` directory,
+                has a name ending in ``-wal``, ``-shm`` or ``-journal`` (another
+                database's), or cannot be written; nothing is changed.
         """
         from .backup import backup  # loaded on first use: most processes never back up
 

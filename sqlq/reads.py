@@ -295,6 +295,20 @@ class Reads:
         ``sqlq work`` looks every 30 s."""
         return self._backend.horizon(self._clock())
 
+    def job_trace(self, job_id: int) -> str | None:
+        """The W3C trace context the job's put stored under a recording OpenTelemetry span
+        (``traceparent``, then a newline and ``tracestate`` if any: what a reserve gives as
+        ``Job.trace``, which a peek leaves None); None for a job put untraced or gone.
+        Every run of the job is a span of that trace (docs/tracing.md).
+
+        Examples:
+            >>> q.job_trace(7)
+            '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
+        """
+        if not job_id_in_range(job_id):
+            return None
+        return observe.trace(self._backend, job_id)
+
     def duration_histograms(self) -> list[Histogram]:
         """Per tube, the histograms of how long jobs waited before their first reservation
         (``wait``) and how long runs took (``run``), as ``sqlq work`` workers recorded them."""

@@ -442,7 +442,8 @@ def _logged_handling(log: TextIO, r_lines: bool = True) -> type[Any]:
                 emit(log, "U", done.job.id, done.job.lease, "delete")
             super().ack_each(acks)
 
-        def acked(self, acks: list[Done], lost: Sequence[int] = ()) -> None:
+        def acked(self, acks: list[Done], lost: Sequence[int] = (), *,
+                  cut_off: bool = False) -> None:
             at = now_ms()
             for done in acks:
                 if done.job.id in lost:

@@ -211,6 +211,28 @@ def pg_ascii_url(pg_server: PgServer, pg_ascii_template: str) -> Iterator[str]:
     yield from _fresh_database(pg_server, pg_ascii_template)
 
 
+@pytest.fixture(scope="session")
+def pgbouncer(pg_server: PgServer) -> Iterator[Callable[[str], Any]]:
+    """PgBouncer (Debian's) in front of ``pg_server``, one per pool mode, started on first
+    ask: ``pgbouncer("transaction").through(pg_url)`` is the test's database through a
+    transaction pool (``tests/servers.py``: ``PgBouncer``). Missing, the test fails and
+    names the package."""
+    from .servers import PgBouncer
+
+    started: dict[str, PgBouncer] = {}
+
+    def get(mode: str) -> PgBouncer:
+        if mode not in started:
+            started[mode] = PgBouncer(pg_server, mode).start()
+        elif started[mode].proc is None:
+            started[mode].start()  # a test stopped it
+        return started[mode]
+
+    yield get
+    for bouncer in started.values():
+        bouncer.close()
+
+
 # ------------------------------------------------------------------ run summary lines
 
 _SUMMARY_LINES: list[str] = []

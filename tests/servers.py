@@ -1,12 +1,15 @@
 """The servers the tests run, one way each: ``sqlq-beanstalkd`` in its own process or in a
-thread of the test, the real beanstalkd, free ports, and the programs a test requires."""
+thread of the test, the real beanstalkd, PgBouncer in front of the test PostgreSQL, free
+ports, and the programs a test requires."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +21,7 @@ import pytest
 
 import sqlq
 from sqlq.server import Server
-from tests.pgserver import free_port
+from tests.pgserver import PgServer, free_port
 from tests.timing import SLACK
 
 __all__ = ["free_port"]  # re-exported: the one free-port finder (tests/pgserver.py)
@@ -208,3 +211,117 @@ def on_both(tmp_path: Path, play: Callable[[tuple[str, int]], _R]) -> tuple[_R, 
     finally:
         running.stop()
     return ours, theirs
+
+
+#: Waits for EOF on stdin (the test process died or closed the pipe), then stops the
+#: PgBouncer of the pid file and removes its directory (PgServer's reaper, for a pooler).
+_BOUNCER_REAPER = """
+import os, shutil, signal, sys, time
+root, pidfile = sys.argv[1:]
+sys.stdin.buffer.read()
+try:
+    os.kill(int(open(pidfile).read()), signal.SIGTERM)
+    time.sleep(0.5)
+except (OSError, ValueError):
+    pass
+shutil.rmtree(root, ignore_errors=True)
+"""
+
+
+class PgBouncer:
+    """Debian's PgBouncer in front of a test PostgreSQL server (``tests/pgserver.py``), on
+    a free loopback port, in ``transaction``, ``session`` or ``statement`` pool mode,
+    every database of the server behind it, trust auth as the server's.
+
+    As root it runs as ``postgres`` (PgBouncer refuses root). A reaper process stops it
+    if the test process dies without :meth:`close`, as PgServer's does the server.
+
+    Example:
+        with PgBouncer(pg_server, "transaction") as bouncer:
+            url = bouncer.through(pg_url)   # the same database, through the pooler
+    """
+
+    def __init__(self, server: PgServer, mode: str = "transaction", *,
+                 pool_size: int = 20) -> None:
+        if mode not in ("session", "transaction", "statement"):
+            raise ValueError(f"not a pool mode: {mode!r}")
+        self.server, self.mode, self.pool_size = server, mode, pool_size
+        self.port = 0
+        self.root: Path | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._reaper: subprocess.Popen[bytes] | None = None
+
+    def through(self, url: str) -> str:
+        """``url`` (a database of the server) with this pooler's port instead."""
+        return url.replace(f"127.0.0.1:{self.server.port}/", f"127.0.0.1:{self.port}/", 1)
+
+    def start(self) -> PgBouncer:
+        # Debian puts it in /usr/sbin, off a non-root user's PATH
+        program = shutil.which("pgbouncer") or ("/usr/sbin/pgbouncer" if os.access(
+            "/usr/sbin/pgbouncer", os.X_OK) else require("pgbouncer"))
+        if self.root is None:
+            self.root = Path(tempfile.mkdtemp(prefix="sqlq-pgbouncer-"))
+            self._reaper = subprocess.Popen(
+                [sys.executable, "-c", _BOUNCER_REAPER, str(self.root),
+                 str(self.root / "pgbouncer.pid")],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True)
+        as_root = os.geteuid() == 0
+        if as_root:
+            shutil.chown(self.root, "postgres", "postgres")
+        for _ in range(5):
+            self.port = self.port or free_port()
+            (self.root / "users.txt").write_text('"postgres" ""\n')
+            (self.root / "pgbouncer.ini").write_text(
+                "[databases]\n"
+                f"* = host=127.0.0.1 port={self.server.port}\n"
+                "[pgbouncer]\n"
+                f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
+                f"auth_type = trust\nauth_file = {self.root}/users.txt\n"
+                f"pool_mode = {self.mode}\ndefault_pool_size = {self.pool_size}\n"
+                "max_client_conn = 1000\nserver_login_retry = 1\n"
+                f"logfile = {self.root}/pgbouncer.log\npidfile = {self.root}/pgbouncer.pid\n"
+                "ignore_startup_parameters = extra_float_digits\n")
+            self.proc = subprocess.Popen(
+                [program, *(["-u", "postgres"] if as_root else []),
+                 str(self.root / "pgbouncer.ini")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if wait_listening(self.port, self.proc):  # type: ignore[arg-type]
+                return self
+            self.proc.wait()
+            self.port = 0  # taken meanwhile: another port
+        pytest.fail(f"pgbouncer did not start: {self.log_tail()}", pytrace=False)
+
+    def stop(self) -> None:
+        """Stop the pooler (its clients' connections end); :meth:`start` brings it back on
+        the same port."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def close(self) -> None:
+        self.stop()
+        if self._reaper is not None:
+            assert self._reaper.stdin is not None
+            self._reaper.stdin.close()  # it finds nothing running, removes the directory
+            self._reaper.wait(10)
+            self._reaper = None
+        self.root = None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            assert self.root is not None
+            return "\n".join((self.root / "pgbouncer.log").read_text().splitlines()[-lines:])
+        except (OSError, AssertionError):
+            return ""
+
+    def __enter__(self) -> PgBouncer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -283,6 +283,14 @@ class Backend(abc.ABC):
 
     # -- identity and life -------------------------------------------------------------------
 
+    def connect(self) -> None:
+        """Connect now if this backend has no connection yet, and say at once if that
+        cannot be done: :class:`~sqlq.Disconnected` if the server cannot be reached. A
+        backend on a server opens without it (its first call connects, waiting for the
+        server as after a lost connection); the CLI and ``sqlq work`` ask here to say so
+        at once, or to wait in their own way. A file is open from the start."""
+        return
+
     def child_location(self) -> str:
         """What a child process (``sqlq work -- COMMAND``) gets as ``SQLQ_DB`` to open
         this same database."""

@@ -46,6 +46,11 @@ class StoreViews:
             oldest = found[0] if found else None
         return (*(int(n) for n in row[:5]), oldest, *row[6:])
 
+    def job_trace(self, conn: Conn, job_id: int) -> str | None:
+        """The trace context a traced put stored with the job; None if none (or no job)."""
+        row = one(conn, self.Q["job_trace"], {"id": job_id})
+        return None if row is None else row[0]
+
     def list_jobs(self, conn: Conn, tube: str, state: str, key: int, after: int,
                   limit: int) -> list[tuple[Any, ...]]:
         """A page of jobs in one state, after the row (key, after) in that state's order."""

@@ -146,6 +146,9 @@ def queue_from_ctx(ctx: click.Context, *, create: bool = True, **options: Any) -
             raise sqlq.Error(f"no database at {path} (use --db PATH or $SQLQ_DB)")
         queue = root.obj["queue"] = sqlq.Queue(path, **options)
         root.call_on_close(queue.close)
+        # A server that cannot be reached is said at once (one line, exit 1), as psql
+        # does: a Queue itself waits for it, up to a minute, on first use.
+        queue.backend.connect()
     return queue
 
 

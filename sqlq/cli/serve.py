@@ -105,10 +105,15 @@ def serve(ctx: click.Context, listen: str, max_job_size: int | None,
 @click.option("--token-file", type=click.File("r"), metavar="PATH",
               help="Read the token from this file's first line instead.")
 @click.option("--import", "-i", "imports", multiple=True, metavar="MODULE",
-              help="A module declaring @q.periodic tasks: their next slots are shown.")
+              help="A module declaring @q.periodic tasks: their next slots and tubes are "
+                   "shown, with a warning for a tube no worker watches.")
+@click.option("--trace-url", envvar="SQLQ_DASHBOARD_TRACE_URL", metavar="TEMPLATE",
+              help="Link trace ids to a tracing UI: an http(s) URL with {trace_id}, e.g. "
+                   "https://jaeger.example/trace/{trace_id} ($SQLQ_DASHBOARD_TRACE_URL).")
 @click.pass_context
 def dashboard(ctx: click.Context, listen: str, read_only: bool, token: str | None,
-              token_file: IO[str] | None, imports: tuple[str, ...]) -> None:
+              token_file: IO[str] | None, imports: tuple[str, ...],
+              trace_url: str | None) -> None:
     """Serve a web dashboard of the queue, with /metrics for Prometheus.
 
     Every tube's counts and rates live, jobs by state with search, the job page
@@ -122,8 +127,10 @@ def dashboard(ctx: click.Context, listen: str, read_only: bool, token: str | Non
 
     \b
         sqlq --db jobs.db dashboard --listen 127.0.0.1:8080 --read-only
+        sqlq --db jobs.db dashboard --trace-url 'https://jaeger.example/trace/{trace_id}'
     """
     from sqlq.dashboard import serve as serve_dashboard
+    from sqlq.dashboard.traces import check_trace_url
 
     if token is None and token_file is None and os.environ.get("SQLQ_DASHBOARD_TOKEN") == "":
         # click reads an empty variable as unset: say so, not "without --token"
@@ -131,13 +138,17 @@ def dashboard(ctx: click.Context, listen: str, read_only: bool, token: str | Non
                          "characters (openssl rand -hex 16), or unset it")
     if token_file is not None:
         token = token_file.readline().strip() or None
+    if trace_url is not None:
+        check_trace_url(trace_url)  # before the queue is opened: a typo costs nothing
     queue = queue_from_ctx(ctx, create=False)
     schedules: dict[str, Any] = {}
+    tubes: dict[str, str] = {}
     if imports:
         from sqlq.work.tasks import REGISTRY, import_modules
 
         import_modules(imports)
         schedules = {name: t.schedule for name, t in REGISTRY.items() if t.schedule}
+        tubes = {name: t.tube for name, t in REGISTRY.items() if t.schedule}
 
     def ready(url: str) -> None:
         mode = ", read-only" if read_only else ""
@@ -145,7 +156,7 @@ def dashboard(ctx: click.Context, listen: str, read_only: bool, token: str | Non
 
     try:
         serve_dashboard(queue, listen, token=token, read_only=read_only, ready=ready,
-                        schedules=schedules)
+                        schedules=schedules, periodic_tubes=tubes, trace_url=trace_url)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--listen") from None
     except OSError as e:

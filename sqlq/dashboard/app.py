@@ -20,8 +20,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from .routes import Dashboard, Request, Response
-from .security import HEADERS, Guard, parse_listen
+from .routes import Dashboard, Request, Response, utc_stamp
+from .security import HEADERS, Guard, loggable, parse_listen
+from .traces import check_trace_url
 
 #: The largest form accepted (a bulk action on a page of ids is a few KiB).
 MAX_FORM = 256 * 1024
@@ -80,8 +81,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(resp.body)
 
     def log_message(self, format: str, *args: Any) -> None:
+        # Stamped as the audit lines are; never a query string of an action, nor a token.
         if self.server.log:
-            sys.stderr.write(f"{self.address_string()} {format % args}\n")
+            sys.stderr.write(f"{utc_stamp()} {self.address_string()} "
+                             f"{loggable(format % args)}\n")
 
 
 class DashboardServer(ThreadingHTTPServer):
@@ -91,14 +94,18 @@ class DashboardServer(ThreadingHTTPServer):
 
     def __init__(self, queue: Any, listen: str = "127.0.0.1:8080", *,
                  token: str | None = None, read_only: bool = False, log: bool = False,
-                 schedules: Mapping[str, Any] | None = None) -> None:
+                 schedules: Mapping[str, Any] | None = None,
+                 periodic_tubes: Mapping[str, str] | None = None,
+                 trace_url: str | None = None) -> None:
         host, port = parse_listen(listen)
         guard = Guard(host, port, token=token, read_only=read_only)  # refuses before binding
+        if trace_url is not None:
+            check_trace_url(trace_url)
         if ":" in host:
             self.address_family = socket.AF_INET6
         super().__init__((host, port), _Handler)
         guard.port = self.server_address[1]
-        self.dashboard = Dashboard(queue, guard, schedules or {})
+        self.dashboard = Dashboard(queue, guard, schedules or {}, periodic_tubes, trace_url)
         self.log = log
 
     @property
@@ -109,16 +116,22 @@ class DashboardServer(ThreadingHTTPServer):
 
 def serve(queue: Any, listen: str, *, token: str | None = None, read_only: bool = False,
           ready: Callable[[str], None] | None = None,
-          schedules: Mapping[str, Any] | None = None) -> None:
+          schedules: Mapping[str, Any] | None = None,
+          periodic_tubes: Mapping[str, str] | None = None,
+          trace_url: str | None = None) -> None:
     """Serve the dashboard until SIGTERM or Ctrl-C (``schedules``: periodic task name ->
-    its ``Schedule``, for the next slots).
+    its ``Schedule``, for the next slots; ``periodic_tubes``: name -> the tube it enqueues
+    into, to warn when no worker watches it; ``trace_url``: a link template for trace
+    ids, such as ``https://jaeger.example/trace/{trace_id}``).
 
     Raises:
-        sqlq.Error: a non-loopback address without a token.
+        sqlq.Error: a non-loopback address without a token; a ``trace_url`` without
+            ``{trace_id}`` or not an http(s) URL.
         OSError: the address cannot be bound.
     """
     server = DashboardServer(queue, listen, token=token, read_only=read_only, log=True,
-                             schedules=schedules)
+                             schedules=schedules, periodic_tubes=periodic_tubes,
+                             trace_url=trace_url)
 
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from sqlq import failures
 from sqlq import limits as flow
@@ -32,6 +32,7 @@ from sqlq.model import STATE_NAMES
 from . import views
 from .live import History
 from .security import COOKIE, AccessDenied, Guard
+from .traces import TraceRef, trace_ref
 
 PAGE = 50
 #: Parents or children of a job its page links to (a parent may have thousands).
@@ -91,6 +92,11 @@ class Done:
         return "; ".join(parts)
 
 
+def utc_stamp() -> str:
+    """Now in UTC to the second, as the audit and request log lines begin."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
 def _redirect(to: str, note: str = "") -> Response:
     if note:
         to += ("&" if "?" in to else "?") + urlencode({"note": note})
@@ -122,10 +128,14 @@ def _job_id(text: str) -> int:
 class Dashboard:
     """The routes over one Queue (shared by the server's threads: Queue calls serialise)."""
 
-    def __init__(self, queue: Any, guard: Guard, schedules: Mapping[str, Any]) -> None:
+    def __init__(self, queue: Any, guard: Guard, schedules: Mapping[str, Any],
+                 periodic_tubes: Mapping[str, str] | None = None,
+                 trace_url: str | None = None) -> None:
         self.queue = queue
         self.guard = guard
         self.schedules = schedules  # periodic task name -> Schedule (sqlq dashboard --import)
+        self.periodic_tubes = periodic_tubes or {}  # and -> the tube it enqueues into
+        self.trace_url = trace_url  # checked by traces.check_trace_url
         self.env = views.make_env()
         self.history = History()
         #: When the overview warns that cleanup is held back ($SQLQ_WARN_HORIZON_AGE, ...).
@@ -261,6 +271,8 @@ class Dashboard:
         if job is None and result is None:
             raise JobNotFound(f"job {job_id} not found (deleted, or its result expired)")
         return self.render("job.html", job_id=job_id, job=job, note=req.arg("note"),
+                           trace=self._trace(self.queue.job_trace(job_id)) if job else None,
+                           trace_of=self._trace,
                            links=self._links(job_id) if job else None,
                            shown_links=SHOWN_LINKS,
                            progress=views.progress(self.queue, job_id) if job else None,
@@ -268,6 +280,9 @@ class Dashboard:
                            body=views.show_body(job.body) if job else None,
                            result=views.show_body(result) if result is not None else None,
                            now=now_ms())
+
+    def _trace(self, context: str | None) -> TraceRef | None:
+        return trace_ref(context, self.trace_url)
 
     def _links(self, job_id: int) -> Any:
         """The job's parents and children (none if it went since it was peeked)."""
@@ -291,13 +306,22 @@ class Dashboard:
                            now=now_ms())
 
     def periodic(self, req: Request) -> Response:
+        """Each periodic task's last and next slot and, with ``--import``, its tube, with a
+        warning when no running ``sqlq work`` watches it (its jobs would pile up unseen)."""
         now = now_ms()
         last = {slot.name: slot for slot in self.queue.periodic_slots()}
-        rows = [{"name": name, "last": last.get(name),
-                 "schedule": self.schedules.get(name),
-                 "next": self.schedules[name].next_slot(now) if name in self.schedules
-                 else None}
-                for name in sorted(set(last) | set(self.schedules))]
+        watched = {tube for w in self.queue.workers() if w.registered and w.alive
+                   for tube in w.tubes}
+        rows = []
+        for name in sorted(set(last) | set(self.schedules)):
+            tube = self.periodic_tubes.get(name)
+            rows.append({"name": name, "last": last.get(name), "tube": tube,
+                         "schedule": self.schedules.get(name),
+                         "next": self.schedules[name].next_slot(now) if name in self.schedules
+                         else None,
+                         "unwatched": tube is not None and tube not in watched,
+                         "ready": self.queue.tube_summary(tube).ready
+                         if tube is not None and tube not in watched else 0})
         return self.render("periodic.html", rows=rows, now=now,
                            known=bool(self.schedules))
 
@@ -349,12 +373,26 @@ class Dashboard:
         action = self.actions.get(verb)
         if action is None:
             return self.error(404, "no such action")
-        back = _local(req.field("next", "/"))
         done = action(req)
+        back = self._back(_local(req.field("next", "/")), done)
         # The audit trail: when, who changed what (tubes, job ids), beside the request log.
-        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        sys.stderr.write(f"sqlq dashboard: {at} {req.client} {verb}: {done.audit()}\n")
+        sys.stderr.write(f"sqlq dashboard: {utc_stamp()} {req.client} {verb}: "
+                         f"{done.audit()}\n")
         return _redirect(back, done.note)
+
+    def _back(self, back: str, done: Done) -> str:
+        """Where to return after an action: ``back``, unless it is the page of a job the
+        action made go (a cancel, a delete: it would answer 404); then its tube's page."""
+        url = urlsplit(back)
+        try:
+            job_id = _job_id(parse_qs(url.query).get("id", [""])[0])
+        except ValueError:
+            return back
+        if url.path != "/job" or job_id not in done.ids:
+            return back
+        if self.queue.peek(job_id) is not None or self.queue.kept_result(job_id) is not None:
+            return back
+        return views.tube_url(done.tubes[0]) if done.tubes else "/"
 
     def _tube_of(self, job_id: int) -> list[str]:
         job = self.queue.peek(job_id)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import re
 import secrets
 import socket
 import threading
@@ -191,6 +192,18 @@ class Guard:
             raise AccessDenied("cross-origin request refused")
         if not hmac.compare_digest(form.get("csrf", "").encode(), self.csrf.encode()):
             raise AccessDenied("missing or wrong CSRF token (reload the page)")
+
+
+#: A query string after an action's path; a ``csrf=`` or ``token=`` value anywhere.
+_ACTION_QUERY = re.compile(r"(/(?:actions/[^?\s\"']*|logout))\?[^\s\"']*")
+_SECRET_VALUE = re.compile(r"\b(csrf|token)=[^&\s\"']*", re.IGNORECASE)
+
+
+def loggable(line: str) -> str:
+    """A request-log line without secrets: an action (a POST; a GET of one is refused) logs
+    no query string, and any ``csrf=``/``token=`` value is redacted, so the log never
+    holds what would let its reader act (the CSRF token is the process's own)."""
+    return _SECRET_VALUE.sub(r"\1=[redacted]", _ACTION_QUERY.sub(r"\1", line))
 
 
 def _digest(session: str) -> str:

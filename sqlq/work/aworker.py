@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import signal
 import time
 from collections.abc import Awaitable, Sequence
@@ -53,6 +54,7 @@ from .. import attempts, control, tracing
 from ..asynchandles import AsyncJob
 from ..asyncq import AsyncQueue
 from ..attempts import TIMED_OUT
+from ..errors import Disconnected
 from ..model import Job
 from ..queue import Queue
 from . import runner
@@ -64,6 +66,9 @@ from .presence import Presence
 from .tasks import TaskRun, TaskRunner
 
 T = TypeVar("T")
+log = logging.getLogger("sqlq.worker")
+#: Seconds between the turns of a loop that met a lost connection (each call waits too).
+OUTAGE_PAUSE = 0.5
 
 
 def first_finished(running: set[asyncio.Task[None]],
@@ -153,18 +158,33 @@ class AsyncWorker:
         async with AsyncQueue(self.queue) as aq:
             try:
                 try:
-                    await self._reserve_loop(aq)
-                finally:  # not started: they go back at once, whatever ended the loop
-                    await aq.call_in_thread(functools.partial(handling.give_back_waiting,
-                                                     "the worker is stopping"))
-                await self._wind_down()
-                await aq.call_in_thread(handling.ack)
+                    await self._work_through_outages(aq)
+                finally:  # whatever ended the loop (an error too: W4, whose finished
+                    # jobs ran again), the batch not started goes back at once, the
+                    # running jobs end within the grace and the finished ones are deleted
+                    try:
+                        await aq.call_in_thread(functools.partial(
+                            handling.give_back_waiting, "the worker is stopping"))
+                    finally:
+                        await self._wind_down()
+                        await aq.call_in_thread(handling.ack)
                 await aq.call_in_thread(functools.partial(self._record, [], self._take_runs()))
             finally:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     with contextlib.suppress(NotImplementedError, RuntimeError):
                         loop.remove_signal_handler(sig)
         return self.processed
+
+    async def _work_through_outages(self, aq: AsyncQueue) -> None:
+        """The reserve loop, taken up again after a lost connection that reached it: a
+        worker waits for its server and keeps what it holds (the keeper keeps the
+        leases), as the verbs it calls do; it never exits on one (W4)."""
+        while True:
+            try:
+                return await self._reserve_loop(aq)
+            except Disconnected as exc:
+                log.warning("%s; the worker goes on once the database is back", exc)
+                await self._until_stopped(asyncio.sleep(OUTAGE_PAUSE))
 
     async def _reserve_loop(self, aq: AsyncQueue) -> None:
         handling = self.handling

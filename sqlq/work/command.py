@@ -148,16 +148,20 @@ def open_queue(db: str, durability: Durability, *, init: bool = False) -> Queue:
     during an outage waits for the server (every RECONNECT_S) rather than exit and
     be restarted by its supervisor with a growing back-off, which would delay the
     first jobs by up to that back-off once the server is back."""
+    queue = Queue(db, durability=durability, init=init)  # needs no server yet
     waiting_since = None
     while True:
         try:
-            queue = Queue(db, durability=durability, init=init)
+            queue.backend.connect()
         except Disconnected as e:
             if waiting_since is None:
                 waiting_since = time.monotonic()
                 log.warning("%s; waiting for the database server", e)
             time.sleep(RECONNECT_S)
             continue
+        except BaseException:
+            queue.close()
+            raise
         if waiting_since is not None:
             log.warning("the database server answered after %.1f s",
                         time.monotonic() - waiting_since)

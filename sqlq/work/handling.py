@@ -145,22 +145,43 @@ class JobHandling:
         gone by then is logged as lost: that commit may have deleted it, or another
         worker may have (no one can tell), and "done" must never be said falsely."""
         lost = []
-        for done in acks:
+        for at, done in enumerate(acks):
             try:
                 done.job.delete()
             except JobLost:
                 lost.append(done.job.id)
-        self.acked(acks, lost)
+            except Disconnected as exc:
+                # The server is still away (longer than a reconnect waits): these stay
+                # held, touched, and are acknowledged once it is back (W4: a worker that
+                # exits here leaves its finished jobs to run again).
+                log.warning("%s; %d finished job(s) kept, to acknowledge later", exc,
+                            len(acks) - at)
+                for held in acks[at:]:
+                    self.holding.finished(held)
+                acks = acks[:at]
+                break
+        self.acked(acks, lost, cut_off=True)
 
-    def acked(self, acks: list[Done], lost: Sequence[int] = ()) -> None:
-        """Log each acknowledged job: done, or lost (its lease had gone)."""
+    def acked(self, acks: list[Done], lost: Sequence[int] = (), *,
+              cut_off: bool = False) -> None:
+        """Log each acknowledged job: done, or lost (its lease had gone; ``cut_off``: or
+        the first acknowledgement, cut off by a lost connection, deleted it)."""
         if not lost and not log.isEnabledFor(logging.INFO):
             return  # nothing to say: once per batch, not once per job
         for done in acks:
-            if done.job.id in lost:
-                self.lost(done.job, done.name, done.duration)
-            else:
+            if done.job.id not in lost:
                 self.log_done(done)
+            elif cut_off:
+                # Most likely the first acknowledgement committed unseen: not "its TTR
+                # ran out", which the reliability run found said after a restart.
+                job = done.job
+                log.warning("job %d %s done in %s; its acknowledgement was cut off by a lost "
+                            "connection and the job is gone: deleted by that acknowledgement, "
+                            "or by another worker if its lease was lost meanwhile", job.id,
+                            done.name, _ms(done.duration),
+                            extra=fields(job, done.name, done.duration, "done"))
+            else:
+                self.lost(done.job, done.name, done.duration)
 
     def tend(self) -> None:
         """Between runs: touch the held jobs that need it, and delete the finished ones
@@ -176,6 +197,10 @@ class JobHandling:
         try:
             job.release()
         except JobLost:
+            return
+        except Disconnected as exc:  # still ours: back when this process ends or its TTR runs out
+            log.warning("%s; job %d not released (%s): it comes back when this worker "
+                        "exits", exc, job.id, why)
             return
         log.info("job %d released: %s", job.id, why,
                  extra=fields(job, name, outcome="released", reason=why))
@@ -221,6 +246,13 @@ class JobHandling:
             log.warning("job %d %s cancelled: its run ended after %s, nothing recorded",
                         job.id, name, _ms(duration),
                         extra=fields(job, name, duration, "cancelled"))
+        except Disconnected as exc:
+            # Cut off (the server restarted, and stayed away longer than a reconnect
+            # waits): the job stays reserved, and runs again once this worker exits or
+            # its TTR runs out. The loop goes on (W4).
+            log.warning("%s; the outcome of job %d %s (%s) is not recorded: it runs again",
+                        exc, job.id, name, outcome.status,
+                        extra=fields(job, name, duration, "lost", reason=str(exc)))
         except JobLost:
             if outcome.status != "done":
                 # The failure is still worth keeping, beside the job's next run.

@@ -106,3 +106,39 @@ def test_a_restore_in_place_gives_a_dead_holders_job_back_at_once(db_path: str,
         assert restored.peek(job).state == "reserved"  # type: ignore[union-attr]
         got = restored.reserve(timeout=0)
         assert got is not None and got.id == job
+
+
+#: Puts 300 jobs (durability full: each acknowledged once put() returned), says so, and
+#: stays, its commits in the -wal (the reliability report's W7 reproduction).
+HOLDS_WAL = """
+import sys, time
+import sqlq
+
+q = sqlq.Queue(sys.argv[1], durability="full")
+print(",".join(str(q.put(b"v", tube="v")) for _ in range(300)), flush=True)
+time.sleep(3600)
+"""
+
+
+@pytest.mark.sqlite_only
+def test_backup_force_onto_the_live_wal_is_refused_and_loses_nothing(db_path: str) -> None:
+    """`sqlq backup DB-wal --force` beside a writer holding 300 acknowledged puts in its
+    -wal: refused in one line, exit 1, and after the writer is SIGKILLed all 300 are
+    there (before the fix the -wal was replaced by the copy: 300 of 300 lost)."""
+    with sqlq.Queue(db_path):
+        pass  # the file, made before the writer opens it
+    writer = spawn(HOLDS_WAL, db_path)
+    try:
+        assert writer.stdout is not None
+        acked = [int(i) for i in writer.stdout.readline().split(",")]
+        assert len(acked) == 300 and os.path.getsize(db_path + "-wal") > 0
+        done = subprocess.run([sys.executable, "-m", "sqlq", "--db", db_path, "backup",
+                               db_path + "-wal", "--force"], capture_output=True, text=True,
+                              check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == (f"sqlq: {db_path}-wal: is the queue's own -wal file\n")
+    finally:
+        writer.kill()
+        writer.communicate()
+    with sqlq.Queue(db_path) as q:
+        assert [i for i in acked if q.peek(i) is None] == []

@@ -117,6 +117,88 @@ def test_the_queues_own_file_or_a_file_in_use_is_never_replaced(q: sqlq.Queue,
         assert other.peek(1).body == b"live"  # type: ignore[union-attr]
 
 
+def unchanged(path: Path) -> tuple[int, int, int]:
+    """What must not change of a path a backup refused: its inode, kind and size."""
+    st = os.lstat(path)
+    return st.st_ino, st.st_mode, st.st_size
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.both_apis  # the AsyncQueue's backup refuses the same
+@pytest.mark.parametrize("own", ["-wal", "-shm", "-journal", "-sqlq/x.db", "a symlink to -wal"])
+def test_the_queues_own_companions_are_never_replaced(q: sqlq.Queue, tmp_path: Path,
+                                                      own: str) -> None:
+    """The -wal holds the latest commits (replaced: they are lost, W7 of the reliability
+    report), the -shm indexes it, the sidecar holds the owner files; with force too."""
+    job = q.put(b"kept")
+    if own == "a symlink to -wal":
+        dest = tmp_path / "innocent.db"
+        dest.symlink_to(q.path + "-wal")
+    else:
+        dest = Path(q.path + own)
+    there = dest.exists()
+    before = unchanged(dest) if there else None
+    with pytest.raises(sqlq.Error, match="the queue's own|inside the queue's") as caught:
+        q.backup(dest, force=True)
+    assert "\n" not in str(caught.value)
+    assert (unchanged(dest) if dest.exists() else None) == before
+    assert q.peek(job).body == b"kept"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("name", ["other.db-wal", "other.db-shm", "other.db-journal"])
+def test_another_live_databases_companions_are_never_replaced(q: sqlq.Queue, tmp_path: Path,
+                                                              name: str) -> None:
+    with sqlq.Queue(tmp_path / "other.db") as other:
+        job = other.put(b"live")
+        dest = tmp_path / name
+        dest.touch()  # the -journal, if SQLite had one
+        before = unchanged(dest)
+        with pytest.raises(sqlq.Error, match=f"a name ending in {name[8:]}"):
+            q.backup(dest, force=True)
+        assert unchanged(dest) == before
+    with sqlq.Queue(tmp_path / "other.db") as other:
+        assert other.peek(job).body == b"live"  # type: ignore[union-attr]
+
+
+@pytest.mark.both_apis
+@pytest.mark.parametrize("kind", ["a FIFO", "a symlink to /dev/null", "a character device"])
+def test_a_dest_that_is_not_a_regular_file_is_never_replaced(q: sqlq.Queue, tmp_path: Path,
+                                                             kind: str) -> None:
+    """``--force`` replaces a file; a device node (``mknod myfull c 1 7``, what
+    /dev/full is) or a FIFO stays what it is."""
+    (tmp_path / "bk").mkdir()
+    dest = tmp_path / "bk" / "dest"
+    if kind == "a FIFO":
+        os.mkfifo(dest)
+    elif kind == "a symlink to /dev/null":
+        dest.symlink_to("/dev/null")
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("mknod of a character device needs root")
+        os.mknod(dest, 0o600 | stat.S_IFCHR, os.makedev(1, 7))
+    before = unchanged(dest)
+    expected = "a FIFO" if kind == "a FIFO" else "a character device"
+    with pytest.raises(sqlq.Error, match=f"is {expected}, not a regular file"):
+        q.backup(dest, force=True)
+    assert unchanged(dest) == before
+    assert os.listdir(tmp_path / "bk") == ["dest"]
+
+
+def test_force_takes_a_dangling_symlink_or_one_to_a_file(q: sqlq.Queue, tmp_path: Path) -> None:
+    """What the refusals above leave allowed: the name is replaced, the target untouched."""
+    job = q.put(b"x")
+    target = tmp_path / "target.db"
+    target.write_bytes(b"old")
+    (tmp_path / "to-file.db").symlink_to(target)
+    (tmp_path / "dangling.db").symlink_to(tmp_path / "nowhere.db")
+    for name in ("to-file.db", "dangling.db"):
+        q.backup(tmp_path / name, force=True)
+        assert not (tmp_path / name).is_symlink()
+        with sqlq.Queue(tmp_path / name) as copy:
+            assert copy.peek(job).body == b"x"  # type: ignore[union-attr]
+    assert target.read_bytes() == b"old" and not (tmp_path / "nowhere.db").exists()
+
+
 @pytest.mark.sqlite_only
 def test_a_backup_inside_a_transaction_is_refused(q: sqlq.Queue, tmp_path: Path) -> None:
     with q.transaction(), pytest.raises(sqlq.Error, match="inside a transaction"):
@@ -175,6 +257,12 @@ def test_the_command(db_url: str, backend: str, tmp_path: Path) -> None:
     bad = run(cli, ["--db", db_url, "backup", str(tmp_path / "bk"), "--force"])
     assert (bad.exit_code, bad.output) == (EXIT_ERROR, f"sqlq: {tmp_path / 'bk'}: is a directory\n")
     assert os.listdir(tmp_path / "bk") == ["b.db"]
+    os.mkfifo(tmp_path / "bk" / "fifo")
+    node = run(cli, ["--db", db_url, "backup", str(tmp_path / "bk" / "fifo"), "--force"])
+    assert (node.exit_code, node.output) == (
+        EXIT_ERROR, f"sqlq: {tmp_path / 'bk' / 'fifo'}: is a FIFO, not a regular file; a "
+                    "backup replaces only a regular file\n")
+    os.unlink(tmp_path / "bk" / "fifo")
     forced = run(cli, ["--db", db_url, "backup", dest, "--force"])
     assert forced.exit_code == EXIT_OK, forced.output
     assert forced.output.startswith("backed up ")

@@ -43,3 +43,14 @@ def test_every_claim_returns_the_stored_trace(q: sqlq.Queue) -> None:
     batch = [q.put(b"five"), q.put(b"six")]
     _trace(q, batch)
     assert [j.trace for j in q.reserve_many(2, timeout=0)] == [HEADER, HEADER]
+
+
+def test_job_trace_reads_what_the_put_stored(q: sqlq.Queue) -> None:
+    """The dashboard's job page shows it (a peek leaves Job.trace None)."""
+    traced, plain = q.put(b"traced"), q.put(b"plain")
+    _trace(q, [traced])
+    assert q.job_trace(traced) == HEADER and q.peek(traced).trace is None  # type: ignore[union-attr]
+    assert q.job_trace(plain) is None
+    assert q.job_trace(plain + 1) is None and q.job_trace(0) is None and q.job_trace(2**70) is None
+    q.delete(traced)
+    assert q.job_trace(traced) is None

@@ -2,8 +2,10 @@
 
 The same files as ``sqlite/``, each concern under the same name:
 
-* ``db.py``: the connection in autocommit, transactions, reconnects, retries of
-  serialization failures, error translation;
+* ``db.py``: the connection in autocommit (made on first use if the server cannot be
+  reached), transactions, reconnects and what runs again after a lost connection,
+  retries of serialization failures, error translation, the refusal of a transaction
+  pooler;
 * ``migrate.py`` and ``migrations/``: the schema;
 * ``store.py`` + ``queries.sql``: the verbs in PostgreSQL's dialect (claims with
   ``FOR UPDATE SKIP LOCKED``, in functions of the migrations);
@@ -142,6 +144,9 @@ class PostgresBackend(Backend):
                 _listeners[self._url] = (listener, count + 1)
             self._listener = listener
         return PgNotifier(self._listener)
+
+    def connect(self) -> None:
+        self.db.connect()
 
     def child_location(self) -> str:
         return self._url

@@ -9,6 +9,8 @@ become sqlq's one-line errors naming the database, without its password.
 from __future__ import annotations
 
 import contextlib
+import logging
+import select
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +25,7 @@ from ..locations import redact
 from . import migrate
 
 T = TypeVar("T")
+log = logging.getLogger("sqlq")
 
 #: libpq options every sqlq connection uses. Keepalives and the TCP user timeout bound
 #: how long this side takes to notice a vanished server (no TCP reset): about 25 s.
@@ -62,14 +65,27 @@ def translate(location: str, error: psycopg.Error, conn: psycopg.Connection[Any]
     return DatabaseError(f"{location}: {text}")
 
 
+#: What a server (or PgBouncer) says when it turns a login away for a while: it is
+#: starting, stopping or recovering, full, or the pooler cannot reach it yet. libpq
+#: gives no SQLSTATE for a failed login, only the text (English unless lc_messages
+#: says otherwise; a refusal in another language is waited for, as before).
+_BUSY_LOGIN = ("starting up", "shutting down", "in recovery mode", "accepting connections",
+               "too many clients", "connection slots", "cannot connect to server",
+               "server login has been failing", "no more connections allowed")
+
+
 def _unreachable(error: psycopg.Error) -> bool:
     """Whether error says the server could not be reached or is going down or starting
-    up (no SQLSTATE: refused, unreachable; class 57P: shutdown, crash, starting up), not
-    that it refused us (a password, a missing database)."""
+    up (refused, unreachable, no answer; class 57P: shutdown, crash, starting up), not
+    that it refused us (a password, a missing database, a role)."""
     if not isinstance(error, psycopg.OperationalError):
         return False
     state = error.sqlstate
-    return state is None or state.startswith("57P") or state == "08006"
+    if state is None:  # a failed login: did the server answer, and with what?
+        text = str(error)
+        answered = "FATAL:" in text or "ERROR:" in text
+        return not answered or any(busy in text for busy in _BUSY_LOGIN)
+    return state.startswith("57P") or state == "08006"
 
 
 class Connection(psycopg.Connection[Any]):
@@ -111,7 +127,7 @@ class ClaimLedger:
         if entry is not None:
             entry[2] = ids
 
-    def settle(self, conn: psycopg.Connection[Any], lost: bool) -> None:
+    def settle(self, conn: psycopg.Connection[Any] | None, lost: bool) -> None:
         """After a statement or transaction: what is pending committed (the connection
         is idle), was rolled back (an error left it idle), or may have committed (lost)."""
         if not self._pending:  # the common case, read without the lock
@@ -124,7 +140,8 @@ class ClaimLedger:
                     known = self._last_ids if now == self._last_now else []
                     self.unseen.append((owner, now, list(known)))
                 self._pending.clear()
-            elif conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            elif conn is not None and \
+                    conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                 for _, now, ids in self._pending:  # committed, or rolled back (ids None)
                     if ids is not None:
                         if now != self._last_now:
@@ -134,6 +151,11 @@ class ClaimLedger:
                             if unseen_now == now:
                                 known.extend(ids)
                 self._pending.clear()
+
+    def discard(self) -> None:
+        """What is pending was rolled back (its connection lost before a COMMIT)."""
+        with self._lock:
+            self._pending.clear()
 
     def take_unseen(self) -> list[tuple[str, int, list[int]]]:
         with self._lock:
@@ -177,8 +199,65 @@ def _retryable(error: BaseException) -> bool:
     return isinstance(error, (pg_errors.SerializationFailure, pg_errors.DeadlockDetected))
 
 
+def _dropped(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the server dropped this idle connection: closed, or readable with nothing
+    asked (a session ended by a restart or ``pg_terminate_backend`` says so, then closes;
+    sqlq's own connection listens to nothing). One ``select`` of a descriptor."""
+    if conn.closed:
+        return True
+    ready, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    return bool(ready)
+
+
+#: Transaction states in which a call joins the transaction open on the connection.
+_OPEN = (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR,
+         psycopg.pq.TransactionStatus.ACTIVE)
+#: The URLs found to reach their own server session (directly, or through a session
+#: pool), so that reconnects and other Queues of the process do not look again.
+_sessions_checked: set[str] = set()
+
+
+def refuse_transaction_pool(conn: Connection, pid: int, url: str, location: str) -> None:
+    """Raise DatabaseError if a pooler hands this connection's transactions to server
+    sessions other clients share (PgBouncer in transaction or statement mode): sqlq's
+    session locks and LISTEN would then land on someone else's session, and jobs be
+    handed out twice (reliability.md W8; issue 37 is the support to come).
+
+    Directly on PostgreSQL the server's pid of the session is the one the connection
+    was told at login, and nothing more is asked. Through a pooler (another pid: it
+    hands out keys of its own) a second client asks for its session: one that a
+    session pool gives this connection for good is never another client's, while a
+    transaction pool hands the session just released to the next asker (or, busy,
+    gives this connection another one for its next transaction). ``pid``: the server's
+    pid of the session, as a statement on conn just read it."""
+    if pid == conn.info.backend_pid or url in _sessions_checked:
+        return
+    with psycopg.Connection.connect(url, autocommit=True, **CONNECT_OPTIONS) as other:
+        row = other.execute("SELECT pg_backend_pid()").fetchone()
+    again = conn.execute("SELECT pg_backend_pid()").fetchone()
+    if row is None or again is None or row[0] == pid or again[0] != pid:
+        raise DatabaseError(
+            f"{location}: a pooler in transaction mode (PgBouncer's pool_mode = transaction) "
+            "shares server sessions between clients, and sqlq needs its own (session locks, "
+            "LISTEN): point sqlq at PostgreSQL directly, or at a session-mode pool")
+    _sessions_checked.add(url)
+
+
 class Database:
-    """One connection to a sqlq database on PostgreSQL, safe to share between threads."""
+    """One connection to a sqlq database on PostgreSQL, safe to share between threads.
+
+    The server is not needed to make one: if it cannot be reached (down, restarting,
+    starting up), the connection, the pooler check and the migrations are made by the
+    first call, which waits for the server as a call after a lost connection does
+    (``sqlq work --import`` of a module that makes its Queue at import: F13). A server
+    that refuses (a password, a missing database, a transaction pooler) is said at once.
+
+    Every call runs in :meth:`_once_more`'s rule: a connection found dropped before a
+    statement is sent is made again first, and a call whose connection was lost
+    before it could commit (a read; a transaction before its COMMIT) runs once more on
+    a new one. Only a write cut off while it may have committed (a COMMIT, a statement
+    in autocommit) raises :class:`Disconnected` (reliability.md W5).
+    """
 
     def __init__(self, url: str, *, durability: Durability, clock: Callable[[], int]) -> None:
         if durability not in ("full", "normal"):
@@ -186,18 +265,21 @@ class Database:
         self.url = url
         self.location = redact(url)
         self.durability = durability
+        self._clock = clock
         self._lock = threading.RLock()
         #: How many times the connection was made again: a write cut off by a lost
         #: connection may have committed unseen (see PostgresBackend.owner_token).
         self.reconnects = 0
         self.ledger = ClaimLedger()
         self._lock_timeout = "0"  # PostgreSQL's: wait for ever (set_lock_wait)
-        self._conn: Connection = self._connect()
+        self._migrated = False
+        #: Transactions open on the connection by the thread holding the lock (nested).
+        self._depth = 0
+        self._conn: Connection | None = None
         try:
-            self._migrate(clock())
-        except BaseException:
-            self._conn.close()
-            raise
+            self._conn = self._open()
+        except Disconnected as e:
+            log.info("%s; connecting when first used", e)
 
     def _connect(self) -> Connection:
         conn = connect(self.url, self.location)
@@ -206,26 +288,56 @@ class Database:
         # server's host loses power: the same promise as normal on a SQLite file. full
         # waits for the flush whatever the server's default says.
         try:
-            conn.execute("SELECT set_config('synchronous_commit', %s, false),"
-                         " set_config('lock_timeout', %s, false)",
-                         ("off" if self.durability == "normal" else "on", self._lock_timeout))
+            row = conn.execute(
+                "SELECT set_config('synchronous_commit', %s, false),"
+                " set_config('lock_timeout', %s, false), pg_backend_pid()",
+                ("off" if self.durability == "normal" else "on", self._lock_timeout)).fetchone()
+            refuse_transaction_pool(conn, row[2] if row else 0, self.url, self.location)
         except psycopg.Error as e:  # the session went at once (a restart): Disconnected
             error = translate(self.location, e, conn)
             conn.close()
             raise error from None
+        except BaseException:
+            conn.close()
+            raise
         return conn
+
+    def _open(self) -> Connection:
+        """A new connection; on the first, the schema brought up to date (migrate.py) in
+        one transaction."""
+        conn = self._connect()
+        if self._migrated:
+            return conn
+        try:
+            with conn.transaction():
+                migrate.migrate(conn, self._clock(), self.location)
+        except psycopg.Error as e:
+            error = translate(self.location, e, conn)
+            conn.close()
+            raise error from None
+        except BaseException:
+            conn.close()
+            raise
+        self._migrated = True
+        return conn
+
+    def connect(self) -> None:
+        """Make the first connection now if there is none (Disconnected at once if the
+        server cannot be reached)."""
+        with self._lock, self._errors():
+            if self._conn is None:
+                self._conn = self._open()
 
     def set_lock_wait(self, seconds: float | None) -> None:
         """A write waiting longer than this for a row or table lock raises Locked."""
         self._lock_timeout = "0" if seconds is None else f"{max(1, round(seconds * 1000))}ms"
-        with self._lock, self._errors():
-            self._usable().execute("SELECT set_config('lock_timeout', %s, false)",
-                                   (self._lock_timeout,))
-
-    def _migrate(self, now_ms: int) -> None:
-        """Bring the schema up to date in one transaction (migrate.py)."""
-        with self._errors(), self._conn.transaction():
-            migrate.migrate(self._conn, now_ms, self.location)
+        with self._lock:
+            if self._conn is None:
+                return  # the first connection sets it
+            with self._errors():
+                conn = self._conn if self._inside() else self._usable()
+                conn.execute("SELECT set_config('lock_timeout', %s, false)",
+                             (self._lock_timeout,))
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:
@@ -237,22 +349,26 @@ class Database:
             self.ledger.settle(self._conn, isinstance(error, Disconnected))
             raise error from e
         except BaseException:
-            self.ledger.settle(self._conn, self._conn.closed or self._conn.broken)
+            self.ledger.settle(self._conn, self._conn is None or self._conn.closed)
             raise
         self.ledger.settle(self._conn, False)
 
     def _usable(self) -> Connection:
-        """The connection, reconnected first if the server dropped it (a restart):
-        what failed is reported once; the next call finds a new session."""
+        """The connection, made (again) first if there is none yet or the server dropped
+        it (a restart, a terminated session), waiting up to RECONNECT_FOR_S for a
+        server that cannot be reached."""
         conn = self._conn
-        if not (conn.closed or conn.broken):
+        if conn is not None and not _dropped(conn):
             return conn
+        if conn is not None:
+            conn.close()
         deadline = time.monotonic() + RECONNECT_FOR_S
         delay = 0.05
         while True:
             try:
-                self._conn = self._connect()
-                self.reconnects += 1
+                self._conn = self._open()
+                if conn is not None:
+                    self.reconnects += 1
                 return self._conn
             except Disconnected:
                 if time.monotonic() >= deadline:
@@ -260,8 +376,32 @@ class Database:
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
+    def _once_more(self, attempt: Callable[[Connection], T], committed: Callable[[], bool]
+                   ) -> T:
+        """``attempt(conn)``; if its connection is lost and ``committed()`` says it
+        cannot have committed, once more on a new connection (the one place of the
+        backend's rule on lost connections: see the class docstring)."""
+        conn = self._usable()
+        try:
+            return attempt(conn)
+        except Exception as e:
+            if not conn.closed or committed():
+                raise
+            log.info("%s: %s; running it again on a new connection", self.location,
+                     str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+            self.ledger.discard()  # its claims were not committed
+        return attempt(self._usable())
+
+    def _inside(self) -> bool:
+        """Whether a call now joins a transaction open on the connection (this thread's:
+        others wait for the lock)."""
+        if self._depth:
+            return True
+        conn = self._conn
+        return conn is not None and conn.info.transaction_status in _OPEN
+
     def in_transaction(self) -> bool:
-        return self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        return self._inside()
 
     def held_transaction(self) -> bool:
         """Whether this thread holds the connection inside a transaction."""
@@ -275,13 +415,18 @@ class Database:
             self._lock.release()
 
     def read(self, fn: Callable[[Any], T]) -> T:
+        """fn(conn), each statement its own snapshot; run again on a new connection if
+        the one it ran on was lost (a read commits nothing)."""
         with self._lock, self._errors():
-            return fn(self._usable())
+            if self._inside():
+                return fn(self._conn)
+            return self._once_more(fn, lambda: False)
 
     def write(self, fn: Callable[[Any], T], *, durable: bool = True,
               single: bool = False) -> T:
         """fn(conn) in one transaction (in autocommit when it is one statement), retried
-        whole on a serialization failure or deadlock; inside transaction(), it joins.
+        whole on a serialization failure or deadlock, and on a lost connection before its
+        COMMIT was sent; inside transaction(), it joins.
 
         ``durable`` is the session's: in full durability every commit waits for the
         WAL flush, claims and touches included. On a file such a write may be lost
@@ -289,31 +434,63 @@ class Database:
         undo a claim or a touch while the holder, alive elsewhere, runs the job: the
         job would be given to a second worker."""
         with self._lock, self._errors():
-            conn = self._usable()
-            if self.in_transaction():
-                return fn(conn)
-            if single:
-                return fn(conn)
-            deadline = time.monotonic() + RETRY_FOR_S
-            delay = 0.001
-            while True:
-                try:
-                    with conn.transaction():
-                        return fn(conn)
-                except psycopg.Error as e:
-                    if not _retryable(e) or time.monotonic() >= deadline:
-                        raise
-                time.sleep(delay)
-                delay = min(delay * 2, 0.25)
+            if self._inside():
+                return fn(self._conn)
+            if single:  # its own commit: cut off, it may have committed
+                return fn(self._usable())
+            committing = False
+
+            def attempt(conn: Connection) -> T:
+                nonlocal committing
+                deadline = time.monotonic() + RETRY_FOR_S
+                delay = 0.001
+                while True:
+                    committing = False
+                    try:
+                        self._depth += 1
+                        try:
+                            with conn.transaction():
+                                value = fn(conn)
+                                committing = True  # COMMIT follows: lost now, in doubt
+                        finally:
+                            self._depth -= 1
+                        return value
+                    except psycopg.Error as e:
+                        if not _retryable(e) or time.monotonic() >= deadline:
+                            raise
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.25)
+
+            return self._once_more(attempt, lambda: committing)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Any]:
-        """A transaction the caller fills; nested use takes a savepoint (psycopg's own)."""
+        """A transaction the caller fills; nested use takes a savepoint (psycopg's own).
+        A connection lost before the BEGIN went through is made again."""
         with self._lock, self._errors():
-            conn = self._conn if self.in_transaction() else self._usable()
-            with conn.transaction():
-                yield conn
+            if self._inside():
+                conn = self._conn
+                assert conn is not None
+                with conn.transaction():
+                    yield conn
+                return
+            stack = contextlib.ExitStack()
+            conn = self._usable()
+            try:
+                stack.enter_context(conn.transaction())
+            except psycopg.Error:
+                if not conn.closed:
+                    raise
+                conn = self._usable()
+                stack.enter_context(conn.transaction())
+            self._depth += 1
+            try:
+                with stack:
+                    yield conn
+            finally:
+                self._depth -= 1
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            if self._conn is not None:
+                self._conn.close()

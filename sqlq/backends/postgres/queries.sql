@@ -914,6 +914,10 @@ SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserve
 -- A traced put's trace context, beside the bodies it just inserted, in its transaction.
 UPDATE sqlq_jobs SET trace = %(trace)s WHERE id = ANY (%(ids)s::bigint[]);
 
+-- name: job_trace
+-- The trace context a traced put stored with the job, for the dashboard's job page.
+SELECT trace FROM sqlq_jobs WHERE id = %(id)s;
+
 -- name: attempt_trace
 -- The traceparent of a job's latest failed run that kept one: the link of its next run's
 -- span (a range of sqlq_attempts' primary key, read only for a run after the first).

@@ -10,8 +10,8 @@ notifier through its own pipe (a descriptor an event loop can poll).
 NOTIFY is a hint, never the mechanism: notifications are lost while the
 listening connection is down, so after every reconnect all notifiers get a
 "look again", and a waiter looks by itself at least every :data:`MAX_SLEEP`
-seconds. Through PgBouncer in transaction mode LISTEN does not work; waiters
-then find jobs by those looks alone.
+seconds. (Through PgBouncer in transaction mode LISTEN would hear nothing: sqlq
+refuses such a pooler when it connects, db.refuse_transaction_pool.)
 """
 
 from __future__ import annotations

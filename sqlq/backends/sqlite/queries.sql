@@ -833,6 +833,11 @@ SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserve
 -- column of the puts' inserts: those, the hottest statements, stay as they are.
 UPDATE sqlq_jobs SET trace = :trace WHERE id IN (SELECT value FROM json_each(:ids));
 
+-- name: job_trace
+-- The trace context a traced put stored with the job, for the dashboard's job page (a
+-- primary-key probe; NULL: put untraced, no row: no such job).
+SELECT trace FROM sqlq_jobs WHERE id = :id;
+
 -- name: attempt_trace
 -- The traceparent of a job's latest failed run that kept one: the link of its next run's
 -- span (a range of sqlq_attempts' primary key, read only for a run after the first).

@@ -17,7 +17,11 @@ def create_sqlq_tables(apps: Any, schema_editor: Any) -> None:
 
     config = conf.read()
     if config.alias == schema_editor.connection.alias:
-        Queue(config.location, **config.queue_kwargs).close()
+        queue = Queue(config.location, **config.queue_kwargs)
+        try:
+            queue.backend.connect()  # now: a server Queue made while unreachable waits
+        finally:
+            queue.close()
 
 
 class Migration(migrations.Migration):  # type: ignore[misc]  # Django ships no types

@@ -1,0 +1,41 @@
+"""Which failed logins sqlq waits for (the server is away, starting, stopping, full, or
+the pooler cannot reach it) and which it says at once (the server answered no): libpq
+gives a failed login no SQLSTATE, only its text (backends/postgres/db.py)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from sqlq.backends.postgres.db import _unreachable
+
+AT = 'connection failed: connection to server at "127.0.0.1", port 5432 failed: '
+
+
+@pytest.mark.parametrize("text", [
+    "Connection refused\n\tIs the server running on that host and accepting TCP/IP "
+    "connections?",
+    "timeout expired",
+    "server closed the connection unexpectedly",
+    "FATAL:  the database system is starting up",
+    "FATAL:  the database system is shutting down",
+    "FATAL:  the database system is in recovery mode",
+    "FATAL:  the database system is not yet accepting connections",
+    "FATAL:  sorry, too many clients already",
+    "FATAL:  remaining connection slots are reserved for roles with the SUPERUSER attribute",
+    "ERROR:  pgbouncer cannot connect to server",
+    "ERROR:  server login has been failing, try again later (server_login_retry)",
+])
+def test_a_server_away_or_busy_is_waited_for(text: str) -> None:
+    assert _unreachable(psycopg.OperationalError(AT + text))
+
+
+@pytest.mark.parametrize("text", [
+    'FATAL:  password authentication failed for user "app"',
+    'FATAL:  role "nobody" does not exist',
+    'FATAL:  database "no_such_db" does not exist',
+    "FATAL:  no pg_hba.conf entry for host \"10.0.0.1\", user \"app\", database \"app\"",
+    'ERROR:  no such database: nodb',
+])
+def test_a_refusal_is_said_at_once(text: str) -> None:
+    assert not _unreachable(psycopg.OperationalError(AT + text))
