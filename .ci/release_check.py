@@ -11,7 +11,7 @@
    (whose schema numbers must match the migrations in the checkout), the demo, a
    put/reserve and a ``sqlq work --burst`` on a new SQLite file and on a new database of
    a throwaway PostgreSQL server (``tests/pgserver.py``), whose schema versions must
-   then be the wheel's latest, and ``sqlq metrics`` (the dashboard extra).
+   then be the wheel's latest, and ``sqlq metrics`` and ``sqlq dashboard`` (its extra).
 
 Run by the ``release`` extra's venv (build, twine, check-wheel-contents); prints each
 step and its time; exits 1 at the first failure, naming it.
@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -36,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DIST = ROOT / "dist"
 sys.path.insert(0, str(ROOT))
 
-from tests.pgserver import PgServer  # noqa: E402  (stdlib only: no sqlq imported here)
+from tests.pgserver import PgServer, free_port  # noqa: E402  (stdlib only: no sqlq here)
 
 
 class Failed(Exception):
@@ -100,6 +101,24 @@ def user_env(venv: Path) -> dict[str, str]:
     return env
 
 
+def serve_dashboard(db: str, work: Path, env: dict[str, str], label: str) -> None:
+    """``sqlq dashboard`` (the dashboard extra) answers its overview page, then stops."""
+    port = free_port()
+    proc = subprocess.Popen(["sqlq", "--db", db, "dashboard", "--listen", f"127.0.0.1:{port}"],
+                            cwd=work, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        started = proc.stderr.readline()  # "sqlq dashboard: ... on http://...": listening
+        if "sqlq dashboard:" not in started:
+            raise Failed(f"{label}: sqlq dashboard did not start: {started.strip()}")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as page:
+            if page.status != 200 or b"sqlq" not in page.read():
+                raise Failed(f"{label}: the dashboard's overview answered {page.status}")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def try_wheel(wheel: Path, pg: PgServer, label: str, version: str) -> None:
     """Install ``wheel`` into a fresh venv in a temporary directory and use it there."""
     home = Path(tempfile.mkdtemp(prefix=f"sqlq-release-{label}-"))
@@ -141,6 +160,7 @@ def try_wheel(wheel: Path, pg: PgServer, label: str, version: str) -> None:
                 raise Failed(f"{label} on {backend}: put {first}, reserved {reserved}; {left}")
             if "sqlq_jobs_" not in sqlq("--db", db, "metrics"):
                 raise Failed(f"{label} on {backend}: sqlq metrics printed no sqlq_jobs_ metric")
+            serve_dashboard(db, work, env, f"{label} on {backend}")
             if backend == "sqlite":
                 with sqlite3.connect(db) as conn:
                     got = conn.execute("SELECT max(version) FROM sqlq_schema").fetchone()[0]
@@ -148,7 +168,7 @@ def try_wheel(wheel: Path, pg: PgServer, label: str, version: str) -> None:
                 got = int(pg.psql("SELECT max(version) FROM sqlq_schema", database).strip())
             if got != want:
                 raise Failed(f"{label} on {backend}: schema version {got}, not {want}")
-            print(f"  {label} on {backend}: put/reserve/work/metrics ok, schema {got}")
+            print(f"  {label} on {backend}: put/reserve/work/metrics/dashboard ok, schema {got}")
         pg.drop_database(database)
     finally:
         shutil.rmtree(home, ignore_errors=True)
