@@ -5,11 +5,11 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help dev demo test test-unit test-integration test-system test-fast test-min test-chaos lint typecheck check bench bench-quick \
+.PHONY: help dev demo release-check test test-unit test-integration test-system test-fast test-min test-chaos lint typecheck check bench bench-quick \
 	docs dist-check clean
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -19,8 +19,28 @@ $(STAMP): pyproject.toml
 
 dev: $(STAMP)  ## create .venv with sqlq (editable) and the test extras
 
-demo: $(STAMP)  ## producers and workers in several processes on demo/demo.db
-	$(BIN)/python -m sqlq.demo demo/demo.db
+# The demo's own venv: sqlq and its runtime dependencies only (about 40 MB), none of the
+# test toolchain of .venv. Made without pip inside it (pip --python installs into it), which
+# saves seeding a pip into a venv nobody installs into; a Python without pip seeds one.
+DEMO_VENV  := .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed
+
+$(DEMO_STAMP): pyproject.toml
+	rm -rf $(DEMO_VENV)
+	@if $(PY) -m pip --python $(PY) --version >/dev/null 2>&1; then \
+		$(PY) -m venv --without-pip $(DEMO_VENV) && \
+		$(PY) -m pip --python $(DEMO_VENV)/bin/python install -q --no-compile --disable-pip-version-check -e .; \
+	else \
+		$(PY) -m venv $(DEMO_VENV) && $(DEMO_VENV)/bin/pip install -q -e .; \
+	fi
+	@touch $@
+
+demo:  ## producers and workers in several processes on demo/demo.db (its own small venv)
+	@start=$$(date +%s%N); \
+	$(MAKE) --no-print-directory $(DEMO_STAMP) || exit 1; \
+	$(DEMO_VENV)/bin/python -m sqlq.demo demo/demo.db || exit 1; \
+	ms=$$(( ($$(date +%s%N) - start) / 1000000 )); \
+	printf 'make demo: %d.%d s, its venv included\n' $$((ms / 1000)) $$((ms % 1000 / 100))
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist): most tests wait on processes,
 # fsyncs and sockets, so more workers than cores still pay. Measured on CI's 2 cores
@@ -32,7 +52,7 @@ test: $(STAMP)  ## the whole suite (short chaos and power-cut runs included); in
 	@.ci/install-test-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --durations=25
 
-test-unit: $(STAMP)  ## in-process tests on real databases (tests/unit, about a minute)
+test-unit: $(STAMP)  ## in-process tests on real databases (tests/unit, ~1 min on idle cores)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/unit
 
 test-integration: $(STAMP)  ## real processes, sockets and servers (tests/integration)
@@ -85,14 +105,23 @@ docs: $(DOCS_STAMP)  ## build the documentation site into site/ (mkdocs --strict
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q
 	SQLQ_DOCS_SITE=site $(BIN)/python -m pytest -q -p no:cacheprovider tests/system/test_docs_site.py
 
-dist-check: $(STAMP)  ## build the wheel, check it ships the migrations and dashboard assets, install it
-	rm -rf dist && $(BIN)/pip wheel -q --no-deps -w dist .
-	$(BIN)/python .ci/dist_check.py
-	rm -rf dist/venv && $(PY) -m venv dist/venv && dist/venv/bin/pip install -q dist/*.whl
-	dist/venv/bin/pip show sqlq-jobs | grep -E '^(Name|Version):'
-	dist/venv/bin/sqlq --help | grep -q 'sqlq' && echo 'sqlq --help: ok'
-	dist/venv/bin/sqlq-beanstalkd -v
-	cd dist && venv/bin/sqlq --db check.db put hello && venv/bin/sqlq --db check.db reserve --id-only
+# The release tools (the `release` extra: build, twine, check-wheel-contents) in a venv of
+# their own; .ci/release_check.py makes its own fresh venvs for the wheels it installs.
+RELEASE_VENV  := .venv-release
+RELEASE_STAMP := $(RELEASE_VENV)/.installed
+
+$(RELEASE_STAMP): pyproject.toml
+	rm -rf $(RELEASE_VENV) && $(PY) -m venv $(RELEASE_VENV)
+	$(RELEASE_VENV)/bin/pip install -q --disable-pip-version-check '.[release]'
+	@touch $@
+
+release-check: $(RELEASE_STAMP)  ## sdist + wheels as PyPI checks them, each installed outside the checkout and run on SQLite and PostgreSQL
+	@start=$$(date +%s%N); \
+	$(RELEASE_VENV)/bin/python .ci/release_check.py || exit 1; \
+	ms=$$(( ($$(date +%s%N) - start) / 1000000 )); \
+	printf 'make release-check: %d.%d s\n' $$((ms / 1000)) $$((ms % 1000 / 100))
+
+dist-check: release-check  ## the same as release-check (its old name)
 
 clean:  ## remove the venvs, caches and demo files
-	rm -rf $(VENV) .venv-bench .venv-min demo dist build site .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(DEMO_VENV) $(RELEASE_VENV) .venv-bench .venv-min demo dist build site .pytest_cache .mypy_cache .ruff_cache .hypothesis

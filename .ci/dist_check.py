@@ -1,6 +1,7 @@
 """Check the wheel in dist/ ships what an installed sqlq reads from its package.
 
-``make dist-check`` builds the wheel, runs this, then installs it into a fresh venv. The
+``make release-check`` (``.ci/release_check.py``) runs this on each wheel it builds (the
+wheel given as the argument, else the first in dist/). The
 migrations (``sqlq/backends/*/migrations/*.sql``) and the dashboard's templates and static
 files are package data: a wheel without them installs cleanly and fails on first use.
 Prints what it found; exits 1 if something is missing.
@@ -18,7 +19,7 @@ REQUIRED = ("sqlq/dashboard/static/dashboard.js", "sqlq/dashboard/templates/over
 
 
 def main() -> int:
-    wheels = sorted((ROOT / "dist").glob("*.whl"))
+    wheels = [Path(a) for a in sys.argv[1:2]] or sorted((ROOT / "dist").glob("*.whl"))
     if not wheels:
         print("dist-check: no wheel in dist/", file=sys.stderr)
         return 1

@@ -10,6 +10,7 @@ it is the plain library API.
 from __future__ import annotations
 
 import multiprocessing as mp
+import multiprocessing.synchronize
 import os
 import random
 import sys
@@ -33,13 +34,22 @@ def producer(path: str, name: str, count: int) -> None:
             time.sleep(random.uniform(0.02, 0.12))
 
 
-def worker(path: str, name: str, seconds: float) -> None:
+def drained(q: sqlq.Queue) -> bool:
+    """No job left to wait for: none ready or delayed (the buried one stays)."""
+    stats = q.stats()
+    return bool(stats["current-jobs-ready"] == 0 and stats["current-jobs-delayed"] == 0)
+
+
+def worker(path: str, name: str, seconds: float, produced: mp.synchronize.Event) -> None:
+    """Run jobs until the producers are done and nothing is left (``seconds`` at most)."""
     deadline = time.monotonic() + seconds
     with sqlq.Queue(path) as q:
         while (left := deadline - time.monotonic()) > 0:
-            job = q.reserve(tubes=TUBES, timeout=left)
+            job = q.reserve(tubes=TUBES, timeout=min(left, 0.25))
             if job is None:
-                break
+                if produced.is_set() and drained(q):
+                    break
+                continue
             waited = (sqlq.durations.now_ms() - job.created_at) / 1000
             if job.body.endswith(b"FAIL"):
                 job.bury(reason="demo: this one always fails")
@@ -60,11 +70,16 @@ def main(path: str) -> None:
     sqlq.Queue(path).close()
     print(f"sqlq {sqlq.__version__} demo on {path}: 2 producers, 3 workers, 2 tubes\n")
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=worker, args=(path, f"worker-{i}", 6.0)) for i in (1, 2, 3)]
-    procs += [ctx.Process(target=producer, args=(path, f"producer-{i}", 20)) for i in (1, 2)]
-    for p in procs:
+    produced = ctx.Event()
+    workers = [ctx.Process(target=worker, args=(path, f"worker-{i}", 20.0, produced))
+               for i in (1, 2, 3)]
+    producers = [ctx.Process(target=producer, args=(path, f"producer-{i}", 20)) for i in (1, 2)]
+    for p in workers + producers:
         p.start()
-    for p in procs:
+    for p in producers:
+        p.join()
+    produced.set()  # the workers stop once the queue is drained
+    for p in workers:
         p.join()
     with sqlq.Queue(path) as q:
         stats = q.stats()
@@ -76,7 +91,7 @@ def main(path: str) -> None:
     sqlq_cmd = os.path.join(os.path.dirname(sys.executable), "sqlq")
     print(f"\nTry: {sqlq_cmd} --db {path} stats")
     if buried:
-        print(f"     {sqlq_cmd} --db {path} peek --buried --tube {buried.tube}")
+        print(f"     {sqlq_cmd} --db {path} peek --buried")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """OpenTelemetry spans of what sqlq puts and runs, and the trace a job carries between.
 
-With ``opentelemetry-api`` installed (``pip install sqlq-jobs[otel]``) and a tracer
+With ``opentelemetry-api`` installed (the ``otel`` extra: :mod:`sqlq.extras`) and a tracer
 provider configured (the SDK set up by the application, by ``opentelemetry-instrument``,
 or in a module ``sqlq work --import`` loads), sqlq makes spans through the global
 provider, following OpenTelemetry's messaging conventions:

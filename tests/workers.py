@@ -98,7 +98,7 @@ class Work:
     dies with the test's process (tests/orphans.py)."""
 
     def __init__(self, db: str | Path, *args: str, log: Path | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, cwd: Path = ROOT) -> None:
         self.db = str(db)
         logs = Path(private_db()).parent if "://" in self.db else Path(self.db).parent
         self.log_path = log or logs / f"sqlq-work-{os.getpid()}-{time.monotonic_ns()}.log"
@@ -106,7 +106,7 @@ class Work:
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in wait()
         self.proc = subprocess.Popen(
             orphans.command("-m", "sqlq", "--db", self.db, "work", *args),
-            stdout=self._log, stderr=subprocess.STDOUT, env=full_env, cwd=ROOT)
+            stdout=self._log, stderr=subprocess.STDOUT, env=full_env, cwd=cwd)
 
     @property
     def pid(self) -> int:

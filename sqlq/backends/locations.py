@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from ..errors import DatabaseError
+
 URL_SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -16,9 +18,30 @@ def is_url(location: str) -> bool:
     return location.startswith(URL_SCHEMES)
 
 
+def check_scheme(location: str) -> None:
+    """Refuse a URL of a server sqlq does not speak, rather than take it for a file path
+    (which would read "no database at mysql://...").
+
+    Raises:
+        DatabaseError: ``location`` is a URL other than ``postgresql://``.
+    """
+    scheme, sep, _ = location.partition("://")
+    # What looks like a URL of some server (``mysql://``, ``redis://``...): RFC 3986's
+    # scheme, tested without ``re`` (a put imports no more than it needs).
+    if (sep and scheme[:1].isascii() and scheme[:1].isalpha() and not is_url(location)
+            and all(c.isascii() and (c.isalnum() or c in "+.-") for c in scheme)):
+        raise DatabaseError(f"unsupported database URL scheme {scheme}://: sqlq "
+                            "uses a SQLite file path or a postgresql:// URL")
+
+
 def exists(location: str) -> bool:
     """False only for a file path with no file (a typo in ``--db``); a server URL is
-    checked when it is connected to."""
+    checked when it is connected to.
+
+    Raises:
+        DatabaseError: a URL of a server sqlq does not speak (:func:`check_scheme`).
+    """
+    check_scheme(location)
     return is_url(location) or os.path.exists(location)
 
 

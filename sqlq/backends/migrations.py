@@ -33,6 +33,18 @@ def latest(directory: str) -> int:
     return max((int(m.group(1)) for m in map(_NAME.match, names) if m), default=0)
 
 
+#: The folder of each backend's migrations, by the name ``sqlq --version`` gives it.
+DIALECTS = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+
+
+def latest_versions() -> dict[str, int]:
+    """The schema version each backend's code migrates to, by backend name (``sqlq
+    --version``): from the files' names, so psycopg need not be importable."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return {name: latest(os.path.join(here, folder, "migrations"))
+            for folder, name in DIALECTS.items()}
+
+
 def load(directory: Path) -> list[Migration]:
     """The migrations in directory, in order; SchemaError if it is missing or has gaps."""
     if not directory.is_dir():

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..errors import DatabaseError
+from ..extras import install_hint
 from .base import Backend, Durability
-from .locations import is_url
+from .locations import check_scheme, is_url
 
 if TYPE_CHECKING:
     from .store import Store
@@ -25,6 +26,7 @@ def open_backend(location: str, *, durability: Durability = "full", init: bool =
                  driver: str | None = None) -> Backend:
     """The backend for a location: a ``postgresql://`` URL, else a SQLite file path.
     ``vfs`` and ``driver`` (the SQLite library) apply to a file only."""
+    check_scheme(location)
     if is_url(location):
         if vfs is not None or driver is not None:
             raise ValueError("vfs and driver apply to SQLite files only")
@@ -48,7 +50,7 @@ def _missing_driver(error: ImportError) -> DatabaseError:
     psycopg without its binary and no libpq on the machine)."""
     why = (str(error).strip().splitlines() or ["no psycopg"])[0].rstrip(".")
     return DatabaseError(f"a postgresql:// database needs psycopg 3 ({why}): "
-                         "pip install 'sqlq-jobs[postgres]'")
+                         f"{install_hint('postgres')}")
 
 
 class ConnectionBackend(Protocol):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from sqlq.backends import redact
 from sqlq.durations import format_duration
 
 from .group import cli
@@ -13,7 +14,8 @@ from .output import emit
 
 @cli.command()
 @click.option("--tube", "-t", type=TUBE, help="Statistics of this tube.")
-@click.option("--job", "-j", "job_id", type=click.IntRange(min=1), help="Statistics of this job.")
+@click.option("--job", "-j", "job_id", type=click.IntRange(min=1), metavar="ID",
+              help="Statistics of this job.")
 @json_option
 @click.pass_context
 def stats(ctx: click.Context, tube: str | None, job_id: int | None, as_json: bool) -> None:
@@ -105,3 +107,7 @@ def copy_command(source: str, target: str, as_json: bool) -> None:
 
     report = copy(source, target)
     emit({**report.counts, "total-jobs": report.total_jobs}, as_json)
+    if not as_json:  # the table says what; this line says from where to where
+        jobs = report.total_jobs
+        click.echo(f"copied {jobs} job{'s' * (jobs != 1)} and the queue's state from "
+                   f"{redact(source)} to {redact(target)}")

@@ -109,9 +109,23 @@ class LazyGroup(SqlqGroup):
                 formatter.write_dl([(name, c.get_short_help_str(limit)) for name, c in rows])
 
 
+def show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``sqlq, version 0.1.0 (schema: SQLite 14, PostgreSQL 17)``: the package's version
+    and the schema version each backend's migrations bring a database to (an operator's
+    question before an upgrade). Read only when asked: the files are not read otherwise."""
+    if not value or ctx.resilient_parsing:
+        return
+    from ..backends.migrations import latest_versions
+
+    schemas = ", ".join(f"{name} {n}" for name, n in latest_versions().items())
+    click.echo(f"sqlq, version {sqlq.__version__} (schema: {schemas})")
+    ctx.exit()
+
+
 @click.group("sqlq", cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @db_option
-@click.version_option(sqlq.__version__, "--version", "-V", prog_name="sqlq")
+@click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True,
+              callback=show_version, help="Show the version and the schema versions, and exit.")
 @click.pass_context
 def cli(ctx: click.Context, db_path: str) -> None:
     """sqlq: a durable job queue in one SQLite file, with beanstalkd's verbs.

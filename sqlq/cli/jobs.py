@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO
 
 import click
@@ -14,6 +14,7 @@ from ..display import display_text
 from .group import cli
 from .options import (
     DURATION,
+    TUBE,
     after_option,
     delay_option,
     job_id_argument,
@@ -233,15 +234,18 @@ def touch(ctx: click.Context, job_id: int, as_json: bool) -> None:
 @click.option("--ready", "which", flag_value="ready", help="The next job to be reserved.")
 @click.option("--delayed", "which", flag_value="delayed", help="The delayed job due first.")
 @click.option("--buried", "which", flag_value="buried", help="The oldest buried job.")
-@tube_option
+@click.option("--tube", "-t", type=TUBE, default=None,
+              help="Look in this tube only.  [default: every tube]")
 @raw_option
 @json_option
 @click.pass_context
-def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, raw: bool,
+def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str | None, raw: bool,
          as_json: bool) -> None:
     """Show a job by ID, or the next --ready/--delayed/--buried one.
 
-    The job is not reserved. Exit 3 if there is no such job. A job put with --after
+    The job is not reserved. Without --tube, --ready/--delayed/--buried look in every
+    tube: the job the next reserve of all of them would get, the delayed job due first,
+    the oldest buried job. Exit 3 if there is no such job. A job put with --after
     shows the jobs it still waits for, and a job others wait for lists them (all of
     them in --json: parents, children). A job that failed under `sqlq work` also shows
     its failed runs and the traceback of the latest, and one that reported progress
@@ -251,6 +255,7 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, r
 
     \b
         sqlq peek 42
+        sqlq peek --buried
         sqlq peek --buried --tube emails --json
     """
     if (job_id is None) == (which is None):
@@ -258,8 +263,10 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, r
     queue = queue_from_ctx(ctx, create=False)
     if job_id is not None:
         job, missing = queue.peek(job_id), f"job {job_id} not found"
-    else:
+    elif tube is not None:
         job, missing = getattr(queue, f"peek_{which}")(tube), f"no {which} job in tube {tube}"
+    else:
+        job, missing = peek_every_tube(queue, str(which)), f"no {which} job in any tube"
     if job is None:
         raise sqlq.JobNotFound(missing)
     if raw:
@@ -285,6 +292,24 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str, r
         click.echo(f"progress: {progress_text(progress['progress'], progress['progress_message'])}")
     if attempts:
         click.echo(attempts_text(attempts))
+
+
+#: How each peek kind orders its candidates from several tubes, as each orders one tube's:
+#: the next reserve takes the most urgent, then the oldest; delayed jobs come due in turn.
+PEEK_ORDER: dict[str, Callable[[sqlq.Job], tuple[int, int]]] = {
+    "ready": lambda j: (j.priority, j.id),
+    "delayed": lambda j: (j.delay_until or 0, j.id),
+    "buried": lambda j: (0, j.id),
+}
+
+
+def peek_every_tube(queue: sqlq.Queue, which: str) -> sqlq.Job | None:
+    """The --ready/--delayed/--buried job of all tubes: each tube's, then the first of
+    those by the order a single tube uses. The tubes listed are those holding jobs, so a
+    user who buried a job in tube thumbs finds it with a bare ``sqlq peek --buried``."""
+    peek_one = getattr(queue, f"peek_{which}")
+    found = [job for job in (peek_one(tube) for tube in queue.tubes()) if job is not None]
+    return min(found, key=PEEK_ORDER[which], default=None)
 
 
 @cli.command()

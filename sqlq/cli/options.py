@@ -60,7 +60,8 @@ PREFETCH = Checked("n|auto", _prefetch)
 
 #: --db PATH, else $SQLQ_DB, else ./sqlq.db (an option of the group, before the command).
 db_option = click.option("--db", "db_path", envvar="SQLQ_DB", default=DEFAULT_DB,
-                         show_default=True, metavar="PATH", help="The database file ($SQLQ_DB).")
+                         show_default=True, metavar="PATH",
+                         help="The database: a SQLite file, or a postgresql:// URL ($SQLQ_DB).")
 #: --tube T: the one tube a command acts on.
 tube_option = click.option("--tube", "-t", type=TUBE, default="default", show_default=True,
                            help="The tube to use.")

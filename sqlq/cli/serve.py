@@ -3,6 +3,7 @@ and /metrics."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import IO, Any
 
@@ -15,7 +16,7 @@ from .options import DURATION, db_location, queue_from_ctx
 
 
 @cli.command()
-@click.option("--interval", "-i", type=DURATION, default=1.0, show_default=True,
+@click.option("--interval", "-i", type=DURATION, default="1s", show_default=True,
               help="Time between refreshes.")
 @click.option("--once", is_flag=True, help="Print one snapshot and exit (no terminal needed).")
 @click.pass_context
@@ -119,7 +120,8 @@ def dashboard(ctx: click.Context, listen: str, read_only: bool, token: str | Non
     (body, counters, bury reason, result), buried jobs to kick or delete, pause and
     resume, workers, periodic tasks and topics. Listens on loopback; another address
     is refused without --token or --token-file. Every action is a POST with a CSRF
-    token; --read-only hides and refuses them. Needs: pip install 'sqlq-jobs[dashboard]'.
+    token; --read-only hides and refuses them. Needs the dashboard extra: pip install
+    '.[dashboard]' in a checkout of sqlq ('sqlq-jobs[dashboard]' once it is on PyPI).
 
     Example:
 
@@ -130,6 +132,10 @@ def dashboard(ctx: click.Context, listen: str, read_only: bool, token: str | Non
     from sqlq.dashboard import serve as serve_dashboard
     from sqlq.dashboard.traces import check_trace_url
 
+    if token is None and token_file is None and os.environ.get("SQLQ_DASHBOARD_TOKEN") == "":
+        # click reads an empty variable as unset: say so, not "without --token"
+        raise sqlq.Error("$SQLQ_DASHBOARD_TOKEN is set but empty: give it a token of 16+ "
+                         "characters (openssl rand -hex 16), or unset it")
     if token_file is not None:
         token = token_file.readline().strip() or None
     if trace_url is not None:

@@ -29,9 +29,9 @@ from .options import DURATION, PREFETCH, tubes_option
               "not waited for).")
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True,
               help="Runs after a failed first one, for COMMAND (a task sets its own).")
-@click.option("--backoff", type=DURATION, default=1.0, show_default=True,
+@click.option("--backoff", type=DURATION, default="1s", show_default=True,
               help="Wait before COMMAND's first retry; doubles, with jitter, each time.")
-@click.option("--grace", type=DURATION, default=30.0, show_default=True,
+@click.option("--grace", type=DURATION, default="30s", show_default=True,
               help="On SIGTERM/SIGINT, let running jobs finish this long, then release them.")
 @click.option("--keepalive", is_flag=True,
               help="Touch COMMAND's job at 80% of its TTR instead of killing it at the TTR.")

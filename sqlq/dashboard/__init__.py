@@ -4,17 +4,18 @@ Modules, one job each: ``app`` (the HTTP server), ``routes`` (pages and actions)
 ``views`` (templates and how values become text), ``security`` (who may see and act),
 ``metrics`` (the Prometheus text), ``live`` (the rates chart). It talks to the queue
 only through the ``Queue``'s public methods, so it works on any storage behind it.
-Needs the extra: ``pip install 'sqlq-jobs[dashboard]'`` (Jinja2, prometheus-client).
+Needs the ``dashboard`` extra (Jinja2, prometheus-client): see :mod:`sqlq.extras`.
 """
 
 from __future__ import annotations
 
 from sqlq.errors import Error
+from sqlq.extras import install_hint
 
 try:
     import jinja2  # noqa: F401
 except ImportError:  # pragma: no cover - the extra is not installed
-    raise Error("the dashboard needs its extra: pip install 'sqlq-jobs[dashboard]'") from None
+    raise Error(f"the dashboard needs its extra: {install_hint('dashboard')}") from None
 
 from .app import DashboardServer, serve
 

@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from sqlq.errors import Error
+from sqlq.extras import install_hint
 from sqlq.horizon import HOLDER_KINDS, Horizon
 
 try:
@@ -47,7 +48,7 @@ try:
         Metric,
     )
 except ImportError:  # pragma: no cover - the dashboard extra is not installed
-    raise Error("metrics need prometheus-client: pip install 'sqlq-jobs[dashboard]'") from None
+    raise Error(f"metrics need prometheus-client: {install_hint('dashboard')}") from None
 
 if TYPE_CHECKING:
     from sqlq.queue import Queue

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import shutil
 import time
 import traceback
 from collections.abc import Sequence
@@ -74,6 +75,8 @@ def prepare(config: WorkConfig) -> tuple[str, list[str]]:
     if config.command and config.concurrency > 1:
         raise Error("--concurrency applies to tasks (--import); run a COMMAND in parallel "
                     "with --processes")
+    if config.command:
+        check_command(config.command[0])
     Thresholds.from_env()  # a bad $SQLQ_WARN_... stops here, not in every restarted child
     check_every()
     if config.imports:
@@ -85,6 +88,24 @@ def prepare(config: WorkConfig) -> tuple[str, list[str]]:
             except Exception as exc:
                 raise Error(import_failure(module, exc)) from exc
     return resolve(config)
+
+
+def check_command(program: str) -> None:
+    """Refuse a COMMAND that cannot run, before any job is reserved.
+
+    A worker started with a typo would otherwise spend every job's retries and bury
+    it. Checked once, at start: a command that disappears later (a deploy) is a job's
+    failure like any other, retried then buried (``shell.py``).
+    """
+    if shutil.which(program) is not None:
+        return
+    if os.sep not in program:
+        raise Error(f"cannot run {program}: command not found on PATH")
+    if os.path.isdir(program):
+        raise Error(f"cannot run {program}: it is a directory")
+    if not os.path.exists(program):
+        raise Error(f"cannot run {program}: no such file (in {os.getcwd()})")
+    raise Error(f"cannot run {program}: it is not executable (chmod +x {program})")
 
 
 def import_failure(module: str, exc: BaseException) -> str:

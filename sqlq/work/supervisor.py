@@ -105,8 +105,9 @@ class Supervisor:
             (signal.SIGTERM, self._on_stop), (signal.SIGINT, self._on_stop),
             (signal.SIGCHLD, self._on_child))}
         where = redact(self.db) if is_url(self.db) else os.path.abspath(self.db)
-        log.info("supervisor %d: %d workers on %s", os.getpid(), len(self.slots), where,
-                 extra={"pid": os.getpid()})
+        count = len(self.slots)
+        log.info("supervisor %d: %d worker%s on %s", os.getpid(), count, "s" * (count != 1),
+                 where, extra={"pid": os.getpid()})
         os.set_blocking(self._report_r, False)
         os.set_blocking(self._report_w, False)  # a worker never waits for us to read
         try:

@@ -214,6 +214,38 @@ def test_peek_by_state(db: Path) -> None:
     assert "999" in run(db, "peek", "999", code=3).stderr
 
 
+def test_peek_by_state_without_a_tube_looks_in_every_tube(db: Path) -> None:
+    """newcomer.md #6: the job buried in tube thumbs was not found by a bare
+    ``sqlq peek --buried``, which looked in tube default only."""
+    held = put(db, "held", "--tube", "c")
+    run(db, "reserve", "--tube", "c")  # neither ready, delayed nor buried
+    for kind in ("--ready", "--delayed", "--buried"):
+        assert "no " + kind[2:] + " job in any tube" in run(db, "peek", kind, code=3).stderr
+    put(db, "later", "--tube", "a", "--delay", "2h")
+    put(db, "sooner", "--tube", "b", "--delay", "1h")
+    put(db, "routine", "--tube", "a", "--priority", "500")
+    urgent = put(db, "urgent", "--tube", "b", "--priority", "5")
+    put(db, "urgent too", "--tube", "a", "--priority", "5")  # same priority, put later
+    buried = put(db, "bad", "--tube", "thumbs")
+    run(db, "reserve", "--tube", "thumbs")
+    run(db, "bury", str(buried), "--reason", "corrupt image")
+    run(db, "bury", str(held), "--reason", "later")  # buried after, though older
+    run(db, "reserve", "--tube", "a", "--tube", "b")  # "urgent": ready again below
+    run(db, "release", str(urgent))
+    assert run(db, "peek", "--ready", "--raw").stdout == "urgent"
+    assert run(db, "peek", "--delayed", "--raw").stdout == "sooner"
+    shown = run(db, "peek", "--buried").stdout  # the oldest job: the order of one tube
+    assert "held" in shown and "later" in shown
+    run(db, "kick-job", str(held))
+    shown = run(db, "peek", "--buried").stdout
+    assert "bad" in shown and "corrupt image" in shown
+    assert json.loads(run(db, "peek", "--buried", "--json").stdout)["tube"] == "thumbs"
+    # --tube still narrows the look to one tube
+    assert run(db, "peek", "--ready", "--tube", "a", "--raw").stdout == "urgent too"
+    assert "no buried job in tube default" in run(db, "peek", "--buried", "-t", "default",
+                                                   code=3).stderr
+
+
 def test_stats(db: Path) -> None:
     put(db, "a", "--tube", "emails")
     whole = json.loads(run(db, "stats", "--json").stdout)
@@ -317,9 +349,15 @@ def test_db_from_environment_and_default(tmp_path: Path, monkeypatch: pytest.Mon
     assert (tmp_path / "sqlq.db").exists()
 
 
-def test_version() -> None:
-    result = CliRunner().invoke(cli, ["--version"])
-    assert result.exit_code == 0 and sqlq.__version__ in result.output
+def test_version_names_each_backends_schema_version() -> None:
+    from sqlq.backends.postgres.migrate import LATEST as POSTGRES
+    from sqlq.backends.sqlite.migrate import LATEST as SQLITE
+
+    for flag in ("--version", "-V"):
+        result = CliRunner().invoke(cli, [flag])
+        assert result.exit_code == 0, result.output
+        assert result.output == (f"sqlq, version {sqlq.__version__} "
+                                 f"(schema: SQLite {SQLITE}, PostgreSQL {POSTGRES})\n")
 
 
 # --- errors: one line, right code, no traceback -------------------------------------------
@@ -330,6 +368,16 @@ def test_read_only_commands_do_not_create_a_database(db: Path) -> None:
     for args in (["peek", "1"], ["stats"], ["tubes"], ["delete", "1"], ["kick", "1"]):
         assert "no database" in run(db, *args, code=1).stderr
     assert not db.exists()
+
+
+def test_a_url_of_another_database_is_refused_as_such(tmp_path: Path) -> None:
+    """newcomer.md #53: mysql://... read "no database at mysql://..." (taken for a path)."""
+    for args in (["stats"], ["put", "x"], ["peek", "--buried"]):
+        result = run("mysql://app@db.internal/app", *args, code=1)  # type: ignore[arg-type]
+        assert "unsupported database URL scheme mysql://" in result.stderr
+    with pytest.raises(sqlq.DatabaseError, match="scheme redis://"):
+        sqlq.Queue("redis://localhost/0")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_missing_directory(tmp_path: Path) -> None:
@@ -553,7 +601,7 @@ def test_work_refuses_a_missing_file_unless_told_to_create_it(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "typo.db").exists()
     # The log says which file, in full: a typo is seen at once.
-    assert f"workers on {tmp_path / 'typo.db'}" in done.stderr
+    assert f"1 worker on {tmp_path / 'typo.db'}" in done.stderr  # not "1 workers"
     assert f"on {tmp_path / 'typo.db'}" in done.stderr.split("watching", 1)[1]
 
 

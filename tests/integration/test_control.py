@@ -183,6 +183,8 @@ def test_the_dashboard_shows_progress_and_cancels_a_running_job(q: sqlq.Queue) -
         page = client.get(f"/job?id={jid}")
         assert '<progress value="0.25" max="1">' in page.text
         assert "25%" in page.text and "1 of 4 &lt;b&gt;" in page.text  # escaped
+        # shown as a note, not in the red of a bury reason (newcomer.md: read as an error)
+        assert '<span class="muted">1 of 4 &lt;b&gt;</span>' in page.text
         reply = client.post("/actions/cancel-job", {"id": str(jid), "csrf": client.csrf,
                                                     "next": f"/job?id={jid}"})
         assert reply.status == 303 and "cancelled" in reply.headers["Location"]

@@ -248,6 +248,10 @@ def test_beyond_loopback_needs_a_token(q: sqlq.Queue) -> None:
         DashboardServer(q, "0.0.0.0:0")
     result = CliRunner().invoke(cli, ["--db", q.path, "dashboard", "--listen", "0.0.0.0:0"])
     assert result.exit_code == 1 and "without --token" in result.output
+    # newcomer.md #44: a token read from a missing file is empty; say that, not "no token"
+    result = CliRunner().invoke(cli, ["--db", q.path, "dashboard", "--listen", "0.0.0.0:0"],
+                                env={"SQLQ_DASHBOARD_TOKEN": ""})
+    assert result.exit_code == 1 and "$SQLQ_DASHBOARD_TOKEN is set but empty" in result.output
     with pytest.raises(sqlq.Error, match="16 characters"):
         DashboardServer(q, "127.0.0.1:0", token="short")
 

@@ -293,5 +293,5 @@ def test_sqlq_work_never_logs_a_password(pg_url: str) -> None:
                           "--burst", "--", "true"], capture_output=True, text=True,
                          timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert run.returncode == 0, run.stderr
-    assert "workers on postgresql://postgres:***@" in run.stderr
+    assert "1 worker on postgresql://postgres:***@" in run.stderr
     assert "s3cret" not in run.stderr + run.stdout

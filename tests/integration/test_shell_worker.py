@@ -95,14 +95,35 @@ def test_sigterm_releases_a_command_that_outlasts_the_grace_period(
     assert not alive(int(lines(runs)[0]))
 
 
-def test_missing_command_fails_and_is_buried(q: sqlq.Queue, db_url: str) -> None:
+@pytest.mark.parametrize("command", ["./make-thumbnail.sh", "no-such-program-here",
+                                     "not-executable.sh", "."])
+def test_a_command_that_cannot_run_is_refused_before_any_job_is_reserved(
+        q: sqlq.Queue, db_url: str, tmp_path: Path, command: str) -> None:
+    """newcomer.md #9: a worker given a missing command started and buried every job."""
+    (tmp_path / "not-executable.sh").write_text("#!/bin/sh\nexit 0\n")
     jid = q.put(b"x", tube="sh")
-    with Work(db_url, "--tube", "sh", "--retries", "0", "--burst", "--",
-              "/no/such/program") as w:
-        assert w.wait() == 0, w.text()
+    with Work(db_url, "--tube", "sh", "--burst", "--", command, cwd=tmp_path) as w:
+        assert w.wait() == 1, w.text()
+    out = w.text().strip()
+    assert out.startswith(f"sqlq: cannot run {command}: ") and len(out.splitlines()) == 1, out
     job = q.peek(jid)
-    assert job is not None and job.state == "buried"
-    assert "cannot run /no/such/program" in str(job.bury_reason)
+    assert job is not None and job.state == "ready" and job.reserves == 0
+
+
+def test_a_command_gone_after_the_start_fails_its_jobs_and_buries_them(
+        q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
+    script = tmp_path / "step.sh"
+    script.write_text("#!/bin/sh\ncat > /dev/null\n")
+    script.chmod(0o755)
+    first = q.put(b"x", tube="sh")
+    with Work(db_url, "--tube", "sh", "--retries", "0", "--", str(script)) as w:
+        wait_for(lambda: q.peek(first) is None, what="the first job to run")
+        script.unlink()  # a deploy in progress: a failure like any other
+        jid = q.put(b"y", tube="sh")
+        wait_for(lambda: (j := q.peek(jid)) and j.state == "buried", what="a burial")
+        assert w.stop() == 0
+    job = q.peek(jid)
+    assert job is not None and f"cannot run {script}" in str(job.bury_reason)
 
 
 @pytest.mark.slow

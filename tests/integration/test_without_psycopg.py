@@ -14,7 +14,8 @@ from tests.conftest import spawn
 
 #: Where psycopg is missing. The password must not reach any message.
 URL = "postgresql://app:s3cret@127.0.0.1:1/app"
-HINT = "pip install 'sqlq-jobs[postgres]'"
+HINT = ("pip install '.[postgres]' in a checkout of sqlq "
+        "(pip install 'sqlq-jobs[postgres]' once it is on PyPI)")
 
 WITHOUT_PSYCOPG = """
 import sys

@@ -1,8 +1,7 @@
-"""What a first user copies, run as written: the shell block of docs/shell.md top to
-bottom, the "Enqueue in your own transaction" snippets of docs/transactions.md one after
-another, and ``make demo``'s closing hints. Only placeholders get a stand-in (the
-database's path, ``report.pdf``); ``sqlq top``, the live view, is the one line left out
-(``top --once`` stays)."""
+"""What a first user copies, run as written: the "Enqueue in your own transaction"
+snippets of docs/transactions.md one after another (a stand-in worker completes their
+jobs), and ``make demo``'s closing hints. The pages whose every block runs in order
+(README.md, getting started, docs/shell.md...) are test_docs_examples.py's."""
 
 from __future__ import annotations
 
@@ -18,39 +17,9 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.timeout(120)
 
-BIN_DIR = Path(sys.executable).parent
-
 
 def _blocks(language: str, doc: str = "README.md") -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", (ROOT / doc).read_text(), re.S)
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SQLQ_")}
-    if not (BIN_DIR / "sqlq").exists():  # no console script installed: a stand-in
-        (tmp_path / "bin").mkdir()
-        (tmp_path / "bin" / "sqlq").write_text(f"#!/bin/sh\nexec {sys.executable} -m sqlq \"$@\"\n")
-        (tmp_path / "bin" / "sqlq").chmod(0o755)
-        env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"
-    else:
-        env["PATH"] = f"{BIN_DIR}{os.pathsep}{os.environ['PATH']}"
-    return env
-
-
-@pytest.mark.slow
-def test_the_shell_guide_block_runs_top_to_bottom(tmp_path: Path) -> None:
-    block = next(b for b in _blocks("sh", "docs/shell.md") if "sqlq put 'resize 1.jpg'" in b)
-    db = tmp_path / "jobs.db"
-    script = block.replace("/var/lib/app/jobs.db", str(db))
-    lines = [line for line in script.splitlines() if not re.match(r"sqlq top\s+#", line)]
-    assert len(lines) == len(script.splitlines()) - 1  # only the live view is left out
-    (tmp_path / "report.pdf").write_bytes(b"%PDF-1.4 a stand-in")
-    (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "cat.jpg").write_bytes(b"\xff\xd8")
-    done = subprocess.run(["sh", "-ex", "-c", "\n".join(lines)], cwd=tmp_path,
-                          env=_env(tmp_path), capture_output=True, text=True, timeout=90)
-    assert done.returncode == 0, done.stderr
-    assert "corrupt image" in done.stdout  # peek --buried found the job it buried
 
 
 def test_the_own_transaction_snippets_run_one_after_another(tmp_path: Path) -> None:

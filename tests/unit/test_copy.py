@@ -114,6 +114,10 @@ def test_cli_copy_and_maintain(tmp_path: Any, db_url: str) -> None:
     assert r.exit_code == 0, r.output
     report = json.loads(r.output)
     assert report["db"]
+    r = runner.invoke(cli, ["copy", source, str(tmp_path / "again.db")])  # newcomer.md #12
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[-1] == f"copied 3 jobs and the queue's state from {source} " \
+        f"to {tmp_path / 'again.db'}"
     r = runner.invoke(cli, ["copy", str(tmp_path / "missing.db"), db_url])
     assert r.exit_code == 1 and "no database at" in r.output
 
