@@ -199,6 +199,21 @@ def _retryable(error: BaseException) -> bool:
     return isinstance(error, (pg_errors.SerializationFailure, pg_errors.DeadlockDetected))
 
 
+@contextlib.contextmanager
+def closed_on_error(conn: psycopg.Connection[Any], location: str) -> Iterator[None]:
+    """Set a new connection up: on any error it is closed, a driver's error translated
+    (a session gone at once, a restart: Disconnected)."""
+    try:
+        yield
+    except psycopg.Error as e:
+        error = translate(location, e, conn)
+        conn.close()
+        raise error from None
+    except BaseException:
+        conn.close()
+        raise
+
+
 def _dropped(conn: psycopg.Connection[Any]) -> bool:
     """Whether the server dropped this idle connection: closed, or readable with nothing
     asked (a session ended by a restart or ``pg_terminate_backend`` says so, then closes;
@@ -287,19 +302,12 @@ class Database:
         # normal survives any crash of a client, may lose the last commits if the
         # server's host loses power: the same promise as normal on a SQLite file. full
         # waits for the flush whatever the server's default says.
-        try:
+        with closed_on_error(conn, self.location):
             row = conn.execute(
                 "SELECT set_config('synchronous_commit', %s, false),"
                 " set_config('lock_timeout', %s, false), pg_backend_pid()",
                 ("off" if self.durability == "normal" else "on", self._lock_timeout)).fetchone()
             refuse_transaction_pool(conn, row[2] if row else 0, self.url, self.location)
-        except psycopg.Error as e:  # the session went at once (a restart): Disconnected
-            error = translate(self.location, e, conn)
-            conn.close()
-            raise error from None
-        except BaseException:
-            conn.close()
-            raise
         return conn
 
     def _open(self) -> Connection:
@@ -308,16 +316,8 @@ class Database:
         conn = self._connect()
         if self._migrated:
             return conn
-        try:
-            with conn.transaction():
-                migrate.migrate(conn, self._clock(), self.location)
-        except psycopg.Error as e:
-            error = translate(self.location, e, conn)
-            conn.close()
-            raise error from None
-        except BaseException:
-            conn.close()
-            raise
+        with closed_on_error(conn, self.location), conn.transaction():
+            migrate.migrate(conn, self._clock(), self.location)
         self._migrated = True
         return conn
 

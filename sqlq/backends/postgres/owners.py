@@ -49,7 +49,7 @@ from collections.abc import Sequence
 import psycopg
 
 from ...errors import DatabaseError, Disconnected
-from .db import Connection, Database, connect, translate
+from .db import Connection, Database, closed_on_error, connect
 from .store import PostgresStore
 
 log = logging.getLogger("sqlq")
@@ -138,7 +138,7 @@ class Holder:
         row; how many it holds now: read on a session made again only)."""
         started = time.monotonic()
         conn = connect(self._url, self._location)
-        try:
+        with closed_on_error(conn, self._location):
             # Busy only while a reaper's hand-over holds it (one short transaction).
             while not self._store.try_lock_owner(conn, self.token):
                 if self._closed:
@@ -152,13 +152,6 @@ class Holder:
                 held = 0
             else:
                 held = self._store.owner_jobs(conn, self.token)
-        except psycopg.Error as e:  # the new session went at once (a restart): Disconnected
-            error = translate(self._location, e, conn)
-            conn.close()
-            raise error from None
-        except BaseException:
-            conn.close()
-            raise
         old, self._conn = self._conn, conn
         if old is not None:
             old.close()
