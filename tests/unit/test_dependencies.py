@@ -76,6 +76,7 @@ def test_one_id_or_any_iterable_of_ids(q: sqlq.Queue) -> None:
     assert q.stats()["current-jobs-ready"] == 4
 
 
+@pytest.mark.face
 def test_bad_after_arguments(q: sqlq.Queue) -> None:
     for bad in ("1", b"1", 1.0, True, [1, "2"], object()):
         with pytest.raises(TypeError, match="after|job_id"):
