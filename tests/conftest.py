@@ -227,8 +227,9 @@ def _fresh_database(pg_server: PgServer, template: str) -> Iterator[str]:
 def _database_for(request: pytest.FixtureRequest, pg_server: PgServer, template: str,
                   shared: str) -> Iterator[str]:
     """The shared database reset after the test (``tests/pgdb.py``), or, for a test
-    marked ``pg_fresh``, a clone of its own."""
-    if request.node.get_closest_marker("pg_fresh"):
+    marked ``pg_fresh`` (every test when SQLQ_TEST_PG_FRESH is set: to tell whether a
+    failure comes from the sharing), a clone of its own."""
+    if request.node.get_closest_marker("pg_fresh") or os.environ.get("SQLQ_TEST_PG_FRESH"):
         yield from _fresh_database(pg_server, template)
         return
     database: SharedDatabase = request.getfixturevalue(shared)

@@ -116,7 +116,6 @@ SELECT c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.re
 WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
   AND n.nspname NOT LIKE 'pg\\_toast%' ORDER BY 1
 """
-_OTHERS = "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
 #: How long a reset waits for a terminated session to end.
 PATIENCE_S = 30.0
 
@@ -140,7 +139,8 @@ class SharedDatabase:
         self.name: str | None = None
         self._fingerprint = ""
         self._stamp = ""
-        self._dirty = sql.SQL("")
+        self._check = sql.SQL("")
+        self._dirty_now: list[str] = []
         self._seeds: dict[str, sql.Composable] = {}
         self._restore = sql.SQL("")
         self._admin_conn: psycopg.Connection[Any] | None = None
@@ -169,15 +169,11 @@ class SharedDatabase:
             self.server.start()
         why: str | None = None
         try:
+            self._rename()  # first: nothing the test left can reach it any more
             with _connect(self.server.url_for(self.name)) as conn:
-                conn.execute(f"SELECT count(pg_terminate_backend(pid)) {_OTHERS}".encode())
-                _wait_until(lambda: _count(conn, f"SELECT count(*) {_OTHERS}") == 0,
-                            "the sessions a test left to end")
                 why = self._changed(conn)
                 if why is None:
                     self._empty(conn)
-            if why is None:
-                self._rename()
         except psycopg.Error as exc:
             why = f"the reset failed: {str(exc).strip().splitlines()[0]}"
         if why is not None:
@@ -205,8 +201,13 @@ class SharedDatabase:
     # -------------------------------------------------------------- internals
 
     def _changed(self, conn: psycopg.Connection[Any]) -> str | None:
-        """Why the database can no longer be reset (its definitions changed), or None."""
-        if _value(conn, CATALOG_STAMP) == self._stamp:
+        """Why the database can no longer be reset (its definitions changed), or None;
+        reads which tables were written to on the way (one round trip when nothing
+        changed)."""
+        row = conn.execute(self._check).fetchone()
+        assert row is not None
+        stamp, self._dirty_now = str(row[0]), [str(t) for t in row[1]]
+        if stamp == self._stamp:
             return None
         now = _value(conn, FINGERPRINT)
         if now == self._fingerprint:
@@ -217,16 +218,19 @@ class SharedDatabase:
 
     def _empty(self, conn: psycopg.Connection[Any]) -> None:
         """Empty each table that was written to, put the template's rows back, set the
-        sequences back, clear what ANALYZE learnt and the activity counters."""
-        dirty = [str(r[0]) for r in conn.execute(self._dirty)]
+        sequences back, clear what ANALYZE learnt and the activity counters; read the
+        catalogs' stamp that leaves (one round trip)."""
         parts: list[sql.Composable] = [sql.SQL("BEGIN")]
-        if dirty:
+        if self._dirty_now:
             parts.append(sql.SQL("TRUNCATE {}").format(
-                sql.SQL(", ").join(sql.SQL(t) for t in dirty)))
-            parts.extend(self._seeds[t] for t in dirty if t in self._seeds)
-        parts += [self._restore, sql.SQL("COMMIT")]
-        conn.execute(sql.SQL("; ").join(parts))
-        self._stamp = _value(conn, CATALOG_STAMP)
+                sql.SQL(", ").join(sql.SQL(t) for t in self._dirty_now)))
+            parts.extend(self._seeds[t] for t in self._dirty_now if t in self._seeds)
+        parts += [self._restore, sql.SQL("COMMIT"), sql.SQL(CATALOG_STAMP)]
+        cursor = conn.execute(sql.SQL("; ").join(parts))
+        while cursor.nextset():
+            pass  # to the last statement's result
+        row = cursor.fetchone()
+        self._stamp = str(row[0]) if row else ""
 
     def _next_name(self) -> str:
         return f"{self.prefix}{next(SharedDatabase._counter)}"
@@ -261,8 +265,9 @@ class SharedDatabase:
             else:
                 same = sql.SQL("pg_relation_size({}) = 0").format(sql.Literal(table))
             checks.append(sql.SQL("SELECT {} WHERE NOT {}").format(sql.Literal(table), same))
-        self._dirty = (sql.SQL(" UNION ALL ").join(checks) if checks
-                       else sql.SQL("SELECT 1 WHERE false"))
+        dirty = (sql.SQL(" UNION ALL ").join(checks) if checks
+                 else sql.SQL("SELECT '' WHERE false"))
+        self._check = sql.SQL("SELECT ({}), ARRAY({})").format(sql.SQL(CATALOG_STAMP), dirty)
         restore: list[sql.Composable] = [
             sql.SQL("SELECT setval({}, {}, {})").format(
                 sql.Literal(seq), sql.Literal(last), sql.Literal(called))
@@ -291,16 +296,25 @@ class SharedDatabase:
         raise AssertionError("unreachable")
 
     def _rename(self) -> None:
-        """A new name per test: a straggler that reconnects finds no database. Waits for
-        the reset's own session to have ended (a rename refuses a database in use)."""
+        """Cut every session on the database, wait for them to end, and rename it: each
+        test gets a name of its own, and a straggler that reconnects finds no database."""
         assert self.name is not None
         old, new = self.name, self._next_name()
-        users = sql.SQL("SELECT count(*) FROM pg_stat_activity WHERE datname = {}").format(
-            sql.Literal(old))
-        _wait_until(lambda: self._admin(users).fetchone() == (0,), "the reset's session to end")
-        self._admin(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
-            sql.Identifier(old), sql.Identifier(new)))
-        self.name = new
+        on_it = sql.SQL("FROM pg_stat_activity WHERE datname = {}").format(sql.Literal(old))
+        count = sql.SQL("SELECT count(*) {}").format(on_it)
+        for attempt in range(5):
+            cut = self._admin(sql.SQL("SELECT count(pg_terminate_backend(pid)) {}").format(on_it))
+            if cut.fetchone() != (0,):
+                _wait_until(lambda: self._admin(count).fetchone() == (0,),
+                            f"the sessions on {old} to end")
+            try:
+                self._admin(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+                    sql.Identifier(old), sql.Identifier(new)))
+                self.name = new
+                return
+            except psycopg.errors.ObjectInUse:
+                if attempt == 4:
+                    raise  # a straggler reconnected meanwhile: cut it again
 
 
 def _connect(url: str) -> psycopg.Connection[Any]:
@@ -311,11 +325,6 @@ def _connect(url: str) -> psycopg.Connection[Any]:
 def _value(conn: psycopg.Connection[Any], query: str) -> str:
     row = conn.execute(query.encode()).fetchone()
     return str(row[0]) if row else ""
-
-
-def _count(conn: psycopg.Connection[Any], query: sql.Composable | str) -> int:
-    row = conn.execute(query.encode() if isinstance(query, str) else query).fetchone()
-    return int(row[0]) if row else 0
 
 
 def _wait_until(done: Any, what: str) -> None:
