@@ -379,6 +379,7 @@ def test_sqlite_delete_without_dependents_costs_what_it_did(db_path: str) -> Non
         assert q.stats_job(child)["state"] == "ready"
 
 
+@pytest.mark.pg_fresh  # ALTER DATABASE … SET track_functions
 def test_postgres_delete_without_dependents_calls_no_release(pg_url: str) -> None:
     """PostgreSQL's function statistics: deletes by every path of jobs without dependents
     never call sqlq_release_children; a delete of a parent calls it once."""
