@@ -93,14 +93,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("api", ("sync", "async"))
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In pytest-xdist's workers, the tests marked ``slow`` are handed out first (their
-    order otherwise kept): the run then ends on short tests, not on a 20 s one that the
-    last free worker took up at the end."""
-    if getattr(config, "workerinput", None) is not None:
-        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 @pytest.fixture(autouse=True)
 def _sqlite_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Backend ``"sqlite3"``: every Queue of the test (and its child processes) opens the
