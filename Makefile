@@ -48,22 +48,25 @@ demo:  ## producers and workers in several processes on demo/demo.db (its own sm
 # 9m54s, both green.
 TEST_WORKERS ?= 3
 
-test: $(STAMP)  ## the whole suite (short chaos and power-cut runs included); installs Debian test deps as root
+# Runs a command and prints how long it took (wall clock), keeping its exit status.
+TIMED = .ci/timed
+
+test: $(STAMP)  ## the whole suite (short chaos and power-cut runs included), timed; installs Debian test deps as root
 	@.ci/install-test-deps
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --durations=25
+	$(TIMED) "make test ($(TEST_WORKERS) workers)" $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --durations=25
 
 test-unit: $(STAMP)  ## in-process tests on real databases (tests/unit, ~1 min on idle cores)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/unit
+	$(TIMED) "make test-unit" $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/unit
 
 test-integration: $(STAMP)  ## real processes, sockets and servers (tests/integration)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/integration
+	$(TIMED) "make test-integration" $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/integration
 
 test-system: $(STAMP)  ## the product as users run it: chaos, power cuts, browser, examples (tests/system)
 	@.ci/install-test-deps
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/system
+	$(TIMED) "make test-system" $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/system
 
 test-fast: $(STAMP)  ## the suite without the tests marked slow (over ~2 s each): about half the time of make test
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) -m "not slow"
+	$(TIMED) "make test-fast" $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) -m "not slow"
 
 # The fast, in-process tests, chosen by module name (-k matches modules wherever they live).
 MIN_TESTS := test_lifecycle or test_tasks or test_topics or test_results or test_transactions \

@@ -9,7 +9,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -17,6 +17,9 @@ import sqlq
 
 from .pgserver import PgServer, PgUnavailable
 from .timing import FakeClock
+
+if TYPE_CHECKING:
+    from .pgdb import SharedDatabase
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,19 +53,43 @@ def is_postgres(backend: str) -> bool:
     return backend.startswith("postgres")
 
 
+#: The tiers (tests/README.md). A test marked ``face`` checks what a face refuses or
+#: answers before any SQL runs (argument types and values, names, parity between faces):
+#: it runs on SQLite alone. The others run on every backend; in modules marked
+#: ``both_apis``, the AsyncQueue (which runs the Queue's own verbs in a thread, and waits
+#: on the backend's notifier: inotify, or the LISTEN reader's pipe) runs on one database
+#: of each kind, the Queue on every backend.
+ASYNC_BACKENDS = ("sqlite", "postgres")
+
+
+def backends_of(definition: pytest.Function | pytest.Item) -> tuple[str, ...]:
+    """The backends a test that takes ``backend`` runs on, by its markers and folder."""
+    if definition.get_closest_marker("face"):
+        return ("sqlite",)
+    only = definition.get_closest_marker("sqlite_only")
+    backends: tuple[str, ...] = ("sqlite",) if only else BACKENDS
+    if definition.get_closest_marker("postgres_only"):
+        backends = ("postgres",)
+    if not only and (UNIT_DIR in Path(str(definition.path)).parents
+                     or definition.get_closest_marker("sql_ascii")):
+        backends = (*backends, ASCII_BACKEND)
+    if definition.get_closest_marker("sqlite3_driver"):
+        backends = (*backends, "sqlite3")
+    return backends
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    both_apis = ("api" in metafunc.fixturenames
+                 and metafunc.definition.get_closest_marker("both_apis") is not None)
     if "backend" in metafunc.fixturenames:
-        only = metafunc.definition.get_closest_marker("sqlite_only")
-        backends: tuple[str, ...] = ("sqlite",) if only else BACKENDS
-        if metafunc.definition.get_closest_marker("postgres_only"):
-            backends = ("postgres",)
-        if not only and (UNIT_DIR in Path(str(metafunc.definition.path)).parents
-                         or metafunc.definition.get_closest_marker("sql_ascii")):
-            backends = (*backends, ASCII_BACKEND)
-        if metafunc.definition.get_closest_marker("sqlite3_driver"):
-            backends = (*backends, "sqlite3")
-        metafunc.parametrize("backend", backends)
-    if "api" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_apis"):
+        backends = backends_of(metafunc.definition)
+        if both_apis:
+            pairs = [(b, api) for b in backends for api in ("sync", "async")
+                     if api == "sync" or b in ASYNC_BACKENDS]
+            metafunc.parametrize(("backend", "api"), pairs, ids=[f"{b}-{a}" for b, a in pairs])
+        else:
+            metafunc.parametrize("backend", backends)
+    elif both_apis:
         metafunc.parametrize("api", ("sync", "async"))
 
 
@@ -185,6 +212,8 @@ def pg_ascii_template(pg_server: PgServer,
 #: The fixture of a fresh database, and of its template, per PostgreSQL backend.
 PG_URLS = {"postgres": "pg_url", ASCII_BACKEND: "pg_ascii_url"}
 PG_TEMPLATES = {"postgres": "pg_template", ASCII_BACKEND: "pg_ascii_template"}
+#: The process's shared database per PostgreSQL backend (``tests/pgdb.py``).
+PG_SHARED = {"postgres": "pg_shared", ASCII_BACKEND: "pg_ascii_shared"}
 
 
 def _fresh_database(pg_server: PgServer, template: str) -> Iterator[str]:
@@ -195,20 +224,59 @@ def _fresh_database(pg_server: PgServer, template: str) -> Iterator[str]:
     pg_server.drop_database(name)
 
 
-@pytest.fixture
-def pg_url(pg_server: PgServer, pg_template: str) -> Iterator[str]:
-    """A fresh database for this test, copied from the template: its ``postgresql://`` URL.
+def _database_for(request: pytest.FixtureRequest, pg_server: PgServer, template: str,
+                  shared: str) -> Iterator[str]:
+    """The shared database reset after the test (``tests/pgdb.py``), or, for a test
+    marked ``pg_fresh`` (every test when SQLQ_TEST_PG_FRESH is set: to tell whether a
+    failure comes from the sharing), a clone of its own."""
+    if request.node.get_closest_marker("pg_fresh") or os.environ.get("SQLQ_TEST_PG_FRESH"):
+        yield from _fresh_database(pg_server, template)
+        return
+    database: SharedDatabase = request.getfixturevalue(shared)
+    yield database.url
+    why = database.reset()
+    if why is not None:
+        request.node.user_properties.append(("pg_recloned", why))
 
-    Dropped afterwards, cutting any session the test left open; a test that left the
-    server stopped gets it started again first.
+
+@pytest.fixture(scope="session")
+def pg_shared(pg_server: PgServer, pg_template: str) -> Iterator[SharedDatabase]:
+    """This process's database cloned from ``pg_template``, reset between tests."""
+    from .pgdb import SharedDatabase
+
+    database = SharedDatabase(pg_server, pg_template, "utf8")
+    yield database
+    database.close()
+
+
+@pytest.fixture(scope="session")
+def pg_ascii_shared(pg_server: PgServer, pg_ascii_template: str) -> Iterator[SharedDatabase]:
+    """As ``pg_shared``, from ``pg_ascii_template``."""
+    from .pgdb import SharedDatabase
+
+    database = SharedDatabase(pg_server, pg_ascii_template, "ascii")
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def pg_url(request: pytest.FixtureRequest, pg_server: PgServer, pg_template: str
+           ) -> Iterator[str]:
+    """A database for this test as fresh as a copy of the template: its ``postgresql://`` URL.
+
+    This process's shared database (``pg_shared``), reset after the test: its sessions
+    cut, its tables emptied, a name of its own per test (``tests/pgdb.py``); a test that
+    left the server stopped gets it started again first. A test marked ``pg_fresh``
+    gets a clone of the template instead, dropped afterwards.
     """
-    yield from _fresh_database(pg_server, pg_template)
+    yield from _database_for(request, pg_server, pg_template, "pg_shared")
 
 
 @pytest.fixture
-def pg_ascii_url(pg_server: PgServer, pg_ascii_template: str) -> Iterator[str]:
+def pg_ascii_url(request: pytest.FixtureRequest, pg_server: PgServer, pg_ascii_template: str
+                 ) -> Iterator[str]:
     """As ``pg_url``, a database in SQL_ASCII (what ``initdb --no-locale`` makes)."""
-    yield from _fresh_database(pg_server, pg_ascii_template)
+    yield from _database_for(request, pg_server, pg_ascii_template, "pg_ascii_shared")
 
 
 @pytest.fixture(scope="session")
@@ -249,12 +317,22 @@ def summary_line(request: pytest.FixtureRequest) -> Callable[[str], None]:
     return report
 
 
+_RECLONED: list[str] = []
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call":
         _SUMMARY_LINES.extend(str(v) for k, v in report.user_properties if k == "summary")
+    if report.when == "teardown":
+        _RECLONED.extend(f"{report.nodeid}: {v}" for k, v in report.user_properties
+                         if k == "pg_recloned")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _RECLONED:
+        terminalreporter.section("PostgreSQL databases cloned again: mark these tests pg_fresh")
+        for line in _RECLONED:
+            terminalreporter.write_line(line)
     if _SUMMARY_LINES:
         terminalreporter.section("chaos and power cuts")
         for line in _SUMMARY_LINES:

@@ -635,6 +635,7 @@ BAD_ARGUMENTS: list[tuple[str, dict[str, object], type[Exception], str]] = [
 ]
 
 
+@pytest.mark.face
 @pytest.mark.parametrize(("method", "kwargs", "error", "name"), BAD_ARGUMENTS,
                          ids=[f"{m}-{next(iter(k))}-{next(iter(k.values()))!r}"[:60]
                               for m, k, _, _ in BAD_ARGUMENTS])
@@ -679,6 +680,7 @@ def test_out_of_range_ids_are_not_found(q: sqlq.Queue, job_id: int) -> None:
     assert q.stats()["total-jobs"] == 1
 
 
+@pytest.mark.face
 @pytest.mark.parametrize("job_id", ["1", 1.0, True, None])
 def test_ids_that_are_not_ints_name_the_argument(q: sqlq.Queue, job_id: object) -> None:
     q.put(b"x")
@@ -927,6 +929,7 @@ def base64_json(value: object) -> str:
     return base64.urlsafe_b64encode(json.dumps(value).encode()).decode()
 
 
+@pytest.mark.face
 @pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "/\\evil",
                                     "javascript:alert(1)", "/ok\r\nSet-Cookie: x=1"])
 def test_dashboard_actions_never_redirect_off_site(db_url: str, target: str) -> None:

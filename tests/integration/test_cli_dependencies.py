@@ -54,6 +54,7 @@ def test_put_after_an_id_never_issued_exits_3_and_puts_nothing(db_url: str) -> N
     assert stats["total-jobs"] == 1 and stats["current-jobs-waiting"] == 0
 
 
+@pytest.mark.face
 @pytest.mark.parametrize("bad", ["0", "x", "1,,y", "-3", ""])
 def test_put_after_a_malformed_id_is_a_usage_error(db_url: str, bad: str) -> None:
     result = run(db_url, "put", "x", "--after", bad, code=2)

@@ -69,6 +69,7 @@ def test_every_page_answers(client: Client, filled: sqlq.Queue) -> None:
     assert api["puts"] == 6
 
 
+@pytest.mark.face
 @pytest.mark.parametrize("page, status", [
     ("/nosuch", 404), ("/job?id=999", 404), ("/job?id=x", 400), ("/tube?name=mail&state=x", 400),
     ("/tube?name=bad%20name", 400), ("/static/../queue.py", 404), ("/tube?name=mail&after=x", 400),
@@ -159,6 +160,7 @@ def test_actions_need_the_csrf_token(client: Client, filled: sqlq.Queue) -> None
     assert filled.peek(1) is None
 
 
+@pytest.mark.face
 @pytest.mark.parametrize("target", ["//evil.example/", "/\\evil.example/", "https://evil.example/",
                                     "/x\r\nSet-Cookie: a=b", "/x y"])
 def test_redirects_stay_on_this_site(client: Client, filled: sqlq.Queue, target: str) -> None:
@@ -203,12 +205,14 @@ def test_read_only_shows_and_accepts_no_action(filled: sqlq.Queue) -> None:
     assert filled.peek(1) is not None
 
 
+@pytest.mark.face
 def test_a_foreign_host_header_is_refused(client: Client) -> None:
     """DNS rebinding: a page of evil.example resolved to 127.0.0.1 must not read us."""
     assert client.get("/", headers={"Host": "evil.example:8080"}).status == 403
     assert client.get("/", headers={"Host": "localhost:8080"}).status == 200
 
 
+@pytest.mark.face
 @pytest.mark.parametrize("host", [
     "127.evil.example", "127.evil.example:8080", "127.0.0.1.evil.example",
     "127.0.0.1.evil.example:8080", "localhost.evil.example", "evil-localhost",
@@ -220,6 +224,7 @@ def test_a_host_that_only_looks_like_loopback_is_refused(client: Client, host: s
     assert client.get("/", headers={"Host": host}).status == 403
 
 
+@pytest.mark.face
 @pytest.mark.parametrize("host", [
     "127.0.0.1", "127.0.0.1:8080", "127.1.2.3:80", "LOCALHOST:8080", "localhost",
     "[::1]", "[::1]:8080",

@@ -143,6 +143,7 @@ def test_a_terminated_owner_session_alone(
 
 
 @pytest.mark.slow
+@pytest.mark.pg_fresh  # ALTER DATABASE … SET idle_session_timeout
 def test_idle_session_timeout_does_not_end_sqlq_sessions(pg_server: PgServer,
                                                          pg_url: str) -> None:
     """The database ends idle sessions after 1 s; a holder idle for 4 s keeps its job,

@@ -5,6 +5,7 @@ If these fail, every PostgreSQL test would be testing the harness instead of sql
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -14,11 +15,14 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 
+import sqlq
 from tests.conftest import ROOT
 from tests.pgserver import PgServer, PgUnavailable
 
 
+@pytest.mark.pg_fresh  # a clone each; test_a_reset_database_is_as_fresh_as_a_clone: the reset
 @pytest.mark.parametrize("turn", [1, 2])
 def test_each_test_gets_a_fresh_database(pg_url: str, turn: int) -> None:
     # Whichever turn runs second would see the first one's table in a shared database.
@@ -27,6 +31,76 @@ def test_each_test_gets_a_fresh_database(pg_url: str, turn: int) -> None:
         assert found == (None,)
         conn.execute("CREATE TABLE marker (turn int)")
         conn.execute("INSERT INTO marker VALUES (%s)", (turn,))
+
+
+def _state(url: str) -> dict[str, object]:
+    """What a test could see of a database besides its definitions."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT relname FROM pg_class WHERE relkind = 'r' AND relname LIKE 'sqlq%%'"
+            " ORDER BY 1")]
+        state: dict[str, object] = {t: conn.execute(
+            sql.SQL("SELECT count(*), coalesce(max(t::text), '') FROM {} AS t").format(
+                sql.Identifier(t))).fetchone() for t in tables}
+        state["pages"] = conn.execute(
+            "SELECT sum(pg_relation_size(oid)) FROM pg_class WHERE relname = 'sqlq_jobs'"
+        ).fetchone()
+        state["statistics"] = conn.execute("SELECT count(*) FROM pg_statistic s JOIN pg_class c"
+                                           " ON c.oid = s.starelid AND c.relname LIKE 'sqlq%%'"
+                                           ).fetchone()
+        state["counters"] = conn.execute("SELECT sum(n_tup_ins + n_live_tup + n_dead_tup)"
+                                         " FROM pg_stat_user_tables").fetchone()
+    with sqlq.Queue(url) as q:
+        state["first id"] = q.put(b"x")
+    return state
+
+
+def test_a_reset_database_is_as_fresh_as_a_clone(pg_server: PgServer, pg_template: str) -> None:
+    """What pg_url hands out (tests/pgdb.py): after a test wrote rows, learnt statistics,
+    left sessions open and holding locks, the reset database shows what a clone shows,
+    under a new name the sessions it cut cannot reconnect to; a test that changed a
+    definition gets a new clone."""
+    from tests.pgdb import SharedDatabase
+
+    name, clone = pg_server.clone(pg_template)
+    try:
+        fresh = _state(clone)
+    finally:
+        pg_server.drop_database(name)
+    shared = SharedDatabase(pg_server, pg_template, "check")
+    try:
+        used = shared.url
+        left_open = sqlq.Queue(used)
+        for i in range(300):
+            left_open.put(b"x", tube=f"t{i % 3}", unique_key=str(i))
+        assert left_open.reserve("t0", timeout=0) is not None  # an owner's advisory lock
+        left_open.subscribe("news", "t1")
+        left_open.limit("t2", concurrency=1)
+        with psycopg.connect(used, autocommit=True) as conn:
+            conn.execute("ANALYZE sqlq_jobs")  # statistics TRUNCATE would keep
+            conn.execute("SELECT setval('sqlq_jobs_id_seq', 1000)")
+        holder = psycopg.connect(used)
+        holder.execute("SELECT count(*) FROM sqlq_jobs")  # an open transaction
+        assert shared.reset() is None
+        assert shared.url != used
+        assert _state(shared.url) == fresh
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(used)  # the old name is gone
+        with pytest.raises(psycopg.OperationalError):
+            holder.execute("SELECT 1")  # cut
+        for change in ("CREATE TABLE orders (id int)",
+                       "ALTER TABLE sqlq_jobs ADD COLUMN extra int",
+                       "ALTER DATABASE {name} SET work_mem = '8MB'"):
+            with psycopg.connect(shared.url, autocommit=True) as conn:
+                conn.execute(change.format(name=shared.name).encode())
+            why = shared.reset()
+            assert why is not None and "differ from the template" in why, change
+            assert _state(shared.url) == fresh, change
+        assert shared.reset() is None
+    finally:
+        with contextlib.suppress(Exception):
+            left_open.close()
+        shared.close()
 
 
 def test_databases_are_copied_from_a_filled_template(pg_server: PgServer) -> None:
@@ -46,6 +120,7 @@ def test_databases_are_copied_from_a_filled_template(pg_server: PgServer) -> Non
         pg_server.drop_database(name)
 
 
+@pytest.mark.pg_fresh  # a table of its own
 def test_restart_keeps_committed_data_and_cuts_sessions(pg_server: PgServer,
                                                         pg_url: str) -> None:
     port = pg_server.port
@@ -165,6 +240,7 @@ def test_sessions_find_a_connection_by_its_application_name(pg_server: PgServer,
     assert all(s.application != "the-listener" for s in pg_server.sessions(database))
 
 
+@pytest.mark.pg_fresh  # a table of its own, CREATE EXTENSION pgstattuple
 def test_an_open_transaction_pins_dead_rows(pg_server: PgServer, pg_url: str) -> None:
     database = pg_url.rsplit("/", 1)[1]
     with psycopg.connect(pg_url, autocommit=True) as conn:

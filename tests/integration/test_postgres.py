@@ -186,6 +186,7 @@ def test_a_password_never_reaches_messages(pg_server: PgServer) -> None:
     assert "someone:***@" in str(info.value)
 
 
+@pytest.mark.pg_fresh  # the application's orders table
 def test_put_joins_the_applications_psycopg_transaction(pg_url: str) -> None:
     with sqlq.Queue(pg_url) as q:
         with psycopg.connect(pg_url) as conn:  # not autocommit: the caller commits

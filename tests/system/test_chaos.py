@@ -296,6 +296,7 @@ def chaos_agent_line(log: object, *fields: object) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(0)
+@pytest.mark.pg_fresh  # ALTER DATABASE … SET idle_session_timeout
 def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None],
                request: pytest.FixtureRequest) -> None:
     seconds = float(os.environ.get("SQLQ_CHAOS_SECONDS", "10"))

@@ -107,6 +107,7 @@ def site_env(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> It
 
 
 @pytest.mark.slow
+@pytest.mark.pg_fresh  # the site's own tables (Django's migrations)
 def test_site_enqueues_in_its_transaction_and_the_worker_runs_it(site_env: dict[str, str],
                                                                   tmp_path: Path) -> None:
     shared = "SHOP_SQLQ_DB" not in site_env

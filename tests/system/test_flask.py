@@ -59,6 +59,7 @@ def _live_jobs(app: Flask) -> int:
 
 @pytest.mark.sql_ascii
 @pytest.mark.parametrize("queue_in", ["app-database", "separate-file"])
+@pytest.mark.pg_fresh  # the app's own table (word)
 def test_example_app_enqueues_in_the_request_transaction(
         backend: str, db_url: str, queue_in: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -86,7 +86,7 @@ CASES = [
 
 # Arguments are checked above the storage seam, the same code for every backend: once
 # on a file is enough (the suites that run on both backends cover what lies below).
-@pytest.mark.sqlite_only
+@pytest.mark.face
 @pytest.mark.parametrize(("verb", "arg", "key"), CASES)
 def test_a_wrong_argument_is_named(q: sqlq.Queue, verb: str, arg: str, key: str) -> None:
     call, _ = VERBS[verb]

@@ -203,6 +203,7 @@ def test_cancelled_waiter_hands_its_job_to_the_next_one(db_url: str) -> None:
 
 # -- transactions and the iterator ---------------------------------------------------------------
 
+@pytest.mark.pg_fresh  # the application's orders table
 def test_transaction_commits_or_rolls_back_rows_and_jobs(db_url: str) -> None:
     async def body(aq: AsyncQueue) -> None:
         async with aq.transaction() as tx:

@@ -141,6 +141,7 @@ def test_reserve_many_delete_with_a_lost_lease_claims_nothing(
     assert [j.id for j in fq.reserve_many(10, timeout=0)] == [short, *waiting]
 
 
+@pytest.mark.face
 def test_arguments_are_checked(q: Queue) -> None:
     q.put(b"x")
     with pytest.raises(ValueError):

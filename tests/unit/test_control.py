@@ -185,6 +185,7 @@ def test_progress_is_stored_with_the_job_and_read_by_anyone(q: sqlq.Queue) -> No
     assert q.stats_job(jid)["progress"] == 1.0
 
 
+@pytest.mark.face
 @pytest.mark.parametrize(("value", "message", "error"), [
     (1.5, None, ValueError), (-0.1, None, ValueError), (float("nan"), None, ValueError),
     (-1, None, ValueError), (True, None, TypeError), ("0.5", None, TypeError),

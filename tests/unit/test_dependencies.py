@@ -76,6 +76,7 @@ def test_one_id_or_any_iterable_of_ids(q: sqlq.Queue) -> None:
     assert q.stats()["current-jobs-ready"] == 4
 
 
+@pytest.mark.face
 def test_bad_after_arguments(q: sqlq.Queue) -> None:
     for bad in ("1", b"1", 1.0, True, [1, "2"], object()):
         with pytest.raises(TypeError, match="after|job_id"):
@@ -378,6 +379,7 @@ def test_sqlite_delete_without_dependents_costs_what_it_did(db_path: str) -> Non
         assert q.stats_job(child)["state"] == "ready"
 
 
+@pytest.mark.pg_fresh  # ALTER DATABASE … SET track_functions
 def test_postgres_delete_without_dependents_calls_no_release(pg_url: str) -> None:
     """PostgreSQL's function statistics: deletes by every path of jobs without dependents
     never call sqlq_release_children; a delete of a parent calls it once."""

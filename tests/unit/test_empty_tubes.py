@@ -48,6 +48,7 @@ def test_library_reads_of_an_empty_tube(q: sqlq.Queue, tube: str) -> None:
     assert tube not in q.tubes()
 
 
+@pytest.mark.face
 def test_an_invalid_tube_name_is_still_an_error(q: sqlq.Queue) -> None:
     with pytest.raises(sqlq.InvalidTube, match="invalid tube"):
         q.stats_tube("-bad")

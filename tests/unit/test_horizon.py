@@ -118,6 +118,7 @@ def plain_role(pg_server: PgServer, db_url: str) -> Iterator[str]:
 
 
 @pytest.mark.postgres_only
+@pytest.mark.pg_fresh  # the grants leave the tables' privileges spelled out
 def test_another_roles_transaction_is_named_though_hidden(plain_role: str, db_url: str,
                                                           clock: FakeClock) -> None:
     """Without pg_read_all_stats a role sees another role's backend_xmin but not its

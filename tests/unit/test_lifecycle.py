@@ -328,6 +328,7 @@ def test_body_size_limit(db_url: str) -> None:
         small.put(b"x" * 11)
 
 
+@pytest.mark.face
 @pytest.mark.parametrize("kwargs, error, word", [
     ({"tube": ""}, sqlq.InvalidTube, "tube"),
     ({"tube": "-x"}, sqlq.InvalidTube, "tube"),
@@ -352,6 +353,7 @@ def test_bad_arguments_name_the_argument(q: Queue, kwargs: dict[str, object],
     assert q.stats()["total-jobs"] == 0
 
 
+@pytest.mark.face
 def test_bad_body_and_reserve_arguments(q: Queue) -> None:
     with pytest.raises(TypeError, match="body"):
         q.put(123)  # type: ignore[arg-type]

@@ -61,6 +61,7 @@ BAD_LIMITS: list[tuple[dict[str, Any], type[Exception]]] = [
 ]
 
 
+@pytest.mark.face
 def test_bad_limits_change_nothing(q: sqlq.Queue) -> None:
     q.limit("a", concurrency=3)
     for kwargs, error in BAD_LIMITS:

@@ -7,8 +7,11 @@ from collections import Counter
 from collections.abc import Callable
 
 import psycopg
+import pytest
 
 from sqlq import Queue
+
+pytestmark = pytest.mark.pg_fresh  # CREATE EXTENSION pg_walinspect: a database of its own
 
 
 def _job_records(pg_url: str, action: Callable[[Queue], object]) -> Counter[str]:

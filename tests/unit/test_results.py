@@ -104,6 +104,7 @@ def test_too_big_result_leaves_the_job_reserved(db_url: str) -> None:
         assert q.result(jid) == b"x" * 10
 
 
+@pytest.mark.face
 def test_bad_arguments_name_themselves(q: sqlq.Queue) -> None:
     jid = q.put(b"x")
     with pytest.raises(TypeError, match="job_id"):
