@@ -44,9 +44,10 @@ demo:  ## producers and workers in several processes on demo/demo.db (its own sm
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist): most tests wait on processes,
 # fsyncs and sockets, so more workers than cores still pay. Measured on CI's 2 cores
-# (fresh clones of the same commit, nothing else running): 2 workers 12m57s, 3 workers
-# 9m54s, both green.
-TEST_WORKERS ?= 3
+# (fresh clones, nothing else running): 2 workers 12m57s, 3 workers 9m54s (f6ce39d);
+# with one database per test process reset between tests, 3 workers 10m19s (load ~1.3:
+# the cores half idle) and 5 workers 5m05s (2e41288), all green.
+TEST_WORKERS ?= 5
 
 # Runs a command and prints how long it took (wall clock), keeping its exit status.
 TIMED = .ci/timed
