@@ -7,12 +7,18 @@ PostgreSQL server (tests/pgserver.py), ``pg_dump --schema-only`` normalised. The
 to the schema is a reviewed change to schema.sql too.
 
 ``python migrations/generate.py --compare DIALECT DIR_A DIR_B`` prints the diff of the
-schemas two folders of migrations make (how the squash into 0001 was checked).
+schemas two folders of migrations make (how the squash into 0001 was checked);
+``--freeze VERSION`` (run when VERSION is released, in the commit that gives it its
+CHANGELOG heading) records the SHA-256 of every migration not yet frozen in
+``migrations/frozen.txt``: tests/unit/test_schema.py then fails if one changes or goes.
+``--dump sqlite PATH`` / ``--dump postgres URL PG_DUMP`` prints a database's dump
+(``make release-check`` compares what the installed wheel made with schema.sql).
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 import subprocess
 import sys
@@ -133,6 +139,63 @@ def schemas(directories: dict[str, Path]) -> dict[str, str]:
     return out
 
 
+FROZEN = HERE / "frozen.txt"
+_RELEASE_HEADING = re.compile(r"^## \[?v?(\d+\.\d+\.\d+[^\]\s]*)\]?", re.M)
+
+
+def released_versions(changelog: str) -> list[str]:
+    """The versions CHANGELOG.md gives a heading ("## [0.1.0] - 2026-..."), newest
+    first; "## Unreleased" is none."""
+    return _RELEASE_HEADING.findall(changelog)
+
+
+def frozen_records(text: str) -> list[tuple[str, str, str]]:
+    """(release, path under migrations/, SHA-256) of each line of frozen.txt."""
+    rows = [line.split() for line in text.splitlines() if line.strip() and line[0] != "#"]
+    return [(row[0], row[1], row[2]) for row in rows]
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def freeze(folder: Path, version: str, frozen: str) -> str:
+    """frozen.txt's lines for the migrations in folder (migrations/) that it does not
+    record yet, as released in version."""
+    known = {path for _, path, _ in frozen_records(frozen)}
+    lines = []
+    for dialect in DIALECTS:
+        for migration in migration_files(folder / dialect):
+            name = f"{dialect}/{migration.name}"
+            if name not in known:
+                lines.append(f"{version} {name} {_digest(migration)}\n")
+    return "".join(lines) or f"{version} - -\n"  # a release that added none
+
+
+def frozen_problems(folder: Path, changelog: str, frozen: str) -> list[str]:
+    """What breaks the rule that released migrations never change, one line each: a
+    release (a CHANGELOG heading) whose migrations were not frozen, a record of a version
+    never released, a released migration edited or gone."""
+    released = released_versions(changelog)
+    records = frozen_records(frozen)
+    problems = [f"{v} is released (CHANGELOG.md) but not frozen: run "
+                f"`python migrations/generate.py --freeze {v}`"
+                for v in released if v not in {r[0] for r in records}]
+    for version, name, digest in records:
+        path = folder / name
+        if version not in released:
+            problems.append(f"frozen.txt records {name} as released in {version}, "
+                            "which CHANGELOG.md has no heading for")
+        if name == "-":
+            continue
+        if not path.is_file():
+            problems.append(f"migrations/{name}, released in {version}, is gone")
+        elif _digest(path) != digest:
+            problems.append(f"migrations/{name}, released in {version}, was edited: "
+                            "add a new migration instead")
+    return problems
+
+
 def canonical_lines(dump: str) -> str:
     """A dump with each statement canonical (see canonical), one a line."""
     kept = [line for line in dump.splitlines() if line.startswith(("-- column ", "-- row "))]
@@ -142,6 +205,16 @@ def canonical_lines(dump: str) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--freeze"]:
+        with FROZEN.open("a") as out:
+            out.write(added := freeze(HERE, argv[1], FROZEN.read_text()))
+        print(added, end="")
+        return 0
+    if argv[:1] == ["--dump"]:
+        dialect, target = argv[1:3]
+        sys.stdout.write(sqlite_dump(target) if dialect == "sqlite"
+                         else postgres_dump(argv[3], target))
+        return 0
     if argv[:1] == ["--compare"]:
         dialect, a, b = argv[1:4]
         made = [schemas({dialect: Path(d)})[dialect] for d in (a, b)]
