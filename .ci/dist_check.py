@@ -3,7 +3,8 @@
 ``make release-check`` (``.ci/release_check.py``) runs this on each wheel it builds (the
 wheel given as the argument, else the first in dist/). The migrations
 (``sqlq/_migrations/<dialect>/*.sql``, from the top-level ``migrations/``) and the
-dashboard's templates and static files are package data: a wheel without them installs cleanly and fails on first use.
+dashboard's templates and static files are package data: a wheel without them installs
+cleanly and fails on first use.
 Prints what it found; exits 1 if something is missing.
 """
 

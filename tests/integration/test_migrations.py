@@ -65,8 +65,8 @@ def test_processes_opening_a_pre_release_database_at_once_all_refuse_it(empty_ur
                    "except sqlq.SchemaError as e:\n"
                    "    print(e)\n", empty_url) for _ in range(4)]
     outputs = [p.communicate(timeout=60) for p in procs]
-    assert all(p.returncode == 0 and "made by a pre-release sqlq" in out
-               and out.count("\n") == 1 for p, (out, _) in zip(procs, outputs, strict=True)), outputs
+    assert all(p.returncode == 0 and "made by a pre-release sqlq" in out and out.count("\n") == 1
+               for p, (out, _) in zip(procs, outputs, strict=True)), outputs
     assert len(_recorded(empty_url)) == version
     assert _rows(empty_url, "SELECT id FROM sqlq_jobs ORDER BY id") == [
         (i,) for i in range(1, len(OLD_JOBS) + 1)]
