@@ -133,7 +133,8 @@ def check_own_migrations(venv: Path, work: Path, env: dict[str, str], pg: PgServ
     pg.drop_database(database)
     for dialect, target in (("sqlite", str(work / "fresh.db")),
                             ("postgres", pg.create_database(database))):
-        run(["sqlq", "--db", target, "stats"], cwd=work, env=env)  # a new database: migrated
+        run(["python", "-c", "import sqlq, sys; sqlq.Queue(sys.argv[1]).close()", target],
+            cwd=work, env=env)  # a new database, migrated by the installed sqlq
         dump = run(["python", ROOT / "migrations" / "generate.py", "--dump", dialect, target,
                     pg._bin("pg_dump")], cwd=work, env=env)
         if dump != (ROOT / "migrations" / dialect / "schema.sql").read_text():
