@@ -1,7 +1,8 @@
 """Flow control: a tube's concurrency cap and rate (``Queue.limit``, ``sqlq limit``).
 
 A limit is stored on the tube's row in the database (``sqlq_tubes``), so every process,
-host and ``sqlq serve`` obeys it from the commit that sets it. It is enforced inside the claim, never by a worker counting its own:
+host and ``sqlq serve`` obeys it from the commit that sets it. It is enforced inside the
+claim, never by a worker counting its own:
 
 * **concurrency K**: at most K jobs of the tube reserved under live leases at once
   (an expired lease does not count: its job is as good as ready);
