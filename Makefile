@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help dev demo release-check test test-unit test-integration test-system test-fast test-min test-chaos lint typecheck check bench bench-quick \
+.PHONY: help dev demo release-check test test-unit test-integration test-system test-fast test-min test-chaos lint typecheck schema check bench bench-quick \
 	docs dist-check clean
 
 help:  ## list the targets
@@ -86,10 +86,13 @@ test-chaos: $(STAMP)  ## long chaos and power-cut runs (about two minutes)
 	SQLQ_CHAOS_SECONDS=60 SQLQ_POWERCUT_POINTS=1000 $(BIN)/python -m pytest -q -p no:cacheprovider -s tests/system/test_chaos.py tests/system/test_powercut.py
 
 lint: $(STAMP)  ## ruff
-	$(BIN)/ruff check sqlq tests bench
+	$(BIN)/ruff check sqlq tests bench migrations
 
 typecheck: $(STAMP)  ## mypy --strict on sqlq/
 	$(BIN)/mypy
+
+schema: $(STAMP)  ## rewrite migrations/<dialect>/schema.sql from the migrations (after adding one)
+	PYTHONPATH=. $(BIN)/python migrations/generate.py
 
 check: lint typecheck test  ## everything CI cares about
 

@@ -1,9 +1,10 @@
 """Check the wheel in dist/ ships what an installed sqlq reads from its package.
 
 ``make release-check`` (``.ci/release_check.py``) runs this on each wheel it builds (the
-wheel given as the argument, else the first in dist/). The
-migrations (``sqlq/backends/*/migrations/*.sql``) and the dashboard's templates and static
-files are package data: a wheel without them installs cleanly and fails on first use.
+wheel given as the argument, else the first in dist/). The migrations
+(``sqlq/_migrations/<dialect>/*.sql``, from the top-level ``migrations/``) and the
+dashboard's templates and static files are package data: a wheel without them installs
+cleanly and fails on first use.
 Prints what it found; exits 1 if something is missing.
 """
 
@@ -24,14 +25,13 @@ def main() -> int:
         print("dist-check: no wheel in dist/", file=sys.stderr)
         return 1
     names = zipfile.ZipFile(wheels[0]).namelist()
-    migrations = [n for n in names if n.startswith("sqlq/backends/") and "/migrations/" in n
-                  and n.endswith(".sql")]
+    migrations = [n for n in names if n.startswith("sqlq/_migrations/") and n.endswith(".sql")]
     assets = [n for n in names if n.startswith("sqlq/dashboard/")
               and n.endswith((".html", ".css", ".js", ".svg"))]
     print("\n".join(migrations + assets))
     missing = [n for n in REQUIRED if n not in assets]
-    if not migrations:
-        missing.append("sqlq/backends/*/migrations/*.sql")
+    missing += [f"sqlq/_migrations/{d}/0001_initial.sql" for d in ("sqlite", "postgres")
+                if f"sqlq/_migrations/{d}/0001_initial.sql" not in migrations]
     if missing:
         print(f"dist-check: {wheels[0].name} lacks {', '.join(missing)}", file=sys.stderr)
         return 1

@@ -8,7 +8,9 @@
    dashboard's assets are inside.
 3. Each wheel installed (with the ``postgres`` and ``dashboard`` extras) into a fresh
    venv outside the checkout, and run from an empty directory there: ``sqlq --version``
-   (whose schema numbers must match the migrations in the checkout), the demo, a
+   (whose schema numbers must match the migrations in the checkout), the migrations the
+   installed package reads (its own) and the schema they give a new database of each
+   dialect (exactly ``migrations/<dialect>/schema.sql``), the demo, a
    put/reserve and a ``sqlq work --burst`` on a new SQLite file and on a new database of
    a throwaway PostgreSQL server (``tests/pgserver.py``), whose schema versions must
    then be the wheel's latest, and ``sqlq metrics`` and ``sqlq dashboard`` (its extra).
@@ -65,7 +67,7 @@ def run(cmd: Sequence[str | Path], *, cwd: Path = ROOT, env: dict[str, str] | No
 
 def latest(dialect: str) -> int:
     """The schema version the checkout's migrations of ``dialect`` bring a database to."""
-    folder = ROOT / "sqlq" / "backends" / dialect / "migrations"
+    folder = ROOT / "migrations" / dialect
     return len([p for p in folder.glob("[0-9][0-9][0-9][0-9]_*.sql")])
 
 
@@ -119,6 +121,29 @@ def serve_dashboard(db: str, work: Path, env: dict[str, str], label: str) -> Non
         proc.wait(timeout=30)
 
 
+def check_own_migrations(venv: Path, work: Path, env: dict[str, str], pg: PgServer,
+                         label: str) -> None:
+    """The installed sqlq reads the migrations inside its own package (not the checkout's)
+    and a new database of each dialect it makes has exactly migrations/<dialect>/schema.sql."""
+    shipped = run(["python", "-c", "from sqlq.backends.migrations import directory; "
+                   "print(directory('sqlite').parent)"], cwd=work, env=env).strip()
+    if not shipped.startswith(str(venv)) or not shipped.endswith("_migrations"):
+        raise Failed(f"{label}: the installed sqlq reads its migrations from {shipped}")
+    database = f"release_{label}_fresh"
+    pg.drop_database(database)
+    for dialect, target in (("sqlite", str(work / "fresh.db")),
+                            ("postgres", pg.create_database(database))):
+        run(["python", "-c", "import sqlq, sys; sqlq.Queue(sys.argv[1]).close()", target],
+            cwd=work, env=env)  # a new database, migrated by the installed sqlq
+        dump = run(["python", ROOT / "migrations" / "generate.py", "--dump", dialect, target,
+                    pg._bin("pg_dump")], cwd=work, env=env)
+        if dump != (ROOT / "migrations" / dialect / "schema.sql").read_text():
+            raise Failed(f"{label}: the wheel's migrations made a {dialect} schema other than "
+                         f"migrations/{dialect}/schema.sql")
+        print(f"  {label} on {dialect}: the wheel's own migrations made schema.sql exactly")
+    pg.drop_database(database)
+
+
 def try_wheel(wheel: Path, pg: PgServer, label: str, version: str) -> None:
     """Install ``wheel`` into a fresh venv in a temporary directory and use it there."""
     home = Path(tempfile.mkdtemp(prefix=f"sqlq-release-{label}-"))
@@ -137,6 +162,7 @@ def try_wheel(wheel: Path, pg: PgServer, label: str, version: str) -> None:
         where = run(["python", "-c", "import sqlq; print(sqlq.__file__)"], cwd=work, env=env)
         if not where.startswith(str(venv)):
             raise Failed(f"{label}: sqlq imported from {where.strip()}, not the venv")
+        check_own_migrations(venv, work, env, pg, label)
         sqlite_v, postgres_v = latest("sqlite"), latest("postgres")
         expected = f"sqlq, version {version} (schema: SQLite {sqlite_v}, PostgreSQL {postgres_v})"
         if (said := sqlq("--version")) != expected:

@@ -35,7 +35,8 @@ import sqlq  # noqa: E402
 from sqlq.backends.store import load_queries  # noqa: E402
 
 Q = load_queries(ROOT / "sqlq" / "backends" / "postgres" / "queries.sql")
-MIGRATIONS = ROOT / "sqlq" / "backends" / "postgres" / "migrations"
+#: The last commit with the pre-release migrations (squashed into 0001 before 0.1.0).
+PRE_SQUASH = "7b657db"
 #: delete_leased_job before migration 0016.
 OLD_DELETE = """DELETE FROM sqlq_jobs
  WHERE id = %s AND state = 2 AND lease = %s AND reserved_until > %s AND dependents = 0
@@ -46,7 +47,11 @@ KINDS = ("acks", "fast", "batch")
 
 def old_functions(conn: Any) -> None:
     """Migration 0011's delete-and-claim functions, as sqlq_..._old."""
-    text = (MIGRATIONS / "0011_dependencies.sql").read_text()
+    import subprocess
+
+    text = subprocess.run(
+        ["git", "show", f"{PRE_SQUASH}:sqlq/backends/postgres/migrations/0011_dependencies.sql"],
+        cwd=ROOT, capture_output=True, text=True, check=True).stdout
     one = text[text.index("CREATE OR REPLACE FUNCTION sqlq_delete_and_claim(p_id"):
                text.index("-- Schema 5's function")]
     many = text[text.index("CREATE OR REPLACE FUNCTION sqlq_delete_and_claim_many("):]

@@ -1,8 +1,8 @@
 """Flow control: a tube's concurrency cap and rate (``Queue.limit``, ``sqlq limit``).
 
-A limit is stored on the tube's row in the database (migrations: SQLite 0011,
-PostgreSQL 0012), so every process, host and ``sqlq serve`` obeys it from the commit
-that sets it. It is enforced inside the claim, never by a worker counting its own:
+A limit is stored on the tube's row in the database (``sqlq_tubes``), so every process,
+host and ``sqlq serve`` obeys it from the commit that sets it. It is enforced inside the
+claim, never by a worker counting its own:
 
 * **concurrency K**: at most K jobs of the tube reserved under live leases at once
   (an expired lease does not count: its job is as good as ready);
@@ -21,7 +21,7 @@ transaction that counts the live reservations, claims at most the free slots and
 tokens, and spends the tokens (SQLite's one writer serialises it; PostgreSQL locks the
 limited tubes' rows). A blocked waiter wakes on the commit that frees a slot (a delete,
 release, bury, a dead holder reaped; on PostgreSQL the delete of a job reserved under a
-cap sends NOTIFY, migration 0016, and ``sqlq serve`` pokes its own waiters) and, for the
+cap sends NOTIFY, ``sqlq_jobs.capped``, and ``sqlq serve`` pokes its own waiters) and, for the
 rate, at the time of the next token (``next_due``), never by polling.
 
 ``reserve_job(id)`` (beanstalkd's reserve-job) bypasses the limits: an operator's act

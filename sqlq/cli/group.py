@@ -110,7 +110,7 @@ class LazyGroup(SqlqGroup):
 
 
 def show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    """``sqlq, version 0.1.0 (schema: SQLite 14, PostgreSQL 17)``: the package's version
+    """``sqlq, version 0.1.0 (schema: SQLite 1, PostgreSQL 1)``: the package's version
     and the schema version each backend's migrations bring a database to (an operator's
     question before an upgrade). Read only when asked: the files are not read otherwise."""
     if not value or ctx.resilient_parsing:

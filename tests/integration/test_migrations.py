@@ -12,14 +12,7 @@ from pathlib import Path
 import pytest
 
 import sqlq
-from tests.oldschema import (
-    OLD_JOBS,
-    PG_RELEASED,
-    SQLITE_RELEASED,
-    build_old,
-    empty_database,
-    links,
-)
+from tests.oldschema import OLD_JOBS, build_old, empty_database
 
 pytestmark = pytest.mark.sql_ascii  # as under tests/unit/: SQL_ASCII PostgreSQL too
 
@@ -41,24 +34,61 @@ def empty_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> I
 
 
 @pytest.mark.slow
-def test_processes_opening_an_old_database_at_once_migrate_it_once(empty_url: str) -> None:
-    """A deployment upgraded in place: workers and producers restart together on a
-    database at the last schema before dependencies, with jobs in it. Each process
-    opens it and puts a job after an old one: one migration, every put lands waiting,
-    and deleting the old parent releases them all."""
+def test_processes_opening_a_new_database_at_once_migrate_it_once(empty_url: str) -> None:
+    """A deployment's first start: workers and producers open an empty database together
+    (on PostgreSQL: the advisory lock of migrate.py), each puts a job: the migration
+    recorded once, every put lands, and the database opens as it is afterwards."""
     from tests.conftest import spawn
-    version = max(PG_RELEASED if "://" in empty_url else SQLITE_RELEASED)
-    build_old(empty_url, version)
     procs = [spawn("import sys, sqlq\n"
                    "with sqlq.Queue(sys.argv[1], durability='normal') as q:\n"
-                   "    print(q.put(b'child', tube='new', after=1))\n", empty_url)
+                   "    print(q.put(b'first', tube='new'))\n", empty_url)
              for _ in range(4)]
     outputs = [p.communicate(timeout=60) for p in procs]
     assert all(p.returncode == 0 for p in procs), outputs
-    children = sorted(int(out) for out, _ in outputs)
-    assert len(set(children)) == 4 and min(children) > len(OLD_JOBS)
+    assert sorted(int(out) for out, _ in outputs) == [1, 2, 3, 4]
     with sqlq.Queue(empty_url, durability="normal") as q:
-        assert q.stats()["current-jobs-waiting"] == 4
-        q.delete(1)
-        assert [q.peek(c).state for c in children] == ["ready"] * 4  # type: ignore[union-attr]
-    assert links(empty_url)[0][1:] == (0, 0)  # the old delayed job: linked to nothing
+        assert q.stats()["current-jobs-ready"] == 4
+    assert _recorded(empty_url) == [(1, "0001_initial")]
+
+
+@pytest.mark.slow
+def test_processes_opening_a_pre_release_database_at_once_all_refuse_it(empty_url: str
+                                                                          ) -> None:
+    """The same restart on a database a pre-release sqlq left (its last schema, with
+    jobs): every process stops with the one-line refusal, and no job is touched."""
+    from tests.conftest import spawn
+    version = 19 if "://" in empty_url else 15
+    build_old(empty_url, version)
+    procs = [spawn("import sys, sqlq\n"
+                   "try:\n"
+                   "    sqlq.Queue(sys.argv[1])\n"
+                   "except sqlq.SchemaError as e:\n"
+                   "    print(e)\n", empty_url) for _ in range(4)]
+    outputs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 and "made by a pre-release sqlq" in out and out.count("\n") == 1
+               for p, (out, _) in zip(procs, outputs, strict=True)), outputs
+    assert len(_recorded(empty_url)) == version
+    assert _rows(empty_url, "SELECT id FROM sqlq_jobs ORDER BY id") == [
+        (i,) for i in range(1, len(OLD_JOBS) + 1)]
+
+
+def _rows(url: str, sql: str) -> list[tuple[object, ...]]:
+    """The rows of sql, read beside the Queue."""
+    if "://" in url:
+        import psycopg
+
+        with psycopg.connect(url) as pg:
+            return [tuple(row) for row in pg.execute(sql)]
+    import apsw
+
+    conn = apsw.Connection(url)
+    try:
+        return [tuple(row) for row in conn.execute(sql)]
+    finally:
+        conn.close()
+
+
+def _recorded(url: str) -> list[tuple[object, ...]]:
+    """sqlq_schema's rows (a SQL_ASCII database gives text to a plain client as bytes)."""
+    return [(v, n.decode() if isinstance(n, bytes) else n) for v, n in
+            _rows(url, "SELECT version, name FROM sqlq_schema ORDER BY version")]

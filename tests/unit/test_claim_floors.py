@@ -19,10 +19,11 @@ import pytest
 
 import sqlq
 from sqlq.backends.postgres import floors
+from sqlq.backends.postgres import migrate as pg_migrate
 
 pytestmark = pytest.mark.slow
 
-MIGRATIONS = Path(sqlq.__file__).parent / "backends" / "postgres" / "migrations"
+MIGRATIONS = pg_migrate.migrations_dir()
 QUERIES = Path(sqlq.__file__).parent / "backends" / "postgres" / "queries.sql"
 
 
@@ -203,7 +204,7 @@ def test_every_way_back_to_ready_marks_the_job_again() -> None:
     newest migration that defines each."""
     statements = re.split(r"\n-- name: ", QUERIES.read_text())
     functions: dict[str, str] = {}
-    for path in sorted(MIGRATIONS.glob("*.sql")):
+    for path in sorted(MIGRATIONS.glob("[0-9]*.sql")):
         for m in re.finditer(r"FUNCTION (\w+)\(.*?\$body\$(.*?)\$body\$", path.read_text(), re.S):
             functions[m.group(1)] = m.group(2)
     bodies = statements + list(functions.values())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,8 +15,8 @@ import sqlq
 from sqlq.backends.sqlite import migrate
 
 from ..oldschema import (
-    PG_RELEASED,
-    SQLITE_RELEASED,
+    PG_PRE_RELEASE,
+    SQLITE_PRE_RELEASE,
     START_MS,
     build_old,
     empty_database,
@@ -26,14 +27,6 @@ from ..timing import FakeClock
 
 def _digest(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def test_migration_files_are_numbered_and_named() -> None:
-    names = sorted(p.name for p in migrate.migrations_dir().iterdir() if p.suffix == ".sql")
-    assert names, "no migrations found"
-    for number, name in enumerate(names, start=1):
-        assert name.startswith(f"{number:04d}_"), name
-        assert name == name.lower()
 
 
 def test_fresh_file_gets_every_migration_recorded(db_path: str) -> None:
@@ -113,7 +106,7 @@ def test_not_a_database_and_empty_file(tmp_path: Path) -> None:
     assert empty.read_bytes() == b""
 
 
-# -- every released schema, with jobs in it, up to the dependencies schema ----------------------
+# -- databases of other sqlq versions, with jobs in them ----------------------------------------
 
 @pytest.fixture
 def empty_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
@@ -121,26 +114,70 @@ def empty_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> I
 
 
 @pytest.mark.sqlite_only
-@pytest.mark.parametrize("version", SQLITE_RELEASED)
-def test_every_released_sqlite_schema_with_jobs_migrates_to_dependencies(
+@pytest.mark.parametrize("version", SQLITE_PRE_RELEASE)
+def test_every_pre_release_sqlite_schema_is_refused_untouched(
         backend: str, empty_url: str, version: int) -> None:
-    """A file at every released schema (1..9), with ready, delayed, buried and keyed
-    jobs in it, migrates on open: see check_migrates_to_dependencies."""
-    check_migrates_to_dependencies(empty_url, version)
+    """A file a pre-release sqlq made (schema 1..15, squashed into 0001 before 0.1.0),
+    with jobs in it: one line that says what it is and what to do, the file unchanged."""
+    build_old(empty_url, version)
+    _assert_refused_untouched(
+        empty_url, rf"^{re.escape(empty_url)}: it was made by a pre-release sqlq \(SQLite schema "
+                   rf"{version} from before 0\.1\.0\), which this sqlq cannot upgrade; finish "
+                   r"its jobs with the sqlq that made it, then start a new database$")
 
 
 @pytest.mark.postgres_only
-@pytest.mark.parametrize("version", PG_RELEASED)
-def test_every_released_postgres_schema_with_jobs_migrates_to_dependencies(
+@pytest.mark.parametrize("version", PG_PRE_RELEASE)
+def test_every_pre_release_postgres_schema_is_refused_untouched(
         backend: str, empty_url: str, version: int) -> None:
-    """A database at every released schema (1..10), as the file above."""
-    check_migrates_to_dependencies(empty_url, version)
-
-
-def check_migrates_to_dependencies(empty_url: str, version: int) -> None:
-    """A database at ``version`` with jobs in it migrates on open; its jobs keep working,
-    can be parents of new puts (after=) and release them; they wait on nothing."""
+    """A database a pre-release sqlq made (schema 1..19), as the file above: refused
+    before anything is written (its schema records and jobs are as they were)."""
     build_old(empty_url, version)
+    before = _pg_contents(empty_url)
+    with pytest.raises(sqlq.SchemaError) as raised:
+        sqlq.Queue(empty_url)
+    message = str(raised.value)
+    assert "\n" not in message and message.endswith(
+        f"it was made by a pre-release sqlq (PostgreSQL schema {version} from before 0.1.0), "
+        "which this sqlq cannot upgrade; finish its jobs with the sqlq that made it, then "
+        "start a new database"), message
+    assert _pg_contents(empty_url) == before
+
+
+def _pg_contents(url: str) -> list[object]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return [conn.execute("SELECT * FROM sqlq_schema ORDER BY version").fetchall(),
+                conn.execute("SELECT * FROM sqlq_jobs ORDER BY id").fetchall(),
+                conn.execute("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'sqlq%'"
+                             ).fetchall()]
+
+
+@pytest.mark.postgres_only
+def test_newer_postgres_schema_is_refused_untouched(backend: str, empty_url: str) -> None:
+    import psycopg
+
+    build_old(empty_url)
+    with psycopg.connect(empty_url) as conn:
+        conn.execute("INSERT INTO sqlq_schema VALUES (999, '0999_future', 0)")
+    before = _pg_contents(empty_url)
+    with pytest.raises(sqlq.SchemaError, match="newer sqlq .schema 999, this sqlq knows 1.; "
+                                               "upgrade sqlq$"):
+        sqlq.Queue(empty_url)
+    assert _pg_contents(empty_url) == before
+
+
+def test_jobs_of_a_database_reopened_keep_working(backend: str, empty_url: str) -> None:
+    """A database at the current schema, with ready, delayed, buried and keyed jobs in it
+    written beside the Queue, opens as it is: see check_old_jobs_work."""
+    check_old_jobs_work(empty_url)
+
+
+def check_old_jobs_work(empty_url: str) -> None:
+    """A database with jobs in it opens; its jobs keep working, can be parents of new
+    puts (after=) and release them; they wait on nothing."""
+    build_old(empty_url)
     clock = FakeClock(START_MS)
     with sqlq.Queue(empty_url, durability="normal", clock=clock) as q:
         ready, delayed, buried, keyed = 1, 2, 3, 4

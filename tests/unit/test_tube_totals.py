@@ -5,7 +5,6 @@ whoever made it, read the same by any Queue, the CLI and the server."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -70,36 +69,6 @@ def test_cli_stats_of_a_tube_shows_its_totals(q: sqlq.Queue, db_url: str) -> Non
     stats = json.loads(result.stdout)
     assert {k: stats[k] for k in TOTALS} == {"total-jobs": 2, "cmd-delete": 1,
                                              "cmd-pause-tube": 1}
-
-
-@pytest.mark.sqlite_only
-def test_jobs_live_at_the_upgrade_count_as_put(tmp_path: Path) -> None:
-    """A file from before migration 0009: its live jobs count as puts of their tube,
-    and the runs of puts go on from its highest id."""
-    import apsw
-
-    from sqlq.backends.sqlite import migrate
-
-    path = tmp_path / "old.db"
-    conn = apsw.Connection(str(path))
-    old = [m for m in migrate.load_migrations() if m.version < 9]
-    conn.execute("BEGIN")
-    conn.execute("CREATE TABLE sqlq_schema (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-                 " applied_at INTEGER NOT NULL)")
-    for m in old:
-        conn.execute(m.sql)
-        conn.execute("INSERT INTO sqlq_schema VALUES (?, ?, 0)", (m.version, m.name))
-    for i, tube in enumerate(["a", "a", "b", "a"], 1):
-        conn.execute("INSERT INTO sqlq_jobs (id, tube, priority, state, ttr, body, created_at)"
-                     " VALUES (?, ?, 1024, 0, 60000, x'00', 0)", (i, tube))
-    conn.execute("DELETE FROM sqlq_jobs WHERE id = 4")  # its id stays issued (sqlq_last_id)
-    conn.execute("COMMIT")
-    conn.close()
-    with sqlq.Queue(path, durability="normal") as q:
-        assert totals(q, "a")[:2] == (2, 0) and totals(q, "b")[:2] == (1, 0)
-        assert q.put(b"x", tube="a") == 5
-        q.put(b"y", tube="b")
-        assert totals(q, "a")[0] == 3 and totals(q, "b")[0] == 2
 
 
 def test_big_batches_count_their_tube_once_and_leave_the_triggers_on(q: sqlq.Queue) -> None:

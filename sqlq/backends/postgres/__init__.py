@@ -6,7 +6,7 @@ The same files as ``sqlite/``, each concern under the same name:
   reached), transactions, reconnects and what runs again after a lost connection,
   retries of serialization failures, error translation, the refusal of a transaction
   pooler;
-* ``migrate.py`` and ``migrations/``: the schema;
+* ``migrate.py``: the schema, from the top-level ``migrations/postgres/``;
 * ``store.py`` + ``queries.sql``: the verbs in PostgreSQL's dialect (claims with
   ``FOR UPDATE SKIP LOCKED``, in functions of the migrations);
 * ``owners.py``: who holds reservations and who is dead: a session advisory lock

@@ -7,16 +7,18 @@ database stamped by a newer sqlq is refused before anything is written to it.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import SchemaError
-from ..migrations import Migration, load
+from ..migrations import RELEASE_MARK, Migration, directory, load, refusal
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def migrations_dir() -> Path:
-    """The migrations beside this module (shipped inside the package)."""
-    return Path(__file__).resolve().parent / "migrations"
+    """migrations/postgres (sqlq/_migrations/postgres in the wheel)."""
+    return directory("postgres")
 
 
 def load_migrations(directory: Path | None = None) -> list[Migration]:
@@ -39,16 +41,18 @@ def migrate(conn: Any, now_ms: int, location: str) -> int:
     a time (a transaction-scoped advisory lock); return the version.
 
     Raises:
-        SchemaError: the database was written by a newer sqlq (the message names
-            ``location``).
+        SchemaError: the database was written by a newer sqlq, or by a pre-release one
+            (the message names ``location``).
     """
     conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('sqlq migrate', 0))")
     conn.execute(_CREATE_VERSION_TABLE)
-    row = conn.execute("SELECT coalesce(max(version), 0) FROM sqlq_schema").fetchone()
-    current = int(row[0]) if row else 0
-    if current > LATEST:
-        raise SchemaError(f"{location}: it was written by a newer sqlq (schema "
-                          f"{current}, this sqlq knows {LATEST}); upgrade sqlq")
+    rows = conn.execute("SELECT version, name, to_regclass(%s) IS NOT NULL FROM sqlq_schema",
+                        (RELEASE_MARK["postgres"],)).fetchall()
+    current = max((int(row[0]) for row in rows), default=0)
+    why = refusal("postgres", current, [row[1] for row in rows], bool(rows and rows[0][2]),
+                  LATEST)
+    if why:
+        raise SchemaError(f"{location}: {why}")
     for migration in MIGRATIONS:
         if migration.version > current:
             conn.execute(migration.sql)  # DDL only: no parameters, several statements

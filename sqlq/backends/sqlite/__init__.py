@@ -5,7 +5,7 @@ The same files as ``postgres/``, each concern under the same name, and two of it
 
 * ``db.py``: the connection, pragmas, busy handling, transactions, error
   translation;
-* ``migrate.py`` and ``migrations/``: the schema;
+* ``migrate.py``: the schema, from the top-level ``migrations/sqlite/``;
 * ``store.py`` + ``queries.sql``: the verbs in SQLite's dialect (``sqlq maintain``'s
   checkpoint and checks included);
 * ``owners.py``: liveness of reservation holders, by ``flock``'ed files beside the

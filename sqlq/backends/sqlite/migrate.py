@@ -7,11 +7,10 @@ before anything is written to it.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from ...errors import SchemaError
-from ..migrations import Migration, latest, load
+from ..migrations import RELEASE_MARK, Migration, directory, latest, load, refusal
 from .drivers import immediate
 
 if TYPE_CHECKING:
@@ -19,17 +18,15 @@ if TYPE_CHECKING:
 
 
 def migrations_dir() -> Path:
-    """The migrations beside this module (shipped inside the package)."""
-    from pathlib import Path
-
-    return Path(__file__).resolve().parent / "migrations"
+    """migrations/sqlite (sqlq/_migrations/sqlite in the wheel)."""
+    return directory("sqlite")
 
 
 def load_migrations(directory: Path | None = None) -> list[Migration]:
     return load(directory or migrations_dir())
 
 
-LATEST = latest(os.path.join(os.path.dirname(__file__), "migrations"))
+LATEST = latest(migrations_dir())
 
 _CREATE_VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS sqlq_schema (
@@ -54,13 +51,12 @@ def schema_version(conn: Any, *, allow_foreign: bool = False) -> int:
                 f"{', ...' if len(foreign) > 3 else ''}); pass init=True to add sqlq's tables"
             )
         return 0
-    rows: Any = conn.execute("SELECT coalesce(max(version), 0) FROM sqlq_schema").fetchall()
-    version = int(rows[0][0])
-    if version > LATEST:
-        raise SchemaError(
-            f"it was written by a newer sqlq (schema {version}, this sqlq knows {LATEST}); "
-            "upgrade sqlq"
-        )
+    rows: Any = conn.execute("SELECT version, name FROM sqlq_schema").fetchall()
+    version = max((int(row[0]) for row in rows), default=0)
+    why = refusal("sqlite", version, [row[1] for row in rows], RELEASE_MARK["sqlite"] in tables,
+                  LATEST)
+    if why:
+        raise SchemaError(why)
     return version
 
 

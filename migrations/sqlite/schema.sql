@@ -1,0 +1,316 @@
+-- trigger sqlq_count_events
+CREATE TRIGGER sqlq_count_events AFTER UPDATE OF buries, kicks, timeouts ON sqlq_jobs
+WHEN new.buries > old.buries OR new.kicks > old.kicks OR new.timeouts > old.timeouts
+BEGIN
+    INSERT INTO sqlq_counters (tube, buries, kicks, timeouts)
+    VALUES (new.tube, new.buries - old.buries, new.kicks - old.kicks,
+            new.timeouts - old.timeouts)
+    ON CONFLICT (tube) DO UPDATE SET buries = buries + excluded.buries,
+                                     kicks = kicks + excluded.kicks,
+                                     timeouts = timeouts + excluded.timeouts;
+END;
+
+-- trigger sqlq_count_pauses
+CREATE TRIGGER sqlq_count_pauses AFTER INSERT ON sqlq_tubes WHEN new.paused_until > 0
+BEGIN
+    INSERT INTO sqlq_counters (tube, pauses) VALUES (new.name, 1)
+    ON CONFLICT (tube) DO UPDATE SET pauses = pauses + 1;
+END;
+
+-- trigger sqlq_count_puts
+CREATE TRIGGER sqlq_count_puts AFTER INSERT ON sqlq_jobs
+WHEN new.tube IS NOT (SELECT tube FROM sqlq_tube_run)
+BEGIN
+    INSERT INTO sqlq_counters (tube, puts)
+    SELECT tube, new.id - start FROM sqlq_tube_run WHERE tube IS NOT NULL
+    ON CONFLICT (tube) DO UPDATE SET puts = puts + excluded.puts;
+    UPDATE sqlq_tube_run SET tube = new.tube, start = new.id;
+END;
+
+-- trigger sqlq_count_repauses
+CREATE TRIGGER sqlq_count_repauses AFTER UPDATE OF paused_until, pause_ms ON sqlq_tubes
+BEGIN
+    INSERT INTO sqlq_counters (tube, pauses) VALUES (new.name, 1)
+    ON CONFLICT (tube) DO UPDATE SET pauses = pauses + 1;
+END;
+
+-- trigger sqlq_forget_attempts
+CREATE TRIGGER sqlq_forget_attempts AFTER DELETE ON sqlq_jobs
+WHEN old.failures > 0
+BEGIN
+    DELETE FROM sqlq_attempts WHERE job_id = old.id;
+END;
+
+-- trigger sqlq_keep_last_id
+CREATE TRIGGER sqlq_keep_last_id AFTER DELETE ON sqlq_jobs
+WHEN NOT EXISTS (SELECT 1 FROM sqlq_jobs WHERE id > old.id)
+BEGIN
+    UPDATE sqlq_last_id SET id = old.id WHERE id < old.id;
+END;
+
+-- table sqlq_attempts
+CREATE TABLE sqlq_attempts (
+    job_id     INTEGER NOT NULL,   -- the job (ids are never reused)
+    attempt    INTEGER NOT NULL,   -- the run: the job's reserves when it ran (1 = first)
+    started_at INTEGER NOT NULL,   -- ms since the epoch
+    duration   INTEGER NOT NULL,   -- ms the run took
+    host       TEXT    NOT NULL,   -- the worker's host name
+    pid        INTEGER,            -- and process id
+    outcome    TEXT    NOT NULL,   -- retried, buried, lost
+    error      TEXT    NOT NULL,   -- exception type, exit status, 'timed out', or ''
+    message    TEXT    NOT NULL,   -- one line: what a burial keeps as its reason
+    traceback  TEXT    NOT NULL,   -- the traceback, or a command's stderr tail ('' if none)
+    trace      TEXT,               -- the worker span's traceparent, for the next run's link
+    location   TEXT    NOT NULL DEFAULT '',  -- "myapp/tasks.py:41 in lookup"; '' unknown
+    PRIMARY KEY (job_id, attempt)
+);
+
+-- table sqlq_cancelled
+CREATE TABLE sqlq_cancelled (
+    id    INTEGER PRIMARY KEY,   -- the job's id (ids are never reused)
+    lease INTEGER NOT NULL,      -- the lease it was reserved under when cancelled
+    until INTEGER NOT NULL       -- ms: kept until then (the lease's end plus an hour)
+);
+
+-- table sqlq_counters
+CREATE TABLE sqlq_counters (
+    tube     TEXT    PRIMARY KEY,
+    buries   INTEGER NOT NULL DEFAULT 0,
+    kicks    INTEGER NOT NULL DEFAULT 0,
+    timeouts INTEGER NOT NULL DEFAULT 0,
+    puts     INTEGER NOT NULL DEFAULT 0,
+    pauses   INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+-- table sqlq_durations
+CREATE TABLE sqlq_durations (
+    tube   TEXT    NOT NULL,
+    metric TEXT    NOT NULL,  -- 'wait' or 'run'
+    le     TEXT    NOT NULL,
+    count  INTEGER NOT NULL,
+    sum    REAL    NOT NULL,
+    PRIMARY KEY (tube, metric, le)
+) WITHOUT ROWID;
+
+-- table sqlq_edges
+CREATE TABLE sqlq_edges (
+    parent INTEGER NOT NULL,   -- a job the child waits for (ids are never reused)
+    child  INTEGER NOT NULL,   -- the waiting job
+    PRIMARY KEY (parent, child)
+) WITHOUT ROWID;
+
+-- table sqlq_jobs
+CREATE TABLE sqlq_jobs (
+    id               INTEGER PRIMARY KEY,      -- never reused: see sqlq_last_id
+    tube             TEXT    NOT NULL,
+    priority         INTEGER NOT NULL,         -- 0 .. 2**32-1, lower is more urgent
+    state            INTEGER NOT NULL,
+    delay_until      INTEGER,                  -- set while delayed
+    reserved_until   INTEGER,                  -- set while reserved
+    ttr              INTEGER NOT NULL,
+    body             BLOB    NOT NULL,
+    created_at       INTEGER NOT NULL,
+    reserves         INTEGER NOT NULL DEFAULT 0,
+    timeouts         INTEGER NOT NULL DEFAULT 0,
+    releases         INTEGER NOT NULL DEFAULT 0,
+    buries           INTEGER NOT NULL DEFAULT 0,
+    kicks            INTEGER NOT NULL DEFAULT 0,
+    lease            INTEGER,                  -- token of the current reservation
+    owner            TEXT,                     -- process holding the reservation
+    bury_reason      TEXT,
+    unique_key       TEXT,
+    delay            INTEGER NOT NULL DEFAULT 0,  -- ms, as last set by put or release
+    failures         INTEGER NOT NULL DEFAULT 0,  -- attempts written to sqlq_attempts
+    waiting_on       INTEGER NOT NULL DEFAULT 0,  -- parents not yet gone (state 4)
+    dependents       INTEGER NOT NULL DEFAULT 0,  -- edges naming it as parent
+    trace            TEXT,                     -- W3C traceparent (\n tracestate) of its put
+    progress         TEXT,                     -- JSON: a float 0-1 or a count; NULL unset
+    progress_message TEXT
+);
+
+-- table sqlq_last_id
+CREATE TABLE sqlq_last_id (
+    one INTEGER PRIMARY KEY CHECK (one = 1),  -- a single row
+    id  INTEGER NOT NULL                      -- the highest job id ever issued
+);
+
+-- table sqlq_periodic
+CREATE TABLE sqlq_periodic (
+    name        TEXT    PRIMARY KEY,  -- the task's name
+    last_slot   INTEGER NOT NULL,     -- start of the last slot enqueued (ms)
+    enqueued_at INTEGER NOT NULL      -- when it was enqueued (ms)
+) WITHOUT ROWID;
+
+-- table sqlq_results
+CREATE TABLE sqlq_results (
+    job_id     INTEGER PRIMARY KEY,   -- the job's id (ids are never reused)
+    result     BLOB    NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+
+-- table sqlq_schema
+CREATE TABLE sqlq_schema (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at INTEGER NOT NULL
+);
+
+-- table sqlq_subscriptions
+CREATE TABLE sqlq_subscriptions (
+    topic TEXT NOT NULL,
+    tube  TEXT NOT NULL,
+    PRIMARY KEY (topic, tube)
+) WITHOUT ROWID;
+
+-- table sqlq_throughput
+CREATE TABLE sqlq_throughput (
+    minute  INTEGER PRIMARY KEY,  -- minutes since the epoch
+    at      INTEGER NOT NULL,     -- ms: when the sample was taken
+    puts    INTEGER NOT NULL,     -- jobs ever put, deleted, buried, as of `at`
+    deletes INTEGER NOT NULL,
+    buries  INTEGER NOT NULL
+);
+
+-- table sqlq_tube_run
+CREATE TABLE sqlq_tube_run (
+    one   INTEGER PRIMARY KEY CHECK (one = 1),  -- a single row
+    tube  TEXT,                                 -- the tube of the latest put; NULL: none
+    start INTEGER NOT NULL                      -- the first id of the latest run
+);
+
+-- table sqlq_tubes
+CREATE TABLE sqlq_tubes (
+    name         TEXT PRIMARY KEY,
+    paused_until INTEGER NOT NULL,
+    pause_ms     INTEGER NOT NULL,
+    concurrency  INTEGER,
+    rate         INTEGER,
+    rate_ms      INTEGER,
+    rate_at      REAL
+) WITHOUT ROWID;
+
+-- table sqlq_workers
+CREATE TABLE sqlq_workers (
+    token      TEXT    PRIMARY KEY,  -- the owner token (liveness: owners.py)
+    host       TEXT    NOT NULL,
+    pid        INTEGER NOT NULL,
+    tubes      TEXT    NOT NULL,     -- the tubes it watches, comma-separated
+    started_at INTEGER NOT NULL,     -- ms since the epoch
+    seen_at    INTEGER NOT NULL,     -- ms: its last heartbeat
+    job_id     INTEGER,              -- the job it ran at its last heartbeat; NULL: idle
+    jobs_done  INTEGER NOT NULL      -- runs ended (whatever their outcome), as of seen_at
+) WITHOUT ROWID;
+
+-- index sqlq_cancelled_until
+CREATE INDEX sqlq_cancelled_until ON sqlq_cancelled (until);
+
+-- index sqlq_edges_child
+CREATE INDEX sqlq_edges_child ON sqlq_edges (child);
+
+-- index sqlq_jobs_buried
+CREATE INDEX sqlq_jobs_buried   ON sqlq_jobs (tube, id)            WHERE state = 3;
+
+-- index sqlq_jobs_delayed
+CREATE INDEX sqlq_jobs_delayed  ON sqlq_jobs (tube, delay_until)   WHERE state = 1;
+
+-- index sqlq_jobs_ready
+CREATE INDEX sqlq_jobs_ready    ON sqlq_jobs (tube, priority, id)  WHERE state = 0;
+
+-- index sqlq_jobs_reserved
+CREATE INDEX sqlq_jobs_reserved ON sqlq_jobs (reserved_until)      WHERE state = 2;
+
+-- index sqlq_jobs_unique
+CREATE UNIQUE INDEX sqlq_jobs_unique ON sqlq_jobs (tube, unique_key)
+    WHERE unique_key IS NOT NULL;
+
+-- index sqlq_results_expires
+CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
+
+-- column sqlq_attempts: (0, 'job_id', 'INTEGER', 1, None, 1, 0)
+-- column sqlq_attempts: (1, 'attempt', 'INTEGER', 1, None, 2, 0)
+-- column sqlq_attempts: (2, 'started_at', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_attempts: (3, 'duration', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_attempts: (4, 'host', 'TEXT', 1, None, 0, 0)
+-- column sqlq_attempts: (5, 'pid', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_attempts: (6, 'outcome', 'TEXT', 1, None, 0, 0)
+-- column sqlq_attempts: (7, 'error', 'TEXT', 1, None, 0, 0)
+-- column sqlq_attempts: (8, 'message', 'TEXT', 1, None, 0, 0)
+-- column sqlq_attempts: (9, 'traceback', 'TEXT', 1, None, 0, 0)
+-- column sqlq_attempts: (10, 'trace', 'TEXT', 0, None, 0, 0)
+-- column sqlq_attempts: (11, 'location', 'TEXT', 1, "''", 0, 0)
+-- column sqlq_cancelled: (0, 'id', 'INTEGER', 0, None, 1, 0)
+-- column sqlq_cancelled: (1, 'lease', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_cancelled: (2, 'until', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_counters: (0, 'tube', 'TEXT', 1, None, 1, 0)
+-- column sqlq_counters: (1, 'buries', 'INTEGER', 1, '0', 0, 0)
+-- column sqlq_counters: (2, 'kicks', 'INTEGER', 1, '0', 0, 0)
+-- column sqlq_counters: (3, 'timeouts', 'INTEGER', 1, '0', 0, 0)
+-- column sqlq_counters: (4, 'puts', 'INTEGER', 1, '0', 0, 0)
+-- column sqlq_counters: (5, 'pauses', 'INTEGER', 1, '0', 0, 0)
+-- column sqlq_durations: (0, 'tube', 'TEXT', 1, None, 1, 0)
+-- column sqlq_durations: (1, 'metric', 'TEXT', 1, None, 2, 0)
+-- column sqlq_durations: (2, 'le', 'TEXT', 1, None, 3, 0)
+-- column sqlq_durations: (3, 'count', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_durations: (4, 'sum', 'REAL', 1, None, 0, 0)
+-- column sqlq_edges: (0, 'parent', 'INTEGER', 1, None, 1, 0)
+-- column sqlq_edges: (1, 'child', 'INTEGER', 1, None, 2, 0)
+-- column sqlq_jobs: (0, 'id', 'INTEGER', 0, None, 1, 0)
+-- column sqlq_jobs: (1, 'tube', 'TEXT', 1, None, 0, 0)
+-- column sqlq_jobs: (2, 'priority', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_jobs: (3, 'state', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_jobs: (4, 'delay_until', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_jobs: (5, 'reserved_until', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_jobs: (6, 'ttr', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_jobs: (7, 'body', 'BLOB', 1, None, 0, 0)
+-- column sqlq_jobs: (8, 'created_at', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_jobs: (9, 'reserves', 'INTEGER', 1, '0', 0, 0)
+-- column sqlq_jobs: (10, 'timeouts', 'INTEGER', 1, '0', 0, 0)
+-- column sqlq_jobs: (11, 'releases', 'INTEGER', 1, '0', 0, 0)
+-- column sqlq_jobs: (12, 'buries', 'INTEGER', 1, '0', 0, 0)
+-- column sqlq_jobs: (13, 'kicks', 'INTEGER', 1, '0', 0, 0)
+-- column sqlq_jobs: (14, 'lease', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_jobs: (15, 'owner', 'TEXT', 0, None, 0, 0)
+-- column sqlq_jobs: (16, 'bury_reason', 'TEXT', 0, None, 0, 0)
+-- column sqlq_jobs: (17, 'unique_key', 'TEXT', 0, None, 0, 0)
+-- column sqlq_jobs: (18, 'delay', 'INTEGER', 1, '0', 0, 0)
+-- column sqlq_jobs: (19, 'failures', 'INTEGER', 1, '0', 0, 0)
+-- column sqlq_jobs: (20, 'waiting_on', 'INTEGER', 1, '0', 0, 0)
+-- column sqlq_jobs: (21, 'dependents', 'INTEGER', 1, '0', 0, 0)
+-- column sqlq_jobs: (22, 'trace', 'TEXT', 0, None, 0, 0)
+-- column sqlq_jobs: (23, 'progress', 'TEXT', 0, None, 0, 0)
+-- column sqlq_jobs: (24, 'progress_message', 'TEXT', 0, None, 0, 0)
+-- column sqlq_last_id: (0, 'one', 'INTEGER', 0, None, 1, 0)
+-- column sqlq_last_id: (1, 'id', 'INTEGER', 1, None, 0, 0)
+-- row sqlq_last_id: (1, 0)
+-- column sqlq_periodic: (0, 'name', 'TEXT', 1, None, 1, 0)
+-- column sqlq_periodic: (1, 'last_slot', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_periodic: (2, 'enqueued_at', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_results: (0, 'job_id', 'INTEGER', 0, None, 1, 0)
+-- column sqlq_results: (1, 'result', 'BLOB', 1, None, 0, 0)
+-- column sqlq_results: (2, 'expires_at', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_subscriptions: (0, 'topic', 'TEXT', 1, None, 1, 0)
+-- column sqlq_subscriptions: (1, 'tube', 'TEXT', 1, None, 2, 0)
+-- column sqlq_throughput: (0, 'minute', 'INTEGER', 0, None, 1, 0)
+-- column sqlq_throughput: (1, 'at', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_throughput: (2, 'puts', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_throughput: (3, 'deletes', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_throughput: (4, 'buries', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_tube_run: (0, 'one', 'INTEGER', 0, None, 1, 0)
+-- column sqlq_tube_run: (1, 'tube', 'TEXT', 0, None, 0, 0)
+-- column sqlq_tube_run: (2, 'start', 'INTEGER', 1, None, 0, 0)
+-- row sqlq_tube_run: (1, None, 1)
+-- column sqlq_tubes: (0, 'name', 'TEXT', 1, None, 1, 0)
+-- column sqlq_tubes: (1, 'paused_until', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_tubes: (2, 'pause_ms', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_tubes: (3, 'concurrency', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_tubes: (4, 'rate', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_tubes: (5, 'rate_ms', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_tubes: (6, 'rate_at', 'REAL', 0, None, 0, 0)
+-- column sqlq_workers: (0, 'token', 'TEXT', 1, None, 1, 0)
+-- column sqlq_workers: (1, 'host', 'TEXT', 1, None, 0, 0)
+-- column sqlq_workers: (2, 'pid', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_workers: (3, 'tubes', 'TEXT', 1, None, 0, 0)
+-- column sqlq_workers: (4, 'started_at', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_workers: (5, 'seen_at', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_workers: (6, 'job_id', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_workers: (7, 'jobs_done', 'INTEGER', 1, None, 0, 0)
