@@ -85,17 +85,15 @@ class Queue(Puts, Reads, FlowControl):
     (group commit), each returning once that commit is durable, with its own result
     or error. Create it after ``fork()``, not before.
 
-    A PostgreSQL server need not be reachable when the Queue is made (a module that
-    makes it at import, started during an outage): it is connected to on first use,
-    which waits for the server as after a lost connection (up to a minute).
+    A PostgreSQL server need not be up when the Queue is made (a module that makes it at
+    import): the first use connects, waiting as after a lost connection (up to a minute).
 
     Raises:
         SchemaError: the file belongs to another application (without ``init=True``)
             or was written by a newer sqlq; it is left untouched.
         DatabaseError: the file cannot be created, opened or written (a missing
-            directory, read-only, full disk), in one line that names the file; or the
-            server refused the login (a password, a role, a missing database), or a
-            pooler in transaction mode stands in front of it.
+            directory, read-only, full disk), in one line that names the file; the
+            server refused the login; a transaction-mode pooler stands in front of it.
 
     Examples:
         >>> with sqlq.Queue("app.db") as q:  # created 0600, WAL mode
@@ -135,8 +133,7 @@ class Queue(Puts, Reads, FlowControl):
 
     @property
     def backend(self) -> Backend:
-        """The storage backend (``sqlq.backends``): for tools built on sqlq, such as the
-        beanstalkd server, that need a notifier of their own."""
+        """The storage backend (``sqlq.backends``), for tools such as the beanstalkd server."""
         return self._backend
 
     @property
@@ -147,9 +144,8 @@ class Queue(Puts, Reads, FlowControl):
     @property
     def lock_wait(self) -> float | None:
         """Seconds a write waits for another process's write lock before raising
-        :class:`sqlq.Locked` (nothing written); None, the default, waits as long as
-        sqlq does everywhere (minutes). An event loop that must go on serving other
-        clients (``sqlq serve``) sets a short one and retries later."""
+        :class:`sqlq.Locked` (nothing written); None, the default, waits minutes. An event
+        loop serving other clients too (``sqlq serve``) sets a short one and retries later."""
         return self._lock_wait
 
     @lock_wait.setter
@@ -522,11 +518,10 @@ class Queue(Puts, Reads, FlowControl):
         reserved job as ready). Logic in backup.py.
 
         Raises:
-            Error: dest exists (unless ``force``), is a directory or in a missing
-                directory, is not a regular file (a device node, a FIFO), is the queue's
-                own file, its -wal, -shm or -journal file or in its ``-sqlq`` directory,
-                has a name ending in ``-wal``, ``-shm`` or ``-journal`` (another
-                database's), or cannot be written; nothing is changed.
+            Error: dest exists (unless ``force``), is not a regular file, is in a
+                missing directory, is one of a database's own files (the queue's, its
+                -wal, -shm, -journal or -sqlq directory; any ``*-wal``, ``*-shm``,
+                ``*-journal``), or cannot be written; nothing is changed.
         """
         from .backup import backup  # loaded on first use: most processes never back up
 
