@@ -125,8 +125,8 @@ def check_own_migrations(venv: Path, work: Path, env: dict[str, str], pg: PgServ
                          label: str) -> None:
     """The installed sqlq reads the migrations inside its own package (not the checkout's)
     and a new database of each dialect it makes has exactly migrations/<dialect>/schema.sql."""
-    shipped = run(["python", "-c", "from sqlq.backends.migrations import directory; "
-                   "print(directory('sqlite').parent)"], cwd=work, env=env).strip()
+    shipped = run(["python", "-c", "import os; from sqlq.backends.migrations import directory; "
+                   "print(os.path.dirname(directory('sqlite')))"], cwd=work, env=env).strip()
     if not shipped.startswith(str(venv)) or not shipped.endswith("_migrations"):
         raise Failed(f"{label}: the installed sqlq reads its migrations from {shipped}")
     database = f"release_{label}_fresh"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import SchemaError
@@ -24,15 +23,18 @@ class Migration(NamedTuple):
     sql: str
 
 
-def directory(dialect: str) -> Path:
+def directory(dialect: str) -> str:
     """The migrations of dialect ("sqlite", "postgres"): those the wheel ships inside the
-    package, else (a checkout, an editable install) the top-level ``migrations/``."""
-    package = Path(__file__).resolve().parent.parent
-    shipped = package / "_migrations" / dialect
-    return shipped if shipped.is_dir() else package.parent / "migrations" / dialect
+    package, else (a checkout, an editable install) the top-level ``migrations/``. Plain
+    ``os.path``: pathlib (and the urllib it imports) is not a put's to load."""
+    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    shipped = os.path.join(package, "_migrations", dialect)
+    if os.path.isdir(shipped):
+        return shipped
+    return os.path.join(os.path.dirname(package), "migrations", dialect)
 
 
-def latest(directory: str | Path) -> int:
+def latest(directory: str | os.PathLike[str]) -> int:
     """The highest version in directory, from the files' names alone: what a database
     that needs no migration records, known without reading every file (which cost each
     process that opens a Queue milliseconds). :func:`load` checks the files."""
@@ -50,15 +52,16 @@ def latest_versions() -> dict[str, int]:
     return {name: latest(directory(folder)) for folder, name in DIALECTS.items()}
 
 
-def load(directory: Path) -> list[Migration]:
+def load(directory: str | os.PathLike[str]) -> list[Migration]:
     """The migrations in directory, in order; SchemaError if it is missing or has gaps."""
-    if not directory.is_dir():
+    if not os.path.isdir(directory):
         raise SchemaError(f"sqlq is installed without its migrations directory ({directory})")
     found = []
-    for path in sorted(directory.iterdir()):
-        match = _NAME.match(path.name)
+    for name in sorted(os.listdir(directory)):
+        match = _NAME.match(name)
         if match:
-            found.append(Migration(int(match.group(1)), path.stem, path.read_text()))
+            with open(os.path.join(directory, name), encoding="utf-8") as f:
+                found.append(Migration(int(match.group(1)), name[:-len(".sql")], f.read()))
     versions = [m.version for m in found]
     if versions != list(range(1, len(found) + 1)):
         raise SchemaError(f"migrations are not numbered 1..n without gaps: {versions}")

@@ -23,7 +23,7 @@ from sqlq.backends.postgres import migrate as pg_migrate
 
 pytestmark = pytest.mark.slow
 
-MIGRATIONS = pg_migrate.migrations_dir()
+MIGRATIONS = Path(pg_migrate.migrations_dir())
 QUERIES = Path(sqlq.__file__).parent / "backends" / "postgres" / "queries.sql"
 
 

@@ -7,21 +7,18 @@ database stamped by a newer sqlq is refused before anything is written to it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import SchemaError
 from ..migrations import RELEASE_MARK, Migration, directory, load, refusal
 
-if TYPE_CHECKING:
-    from pathlib import Path
 
-
-def migrations_dir() -> Path:
+def migrations_dir() -> str:
     """migrations/postgres (sqlq/_migrations/postgres in the wheel)."""
     return directory("postgres")
 
 
-def load_migrations(directory: Path | None = None) -> list[Migration]:
+def load_migrations(directory: str | None = None) -> list[Migration]:
     return load(directory or migrations_dir())
 
 

@@ -7,22 +7,19 @@ before anything is written to it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import SchemaError
 from ..migrations import RELEASE_MARK, Migration, directory, latest, load, refusal
 from .drivers import immediate
 
-if TYPE_CHECKING:
-    from pathlib import Path
 
-
-def migrations_dir() -> Path:
+def migrations_dir() -> str:
     """migrations/sqlite (sqlq/_migrations/sqlite in the wheel)."""
     return directory("sqlite")
 
 
-def load_migrations(directory: Path | None = None) -> list[Migration]:
+def load_migrations(directory: str | None = None) -> list[Migration]:
     return load(directory or migrations_dir())
 
 
