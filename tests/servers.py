@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -101,13 +101,7 @@ class BeanstalkdProcess:
         return self.proc.poll() is None
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
         if self.proc.stderr:
             self.proc.stderr.close()
 
@@ -196,6 +190,17 @@ def beanstalkd(*flags: str) -> Iterator[tuple[str, int]]:
     finally:
         proc.terminate()
         proc.wait()
+
+
+def terminate(proc: subprocess.Popen[Any]) -> None:
+    """Stop a server's process: SIGTERM, then SIGKILL if it has not ended in 10 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 _R = TypeVar("_R")
@@ -295,13 +300,8 @@ class PgBouncer:
     def stop(self) -> None:
         """Stop the pooler (its clients' connections end); :meth:`start` brings it back on
         the same port."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            terminate(self.proc)
         self.proc = None
 
     def close(self) -> None:

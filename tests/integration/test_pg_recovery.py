@@ -34,26 +34,16 @@ import pytest
 import sqlq
 from sqlq.backends.postgres.owners import GRACE_S
 from tests.conftest import ROOT
+from tests.integration.test_pg_liveness import HOLDER as LIVENESS_HOLDER
 from tests.pgserver import PgServer
 from tests.timing import PATIENCE
 
 pytestmark = pytest.mark.slow
 
-#: Reserves the job, says so, works without touching the database until told, then
-#: deletes it under its lease and says how that went. Logs to stderr (the keeper's).
-HOLDER = """
-import logging, sys, sqlq
-logging.basicConfig(level=logging.WARNING)
-q = sqlq.Queue(sys.argv[1])
-job = q.reserve("t", timeout=30)
-print(job.id, flush=True)
-sys.stdin.readline()
-try:
-    job.delete()
-    print("deleted", flush=True)
-except sqlq.Error as e:
-    print(type(e).__name__, e, flush=True)
-"""
+#: test_pg_liveness's holder (reserves, says so, works without touching the database
+#: until told, then deletes under its lease and says how that went), logging to stderr:
+#: the keeper's words are what these tests read.
+HOLDER = "import logging; logging.basicConfig(level=logging.WARNING)\n" + LIVENESS_HOLDER
 
 #: The worker on "another host": gets in as soon as it is let in, reserves without
 #: waiting (a claim that finds nothing looks for dead holders), says what it got; then,
@@ -164,6 +154,17 @@ def _say(proc: subprocess.Popen[str], line: str = "go") -> None:
     proc.stdin.flush()
 
 
+def _start_holder(pg: PgServer) -> tuple[int, subprocess.Popen[str]]:
+    """A job put, and the HOLDER process (as role holder) that will reserve it."""
+    with sqlq.Queue(pg.url_for("r")) as q:
+        job_id = q.put(b"long", tube="t", ttr=300)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, _url(pg, "holder")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    return job_id, holder
+
+
 def _read(proc: subprocess.Popen[str]) -> str:
     from tests.integration.test_pg_liveness import _line
 
@@ -199,12 +200,7 @@ def _crash_a_backend(pg: PgServer) -> None:
 def test_a_holder_keeps_its_job_through_a_recovery_longer_than_the_grace(
         server: PgServer, disturbance: str) -> None:
     pg = server
-    with sqlq.Queue(pg.url_for("r")) as q:
-        job_id = q.put(b"long", tube="t", ttr=300)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, _url(pg, "holder")],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True,
-                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    job_id, holder = _start_holder(pg)
     thief = None
     try:
         assert int(_read(holder)) == job_id
@@ -243,12 +239,7 @@ def test_a_keeper_back_after_the_grace_says_its_jobs_were_handed_out(server: PgS
     than the grace while another host can is presumed dead, and its keeper, back,
     says how many of its reservations went (it once said they all stood)."""
     pg = server
-    with sqlq.Queue(pg.url_for("r")) as q:
-        job_id = q.put(b"long", tube="t", ttr=300)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, _url(pg, "holder")],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True,
-                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    job_id, holder = _start_holder(pg)
     log: list[str] = []
     assert holder.stderr is not None
     reader = threading.Thread(target=lambda: log.extend(holder.stderr), daemon=True)  # type: ignore[arg-type]

@@ -150,16 +150,22 @@ def test_every_block_runs_in_page_order_or_is_marked_a_fragment(
     print(f"{page}: {len(runner.ran)} blocks ran, fragments at {runner.fragments}")
 
 
-def test_tracings_first_look_prints_each_run_as_a_span(tmp_path: Path) -> None:
-    """newcomer.md #37: ``opentelemetry-instrument`` was "command not found" after the
-    documented install, then failed for want of an OTLP exporter. The page's block runs
-    (its pip lines aside: the test venv has those packages) on getting started's tasks."""
+def _with_getting_started_tasks(tmp_path: Path) -> tuple[Path, Page]:
+    """A fresh home with getting started's ``myapp/tasks.py`` written, and its Page."""
     home = tmp_path / "home"
     (home / "var").mkdir(parents=True)
     page = Page(home, tmp_path / "exported.sh")
     tasks = next(src for _, src in blocks("docs/getting-started.md")
                  if src.startswith("# myapp/tasks.py"))
     page.python(tasks, "getting-started.md", {})
+    return home, page
+
+
+def test_tracings_first_look_prints_each_run_as_a_span(tmp_path: Path) -> None:
+    """newcomer.md #37: ``opentelemetry-instrument`` was "command not found" after the
+    documented install, then failed for want of an OTLP exporter. The page's block runs
+    (its pip lines aside: the test venv has those packages) on getting started's tasks."""
+    home, page = _with_getting_started_tasks(tmp_path)
     page.shell("python -c 'from myapp.tasks import send_welcome_email as s; s.put(7, \"a@b.c\")'",
                "a put")
     block = next(src for _, src in blocks("docs/tracing.md") if "=console" in src)
@@ -172,12 +178,7 @@ def test_tracings_first_look_prints_each_run_as_a_span(tmp_path: Path) -> None:
 def test_the_postgresql_pages_move_runs_on_a_real_server(tmp_path: Path, pg_url: str) -> None:
     """docs/postgres.md's first block, its placeholder URL replaced by a throwaway
     server's database (its pip line aside): copy a file's jobs, then work them there."""
-    home = tmp_path / "home"
-    (home / "var").mkdir(parents=True)
-    page = Page(home, tmp_path / "exported.sh")
-    tasks = next(src for _, src in blocks("docs/getting-started.md")
-                 if src.startswith("# myapp/tasks.py"))
-    page.python(tasks, "getting-started.md", {})
+    home, page = _with_getting_started_tasks(tmp_path)
     body = b'{"task": "myapp.tasks.send_welcome_email", "args": [7, "a@b.c"], "kwargs": {}}'
     with sqlq.Queue(str(home / "app.db")) as q:
         q.put(body, tube="emails")
