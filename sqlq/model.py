@@ -192,7 +192,7 @@ class Job:
                 JobCancelled, a JobLost, if the job was cancelled.
             ValueError: this Job was peeked, not reserved (use ``Queue.delete(id)``).
         """
-        self._queue.delete(self.id, lease=lease_of(self))
+        self._queue.verbs.delete(self.id, lease_of(self))
         self.state = "deleted"
 
     def release(self, priority: int | None = None, delay: float = 0) -> None:
@@ -203,7 +203,10 @@ class Job:
                 JobCancelled, a JobLost, if the job was cancelled.
             ValueError: this Job was peeked, not reserved.
         """
-        self._queue.release(self.id, priority=priority, delay=delay, lease=lease_of(self))
+        lease = lease_of(self)
+        if priority is not None:
+            check_priority(priority)
+        self._queue.verbs.release(self.id, lease, priority, seconds_to_ms(delay, "delay"))
         self.state = "delayed" if delay else "ready"
 
     def bury(self, priority: int | None = None, reason: str | None = None) -> None:
@@ -229,7 +232,7 @@ class Job:
                 JobCancelled, a JobLost, if the job was cancelled.
             ValueError: this Job was peeked, not reserved.
         """
-        self.reserved_until = self._queue.touch(self.id, lease=lease_of(self))
+        self.reserved_until = self._queue.verbs.touch(self.id, lease_of(self))
 
     def progress(self, value: float, message: str | None = None) -> None:
         """Say how far the job has got: ``value`` a fraction 0-1 (float) or a count of
@@ -461,3 +464,56 @@ def check_unique_key(key: object) -> str | None:
     if key is None or isinstance(key, str):
         return key
     raise TypeError(f"unique_key must be a str or None, not {type(key).__name__}")
+
+
+# -- one put -----------------------------------------------------------------------------------
+# ``Queue.put`` and ``put_many``, a Transaction's, ``AsyncQueue``'s, ``sqlq.put(conn)``,
+# ``publish``, ``@q.task``'s ``.put`` and the Django and Flask faces describe their put with
+# describe_put() and hand it to the one put verb (verbs/contract.py), which gives it to the one
+# storage call that inserts it (``Store.put``). An option added to puts is one field of Put,
+# one check in describe_put(), and its column in that call's statements.
+
+
+class Put(NamedTuple):
+    """A checked put (the body, or bodies, travel beside it)."""
+
+    #: The tube its jobs go into (a topic's name for a publish).
+    tube: str
+    priority: int
+    delay_ms: int
+    ttr_ms: int
+    #: While a job with this key is live in the tube, nothing is put: its id is returned.
+    unique_key: str | None = None
+    #: The jobs its jobs wait for (``after=``), each once, in order.
+    parents: tuple[int, ...] = ()
+    #: The W3C trace context of the put's span, stored beside each body (tracing.py).
+    trace: str | None = None
+
+
+#: The checked Puts of plain puts (a tube and a priority, every other option at its
+#: default): a worker or producer puts to the same few tubes again and again.
+_PLAIN: dict[tuple[str, int], Put] = {}
+
+
+def describe_put(tube: object = DEFAULT_TUBE, priority: object = DEFAULT_PRIORITY,
+                 delay: object = 0, ttr: object = DEFAULT_TTR, unique_key: object = None,
+                 after: object = None, *, name: str = "tube") -> Put:
+    """The put these options describe, each checked (TypeError, ValueError, InvalidTube
+    naming the argument; JobNotFound for an ``after`` id no job can have). ``name``: what
+    the tube is called in messages (``"topic"`` for a publish)."""
+    if delay.__class__ is int and delay == 0 and ttr.__class__ is float and ttr == DEFAULT_TTR \
+            and unique_key is None and after is None and priority.__class__ is int \
+            and tube.__class__ is str and 0 <= priority <= MAX_PRIORITY:
+        key = (tube, priority)
+        plain = _PLAIN.get(key)
+        if plain is not None:
+            return plain
+        check_tube(tube, name)
+        plain = Put(tube, priority, 0, DEFAULT_TTR_MS)
+        if len(_PLAIN) < 1024:
+            _PLAIN[key] = plain
+        return plain
+    checked = check_tube(tube, name)
+    delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
+    return Put(checked, priority, delay_ms, ttr_ms, unique_key,  # type: ignore[arg-type]
+               check_after(after))

@@ -157,19 +157,31 @@ class Backend(abc.ABC):
         Inside :meth:`transaction` on the same thread, fn joins it."""
 
     def write_shared(self, fn: Callable[[Conn], T], *, single: bool = False,
-                     batch: Batch | None = None) -> T:
+                     batch: Batch | None = None, item: Any = None) -> T:
         """:meth:`write` (durable) for a short write that may share its transaction and
         its commit with writes other threads make at the same time (group commit,
         ``group.py``): one flush for them all, each caller still returning only once
         the commit holding its write is durable, with its own result or exception.
         fn may run on another thread, and again alone if a write of the group fails;
         ``batch`` says how writes of its kind run together (one statement for a run of
-        puts). Alone, or inside a transaction of this thread's own, exactly
-        :meth:`write` (not from inside a ``single=True`` write's fn, which holds no
-        transaction)."""
+        puts; ``item``: this write's part of such a run). Alone, or inside a transaction
+        of this thread's own, exactly :meth:`write` (not from inside a ``single=True``
+        write's fn, which holds no transaction)."""
         if not self.commits_are_costly:
             return self.write(fn, single=single)
-        return self._group.write(fn, single, batch)
+        return self._group.write(fn, single, batch, item)
+
+    def runners(self) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
+        """:meth:`read`, :meth:`write` and :meth:`write_shared` as the dispatcher calls
+        them on every verb (``verbs/dispatch.py``), resolved once: a backend whose calls
+        are its database's own hands those over, a call less on every verb."""
+        if not self.commits_are_costly:
+            return self.read, self.write, self._write_alone
+        return self.read, self.write, self._group.write
+
+    def _write_alone(self, fn: Callable[[Conn], T], single: bool = False,
+                     batch: Batch | None = None, item: Any = None) -> T:
+        return self.write(fn, single=single)
 
     @property
     def commits_are_costly(self) -> bool:

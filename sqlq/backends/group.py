@@ -47,26 +47,28 @@ MAX_GROUP = 64
 
 
 class Batch(NamedTuple):
-    """How a write may run together with others of its kind: ``run(conn, items)`` does
-    the writes of every item and returns their results in order (writes are of a kind
-    when their ``run`` is equal); ``single``: in one statement that checks nothing of its
-    own (only the database can fail it). The write's own function stays what runs it
-    alone, and under a savepoint when a write of the group fails."""
+    """How writes of one kind may run together: ``run(conn, items)`` does the writes of
+    every item (each write's ``item``) and returns their results in order (writes are of
+    a kind when their ``run`` is equal); ``single``: in one statement that checks nothing
+    of its own (only the database can fail it). Made once per kind; a write's own
+    function stays what runs it alone, and under a savepoint when a write of the group
+    fails."""
 
     run: Callable[[Conn, list[Any]], list[Any]]
-    item: Any
     single: bool = False
 
 
 class _Write:
     """One queued write, and what became of it."""
 
-    __slots__ = ("fn", "single", "batch", "lead", "error", "value", "_wake")
+    __slots__ = ("fn", "single", "batch", "item", "lead", "error", "value", "_wake")
 
-    def __init__(self, fn: Callable[[Conn], Any], single: bool, batch: Batch | None) -> None:
+    def __init__(self, fn: Callable[[Conn], Any], single: bool, batch: Batch | None,
+                 item: Any) -> None:
         self.fn = fn
         self.single = single
         self.batch = batch
+        self.item = item
         #: Woken to lead the next group rather than with an outcome.
         self.lead = False
         self.error: BaseException | None = None
@@ -110,7 +112,7 @@ class GroupCommit:
         self._busy = False
 
     def write(self, fn: Callable[[Conn], T], single: bool = False,
-              batch: Batch | None = None) -> T:
+              batch: Batch | None = None, item: Any = None) -> T:
         """``backend.write(fn, single=single)``, durable, possibly sharing its commit."""
         backend = self._backend
         with self._mutex:
@@ -124,7 +126,7 @@ class GroupCommit:
         if backend.in_transaction():
             # This thread's own transaction: join it (the leader may be waiting for it).
             return backend.write(fn, single=single)
-        me = _Write(fn, single, batch)
+        me = _Write(fn, single, batch, item)
         with self._mutex:
             if self._busy:
                 self._queue.append(me)
@@ -204,7 +206,7 @@ class GroupCommit:
                 # as from a failed COMMIT (below).
                 assert first is not None
                 values = backend.write(lambda conn: first.run(conn, [
-                    w.batch.item for w in group if w.batch is not None]), single=True)
+                    w.item for w in group if w.batch is not None]), single=True)
             else:
                 values = backend.write(lambda conn: self._together(conn, group))
         except _WriteFailed:
@@ -241,8 +243,7 @@ class GroupCommit:
                 end += 1
             try:
                 if batch is not None and end - start > 1:
-                    values += batch.run(conn, [w.batch.item for w in group[start:end]
-                                               if w.batch is not None])
+                    values += batch.run(conn, [w.item for w in group[start:end]])
                 else:
                     values.append(group[start].fn(conn))
             except Exception as e:

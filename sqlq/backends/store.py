@@ -30,6 +30,7 @@ from .sql import one
 from .views import StoreViews
 
 if TYPE_CHECKING:
+    from ..model import Put
     from .base import Conn
 
 #: Expired results purged per complete(): more than one, so purging outpaces expiry.
@@ -102,6 +103,70 @@ class Store(StoreViews, abc.ABC):
         """Insert the jobs of several puts, each (tube, priority, delay_ms, ttr_ms, body)
         with its own options (threads' puts sharing one commit); their ids, in order."""
         return [self.insert_job(conn, now, *put, None) for put in puts]
+
+    def put(self, conn: Conn, now: int, put: Put, bodies: Sequence[bytes]) -> list[int]:
+        """Insert one job per body as ``put`` describes (``verbs/put.py``): the one call
+        every put makes; their ids, in order (a unique key held: the holder's id, the job
+        unchanged). The put's trace, if any, goes on each job it inserted."""
+        held = None
+        if put.trace is not None and put.unique_key is not None:
+            held = self.unique_job_id(conn, put.tube, put.unique_key)
+        if put.parents:
+            ids = self.insert_after(conn, now, put.tube, put.priority, put.delay_ms,
+                                    put.ttr_ms, bodies, put.unique_key, put.parents)
+        elif len(bodies) == 1:
+            ids = [self.insert_job(conn, now, put.tube, put.priority, put.delay_ms,
+                                   put.ttr_ms, bodies[0], put.unique_key)]
+        else:
+            ids = self.insert_jobs(conn, now, put.tube, put.priority, put.delay_ms,
+                                   put.ttr_ms, bodies)
+        if put.trace is not None and held is None and ids:
+            self.set_trace(conn, ids, put.trace)
+        return ids
+
+    def publish(self, conn: Conn, now: int, put: Put, body: bytes) -> list[tuple[str, int]]:
+        """One copy of body in each tube subscribed to the topic ``put.tube``, as ``put``
+        says; (tube, id) in tube-name order (a tube holding a live job with the unique
+        key gives that job's id, and that job keeps its own trace)."""
+        copies, fresh = [], []
+        for tube in self.topic_tubes(conn, put.tube):
+            held = put.trace is not None and put.unique_key is not None \
+                and self.unique_job_id(conn, tube, put.unique_key) is not None
+            job_id = self.insert_job(conn, now, tube, put.priority, put.delay_ms, put.ttr_ms,
+                                     body, put.unique_key)
+            copies.append((tube, job_id))
+            if put.trace is not None and not held:
+                fresh.append(job_id)
+        if put.trace is not None and fresh:
+            self.set_trace(conn, fresh, put.trace)
+        return copies
+
+    def settle_and_claim_limited(self, conn: Conn, now: int, done: Sequence[tuple[int, int]],
+                                 tubes: Any, owner: str | None, n: int
+                                 ) -> tuple[list[tuple[int, int]], list[ClaimRow], bool]:
+        """Delete the (id, lease) jobs of ``done`` and claim up to n within the tubes'
+        limits (:meth:`claim_limited`), in the caller's transaction: (the lost leases,
+        the claim rows, whether any tube had limits). A lost lease claims nothing; one
+        job's (reserve(delete=job)) raises JobLost, undoing the whole transaction."""
+        if len(done) == 1:
+            self.delete(conn, now, done[0][0], done[0][1])
+        elif done:
+            lost = self.delete_many(conn, now, done)
+            if lost:
+                return lost, [], True
+        rows, limited = self.claim_limited(conn, now, tubes, owner, n)
+        return [], rows, limited
+
+    def end_attempt(self, conn: Conn, now: int, job_id: int, lease: int | None,
+                    attempt: dict[str, Any], kept: int, delay_ms: int | None,
+                    reason: str | None) -> None:
+        """A failed run's end: the reserved job released to run again after ``delay_ms``
+        (None: buried, with ``reason``), and the attempt kept (:meth:`keep_attempt`)."""
+        if delay_ms is None:
+            self.bury(conn, now, job_id, lease, None, reason)
+        else:
+            self.release(conn, now, job_id, lease, None, delay_ms)
+        self.keep_attempt(conn, attempt, kept)
 
     @abc.abstractmethod
     def claim(self, conn: Conn, now: int, tubes: Any, owner: str | None) -> ClaimRow | None:
@@ -519,13 +584,13 @@ class Store(StoreViews, abc.ABC):
     # -- results -----------------------------------------------------------------------------
 
     def complete(self, conn: Conn, now: int, job_id: int, lease: int | None, result: bytes,
-                 expires_at: int) -> str:
-        """Delete the job (as :meth:`delete`) and keep its result until expires_at; return
+                 ttl_ms: int) -> str:
+        """Delete the job (as :meth:`delete`) and keep its result ``ttl_ms``; return
         its tube. A few expired results are purged on the way, so the table stays
         bounded without a reaper and without touching the claim path."""
         tube = self.delete(conn, now, job_id, lease)
         conn.execute(self.Q["insert_result"],
-                     {"id": job_id, "result": result, "expires_at": expires_at})
+                     {"id": job_id, "result": result, "expires_at": now + ttl_ms})
         conn.execute(self.Q["purge_results"], {"now": now, "limit": PURGE_BATCH})
         return tube
 

@@ -27,7 +27,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ...model import DELAYED, READY, ClaimRow
+from ...model import DELAYED, READY, ClaimRow, Put
 from ..sql import load_queries, one
 from ..store import Store
 from .drivers import triggers_off
@@ -193,6 +193,15 @@ class SQLiteStore(Store):
         if times:
             self.due.lower(min(times))
         conn.execute(self.Q["forget_parent_edges"], {"id": parent})
+
+    def put(self, conn: Any, now: int, put: Put, bodies: Sequence[bytes]) -> list[int]:
+        # The common put (one body, ready now, no key, parents or trace) without the calls
+        # of Store.put and insert_job, whose first branch this is.
+        if put.delay_ms == 0 and put.unique_key is None and put.trace is None \
+                and not put.parents and len(bodies) == 1:
+            conn.execute(_INSERT_READY_JOB, (put.tube, put.priority, put.ttr_ms, bodies[0], now))
+            return [conn.last_insert_rowid()]
+        return super().put(conn, now, put, bodies)
 
     def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:
