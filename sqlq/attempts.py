@@ -186,10 +186,10 @@ def end(backend: Backend, clock: Callable[[], int], job_id: int, lease: int | No
     def write(c: Conn) -> None:
         now = clock()
         if delay_ms is None:
-            store.bury(c, now, job_id, lease, None, attempt.message)
+            store.jobs.bury(c, now, job_id, lease, None, attempt.message)
         else:
-            store.release(c, now, job_id, lease, None, delay_ms)
-        store.keep_attempt(c, params, KEPT)
+            store.jobs.release(c, now, job_id, lease, None, delay_ms)
+        store.history.keep_attempt(c, params, KEPT)
 
     if delay_ms is None:
         backend.write_shared(write)  # durable, as a bury
@@ -201,7 +201,7 @@ def keep(backend: Backend, attempt: Attempt) -> None:
     """Store ``attempt`` alone (a run that ended after its reservation was lost); nothing
     if the job is gone."""
     params = _traced(attempt).params()
-    backend.write(lambda c: backend.store.keep_attempt(c, params, KEPT), durable=False)
+    backend.write(lambda c: backend.store.history.keep_attempt(c, params, KEPT), durable=False)
 
 
 def _traced(attempt: Attempt) -> Attempt:
@@ -215,10 +215,10 @@ def _traced(attempt: Attempt) -> Attempt:
 def last_trace(backend: Backend, job_id: int) -> str | None:
     """The traceparent of the job's latest failed run that kept one (a traced run), or
     None: what the span of its next run links (sqlq/tracing.py)."""
-    return backend.read(lambda c: backend.store.attempt_trace(c, job_id), single=True)
+    return backend.read(lambda c: backend.store.history.attempt_trace(c, job_id), single=True)
 
 
 def read(backend: Backend, job_id: int) -> list[Attempt]:
     """The job's kept attempts, oldest first."""
-    rows = backend.read(lambda c: backend.store.attempts(c, job_id), single=True)
+    rows = backend.read(lambda c: backend.store.history.attempts(c, job_id), single=True)
     return [Attempt.from_row(row) for row in rows]

@@ -120,9 +120,9 @@ class Engine:
             key = tubes if tubes is None or tubes.__class__ is str else tuple(tubes)
             found = self._tubes_cache.get(key)
         except TypeError:  # not iterable, or unhashable items: check_tubes says what is wrong
-            return self.store.tubes_param(check_tubes(tubes))
+            return self.store.claims.tubes_param(check_tubes(tubes))
         if found is None:
-            found = self.store.tubes_param(check_tubes(tubes))
+            found = self.store.claims.tubes_param(check_tubes(tubes))
             if len(self._tubes_cache) < 256:
                 self._tubes_cache[key] = found
         return found
@@ -165,15 +165,15 @@ class Engine:
 
         def claim(c: Conn) -> Any:
             if delete is not None:
-                return store.delete_and_claim(c, clock(), delete.id, lease, tubes, owner)
-            return store.claim(c, clock(), tubes, owner)
+                return store.claims.delete_and_claim(c, clock(), delete.id, lease, tubes, owner)
+            return store.claims.claim(c, clock(), tubes, owner)
 
         if delete is None:
             row = self.backend.write(claim, durable=False,
-                                     single=store.CLAIM_OUTSIDE_TRANSACTION)
+                                     single=store.claims.CLAIM_OUTSIDE_TRANSACTION)
         else:
             lease = lease_of(delete)
-            row = self.backend.write(claim, single=store.ONE_STATEMENT_CLAIM)
+            row = self.backend.write(claim, single=store.claims.ONE_STATEMENT_CLAIM)
             delete.state = "deleted"
         if row is None:
             # The plain claim skips limited tubes: one limited since we learnt may hold jobs.
@@ -194,13 +194,13 @@ class Engine:
         clock, store = self.clock, self.store
         if not done:
             rows = self.backend.write(
-                lambda c: store.claim_many(c, clock(), tubes, owner, n),
-                durable=False, single=store.CLAIM_OUTSIDE_TRANSACTION)
+                lambda c: store.claims.claim_many(c, clock(), tubes, owner, n),
+                durable=False, single=store.claims.CLAIM_OUTSIDE_TRANSACTION)
         else:
             pairs = _leases(done)
             lost, rows = self.backend.write(
-                lambda c: store.delete_and_claim_many(c, clock(), pairs, tubes, owner, n),
-                single=store.ONE_STATEMENT_CLAIM)
+                lambda c: store.claims.delete_and_claim_many(c, clock(), pairs, tubes, owner, n),
+                single=store.claims.ONE_STATEMENT_CLAIM)
             _deleted(done, lost, claimed=True)
         if not rows and self.limits_changed(tubes):
             return self.claim_limited(tubes, owner, n, [])
@@ -219,11 +219,11 @@ class Engine:
         """After a plain claim found nothing: whether a tube of ``tubes`` has limits now,
         read again unless the store proves nothing was committed elsewhere since the last
         read (``Store.limits_stamp``; our own limit changes clear what we remember)."""
-        told = self.store.empty_claim_limited()
+        told = self.store.limits.empty_claim_limited()
         if told is not None:  # the claim said so itself (PostgreSQL's claim_job)
             self._remember_limits(tubes, told)
             return told
-        stamp = self.store.limits_stamp()
+        stamp = self.store.limits.limits_stamp()
         key = tubes if tubes.__class__ is str else tuple(tubes)
         if stamp is not None and self._stamps.get(key) == stamp and key in self._limited:
             return self._limited[key]
@@ -233,7 +233,7 @@ class Engine:
         """Read (no write lock) whether a tube of ``tubes`` has limits, and remember it
         (with the store's stamp taken before the read, if any)."""
         limited = bool(self.backend.read(
-            lambda c: self.store.limited_tubes(c, tubes), single=True))
+            lambda c: self.store.limits.limited_tubes(c, tubes), single=True))
         self._remember_limits(tubes, limited)
         if stamp is not None:
             self._stamps[tubes if tubes.__class__ is str else tuple(tubes)] = stamp
@@ -270,12 +270,12 @@ class Engine:
         def claim(c: Conn) -> tuple[list[tuple[int, int]], list[Any], bool]:
             now = clock()
             if len(done) == 1:  # reserve(delete=job): JobLost rolls everything back
-                store.delete(c, now, done[0].id, lease_of(done[0]))
+                store.jobs.delete(c, now, done[0].id, lease_of(done[0]))
             elif done:
-                lost = store.delete_many(c, now, _leases(done))
+                lost = store.claims.delete_many(c, now, _leases(done))
                 if lost:
                     return lost, [], True
-            rows, limited = store.claim_limited(c, now, tubes, owner, n)
+            rows, limited = store.limits.claim_limited(c, now, tubes, owner, n)
             return [], rows, limited
 
         lost, rows, limited = self.backend.write(claim, durable=bool(done))
@@ -287,7 +287,7 @@ class Engine:
     def claim_by_id(self, job_id: int, owner: str | None) -> Job:
         """Reserve one job by id, whatever its state unless reserved (JobNotFound)."""
         row = self.backend.write(
-            lambda c: self.store.claim_by_id(c, self.clock(), job_id, owner), durable=False)
+            lambda c: self.store.claims.claim_by_id(c, self.clock(), job_id, owner), durable=False)
         return self._make_job(row)
 
     def claim_first(self, claim: Callable[[str | None, bool], T | None], detach: bool,
@@ -314,7 +314,7 @@ class Engine:
         JobLost names the others (see Queue.delete_many)."""
         pairs = _leases(done)
         lost = self.backend.write_shared(
-            lambda c: self.store.delete_many(c, self.clock(), pairs), single=True)
+            lambda c: self.store.claims.delete_many(c, self.clock(), pairs), single=True)
         _deleted(done, lost, claimed=False)
 
     def end_attempt(self, job: Job, attempt: Attempt, delay: float | None) -> None:
@@ -368,19 +368,19 @@ class Engine:
             found = claim()
             if found is not None:
                 return found
-        if sure or not self.store.LOOK_BEFORE_CLAIM:
+        if sure or not self.store.claims.LOOK_BEFORE_CLAIM:
             return claim()
         return claim() if self.has_ready(tubes) else None
 
     def has_ready(self, tubes: TubesParam) -> bool:
         """Whether a claim on ``tubes`` would find a job now; a read, no write lock."""
         return bool(self.backend.read(
-            lambda c: self.store.has_ready_job(c, self.clock(), tubes), single=True))
+            lambda c: self.store.claims.has_ready_job(c, self.clock(), tubes), single=True))
 
     def next_due(self, tubes: TubesParam) -> int | None:
         """When (ms) a delayed job, a TTR or a pause may make a job ready in ``tubes``."""
         due: int | None = self.backend.read(
-            lambda c: self.store.next_due(c, self.clock(), tubes))
+            lambda c: self.store.claims.next_due(c, self.clock(), tubes))
         return due
 
     def due(self, tubes: TubesParam) -> int | None:
@@ -401,7 +401,7 @@ class Engine:
         if self._reap_at != _NEVER:
             self._reap_at = _monotonic() + REAP_EVERY_S
         me = backend.current_owner() or ""
-        held = backend.read(lambda c: store.reserving_owners(c, self.clock(), me))
+        held = backend.read(lambda c: store.claims.reserving_owners(c, self.clock(), me))
         self._others_hold = bool(held)
         return bool(held) and backend.reap_owners(held) > 0
 

@@ -56,9 +56,9 @@ def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
         return tracing.send(lambda write: driver.run(conn, write), driver.STORE, now_ms, tube,
                             priority, delay_ms, ttr_ms, (data,), unique_key, parents, False)[0]
     if parents:
-        return int(driver.run(conn, lambda c: driver.STORE.insert_after(
+        return int(driver.run(conn, lambda c: driver.STORE.deps.insert_after(
             c, now_ms(), tube, priority, delay_ms, ttr_ms, (data,), unique_key, parents)[0]))
-    return int(driver.run(conn, lambda c: driver.STORE.insert_job(
+    return int(driver.run(conn, lambda c: driver.STORE.jobs.insert_job(
         c, now_ms(), tube, priority, delay_ms, ttr_ms, data, unique_key)))
 
 
@@ -81,10 +81,10 @@ def put_many(conn: Any, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TU
         return tracing.send(lambda write: driver.run(conn, write), driver.STORE, now_ms, tube,
                             priority, delay_ms, ttr_ms, data, None, parents, True)
     if parents and data:
-        after_ids: list[int] = driver.run(conn, lambda c: driver.STORE.insert_after(
+        after_ids: list[int] = driver.run(conn, lambda c: driver.STORE.deps.insert_after(
             c, now_ms(), tube, priority, delay_ms, ttr_ms, data, None, parents))
         return after_ids
-    ids: list[int] = driver.run(conn, lambda c: driver.STORE.insert_jobs(
+    ids: list[int] = driver.run(conn, lambda c: driver.STORE.jobs.insert_jobs(
         c, now_ms(), tube, priority, delay_ms, ttr_ms, data))
     return ids
 

@@ -156,13 +156,13 @@ def set_limits(backend: Backend, clock: Callable[[], int], tube: str,
     store = backend.store
 
     def write(c: Conn) -> None:
-        old = store.list_limits(c, tube)
+        old = store.limits.list_limits(c, tube)
         had = old[0] if old else (tube, None, None, None)
         new_cap = had[1] if cap is KEEP else cap
         n, ms = (had[2], had[3]) if pace is KEEP else (pace or (None, None))
         if (new_cap, n, ms) == had[1:]:
             return  # unchanged: a rate's bucket is not refilled by setting it again
-        store.set_limits(c, tube, new_cap, n, ms)
+        store.limits.set_limits(c, tube, new_cap, n, ms)
 
     backend.write(write)
     return read_limits(backend, tube).get(tube, {"concurrency": None, "rate": None})
@@ -171,7 +171,7 @@ def set_limits(backend: Backend, clock: Callable[[], int], tube: str,
 def read_limits(backend: Backend, tube: str | None = None) -> dict[str, dict[str, Any]]:
     """tube -> {"concurrency": K or None, "rate": (N, seconds) or None}, for every tube
     with limits (or only ``tube``)."""
-    rows = backend.read(lambda c: backend.store.list_limits(c, tube))
+    rows = backend.read(lambda c: backend.store.limits.list_limits(c, tube))
     return {name: limits_doc(cap, n, ms) for name, cap, n, ms in rows}
 
 

@@ -94,15 +94,15 @@ class Puts:
         if after is not None:
             parents = check_after(after)
             if parents:
-                return self._backend.write_shared(lambda c: store.insert_after(
+                return self._backend.write_shared(lambda c: store.deps.insert_after(
                     c, clock(), tube, priority, delay_ms, ttr_ms, (body,), unique_key,
                     parents))[0]
         # Without a unique key, puts of other threads in the same commit may go in with
         # this one in one call (group commit's Batch; one statement on a server).
         batch = None if unique_key is not None else Batch(
             self._insert_puts, (tube, priority, delay_ms, ttr_ms, body),
-            store.ONE_STATEMENT_PUTS)
-        job_id = self._backend.write_shared(lambda c: store.insert_job(
+            store.jobs.ONE_STATEMENT_PUTS)
+        job_id = self._backend.write_shared(lambda c: store.jobs.insert_job(
             c, clock(), tube, priority, delay_ms, ttr_ms, body, unique_key),
             single=unique_key is None, batch=batch)
         return job_id
@@ -110,7 +110,7 @@ class Puts:
     def _insert_puts(self, conn: Conn, puts: list[tuple[str, int, int, int, bytes]]
                      ) -> list[int]:
         """The puts of several threads sharing one commit, in one call (see put)."""
-        return self._store.insert_puts(conn, self._clock(), puts)
+        return self._store.jobs.insert_puts(conn, self._clock(), puts)
 
     def put_many(self, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
                  priority: int = DEFAULT_PRIORITY, delay: float = 0,
@@ -147,9 +147,9 @@ class Puts:
             return tracing.send(self._backend.write_shared, self._store, self._clock, tube,
                                 priority, delay_ms, ttr_ms, checked, None, parents, True)
         if parents and checked:
-            return self._backend.write_shared(lambda c: self._store.insert_after(
+            return self._backend.write_shared(lambda c: self._store.deps.insert_after(
                 c, self._clock(), tube, priority, delay_ms, ttr_ms, checked, None, parents))
-        return self._backend.write_shared(lambda c: self._store.insert_jobs(
+        return self._backend.write_shared(lambda c: self._store.jobs.insert_jobs(
             c, self._clock(), tube, priority, delay_ms, ttr_ms, checked))
 
     def subscribe(self, topic: str, tube: str) -> None:

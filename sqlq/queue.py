@@ -164,7 +164,7 @@ class Queue(Puts, Reads, FlowControl):
             token = self._backend.current_owner()
             if token is not None:
                 try:
-                    self._backend.write(lambda c: self._store.release_owner(c, token),
+                    self._backend.write(lambda c: self._store.claims.release_owner(c, token),
                                         durable=False)
                 except Error:
                     # A read-only file, a full disk: closing must not fail. The backend
@@ -345,7 +345,7 @@ class Queue(Puts, Reads, FlowControl):
         check_lease(lease)
 
         def delete(c: Conn) -> str:
-            return self._store.delete(c, self._clock(), job_id, lease)
+            return self._store.jobs.delete(c, self._clock(), job_id, lease)
 
         try:
             self._backend.write_shared(delete, single=True)
@@ -378,8 +378,9 @@ class Queue(Puts, Reads, FlowControl):
         if priority is not None:
             check_priority(priority)
         delay_ms = seconds_to_ms(delay, "delay")
-        self._backend.write(lambda c: self._store.release(c, self._clock(), job_id, lease, priority,
-                                               delay_ms), durable=False, single=True)
+        self._backend.write(lambda c: self._store.jobs.release(c, self._clock(), job_id, lease,
+                                                               priority, delay_ms),
+                            durable=False, single=True)
 
     def bury(self, job_id: int, *, priority: int | None = None, reason: str | None = None,
              lease: int | None = None) -> None:
@@ -399,7 +400,7 @@ class Queue(Puts, Reads, FlowControl):
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f"reason must be a str or None, not {type(reason).__name__}")
         self._backend.write_shared(
-            lambda c: self._store.bury(c, self._clock(), job_id, lease, priority, reason),
+            lambda c: self._store.jobs.bury(c, self._clock(), job_id, lease, priority, reason),
             single=True)
 
     def touch(self, job_id: int, *, lease: int | None = None) -> int:
@@ -415,8 +416,9 @@ class Queue(Puts, Reads, FlowControl):
             # A heartbeat between reserves: the backend may find its registration lost
             # (the SQLite sidecar deleted) and register again.
             self._backend.owner_token()
-        return self._backend.write(lambda c: self._store.touch(c, self._clock(), job_id, lease),
-                              durable=False, single=True)
+        return self._backend.write(lambda c: self._store.jobs.touch(c, self._clock(), job_id,
+                                                                    lease),
+                                   durable=False, single=True)
 
     # -- control of running jobs (logic in control.py) ---------------------------------------
 
@@ -478,7 +480,7 @@ class Queue(Puts, Reads, FlowControl):
             raise ValueError(f"bound must be >= 0, not {bound}")
         check_tube(tube)
         limit = min(bound, MAX_JOB_ID)
-        return self._backend.write(lambda c: self._store.kick(c, self._clock(), tube, limit))
+        return self._backend.write(lambda c: self._store.jobs.kick(c, self._clock(), tube, limit))
 
     def kick_job(self, job_id: int) -> None:
         """Move one buried or delayed job to ready.
@@ -487,7 +489,7 @@ class Queue(Puts, Reads, FlowControl):
             JobNotFound: no such job, or it is neither buried nor delayed.
         """
         check_job_id(job_id)
-        self._backend.write_shared(lambda c: self._store.kick_job(c, self._clock(), job_id),
+        self._backend.write_shared(lambda c: self._store.jobs.kick_job(c, self._clock(), job_id),
                                    single=True)
 
     # -- results (logic in results.py) -------------------------------------------------------
@@ -535,7 +537,7 @@ class Queue(Puts, Reads, FlowControl):
         Nothing is cleared here: the caller clears ``tally`` once this returns."""
         rows = tally.rows()
         if rows:
-            self._backend.write(lambda c: self._store.add_durations(c, rows), durable=False)
+            self._backend.write(lambda c: self._store.history.add_durations(c, rows), durable=False)
 
     @overload
     def task(self, fn: Callable[_P, _R], /) -> Task[_P, _R]: ...
@@ -585,7 +587,7 @@ class Queue(Puts, Reads, FlowControl):
         store = self._store
 
         def write(conn: Conn) -> int | None:
-            if not store.claim_periodic_slot(conn, self._clock(), name, slot_ms):
+            if not store.history.claim_periodic_slot(conn, self._clock(), name, slot_ms):
                 return None
             return self.put(body, tube=tube, priority=priority, ttr=ttr, unique_key=unique_key)
 

@@ -24,7 +24,7 @@ def complete(backend: Backend, clock: Callable[[], int], job_id: int, result: by
     Queue.complete); return the job's tube."""
     def write(c: Conn) -> str:
         now = clock()
-        return backend.store.complete(c, now, job_id, lease, result, now + ttl_ms)
+        return backend.store.results.complete(c, now, job_id, lease, result, now + ttl_ms)
 
     return backend.write_shared(write)
 
@@ -37,8 +37,8 @@ def look(backend: Backend, clock: Callable[[], int], job_id: int) -> bytes | Non
     store = backend.store
 
     def read(c: Conn) -> tuple[tuple[bytes | None, int | None, str | None], int]:
-        outcome = store.result_outcome(c, clock(), job_id)
-        issued = store.total_jobs(c) if outcome == (None, None, None) else job_id
+        outcome = store.results.result_outcome(c, clock(), job_id)
+        issued = store.jobs.total_jobs(c) if outcome == (None, None, None) else job_id
         return outcome, issued
 
     (result, state, reason), issued = backend.read(read)

@@ -174,17 +174,17 @@ def send(run: Callable[[Callable[[Conn], list[int]]], list[int]], store: Store,
 
         def write(conn: Conn) -> list[int]:
             now = clock()
-            held = None if unique_key is None else store.unique_job_id(conn, tube, unique_key)
+            held = None if unique_key is None else store.jobs.unique_job_id(conn, tube, unique_key)
             if parents:
-                ids = store.insert_after(conn, now, tube, priority, delay_ms, ttr_ms, bodies,
+                ids = store.deps.insert_after(conn, now, tube, priority, delay_ms, ttr_ms, bodies,
                                          unique_key, parents)
             elif many:
-                ids = store.insert_jobs(conn, now, tube, priority, delay_ms, ttr_ms, bodies)
+                ids = store.jobs.insert_jobs(conn, now, tube, priority, delay_ms, ttr_ms, bodies)
             else:
-                ids = [store.insert_job(conn, now, tube, priority, delay_ms, ttr_ms, bodies[0],
+                ids = [store.jobs.insert_job(conn, now, tube, priority, delay_ms, ttr_ms, bodies[0],
                                         unique_key)]
             if header is not None and held is None and ids:
-                store.set_trace(conn, ids, header)
+                store.jobs.set_trace(conn, ids, header)
             return ids
 
         ids = run(write)

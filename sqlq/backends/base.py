@@ -236,7 +236,7 @@ class Backend(abc.ABC):
         dead = self.dead_owners(tokens)
         if not dead:
             return 0
-        released = self.write(lambda c: sum(self.store.release_owner(c, t) for t in dead),
+        released = self.write(lambda c: sum(self.store.claims.release_owner(c, t) for t in dead),
                               durable=False)
         for token in dead:
             self.forget_owner(token)
