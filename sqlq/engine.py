@@ -13,10 +13,10 @@ part of the public API (``docs/spec.md``): applications use the Queue.
 What it decides, beyond the SQL:
 
 * **how a claim runs**: one statement outside a transaction where the backend
-  can (``Store.CLAIM_OUTSIDE_TRANSACTION``), one commit for "delete this job and
+  can (``ClaimStore.CLAIM_OUTSIDE_TRANSACTION``), one commit for "delete this job and
   claim the next" (the worker's fast path);
 * **how a waiting claim looks**: on SQLite a read without the write lock first
-  (``Store.LOOK_BEFORE_CLAIM``), so idle waiters woken by unrelated commits never
+  (``ClaimStore.LOOK_BEFORE_CLAIM``), so idle waiters woken by unrelated commits never
   contend with producers; dead holders reaped when a death is signalled;
 * **when dead holders are looked for** on a backend that cannot signal a death
   (PostgreSQL): by a claim that finds nothing, a waiter's poll, and at most every
@@ -57,7 +57,7 @@ LIMITS_STALE = 1.0
 REAP_EVERY_S = 1.0
 _monotonic = time.monotonic
 _NEVER = float("inf")
-#: A checked list of tubes in the backend's own form (``Store.tubes_param``).
+#: A checked list of tubes in the backend's own form (``ClaimStore.tubes_param``).
 TubesParam = Any
 
 
@@ -92,7 +92,7 @@ class Engine:
         #: Whether, at the last look, other processes held reservations (see due).
         self._others_hold = False
         #: Per list of watched tubes: whether one has limits (sqlq/limits.py), so its
-        #: claims go through Store.claim_limited. Learned on first use, again whenever a
+        #: claims go through LimitStore.claim_limited. Learned on first use, again whenever a
         #: plain claim finds nothing (a limit another process set: the plain claims skip
         #: a limited tube, so a list wrongly thought unlimited only finds less), from
         #: each limited claim's own read, and once "no limits" is LIMITS_STALE old (a
@@ -218,7 +218,7 @@ class Engine:
     def limits_changed(self, tubes: TubesParam) -> bool:
         """After a plain claim found nothing: whether a tube of ``tubes`` has limits now,
         read again unless the store proves nothing was committed elsewhere since the last
-        read (``Store.limits_stamp``; our own limit changes clear what we remember)."""
+        read (``LimitStore.limits_stamp``; our own limit changes clear what we remember)."""
         told = self.store.limits.empty_claim_limited()
         if told is not None:  # the claim said so itself (PostgreSQL's claim_job)
             self._remember_limits(tubes, told)
@@ -360,7 +360,7 @@ class Engine:
                   *, sure: bool = False) -> T | None:
         """A waiting claim's look: reap dead holders when told to, then ``claim()`` if a
         read without the write lock says a job is ready (or at once, on a backend whose
-        empty claim locks nothing: ``Store.LOOK_BEFORE_CLAIM``)."""
+        empty claim locks nothing: ``ClaimStore.LOOK_BEFORE_CLAIM``)."""
         # A backend that cannot signal a death is asked on the wakes of its poll
         # timer (no commit event), not on every commit.
         polled = self.backend.liveness_poll is not None and not events.commit

@@ -16,7 +16,7 @@ claim, never by a worker counting its own:
 How a claim honours them (``Engine``): the claims every worker makes skip a tube with
 limits exactly as they skip a paused one, in the same probe of its row (so a tube
 without limits pays nothing); a list of watched tubes known to hold a limited one is
-claimed through :meth:`~sqlq.backends.store.Store.claim_limited` instead, in one write
+claimed through :meth:`~sqlq.backends.store.limits.LimitStore.claim_limited` instead, in one write
 transaction that counts the live reservations, claims at most the free slots and the
 tokens, and spends the tokens (SQLite's one writer serialises it; PostgreSQL locks the
 limited tubes' rows). A blocked waiter wakes on the commit that frees a slot (a delete,
@@ -120,7 +120,7 @@ def format_rate(n: int, seconds: float) -> str:
     return f"{n}/{seconds:g}s"
 
 
-# -- the claim's arithmetic (Store.claim_limited) ----------------------------------------------
+# -- the claim's arithmetic (LimitStore.claim_limited) ------------------------------------------
 
 def allowance(concurrency: int | None, rate: int | None, rate_ms: int | None,
               rate_at: float | None, live: int, now: int) -> int:
