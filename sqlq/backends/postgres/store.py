@@ -261,6 +261,8 @@ class PostgresLimits(LimitStore):
 
 
 class PostgresCopying(CopyStore):
+    """An export reads one snapshot only if its transaction asks for it."""
+
     def begin_snapshot(self, conn: Any) -> None:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
 
