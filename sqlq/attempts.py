@@ -185,10 +185,10 @@ def traced(attempt: Attempt) -> Attempt:
 def last_trace(backend: Backend, job_id: int) -> str | None:
     """The traceparent of the job's latest failed run that kept one (a traced run), or
     None: what the span of its next run links (sqlq/tracing.py)."""
-    return backend.read(lambda c: backend.store.attempt_trace(c, job_id), single=True)
+    return backend.read(lambda c: backend.store.history.attempt_trace(c, job_id), single=True)
 
 
 def read(backend: Backend, job_id: int) -> list[Attempt]:
     """The job's kept attempts, oldest first."""
-    rows = backend.read(lambda c: backend.store.attempts(c, job_id), single=True)
+    rows = backend.read(lambda c: backend.store.history.attempts(c, job_id), single=True)
     return [Attempt.from_row(row) for row in rows]

@@ -79,7 +79,7 @@ def decode_progress(text: str | None) -> Progress:
 
 def read_progress(backend: Backend, job_id: int) -> tuple[Progress, str] | None:
     """(progress, message) of a live job ((None, "") before any); None: no such job."""
-    row = backend.read(lambda c: backend.store.job_progress(c, job_id))
+    row = backend.read(lambda c: backend.store.control.job_progress(c, job_id))
     return None if row is None else (decode_progress(row[0]), row[1] or "")
 
 
@@ -91,7 +91,7 @@ def cancelled_among(backend: Backend, leases: Iterable[tuple[int, int]]) -> list
         return []
 
     def read(c: Conn) -> list[tuple[int, int]]:
-        return backend.store.cancelled_among(c, list(held))
+        return backend.store.control.cancelled_among(c, list(held))
 
     return [job_id for job_id, lease in backend.read(read) if held.get(job_id) == lease]
 

@@ -103,10 +103,10 @@ class Engine:
         self._make_job = make_job
         # Whether a claim is one statement depends on the backend (Store's flags).
         self._reserve = Verb("reserve", RECEIVE, WRITE, durable=False,
-                             single=store.CLAIM_OUTSIDE_TRANSACTION)
+                             single=store.claims.CLAIM_OUTSIDE_TRANSACTION)
         #: The worker's fast path: a delete and the next claim in one durable commit.
         self._settle_and_reserve = Verb("reserve", RECEIVE, WRITE,
-                                        single=store.ONE_STATEMENT_CLAIM)
+                                        single=store.claims.ONE_STATEMENT_CLAIM)
         # One notifier per thread: threads waiting on a shared Queue must not
         # consume each other's events.
         self._notifiers = _PerThread()
@@ -143,9 +143,9 @@ class Engine:
             key = tubes if tubes is None or tubes.__class__ is str else tuple(tubes)
             found = self._tubes_cache.get(key)
         except TypeError:  # not iterable, or unhashable items: check_tubes says what is wrong
-            return self.store.tubes_param(check_tubes(tubes))
+            return self.store.claims.tubes_param(check_tubes(tubes))
         if found is None:
-            found = self.store.tubes_param(check_tubes(tubes))
+            found = self.store.claims.tubes_param(check_tubes(tubes))
             if len(self._tubes_cache) < 256:
                 self._tubes_cache[key] = found
         return found
@@ -185,9 +185,9 @@ class Engine:
         if self._plain_until.get(key, 0.0) <= now_s and self.limited_now(tubes, key):
             return _first(self.claim_limited(tubes, owner, 1, [] if delete is None else [delete]))
         if delete is None:
-            row = self.dispatch.run(self._reserve, self.store.claim, tubes, owner)
+            row = self.dispatch.run(self._reserve, self.store.claims.claim, tubes, owner)
         else:
-            row = self.dispatch.run(self._settle_and_reserve, self.store.delete_and_claim,
+            row = self.dispatch.run(self._settle_and_reserve, self.store.claims.delete_and_claim,
                                     delete.id, lease_of(delete), tubes, owner)
             delete.state = "deleted"
         if row is None:
@@ -207,10 +207,10 @@ class Engine:
         if self._plain_until.get(key, 0.0) <= now_s and self.limited_now(tubes, key):
             return self.claim_limited(tubes, owner, n, done)
         if not done:
-            rows = self.dispatch.run(self._reserve, self.store.claim_many, tubes, owner, n)
+            rows = self.dispatch.run(self._reserve, self.store.claims.claim_many, tubes, owner, n)
         else:
             lost, rows = self.dispatch.run(self._settle_and_reserve,
-                                           self.store.delete_and_claim_many, _leases(done),
+                                           self.store.claims.delete_and_claim_many, _leases(done),
                                            tubes, owner, n)
             _deleted(done, lost, claimed=True)
         if not rows and self.limits_changed(tubes):
@@ -230,11 +230,11 @@ class Engine:
         """After a plain claim found nothing: whether a tube of ``tubes`` has limits now,
         read again unless the store proves nothing was committed elsewhere since the last
         read (``Store.limits_stamp``; our own limit changes clear what we remember)."""
-        told = self.store.empty_claim_limited()
+        told = self.store.limits.empty_claim_limited()
         if told is not None:  # the claim said so itself (PostgreSQL's claim_job)
             self._remember_limits(tubes, told)
             return told
-        stamp = self.store.limits_stamp()
+        stamp = self.store.limits.limits_stamp()
         key = tubes if tubes.__class__ is str else tuple(tubes)
         if stamp is not None and self._stamps.get(key) == stamp and key in self._limited:
             return self._limited[key]
@@ -243,7 +243,7 @@ class Engine:
     def learn_limits(self, tubes: TubesParam, stamp: object = None) -> bool:
         """Read (no write lock) whether a tube of ``tubes`` has limits, and remember it
         (with the store's stamp taken before the read, if any)."""
-        limited = bool(self.dispatch.run(LIMITED_TUBES, self.store.limited_tubes, tubes))
+        limited = bool(self.dispatch.run(LIMITED_TUBES, self.store.limits.limited_tubes, tubes))
         self._remember_limits(tubes, limited)
         if stamp is not None:
             self._stamps[tubes if tubes.__class__ is str else tuple(tubes)] = stamp
@@ -285,7 +285,7 @@ class Engine:
 
     def claim_by_id(self, job_id: int, owner: str | None) -> Job:
         """Reserve one job by id, whatever its state unless reserved (JobNotFound)."""
-        return self._make_job(self.dispatch.run(RESERVE_JOB, self.store.claim_by_id, job_id,
+        return self._make_job(self.dispatch.run(RESERVE_JOB, self.store.claims.claim_by_id, job_id,
                                                 owner))
 
     def claim_first(self, tubes: TubesParam, delete: Job | None, detach: bool,
@@ -319,7 +319,7 @@ class Engine:
     def delete_many(self, done: list[Job]) -> None:
         """Delete reserved jobs in one commit: those whose lease holds always; then
         JobLost names the others (see Queue.delete_many)."""
-        lost = self.dispatch.run(DELETE_MANY, self.store.delete_many, _leases(done))
+        lost = self.dispatch.run(DELETE_MANY, self.store.claims.delete_many, _leases(done))
         _deleted(done, lost, claimed=False)
 
     def end_attempt(self, job: Job, attempt: Attempt, delay: float | None) -> None:
@@ -342,7 +342,8 @@ class Engine:
         gone, or was never released, buried or reserved again)."""
         from .attempts import KEPT, traced
 
-        self.dispatch.run(KEEP_ATTEMPT, self.store.keep_attempt, traced(attempt).params(), KEPT)
+        self.dispatch.run(KEEP_ATTEMPT, self.store.history.keep_attempt,
+                          traced(attempt).params(), KEPT)
 
     # -- looking, for a waiting claim ----------------------------------------------------------
 
@@ -375,17 +376,17 @@ class Engine:
             found = claim()
             if found is not None:
                 return found
-        if sure or not self.store.LOOK_BEFORE_CLAIM:
+        if sure or not self.store.claims.LOOK_BEFORE_CLAIM:
             return claim()
         return claim() if self.has_ready(tubes) else None
 
     def has_ready(self, tubes: TubesParam) -> bool:
         """Whether a claim on ``tubes`` would find a job now; a read, no write lock."""
-        return bool(self.dispatch.run(HAS_READY, self.store.has_ready_job, tubes))
+        return bool(self.dispatch.run(HAS_READY, self.store.claims.has_ready_job, tubes))
 
     def next_due(self, tubes: TubesParam) -> int | None:
         """When (ms) a delayed job, a TTR or a pause may make a job ready in ``tubes``."""
-        due: int | None = self.dispatch.run(NEXT_DUE, self.store.next_due, tubes)
+        due: int | None = self.dispatch.run(NEXT_DUE, self.store.claims.next_due, tubes)
         return due
 
     def due(self, tubes: TubesParam) -> int | None:
@@ -406,7 +407,7 @@ class Engine:
         if self._reap_at != _NEVER:
             self._reap_at = _monotonic() + REAP_EVERY_S
         me = backend.current_owner() or ""
-        held = self.dispatch.run(HOLDERS, store.reserving_owners, me)
+        held = self.dispatch.run(HOLDERS, store.claims.reserving_owners, me)
         self._others_hold = bool(held)
         return bool(held) and backend.reap_owners(held) > 0
 

@@ -16,7 +16,7 @@ claim, never by a worker counting its own:
 How a claim honours them (``Engine``): the claims every worker makes skip a tube with
 limits exactly as they skip a paused one, in the same probe of its row (so a tube
 without limits pays nothing); a list of watched tubes known to hold a limited one is
-claimed through :meth:`~sqlq.backends.store.Store.claim_limited` instead, in one write
+claimed through :meth:`~sqlq.backends.store.limits.LimitStore.claim_limited` instead, in one write
 transaction that counts the live reservations, claims at most the free slots and the
 tokens, and spends the tokens (SQLite's one writer serialises it; PostgreSQL locks the
 limited tubes' rows). A blocked waiter wakes on the commit that frees a slot (a delete,
@@ -120,7 +120,7 @@ def format_rate(n: int, seconds: float) -> str:
     return f"{n}/{seconds:g}s"
 
 
-# -- the claim's arithmetic (Store.claim_limited) ----------------------------------------------
+# -- the claim's arithmetic (LimitStore.claim_limited) ------------------------------------------
 
 def allowance(concurrency: int | None, rate: int | None, rate_ms: int | None,
               rate_at: float | None, live: int, now: int) -> int:
@@ -156,13 +156,13 @@ def set_limits(backend: Backend, clock: Callable[[], int], tube: str,
     store = backend.store
 
     def write(c: Conn) -> None:
-        old = store.list_limits(c, tube)
+        old = store.limits.list_limits(c, tube)
         had = old[0] if old else (tube, None, None, None)
         new_cap = had[1] if cap is KEEP else cap
         n, ms = (had[2], had[3]) if pace is KEEP else (pace or (None, None))
         if (new_cap, n, ms) == had[1:]:
             return  # unchanged: a rate's bucket is not refilled by setting it again
-        store.set_limits(c, tube, new_cap, n, ms)
+        store.limits.set_limits(c, tube, new_cap, n, ms)
 
     backend.write(write)
     return read_limits(backend, tube).get(tube, {"concurrency": None, "rate": None})
@@ -171,7 +171,7 @@ def set_limits(backend: Backend, clock: Callable[[], int], tube: str,
 def read_limits(backend: Backend, tube: str | None = None) -> dict[str, dict[str, Any]]:
     """tube -> {"concurrency": K or None, "rate": (N, seconds) or None}, for every tube
     with limits (or only ``tube``)."""
-    rows = backend.read(lambda c: backend.store.list_limits(c, tube))
+    rows = backend.read(lambda c: backend.store.limits.list_limits(c, tube))
     return {name: limits_doc(cap, n, ms) for name, cap, n, ms in rows}
 
 

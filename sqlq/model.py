@@ -32,7 +32,7 @@ _TUBE = re.compile(r"[A-Za-z0-9\-+/;.$_()]{1,200}")
 
 
 class JobRow(NamedTuple):
-    """A job as store.select_job reads it (state as of now)."""
+    """A job as store.jobs.select_job reads it (state as of now)."""
 
     id: int
     tube: str

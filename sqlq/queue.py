@@ -506,7 +506,7 @@ class Queue(Puts, Reads, FlowControl):
         Nothing is cleared here: the caller clears ``tally`` once this returns."""
         rows = tally.rows()
         if rows:
-            self._backend.write(lambda c: self._store.add_durations(c, rows), durable=False)
+            self._backend.write(lambda c: self._store.history.add_durations(c, rows), durable=False)
 
     @overload
     def task(self, fn: Callable[_P, _R], /) -> Task[_P, _R]: ...
@@ -556,7 +556,7 @@ class Queue(Puts, Reads, FlowControl):
         store = self._store
 
         def write(conn: Conn) -> int | None:
-            if not store.claim_periodic_slot(conn, self._clock(), name, slot_ms):
+            if not store.history.claim_periodic_slot(conn, self._clock(), name, slot_ms):
                 return None
             return self.put(body, tube=tube, priority=priority, ttr=ttr, unique_key=unique_key)
 

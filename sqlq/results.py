@@ -26,8 +26,8 @@ def look(backend: Backend, clock: Callable[[], int], job_id: int) -> bytes | Non
     store = backend.store
 
     def read(c: Conn) -> tuple[tuple[bytes | None, int | None, str | None], int]:
-        outcome = store.result_outcome(c, clock(), job_id)
-        issued = store.total_jobs(c) if outcome == (None, None, None) else job_id
+        outcome = store.results.result_outcome(c, clock(), job_id)
+        issued = store.jobs.total_jobs(c) if outcome == (None, None, None) else job_id
         return outcome, issued
 
     (result, state, reason), issued = backend.read(read)

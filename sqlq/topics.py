@@ -16,18 +16,18 @@ def subscribe(backend: Backend, topic: str, tube: str) -> None:
     """Make publish(topic) fill tube; subscribing twice changes nothing."""
     check_tube(topic, "topic")
     check_tube(tube)
-    backend.write(lambda c: backend.store.subscribe(c, topic, tube))
+    backend.write(lambda c: backend.store.topics.subscribe(c, topic, tube))
 
 
 def unsubscribe(backend: Backend, topic: str, tube: str) -> bool:
     """Stop filling tube from topic; True if it was subscribed. Jobs already put stay."""
     check_tube(topic, "topic")
     check_tube(tube)
-    return backend.write(lambda c: backend.store.unsubscribe(c, topic, tube))
+    return backend.write(lambda c: backend.store.topics.unsubscribe(c, topic, tube))
 
 
 def subscriptions(backend: Backend, topic: str | None) -> list[tuple[str, str]]:
     """(topic, tube) pairs, sorted; only topic's when given."""
     if topic is not None:
         check_tube(topic, "topic")
-    return backend.read(lambda c: backend.store.list_subscriptions(c, topic))
+    return backend.read(lambda c: backend.store.topics.list_subscriptions(c, topic))

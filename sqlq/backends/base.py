@@ -12,8 +12,9 @@ The contract, in four parts:
   :meth:`Backend.write_shared`, whose commit other threads' writes may share) and
   :meth:`Backend.transaction` run a function with a connection inside one
   transaction; the backend's :class:`~sqlq.backends.store.Store` does the work
-  on that connection, so the Queue composes verbs atomically (delete one job and
-  claim the next in one commit);
+  on that connection, one object per noun (``store.jobs``, ``store.claims``,
+  ``store.deps``, ``store.limits``, ...: ``backends/store/``), so the Queue composes
+  verbs atomically (delete one job and claim the next in one commit);
 * **liveness**: :meth:`Backend.owner_token` registers this process as a holder of
   reservations in a way that ends when the process dies (SIGKILL included), and
   :meth:`Backend.dead_owners` tells which registered holders are surely gone;
@@ -124,7 +125,7 @@ class Backend(abc.ABC):
     #: The database as messages name it: a path, or a URL without its password.
     location: str
     durability: Durability
-    #: The SQL of every verb, for this backend's dialect.
+    #: The SQL of every verb, for this backend's dialect, held by noun.
     store: Store
     #: Seconds between checks for dead holders while other processes hold
     #: reservations, for a backend whose notifier cannot signal a death; None when
@@ -248,7 +249,7 @@ class Backend(abc.ABC):
         dead = self.dead_owners(tokens)
         if not dead:
             return 0
-        released = self.write(lambda c: sum(self.store.release_owner(c, t) for t in dead),
+        released = self.write(lambda c: sum(self.store.claims.release_owner(c, t) for t in dead),
                               durable=False)
         for token in dead:
             self.forget_owner(token)

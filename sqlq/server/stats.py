@@ -54,7 +54,7 @@ class FileCounts:
         from sqlq import stats as counting  # not before the server listens (main.py)
 
         backend = server.q.backend
-        token = backend.read(backend.store.change_token, single=True)
+        token = backend.read(backend.store.jobs.change_token, single=True)
         now = now_ms()
         if token != self._token or (self._until is not None and now >= self._until):
             self._token, self._values = None, {}
@@ -65,7 +65,7 @@ class FileCounts:
             until = self._until
         self.reads += 1
         value = read()
-        if backend.read(backend.store.change_token, single=True) == token:
+        if backend.read(backend.store.jobs.change_token, single=True) == token:
             if self._token is None:  # nothing committed meanwhile: all read one state
                 self._token, self._until = token, until
             self._values[key] = value

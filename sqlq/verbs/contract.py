@@ -61,7 +61,7 @@ class Verbs:
         self.dispatch = dispatch
         self.store = store
         #: How plain puts of several threads sharing one commit go in together.
-        self._puts = Batch(self._insert_puts, store.ONE_STATEMENT_PUTS)
+        self._puts = Batch(self._insert_puts, store.jobs.ONE_STATEMENT_PUTS)
 
     # -- producing ---------------------------------------------------------------------------
 
@@ -77,7 +77,7 @@ class Verbs:
                      ) -> list[list[int]]:
         """The plain puts of several threads sharing one commit (each its ``put``'s
         arguments), in one call; each put's value as ``Store.put`` gives it."""
-        ids = self.store.insert_puts(conn, self.dispatch.clock(), [
+        ids = self.store.jobs.insert_puts(conn, self.dispatch.clock(), [
             (put.tube, put.priority, put.delay_ms, put.ttr_ms, bodies[0])
             for put, bodies in items])
         return [[job_id] for job_id in ids]
@@ -100,18 +100,18 @@ class Verbs:
 
     def delete(self, job_id: int, lease: int | None) -> str:
         """Delete a job (a reserved one under ``lease``); its tube."""
-        tube: str = self.dispatch.run(DELETE, self.store.delete, job_id, lease)
+        tube: str = self.dispatch.run(DELETE, self.store.jobs.delete, job_id, lease)
         return tube
 
     def release(self, job_id: int, lease: int | None, priority: int | None,
                 delay_ms: int) -> None:
         """Put a reserved job back: ready, or delayed by ``delay_ms``."""
-        self.dispatch.run(RELEASE, self.store.release, job_id, lease, priority, delay_ms)
+        self.dispatch.run(RELEASE, self.store.jobs.release, job_id, lease, priority, delay_ms)
 
     def bury(self, job_id: int, lease: int | None, priority: int | None,
              reason: str | None) -> None:
         """Park a reserved job until kicked, with ``reason``."""
-        self.dispatch.run(BURY, self.store.bury, job_id, lease, priority, reason)
+        self.dispatch.run(BURY, self.store.jobs.bury, job_id, lease, priority, reason)
 
     def touch(self, job_id: int, lease: int | None) -> int:
         """Restart a reservation's TTR; the new deadline (ms)."""
@@ -120,37 +120,37 @@ class Verbs:
             # A heartbeat between reserves: the backend may find its registration lost
             # (the SQLite sidecar deleted) and register again.
             backend.owner_token()
-        deadline: int = self.dispatch.run(TOUCH, self.store.touch, job_id, lease)
+        deadline: int = self.dispatch.run(TOUCH, self.store.jobs.touch, job_id, lease)
         return deadline
 
     def complete(self, job_id: int, lease: int | None, result: bytes, ttl_ms: int) -> str:
         """Delete the job and keep ``result`` for ``ttl_ms``; its tube."""
-        tube: str = self.dispatch.run(COMPLETE, self.store.complete, job_id, lease, result,
+        tube: str = self.dispatch.run(COMPLETE, self.store.results.complete, job_id, lease, result,
                                       ttl_ms)
         return tube
 
     def progress(self, job_id: int, lease: int | None, value: str,
                  message: str | None) -> None:
         """Store a reserved job's progress (``value`` as JSON text)."""
-        self.dispatch.run(PROGRESS, self.store.set_progress, job_id, lease, value, message)
+        self.dispatch.run(PROGRESS, self.store.control.set_progress, job_id, lease, value, message)
 
     # -- an operator's -----------------------------------------------------------------------
 
     def cancel(self, job_id: int, keep_ms: int) -> str:
         """Delete a live job at once; a reserved one's lease remembered ``keep_ms``."""
-        tube: str = self.dispatch.run(CANCEL, self.store.cancel, job_id, keep_ms)
+        tube: str = self.dispatch.run(CANCEL, self.store.control.cancel, job_id, keep_ms)
         return tube
 
     def kick(self, tube: str, bound: int) -> int:
         """Up to ``bound`` buried (else delayed) jobs of ``tube`` made ready; how many."""
-        kicked: int = self.dispatch.run(KICK, self.store.kick, tube, bound)
+        kicked: int = self.dispatch.run(KICK, self.store.jobs.kick, tube, bound)
         return kicked
 
     def kick_job(self, job_id: int) -> None:
         """One buried or delayed job made ready."""
-        self.dispatch.run(KICK_JOB, self.store.kick_job, job_id)
+        self.dispatch.run(KICK_JOB, self.store.jobs.kick_job, job_id)
 
     def give_back(self, owner: str) -> int:
         """Every reservation ``owner`` holds made ready again (a Queue closing)."""
-        released: int = self.dispatch.run(GIVE_BACK, self.store.release_owner, owner)
+        released: int = self.dispatch.run(GIVE_BACK, self.store.claims.release_owner, owner)
         return released
