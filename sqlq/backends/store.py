@@ -23,14 +23,14 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..allowance import allowance, spent_rate_at
 from ..errors import JobCancelled, JobLost, JobNotFound
-from ..limits import allowance, spent_rate_at
 from ..model import ClaimRow, JobRow, cap_reason
 from .sql import one
 from .views import StoreViews
 
 if TYPE_CHECKING:
-    from .base import Conn
+    from .conn import Conn
 
 #: Expired results purged per complete(): more than one, so purging outpaces expiry.
 PURGE_BATCH = 64
