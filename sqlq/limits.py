@@ -19,9 +19,10 @@ without limits pays nothing); a list of watched tubes known to hold a limited on
 claimed through :meth:`~sqlq.backends.store.Store.claim_limited` instead, in one write
 transaction that counts the live reservations, claims at most the free slots and the
 tokens, and spends the tokens, by ``allowance.py``'s arithmetic (SQLite's one writer
-serialises it; PostgreSQL locks the limited tubes' rows). A blocked waiter wakes on the commit that frees a slot (a delete,
-release, bury, a dead holder reaped; on PostgreSQL the delete of a job reserved under a
-cap sends NOTIFY, ``sqlq_jobs.capped``, and ``sqlq serve`` pokes its own waiters) and, for the
+serialises it; PostgreSQL locks the limited tubes' rows). A blocked waiter wakes on the
+commit that frees a slot (a delete, release, bury, a dead holder reaped; on PostgreSQL
+the delete of a job reserved under a cap sends NOTIFY, ``sqlq_jobs.capped``, and
+``sqlq serve`` pokes its own waiters) and, for the
 rate, at the time of the next token (``next_due``), never by polling.
 
 ``reserve_job(id)`` (beanstalkd's reserve-job) bypasses the limits: an operator's act
