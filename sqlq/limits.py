@@ -22,8 +22,8 @@ tokens, and spends the tokens, by ``allowance.py``'s arithmetic (SQLite's one wr
 serialises it; PostgreSQL locks the limited tubes' rows). A blocked waiter wakes on the
 commit that frees a slot (a delete, release, bury, a dead holder reaped; on PostgreSQL
 the delete of a job reserved under a cap sends NOTIFY, ``sqlq_jobs.capped``, and
-``sqlq serve`` pokes its own waiters) and, for the
-rate, at the time of the next token (``next_due``), never by polling.
+``sqlq serve`` pokes its own waiters) and, for the rate, at the time of the next token
+(``next_due``), never by polling.
 
 ``reserve_job(id)`` (beanstalkd's reserve-job) bypasses the limits: an operator's act
 on one named job; the job it takes counts against the cap while it is reserved.
