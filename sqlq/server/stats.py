@@ -186,7 +186,7 @@ def version() -> str:
 
 def sqlq_version() -> str:
     """sqlq's version, for ``sqlq-beanstalkd -v`` (``stats`` has beanstalkd's keys only)."""
-    from sqlq import __version__
+    from sqlq.version import __version__
 
     return __version__
 
