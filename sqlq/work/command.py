@@ -172,7 +172,8 @@ def run_worker(config: WorkConfig, db: str, tubes: Sequence[str]) -> int:
     """Run one worker in this process until it is stopped; the exit status (0)."""
     from .scheduler import start_scheduler
     from .shell import GroupReport, ShellRunner
-    from .tasks import REGISTRY, TaskRunner
+    from .taskrun import TaskRunner
+    from .tasks import REGISTRY
 
     queue = open_queue(db, "normal" if config.durability == "normal" else "full",
                        init=config.init)
