@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from sqlq.server.connection import Conn, Held
     from sqlq.server.locks import LockWaits
     from sqlq.server.loop import Loop, Timer
+    from sqlq.waiting import Pacer
 
     class Server(Protocol):
         """What the waiters ask of their server (``core.Server``)."""
@@ -66,7 +67,6 @@ if TYPE_CHECKING:
 
     class _Stats(Protocol):  # stats.Stats: the counter a reservation's timeout adds to
         job_timeouts: int
-    from sqlq.waiting import Pacer
 
 FALLBACK_RECHECK = 5.0
 """Waiters look again at least this often, whatever the notifier says."""
