@@ -16,13 +16,14 @@ claim, never by a worker counting its own:
 How a claim honours them (``Engine``): the claims every worker makes skip a tube with
 limits exactly as they skip a paused one, in the same probe of its row (so a tube
 without limits pays nothing); a list of watched tubes known to hold a limited one is
-claimed through :meth:`~sqlq.backends.store.limits.LimitStore.claim_limited` instead, in one write
-transaction that counts the live reservations, claims at most the free slots and the
-tokens, and spends the tokens (SQLite's one writer serialises it; PostgreSQL locks the
-limited tubes' rows). A blocked waiter wakes on the commit that frees a slot (a delete,
-release, bury, a dead holder reaped; on PostgreSQL the delete of a job reserved under a
-cap sends NOTIFY, ``sqlq_jobs.capped``, and ``sqlq serve`` pokes its own waiters) and, for the
-rate, at the time of the next token (``next_due``), never by polling.
+claimed through :meth:`~sqlq.backends.store.limits.LimitStore.claim_limited` instead, in
+one write transaction that counts the live reservations, claims at most the free slots and the
+tokens, and spends the tokens, by ``allowance.py``'s arithmetic (SQLite's one writer
+serialises it; PostgreSQL locks the limited tubes' rows). A blocked waiter wakes on the
+commit that frees a slot (a delete, release, bury, a dead holder reaped; on PostgreSQL
+the delete of a job reserved under a cap sends NOTIFY, ``sqlq_jobs.capped``, and
+``sqlq serve`` pokes its own waiters) and, for the rate, at the time of the next token
+(``next_due``), never by polling.
 
 ``reserve_job(id)`` (beanstalkd's reserve-job) bypasses the limits: an operator's act
 on one named job; the job it takes counts against the cap while it is reserved.
@@ -30,7 +31,6 @@ on one named job; the job it takes counts against the cap while it is reserved.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -118,29 +118,6 @@ def format_rate(n: int, seconds: float) -> str:
         if seconds == size:
             return f"{n}/{unit}"
     return f"{n}/{seconds:g}s"
-
-
-# -- the claim's arithmetic (LimitStore.claim_limited) ------------------------------------------
-
-def allowance(concurrency: int | None, rate: int | None, rate_ms: int | None,
-              rate_at: float | None, live: int, now: int) -> int:
-    """How many jobs a limited tube may give now: its free slots and its tokens, the
-    smaller (a large number for a limit not set)."""
-    free = 2**31 if concurrency is None else max(concurrency - live, 0)
-    if rate is None or rate_ms is None or rate_at is None:
-        return free if rate is None else min(free, rate)
-    spacing = rate_ms / rate
-    tokens = math.floor(rate - (max(rate_at + (rate - 1) * spacing, now) - now) / spacing)
-    return min(free, max(tokens, 0))
-
-
-def spent_rate_at(rate: int, rate_ms: int, rate_at: float | None, now: int, taken: int
-                  ) -> float:
-    """The tube's new ``rate_at`` (the earliest next claim) after ``taken`` claims now."""
-    spacing = rate_ms / rate
-    full = (rate - 1) * spacing  # a full bucket's head start
-    tat = now if rate_at is None else max(rate_at + full, now)
-    return tat + taken * spacing - full
 
 
 # -- setting and reading (Queue.limit, Queue.limits) --------------------------------------------

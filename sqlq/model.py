@@ -5,13 +5,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from .durations import MAX_SECONDS
 from .errors import InvalidTube, JobNotFound, JobTooBig
-
-if TYPE_CHECKING:
-    from .queue import Queue
 
 READY, DELAYED, RESERVED, BURIED, WAITING = 0, 1, 2, 3, 4
 #: A job's state by its number; waiting (4): put with ``after=`` parents not yet gone.
@@ -76,6 +73,43 @@ class ClaimRow(NamedTuple):
     trace: str | None  # the producer's W3C trace context (sqlq/tracing.py), or None
 
 
+class LeaseVerbs(Protocol):
+    """The verbs a reserved :class:`Job` settles through with its (valid) id and lease,
+    skipping the Queue's argument checks (``verbs/contract.py``'s ``Verbs``)."""
+
+    def delete(self, job_id: int, lease: int | None) -> str: ...
+
+    def release(self, job_id: int, lease: int | None, priority: int | None,
+                delay_ms: int) -> None: ...
+
+    def touch(self, job_id: int, lease: int | None) -> int: ...
+
+
+class Settles(Protocol):
+    """What a :class:`Job` asks of the queue that reserved it: the by-id verbs its own
+    verbs pass their lease to (``Queue`` offers them) and the verb contract beneath. A
+    protocol here, so the job model stands below the queue that hands jobs out."""
+
+    @property
+    def verbs(self) -> LeaseVerbs: ...
+
+    def delete(self, job_id: int, *, lease: int | None = None) -> None: ...
+
+    def release(self, job_id: int, *, priority: int | None = None, delay: float = 0,
+                lease: int | None = None) -> None: ...
+
+    def bury(self, job_id: int, *, priority: int | None = None, reason: str | None = None,
+             lease: int | None = None) -> None: ...
+
+    def touch(self, job_id: int, *, lease: int | None = None) -> int: ...
+
+    def progress(self, job_id: int, value: float, message: str | None = None, *,
+                 lease: int | None = None) -> None: ...
+
+    def complete(self, job_id: int, result: bytes | str = b"", *,
+                 lease: int | None = None) -> None: ...
+
+
 class Job:
     """A job as returned by ``reserve`` or ``peek``.
 
@@ -105,7 +139,7 @@ class Job:
                  "timeouts", "releases", "buries", "kicks", "lease", "created_at",
                  "delay_until", "reserved_until", "bury_reason", "unique_key", "delay", "trace")
 
-    def __init__(self, queue: Queue, *, id: int, tube: str, body: bytes, priority: int,
+    def __init__(self, queue: Settles, *, id: int, tube: str, body: bytes, priority: int,
                  ttr_ms: int, state: str, reserves: int = 0, timeouts: int = 0,
                  releases: int = 0, buries: int = 0, kicks: int = 0, lease: int | None = None,
                  created_at: int = 0, delay_until: int | None = None,
@@ -134,7 +168,7 @@ class Job:
         self.trace = trace
 
     @classmethod
-    def from_claim(cls, queue: Queue, row: ClaimRow) -> Job:
+    def from_claim(cls, queue: Settles, row: ClaimRow) -> Job:
         """A reserved Job from a claim's row.
 
         The same Job as ``__init__`` makes, built without its keyword call: every claim
@@ -163,7 +197,7 @@ class Job:
         return job
 
     @classmethod
-    def from_row(cls, queue: Queue, row: JobRow) -> Job:
+    def from_row(cls, queue: Settles, row: JobRow) -> Job:
         return cls(queue, id=row.id, tube=row.tube, body=row.body, priority=row.priority,
                    ttr_ms=row.ttr, state=STATE_NAMES[row.state], reserves=row.reserves,
                    timeouts=row.timeouts, releases=row.releases, buries=row.buries,

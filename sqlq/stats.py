@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import __version__
 from .backends import Backend
 from .backends.base import Conn
 from .control import decode_progress
 from .errors import JobNotFound
 from .model import DEFAULT_TUBE, STATE_NAMES, check_tube
+from .version import __version__
 
 
 def file_stats(backend: Backend, now: int, max_job_size: int) -> dict[str, Any]:

@@ -99,7 +99,7 @@ def _configure() -> bool:
     if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
         _next_look = time.monotonic() + LOOK_EVERY
         return False
-    from . import __version__
+    from .version import __version__
 
     _tracer = provider.get_tracer("sqlq", __version__)
     return True

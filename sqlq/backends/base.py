@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
+from .conn import Conn, Cursor, Rows
 from .group import Batch, GroupCommit
 
 if TYPE_CHECKING:
@@ -38,34 +39,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 Durability = Literal["full", "normal"]
-
-
-class Rows(Protocol):
-    """A statement's result, as every driver's cursor gives it: its rows are tuples of
-    SQL values (or the driver's tuple-like rows)."""
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-    def __iter__(self) -> Iterator[Any]: ...
-
-
-class Cursor(Protocol):
-    def executemany(self, sql: str, params: Iterable[Any], /) -> object: ...
-
-
-class Conn(Protocol):
-    """A backend's connection, inside a transaction: what every backend's connection
-    offers (apsw's, Python's sqlite3 behind ``sqlite/drivers.Connection``, psycopg's;
-    each driver module checks its own against this) and the shared Store uses. Opaque
-    above the seam: only the backend's Store and the application's own SQL
-    (Transaction.execute, through :meth:`Backend.execute_app`) use it. Parameters are
-    the dialect's: a dict by name, or a tuple by position (``store.py``)."""
-
-    def execute(self, sql: str, params: Any = ..., /) -> Rows: ...
-
-    def cursor(self) -> Cursor: ...
+#: The connection's protocols (``conn.py``), named here too: the contract's own words.
+__all__ = ["Backend", "Conn", "Cursor", "Durability", "Events", "Notifier", "Rows"]
 
 
 class Events:

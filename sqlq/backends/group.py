@@ -31,14 +31,15 @@ with other threads' writes.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from ..errors import DatabaseError
 
 if TYPE_CHECKING:
-    from .base import Backend, Conn
+    from .conn import Conn
 
 T = TypeVar("T")
 
@@ -101,10 +102,24 @@ class _Aborted(Exception):
     """The database failed under a write: the shared transaction is rolled back."""
 
 
+class Writer(Protocol):
+    """What group commit asks of the backend that holds it (``Backend``'s own verbs):
+    named here, so the contract can hold its commit queue without a circle."""
+
+    location: str
+
+    def write(self, fn: Callable[[Conn], T], *, durable: bool = True,
+              single: bool = False) -> T: ...
+
+    def transaction(self, durable: bool = True) -> contextlib.AbstractContextManager[Conn]: ...
+
+    def in_transaction(self) -> bool: ...
+
+
 class GroupCommit:
     """The commit queue of one backend (see the module's docstring)."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Writer) -> None:
         self._backend = backend
         self._mutex = threading.Lock()
         self._queue: list[_Write] = []

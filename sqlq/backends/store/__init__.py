@@ -39,7 +39,7 @@ from .workers import WorkerStore
 
 if TYPE_CHECKING:
     from ...model import ClaimRow, Put
-    from ..base import Conn
+    from ..conn import Conn
 
 __all__ = ["ClaimStore", "ControlStore", "CopyStore", "DependencyStore", "HistoryStore",
            "JobStore", "LimitStore", "ResultStore", "Store", "TopicStore", "ViewStore",

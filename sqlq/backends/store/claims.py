@@ -17,7 +17,7 @@ from ...model import ClaimRow
 from ..sql import one
 
 if TYPE_CHECKING:
-    from ..base import Conn
+    from ..conn import Conn
     from .jobs import JobStore
 
 

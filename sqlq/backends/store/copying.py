@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..base import Conn
+    from ..conn import Conn
 
 #: What ``sqlq copy`` moves, table by table: the columns of each export_/import_ query.
 COPIED: dict[str, tuple[str, ...]] = {

@@ -13,7 +13,7 @@ from ...errors import JobNotFound
 from ..sql import one
 
 if TYPE_CHECKING:
-    from ..base import Conn
+    from ..conn import Conn
     from .jobs import JobStore
 
 

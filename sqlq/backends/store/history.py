@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..sql import one
 
 if TYPE_CHECKING:
-    from ..base import Conn
+    from ..conn import Conn
 
 
 class HistoryStore:

@@ -18,7 +18,7 @@ from ...model import JobRow, cap_reason
 from ..sql import one
 
 if TYPE_CHECKING:
-    from ..base import Conn
+    from ..conn import Conn
 
 
 class JobStore(abc.ABC):

@@ -6,12 +6,12 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Any
 
-from ...limits import allowance, spent_rate_at
+from ...allowance import allowance, spent_rate_at
 from ...model import ClaimRow
 from ..sql import one
 
 if TYPE_CHECKING:
-    from ..base import Conn
+    from ..conn import Conn
     from .claims import ClaimStore
 
 

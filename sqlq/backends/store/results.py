@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ..sql import one
 
 if TYPE_CHECKING:
-    from ..base import Conn
+    from ..conn import Conn
     from .jobs import JobStore
 
 #: Expired results purged per complete(): more than one, so purging outpaces expiry.

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ..sql import one
 
 if TYPE_CHECKING:
-    from ..base import Conn
+    from ..conn import Conn
 
 #: The states a job list can show, each in its own index's order.
 LIST_STATES = ("ready", "delayed", "reserved", "buried", "waiting")

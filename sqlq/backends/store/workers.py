@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..base import Conn
+    from ..conn import Conn
 
 
 class WorkerStore:
