@@ -172,8 +172,8 @@ class Engine:
 
     # -- claiming ----------------------------------------------------------------------------
 
-    def claim(self, tubes: TubesParam, owner: str | None, delete: Job | None = None
-              ) -> Job | None:
+    def _claim(self, tubes: TubesParam, owner: str | None, delete: Job | None = None
+               ) -> Job | None:
         """One commit: delete ``delete`` (a reserved Job) if given, and claim the most
         urgent ready job of ``tubes`` for ``owner`` (None: detached); None if none."""
         # Tubes known lately to be without limits go straight on (a dict probe and a
@@ -181,9 +181,9 @@ class Engine:
         key = tubes if tubes.__class__ is str else tuple(tubes)
         now_s = _monotonic()
         if now_s >= self._reap_at:
-            self.reap()
-        if self._plain_until.get(key, 0.0) <= now_s and self.limited_now(tubes, key):
-            return _first(self.claim_limited(tubes, owner, 1, [] if delete is None else [delete]))
+            self._reap()
+        if self._plain_until.get(key, 0.0) <= now_s and self._limited_now(tubes, key):
+            return _first(self._claim_limited(tubes, owner, 1, [] if delete is None else [delete]))
         if delete is None:
             row = self.dispatch.run(self._reserve, self.store.claims.claim, tubes, owner)
         else:
@@ -192,20 +192,20 @@ class Engine:
             delete.state = "deleted"
         if row is None:
             # The plain claim skips limited tubes: one limited since we learnt may hold jobs.
-            return _first(self.claim_limited(tubes, owner, 1, [])) \
-                if self.limits_changed(tubes) else None
+            return _first(self._claim_limited(tubes, owner, 1, [])) \
+                if self._limits_changed(tubes) else None
         return self._make_job(row)
 
-    def claim_many(self, tubes: TubesParam, owner: str | None, n: int,
-                   done: list[Job]) -> list[Job]:
+    def _claim_many(self, tubes: TubesParam, owner: str | None, n: int,
+                    done: list[Job]) -> list[Job]:
         """One commit: delete ``done`` (if any; JobLost names the lost ones, and then
         nothing is claimed) and claim up to n jobs."""
         key = tubes if tubes.__class__ is str else tuple(tubes)
         now_s = _monotonic()
         if now_s >= self._reap_at:
-            self.reap()
-        if self._plain_until.get(key, 0.0) <= now_s and self.limited_now(tubes, key):
-            return self.claim_limited(tubes, owner, n, done)
+            self._reap()
+        if self._plain_until.get(key, 0.0) <= now_s and self._limited_now(tubes, key):
+            return self._claim_limited(tubes, owner, n, done)
         if not done:
             rows = self.dispatch.run(self._reserve, self.store.claims.claim_many, tubes, owner, n)
         else:
@@ -213,20 +213,20 @@ class Engine:
                                            self.store.claims.delete_and_claim_many, _leases(done),
                                            tubes, owner, n)
             _deleted(done, lost, claimed=True)
-        if not rows and self.limits_changed(tubes):
-            return self.claim_limited(tubes, owner, n, [])
+        if not rows and self._limits_changed(tubes):
+            return self._claim_limited(tubes, owner, n, [])
         return [self._make_job(row) for row in rows]
 
     # -- limits (sqlq/limits.py) -------------------------------------------------------------
 
-    def limited_now(self, tubes: TubesParam, key: object) -> bool:
+    def _limited_now(self, tubes: TubesParam, key: object) -> bool:
         """Whether claims on ``tubes`` (``key``: their dict key) go through claim_limited,
         once the plain claim's trust ran out: yes if a tube had limits at the last look
         (claim_limited reads them again itself), else read and remember (never learnt,
         or "no limits" is LIMITS_STALE old)."""
-        return self._limited.get(key) is True or self.learn_limits(tubes)
+        return self._limited.get(key) is True or self._learn_limits(tubes)
 
-    def limits_changed(self, tubes: TubesParam) -> bool:
+    def _limits_changed(self, tubes: TubesParam) -> bool:
         """After a plain claim found nothing: whether a tube of ``tubes`` has limits now,
         read again unless the store proves nothing was committed elsewhere since the last
         read (``Store.limits_stamp``; our own limit changes clear what we remember)."""
@@ -238,9 +238,9 @@ class Engine:
         key = tubes if tubes.__class__ is str else tuple(tubes)
         if stamp is not None and self._stamps.get(key) == stamp and key in self._limited:
             return self._limited[key]
-        return self.learn_limits(tubes, stamp)
+        return self._learn_limits(tubes, stamp)
 
-    def learn_limits(self, tubes: TubesParam, stamp: object = None) -> bool:
+    def _learn_limits(self, tubes: TubesParam, stamp: object = None) -> bool:
         """Read (no write lock) whether a tube of ``tubes`` has limits, and remember it
         (with the store's stamp taken before the read, if any)."""
         limited = bool(self.dispatch.run(LIMITED_TUBES, self.store.limits.limited_tubes, tubes))
@@ -271,8 +271,8 @@ class Engine:
         self._plain_until.clear()
         self._stamps.clear()
 
-    def claim_limited(self, tubes: TubesParam, owner: str | None, n: int,
-                      done: list[Job]) -> list[Job]:
+    def _claim_limited(self, tubes: TubesParam, owner: str | None, n: int,
+                       done: list[Job]) -> list[Job]:
         """One write transaction: delete ``done`` (as claim and claim_many do: a lost lease
         claims nothing) and claim up to n jobs within the tubes' limits."""
         verb = SETTLE_AND_RESERVE_LIMITED if done else RESERVE_LIMITED
@@ -295,9 +295,9 @@ class Engine:
         lost connection is to be waited through (:func:`_waited_through`)."""
         try:
             owner = None if detach else self.backend.owner_token()
-            found = self.claim(tubes, owner, delete)
-            if found is None and self.reap():
-                found = self.claim(tubes, owner)
+            found = self._claim(tubes, owner, delete)
+            if found is None and self._reap():
+                found = self._claim(tubes, owner)
             return found
         except Disconnected:
             _waited_through(delete is not None, timeout)
@@ -308,9 +308,9 @@ class Engine:
         """:meth:`claim_first` for a reserve_many: up to n jobs (deleting ``done``)."""
         try:
             owner = self.backend.owner_token()
-            found = self.claim_many(tubes, owner, n, done)
-            if not found and self.reap():
-                found = self.claim_many(tubes, owner, n, [])
+            found = self._claim_many(tubes, owner, n, done)
+            if not found and self._reap():
+                found = self._claim_many(tubes, owner, n, [])
             return found
         except Disconnected:
             _waited_through(bool(done), timeout)
@@ -350,41 +350,41 @@ class Engine:
     def look(self, tubes: TubesParam, owner: str | None, events: Events, *,
              sure: bool = False) -> Job | None:
         """One look of a waiting reserve (the blocking wait's, an AsyncQueue's, the
-        server's): claim if something may be ready, as :meth:`look_with` decides
+        server's): claim if something may be ready, as :meth:`_look_with` decides
         (``sure``: the caller just made a job ready, claim without reading first). A
         token (not None: detached) is fetched again, as the backend may have had to
         confirm it anew."""
         if owner is not None:
             owner = self.backend.owner_token()
-        return self.look_with(tubes, events, lambda: self.claim(tubes, owner), sure=sure)
+        return self._look_with(tubes, events, lambda: self._claim(tubes, owner), sure=sure)
 
     def look_many(self, tubes: TubesParam, n: int, events: Events) -> list[Job] | None:
         """One look of a waiting reserve_many: :meth:`look`'s, for up to n jobs."""
         owner = self.backend.owner_token()  # confirmed again (a session may have been lost)
-        return self.look_with(tubes, events,
-                              lambda: self.claim_many(tubes, owner, n, []) or None)
+        return self._look_with(tubes, events,
+                               lambda: self._claim_many(tubes, owner, n, []) or None)
 
-    def look_with(self, tubes: TubesParam, events: Events, claim: Callable[[], T | None],
-                  *, sure: bool = False) -> T | None:
+    def _look_with(self, tubes: TubesParam, events: Events, claim: Callable[[], T | None],
+                   *, sure: bool = False) -> T | None:
         """A waiting claim's look: reap dead holders when told to, then ``claim()`` if a
         read without the write lock says a job is ready (or at once, on a backend whose
         empty claim locks nothing: ``Store.LOOK_BEFORE_CLAIM``)."""
         # A backend that cannot signal a death is asked on the wakes of its poll
         # timer (no commit event), not on every commit.
         polled = self.backend.liveness_poll is not None and not events.commit
-        if (events.owner or polled) and self.reap():
+        if (events.owner or polled) and self._reap():
             found = claim()
             if found is not None:
                 return found
         if sure or not self.store.claims.LOOK_BEFORE_CLAIM:
             return claim()
-        return claim() if self.has_ready(tubes) else None
+        return claim() if self._has_ready(tubes) else None
 
-    def has_ready(self, tubes: TubesParam) -> bool:
+    def _has_ready(self, tubes: TubesParam) -> bool:
         """Whether a claim on ``tubes`` would find a job now; a read, no write lock."""
         return bool(self.dispatch.run(HAS_READY, self.store.claims.has_ready_job, tubes))
 
-    def next_due(self, tubes: TubesParam) -> int | None:
+    def _next_due(self, tubes: TubesParam) -> int | None:
         """When (ms) a delayed job, a TTR or a pause may make a job ready in ``tubes``."""
         due: int | None = self.dispatch.run(NEXT_DUE, self.store.claims.next_due, tubes)
         return due
@@ -393,14 +393,14 @@ class Engine:
         """When (ms) something may make a job ready in ``tubes`` without a commit: the
         next due time, or sooner a backend's liveness poll while others hold jobs."""
         poll = self.backend.liveness_poll
-        due_ms = self.next_due(tubes)
+        due_ms = self._next_due(tubes)
         if poll is not None and self._others_hold:
             # A backend that cannot signal a holder's death is asked again soon.
             check_ms = self.clock() + int(poll * 1000)
             due_ms = check_ms if due_ms is None else min(due_ms, check_ms)
         return due_ms
 
-    def reap(self) -> bool:
+    def _reap(self) -> bool:
         """Give back the reservations of processes that died; True if any came back.
         The next claim's look (REAP_EVERY_S) is counted from here."""
         backend, store = self.backend, self.store
@@ -426,7 +426,7 @@ class Engine:
         waits again (on the watch already there) or finds a job at once and takes
         it down then (:meth:`stop_lingering`), off the path of a wakeup.
         """
-        notifier = self.thread_notifier()
+        notifier = self._thread_notifier()
         notifier.resume()  # a watch may cost every commit something: only while waiting
         found: T | None = None
         try:
@@ -446,14 +446,7 @@ class Engine:
             mine.lingering = False
             mine.notifier.pause()
 
-    def watching_notifier(self) -> Notifier:
-        """This thread's notifier, watching from now on until the caller pauses it."""
-        notifier = self.thread_notifier()
-        notifier.resume()
-        self._notifiers.lingering = False  # the caller decides when it stops watching
-        return notifier
-
-    def thread_notifier(self) -> Notifier:
+    def _thread_notifier(self) -> Notifier:
         """This thread's notifier (opened on first use), watching or not as it is."""
         notifier = self._notifiers.notifier
         if notifier is None:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from . import control
-from .backends import Backend, Notifier, open_backend
+from .backends import Backend, open_backend
 from .backends.base import Conn, Durability
 from .durations import now_ms
 from .engine import Engine
@@ -40,7 +40,7 @@ from .model import (
 )
 from .puts import Puts, Transaction
 from .reads import Reads
-from .verbs import Dispatcher, Verbs
+from .verbs import Dispatcher, Verbs, Views
 from .waiting import timeout_deadline
 
 _T = TypeVar("_T")
@@ -128,6 +128,9 @@ class Queue(Puts, Reads, FlowControl):
         #: The reservation engine (engine.py): for sqlq's own faces, not applications.
         self.engine = Engine(dispatch, functools.partial(Job.from_claim, self))
         self._job_from_row = functools.partial(Job.from_row, self)
+        #: The read verbs (verbs/views.py): the reads of the dashboard, /metrics and
+        #: ``sqlq top``, and those the Queue's own read methods call.
+        self.views = Views(dispatch, self._store, self._job_from_row, max_job_size)
         self._closed = False
         self._lock_wait: float | None = None
 
@@ -233,10 +236,6 @@ class Queue(Puts, Reads, FlowControl):
         return engine.wait(lambda events: engine.look(tubes_param, owner, events),
                            deadline, lambda: engine.due(tubes_param), linger=True)
 
-    def try_reserve(self, tubes: str | Sequence[str] | None = None) -> Job | None:
-        """One non-blocking claim attempt (for event loops: see ``notifier``)."""
-        return self.engine.claim(self.engine.tubes(tubes), self._backend.owner_token())
-
     def reserve_many(self, n: int, tubes: str | Sequence[str] | None = None,
                      timeout: float | None = None, *,
                      delete: Iterable[Job] | None = None) -> list[Job]:
@@ -312,21 +311,6 @@ class Queue(Puts, Reads, FlowControl):
         """Reserve a specific job, whatever its state unless reserved (beanstalkd's reserve-job)."""
         check_job_id(job_id)
         return self.engine.claim_by_id(job_id, self._backend.owner_token())
-
-    @property
-    def notifier(self) -> Notifier:
-        """The wakeup source: ``fileno()`` for an event loop, then ``drain()``; watching
-        from now on (look once more after taking it)."""
-        return self.engine.watching_notifier()
-
-    def has_ready(self, tubes: str | Sequence[str] | None = None) -> bool:
-        """Whether a reserve on ``tubes`` would find a job now; a read, no write lock."""
-        return self.engine.has_ready(self.engine.tubes(tubes))
-
-    def next_wakeup(self, tubes: str | Sequence[str] | None = None) -> float | None:
-        """Seconds until a delayed job, a TTR or a pause may make a job ready in tubes."""
-        due = self.engine.next_due(self.engine.tubes(tubes))
-        return None if due is None else max((due - self._clock()) / 1000, 0.0)
 
     # -- verbs on jobs by id -----------------------------------------------------------------
 

@@ -78,21 +78,19 @@ class FileCounts:
         if server.batch.open:
             self.reads += 1
             return read()
-        from sqlq import stats as counting  # not before the server listens (main.py)
-
-        backend = server.q.backend
-        token = backend.read(backend.store.jobs.change_token, single=True)
+        views = server.q.views
+        token = views.change_token()
         now = now_ms()
         if token != self._token or (self._until is not None and now >= self._until):
             self._token, self._values = None, {}
-            until = counting.next_change(backend, now)
+            until = views.next_change()
         elif key in self._values:
             return self._values[key]
         else:
             until = self._until
         self.reads += 1
         value = read()
-        if backend.read(backend.store.jobs.change_token, single=True) == token:
+        if views.change_token() == token:
             if self._token is None:  # nothing committed meanwhile: all read one state
                 self._token, self._until = token, until
             self._values[key] = value
@@ -113,7 +111,7 @@ class Stats:
     def server_doc(self, server: Server) -> bytes:
         """The ``stats`` document."""
         counts = server.file_counts
-        file_stats = counts.get("stats", server.q.stats)
+        file_stats = counts.get("stats", server.q.views.stats)
         usage = _rusage()
         uname = os.uname()
         conns = server.conns
@@ -143,8 +141,7 @@ class Stats:
         from sqlq import stats as counting
 
         q = server.q
-        read = server.file_counts.get(
-            ("tube", tube), lambda: counting.read_tube(q.backend, now_ms(), tube))
+        read = server.file_counts.get(("tube", tube), lambda: q.views.tube_record(tube))
         values = counting.tube_doc(read, now_ms(), tube)  # zeros for a tube without jobs
         conns = server.conns
         values.update({
@@ -162,7 +159,7 @@ class Stats:
             JobNotFound: no such job, or a job waiting for parents (a state the
                 protocol does not have: such a job is in no reply but the counts).
         """
-        values = server.q.stats_job(job_id)
+        values = server.q.views.stats_job(job_id)
         if values["state"] == "waiting":
             raise JobNotFound(f"job {job_id} not found")
         values["file"] = 0
@@ -171,7 +168,7 @@ class Stats:
 
 def tubes(server: Server) -> list[str]:
     """Tubes as beanstalkd sees them: ``default``, those with jobs, those a client names."""
-    names = dict.fromkeys([DEFAULT_TUBE, *server.file_counts.get("tubes", server.q.tubes)])
+    names = dict.fromkeys([DEFAULT_TUBE, *server.file_counts.get("tubes", server.q.views.tubes)])
     for conn in server.conns:
         names.update(dict.fromkeys([conn.use, *conn.watch]))
     return list(names)

@@ -203,7 +203,7 @@ def test_a_look_in_a_transaction_rolled_back_keeps_no_time(fq: sqlq.Queue,
     with pytest.raises(RuntimeError), fq.transaction():
         job = fq.reserve(timeout=0)  # promotes and claims it, uncommitted
         assert job is not None and job.id == jid
-        assert not fq.has_ready()
+        assert not fq.engine._has_ready(fq.engine.tubes(None))  # the look a wait makes
         raise RuntimeError("roll back")
     job = fq.reserve(timeout=0)
     assert job is not None and job.id == jid

@@ -306,7 +306,7 @@ def test_threads_sharing_a_queue_each_wake(db_path: str) -> None:
 def test_watches_only_while_waiting(q: Queue) -> None:
     """Between waits the watches are off: a busy worker's own commits cost no events."""
     assert q.reserve(timeout=0.05) is None
-    notifier = q.engine.thread_notifier()
+    notifier = q.engine._thread_notifier()
     q.put(b"x")
     assert not notifier.drain()
     assert q.reserve(timeout=1) is not None  # and waiting still works
@@ -321,7 +321,7 @@ def test_watch_lingers_from_a_wake_until_a_reserve_needs_no_wait(db_path: str) -
             Queue(db_path, durability="normal") as other:
         q.put(b"soon", delay=0.1)
         assert q.reserve(timeout=5) is not None  # found by a wait (the job's due time)
-        notifier = q.engine.thread_notifier()
+        notifier = q.engine._thread_notifier()
         other.put(b"x")
         assert notifier.drain().commit  # still watching after the wait
         assert q.reserve(timeout=0) is not None  # found at once: the watch comes down
@@ -377,7 +377,7 @@ def test_own_commits_heard_by_a_lingering_watch_do_not_prolong_the_next_wait(
     # The first look, its few quick re-checks (a commit may be unpublished as a wait
     # begins) and one at the deadline: the later schedule (0.2 ms ... 4 s), restarted by
     # the stale events, would add a few more within 0.5 s (13 looks in all, measured).
-    assert len(looks) <= 2 + len(q.engine.thread_notifier().recheck_delays(first=True))
+    assert len(looks) <= 2 + len(q.engine._thread_notifier().recheck_delays(first=True))
 
 
 @pytest.mark.sqlite_only

@@ -38,7 +38,7 @@ from .views import ViewStore
 from .workers import WorkerStore
 
 if TYPE_CHECKING:
-    from ...model import ClaimRow, Put
+    from ...model import ClaimRow, JobRow, Put
     from ..conn import Conn
 
 __all__ = ["ClaimStore", "ControlStore", "CopyStore", "DependencyStore", "HistoryStore",
@@ -134,3 +134,79 @@ class Store:
         else:
             self.jobs.release(conn, now, job_id, lease, None, delay_ms)
         self.history.keep_attempt(conn, attempt, kept)
+
+    # -- reads across nouns: each one call of a read verb (sqlq/verbs/views.py) --------------
+
+    def peek(self, conn: Conn, now: int, which: str, tube: str) -> JobRow | None:
+        """The job a peek of ``which`` state (ready, delayed, buried) in ``tube`` shows."""
+        job_id = self.jobs.peek_id(conn, now, which, tube)
+        return None if job_id is None else self.jobs.select_job(conn, now, job_id)
+
+    def overview(self, conn: Conn, now: int, always: Sequence[str]) -> tuple[Any, ...]:
+        """Every tube's counts from one snapshot: (tube -> (buries, kicks, timeouts),
+        tube -> jobs waiting, [(tube, ViewStore.tube_counts)], ids ever issued). Known
+        tubes and ``always`` stay listed at zero when drained: a busy tube whose workers
+        keep up must not vanish, nor its /metrics series go stale instead of reading 0."""
+        views = self.views
+        counters = views.event_counters(conn)
+        waiting = self.deps.count_waiting(conn, None)  # one walk of the edges for every tube
+        names = sorted(set(views.tube_names(conn, now)) | set(views.known_tubes(conn))
+                       | set(waiting) | set(always))
+        return (counters, waiting, [(name, views.tube_counts(conn, now, name)) for name in names],
+                self.jobs.total_jobs(conn))
+
+    def tube_overview(self, conn: Conn, now: int, tube: str) -> tuple[Any, ...]:
+        """One tube's part of :meth:`overview`: (its tube_counts, its (buries, kicks,
+        timeouts) or None, its jobs waiting)."""
+        counters = self.views.event_counters(conn).get(tube)
+        return (self.views.tube_counts(conn, now, tube), counters,
+                self.deps.count_waiting(conn, tube).get(tube, 0))
+
+    def search(self, conn: Conn, now: int, tube: str, text: str, depth: int,
+               limit: int) -> list[tuple[Any, ...]]:
+        """Jobs of ``tube`` whose id, unique key or body contains ``text`` (select_job's
+        columns, the body cut to 160 bytes, then its size): an exact id or unique key at
+        any age, through its index, then a scan of the last ``depth`` ids, newest first."""
+        jobs = self.jobs
+        as_id = int(text) if text.isascii() and text.isdigit() and int(text) < 2**63 else None
+        exact = [jobs.select_job(conn, now, as_id)] if as_id is not None else []
+        key_id = jobs.unique_job_id(conn, tube, text)
+        exact.append(jobs.select_job(conn, now, key_id) if key_id is not None else None)
+        found = [(*row._replace(body=row.body[:160]), len(row.body)) for row in exact
+                 if row is not None and row.tube == tube]
+        return found + self.views.search_jobs(conn, tube, text, jobs.total_jobs(conn) - depth,
+                                              limit)
+
+    def file_counts(self, conn: Conn, now: int) -> tuple[Any, ...]:
+        """The whole database's counts: (ViewStore.count_jobs of every tube, ids ever
+        issued, tubes listed, topics)."""
+        views = self.views
+        return (views.count_jobs(conn, now, None), self.jobs.total_jobs(conn),
+                views.list_tubes(conn, now), self.topics.count_topics(conn))
+
+    def tube_record(self, conn: Conn, now: int, tube: str) -> tuple[Any, ...]:
+        """One tube's counters: its [ready, urgent, reserved, delayed, buried, waiting]
+        (None: no jobs), its last pause (paused_until, pause_ms) or None, its (puts,
+        pauses) ever, and its limits (list_limits' rows: none or one)."""
+        views = self.views
+        return (views.count_jobs(conn, now, tube).get(tube), self.limits.tube_pause(conn, tube),
+                views.tube_totals(conn, tube), self.limits.list_limits(conn, tube))
+
+    def job_record(self, conn: Conn, now: int, job_id: int) -> tuple[Any, ...]:
+        """One job's record: (its row or None, its last attempt, the parents it waits
+        for, its progress)."""
+        return (self.jobs.select_job(conn, now, job_id), self.history.last_attempt(conn, job_id),
+                self.deps.waiting_on(conn, job_id), self.control.job_progress(conn, job_id))
+
+    def next_change(self, conn: Conn, now: int) -> int | None:
+        """The earliest time (ms) after ``now`` at which counts change without a write (a
+        delayed job due, a TTR out, a pause over); None if nothing is timed."""
+        names = self.views.tube_names(conn, now)
+        claims = self.claims
+        return claims.next_due(conn, now, claims.tubes_param(names)) if names else None
+
+    def presence(self, conn: Conn, now: int) -> tuple[Any, ...]:
+        """(WorkerStore.owner_reservations, the workers registry's rows): who holds
+        reservations and who registered as a worker."""
+        workers = self.workers
+        return workers.owner_reservations(conn, now), workers.list_workers(conn)
