@@ -20,12 +20,10 @@ histograms.py; SQLite migration 0006, PostgreSQL 0004).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from .model import DEFAULT_TUBE, STATE_NAMES, JobRow
 

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from .backends import Backend
     from .engine import Engine
     from .failures import FailedGroup
-    from .histograms import Histogram
     from .horizon import Horizon
     from .verbs.views import Views
 

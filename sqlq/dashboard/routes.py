@@ -219,7 +219,8 @@ class Dashboard:
             alerts = {}
         return self.render("overview.html", view=view, now=view.at, note=req.arg("note"),
                            alerts=alerts,
-                           workers=sum(1 for w in self.queue.views.workers() if w.alive and w.token),
+                           workers=sum(1 for w in self.queue.views.workers()
+                                       if w.alive and w.token),
                            durations=durations,
                            day=views.day_chart(self.queue.throughput(), view.at))
 

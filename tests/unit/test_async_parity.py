@@ -14,8 +14,6 @@ import asyncio
 import inspect
 from typing import Any
 
-import pytest
-
 import sqlq
 from sqlq.asyncq import AsyncTransaction
 from sqlq.model import JOB_FIELDS
