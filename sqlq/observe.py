@@ -15,7 +15,6 @@ minus the jobs alive in the same snapshot, and buries, kicks and timeouts per tu
 are kept by a trigger in the database (SQLite migration 0005, PostgreSQL 0002).
 The histograms of waits and runs are what ``sqlq work`` processes added (see
 histograms.py; SQLite migration 0006, PostgreSQL 0004).
-
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Counts come from the file (one pass over the jobs table: stats are for people an
 monitors, not the hot path). A tube's ``total-jobs``, ``cmd-delete`` and
 ``cmd-pause-tube`` are the database's too, since it was created, whoever put,
 deleted or paused (SQLite migration 0009, PostgreSQL 0010), as is
-``stats()["total-jobs"]``.
+``stats()["total-jobs"]``. The reads are verbs (``sqlq/verbs/views.py``: ``stats``,
+``stats_tube``, ``stats_job``); what is here makes their documents, without the database.
 """
 
 from __future__ import annotations
