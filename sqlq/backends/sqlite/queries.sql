@@ -675,6 +675,23 @@ UPDATE sqlq_jobs
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay, trace;
 
+-- name: claim_jobs_in_tube
+-- claim_jobs for a reserve_many that watches one tube (claim_job_in_tube's reason): the
+-- same :n jobs without json_each, the join, the second index range per job and the
+-- sort, 0.45 us a job less in a batch of 10 (of about 3.5). The caller sorts the rows,
+-- as claim_jobs' (RETURNING has no order). ?1 now, ?2 owner, ?3 tube, ?4 n.
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = ?1 + ttr, reserves = reserves + 1,
+       lease = abs(random()), owner = ?2
+ WHERE id IN (SELECT id FROM sqlq_jobs
+               WHERE state = 0 AND tube = (SELECT ?3)
+               ORDER BY priority, id LIMIT (SELECT ?4))
+   AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
+                    WHERE name = (SELECT ?3)
+                      AND (paused_until > ?1 OR coalesce(concurrency, rate) IS NOT NULL))
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key, delay, trace;
+
 -- name: delete_leased_jobs
 -- delete_leased_job for many: :jobs is a JSON array of [id, lease] pairs; the rows
 -- deleted come back, so the caller can name the jobs whose lease was lost. One

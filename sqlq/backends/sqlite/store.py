@@ -44,6 +44,7 @@ QUIET_BATCH = 64
 _PROMOTE_DUE = Q["promote_due"]
 _CLAIM_JOB = Q["claim_job"]
 _CLAIM_JOB_IN_TUBE = Q["claim_job_in_tube"]
+_CLAIM_JOBS_IN_TUBE = Q["claim_jobs_in_tube"]
 _LOOK_READY = Q["look_ready"]
 #: Later than any time in ms: "nothing will ever be due" in DueCache.
 NEVER = 2**63 - 1
@@ -269,8 +270,13 @@ class SQLiteStore(Store):
     def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
                    ) -> list[ClaimRow]:
         self._promote(conn, now, tubes)
-        params = {"tubes": tubes, "now": now, "owner": owner, "n": n}
-        rows = [_new(ClaimRow, r) for r in conn.execute(self.Q["claim_jobs"], params)]
+        tube = self._one_tube.get(tubes)
+        if tube is not None:
+            found = conn.execute(_CLAIM_JOBS_IN_TUBE, (now, owner, tube, n))
+        else:
+            found = conn.execute(self.Q["claim_jobs"],
+                                 {"tubes": tubes, "now": now, "owner": owner, "n": n})
+        rows = [_new(ClaimRow, r) for r in found]
         self._claimed(rows)
         return sorted(rows, key=_CLAIM_ORDER)
 
