@@ -152,6 +152,61 @@ def test_a_quiet_claim_is_one_statement(db_path: str) -> None:
         assert seen == ["PRAGMA", "UPDATE", "DELETE"] * 10
 
 
+@pytest.mark.sqlite_only
+def test_the_workers_delete_and_claim_skips_promote_due_too(db_path: str) -> None:
+    """The worker's loop, reserve(delete=job): one transaction a job, whose look keeps
+    the next due time once it commits, so the next jobs' claims skip promote_due and
+    the look as a claim outside a transaction does (they ran on every job before)."""
+    with sqlq.Queue(db_path, durability="normal") as q:
+        q.put_many([b"x"] * 20)
+        job = q.reserve(timeout=0)
+        for _ in range(3):
+            job = q.reserve(timeout=0, delete=job)
+        seen: list[str] = []
+
+        def trace(cursor: Any, sql: str, bindings: Any) -> bool:
+            seen.append(first_word(sql))
+            return True
+
+        conn = q.backend.db.conn  # type: ignore[attr-defined]
+        conn.set_exec_trace(trace)
+        for _ in range(10):
+            job = q.reserve(timeout=0, delete=job)
+            assert job is not None
+        conn.set_exec_trace(None)
+        assert seen == ["BEGIN", "DELETE", "PRAGMA", "UPDATE", "COMMIT"] * 10
+
+
+@pytest.mark.sqlite_only
+def test_a_delete_and_claim_rolled_back_keeps_no_time(fq: sqlq.Queue, clock: FakeClock
+                                                      ) -> None:
+    """The worker's transaction (SQLite's: on PostgreSQL it is one statement) promotes
+    and looks before its claim; if it then rolls back, the promotion is undone and the time it read must not be kept: the job come
+    due is claimed next."""
+    prev = fq.put(b"prev")
+    held = fq.reserve(timeout=0)
+    assert held is not None and held.id == prev
+    warm(fq, "other")
+    jid = fq.put(b"job", delay=1)
+    clock.advance(2)
+    store = fq.backend.store  # type: ignore[attr-defined]
+    claim = store.claim
+
+    def claim_then_fail(*args: Any) -> Any:
+        claim(*args)
+        raise RuntimeError("roll back")
+
+    store.claim = claim_then_fail
+    try:
+        with pytest.raises(RuntimeError):
+            fq.reserve(timeout=0, delete=held)
+    finally:
+        del store.claim
+    assert fq.stats_job(prev)["state"] == "reserved"  # the delete was rolled back too
+    job = fq.reserve(timeout=0)
+    assert job is not None and job.id == jid
+
+
 def first_word(sql: str) -> str:
     """A statement's first keyword, its comment lines skipped."""
     return " ".join(line for line in sql.splitlines()

@@ -57,6 +57,7 @@ class SQLiteBackend(Backend):
                            driver=driver)
         self.durability = self.db.durability
         self.store = SQLiteStore()
+        self.db.began, self.db.committed = self.store.due.begin, self.store.due.commit
         self.owners = Owners(path, self.db, self.store, clock)
         self._wal = WalWatch(self.db, self.store)
 

@@ -72,17 +72,22 @@ class DueCache:
     everything, or a write on this connection, which goes through the store and
     lowers the time (:meth:`lower`) or clears it (:meth:`forget`). A time is only ever
     kept too early, never too late: the cost of a mistake is one promote_due that
-    finds nothing. Nothing read inside a transaction is kept: it could still roll
-    back (a promotion undone would leave jobs due, unseen). The cache is the
-    connection's (one store per backend, one connection per backend) and is used
-    under its lock.
+    finds nothing. A time read inside a transaction is kept only once that very
+    transaction commits (:meth:`begin` and :meth:`commit`, called by
+    ``db.Database._transaction``): a promotion rolled back would leave jobs due, unseen.
+    So the worker's delete-and-claim transaction, once it has promoted and looked, skips
+    both on its next jobs as a claim outside a transaction does. The cache is the
+    connection's (one store per backend, one connection per backend) and is used under
+    its lock.
     """
 
-    __slots__ = ("due", "version")
+    __slots__ = ("due", "pending", "version")
 
     def __init__(self) -> None:
         self.version: int | None = None
         self.due: dict[str, int] = {}
+        #: (tubes, version, time) read inside the open transaction, kept at its commit.
+        self.pending: tuple[str, int, int] | None = None
 
     def nothing_due(self, conn: Any, now: int, tubes: str) -> bool | None:
         """True if promote_due would find nothing in tubes now; else False, or None when
@@ -103,25 +108,44 @@ class DueCache:
         # again before the claim reads it (a time kept is then dropped, never wrong).
         version = one(conn, "PRAGMA data_version")[0]
         ready, delayed, reserved = one(conn, _LOOK_READY, {"tubes": tubes, "now": now})
+        times = [t for t in (delayed, reserved) if t is not None]
         if conn.get_autocommit():
-            if version != self.version:
-                self.version = version
-                self.due.clear()
-            if len(self.due) >= DUE_CACHE_SIZE:
-                self.due.clear()
-            times = [t for t in (delayed, reserved) if t is not None]
-            self.due[tubes] = min(times) if times else NEVER
+            self._keep(tubes, version, min(times) if times else NEVER)
+        else:
+            self.pending = (tubes, version, min(times) if times else NEVER)
         return bool(ready)
+
+    def _keep(self, tubes: str, version: int, due: int) -> None:
+        if version != self.version:
+            self.version = version
+            self.due.clear()
+        if len(self.due) >= DUE_CACHE_SIZE:
+            self.due.clear()
+        self.due[tubes] = due
+
+    def begin(self) -> None:
+        """A write transaction begins: a time a rolled-back one read is dropped."""
+        self.pending = None
+
+    def commit(self) -> None:
+        """The write transaction committed: keep the time read inside it, if any."""
+        if self.pending is not None:
+            self._keep(*self.pending)
+            self.pending = None
 
     def lower(self, when: int) -> None:
         """This connection wrote a job that becomes due at ``when`` (a delay, a TTR)."""
         for tubes, due in self.due.items():
             if when < due:
                 self.due[tubes] = when
+        pending = self.pending
+        if pending is not None and when < pending[2]:
+            self.pending = (pending[0], pending[1], when)
 
     def forget(self) -> None:
         """This connection wrote something the store cannot see (the application's SQL)."""
         self.due.clear()
+        self.pending = None
 
 
 class SQLiteStore(Store):
