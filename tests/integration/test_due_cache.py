@@ -132,24 +132,13 @@ def test_a_quiet_claim_is_one_statement(db_path: str) -> None:
     promote_due while nothing can be due."""
     with sqlq.Queue(db_path, durability="normal") as q:
         q.put_many([b"x"] * 20)
-        for _ in range(3):
+
+        def cycle() -> None:
             job = q.reserve(timeout=0)
             assert job is not None
             job.delete()
-        seen: list[str] = []
 
-        def trace(cursor: Any, sql: str, bindings: Any) -> bool:
-            seen.append(first_word(sql))
-            return True
-
-        conn = q.backend.db.conn  # type: ignore[attr-defined]
-        conn.set_exec_trace(trace)
-        for _ in range(10):
-            job = q.reserve(timeout=0)
-            assert job is not None
-            job.delete()
-        conn.set_exec_trace(None)
-        assert seen == ["PRAGMA", "UPDATE", "DELETE"] * 10
+        assert statements(q, cycle) == ["PRAGMA", "UPDATE", "DELETE"] * 10
 
 
 @pytest.mark.sqlite_only
@@ -159,30 +148,41 @@ def test_the_workers_delete_and_claim_skips_promote_due_too(db_path: str) -> Non
     the look as a claim outside a transaction does (they ran on every job before)."""
     with sqlq.Queue(db_path, durability="normal") as q:
         q.put_many([b"x"] * 20)
-        job = q.reserve(timeout=0)
-        for _ in range(3):
-            job = q.reserve(timeout=0, delete=job)
-        seen: list[str] = []
+        held = [q.reserve(timeout=0)]
 
-        def trace(cursor: Any, sql: str, bindings: Any) -> bool:
-            seen.append(first_word(sql))
-            return True
+        def cycle() -> None:
+            held.append(q.reserve(timeout=0, delete=held.pop()))
+            assert held[-1] is not None
 
-        conn = q.backend.db.conn  # type: ignore[attr-defined]
-        conn.set_exec_trace(trace)
+        assert statements(q, cycle) == ["BEGIN", "DELETE", "PRAGMA", "UPDATE", "COMMIT"] * 10
+
+
+def statements(q: sqlq.Queue, cycle: Any) -> list[str]:
+    """The first words of the statements of ten ``cycle()``s, after three unseen."""
+    for _ in range(3):
+        cycle()
+    seen: list[str] = []
+
+    def trace(cursor: Any, sql: str, bindings: Any) -> bool:
+        seen.append(first_word(sql))
+        return True
+
+    conn = q.backend.db.conn  # type: ignore[attr-defined]
+    conn.set_exec_trace(trace)
+    try:
         for _ in range(10):
-            job = q.reserve(timeout=0, delete=job)
-            assert job is not None
+            cycle()
+    finally:
         conn.set_exec_trace(None)
-        assert seen == ["BEGIN", "DELETE", "PRAGMA", "UPDATE", "COMMIT"] * 10
+    return seen
 
 
 @pytest.mark.sqlite_only
 def test_a_delete_and_claim_rolled_back_keeps_no_time(fq: sqlq.Queue, clock: FakeClock
                                                       ) -> None:
     """The worker's transaction (SQLite's: on PostgreSQL it is one statement) promotes
-    and looks before its claim; if it then rolls back, the promotion is undone and the time it read must not be kept: the job come
-    due is claimed next."""
+    and looks before its claim; if it then rolls back, the promotion is undone and the
+    time it read must not be kept: the job come due is claimed next."""
     prev = fq.put(b"prev")
     held = fq.reserve(timeout=0)
     assert held is not None and held.id == prev

@@ -268,11 +268,8 @@ class Database:
         #: Seconds a write waits for another process's lock before raising Locked at
         #: once; None: BUSY_TIMEOUT_S, then tenacity's retries until BUSY_GIVE_UP_S.
         self.lock_wait: float | None = None
-        #: Told of each write transaction _transaction runs: began() before its BEGIN,
-        #: committed() once its COMMIT returned (the store's due cache keeps what it read
-        #: inside one only then: store.DueCache).
-        self.began: Callable[[], None] = _nothing
-        self.committed: Callable[[], None] = _nothing
+        #: Called before _transaction's BEGIN and after its COMMIT (store.DueCache's need).
+        self.began = self.committed = _nothing
         with translate_errors(path, self.driver):
             self._check_file(init)
             warn_if_network_filesystem(path)
