@@ -77,7 +77,7 @@ def groups(backend: Backend, limit: int = 50, offset: int = 0) -> list[FailedGro
         raise ValueError(f"limit must be 1..{MAX_PAGE}, not {limit}")
     if offset < 0:
         raise ValueError(f"offset must be >= 0, not {offset}")
-    rows = backend.read(lambda c: backend.store.failed_groups(c, DEPTH, MESSAGE_LIMIT))
+    rows = backend.read(lambda c: backend.store.history.failed_groups(c, DEPTH, MESSAGE_LIMIT))
     # One row per (error, location, reason); a location merges its reasons into one group.
     folded: dict[tuple[str, str, str], list[tuple[str, int, int, str]]] = {}
     for error, location, reason, jobs, newest, tubes in rows:
@@ -102,5 +102,5 @@ def group_ids(backend: Backend, error: str, reason: str,
     """(id, tube) of the buried jobs of one group, oldest first: those whose newest attempt
     failed with ``error`` at ``location``, whatever their reason; with no location, those
     whose reason is ``reason`` too."""
-    return backend.read(lambda c: backend.store.failed_group_ids(
+    return backend.read(lambda c: backend.store.history.failed_group_ids(
         c, DEPTH, MESSAGE_LIMIT, error, location, reason[:MESSAGE_LIMIT]))

@@ -142,7 +142,7 @@ class PeriodicSlot:
 def _summary(backend: Backend, c: Conn, now: int, tube: str,
              counters: dict[str, tuple[int, int, int]], waiting: dict[str, int]) -> TubeSummary:
     ready, urgent, reserved, delayed, buried, oldest, due_since, paused = \
-        backend.store.tube_counts(c, now, tube)
+        backend.store.views.tube_counts(c, now, tube)
     starts = [t for t in (oldest, due_since) if t is not None]
     return TubeSummary(tube, ready, urgent, reserved, delayed, buried,
                        paused if paused is not None and paused > now else None,
@@ -156,14 +156,14 @@ def overview(backend: Backend, now: int) -> Overview:
     store = backend.store
 
     def read(c: Conn) -> Overview:
-        counters = store.event_counters(c)
-        waiting = store.count_waiting(c, None)  # one walk of the edges for every tube
+        counters = store.views.event_counters(c)
+        waiting = store.deps.count_waiting(c, None)  # one walk of the edges for every tube
         # Known tubes stay listed at zero when drained: a busy tube whose workers keep
         # up must not vanish, nor its /metrics series go stale instead of reading 0.
-        names = sorted(set(store.tube_names(c, now)) | set(store.known_tubes(c))
+        names = sorted(set(store.views.tube_names(c, now)) | set(store.views.known_tubes(c))
                        | set(waiting) | {DEFAULT_TUBE})
         return Overview(now, [_summary(backend, c, now, name, counters, waiting)
-                              for name in names], store.total_jobs(c))
+                              for name in names], store.jobs.total_jobs(c))
 
     return backend.read(read)
 
@@ -172,8 +172,8 @@ def tube(backend: Backend, now: int, name: str) -> TubeSummary:
     """One tube's summary (a tube that does not exist reads as empty)."""
     check_tube(name)
     store = backend.store
-    return backend.read(lambda c: _summary(backend, c, now, name, store.event_counters(c),
-                                           store.count_waiting(c, name)))
+    return backend.read(lambda c: _summary(backend, c, now, name, store.views.event_counters(c),
+                                           store.deps.count_waiting(c, name)))
 
 
 def _job(row: tuple[Any, ...]) -> JobSummary:
@@ -191,7 +191,7 @@ def jobs(backend: Backend, tube_name: str, state: str, after: tuple[int, int] | 
     limit = max(1, min(int(limit), MAX_PAGE))
     key, after_id = after if after is not None else (-(2**62), 0)
     rows = backend.read(
-        lambda c: backend.store.list_jobs(c, tube_name, state, key, after_id, limit))
+        lambda c: backend.store.views.list_jobs(c, tube_name, state, key, after_id, limit))
     return [_job(r) for r in rows]
 
 
@@ -206,13 +206,13 @@ def search(backend: Backend, now: int, tube_name: str, text: str,
 
     def read(c: Conn) -> list[tuple[Any, ...]]:
         # An exact id or unique key is found at any age, through its index.
-        exact = [store.select_job(c, now, as_id)] if as_id is not None else []
-        key_id = store.unique_job_id(c, tube_name, text)
-        exact.append(store.select_job(c, now, key_id) if key_id is not None else None)
+        exact = [store.jobs.select_job(c, now, as_id)] if as_id is not None else []
+        key_id = store.jobs.unique_job_id(c, tube_name, text)
+        exact.append(store.jobs.select_job(c, now, key_id) if key_id is not None else None)
         found = [(*row._replace(body=row.body[:160]), len(row.body)) for row in exact
                  if row is not None and row.tube == tube_name]
-        min_id = store.total_jobs(c) - SEARCH_DEPTH
-        return found + store.search_jobs(c, tube_name, text, min_id, limit)
+        min_id = store.jobs.total_jobs(c) - SEARCH_DEPTH
+        return found + store.views.search_jobs(c, tube_name, text, min_id, limit)
 
     rows = backend.read(read)
     unique = {row[0]: row for row in rows}  # an exact match is also found by the scan
@@ -222,7 +222,7 @@ def search(backend: Backend, now: int, tube_name: str, text: str,
 def workers(backend: Backend, now: int) -> list[Worker]:
     """The running ``sqlq work`` processes (idle ones too), oldest first, then the other
     processes holding live reservations, with the jobs each holds."""
-    rows = backend.read(lambda c: backend.store.owner_reservations(c, now))
+    rows = backend.read(lambda c: backend.store.workers.owner_reservations(c, now))
     held = {r[0]: (int(r[1]), r[2]) for r in rows}
     found = []
     for w in registry.live(backend):
@@ -240,20 +240,20 @@ def workers(backend: Backend, now: int) -> list[Worker]:
 
 def periodic(backend: Backend) -> list[PeriodicSlot]:
     """Every periodic task that ever enqueued a slot, by name."""
-    return [PeriodicSlot(*row) for row in backend.read(backend.store.list_periodic)]
+    return [PeriodicSlot(*row) for row in backend.read(backend.store.history.list_periodic)]
 
 
 def result(backend: Backend, now: int, job_id: int) -> bytes | None:
     """The kept result of a completed job, or None (not completed, expired, or none)."""
-    kept, _, _ = backend.read(lambda c: backend.store.result_outcome(c, now, job_id))
+    kept, _, _ = backend.read(lambda c: backend.store.results.result_outcome(c, now, job_id))
     return None if kept is None else bytes(kept)
 
 
 def trace(backend: Backend, job_id: int) -> str | None:
     """The W3C trace context the job's put stored (traceparent, a newline, tracestate)."""
-    return backend.read(lambda c: backend.store.job_trace(c, job_id), single=True)
+    return backend.read(lambda c: backend.store.views.job_trace(c, job_id), single=True)
 
 
 def durations(backend: Backend) -> list[Histogram]:
     """The wait and run histograms of every tube, cumulated (one read)."""
-    return fold(backend.read(backend.store.durations))
+    return fold(backend.read(backend.store.history.durations))

@@ -111,7 +111,7 @@ class Reads:
         """
         if not job_id_in_range(job_id):
             return None
-        row = self._backend.read(lambda c: self._store.select_job(c, self._clock(), job_id))
+        row = self._backend.read(lambda c: self._store.jobs.select_job(c, self._clock(), job_id))
         return None if row is None else self._job_from_row(row)
 
     def _peek(self, which: str, tube: str) -> Job | None:
@@ -120,8 +120,8 @@ class Reads:
 
         def look(c: Conn) -> Any:
             now = self._clock()
-            job_id = store.peek_id(c, now, which, tube)
-            return None if job_id is None else store.select_job(c, now, job_id)
+            job_id = store.jobs.peek_id(c, now, which, tube)
+            return None if job_id is None else store.jobs.select_job(c, now, job_id)
 
         row = self._backend.read(look)
         return None if row is None else self._job_from_row(row)
@@ -157,7 +157,7 @@ class Reads:
             (Links(parents=[1], children=[]), Links(parents=[], children=[2]))
         """
         check_job_id(job_id)
-        found = self._backend.read(lambda c: self._store.links(c, job_id))
+        found = self._backend.read(lambda c: self._store.deps.links(c, job_id))
         if found is None:
             raise JobNotFound(f"job {job_id} not found")
         return Links(*found)
@@ -168,7 +168,7 @@ class Reads:
         A tube a worker has drained drops out of this list (as beanstalkd forgets an
         unused tube), but its name stays valid everywhere: ``stats_tube`` reads zeros.
         """
-        found = self._backend.read(lambda c: self._store.list_tubes(c, self._clock()))
+        found = self._backend.read(lambda c: self._store.views.list_tubes(c, self._clock()))
         return sorted(set(found) | {DEFAULT_TUBE})
 
     def stats(self) -> dict[str, Any]:

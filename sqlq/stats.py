@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import __version__
 from .backends import Backend
 from .backends.base import Conn
 from .control import decode_progress
 from .errors import JobNotFound
 from .model import DEFAULT_TUBE, STATE_NAMES, check_tube
+from .version import __version__
 
 
 def file_stats(backend: Backend, now: int, max_job_size: int) -> dict[str, Any]:
@@ -25,8 +25,8 @@ def file_stats(backend: Backend, now: int, max_job_size: int) -> dict[str, Any]:
     store = backend.store
 
     def read(c: Conn) -> Any:
-        return (store.count_jobs(c, now, None), store.total_jobs(c), store.list_tubes(c, now),
-                store.count_topics(c))
+        return (store.views.count_jobs(c, now, None), store.jobs.total_jobs(c),
+                store.views.list_tubes(c, now), store.topics.count_topics(c))
 
     counts, total, tubes, n_topics = backend.read(read)
     ready, urgent, reserved, delayed, buried, waiting = (sum(v[i] for v in counts.values())
@@ -69,8 +69,8 @@ def read_tube(backend: Backend, now: int, tube: str) -> tuple[Any, ...]:
     store = backend.store
 
     def read(c: Conn) -> Any:
-        return (store.count_jobs(c, now, tube).get(tube), store.tube_pause(c, tube),
-                store.tube_totals(c, tube), store.list_limits(c, tube))
+        return (store.views.count_jobs(c, now, tube).get(tube), store.limits.tube_pause(c, tube),
+                store.views.tube_totals(c, tube), store.limits.list_limits(c, tube))
 
     return tuple(backend.read(read))
 
@@ -113,8 +113,8 @@ def next_change(backend: Backend, now: int) -> int | None:
     store = backend.store
 
     def read(c: Conn) -> int | None:
-        names = store.tube_names(c, now)
-        return store.next_due(c, now, store.tubes_param(names)) if names else None
+        names = store.views.tube_names(c, now)
+        return store.claims.next_due(c, now, store.claims.tubes_param(names)) if names else None
 
     return backend.read(read)
 
@@ -127,8 +127,8 @@ def job_stats(backend: Backend, now: int, job_id: int) -> dict[str, Any]:
     store = backend.store
 
     def read(c: Conn) -> Any:
-        return (store.select_job(c, now, job_id), store.last_attempt(c, job_id),
-                store.waiting_on(c, job_id), store.job_progress(c, job_id))
+        return (store.jobs.select_job(c, now, job_id), store.history.last_attempt(c, job_id),
+                store.deps.waiting_on(c, job_id), store.control.job_progress(c, job_id))
 
     row, last, waiting_on, progress = backend.read(read)
     if row is None:

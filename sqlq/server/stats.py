@@ -28,9 +28,36 @@ from sqlq.server.yaml import STATS_JOB_KEYS, STATS_KEYS, STATS_TUBE_KEYS, Scalar
 TYPE_CHECKING = False  # not `typing` (with re): sqlq-beanstalkd imports this before it listens
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable
-    from typing import Any
+    from typing import Any, Protocol
 
-    from sqlq.server.core import Server
+    from sqlq.queue import Queue
+    from sqlq.server.batch import Batch
+    from sqlq.server.connection import Conn
+    from sqlq.server.waiters import Waiters
+
+    class Server(Protocol):
+        """What the stats documents read of their server (``core.Server``)."""
+
+        @property
+        def q(self) -> Queue: ...
+
+        @property
+        def conns(self) -> set[Conn]: ...
+
+        @property
+        def file_counts(self) -> FileCounts: ...
+
+        @property
+        def batch(self) -> Batch: ...
+
+        @property
+        def waiters(self) -> Waiters: ...
+
+        @property
+        def max_job_size(self) -> int: ...
+
+        @property
+        def draining(self) -> bool: ...
 
 
 class FileCounts:
@@ -54,7 +81,7 @@ class FileCounts:
         from sqlq import stats as counting  # not before the server listens (main.py)
 
         backend = server.q.backend
-        token = backend.read(backend.store.change_token, single=True)
+        token = backend.read(backend.store.jobs.change_token, single=True)
         now = now_ms()
         if token != self._token or (self._until is not None and now >= self._until):
             self._token, self._values = None, {}
@@ -65,7 +92,7 @@ class FileCounts:
             until = self._until
         self.reads += 1
         value = read()
-        if backend.read(backend.store.change_token, single=True) == token:
+        if backend.read(backend.store.jobs.change_token, single=True) == token:
             if self._token is None:  # nothing committed meanwhile: all read one state
                 self._token, self._until = token, until
             self._values[key] = value
@@ -159,7 +186,7 @@ def version() -> str:
 
 def sqlq_version() -> str:
     """sqlq's version, for ``sqlq-beanstalkd -v`` (``stats`` has beanstalkd's keys only)."""
-    from sqlq import __version__
+    from sqlq.version import __version__
 
     return __version__
 

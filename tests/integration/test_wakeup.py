@@ -336,8 +336,8 @@ def test_a_waiting_claim_reads_first_only_where_an_empty_claim_locks(
     idle waiters must not take from producers at every commit); PostgreSQL's claim at
     once (SKIP LOCKED: an empty claim locks nothing), one round trip instead of two."""
     reads = []
-    has_ready_job = q._store.has_ready_job
-    monkeypatch.setattr(q._store, "has_ready_job",
+    has_ready_job = q._store.claims.has_ready_job
+    monkeypatch.setattr(q._store.claims, "has_ready_job",
                         lambda *args: reads.append(1) or has_ready_job(*args))
     q.put(b"soon", delay=0.2)
     assert q.reserve(timeout=5) is not None
@@ -348,13 +348,13 @@ def test_a_waiting_claim_reads_first_only_where_an_empty_claim_locks(
 def test_a_waiters_look_opens_no_transaction(q: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
     """The look after a wake is one statement, its own snapshot: no BEGIN and COMMIT."""
     outside: list[bool] = []
-    has_ready_job = q._store.has_ready_job
+    has_ready_job = q._store.claims.has_ready_job
 
     def spy(conn, *args):  # type: ignore[no-untyped-def]
         outside.append(conn.get_autocommit())
         return has_ready_job(conn, *args)
 
-    monkeypatch.setattr(q._store, "has_ready_job", spy)
+    monkeypatch.setattr(q._store.claims, "has_ready_job", spy)
     q.put(b"soon", delay=0.2)
     assert q.reserve(timeout=5) is not None
     assert outside and all(outside)
@@ -366,8 +366,8 @@ def test_own_commits_heard_by_a_lingering_watch_do_not_prolong_the_next_wait(
     """What a watch left up heard before the next wait (this thread's own commits) counts
     with that wait's first look, not as a new commit to re-check for 4 s."""
     looks: list[int] = []
-    has_ready_job = q._store.has_ready_job
-    monkeypatch.setattr(q._store, "has_ready_job",
+    has_ready_job = q._store.claims.has_ready_job
+    monkeypatch.setattr(q._store.claims, "has_ready_job",
                         lambda *args: looks.append(1) or has_ready_job(*args))
     q.put(b"soon", delay=0.1)
     job = q.reserve(timeout=5)  # found by a wait: the watch stays up
@@ -428,7 +428,7 @@ def test_a_watch_that_saw_no_wal_change_spares_the_wakes_its_check(
         # job comes by a wake, not by the claim a reserve starts with.
         empty_looks: set[int] = set()
         turn = threading.Condition()
-        has_ready_job = q._store.has_ready_job
+        has_ready_job = q._store.claims.has_ready_job
 
         def look(*args: object) -> bool:
             found = has_ready_job(*args)
@@ -442,7 +442,7 @@ def test_a_watch_that_saw_no_wal_change_spares_the_wakes_its_check(
             for _ in range(6):
                 got.append(q.reserve(timeout=30))  # one thread: one notifier, its watch
 
-        monkeypatch.setattr(q._store, "has_ready_job", look)
+        monkeypatch.setattr(q._store.claims, "has_ready_job", look)
         got: list[sqlq.Job | None] = []
         woken = threading.Thread(target=waiter)
         woken.start()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import sqlq
-from sqlq.backends.views import LIST_STATES
+from sqlq.backends.store.views import LIST_STATES
 
 pytestmark = [pytest.mark.both_apis, pytest.mark.sqlite3_driver]
 

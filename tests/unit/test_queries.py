@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 
 import apsw
@@ -10,7 +12,6 @@ import pytest
 
 from sqlq import Queue
 from sqlq.backends import store as shared_store
-from sqlq.backends import views as shared_views
 from sqlq.backends.postgres.store import PostgresStore
 from sqlq.backends.sqlite import store
 from sqlq.backends.sqlite.store import SQLiteStore
@@ -18,6 +19,9 @@ from sqlq.backends.sqlite.store import SQLiteStore
 # Stats, the tube list and sqlq copy's emptiness check read every job once; they are for
 # people and monitors, not the hot path.
 MAY_SCAN = {"count_jobs", "list_tubes", "count_everything"}
+#: The shared nouns' modules (backends/store/), each run over either dialect's statements.
+SHARED = tuple(importlib.import_module(f"{shared_store.__name__}.{m.name}")
+               for m in pkgutil.iter_modules(shared_store.__path__))
 
 
 @pytest.mark.sqlite_only
@@ -91,12 +95,12 @@ def test_every_query_is_used_by_store() -> None:
     (names built at run time: peek_<which>_id, export_/import_<kind>, list_<state>_jobs)."""
     from sqlq.backends import postgres, sqlite
     from sqlq.backends.postgres import horizon as pg_horizon
+    from sqlq.backends.postgres import owners as pg_owners
     from sqlq.backends.sqlite import horizon as sqlite_horizon
 
-    for queries, modules in ((SQLiteStore.Q, (sqlite, store, shared_store, shared_views,
-                                                sqlite_horizon)),
-                             (PostgresStore.Q, (postgres, postgres.store, shared_store,
-                                                shared_views, pg_horizon))):
+    for queries, modules in ((SQLiteStore.Q, (sqlite, store, *SHARED, sqlite_horizon)),
+                             (PostgresStore.Q, (postgres, postgres.store, *SHARED, pg_horizon,
+                                                pg_owners))):
         source = ""
         for module in modules:
             with open(module.__file__ or "") as f:

@@ -1086,7 +1086,7 @@ SELECT tube, count(*) FROM sqlq_jobs
 -- name: mark_capped
 -- The jobs a limited claim just took (in its transaction) in tubes with a concurrency
 -- cap: marked, so their deletes notify (delete_leased_job, migration 0016). Run by the
--- limits path only (store.py claim_limited): the plain claim, sqlq_claim, is as it was.
+-- limits path only (LimitStore.claim_limited): the plain claim, sqlq_claim, is as it was.
 UPDATE sqlq_jobs SET capped = true WHERE id = ANY(%(ids)s::bigint[]);
 
 -- name: spend_rate

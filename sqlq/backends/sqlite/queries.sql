@@ -79,7 +79,7 @@ UPDATE sqlq_jobs
 -- The most urgent ready job across the watched, unpaused tubes: one index probe
 -- per tube (the correlated subquery), then the best of those, in one statement. A tube
 -- with limits is skipped as a paused one, in the same probe of its sqlq_tubes row, unless
--- :capped (1: store.py's claim_limited, which passes only tubes that may give a job now;
+-- :capped (1: LimitStore.claim_limited, which passes only tubes that may give a job now;
 -- migration 0014, sqlq/limits.py).
 UPDATE sqlq_jobs
    SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
@@ -749,7 +749,7 @@ SELECT j.failures, a.error, a.message, a.traceback
 
 -- ---------------------------------------------------------------------------------------------
 -- Dependencies (migration 0010): a put with after= parents; the delete of a job with edges,
--- its children released in the same transaction (store.py: SQLiteStore._delete_linked).
+-- its children released in the same transaction (JobStore.delete_linked).
 
 -- name: hold_parents
 -- A put's parents still in the file, each now counting :n more dependents (the edges
@@ -938,7 +938,7 @@ SELECT minute, at, puts, deletes, buries FROM sqlq_throughput
 -- ---------------------------------------------------------------------------------------------
 -- Control of running jobs (migration 0013, issue 25): cancel and progress. Nothing here is
 -- on the put, claim or delete path: a holder's verb reads sqlq_cancelled only after its
--- ordinary lease-checked statement found nothing (store.py: Store._lease_failure).
+-- ordinary lease-checked statement found nothing (JobStore.lease_failure).
 
 -- name: cancel_state
 -- What a cancel finds: the job's state and, if reserved under a live lease, that lease
