@@ -189,19 +189,19 @@ def test_a_delete_and_claim_rolled_back_keeps_no_time(fq: sqlq.Queue, clock: Fak
     warm(fq, "other")
     jid = fq.put(b"job", delay=1)
     clock.advance(2)
-    store = fq.backend.store  # type: ignore[attr-defined]
-    claim = store.claim
+    claims = fq.backend.store.claims  # type: ignore[attr-defined]
+    claim = claims.claim
 
     def claim_then_fail(*args: Any) -> Any:
         claim(*args)
         raise RuntimeError("roll back")
 
-    store.claim = claim_then_fail
+    claims.claim = claim_then_fail
     try:
         with pytest.raises(RuntimeError):
             fq.reserve(timeout=0, delete=held)
     finally:
-        del store.claim
+        del claims.claim
     assert fq.stats_job(prev)["state"] == "reserved"  # the delete was rolled back too
     job = fq.reserve(timeout=0)
     assert job is not None and job.id == jid
