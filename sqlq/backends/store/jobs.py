@@ -106,8 +106,9 @@ class JobStore(abc.ABC):
         return its tube. Its children, if any, are released in the same transaction."""
         if lease is None:
             row = one(conn, self.Q["delete_job"], {"id": job_id})
-        else:
-            row = one(conn, self.Q["delete_leased_job"], (job_id, lease, now))
+        else:  # a worker's, on every job: sql.one written out
+            rows = conn.execute(self.Q["delete_leased_job"], (job_id, lease, now)).fetchall()
+            row = rows[0] if rows else None
         if row is not None:
             return str(row[0])
         # Nothing deleted: no such job, a lost lease, or a job with dependency edges, which
