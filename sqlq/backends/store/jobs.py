@@ -182,6 +182,13 @@ class JobStore(abc.ABC):
         if one(conn, self.Q["kick_job"], {"id": job_id, "now": now}) is None:
             raise JobNotFound(f"job {job_id} not found or not buried or delayed")
 
+    def postpone(self, conn: Conn, now: int, job_id: int, delay_ms: int) -> None:
+        """Make a ready or delayed job wait ``delay_ms`` from now (0: ready now)."""
+        params = {"id": job_id, "delay": delay_ms,
+                  "delay_until": now + delay_ms if delay_ms else None}
+        if one(conn, self.Q["postpone_job"], params) is None:
+            raise JobNotFound(f"job {job_id} not found or not ready or delayed")
+
     # -- reads by id -------------------------------------------------------------------------
 
     def select_job(self, conn: Conn, now: int, job_id: int) -> JobRow | None:
