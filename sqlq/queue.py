@@ -43,8 +43,6 @@ from .reads import Reads
 from .verbs import Dispatcher, Verbs
 from .waiting import timeout_deadline
 
-_T = TypeVar("_T")
-
 if TYPE_CHECKING:
     from .backup import Backup
     from .histograms import Tally
