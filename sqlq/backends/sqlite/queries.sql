@@ -251,6 +251,15 @@ UPDATE sqlq_jobs SET state = 0, delay_until = NULL, kicks = kicks + 1, bury_reas
  WHERE id = :id AND (state = 3 OR (state = 1 AND delay_until > :now))
 RETURNING id;
 
+-- name: postpone_job
+-- A ready or delayed job made to wait until :delay_until (ready at once when NULL):
+-- an operator's "not before". Reserved, buried and waiting jobs are left as they are.
+UPDATE sqlq_jobs
+   SET state = CASE WHEN :delay_until IS NULL THEN 0 ELSE 1 END, delay = :delay,
+       delay_until = :delay_until
+ WHERE id = :id AND state IN (0, 1)
+RETURNING id;
+
 -- name: select_job
 -- A job as an observer sees it now: due delayed jobs and expired reservations
 -- read as ready (an expired reservation already counted as a timeout).

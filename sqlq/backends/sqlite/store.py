@@ -231,6 +231,11 @@ class SQLiteJobs(JobStore):
             self.due.lower(now + delay_ms)
         super().release(conn, now, job_id, lease, priority, delay_ms)
 
+    def postpone(self, conn: Any, now: int, job_id: int, delay_ms: int) -> None:
+        if delay_ms:
+            self.due.lower(now + delay_ms)
+        super().postpone(conn, now, job_id, delay_ms)
+
     def total_jobs(self, conn: Any) -> int:
         return int(one(conn, self.Q["total_jobs"])[0])
 
