@@ -463,6 +463,7 @@ class AsyncQueue:
     complete = awaited(Queue.complete, pokes=True)
     kick = awaited(Queue.kick, pokes=True)
     kick_job = awaited(Queue.kick_job, pokes=True)
+    postpone = awaited(Queue.postpone, pokes=True)
     pause_tube = awaited(Queue.pause_tube, pokes=True)
     backup = awaited(Queue.backup)
     subscribe = awaited(Queue.subscribe)

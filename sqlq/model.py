@@ -226,7 +226,8 @@ class Job:
                 JobCancelled, a JobLost, if the job was cancelled.
             ValueError: this Job was peeked, not reserved (use ``Queue.delete(id)``).
         """
-        self._queue.verbs.delete(self.id, lease_of(self))
+        lease = self.lease
+        self._queue.verbs.delete(self.id, lease_of(self) if lease is None else lease)
         self.state = "deleted"
 
     def release(self, priority: int | None = None, delay: float = 0) -> None:

@@ -43,8 +43,6 @@ from .reads import Reads
 from .verbs import Dispatcher, Verbs, Views
 from .waiting import timeout_deadline
 
-_T = TypeVar("_T")
-
 if TYPE_CHECKING:
     from .backup import Backup
     from .histograms import Tally
@@ -444,6 +442,19 @@ class Queue(Puts, Reads, FlowControl):
         """
         check_job_id(job_id)
         self.verbs.kick_job(job_id)
+
+    def postpone(self, job_id: int, delay: float) -> None:
+        """Make a ready or delayed job wait ``delay`` seconds from now before it can be
+        reserved (a delayed job's remaining delay is replaced; ``0`` makes it ready now).
+
+        Raises:
+            JobNotFound: no such job, or it is reserved, buried or waiting.
+
+        Examples:
+            >>> q.postpone(7, 3600)  # not before an hour from now
+        """
+        check_job_id(job_id)
+        self.verbs.postpone(job_id, seconds_to_ms(delay, "delay"))
 
     # -- results (logic in results.py) -------------------------------------------------------
 

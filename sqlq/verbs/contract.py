@@ -45,11 +45,12 @@ PROGRESS = Verb("progress", None, WRITE, durable=False, single=True)
 CANCEL = Verb("cancel", None, WRITE)
 KICK = Verb("kick", None, WRITE)
 KICK_JOB = Verb("kick_job", None, SHARED, single=True)
+POSTPONE = Verb("postpone", None, SHARED, single=True)
 GIVE_BACK = Verb("give_back", None, WRITE, durable=False, timed=False)
 
 #: Every record, for tests and docs: one name, one meaning.
 VERBS = (PUT, PUT_CHECKED, PUT_MANY, PUBLISH, DELETE, RELEASE, BURY, TOUCH, COMPLETE,
-         PROGRESS, CANCEL, KICK, KICK_JOB, GIVE_BACK)
+         PROGRESS, CANCEL, KICK, KICK_JOB, POSTPONE, GIVE_BACK)
 
 
 class Verbs:
@@ -149,6 +150,10 @@ class Verbs:
     def kick_job(self, job_id: int) -> None:
         """One buried or delayed job made ready."""
         self.dispatch.run(KICK_JOB, self.store.jobs.kick_job, job_id)
+
+    def postpone(self, job_id: int, delay_ms: int) -> None:
+        """A ready or delayed job made to wait ``delay_ms`` from now (0: ready now)."""
+        self.dispatch.run(POSTPONE, self.store.jobs.postpone, job_id, delay_ms)
 
     def give_back(self, owner: str) -> int:
         """Every reservation ``owner`` holds made ready again (a Queue closing)."""

@@ -251,6 +251,15 @@ UPDATE sqlq_jobs SET state = 0, delay_until = NULL, kicks = kicks + 1, bury_reas
  WHERE id = :id AND (state = 3 OR (state = 1 AND delay_until > :now))
 RETURNING id;
 
+-- name: postpone_job
+-- A ready or delayed job made to wait until :delay_until (ready at once when NULL):
+-- an operator's "not before". Reserved, buried and waiting jobs are left as they are.
+UPDATE sqlq_jobs
+   SET state = CASE WHEN :delay_until IS NULL THEN 0 ELSE 1 END, delay = :delay,
+       delay_until = :delay_until
+ WHERE id = :id AND state IN (0, 1)
+RETURNING id;
+
 -- name: select_job
 -- A job as an observer sees it now: due delayed jobs and expired reservations
 -- read as ready (an expired reservation already counted as a timeout).
@@ -672,6 +681,23 @@ UPDATE sqlq_jobs
                                                            IS NOT NULL))
         ORDER BY j.priority, j.id
         LIMIT (SELECT :n))
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key, delay, trace;
+
+-- name: claim_jobs_in_tube
+-- claim_jobs for a reserve_many that watches one tube (claim_job_in_tube's reason): the
+-- same :n jobs without json_each, the join, the second index range per job and the
+-- sort, 0.45 us a job less in a batch of 10 (of about 3.5). The caller sorts the rows,
+-- as claim_jobs' (RETURNING has no order). ?1 now, ?2 owner, ?3 tube, ?4 n.
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = ?1 + ttr, reserves = reserves + 1,
+       lease = abs(random()), owner = ?2
+ WHERE id IN (SELECT id FROM sqlq_jobs
+               WHERE state = 0 AND tube = (SELECT ?3)
+               ORDER BY priority, id LIMIT (SELECT ?4))
+   AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
+                    WHERE name = (SELECT ?3)
+                      AND (paused_until > ?1 OR coalesce(concurrency, rate) IS NOT NULL))
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay, trace;
 

@@ -44,6 +44,7 @@ QUIET_BATCH = 64
 _PROMOTE_DUE = Q["promote_due"]
 _CLAIM_JOB = Q["claim_job"]
 _CLAIM_JOB_IN_TUBE = Q["claim_job_in_tube"]
+_CLAIM_JOBS_IN_TUBE = Q["claim_jobs_in_tube"]
 _LOOK_READY = Q["look_ready"]
 #: Later than any time in ms: "nothing will ever be due" in DueCache.
 NEVER = 2**63 - 1
@@ -71,17 +72,22 @@ class DueCache:
     everything, or a write on this connection, which goes through the store and
     lowers the time (:meth:`lower`) or clears it (:meth:`forget`). A time is only ever
     kept too early, never too late: the cost of a mistake is one promote_due that
-    finds nothing. Nothing read inside a transaction is kept: it could still roll
-    back (a promotion undone would leave jobs due, unseen). The cache is the
-    connection's (one store per backend, one connection per backend) and is used
-    under its lock.
+    finds nothing. A time read inside a transaction is kept only once that very
+    transaction commits (:meth:`begin` and :meth:`commit`, called by
+    ``db.Database._transaction``): a promotion rolled back would leave jobs due, unseen.
+    So the worker's delete-and-claim transaction, once it has promoted and looked, skips
+    both on its next jobs as a claim outside a transaction does. The cache is the
+    connection's (one store per backend, one connection per backend) and is used under
+    its lock.
     """
 
-    __slots__ = ("due", "version")
+    __slots__ = ("due", "pending", "version")
 
     def __init__(self) -> None:
         self.version: int | None = None
         self.due: dict[str, int] = {}
+        #: (tubes, version, time) read inside the open transaction, kept at its commit.
+        self.pending: tuple[str, int, int] | None = None
 
     def nothing_due(self, conn: Any, now: int, tubes: str) -> bool | None:
         """True if promote_due would find nothing in tubes now; else False, or None when
@@ -102,25 +108,44 @@ class DueCache:
         # again before the claim reads it (a time kept is then dropped, never wrong).
         version = one(conn, "PRAGMA data_version")[0]
         ready, delayed, reserved = one(conn, _LOOK_READY, {"tubes": tubes, "now": now})
+        times = [t for t in (delayed, reserved) if t is not None]
         if conn.get_autocommit():
-            if version != self.version:
-                self.version = version
-                self.due.clear()
-            if len(self.due) >= DUE_CACHE_SIZE:
-                self.due.clear()
-            times = [t for t in (delayed, reserved) if t is not None]
-            self.due[tubes] = min(times) if times else NEVER
+            self._keep(tubes, version, min(times) if times else NEVER)
+        else:
+            self.pending = (tubes, version, min(times) if times else NEVER)
         return bool(ready)
+
+    def _keep(self, tubes: str, version: int, due: int) -> None:
+        if version != self.version:
+            self.version = version
+            self.due.clear()
+        if len(self.due) >= DUE_CACHE_SIZE:
+            self.due.clear()
+        self.due[tubes] = due
+
+    def begin(self) -> None:
+        """A write transaction begins: a time a rolled-back one read is dropped."""
+        self.pending = None
+
+    def commit(self) -> None:
+        """The write transaction committed: keep the time read inside it, if any."""
+        if self.pending is not None:
+            self._keep(*self.pending)
+            self.pending = None
 
     def lower(self, when: int) -> None:
         """This connection wrote a job that becomes due at ``when`` (a delay, a TTR)."""
         for tubes, due in self.due.items():
             if when < due:
                 self.due[tubes] = when
+        pending = self.pending
+        if pending is not None and when < pending[2]:
+            self.pending = (pending[0], pending[1], when)
 
     def forget(self) -> None:
         """This connection wrote something the store cannot see (the application's SQL)."""
         self.due.clear()
+        self.pending = None
 
 
 class SQLiteJobs(JobStore):
@@ -206,6 +231,11 @@ class SQLiteJobs(JobStore):
             self.due.lower(now + delay_ms)
         super().release(conn, now, job_id, lease, priority, delay_ms)
 
+    def postpone(self, conn: Any, now: int, job_id: int, delay_ms: int) -> None:
+        if delay_ms:
+            self.due.lower(now + delay_ms)
+        super().postpone(conn, now, job_id, delay_ms)
+
     def total_jobs(self, conn: Any) -> int:
         return int(one(conn, self.Q["total_jobs"])[0])
 
@@ -280,8 +310,13 @@ class SQLiteClaims(ClaimStore):
     def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
                    ) -> list[ClaimRow]:
         self._promote(conn, now, tubes)
-        params = {"tubes": tubes, "now": now, "owner": owner, "n": n}
-        rows = [_new(ClaimRow, r) for r in conn.execute(self.Q["claim_jobs"], params)]
+        tube = self._one_tube.get(tubes)
+        if tube is not None:
+            found = conn.execute(_CLAIM_JOBS_IN_TUBE, (now, owner, tube, n))
+        else:
+            found = conn.execute(self.Q["claim_jobs"],
+                                 {"tubes": tubes, "now": now, "owner": owner, "n": n})
+        rows = [_new(ClaimRow, r) for r in found]
         self._claimed(rows)
         return sorted(rows, key=_CLAIM_ORDER)
 

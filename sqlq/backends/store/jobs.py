@@ -106,8 +106,9 @@ class JobStore(abc.ABC):
         return its tube. Its children, if any, are released in the same transaction."""
         if lease is None:
             row = one(conn, self.Q["delete_job"], {"id": job_id})
-        else:
-            row = one(conn, self.Q["delete_leased_job"], (job_id, lease, now))
+        else:  # a worker's, on every job: sql.one written out
+            rows = conn.execute(self.Q["delete_leased_job"], (job_id, lease, now)).fetchall()
+            row = rows[0] if rows else None
         if row is not None:
             return str(row[0])
         # Nothing deleted: no such job, a lost lease, or a job with dependency edges, which
@@ -180,6 +181,13 @@ class JobStore(abc.ABC):
         """Move one buried or delayed job to ready."""
         if one(conn, self.Q["kick_job"], {"id": job_id, "now": now}) is None:
             raise JobNotFound(f"job {job_id} not found or not buried or delayed")
+
+    def postpone(self, conn: Conn, now: int, job_id: int, delay_ms: int) -> None:
+        """Make a ready or delayed job wait ``delay_ms`` from now (0: ready now)."""
+        params = {"id": job_id, "delay": delay_ms,
+                  "delay_until": now + delay_ms if delay_ms else None}
+        if one(conn, self.Q["postpone_job"], params) is None:
+            raise JobNotFound(f"job {job_id} not found or not ready or delayed")
 
     # -- reads by id -------------------------------------------------------------------------
 
