@@ -80,8 +80,8 @@ class FileCounts:
             return read()
         from sqlq import stats as counting  # not before the server listens (main.py)
 
-        backend = server.q.backend
-        token = backend.read(backend.store.jobs.change_token, single=True)
+        backend, operations = server.q.backend, server.q.operations
+        token = operations.change_token()
         now = now_ms()
         if token != self._token or (self._until is not None and now >= self._until):
             self._token, self._values = None, {}
@@ -92,7 +92,7 @@ class FileCounts:
             until = self._until
         self.reads += 1
         value = read()
-        if backend.read(backend.store.jobs.change_token, single=True) == token:
+        if operations.change_token() == token:
             if self._token is None:  # nothing committed meanwhile: all read one state
                 self._token, self._until = token, until
             self._values[key] = value

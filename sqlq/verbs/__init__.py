@@ -4,6 +4,8 @@
   and the :class:`Dispatcher` that applies them, once, to every verb;
 * ``contract.py``: :class:`Verbs`, every verb that puts or changes jobs, each with its
   record and its one storage call;
+* ``operations.py``: :class:`Operations`, the others (subscriptions, limits and pauses,
+  the workers registry, the histories, the looks of waiters and workers);
 * the reservation engine (``sqlq/engine.py``): claims and the waits around them, through
   the same dispatcher.
 
@@ -12,5 +14,7 @@ A put is described once, checked, by :func:`sqlq.model.describe_put`.
 
 from .contract import VERBS, Verbs
 from .dispatch import RECEIVE, SEND, SETTLE, Dispatcher, Verb
+from .operations import OPERATIONS, Operations
 
-__all__ = ["RECEIVE", "SEND", "SETTLE", "VERBS", "Dispatcher", "Verb", "Verbs"]
+__all__ = ["OPERATIONS", "RECEIVE", "SEND", "SETTLE", "VERBS", "Dispatcher", "Operations",
+           "Verb", "Verbs"]

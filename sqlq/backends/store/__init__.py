@@ -107,6 +107,15 @@ class Store:
             jobs.set_trace(conn, fresh, put.trace)
         return copies
 
+    def put_periodic(self, conn: Conn, now: int, put: Put, body: bytes, name: str,
+                     slot_ms: int) -> list[int]:
+        """The job of periodic task ``name`` for the slot starting at ``slot_ms``, put as
+        ``put`` says with the slot claimed in the same transaction: its id, or [] when
+        that slot (or a later one) was claimed already (``Queue.enqueue_periodic``)."""
+        if not self.history.claim_periodic_slot(conn, now, name, slot_ms):
+            return []
+        return self.put(conn, now, put, (body,))
+
     def settle_and_claim_limited(self, conn: Conn, now: int, done: Sequence[tuple[int, int]],
                                  tubes: Any, owner: str | None, n: int
                                  ) -> tuple[list[tuple[int, int]], list[ClaimRow], bool]:
