@@ -15,11 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..durations import now_ms
 from ..model import check_tube
 from .dispatch import READ, SEND, WRITE, Dispatcher, Verb
 
 if TYPE_CHECKING:
     from ..attempts import Attempt
+    from ..backends import Backend
     from ..backends.store import Store
     from ..control import Progress
     from ..model import Put
@@ -55,12 +57,14 @@ CANCELLED_AMONG = Verb("cancelled_among", None, READ, timed=False, span=False)
 LOOK_RESULT = Verb("look_result", None, READ, span=False)
 #: ``sqlq serve``'s test of whether its cached counts still hold, around each count.
 CHANGE_TOKEN = Verb("change_token", None, READ, single=True, timed=False, span=False)
+#: ``sqlq copy`` (and a PostgreSQL queue's backup): the target's one write transaction.
+COPY = Verb("copy", None, WRITE, timed=False)
 
 #: Every record here, to join the contract's (``verbs.VERBS``).
 OPERATIONS = (SUBSCRIBE, UNSUBSCRIBE, SUBSCRIPTIONS, LIMIT, LIMITS, PAUSE_TUBE,
               ENQUEUE_PERIODIC, RECORD_DURATIONS, BEAT_WORKER, FORGET_WORKERS, LIST_WORKERS,
               THROUGHPUT_SAMPLED, SAMPLE_THROUGHPUT, THROUGHPUT, ATTEMPTS, LAST_TRACE,
-              READ_PROGRESS, CANCELLED_AMONG, LOOK_RESULT, CHANGE_TOKEN)
+              READ_PROGRESS, CANCELLED_AMONG, LOOK_RESULT, CHANGE_TOKEN, COPY)
 
 
 class Operations:
@@ -225,3 +229,17 @@ class Operations:
         """A value that differs whenever what this backend reads may have changed."""
         token: tuple[Any, ...] = self.dispatch.run(CHANGE_TOKEN, self.store.jobs.change_token)
         return token
+
+
+def copy_between(source: Backend, target: Backend, page: int
+                 ) -> tuple[dict[str, int], int] | None:
+    """Copy every job and all queue state from ``source`` into the empty ``target``
+    (``Store.copy_from``): one transaction on each side, a consistent source and an
+    all-or-nothing target. The one verb on two backends: the dispatcher runs a verb on
+    one, so the source's snapshot is opened here and read from inside the target's
+    verb. None, with nothing written, when the target holds anything."""
+    with source.transaction() as source_conn:
+        source.store.copying.begin_snapshot(source_conn)
+        copied: tuple[dict[str, int], int] | None = Dispatcher(target, now_ms).run(
+            COPY, target.store.copy_from, source.store, source_conn, page)
+        return copied
