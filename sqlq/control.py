@@ -9,8 +9,8 @@
   :class:`~sqlq.JobCancelled` instead of :class:`~sqlq.JobLost`. The hot path (put,
   claim, delete) reads nothing more.
 * :func:`set_progress` (``Job.progress``): a small UPDATE of the job's row under its
-  lease; ``Operations.read_progress`` for stats_job, ``sqlq peek``, the dashboard and
-  ``result(on_progress=)``.
+  lease; ``Operations.read_progress`` for ``result(on_progress=)`` (stats_job, ``sqlq
+  peek`` and the dashboard read it with the rest of the job).
 * :func:`current_job`: the job ``sqlq work`` is running in this thread or task, which
   raises JobCancelled once the worker learned that it was cancelled (a plain function
   cannot be interrupted: Python cannot kill a thread; it can only look).
