@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
 
-from . import control, results, tracing
+from . import control, tracing
 from .asynchandles import AsyncJob, AsyncTransaction
 from .asyncwait import Waiter, Waiters
 from .backends import Events
@@ -358,11 +358,11 @@ class AsyncQueue:
         watch = None
         if on_progress is not None:
             loop = asyncio.get_running_loop()
-            watch = control.ProgressWatch(q.backend, job_id, on_progress,
+            watch = control.ProgressWatch(q.operations, job_id, on_progress,
                                           lambda fn, *a: loop.call_soon_threadsafe(fn, *a))
 
         def look(events: Events) -> bytes | None:
-            found = results.look(q.backend, q.engine.clock, job_id)
+            found = q.operations.look_result(job_id)
             if found is None and watch is not None:
                 watch.look()
             return found

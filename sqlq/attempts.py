@@ -21,14 +21,11 @@ import sys
 import sysconfig
 import traceback as tb
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import tracing
 from .model import MESSAGE_LIMIT as MESSAGE_LIMIT  # re-exported: the bound of each message
 from .model import cap as cap
-
-if TYPE_CHECKING:
-    from .backends import Backend
 
 #: Attempts kept per job: the last ten (older ones are deleted as newer ones come).
 KEPT = 10
@@ -172,7 +169,7 @@ def worker_identity() -> tuple[str, int]:
     return os.uname().nodename, os.getpid()
 
 
-# -- storage (the Queue's calls) ------------------------------------------------------------
+# -- what a failed run keeps (``Operations.attempts`` reads them) ---------------------------
 
 def traced(attempt: Attempt) -> Attempt:
     """``attempt`` with its run's traceparent, its span marked as failed (in a traced run)."""
@@ -180,15 +177,3 @@ def traced(attempt: Attempt) -> Attempt:
         return attempt
     trace = tracing.failure(attempt.job_id, attempt.error, attempt.message, attempt.traceback)
     return attempt if trace is None else replace(attempt, trace=trace)
-
-
-def last_trace(backend: Backend, job_id: int) -> str | None:
-    """The traceparent of the job's latest failed run that kept one (a traced run), or
-    None: what the span of its next run links (sqlq/tracing.py)."""
-    return backend.read(lambda c: backend.store.history.attempt_trace(c, job_id), single=True)
-
-
-def read(backend: Backend, job_id: int) -> list[Attempt]:
-    """The job's kept attempts, oldest first."""
-    rows = backend.read(lambda c: backend.store.history.attempts(c, job_id), single=True)
-    return [Attempt.from_row(row) for row in rows]

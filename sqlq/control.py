@@ -9,8 +9,8 @@
   :class:`~sqlq.JobCancelled` instead of :class:`~sqlq.JobLost`. The hot path (put,
   claim, delete) reads nothing more.
 * :func:`set_progress` (``Job.progress``): a small UPDATE of the job's row under its
-  lease; :func:`read_progress` for stats_job, ``sqlq peek``, the dashboard and
-  ``result(on_progress=)``.
+  lease; ``Operations.read_progress`` for ``result(on_progress=)`` (stats_job, ``sqlq
+  peek`` and the dashboard read it with the rest of the job).
 * :func:`current_job`: the job ``sqlq work`` is running in this thread or task, which
   raises JobCancelled once the worker learned that it was cancelled (a plain function
   cannot be interrupted: Python cannot kill a thread; it can only look).
@@ -21,15 +21,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .errors import JobCancelled, Timeout
 
 if TYPE_CHECKING:
-    from .backends import Backend
-    from .backends.base import Conn
     from .model import Job
+    from .verbs.operations import Operations
 
 #: A cancelled reservation is remembered this long after its lease would have ended
 #: (ms), so that a holder still running then is told "cancelled", not just "lost".
@@ -75,27 +74,6 @@ def decode_progress(text: str | None) -> Progress:
     return value if isinstance(value, int | float) else None
 
 
-# -- the verbs (Queue.cancel, Queue.progress and their readers) --------------------------------
-
-def read_progress(backend: Backend, job_id: int) -> tuple[Progress, str] | None:
-    """(progress, message) of a live job ((None, "") before any); None: no such job."""
-    row = backend.read(lambda c: backend.store.control.job_progress(c, job_id))
-    return None if row is None else (decode_progress(row[0]), row[1] or "")
-
-
-def cancelled_among(backend: Backend, leases: Iterable[tuple[int, int]]) -> list[int]:
-    """Which of these (id, lease) reservations were cancelled: one read of a small table
-    (a worker's once a second while it runs jobs)."""
-    held = dict(leases)
-    if not held:
-        return []
-
-    def read(c: Conn) -> list[tuple[int, int]]:
-        return backend.store.control.cancelled_among(c, list(held))
-
-    return [job_id for job_id, lease in backend.read(read) if held.get(job_id) == lease]
-
-
 def check_callback(callback: object) -> None:
     """``result(on_progress=)``: a callable or None."""
     if callback is not None and not callable(callback):
@@ -108,17 +86,18 @@ class ProgressWatch:
     something, so it sees progress writes as they commit) and call ``callback(value,
     message)`` with each new one. ``call`` runs the callback (AsyncQueue: on its loop)."""
 
-    def __init__(self, backend: Backend, job_id: int, callback: Callable[[Progress, str], Any],
+    def __init__(self, operations: Operations, job_id: int,
+                 callback: Callable[[Progress, str], Any],
                  call: Callable[[Callable[[Progress, str], Any], Progress, str], Any] | None
                  = None) -> None:
-        self._backend = backend
+        self._operations = operations
         self._job_id = job_id
         self._callback = callback
         self._call = call
         self._seen: tuple[Progress, str] | None = None
 
     def look(self) -> None:
-        found = read_progress(self._backend, self._job_id)
+        found = self._operations.read_progress(self._job_id)
         if found is None or found[0] is None or found == self._seen:
             return
         self._seen = found

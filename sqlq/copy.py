@@ -15,10 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .backends import Backend, exists, identity, open_backend
-from .backends.base import Conn
-from .backends.store.copying import COPIED
 from .durations import now_ms
 from .errors import Error
+from .verbs import operations
 
 #: Jobs read and written per round trip (bodies are up to the max job size each).
 PAGE = 500
@@ -56,28 +55,11 @@ def copy(source: str, target: str, *, clock: Callable[[], int] = now_ms) -> Copy
 
 def copy_between(src: Backend, dst: Backend) -> CopyReport:
     """Copy everything from one open backend to another (``sqlq copy``, and ``sqlq
-    backup`` of a PostgreSQL queue into a new file)."""
-    # One transaction on each side: a consistent source, an all-or-nothing target.
-    with src.transaction() as sconn:
-        src.store.copying.begin_snapshot(sconn)
-        return dst.write(lambda dconn: _copy(src, sconn, dst, dconn))
-
-
-def _copy(src: Backend, sconn: Conn, dst: Backend, dconn: Conn) -> CopyReport:
-    if dst.store.views.count_everything(dconn):
+    backup`` of a PostgreSQL queue into a new file), in one transaction on each side
+    (``verbs.operations.copy_between``)."""
+    copied = operations.copy_between(src, dst, PAGE)
+    if copied is None:
         raise Error(f"{dst.location} already holds jobs or queue state; sqlq copy writes "
                     "only to a new or empty database")
-    report = CopyReport()
-    after = 0
-    while rows := src.store.copying.export_rows(sconn, "job", after, PAGE):
-        dst.store.copying.import_rows(dconn, "job", rows)
-        report.counts["job"] = report.counts.get("job", 0) + len(rows)
-        after = rows[-1][0]
-    for kind in COPIED:
-        if kind != "job":
-            rows = src.store.copying.export_rows(sconn, kind)
-            dst.store.copying.import_rows(dconn, kind, rows)
-            report.counts[kind] = len(rows)
-    report.total_jobs = src.store.jobs.total_jobs(sconn)
-    dst.store.copying.set_total_jobs(dconn, report.total_jobs)
-    return report
+    counts, total_jobs = copied
+    return CopyReport(counts, total_jobs)

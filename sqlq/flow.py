@@ -6,25 +6,21 @@ is in limits.py); see the Queue for the class's docs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import limits
 from .model import check_tube, seconds_to_ms
 
 if TYPE_CHECKING:
-    from .backends import Backend
-    from .backends.store import Store
     from .engine import Engine
+    from .verbs.operations import Operations
 
 
 class FlowControl:
     """The Queue's verbs on a tube's flow (see :class:`~sqlq.Queue` for the class's docs)."""
 
     # Set by Queue.__init__.
-    _backend: Backend
-    _store: Store
-    _clock: Callable[[], int]
+    operations: Operations
     engine: Engine
 
     def pause_tube(self, tube: str, seconds: float) -> None:
@@ -40,8 +36,7 @@ class FlowControl:
         """
         check_tube(tube)
         pause_ms = seconds_to_ms(seconds, "seconds")
-        self._backend.write(lambda c: self._store.limits.pause_tube(c, self._clock(), tube,
-                                                                    pause_ms))
+        self.operations.pause_tube(tube, pause_ms)
 
     def limit(self, tube: str, *, concurrency: int | None = limits.KEEP,
               rate: tuple[int, float] | None = limits.KEEP) -> dict[str, Any]:
@@ -71,7 +66,7 @@ class FlowControl:
             >>> q.limit("emails", concurrency=None, rate=None)  # no limits
             {'concurrency': None, 'rate': None}
         """
-        doc = limits.set_limits(self._backend, self._clock, tube, concurrency, rate)
+        doc = self.operations.limit(tube, concurrency, rate)
         self.engine.forget_limits()
         return doc
 
@@ -83,4 +78,4 @@ class FlowControl:
             >>> q.limits()
             {'emails': {'concurrency': 2, 'rate': (20, 1.0)}}
         """
-        return limits.read_limits(self._backend)
+        return self.operations.limits()

@@ -32,14 +32,10 @@ on one named job; the job it takes counts against the cap while it is reserved.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .model import check_seconds, check_tube
+from .model import check_seconds
 
-if TYPE_CHECKING:
-    from .backends import Backend
-    from .backends.base import Conn
 
 class _Keep:
     """The default of ``Queue.limit``'s arguments: leave that limit as it is."""
@@ -48,7 +44,7 @@ class _Keep:
         return "unchanged"
 
 
-#: "unchanged", for the arguments of :func:`set_limits` a caller did not give.
+#: "unchanged", for the arguments of ``Queue.limit`` a caller did not give.
 KEEP: Any = _Keep()
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -120,38 +116,6 @@ def format_rate(n: int, seconds: float) -> str:
     return f"{n}/{seconds:g}s"
 
 
-# -- setting and reading (Queue.limit, Queue.limits) --------------------------------------------
-
-def set_limits(backend: Backend, clock: Callable[[], int], tube: str,
-               concurrency: Any = KEEP, rate: Any = KEEP) -> dict[str, Any]:
-    """Set (or with None remove) the tube's limits; an argument left as KEEP stays as it
-    is. Returns the tube's limits as :func:`read_limits` gives them. Checked whole before
-    anything is written."""
-    check_tube(tube)
-    cap = KEEP if concurrency is KEEP else check_concurrency(concurrency)
-    pace = KEEP if rate is KEEP else check_rate(rate)
-    store = backend.store
-
-    def write(c: Conn) -> None:
-        old = store.limits.list_limits(c, tube)
-        had = old[0] if old else (tube, None, None, None)
-        new_cap = had[1] if cap is KEEP else cap
-        n, ms = (had[2], had[3]) if pace is KEEP else (pace or (None, None))
-        if (new_cap, n, ms) == had[1:]:
-            return  # unchanged: a rate's bucket is not refilled by setting it again
-        store.limits.set_limits(c, tube, new_cap, n, ms)
-
-    backend.write(write)
-    return read_limits(backend, tube).get(tube, {"concurrency": None, "rate": None})
-
-
-def read_limits(backend: Backend, tube: str | None = None) -> dict[str, dict[str, Any]]:
-    """tube -> {"concurrency": K or None, "rate": (N, seconds) or None}, for every tube
-    with limits (or only ``tube``)."""
-    rows = backend.read(lambda c: backend.store.limits.list_limits(c, tube))
-    return {name: limits_doc(cap, n, ms) for name, cap, n, ms in rows}
-
-
 def limits_doc(cap: int | None, n: int | None, ms: int | None) -> dict[str, Any]:
-    """One tube's limits as the API gives them."""
+    """One tube's limits as the API gives them (``Queue.limit``, ``Queue.limits``)."""
     return {"concurrency": cap, "rate": None if n is None or ms is None else (n, ms / 1000)}

@@ -19,15 +19,13 @@ histograms.py; SQLite migration 0006, PostgreSQL 0004).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .model import DEFAULT_TUBE, STATE_NAMES, JobRow
+from .model import STATE_NAMES, JobRow
 
 if TYPE_CHECKING:
-    from .backends import Backend
     from .registry import Registered
 
 #: A body search looks at this many of the most recent job ids, at most: bodies have no
@@ -155,13 +153,6 @@ def overview_of(now: int, read: tuple[Any, ...]) -> Overview:
     counters, waiting, tubes, total = read
     return Overview(now, [summary(now, name, counts, counters.get(name), waiting.get(name, 0))
                           for name, counts in tubes], total)
-
-
-def overview(backend: Backend, now: int) -> Overview:
-    """Every tube's counts and the database's counters in one read, for the throughput
-    sampler (``throughput.py``, the operations' verbs); people read ``q.views.overview()``."""
-    return overview_of(now, backend.read(functools.partial(
-        backend.store.overview, now=now, always=(DEFAULT_TUBE,))))
 
 
 def page_limit(limit: int) -> int:

@@ -12,14 +12,13 @@ import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from . import topics
 from .model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, check_body, describe_put
 
 if TYPE_CHECKING:
     from .backends import Backend
     from .backends.base import Conn
     from .queue import Queue
-    from .verbs import Verbs
+    from .verbs import Operations, Verbs
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -31,6 +30,7 @@ class Puts:
     # Set by Queue.__init__.
     _backend: Backend
     verbs: Verbs
+    operations: Operations
     max_job_size: int
 
     # -- put ---------------------------------------------------------------------------------
@@ -116,11 +116,11 @@ class Puts:
         Examples:
             >>> q.subscribe("orders", "emails"); q.subscribe("orders", "audit")
         """
-        topics.subscribe(self._backend, topic, tube)
+        self.operations.subscribe(topic, tube)
 
     def unsubscribe(self, topic: str, tube: str) -> bool:
         """Stop copying ``topic`` into ``tube``; True if it was subscribed."""
-        return topics.unsubscribe(self._backend, topic, tube)
+        return self.operations.unsubscribe(topic, tube)
 
     def publish(self, topic: str, body: bytes | str, *, priority: int = DEFAULT_PRIORITY,
                 delay: float = 0, ttr: float = DEFAULT_TTR,

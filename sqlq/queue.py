@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from . import control
 from .backends import Backend, open_backend
-from .backends.base import Conn, Durability
+from .backends.base import Durability
 from .durations import now_ms
 from .engine import Engine
 from .errors import Error
@@ -36,11 +36,12 @@ from .model import (
     check_priority,
     check_seconds,
     check_tube,
+    describe_put,
     seconds_to_ms,
 )
 from .puts import Puts, Transaction
 from .reads import Reads
-from .verbs import Dispatcher, Verbs, Views
+from .verbs import Dispatcher, Operations, Verbs, Views
 from .waiting import timeout_deadline
 
 if TYPE_CHECKING:
@@ -123,6 +124,8 @@ class Queue(Puts, Reads, FlowControl):
         #: Every verb that puts or changes jobs (verbs/contract.py): for sqlq's own faces
         #: (the Job handle, the worker, the server), not applications.
         self.verbs = Verbs(dispatch, self._store)
+        #: The other verbs (verbs/operations.py): subscriptions, limits, the registry ...
+        self.operations = Operations(dispatch, self._store)
         #: The reservation engine (engine.py): for sqlq's own faces, not applications.
         self.engine = Engine(dispatch, functools.partial(Job.from_claim, self))
         self._job_from_row = functools.partial(Job.from_row, self)
@@ -501,7 +504,7 @@ class Queue(Puts, Reads, FlowControl):
         Nothing is cleared here: the caller clears ``tally`` once this returns."""
         rows = tally.rows()
         if rows:
-            self._backend.write(lambda c: self._store.history.add_durations(c, rows), durable=False)
+            self.operations.record_durations(rows)
 
     @overload
     def task(self, fn: Callable[_P, _R], /) -> Task[_P, _R]: ...
@@ -548,14 +551,9 @@ class Queue(Puts, Reads, FlowControl):
         """Put a periodic task's job for the slot starting at ``slot_ms``, unless that
         slot (or a later one) was enqueued already, by any process; the new job's id,
         or None. The slot is recorded in the same transaction as the put."""
-        store = self._store
-
-        def write(conn: Conn) -> int | None:
-            if not store.history.claim_periodic_slot(conn, self._clock(), name, slot_ms):
-                return None
-            return self.put(body, tube=tube, priority=priority, ttr=ttr, unique_key=unique_key)
-
-        return self._backend.write(write)
+        body = check_body(body, self.max_job_size)
+        put = describe_put(tube, priority, 0, ttr, unique_key)
+        return self.operations.enqueue_periodic(put, body, name, slot_ms)
 
     # -- transactions ------------------------------------------------------------------------
 

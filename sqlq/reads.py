@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .failures import FailedGroup
     from .horizon import Horizon
+    from .verbs.operations import Operations
     from .verbs.views import Views
 
 
@@ -46,6 +47,7 @@ class Reads:
     engine: Engine
     #: The read verbs (sqlq/verbs/views.py): these methods' and the dashboard's.
     views: Views
+    operations: Operations
 
     # -- results and subscriptions -----------------------------------------------------------
 
@@ -71,14 +73,14 @@ class Reads:
         """
         check_job_id(job_id)
         deadline = timeout_deadline(timeout)
-        from . import control, results
+        from . import control
 
         control.check_callback(on_progress)
         watch = None if on_progress is None else \
-            control.ProgressWatch(self._backend, job_id, on_progress)
+            control.ProgressWatch(self.operations, job_id, on_progress)
 
         def look(events: Events) -> bytes | None:
-            found = results.look(self._backend, self._clock, job_id)
+            found = self.operations.look_result(job_id)
             if found is None and watch is not None:
                 watch.look()
             return found
@@ -92,9 +94,8 @@ class Reads:
 
     def subscriptions(self, topic: str | None = None) -> list[tuple[str, str]]:
         """The ``(topic, tube)`` subscriptions, sorted; only ``topic``'s when given."""
-        from . import topics
 
-        return topics.subscriptions(self._backend, topic)
+        return self.operations.subscriptions(topic)
 
 
     # -- observers ---------------------------------------------------------------------------
@@ -200,9 +201,8 @@ class Reads:
         """
         if not job_id_in_range(job_id):
             return []
-        from . import attempts
 
-        return attempts.read(self._backend, job_id)
+        return self.operations.attempts(job_id)
 
     # -- operators' reads (the dashboard's own are ``q.views``'s alone) ------------------------
 
@@ -249,9 +249,8 @@ class Reads:
         """Jobs put, deleted and buried per minute over the last ``minutes`` minutes (a day,
         ``throughput.KEEP_MINUTES``, is kept), oldest first, from the counters ``sqlq work``
         processes sample once a minute (sqlq/throughput.py); empty until two samples exist."""
-        from . import throughput
 
-        return throughput.history(self._backend, self._clock, minutes)
+        return self.operations.throughput(minutes)
 
     def horizon(self) -> Horizon:
         """What holds back the cleanup of deleted jobs, for gauges and warnings

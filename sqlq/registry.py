@@ -15,7 +15,7 @@ advisory lock is freed and its keeper stops renewing ``seen_at``). :func:`live` 
 only rows whose owner is alive (:meth:`~sqlq.backends.base.Backend.live_owners`), so a
 killed worker stops counting at once on SQLite, and on PostgreSQL once the server sees
 its connection close (from another machine: then within the keeper's 5 s grace);
-:func:`sweep`, run by workers, deletes such rows.
+``Operations.sweep_workers``, run by workers, deletes such rows.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .backends import Backend
-    from .backends.base import Conn
 
 #: How often a worker writes its row, busy or idle: its heartbeat and the runs it ended
 #: are as of then (the job it runs is written within about a second of its start, see
@@ -54,34 +53,8 @@ class Registered:
                    int(jobs_done))
 
 
-def beat(backend: Backend, params: dict[str, Any]) -> None:
-    """Write a worker's row (registering it if it has none)."""
-    backend.write(lambda c: backend.store.workers.beat_worker(c, params), durable=False)
-
-
-def forget(backend: Backend, token: str) -> None:
-    """Delete a worker's row (it stops)."""
-    backend.write(lambda c: backend.store.workers.forget_worker(c, token), durable=False)
-
-
-def live(backend: Backend) -> list[Registered]:
-    """The rows of workers alive now (their owner token's registration holds), oldest
-    first. A read: the rows of dead workers are skipped here, deleted by :func:`sweep`."""
-    rows = [Registered.from_row(r) for r in backend.read(backend.store.workers.list_workers)]
-    alive = set(backend.live_owners([r.token for r in rows])) if rows else set()
-    return [r for r in rows if r.token in alive]
-
-
-def sweep(backend: Backend) -> int:
-    """Delete the rows of workers that are not alive; how many."""
-    rows = backend.read(backend.store.workers.list_workers)
-    tokens = [str(r[0]) for r in rows]
-    alive = set(backend.live_owners(tokens)) if tokens else set()
-    gone = [t for t in tokens if t not in alive]
-    if gone:
-        def forget_all(c: Conn) -> None:
-            for token in gone:
-                backend.store.workers.forget_worker(c, token)
-
-        backend.write(forget_all, durable=False)
-    return len(gone)
+def alive(backend: Backend, rows: list[Registered]) -> list[Registered]:
+    """Those of ``rows`` whose worker is alive now (its owner token's registration holds),
+    in order: what the Workers page shows, and what the sweep keeps."""
+    live = set(backend.live_owners([r.token for r in rows])) if rows else set()
+    return [r for r in rows if r.token in live]

@@ -1,36 +1,28 @@
-"""Job results: ``Verbs.complete`` stores one, :func:`look` reads what became of a job.
+"""Job results: ``Verbs.complete`` stores one, ``Operations.look_result`` reads what
+became of a job (:func:`decide`).
 
 A result lives in the results table from the commit that deletes its job until
 ``expires_at``. Because the delete and the insert are one transaction, a reader
 sees, for any job id, exactly one of: the job (still pending, or buried), its
 result, or nothing (never issued, expired, or deleted without a result). That is
-what lets :func:`look` decide from one snapshot, and ``Queue.result`` sleep on
+what lets :func:`decide` decide from one snapshot, and ``Queue.result`` sleep on
 the same notifier as ``reserve`` in between.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from .backends import Backend
-from .backends.base import Conn
 from .errors import JobBuried, JobNotFound
 from .model import BURIED
 
 
-def look(backend: Backend, clock: Callable[[], int], job_id: int) -> bytes | None:
-    """The job's result, or None while it is pending.
+def decide(job_id: int, outcome: tuple[bytes | None, int | None, str | None],
+           issued: int) -> bytes | None:
+    """The job's result from what one snapshot held (``ResultStore.look``: the outcome
+    and the ids issued), or None while it is pending.
 
     Raises JobBuried or JobNotFound when the job will never have a result.
     """
-    store = backend.store
-
-    def read(c: Conn) -> tuple[tuple[bytes | None, int | None, str | None], int]:
-        outcome = store.results.result_outcome(c, clock(), job_id)
-        issued = store.jobs.total_jobs(c) if outcome == (None, None, None) else job_id
-        return outcome, issued
-
-    (result, state, reason), issued = backend.read(read)
+    result, state, reason = outcome
     if result is not None:
         return result
     if state == BURIED:
@@ -43,4 +35,4 @@ def look(backend: Backend, clock: Callable[[], int], job_id: int) -> bytes | Non
     return None
 
 
-__all__ = ["look"]
+__all__ = ["decide"]

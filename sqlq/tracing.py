@@ -247,7 +247,7 @@ _running: contextvars.ContextVar[_Run | None] = contextvars.ContextVar("sqlq_run
 def processing(job: Job, earlier: str | None) -> Iterator[None]:
     """A CONSUMER span ``process TUBE`` around a worker's run of ``job`` (reserved): a child
     of the context the job's put stored, linked to it and to ``earlier``, the span of its
-    previous failed run (:func:`sqlq.attempts.last_trace`). At its end the span says what became
+    previous failed run (``Operations.last_trace``). At its end the span says what became
     of the job (:data:`OUTCOME`): ``deleted`` (succeeded; deleted with the next claim),
     ``completed`` (its result stored), ``released`` (a retry, or given back), ``buried``,
     or ``failed`` (it failed after its reservation was lost: it runs again)."""

@@ -5,6 +5,8 @@
 * ``contract.py``: :class:`Verbs`, every verb that puts or changes jobs, each with its
   record and its one storage call;
 * ``views.py``: :class:`Views` (``q.views``), the read verbs for people and monitors;
+* ``operations.py``: :class:`Operations`, the others (subscriptions, limits and pauses,
+  the workers registry, the histories, the looks of waiters and workers);
 * the reservation engine (``sqlq/engine.py``): claims and the waits around them, through
   the same dispatcher.
 
@@ -13,7 +15,8 @@ A put is described once, checked, by :func:`sqlq.model.describe_put`.
 
 from .contract import VERBS, Verbs
 from .dispatch import RECEIVE, SEND, SETTLE, Dispatcher, Verb
+from .operations import OPERATIONS, Operations
 from .views import READS, Views
 
-__all__ = ["READS", "RECEIVE", "SEND", "SETTLE", "VERBS", "Dispatcher", "Verb", "Verbs",
-           "Views"]
+__all__ = ["OPERATIONS", "READS", "RECEIVE", "SEND", "SETTLE", "VERBS", "Dispatcher",
+           "Operations", "Verb", "Verbs", "Views"]

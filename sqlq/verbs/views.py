@@ -200,13 +200,11 @@ class Views:
         """The running ``sqlq work`` processes, idle ones too, oldest first, then any other
         process holding reservations (``Queue.workers``)."""
         from .. import observe
-        from ..registry import Registered
+        from ..registry import Registered, alive
 
         rows, registered = self.dispatch.run(WORKERS, self.store.presence)
         backend = self.dispatch.backend
-        found = [Registered.from_row(r) for r in registered]
-        alive = set(backend.live_owners([r.token for r in found])) if found else set()
-        live = [r for r in found if r.token in alive]
+        live = alive(backend, [Registered.from_row(r) for r in registered])
         tokens = {r.token for r in live}
         others = [r[0] for r in rows if r[0] is not None and r[0] not in tokens]
         dead = set(backend.dead_owners(others)) if others else set()

@@ -50,7 +50,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
-from .. import attempts, control, tracing
+from .. import control, tracing
 from ..asynchandles import AsyncJob
 from ..asyncq import AsyncQueue
 from ..attempts import TIMED_OUT
@@ -310,8 +310,8 @@ class AsyncWorker:
             log_cancelled(job.sync, "", "dropped before it started")
             return
         if tracing.INSTALLED and tracing.active():  # the run in a span (sqlq/tracing.py)
-            backend = self.queue.backend
-            earlier = await aq.call_in_thread(lambda: attempts.last_trace(backend, job.id)) \
+            operations = self.queue.operations
+            earlier = await aq.call_in_thread(lambda: operations.last_trace(job.id)) \
                 if job.reserves > 1 else None
             with tracing.processing(job.sync, earlier):
                 return await self._run_job(aq, job)

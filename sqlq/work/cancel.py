@@ -44,7 +44,7 @@ class CancelCheck:
     """
 
     def __init__(self, queue: Queue) -> None:
-        self._backend = queue.backend
+        self._operations = queue.operations
         self._next = 0.0
 
     def wait(self, now: float) -> float:
@@ -62,9 +62,8 @@ class CancelCheck:
         if not held:
             return []
         try:
-            ids = set(control.cancelled_among(self._backend,
-                                              [(job.id, job.lease) for job in held
-                                               if job.lease is not None]))
+            ids = set(self._operations.cancelled_among([(job.id, job.lease) for job in held
+                                                        if job.lease is not None]))
         except DatabaseError as exc:  # the next look tries again
             log.debug("could not look for cancelled jobs: %s", exc)
             return []

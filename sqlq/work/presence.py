@@ -108,6 +108,7 @@ class Presence:
         now = time.monotonic()
         self._due = now + self.every
         backend, clock = self.queue.backend, self.queue.engine.clock
+        operations = self.queue.operations
         # Shown from now, written or not: a failed write is tried again with the next beat,
         # not at every look (the watchdog looks four times a second).
         self._shown = job_id = next(iter(self._running.copy()), None)
@@ -117,16 +118,16 @@ class Presence:
             if self._started_at is None:
                 self._started_at = at
             done = self.jobs_done
-            registry.beat(backend, {
+            operations.beat_worker({
                 "token": self._token, "host": os.uname().nodename, "pid": os.getpid(),
                 "tubes": ",".join(self.tubes), "started_at": self._started_at,
                 "seen_at": at, "job_id": job_id, "jobs_done": done})
             if now >= self._sweep_due:
                 self._sweep_due = now + SWEEP_S
-                registry.sweep(backend)
+                operations.sweep_workers()
             minute = at // throughput.MINUTE_MS
             if minute != self._minute:
-                throughput.sample_if_due(backend, at)
+                operations.sample_throughput(at)
                 self._minute = minute
         except Error as e:
             log.warning("could not write this worker's row in the workers registry "
@@ -139,7 +140,7 @@ class Presence:
         if self._token is None:
             return
         try:
-            registry.forget(self.queue.backend, self._token)
+            self.queue.operations.forget_workers([self._token])
         except Error as e:
             log.warning("could not remove this worker from the workers registry (its row "
                         "stops counting when its process ends): %s", e)

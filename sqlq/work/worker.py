@@ -41,7 +41,7 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from .. import attempts, control, tracing
+from .. import control, tracing
 from ..model import Job
 from ..queue import Queue
 from . import runner
@@ -208,7 +208,7 @@ class Worker:
             log_cancelled(job, "", "dropped before it started")
             return None
         if tracing.INSTALLED and tracing.active():  # the run in a span (sqlq/tracing.py)
-            earlier = attempts.last_trace(self.queue.backend, job.id) if job.reserves > 1 \
+            earlier = self.queue.operations.last_trace(job.id) if job.reserves > 1 \
                 else None
             with tracing.processing(job, earlier):
                 return self._run_job(job)

@@ -29,6 +29,8 @@ with sqlq.Queue(sys.argv[1]) as q:
     a = q.put(b"a", tube="spans")
     q.put_many([b"b", b"c"], tube="spans")
     q.subscribe("news", "spans")
+    q.limit("capped", concurrency=2)
+    q.pause_tube("paused", 60)
     q.publish("news", b"d")
     job = q.reserve("spans", timeout=0)
     job.touch()
@@ -40,6 +42,8 @@ with sqlq.Queue(sys.argv[1]) as q:
     q.kick(10, "spans")
     job = q.reserve("spans", timeout=0)
     job.complete(b"done")
+    q.result(job.id, timeout=0)  # a waiter's look: no span
+    q.limits()
     jobs = q.reserve_many(2, "spans", timeout=0)
     q.delete_many(jobs)
     last = q.reserve_job(q.put(b"e", tube="spans"))
@@ -70,12 +74,14 @@ def test_every_verb_has_its_span(spans: list[dict[str, Any]]) -> None:
     found = [_operation(span) for span in spans]
     assert found == [
         ("put", "send", "PRODUCER"), ("put_many", "send", "PRODUCER"),
-        ("publish", "send", "PRODUCER"),
+        ("subscribe", None, "INTERNAL"), ("limit", None, "INTERNAL"),
+        ("pause_tube", None, "INTERNAL"), ("publish", "send", "PRODUCER"),
         ("reserve", "receive", "CLIENT"), ("touch", "settle", "CLIENT"),
         ("progress", None, "INTERNAL"), ("release", "settle", "CLIENT"),
         ("reserve", "receive", "CLIENT"), ("bury", "settle", "CLIENT"),
         ("kick_job", None, "INTERNAL"), ("kick", None, "INTERNAL"),
         ("reserve", "receive", "CLIENT"), ("complete", "settle", "CLIENT"),
+        ("limits", None, "INTERNAL"),
         ("reserve", "receive", "CLIENT"), ("delete_many", "settle", "CLIENT"),
         ("put", "send", "PRODUCER"), ("reserve_job", "receive", "CLIENT"),
         ("delete", "settle", "CLIENT"),
@@ -103,4 +109,7 @@ def test_spans_name_the_tube_and_the_job(spans: list[dict[str, Any]]) -> None:
     assert by_name["delete"][0]["name"] == "settle spans"  # learnt from what it deleted
     assert by_name["reserve"][-1]["attributes"]["messaging.batch.message_count"] == 2
     assert by_name["kick"][0]["name"] == "kick spans"
+    assert by_name["subscribe"][0]["name"] == "subscribe news"  # the topic
+    assert by_name["limit"][0]["name"] == "limit capped"
+    assert by_name["pause_tube"][0]["name"] == "pause_tube paused"
     assert all(span["status"] == "UNSET" for span in spans)

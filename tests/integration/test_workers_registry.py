@@ -135,25 +135,25 @@ def test_an_idle_sqlq_work_is_counted_and_a_killed_one_is_not(db_url: str,
         assert _metric_workers(q) == 0
         # The stopped worker deleted its row; the killed one's stays until a worker sweeps.
         assert len(_rows(q)) == 1
-        registry.sweep(q.backend)
+        q.operations.sweep_workers()
         assert _rows(q) == []
 
 
 def test_a_worker_registered_by_a_process_that_died_is_swept(db_url: str,
                                                              q: sqlq.Queue) -> None:
     """A row whose owner token was never alive (or is gone) neither shows nor counts."""
-    q.backend.write(lambda c: q.backend.store.workers.beat_worker(c, {
+    q.operations.beat_worker({
         "token": "999999-deadbeef0000", "host": "elsewhere", "pid": 999999, "tubes": "t",
-        "started_at": 1, "seen_at": 1, "job_id": None, "jobs_done": 0}))
+        "started_at": 1, "seen_at": 1, "job_id": None, "jobs_done": 0})
     assert q.workers() == []
-    assert registry.sweep(q.backend) == 1 and _rows(q) == []
+    assert q.operations.sweep_workers() == 1 and _rows(q) == []
 
 
 def test_throughput_is_sampled_once_a_minute_and_kept_a_day(fq: sqlq.Queue,
                                                             clock: FakeClock) -> None:
     backend = fq.backend
-    assert throughput.sample_if_due(backend, clock())
-    assert not throughput.sample_if_due(backend, clock())  # one sample a minute
+    assert fq.operations.sample_throughput(clock())
+    assert not fq.operations.sample_throughput(clock())  # one sample a minute
     fq.put_many([b"x"] * 6)
     for _ in range(2):
         job = fq.reserve(timeout=0)
@@ -163,13 +163,13 @@ def test_throughput_is_sampled_once_a_minute_and_kept_a_day(fq: sqlq.Queue,
     assert job is not None
     job.bury()
     clock.advance(120)  # two minutes: the rates are per minute
-    assert throughput.sample_if_due(backend, clock())
+    assert fq.operations.sample_throughput(clock())
     (minute,) = fq.throughput()
     assert (minute.puts, minute.deletes, minute.buries) == (3.0, 1.0, 0.5)
     assert minute.at == clock()
     for _ in range(throughput.KEEP_MINUTES + 5):
         clock.advance(60)
-        throughput.sample_if_due(backend, clock())
+        fq.operations.sample_throughput(clock())
     rows = backend.read(lambda c: backend.store.history.list_throughput(c, 0))
     assert len(rows) == throughput.KEEP_MINUTES + 1  # bounded: a day of minutes
     assert len(fq.throughput()) == throughput.KEEP_MINUTES

@@ -27,6 +27,7 @@ QUEUE_ONLY = {
     "lock_wait": "a setting of the Queue underneath (aq.queue.lock_wait)",
     "engine": "the reservation engine, for sqlq's own faces",
     "verbs": "the verb contract (sqlq/verbs/), for sqlq's own faces",
+    "operations": "the other verbs (sqlq/verbs/operations.py), for sqlq's own faces",
     "backend": "the storage backend, for tools built on sqlq (aq.queue.backend)",
     "path": "as given to the constructor (aq.queue.path)",
     "max_job_size": "as given to the constructor (aq.queue.max_job_size)",

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from .claims import ClaimStore
 from .control import ControlStore
-from .copying import CopyStore
+from .copying import COPIED, CopyStore
 from .deps import DependencyStore
 from .history import HistoryStore
 from .jobs import JobStore
@@ -106,6 +106,38 @@ class Store:
         if put.trace is not None and fresh:
             jobs.set_trace(conn, fresh, put.trace)
         return copies
+
+    def put_periodic(self, conn: Conn, now: int, put: Put, body: bytes, name: str,
+                     slot_ms: int) -> list[int]:
+        """The job of periodic task ``name`` for the slot starting at ``slot_ms``, put as
+        ``put`` says with the slot claimed in the same transaction: its id, or [] when
+        that slot (or a later one) was claimed already (``Queue.enqueue_periodic``)."""
+        if not self.history.claim_periodic_slot(conn, now, name, slot_ms):
+            return []
+        return self.put(conn, now, put, (body,))
+
+    def copy_from(self, conn: Conn, source: Store, source_conn: Conn, page: int
+                  ) -> tuple[dict[str, int], int] | None:
+        """Copy every job and all queue state from ``source`` (read on ``source_conn``,
+        inside its snapshot) into this empty database: (rows copied by kind, the id
+        counter it goes on from); None, writing nothing, when this one holds anything.
+        Jobs go ``page`` at a time (bodies are up to the max job size each)."""
+        if self.views.count_everything(conn):
+            return None
+        counts: dict[str, int] = {}
+        after = 0
+        while rows := source.copying.export_rows(source_conn, "job", after, page):
+            self.copying.import_rows(conn, "job", rows)
+            counts["job"] = counts.get("job", 0) + len(rows)
+            after = rows[-1][0]
+        for kind in COPIED:
+            if kind != "job":
+                rows = source.copying.export_rows(source_conn, kind)
+                self.copying.import_rows(conn, kind, rows)
+                counts[kind] = len(rows)
+        total_jobs = source.jobs.total_jobs(source_conn)
+        self.copying.set_total_jobs(conn, total_jobs)
+        return counts, total_jobs
 
     def settle_and_claim_limited(self, conn: Conn, now: int, done: Sequence[tuple[int, int]],
                                  tubes: Any, owner: str | None, n: int

@@ -107,6 +107,21 @@ class LimitStore(abc.ABC):
         if concurrency is None and rate is None:
             conn.execute(self.Q["drop_limits_row"], {"tube": tube})
 
+    def change_limits(self, conn: Conn, tube: str, concurrency: int | None,
+                      rate: tuple[int, int] | None, keep_concurrency: bool, keep_rate: bool
+                      ) -> list[tuple[str, int | None, int | None, int | None]]:
+        """Set the tube's concurrency and rate (N, ms) (None: none), each unless kept as it
+        is; the tube's limits after, as :meth:`list_limits` gives them. Nothing is written
+        when nothing changes: a rate's bucket is not refilled by setting it again."""
+        old = self.list_limits(conn, tube)
+        had = old[0] if old else (tube, None, None, None)
+        cap = had[1] if keep_concurrency else concurrency
+        n, ms = (had[2], had[3]) if keep_rate else (rate or (None, None))
+        if (cap, n, ms) == had[1:]:
+            return old
+        self.set_limits(conn, tube, cap, n, ms)
+        return self.list_limits(conn, tube)
+
     def pause_tube(self, conn: Conn, now: int, tube: str, pause_ms: int) -> None:
         """Reserve nothing from tube until now + pause_ms."""
         conn.execute(self.Q["pause_tube"], {"tube": tube, "now": now, "pause_ms": pause_ms})

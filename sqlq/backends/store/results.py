@@ -40,9 +40,20 @@ class ResultStore:
         result = None if row[0] is None else bytes(row[0])
         return result, row[1], row[2]
 
+    def look(self, conn: Conn, now: int, job_id: int
+             ) -> tuple[tuple[bytes | None, int | None, str | None], int]:
+        """(:meth:`result_outcome`, the ids issued so far: ``job_id`` itself when it is
+        known), from one snapshot: what ``Queue.result`` decides from (sqlq/results.py)."""
+        outcome = self.result_outcome(conn, now, job_id)
+        issued = self.jobs.total_jobs(conn) if outcome == (None, None, None) else job_id
+        return outcome, issued
+
 
 class TopicStore:
-    """Subscriptions of tubes to topics (sqlq/topics.py)."""
+    """Subscriptions of tubes to topics: ``publish`` puts one copy of a job into every
+    tube subscribed to its topic (``Store.publish``). Subscriptions are rows, not live
+    connections, so fan-out is pull: a subscriber that was down finds every message
+    waiting in its tube. Topic names follow the tube-name rules."""
 
     def __init__(self, Q: dict[str, str]) -> None:
         self.Q = Q

@@ -21,6 +21,11 @@ class WorkerStore:
     def forget_worker(self, conn: Conn, token: str) -> None:
         conn.execute(self.Q["forget_worker"], {"token": token})
 
+    def forget_workers(self, conn: Conn, tokens: list[str]) -> None:
+        """Delete the rows of these workers (the registry's sweep of dead ones)."""
+        for token in tokens:
+            self.forget_worker(conn, token)
+
     def list_workers(self, conn: Conn) -> list[tuple[Any, ...]]:
         """Every registered worker's row, the oldest first (rows of ``list_workers``)."""
         return [tuple(r) for r in conn.execute(self.Q["list_workers"])]
