@@ -39,6 +39,7 @@ from .model import (
     check_tubes,
 )
 from .queue import Queue
+from .verbs.operations import ProgressWatch
 from .verbs.views import Views
 from .waiting import timeout_deadline
 
@@ -358,7 +359,7 @@ class AsyncQueue:
         watch = None
         if on_progress is not None:
             loop = asyncio.get_running_loop()
-            watch = control.ProgressWatch(q.operations, job_id, on_progress,
+            watch = ProgressWatch(q.operations, job_id, on_progress,
                                           lambda fn, *a: loop.call_soon_threadsafe(fn, *a))
 
         def look(events: Events) -> bytes | None:

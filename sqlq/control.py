@@ -21,14 +21,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from .errors import JobCancelled, Timeout
 
 if TYPE_CHECKING:
     from .model import Job
-    from .verbs.operations import Operations
 
 #: A cancelled reservation is remembered this long after its lease would have ended
 #: (ms), so that a holder still running then is told "cancelled", not just "lost".
@@ -78,33 +77,6 @@ def check_callback(callback: object) -> None:
     """``result(on_progress=)``: a callable or None."""
     if callback is not None and not callable(callback):
         raise TypeError(f"on_progress must be callable or None, not {type(callback).__name__}")
-
-
-class ProgressWatch:
-    """What a ``result(on_progress=callback)`` waiter does at each look: read the job's
-    progress (one primary-key read; the waiter looks when a commit may have changed
-    something, so it sees progress writes as they commit) and call ``callback(value,
-    message)`` with each new one. ``call`` runs the callback (AsyncQueue: on its loop)."""
-
-    def __init__(self, operations: Operations, job_id: int,
-                 callback: Callable[[Progress, str], Any],
-                 call: Callable[[Callable[[Progress, str], Any], Progress, str], Any] | None
-                 = None) -> None:
-        self._operations = operations
-        self._job_id = job_id
-        self._callback = callback
-        self._call = call
-        self._seen: tuple[Progress, str] | None = None
-
-    def look(self) -> None:
-        found = self._operations.read_progress(self._job_id)
-        if found is None or found[0] is None or found == self._seen:
-            return
-        self._seen = found
-        if self._call is None:
-            self._callback(*found)
-        else:
-            self._call(self._callback, *found)
 
 
 # -- the job a task is running -----------------------------------------------------------------

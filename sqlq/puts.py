@@ -17,7 +17,6 @@ from .model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, check_body, desc
 if TYPE_CHECKING:
     from .backends import Backend
     from .backends.base import Conn
-    from .queue import Queue
     from .verbs import Operations, Verbs
 
 _P = ParamSpec("_P")
@@ -165,7 +164,8 @@ def _in_transaction(verb: Callable[Concatenate[Puts, _P], _R]
 class Transaction:
     """What ``with q.transaction() as tx`` hands out: SQL and puts in one commit."""
 
-    def __init__(self, queue: Queue, conn: Conn) -> None:
+    def __init__(self, queue: Puts, conn: Conn) -> None:
+        #: The Queue the transaction is of (a Puts: this module stands below the Queue).
         self.queue = queue
         self._conn = conn
 
@@ -173,7 +173,7 @@ class Transaction:
                 params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         """Run the application's own SQL in the transaction (the backend's dialect and
         parameter style); return the rows."""
-        return self.queue.backend.execute_app(self._conn, sql, params)
+        return self.queue._backend.execute_app(self._conn, sql, params)
 
     put = _in_transaction(Puts.put)
     """:meth:`Queue.put <sqlq.Queue.put>` inside this transaction (the same arguments)."""

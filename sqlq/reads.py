@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .backends import Events
 from .errors import JobNotFound, Timeout
 from .model import DEFAULT_TUBE, Job, check_job_id, job_id_in_range
+from .verbs.operations import ProgressWatch
 from .waiting import timeout_deadline
 
 # The modules behind the reads load on first use, not with the Queue: a process that
@@ -77,7 +78,7 @@ class Reads:
 
         control.check_callback(on_progress)
         watch = None if on_progress is None else \
-            control.ProgressWatch(self.operations, job_id, on_progress)
+            ProgressWatch(self.operations, job_id, on_progress)
 
         def look(events: Events) -> bytes | None:
             found = self.operations.look_result(job_id)

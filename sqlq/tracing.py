@@ -31,16 +31,16 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, SpanContext, Tracer
 
     from .model import Job
-    from .verbs.dispatch import Verb
 
 T = TypeVar("T")
+V = TypeVar("V", bound="Operation")
 
 
 def _installed() -> bool:
@@ -147,13 +147,24 @@ def _span_context(header: str) -> SpanContext | None:
 
 # -- every verb's span (the dispatcher's: sqlq/verbs/dispatch.py) ------------------------------
 
+class Operation(Protocol):
+    """What a verb's span needs of its record (``verbs/dispatch.py``'s ``Verb``): a
+    protocol, so tracing stands below the dispatcher that calls it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def op(self) -> str | None: ...
+
+
 #: A verb's span kind by its operation type (the messaging conventions'); INTERNAL for a
 #: verb that is no messaging operation (kick, cancel, progress...).
 _KINDS = {"send": "PRODUCER", "receive": "CLIENT", "settle": "CLIENT"}
 
 
-def operation(verb: Verb, args: tuple[Any, ...],
-              run: Callable[[Verb, Callable[..., Any], tuple[Any, ...]], T],
+def operation(verb: V, args: tuple[Any, ...],
+              run: Callable[[V, Callable[..., Any], tuple[Any, ...]], T],
               fn: Callable[..., Any]) -> T:
     """``run(verb, fn, args)`` under ``verb``'s span: ``send TUBE`` (PRODUCER) around a put,
     put_many or publish (``args[0]`` its :class:`~sqlq.model.Put`, whose trace context is

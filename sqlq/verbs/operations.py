@@ -12,7 +12,7 @@ than one face passes them (a tube, a topic, a limit); the faces shape what comes
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..durations import now_ms
@@ -241,3 +241,30 @@ def copy_between(source: Backend, target: Backend, page: int
         copied: tuple[dict[str, int], int] | None = Dispatcher(target, now_ms).run(
             COPY, target.store.copy_from, source.store, source_conn, page)
         return copied
+
+
+class ProgressWatch:
+    """What a ``result(on_progress=callback)`` waiter does at each look: read the job's
+    progress (one primary-key read; the waiter looks when a commit may have changed
+    something, so it sees progress writes as they commit) and call ``callback(value,
+    message)`` with each new one. ``call`` runs the callback (AsyncQueue: on its loop)."""
+
+    def __init__(self, operations: Operations, job_id: int,
+                 callback: Callable[[Progress, str], Any],
+                 call: Callable[[Callable[[Progress, str], Any], Progress, str], Any] | None
+                 = None) -> None:
+        self._operations = operations
+        self._job_id = job_id
+        self._callback = callback
+        self._call = call
+        self._seen: tuple[Progress, str] | None = None
+
+    def look(self) -> None:
+        found = self._operations.read_progress(self._job_id)
+        if found is None or found[0] is None or found == self._seen:
+            return
+        self._seen = found
+        if self._call is None:
+            self._callback(*found)
+        else:
+            self._call(self._callback, *found)
