@@ -22,7 +22,7 @@ from psycopg import errors as pg_errors
 from ...errors import DatabaseError, Disconnected, Error, Locked
 from ..base import Durability
 from ..locations import redact
-from . import migrate
+from . import migrate, pooling
 
 T = TypeVar("T")
 log = logging.getLogger("sqlq")
@@ -175,24 +175,29 @@ if TYPE_CHECKING:
         return c
 
 
-def connect(url: str, location: str) -> Connection:
+def connect(url: str, location: str, *, pooled: bool = False) -> Connection:
     """A new autocommit connection with sqlq's session settings; DatabaseError in one
-    line if the server refuses (Disconnected if it cannot be reached)."""
+    line if the server refuses (Disconnected if it cannot be reached). ``pooled``: the
+    server session may be shared (a transaction pool, or not known yet): no prepared
+    statements, no session settings (they would land on another client's session)."""
     try:
-        conn = Connection.connect(url, autocommit=True, **CONNECT_OPTIONS)
+        conn = Connection.connect(url, autocommit=True, **CONNECT_OPTIONS,
+                                  **({"prepare_threshold": None} if pooled else {}))
     except psycopg.Error as e:
         raise translate(location, e) from None
+    if not pooled:
+        with closed_on_error(conn, location):
+            set_session(conn)
+    return conn
+
+
+def set_session(conn: Connection) -> None:
+    """Set SESSION_SETTINGS on conn's own server session."""
     settings = dict(SESSION_SETTINGS)
     if conn.info.server_version >= 140000:
         settings.update(SESSION_SETTINGS_14)
-    try:
-        conn.execute("SELECT set_config(name, value, false) FROM unnest(%s::text[], %s::text[])"
-                     " AS s(name, value)", (list(settings), list(settings.values())))
-    except psycopg.Error as e:
-        error = translate(location, e, conn)
-        conn.close()
-        raise error from None
-    return conn
+    conn.execute("SELECT set_config(name, value, false) FROM unnest(%s::text[], %s::text[])"
+                 " AS s(name, value)", (list(settings), list(settings.values())))
 
 
 def _retryable(error: BaseException) -> bool:
@@ -227,37 +232,6 @@ def _dropped(conn: psycopg.Connection[Any]) -> bool:
 #: Transaction states in which a call joins the transaction open on the connection.
 _OPEN = (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR,
          psycopg.pq.TransactionStatus.ACTIVE)
-#: The URLs found to reach their own server session (directly, or through a session
-#: pool), so that reconnects and other Queues of the process do not look again.
-_sessions_checked: set[str] = set()
-
-
-def refuse_transaction_pool(conn: Connection, pid: int, url: str, location: str) -> None:
-    """Raise DatabaseError if a pooler hands this connection's transactions to server
-    sessions other clients share (PgBouncer in transaction or statement mode): sqlq's
-    session locks and LISTEN would then land on someone else's session, and jobs be
-    handed out twice (reliability.md W8; issue 37 is the support to come).
-
-    Directly on PostgreSQL the server's pid of the session is the one the connection
-    was told at login, and nothing more is asked. Through a pooler (another pid: it
-    hands out keys of its own) a second client asks for its session: one that a
-    session pool gives this connection for good is never another client's, while a
-    transaction pool hands the session just released to the next asker (or, busy,
-    gives this connection another one for its next transaction). ``pid``: the server's
-    pid of the session, as a statement on conn just read it."""
-    if pid == conn.info.backend_pid or url in _sessions_checked:
-        return
-    with psycopg.Connection.connect(url, autocommit=True, **CONNECT_OPTIONS) as other:
-        row = other.execute("SELECT pg_backend_pid()").fetchone()
-    again = conn.execute("SELECT pg_backend_pid()").fetchone()
-    if row is None or again is None or row[0] == pid or again[0] != pid:
-        raise DatabaseError(
-            f"{location}: a pooler in transaction mode (PgBouncer's pool_mode = transaction) "
-            "shares server sessions between clients, and sqlq needs its own (session locks, "
-            "LISTEN): point sqlq at PostgreSQL directly, or at a session-mode pool")
-    _sessions_checked.add(url)
-
-
 class Database:
     """One connection to a sqlq database on PostgreSQL, safe to share between threads.
 
@@ -274,7 +248,9 @@ class Database:
     in autocommit) raises :class:`Disconnected` (reliability.md W5).
     """
 
-    def __init__(self, url: str, *, durability: Durability, clock: Callable[[], int]) -> None:
+    def __init__(self, url: str, *, durability: Durability, clock: Callable[[], int],
+                 pooler: str = "auto", listen_url: str | None = None,
+                 grace_s: float = 5.0) -> None:
         if durability not in ("full", "normal"):
             raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
         self.url = url
@@ -291,24 +267,61 @@ class Database:
         #: Transactions open on the connection by the thread holding the lock (nested).
         self._depth = 0
         self._conn: Connection | None = None
+        self.mode: pooling.Mode | None = pooling.forced(pooler)
+        self._listen_url = listen_url
+        self._grace_s = grace_s  # owners.GRACE_S, for the line at open
+        self._described = False
         try:
             self._conn = self._open()
         except Disconnected as e:
             log.info("%s; connecting when first used", e)
 
     def _connect(self) -> Connection:
-        conn = connect(self.url, self.location)
+        mode = self.mode
+        conn = connect(self.url, self.location, pooled=mode not in ("direct", "session"))
         conn.ledger = self.ledger
-        # normal survives any crash of a client, may lose the last commits if the
-        # server's host loses power: the same promise as normal on a SQLite file. full
-        # waits for the flush whatever the server's default says.
         with closed_on_error(conn, self.location):
-            row = conn.execute(
+            if mode is None:  # made as for a transaction pool until known
+                mode = self.mode = pooling.detect(conn, self.url, CONNECT_OPTIONS)
+                if mode != "transaction":
+                    conn.prepare_threshold = 5  # psycopg's default
+                    set_session(conn)
+            if not self._described:
+                self._check_pool(conn, mode)
+            if mode == "transaction":
+                return conn
+            # normal survives any crash of a client, may lose the last commits if the
+            # server's host loses power: the same promise as normal on a SQLite file.
+            # full waits for the flush whatever the server's default says.
+            conn.execute(
                 "SELECT set_config('synchronous_commit', %s, false),"
-                " set_config('lock_timeout', %s, false), pg_backend_pid()",
-                ("off" if self.durability == "normal" else "on", self._lock_timeout)).fetchone()
-            refuse_transaction_pool(conn, row[2] if row else 0, self.url, self.location)
+                " set_config('lock_timeout', %s, false)",
+                ("off" if self.durability == "normal" else "on", self._lock_timeout))
         return conn
+
+    def _check_pool(self, conn: Connection, mode: pooling.Mode) -> None:
+        """Once a Database, at its first connection: say what is between it and the server
+        (pooling.describe). Through a transaction pool durability is the server's
+        default for the role and database (no session to set synchronous_commit on):
+        warn if it is weaker than asked."""
+        if mode == "transaction" and self.durability == "full":
+            row = conn.execute("SELECT reset_val FROM pg_settings"
+                               " WHERE name = 'synchronous_commit'").fetchone()
+            if row is not None and row[0] == "off":
+                log.warning(
+                    "%s: durability 'full' asked, but through a transaction pool commits "
+                    "follow the server's synchronous_commit, off here (a server crash may "
+                    "undo the last commits): ALTER ROLE (or DATABASE) ... SET "
+                    "synchronous_commit = on", self.location)
+        pooling.describe(self.location, mode, self._listen_url, self._grace_s)
+        self._described = True
+
+    def pooled(self) -> bool:
+        """Whether the server sessions are shared between clients (a transaction pool):
+        connected first if the mode is not known yet."""
+        if self.mode is None:
+            self.connect()
+        return self.mode == "transaction"
 
     def _open(self) -> Connection:
         """A new connection; on the first, the schema brought up to date (migrate.py) in
@@ -334,10 +347,18 @@ class Database:
         with self._lock:
             if self._conn is None:
                 return  # the first connection sets it
+            if self.mode == "transaction":
+                return  # each transaction sets it (_local_settings)
             with self._errors():
                 conn = self._conn if self._inside() else self._usable()
                 conn.execute("SELECT set_config('lock_timeout', %s, false)",
                              (self._lock_timeout,))
+
+    def _local_settings(self, conn: Connection) -> None:
+        """Through a transaction pool, at the start of a transaction: the lock wait (a
+        session of its own would keep it: set_lock_wait)."""
+        if self.mode == "transaction" and self._lock_timeout != "0":
+            conn.execute("SELECT set_config('lock_timeout', %s, true)", (self._lock_timeout,))
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:
@@ -450,6 +471,7 @@ class Database:
                         self._depth += 1
                         try:
                             with conn.transaction():
+                                self._local_settings(conn)
                                 value = fn(conn)
                                 committing = True  # COMMIT follows: lost now, in doubt
                         finally:
@@ -486,6 +508,7 @@ class Database:
             self._depth += 1
             try:
                 with stack:
+                    self._local_settings(conn)
                     yield conn
             finally:
                 self._depth -= 1
