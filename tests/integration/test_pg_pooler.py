@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import pytest
 
@@ -104,15 +104,21 @@ def test_pooler_forces_the_mode(pg_url: str, caplog: pytest.LogCaptureFixture) -
 
 
 def test_a_live_holder_keeps_its_job_through_a_transaction_pool(
-        pgbouncer: Any, pg_url: str) -> None:
-    """The holder holds no session lock: its heartbeats keep it alive for a second worker
-    reserving for longer than the grace a dead holder gets; then its delete goes through."""
+        pgbouncer: Any, pg_server: PgServer, pg_url: str) -> None:
+    """The holder leaves no session lock on the pool's shared server sessions (one would
+    outlive it there, or be found free by a reaper on the same session): its heartbeats
+    keep it alive for a second worker reserving for longer than the grace a dead holder
+    gets; then its delete goes through."""
     url = _through(pgbouncer, "transaction", pg_url)
     with sqlq.Queue(url) as q:
         job_id = q.put(b"long", tube="t", ttr=300)
     proc = spawn(HOLDER, url, stdin=subprocess.PIPE)
     try:
         assert int(_line(proc)) == job_id
+        locks = pg_server.psql(
+            "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
+            f" WHERE l.locktype = 'advisory' AND d.datname = '{urlsplit(pg_url).path[1:]}'")
+        assert locks.strip() == "0", "a session advisory lock left on a pooled session"
         _no_thief(url, GRACE_S + 2)
         assert _finish(proc) == "deleted"
     finally:

@@ -270,6 +270,8 @@ class Database:
         self.mode: pooling.Mode | None = pooling.forced(pooler)
         self._listen_url = listen_url
         self._grace_s = grace_s  # owners.GRACE_S, for the line at open
+        #: Through a transaction pool, what each transaction sets synchronous_commit to.
+        self._local_sync: str | None = None
         self._described = False
         try:
             self._conn = self._open()
@@ -301,18 +303,19 @@ class Database:
 
     def _check_pool(self, conn: Connection, mode: pooling.Mode) -> None:
         """Once a Database, at its first connection: say what is between it and the server
-        (pooling.describe). Through a transaction pool durability is the server's
-        default for the role and database (no session to set synchronous_commit on):
-        warn if it is weaker than asked."""
+        (pooling.describe). Through a transaction pool a commit follows the server's
+        synchronous_commit for the role and database (no session to set it on): if that
+        is off and full durability is asked, every write sets it for its transaction."""
         if mode == "transaction" and self.durability == "full":
             row = conn.execute("SELECT reset_val FROM pg_settings"
                                " WHERE name = 'synchronous_commit'").fetchone()
             if row is not None and row[0] == "off":
+                self._local_sync = "on"
                 log.warning(
-                    "%s: durability 'full' asked, but through a transaction pool commits "
-                    "follow the server's synchronous_commit, off here (a server crash may "
-                    "undo the last commits): ALTER ROLE (or DATABASE) ... SET "
-                    "synchronous_commit = on", self.location)
+                    "%s: durability 'full' through a transaction pool, and the server's "
+                    "synchronous_commit is off for this role: each write sets it on for "
+                    "its own transaction (two more round trips; ALTER ROLE ... SET "
+                    "synchronous_commit = on spares them)", self.location)
         pooling.describe(self.location, mode, self._listen_url, self._grace_s)
         self._described = True
 
@@ -355,10 +358,17 @@ class Database:
                              (self._lock_timeout,))
 
     def _local_settings(self, conn: Connection) -> None:
-        """Through a transaction pool, at the start of a transaction: the lock wait (a
-        session of its own would keep it: set_lock_wait)."""
-        if self.mode == "transaction" and self._lock_timeout != "0":
-            conn.execute("SELECT set_config('lock_timeout', %s, true)", (self._lock_timeout,))
+        """Through a transaction pool, at the start of a transaction: what a session of its
+        own would keep (set_lock_wait; synchronous_commit, _check_pool)."""
+        if self.mode != "transaction":
+            return
+        settings = {"lock_timeout": self._lock_timeout} if self._lock_timeout != "0" else {}
+        if self._local_sync is not None:
+            settings["synchronous_commit"] = self._local_sync
+        if settings:
+            conn.execute("SELECT set_config(name, value, true) FROM unnest(%s::text[],"
+                         " %s::text[]) AS s(name, value)",
+                         (list(settings), list(settings.values())))
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:
@@ -457,8 +467,9 @@ class Database:
         with self._lock, self._errors():
             if self._inside():
                 return fn(self._conn)
-            if single:  # its own commit: cut off, it may have committed
-                return fn(self._usable())
+            if single and not (self.mode == "transaction" and (
+                    self._local_sync is not None or self._lock_timeout != "0")):
+                return fn(self._usable())  # its own commit: cut off, it may have committed
             committing = False
 
             def attempt(conn: Connection) -> T:
