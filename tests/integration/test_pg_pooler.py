@@ -269,3 +269,22 @@ def test_migrations_copy_and_backup_run_through_a_transaction_pool(
             assert job is not None and job.body == b"from sqlite"
     finally:
         pg_server.drop_database(name)
+
+
+def test_lock_wait_holds_through_a_transaction_pool(pgbouncer: Any, pg_url: str) -> None:
+    """lock_wait is a session setting directly; through the pool each write sets it for its
+    own transaction: a put blocked by a table lock raises Locked after it, not never."""
+    import psycopg
+
+    with sqlq.Queue(_through(pgbouncer, "transaction", pg_url)) as q, \
+            psycopg.connect(pg_url, autocommit=True) as blocker:
+        q.put(b"before", tube="t")
+        q.lock_wait = 0.3
+        blocker.execute("BEGIN; LOCK TABLE sqlq_jobs IN EXCLUSIVE MODE")
+        started = time.monotonic()
+        with pytest.raises(sqlq.Locked):
+            q.put(b"blocked", tube="t")
+        took = time.monotonic() - started
+        blocker.execute("ROLLBACK")
+        assert 0.25 < took < 0.3 + SLACK
+        q.put(b"after", tube="t")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import sql
 
 from ...errors import DatabaseError, Disconnected, Error, Locked
 from ..base import Durability
@@ -85,7 +86,9 @@ def _unreachable(error: psycopg.Error) -> bool:
         text = str(error)
         answered = "FATAL:" in text or "ERROR:" in text
         return not answered or any(busy in text for busy in _BUSY_LOGIN)
-    return state.startswith("57P") or state == "08006"
+    # 08: the connection went; PgBouncer says 08P01 when the server session under a
+    # client's statement went ("server conn crashed?") and ends the client's connection.
+    return state.startswith(("57P", "08"))
 
 
 class Connection(psycopg.Connection[Any]):
@@ -282,11 +285,14 @@ class Database:
         mode = self.mode
         conn = connect(self.url, self.location, pooled=mode not in ("direct", "session"))
         conn.ledger = self.ledger
+        if mode == "session":  # through any pooler: a transaction pool taken for a
+            conn.prepare_threshold = None  # session pool would fail prepared statements
         with closed_on_error(conn, self.location):
             if mode is None:  # made as for a transaction pool until known
                 mode = self.mode = pooling.detect(conn, self.url, CONNECT_OPTIONS)
-                if mode != "transaction":
+                if mode == "direct":
                     conn.prepare_threshold = 5  # psycopg's default
+                if mode != "transaction":
                     set_session(conn)
             if not self._described:
                 self._check_pool(conn, mode)
@@ -365,10 +371,10 @@ class Database:
         settings = {"lock_timeout": self._lock_timeout} if self._lock_timeout != "0" else {}
         if self._local_sync is not None:
             settings["synchronous_commit"] = self._local_sync
-        if settings:
-            conn.execute("SELECT set_config(name, value, true) FROM unnest(%s::text[],"
-                         " %s::text[]) AS s(name, value)",
-                         (list(settings), list(settings.values())))
+        if settings:  # SET takes no snapshot: SET TRANSACTION ISOLATION may follow
+            conn.execute(sql.SQL("; ").join(
+                sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value))
+                for name, value in settings.items()))
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:
@@ -416,6 +422,8 @@ class Database:
         try:
             return attempt(conn)
         except Exception as e:
+            if not conn.closed and isinstance(e, psycopg.OperationalError) and _unreachable(e):
+                conn.close()  # a pooler's word that the server session went: it ends ours
             if not conn.closed or committed():
                 raise
             log.info("%s: %s; running it again on a new connection", self.location,
