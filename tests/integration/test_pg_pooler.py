@@ -288,3 +288,34 @@ def test_lock_wait_holds_through_a_transaction_pool(pgbouncer: Any, pg_url: str)
         blocker.execute("ROLLBACK")
         assert 0.25 < took < 0.3 + SLACK
         q.put(b"after", tube="t")
+
+
+def test_a_server_session_ended_under_a_statement_is_a_lost_connection(
+        pgbouncer: Any, pg_server: PgServer, pg_url: str) -> None:
+    """A server session ended under a client's statement (``pg_terminate_backend``; PgBouncer
+    answers "server conn crashed?" and closes the client): the read runs once more, as
+    on a lost direct connection (the error's code: unit/test_pg_login_errors.py)."""
+    with sqlq.Queue(_through(pgbouncer, "transaction", pg_url)) as q:
+        done: list[Any] = []
+        reader = threading.Thread(target=lambda: done.append(q.backend.read(
+            lambda c: c.execute("SELECT 'slept', pg_sleep(1.5)").fetchone()[0])))
+        reader.start()
+        database = urlsplit(pg_url).path[1:]
+        deadline = time.monotonic() + 10
+        pids: list[str] = []
+        while not pids and time.monotonic() < deadline:
+            pids = pg_server.psql(
+                "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT ''slept''%'"
+                f" AND datname = '{database}' AND state = 'active'").split()
+        assert pids and pg_server.terminate(int(pids[0]))
+        reader.join(30)
+        assert done == ["slept"]
+
+
+def test_a_statement_pool_is_refused_at_once_in_one_line(pgbouncer: Any, pg_url: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(sqlq.DatabaseError) as info:
+        sqlq.Queue(_through(pgbouncer, "statement", pg_url)).put(b"x", tube="t")
+    assert not isinstance(info.value, sqlq.Disconnected)
+    assert "\n" not in str(info.value) and "statement pooling mode" in str(info.value)
+    assert time.monotonic() - started < 2 * SLACK  # not waited for as a server away

@@ -75,6 +75,13 @@ _BUSY_LOGIN = ("starting up", "shutting down", "in recovery mode", "accepting co
                "server login has been failing", "no more connections allowed")
 
 
+#: What PgBouncer says (08P01) when the server session under a client's statement went
+#: (it then ends the client's connection too) or none can be had for a while; it says
+#: "transaction blocks not allowed in statement pooling mode" with the same code.
+_POOLER_BUSY = (*_BUSY_LOGIN, "server conn crashed", "query_wait_timeout",
+                "server_login_retry")
+
+
 def _unreachable(error: psycopg.Error) -> bool:
     """Whether error says the server could not be reached or is going down or starting
     up (refused, unreachable, no answer; class 57P: shutdown, crash, starting up), not
@@ -86,9 +93,9 @@ def _unreachable(error: psycopg.Error) -> bool:
         text = str(error)
         answered = "FATAL:" in text or "ERROR:" in text
         return not answered or any(busy in text for busy in _BUSY_LOGIN)
-    # 08: the connection went; PgBouncer says 08P01 when the server session under a
-    # client's statement went ("server conn crashed?") and ends the client's connection.
-    return state.startswith(("57P", "08"))
+    if state == "08P01":  # PgBouncer's code for all it says: for a while only if it says so
+        return any(text in str(error) for text in _POOLER_BUSY)
+    return state.startswith(("57P", "08"))  # 08: the connection went
 
 
 class Connection(psycopg.Connection[Any]):
