@@ -111,8 +111,25 @@ def detect(conn: psycopg.Connection[Any], url: str, options: dict[str, Any]) -> 
                 if _pid(other) == pid or _pid(conn) != pid:
                     mode = "transaction"
                     break
+        if mode == "transaction":
+            _refuse_statement_pool(conn, url)
     _modes[url] = mode
     return mode
+
+
+def _refuse_statement_pool(conn: psycopg.Connection[Any], url: str) -> None:
+    """A statement pool (PgBouncer's ``pool_mode = statement``) passes the probe as a
+    transaction pool does, and refuses every transaction, sqlq's claims among them,
+    closing the connection: say so at once, not as a server away."""
+    try:
+        with conn.transaction():
+            _pid(conn)
+    except psycopg.Error as e:
+        if "statement pooling" not in str(e):
+            raise
+        raise DatabaseError(f"{redact(url)}: a pooler in statement mode refuses "
+                            "transactions, which sqlq needs: use a transaction or session "
+                            "pool, or the server directly") from None
 
 
 def _pid(conn: psycopg.Connection[Any]) -> int:
