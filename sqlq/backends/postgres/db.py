@@ -249,7 +249,14 @@ class Database:
     starting up), the connection, the pooler check and the migrations are made by the
     first call, which waits for the server as a call after a lost connection does
     (``sqlq work --import`` of a module that makes its Queue at import: F13). A server
-    that refuses (a password, a missing database, a transaction pooler) is said at once.
+    that refuses (a password, a missing database, a statement pool) is said at once.
+
+    ``mode``: what stands between this process and the server (pooling.py), found at
+    the first connection unless ``pooler`` (the URL's ``pooler=``) says it. Through a
+    transaction pool nothing of a session is relied upon: connections are made without
+    prepared statements or session settings, and each transaction sets what a session
+    would keep (``SET LOCAL``: the lock wait; synchronous_commit where the server's
+    default is weaker than the durability asked).
 
     Every call runs in :meth:`_once_more`'s rule: a connection found dropped before a
     statement is sent is made again first, and a call whose connection was lost

@@ -31,6 +31,12 @@ therefore proves nothing, and this module adds what does:
   while the keeper confirmed it within half the grace, else it waits for the keeper
   (or raises :class:`~sqlq.Disconnected`).
 
+Through a transaction pool (pooling.py) no session can hold a lock: a holder registers
+under the token's *transaction* lock (a reaper's hand-over holding it makes it wait, as
+above) and holds nothing after, so every holder's lock reads free and the reaper's rule
+rests on the process seen gone and the heartbeats alone: a live holder whose keeper is
+silent for the grace loses its jobs (JobLost), where a session lock would keep them.
+
 A holder on another machine that really died is noticed after the grace (at most
 ``GRACE_S`` plus a heartbeat); one whose host vanished without a TCP reset keeps its
 lock until the server's keepalives end its session (``db.SESSION_SETTINGS``: about
