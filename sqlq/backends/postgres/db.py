@@ -331,7 +331,7 @@ class Database:
                                " WHERE name = 'synchronous_commit'").fetchone()
             if row is not None and row[0] == "off":
                 self._local_sync = "on"
-                log.warning(
+                log.info(
                     "%s: durability 'full' through a transaction pool, and the server's "
                     "synchronous_commit is off for this role: each write sets it on for "
                     "its own transaction (two more round trips; ALTER ROLE ... SET "

@@ -139,7 +139,8 @@ def _pid(conn: psycopg.Connection[Any]) -> int:
 
 def describe(location: str, mode: Mode, listen_url: str | None, grace_s: float) -> None:
     """The one line at open that says what sqlq found between it and the server, and
-    what it does about it (nothing is said of a direct connection)."""
+    what it does about it (nothing is said of a direct connection). INFO: ``sqlq work``
+    shows it; a ``sqlq put`` through a pool does not repeat it on every call."""
     if mode == "session":
         log.info("%s: through a session pool: sqlq works as directly", location)
     elif mode == "transaction" and listen_url:
@@ -148,7 +149,7 @@ def describe(location: str, mode: Mode, listen_url: str | None, grace_s: float) 
                  "jobs back at once on its own machine, within %.0f s from another), "
                  "wakeups by LISTEN on listen_url %s", location, grace_s, redact(listen_url))
     elif mode == "transaction":
-        log.warning("%s: through a transaction pool (server sessions shared between "
+        log.info("%s: through a transaction pool (server sessions shared between "
                     "clients): no prepared statements, liveness by heartbeats (a dead "
                     "holder's jobs back at once on its own machine, within %.0f s from "
                     "another), waiters poll every %.1f s; add ?listen_url=<a direct "
