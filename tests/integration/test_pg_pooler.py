@@ -103,13 +103,19 @@ def test_pooler_forces_the_mode(pg_url: str, caplog: pytest.LogCaptureFixture) -
     assert any("transaction pool" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("holder_way", "thief_way"), [
+    ("transaction", "transaction"), ("direct", "transaction"), ("transaction", "direct")])
 def test_a_live_holder_keeps_its_job_through_a_transaction_pool(
-        pgbouncer: Any, pg_server: PgServer, pg_url: str) -> None:
-    """The holder leaves no session lock on the pool's shared server sessions (one would
-    outlive it there, or be found free by a reaper on the same session): its heartbeats
-    keep it alive for a second worker reserving for longer than the grace a dead holder
-    gets; then its delete goes through."""
-    url = _through(pgbouncer, "transaction", pg_url)
+        pgbouncer: Any, pg_server: PgServer, pg_url: str, holder_way: str, thief_way: str
+        ) -> None:
+    """A holder through the pool leaves no session lock on its shared server sessions (one
+    would outlive it there, or be found free by a reaper on the same session): its
+    heartbeats keep it alive for a second worker reserving for longer than the grace a
+    dead holder gets; then its delete goes through. Processes connected directly and
+    through the pool share a database: each side's rule holds for the other's."""
+    pooled = _through(pgbouncer, "transaction", pg_url)
+    url = pooled if holder_way == "transaction" else pg_url
     with sqlq.Queue(url) as q:
         job_id = q.put(b"long", tube="t", ttr=300)
     proc = spawn(HOLDER, url, stdin=subprocess.PIPE)
@@ -118,8 +124,9 @@ def test_a_live_holder_keeps_its_job_through_a_transaction_pool(
         locks = pg_server.psql(
             "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
             f" WHERE l.locktype = 'advisory' AND d.datname = '{urlsplit(pg_url).path[1:]}'")
-        assert locks.strip() == "0", "a session advisory lock left on a pooled session"
-        _no_thief(url, GRACE_S + 2)
+        if holder_way == "transaction":
+            assert locks.strip() == "0", "a session advisory lock left on a pooled session"
+        _no_thief(pooled if thief_way == "transaction" else pg_url, GRACE_S + 2)
         assert _finish(proc) == "deleted"
     finally:
         proc.kill()
@@ -174,6 +181,7 @@ def _wake_after_put(url: str, blocked_for: float) -> float:
         proc.wait()
 
 
+@pytest.mark.slow
 def test_a_blocked_reserve_wakes_within_the_poll_through_a_transaction_pool(
         pgbouncer: Any, pg_url: str) -> None:
     url = _through(pgbouncer, "transaction", pg_url)
@@ -182,6 +190,7 @@ def test_a_blocked_reserve_wakes_within_the_poll_through_a_transaction_pool(
     assert max(took) < pooling.POLL_S + SLACK
 
 
+@pytest.mark.slow
 def test_a_blocked_reserve_wakes_at_once_with_listen_url(pgbouncer: Any, pg_url: str) -> None:
     url = _through(pgbouncer, "transaction", pg_url) + "?listen_url=" + quote(pg_url, safe="")
     took = [_wake_after_put(url, 0.5 + i * 0.15) for i in range(5)]
@@ -245,6 +254,7 @@ def _sqlq(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 
+@pytest.mark.slow
 def test_migrations_copy_and_backup_run_through_a_transaction_pool(
         pgbouncer: Any, pg_server: PgServer, tmp_path: Path) -> None:
     name, direct = pg_server.clone("template0")  # empty: migrated through the pool
