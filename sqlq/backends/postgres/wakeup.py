@@ -197,7 +197,9 @@ class PgNotifier:
         with contextlib.suppress(BlockingIOError):
             while os.read(self._r, 4096):
                 heard = True
-        return Events(commit=heard)
+        # A poll's tick (no LISTEN) may follow a holder's death as well as a commit: the
+        # waiter looks for dead holders too, as the liveness poll would have made it.
+        return Events(commit=heard, owner=heard and self._listener.url is None)
 
     def wait(self, timeout: float | None) -> Events:
         timeout = MAX_SLEEP if timeout is None else min(max(timeout, 0.0), MAX_SLEEP)
