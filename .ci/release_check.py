@@ -203,9 +203,9 @@ def try_wheel(wheel: Path, pg: PgServer, label: str, version: str) -> None:
 def main() -> int:
     started = time.monotonic()
     version = re.search(r'__version__ = "([^"]+)"',
-                        (ROOT / "sqlq" / "__init__.py").read_text())
+                        (ROOT / "sqlq" / "version.py").read_text())
     try:
-        assert version is not None, "no __version__ in sqlq/__init__.py"
+        assert version is not None, "no __version__ in sqlq/version.py"
         with step("python -m build: an sdist, a wheel from it, a wheel from the tree"):
             from_sdist, from_tree = build()
         with step("twine check --strict, check-wheel-contents, dist_check.py"):

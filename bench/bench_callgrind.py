@@ -2,7 +2,7 @@
 in others: a count, so it does not depend on how busy the machine is.
 
     .venv/bin/python bench/bench_callgrind.py [--trees . /path/to/baseline]
-        [--workloads put,fill,cycle,fanin,chain] [--jobs 1000,3000] [--annotate DIR]
+        [--workloads put,fill,cycle,fast,batch,fanin,chain] [--jobs 1000,3000] [--annotate DIR]
 
 Each (tree, workload, n) runs once in a fresh process under ``valgrind --tool=callgrind``
 (a new file in a temporary directory, durability ``normal``); the figure is
@@ -16,6 +16,10 @@ start-up (the interpreter, imports, the migrations) subtracted out. Workloads:
   claims alone: with n jobs left reserved, the maintenance sqlq runs every so often,
   by the clock, looks at them, and callgrind slows the clock fifty-fold: such a count
   depends on how long the run took);
+* ``fast``: the fill, then ``reserve(timeout=0, delete=job)`` until empty (the worker's
+  loop, one commit a job); ``batch``: the fill, then ``reserve_many(10, timeout=0)`` +
+  ``delete_many`` (issue 12's row 3, two commits a batch); ``batch / fast`` is row 3a's
+  ratio as instructions;
 * ``fanin``: the fill, one child ``put(after=every id)``, then the same drain (each
   parent's delete releases the child once; the child is drained last): ``fanin - cycle``
   is what a parent's release costs;
@@ -65,6 +69,19 @@ def child(workload: str, jobs: int, tree: str) -> None:
         if workload == "fanin":
             q.put(BODY, after=list(range(1, jobs + 1)))
             jobs += 1
+        if workload == "fast":  # the worker's loop: one commit a job
+            done, job = 0, q.reserve(timeout=0)
+            while job is not None:
+                done += 1
+                job = q.reserve(timeout=0, delete=job)
+        elif workload == "batch":  # issue 12's row 3: two commits a batch of 10
+            done, held = 0, q.reserve_many(10, timeout=0)
+            while held:
+                done += len(held)
+                q.delete_many(held)
+                held = q.reserve_many(10, timeout=0)
+        if workload in ("fast", "batch") and done != jobs:
+            raise SystemExit(f"drained {done} of {jobs} jobs")
         if workload in ("cycle", "fanin", "chain"):
             done = 0
             while (job := q.reserve(timeout=0)) is not None:

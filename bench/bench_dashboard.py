@@ -87,8 +87,8 @@ def main() -> int:
     if not os.path.exists(db):
         build(db, args.jobs)
     with sqlq.Queue(db) as q:
-        total = q.overview().live
-        middle = q.jobs("emails", "ready", limit=1)[0].id + total // 3
+        total = q.views.overview().live
+        middle = q.views.job_page("emails", "ready", limit=1)[0].id + total // 3
         deep = q.peek(middle)
         cursor = f"{deep.priority}:{deep.id}" if deep else ""
     proc, host, port = start(db)

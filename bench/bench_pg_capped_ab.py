@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 
 import sqlq  # noqa: E402
-from sqlq.backends.store import load_queries  # noqa: E402
+from sqlq.backends.sql import load_queries  # noqa: E402
 
 Q = load_queries(ROOT / "sqlq" / "backends" / "postgres" / "queries.sql")
 #: The last commit with the pre-release migrations (squashed into 0001 before 0.1.0).

@@ -30,7 +30,7 @@ jobs, mode, puts_only = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "puts"
 if mode == "off":
     sys.modules["opentelemetry"] = None
 import sqlq
-from sqlq.work.tasks import TaskRunner
+from sqlq.work.taskrun import TaskRunner
 from sqlq.work.worker import Worker
 if mode == "on":
     from opentelemetry import trace

@@ -136,7 +136,7 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
     source = snapshot_sqlq()
     import report
     import workloads as wl
-    from systems import all_systems
+    from lineup import all_systems
 
     t_start = time.monotonic()
     profile = dict(PROFILES["quick" if args.quick else "full"])

@@ -15,9 +15,9 @@ fork), ``stop()`` tears it down. A ``Client`` has the verbs the workloads use:
     body(handle) -> bytes
     close()
 
-This module holds the interface, sqlq's adapter, the raw apsw floor and the
-registry; the peers' adapters are in peers.py, the PostgreSQL systems (their own
-servers, a raw psycopg floor, sqlq-pg) in pg_peers.py.
+This module holds the interface, sqlq's adapter and the raw apsw floor; the peers'
+adapters are in peers.py, the PostgreSQL systems (their own servers, a raw psycopg
+floor, sqlq-pg) in pg_peers.py, and the list of them all in lineup.py.
 """
 
 from __future__ import annotations
@@ -514,41 +514,3 @@ class RawMinimal(Raw):
 
     def client(self, *, setup: bool = False) -> Client:
         return MinimalClient(self.path, "normal" if setup else self.durability)
-
-
-# ------------------------------------------------------------------------ registry
-
-
-def all_systems(beanstalkd: str | None, beanstalkd_note: str, honker_note: str) -> list[System]:
-    from peers import Beanstalkd, Honker, Huey, Litequeue, PersistQueue, SqlqBeanstalkd
-    from pg_peers import Pgqueuer, Procrastinate, RawPg, SqlqPg
-
-    systems: list[System] = [
-        Sqlq("full"),
-        Sqlq("normal"),
-        SqlqAsync("full"),
-        SqlqAsync("normal"),
-        Raw("full"),
-        Raw("normal"),
-        RawMinimal("full"),
-        RawMinimal("normal"),
-        Beanstalkd("f0", beanstalkd, beanstalkd_note),
-        Beanstalkd("f50", beanstalkd, beanstalkd_note),
-        Beanstalkd("mem", beanstalkd, beanstalkd_note),
-        SqlqBeanstalkd("f0"),
-        SqlqBeanstalkd("f50"),
-        SqlqBeanstalkd("f0", SERVER_PROCESSES),
-        SqlqBeanstalkd("f50", SERVER_PROCESSES),
-        Huey("full"),
-        Huey("normal"),
-        PersistQueue("full"),
-        PersistQueue("normal"),
-        Litequeue("full"),
-        Litequeue("normal"),
-        Honker(honker_note),
-        SqlqPg(),
-        RawPg(),
-        Procrastinate(),
-        Pgqueuer(),
-    ]
-    return systems

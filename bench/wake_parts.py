@@ -85,8 +85,8 @@ def instrument() -> None:
     wrap(queue.Queue, "has_ready", "has_ready")
     if os.environ.get("WAKE_PARTS_FINE"):
         from sqlq.backends.sqlite import store
-        wrap(store.SQLiteStore, "_promote", "promote")
-        wrap(store.SQLiteStore, "has_ready_job", "has_ready_job")
+        wrap(store.SQLiteClaims, "_promote", "promote")
+        wrap(store.SQLiteClaims, "has_ready_job", "has_ready_job")
         wrap(wakeup.Notifier, "pause", "pause")
         wrap(wakeup.Notifier, "resume", "resume")
 

@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from .errors import (
     DatabaseError,
     Disconnected,
@@ -25,6 +23,7 @@ from .errors import (
     SchemaError,
     Timeout,
 )
+from .version import __version__
 
 TYPE_CHECKING = False  # not `typing`: see __getattr__
 if TYPE_CHECKING:

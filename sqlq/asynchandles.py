@@ -8,24 +8,31 @@ from __future__ import annotations
 import functools
 import inspect
 import operator
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from .model import JOB_FIELDS, Job
 from .puts import Transaction
 
-if TYPE_CHECKING:
-    from .asyncq import AsyncQueue
-
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
+
+
+class InThread(Protocol):
+    """What a handle asks of its AsyncQueue: the thread its verbs run in
+    (:meth:`AsyncQueue.call_in_thread <sqlq.AsyncQueue.call_in_thread>`). Named here, so
+    the handles stand below the AsyncQueue that makes them."""
+
+    def call_in_thread(self, fn: Callable[[], T], *, claims: bool = False,
+                       pokes: bool = False) -> Awaitable[T]: ...
 
 
 class _HoldsSync(Protocol):
     """An async handle of a synchronous object (AsyncJob, AsyncTransaction)."""
 
     @property
-    def aq(self) -> AsyncQueue: ...
+    def aq(self) -> InThread: ...
 
     @property
     def sync(self) -> Any: ...
@@ -81,7 +88,7 @@ class AsyncJob:
     delay: float
     trace: str | None
 
-    def __init__(self, aq: AsyncQueue, job: Job) -> None:
+    def __init__(self, aq: InThread, job: Job) -> None:
         self.aq = aq
         self.sync = job
 
@@ -115,12 +122,12 @@ for _field in JOB_FIELDS:
 class AsyncTransaction:
     """What ``async with aq.transaction() as tx`` hands out: SQL and puts in one commit."""
 
-    def __init__(self, aq: AsyncQueue, tx: Transaction) -> None:
+    def __init__(self, aq: InThread, tx: Transaction) -> None:
         self.queue = aq
         self.sync = tx
 
     @property
-    def aq(self) -> AsyncQueue:
+    def aq(self) -> InThread:
         """The AsyncQueue (``queue``, as :class:`~sqlq.Transaction` names its Queue)."""
         return self.queue
 

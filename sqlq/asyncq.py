@@ -39,6 +39,7 @@ from .model import (
     check_tubes,
 )
 from .queue import Queue
+from .verbs.views import Views
 from .waiting import timeout_deadline
 
 if TYPE_CHECKING:
@@ -436,11 +437,11 @@ class AsyncQueue:
 
     # -- verbs on jobs by id, and observers: the Queue's, awaited ---------------------------
 
-    async def try_reserve(self, tubes: str | Sequence[str] | None = None) -> AsyncJob | None:
-        """:meth:`sqlq.Queue.try_reserve`, awaited: one claim attempt, no waiting."""
-        q = await self._opened()
-        job = await self.call_in_thread(lambda: q.try_reserve(tubes), claims=True)
-        return None if job is None else AsyncJob(self, job)
+    @property
+    def views(self) -> AsyncViews:
+        """``Queue.views`` awaited: the reads of the dashboard and monitors
+        (``await aq.views.overview()``)."""
+        return AsyncViews(self)
 
     @property
     def durability(self) -> Durability:
@@ -462,6 +463,7 @@ class AsyncQueue:
     complete = awaited(Queue.complete, pokes=True)
     kick = awaited(Queue.kick, pokes=True)
     kick_job = awaited(Queue.kick_job, pokes=True)
+    postpone = awaited(Queue.postpone, pokes=True)
     pause_tube = awaited(Queue.pause_tube, pokes=True)
     backup = awaited(Queue.backup)
     subscribe = awaited(Queue.subscribe)
@@ -471,8 +473,6 @@ class AsyncQueue:
     peek_ready = awaited_job(Queue.peek_ready)
     peek_delayed = awaited_job(Queue.peek_delayed)
     peek_buried = awaited_job(Queue.peek_buried)
-    has_ready = awaited(Queue.has_ready)
-    next_wakeup = awaited(Queue.next_wakeup)
     tubes = awaited(Queue.tubes)
     stats = awaited(Queue.stats)
     stats_tube = awaited(Queue.stats_tube)
@@ -481,16 +481,72 @@ class AsyncQueue:
     stats_job = awaited(Queue.stats_job)
     links = awaited(Queue.links)
     attempts = awaited(Queue.attempts)
-    overview = awaited(Queue.overview)
     job_page = awaited(Queue.job_page)
-    tube_summary = awaited(Queue.tube_summary)
-    search = awaited(Queue.search)
     workers = awaited(Queue.workers)
     failed_groups = awaited(Queue.failed_groups)
     failed_group_jobs = awaited(Queue.failed_group_jobs)
     throughput = awaited(Queue.throughput)
-    periodic_slots = awaited(Queue.periodic_slots)
-    kept_result = awaited(Queue.kept_result)
     job_trace = awaited(Queue.job_trace)
-    duration_histograms = awaited(Queue.duration_histograms)
     horizon = awaited(Queue.horizon)
+
+
+def awaited_read(read: Callable[Concatenate[Views, P], R]
+                 ) -> Callable[Concatenate[AsyncViews, P], Coroutine[Any, Any, R]]:
+    """``Views``' ``read`` as a coroutine method of AsyncViews (as :func:`awaited` does
+    for the Queue's verbs: one signature, run in the AsyncQueue's thread)."""
+    name = read.__name__
+
+    @functools.wraps(read)
+    async def call(self: AsyncViews, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        method: Callable[P, R] = getattr((await self.aq._opened()).views, name)
+        return await self.aq.call_in_thread(lambda: method(*args, **kwargs))
+
+    call.__qualname__ = f"AsyncViews.{name}"
+    call.__module__ = __name__
+    call.__doc__ = f":meth:`sqlq.verbs.Views.{name}`, awaited.\n\n{inspect.getdoc(read) or ''}"
+    return call
+
+
+class AsyncViews:
+    """The read verbs of ``Queue.views``, awaited (``aq.views``), for async dashboards and
+    monitors; a Job comes back as an AsyncJob."""
+
+    __slots__ = ("aq",)
+
+    def __init__(self, aq: AsyncQueue) -> None:
+        self.aq = aq
+
+    async def peek(self, job_id: int) -> AsyncJob | None:
+        """:meth:`sqlq.verbs.Views.peek`, awaited."""
+        job = await self._job(lambda views: views.peek(job_id))
+        return None if job is None else AsyncJob(self.aq, job)
+
+    async def peek_state(self, which: str, tube: str) -> AsyncJob | None:
+        """:meth:`sqlq.verbs.Views.peek_state`, awaited."""
+        job = await self._job(lambda views: views.peek_state(which, tube))
+        return None if job is None else AsyncJob(self.aq, job)
+
+    async def _job(self, read: Callable[[Views], Job | None]) -> Job | None:
+        views = (await self.aq._opened()).views
+        return await self.aq.call_in_thread(lambda: read(views))
+
+    links = awaited_read(Views.links)
+    tubes = awaited_read(Views.tubes)
+    stats = awaited_read(Views.stats)
+    stats_tube = awaited_read(Views.stats_tube)
+    tube_record = awaited_read(Views.tube_record)
+    stats_job = awaited_read(Views.stats_job)
+    next_change = awaited_read(Views.next_change)
+    change_token = awaited_read(Views.change_token)
+    overview = awaited_read(Views.overview)
+    tube_summary = awaited_read(Views.tube_summary)
+    job_page = awaited_read(Views.job_page)
+    search = awaited_read(Views.search)
+    workers = awaited_read(Views.workers)
+    periodic_slots = awaited_read(Views.periodic_slots)
+    kept_result = awaited_read(Views.kept_result)
+    job_trace = awaited_read(Views.job_trace)
+    duration_histograms = awaited_read(Views.duration_histograms)
+    failed_groups = awaited_read(Views.failed_groups)
+    failed_group_jobs = awaited_read(Views.failed_group_jobs)
+    horizon = awaited_read(Views.horizon)

@@ -20,7 +20,6 @@ import os
 import sys
 import sysconfig
 import traceback as tb
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +29,6 @@ from .model import cap as cap
 
 if TYPE_CHECKING:
     from .backends import Backend
-    from .backends.base import Conn
 
 #: Attempts kept per job: the last ten (older ones are deleted as newer ones come).
 KEPT = 10
@@ -176,35 +174,7 @@ def worker_identity() -> tuple[str, int]:
 
 # -- storage (the Queue's calls) ------------------------------------------------------------
 
-def end(backend: Backend, clock: Callable[[], int], job_id: int, lease: int | None,
-        attempt: Attempt, delay_ms: int | None) -> None:
-    """Release the reserved job to run again after ``delay_ms`` (None: bury it, with the
-    attempt's message as its reason) and keep ``attempt``, in one transaction."""
-    store = backend.store
-    params = _traced(attempt).params()
-
-    def write(c: Conn) -> None:
-        now = clock()
-        if delay_ms is None:
-            store.bury(c, now, job_id, lease, None, attempt.message)
-        else:
-            store.release(c, now, job_id, lease, None, delay_ms)
-        store.keep_attempt(c, params, KEPT)
-
-    if delay_ms is None:
-        backend.write_shared(write)  # durable, as a bury
-    else:
-        backend.write(write, durable=False)  # as a release: a lost retry comes back anyway
-
-
-def keep(backend: Backend, attempt: Attempt) -> None:
-    """Store ``attempt`` alone (a run that ended after its reservation was lost); nothing
-    if the job is gone."""
-    params = _traced(attempt).params()
-    backend.write(lambda c: backend.store.keep_attempt(c, params, KEPT), durable=False)
-
-
-def _traced(attempt: Attempt) -> Attempt:
+def traced(attempt: Attempt) -> Attempt:
     """``attempt`` with its run's traceparent, its span marked as failed (in a traced run)."""
     if not (tracing.INSTALLED and tracing.active()) or attempt.trace is not None:
         return attempt
@@ -215,10 +185,10 @@ def _traced(attempt: Attempt) -> Attempt:
 def last_trace(backend: Backend, job_id: int) -> str | None:
     """The traceparent of the job's latest failed run that kept one (a traced run), or
     None: what the span of its next run links (sqlq/tracing.py)."""
-    return backend.read(lambda c: backend.store.attempt_trace(c, job_id), single=True)
+    return backend.read(lambda c: backend.store.history.attempt_trace(c, job_id), single=True)
 
 
 def read(backend: Backend, job_id: int) -> list[Attempt]:
     """The job's kept attempts, oldest first."""
-    rows = backend.read(lambda c: backend.store.attempts(c, job_id), single=True)
+    rows = backend.read(lambda c: backend.store.history.attempts(c, job_id), single=True)
     return [Attempt.from_row(row) for row in rows]

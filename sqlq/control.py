@@ -77,27 +77,9 @@ def decode_progress(text: str | None) -> Progress:
 
 # -- the verbs (Queue.cancel, Queue.progress and their readers) --------------------------------
 
-def cancel(backend: Backend, clock: Callable[[], int], job_id: int) -> None:
-    """Cancel a job (see the module docstring), in one durable commit.
-
-    Raises JobNotFound when no such job is live.
-    """
-    store = backend.store
-    backend.write(lambda c: store.cancel(c, clock(), job_id, KEEP_CANCELLED_MS))
-
-
-def set_progress(backend: Backend, clock: Callable[[], int], job_id: int, lease: int | None,
-                 value: object, message: object) -> None:
-    """Store a reserved job's progress (under ``lease``: JobLost, JobCancelled)."""
-    text, note = check_progress(value, message)
-    store = backend.store
-    backend.write(lambda c: store.set_progress(c, clock(), job_id, lease, text, note),
-                  durable=False, single=True)
-
-
 def read_progress(backend: Backend, job_id: int) -> tuple[Progress, str] | None:
     """(progress, message) of a live job ((None, "") before any); None: no such job."""
-    row = backend.read(lambda c: backend.store.job_progress(c, job_id))
+    row = backend.read(lambda c: backend.store.control.job_progress(c, job_id))
     return None if row is None else (decode_progress(row[0]), row[1] or "")
 
 
@@ -109,7 +91,7 @@ def cancelled_among(backend: Backend, leases: Iterable[tuple[int, int]]) -> list
         return []
 
     def read(c: Conn) -> list[tuple[int, int]]:
-        return backend.store.cancelled_among(c, list(held))
+        return backend.store.control.cancelled_among(c, list(held))
 
     return [job_id for job_id, lease in backend.read(read) if held.get(job_id) == lease]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from .backends import Backend, exists, identity, open_backend
 from .backends.base import Conn
-from .backends.store import COPIED
+from .backends.store.copying import COPIED
 from .durations import now_ms
 from .errors import Error
 
@@ -59,25 +59,25 @@ def copy_between(src: Backend, dst: Backend) -> CopyReport:
     backup`` of a PostgreSQL queue into a new file)."""
     # One transaction on each side: a consistent source, an all-or-nothing target.
     with src.transaction() as sconn:
-        src.store.begin_snapshot(sconn)
+        src.store.copying.begin_snapshot(sconn)
         return dst.write(lambda dconn: _copy(src, sconn, dst, dconn))
 
 
 def _copy(src: Backend, sconn: Conn, dst: Backend, dconn: Conn) -> CopyReport:
-    if dst.store.count_everything(dconn):
+    if dst.store.views.count_everything(dconn):
         raise Error(f"{dst.location} already holds jobs or queue state; sqlq copy writes "
                     "only to a new or empty database")
     report = CopyReport()
     after = 0
-    while rows := src.store.export_rows(sconn, "job", after, PAGE):
-        dst.store.import_rows(dconn, "job", rows)
+    while rows := src.store.copying.export_rows(sconn, "job", after, PAGE):
+        dst.store.copying.import_rows(dconn, "job", rows)
         report.counts["job"] = report.counts.get("job", 0) + len(rows)
         after = rows[-1][0]
     for kind in COPIED:
         if kind != "job":
-            rows = src.store.export_rows(sconn, kind)
-            dst.store.import_rows(dconn, kind, rows)
+            rows = src.store.copying.export_rows(sconn, kind)
+            dst.store.copying.import_rows(dconn, kind, rows)
             report.counts[kind] = len(rows)
-    report.total_jobs = src.store.total_jobs(sconn)
-    dst.store.set_total_jobs(dconn, report.total_jobs)
+    report.total_jobs = src.store.jobs.total_jobs(sconn)
+    dst.store.copying.set_total_jobs(dconn, report.total_jobs)
     return report

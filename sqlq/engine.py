@@ -35,10 +35,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .backends import Backend, Events, Notifier
-from .backends.base import Conn
+from .backends import Events, Notifier
 from .errors import Disconnected, JobLost
 from .model import Job, cap_reason, check_tubes, lease_of, seconds_to_ms
+from .verbs.dispatch import READ, RECEIVE, SETTLE, SHARED, WRITE, Dispatcher, Verb
 from .waiting import wait_for
 
 if TYPE_CHECKING:
@@ -60,6 +60,24 @@ _NEVER = float("inf")
 #: A checked list of tubes in the backend's own form (``Store.tubes_param``).
 TubesParam = Any
 
+# The engine's verbs (verbs/dispatch.py). Its own looks (is anything ready, when is
+# something due, who holds jobs, which tubes have limits) are reads without a span: a
+# waiter makes them on every wake.
+RESERVE_JOB = Verb("reserve_job", RECEIVE, WRITE, durable=False)
+RESERVE_LIMITED = Verb("reserve", RECEIVE, WRITE, durable=False)
+#: A batch's acknowledgement, and the claim after it, in one durable commit.
+SETTLE_AND_RESERVE_LIMITED = Verb("reserve", RECEIVE, WRITE)
+DELETE_MANY = Verb("delete_many", SETTLE, SHARED, single=True, ack=True)
+#: A failed run's end: released to run again (a lost commit: the job comes back anyway),
+#: or buried (durable), with the attempt kept.
+RETRY = Verb("retry", SETTLE, WRITE, durable=False, ack=True)
+BURY_FAILED = Verb("bury", SETTLE, SHARED, ack=True)
+KEEP_ATTEMPT = Verb("keep_attempt", None, WRITE, durable=False, timed=False)
+HAS_READY = Verb("has_ready", None, READ, single=True, span=False)
+NEXT_DUE = Verb("next_due", None, READ, span=False)
+HOLDERS = Verb("holders", None, READ, span=False)
+LIMITED_TUBES = Verb("limited_tubes", None, READ, single=True, timed=False, span=False)
+
 
 class _PerThread(threading.local):
     """A thread's own notifier, and whether its last wait left the watch up (wait).
@@ -73,17 +91,22 @@ class Engine:
     """Reservations on one backend, for one Queue (and everything built on it).
 
     Args:
-        backend: the open backend.
-        clock: the Queue's clock (ms since the epoch).
+        dispatch: the Queue's dispatcher (its backend and clock).
         make_job: makes a reserved Job of a claim's row (the Queue's Job handle).
     """
 
-    def __init__(self, backend: Backend, clock: Callable[[], int],
-                 make_job: Callable[[Any], Job]) -> None:
-        self.backend = backend
-        self.store = backend.store
-        self.clock = clock
+    def __init__(self, dispatch: Dispatcher, make_job: Callable[[Any], Job]) -> None:
+        self.dispatch = dispatch
+        self.backend = backend = dispatch.backend
+        self.store = store = backend.store
+        self.clock = dispatch.clock
         self._make_job = make_job
+        # Whether a claim is one statement depends on the backend (Store's flags).
+        self._reserve = Verb("reserve", RECEIVE, WRITE, durable=False,
+                             single=store.claims.CLAIM_OUTSIDE_TRANSACTION)
+        #: The worker's fast path: a delete and the next claim in one durable commit.
+        self._settle_and_reserve = Verb("reserve", RECEIVE, WRITE,
+                                        single=store.claims.ONE_STATEMENT_CLAIM)
         # One notifier per thread: threads waiting on a shared Queue must not
         # consume each other's events.
         self._notifiers = _PerThread()
@@ -120,9 +143,9 @@ class Engine:
             key = tubes if tubes is None or tubes.__class__ is str else tuple(tubes)
             found = self._tubes_cache.get(key)
         except TypeError:  # not iterable, or unhashable items: check_tubes says what is wrong
-            return self.store.tubes_param(check_tubes(tubes))
+            return self.store.claims.tubes_param(check_tubes(tubes))
         if found is None:
-            found = self.store.tubes_param(check_tubes(tubes))
+            found = self.store.claims.tubes_param(check_tubes(tubes))
             if len(self._tubes_cache) < 256:
                 self._tubes_cache[key] = found
         return found
@@ -149,8 +172,8 @@ class Engine:
 
     # -- claiming ----------------------------------------------------------------------------
 
-    def claim(self, tubes: TubesParam, owner: str | None, delete: Job | None = None
-              ) -> Job | None:
+    def _claim(self, tubes: TubesParam, owner: str | None, delete: Job | None = None
+               ) -> Job | None:
         """One commit: delete ``delete`` (a reserved Job) if given, and claim the most
         urgent ready job of ``tubes`` for ``owner`` (None: detached); None if none."""
         # Tubes known lately to be without limits go straight on (a dict probe and a
@@ -158,82 +181,69 @@ class Engine:
         key = tubes if tubes.__class__ is str else tuple(tubes)
         now_s = _monotonic()
         if now_s >= self._reap_at:
-            self.reap()
-        if self._plain_until.get(key, 0.0) <= now_s and self.limited_now(tubes, key):
-            return _first(self.claim_limited(tubes, owner, 1, [] if delete is None else [delete]))
-        clock, store = self.clock, self.store
-
-        def claim(c: Conn) -> Any:
-            if delete is not None:
-                return store.delete_and_claim(c, clock(), delete.id, lease, tubes, owner)
-            return store.claim(c, clock(), tubes, owner)
-
+            self._reap()
+        if self._plain_until.get(key, 0.0) <= now_s and self._limited_now(tubes, key):
+            return _first(self._claim_limited(tubes, owner, 1, [] if delete is None else [delete]))
         if delete is None:
-            row = self.backend.write(claim, durable=False,
-                                     single=store.CLAIM_OUTSIDE_TRANSACTION)
+            row = self.dispatch.run(self._reserve, self.store.claims.claim, tubes, owner)
         else:
-            lease = lease_of(delete)
-            row = self.backend.write(claim, single=store.ONE_STATEMENT_CLAIM)
+            row = self.dispatch.run(self._settle_and_reserve, self.store.claims.delete_and_claim,
+                                    delete.id, lease_of(delete), tubes, owner)
             delete.state = "deleted"
         if row is None:
             # The plain claim skips limited tubes: one limited since we learnt may hold jobs.
-            return _first(self.claim_limited(tubes, owner, 1, [])) \
-                if self.limits_changed(tubes) else None
+            return _first(self._claim_limited(tubes, owner, 1, [])) \
+                if self._limits_changed(tubes) else None
         return self._make_job(row)
 
-    def claim_many(self, tubes: TubesParam, owner: str | None, n: int,
-                   done: list[Job]) -> list[Job]:
+    def _claim_many(self, tubes: TubesParam, owner: str | None, n: int,
+                    done: list[Job]) -> list[Job]:
         """One commit: delete ``done`` (if any; JobLost names the lost ones, and then
         nothing is claimed) and claim up to n jobs."""
         key = tubes if tubes.__class__ is str else tuple(tubes)
         now_s = _monotonic()
         if now_s >= self._reap_at:
-            self.reap()
-        if self._plain_until.get(key, 0.0) <= now_s and self.limited_now(tubes, key):
-            return self.claim_limited(tubes, owner, n, done)
-        clock, store = self.clock, self.store
+            self._reap()
+        if self._plain_until.get(key, 0.0) <= now_s and self._limited_now(tubes, key):
+            return self._claim_limited(tubes, owner, n, done)
         if not done:
-            rows = self.backend.write(
-                lambda c: store.claim_many(c, clock(), tubes, owner, n),
-                durable=False, single=store.CLAIM_OUTSIDE_TRANSACTION)
+            rows = self.dispatch.run(self._reserve, self.store.claims.claim_many, tubes, owner, n)
         else:
-            pairs = _leases(done)
-            lost, rows = self.backend.write(
-                lambda c: store.delete_and_claim_many(c, clock(), pairs, tubes, owner, n),
-                single=store.ONE_STATEMENT_CLAIM)
+            lost, rows = self.dispatch.run(self._settle_and_reserve,
+                                           self.store.claims.delete_and_claim_many, _leases(done),
+                                           tubes, owner, n)
             _deleted(done, lost, claimed=True)
-        if not rows and self.limits_changed(tubes):
-            return self.claim_limited(tubes, owner, n, [])
+        if not rows and self._limits_changed(tubes):
+            return self._claim_limited(tubes, owner, n, [])
         return [self._make_job(row) for row in rows]
 
     # -- limits (sqlq/limits.py) -------------------------------------------------------------
 
-    def limited_now(self, tubes: TubesParam, key: object) -> bool:
+    def _limited_now(self, tubes: TubesParam, key: object) -> bool:
         """Whether claims on ``tubes`` (``key``: their dict key) go through claim_limited,
         once the plain claim's trust ran out: yes if a tube had limits at the last look
         (claim_limited reads them again itself), else read and remember (never learnt,
         or "no limits" is LIMITS_STALE old)."""
-        return self._limited.get(key) is True or self.learn_limits(tubes)
+        return self._limited.get(key) is True or self._learn_limits(tubes)
 
-    def limits_changed(self, tubes: TubesParam) -> bool:
+    def _limits_changed(self, tubes: TubesParam) -> bool:
         """After a plain claim found nothing: whether a tube of ``tubes`` has limits now,
         read again unless the store proves nothing was committed elsewhere since the last
         read (``Store.limits_stamp``; our own limit changes clear what we remember)."""
-        told = self.store.empty_claim_limited()
+        told = self.store.limits.empty_claim_limited()
         if told is not None:  # the claim said so itself (PostgreSQL's claim_job)
             self._remember_limits(tubes, told)
             return told
-        stamp = self.store.limits_stamp()
+        stamp = self.store.limits.limits_stamp()
         key = tubes if tubes.__class__ is str else tuple(tubes)
         if stamp is not None and self._stamps.get(key) == stamp and key in self._limited:
             return self._limited[key]
-        return self.learn_limits(tubes, stamp)
+        return self._learn_limits(tubes, stamp)
 
-    def learn_limits(self, tubes: TubesParam, stamp: object = None) -> bool:
+    def _learn_limits(self, tubes: TubesParam, stamp: object = None) -> bool:
         """Read (no write lock) whether a tube of ``tubes`` has limits, and remember it
         (with the store's stamp taken before the read, if any)."""
-        limited = bool(self.backend.read(
-            lambda c: self.store.limited_tubes(c, tubes), single=True))
+        limited = bool(self.dispatch.run(LIMITED_TUBES, self.store.limits.limited_tubes, tubes))
         self._remember_limits(tubes, limited)
         if stamp is not None:
             self._stamps[tubes if tubes.__class__ is str else tuple(tubes)] = stamp
@@ -261,24 +271,13 @@ class Engine:
         self._plain_until.clear()
         self._stamps.clear()
 
-    def claim_limited(self, tubes: TubesParam, owner: str | None, n: int,
-                      done: list[Job]) -> list[Job]:
+    def _claim_limited(self, tubes: TubesParam, owner: str | None, n: int,
+                       done: list[Job]) -> list[Job]:
         """One write transaction: delete ``done`` (as claim and claim_many do: a lost lease
         claims nothing) and claim up to n jobs within the tubes' limits."""
-        clock, store = self.clock, self.store
-
-        def claim(c: Conn) -> tuple[list[tuple[int, int]], list[Any], bool]:
-            now = clock()
-            if len(done) == 1:  # reserve(delete=job): JobLost rolls everything back
-                store.delete(c, now, done[0].id, lease_of(done[0]))
-            elif done:
-                lost = store.delete_many(c, now, _leases(done))
-                if lost:
-                    return lost, [], True
-            rows, limited = store.claim_limited(c, now, tubes, owner, n)
-            return [], rows, limited
-
-        lost, rows, limited = self.backend.write(claim, durable=bool(done))
+        verb = SETTLE_AND_RESERVE_LIMITED if done else RESERVE_LIMITED
+        lost, rows, limited = self.dispatch.run(verb, self.store.settle_and_claim_limited,
+                                                _leases(done), tubes, owner, n)
         self._remember_limits(tubes, limited)
         if done:
             _deleted(done, lost, claimed=True)
@@ -286,45 +285,53 @@ class Engine:
 
     def claim_by_id(self, job_id: int, owner: str | None) -> Job:
         """Reserve one job by id, whatever its state unless reserved (JobNotFound)."""
-        row = self.backend.write(
-            lambda c: self.store.claim_by_id(c, self.clock(), job_id, owner), durable=False)
-        return self._make_job(row)
+        return self._make_job(self.dispatch.run(RESERVE_JOB, self.store.claims.claim_by_id, job_id,
+                                                owner))
 
-    def claim_first(self, claim: Callable[[str | None, bool], T | None], detach: bool,
-                    acking: bool, timeout: float | None) -> T | None:
-        """A reserve's claim before it waits: ``claim(owner, True)`` (with the jobs to
-        acknowledge), then, if it found nothing and dead holders' jobs came back,
-        ``claim(owner, False)``. A lost connection (Disconnected) is raised when
-        acknowledgements were in flight (whether they committed is for the caller to
-        find out) or the reserve must not wait; else None: the wait's looks go on
-        through the outage (waiting.py)."""
+    def claim_first(self, tubes: TubesParam, delete: Job | None, detach: bool,
+                    timeout: float | None) -> Job | None:
+        """A reserve's claim before it waits (deleting ``delete`` in the same commit),
+        then, if it found nothing and dead holders' jobs came back, once more. None when a
+        lost connection is to be waited through (:func:`_waited_through`)."""
         try:
             owner = None if detach else self.backend.owner_token()
-            found = claim(owner, True)
-            if found is None and self.reap():
-                found = claim(owner, False)
+            found = self._claim(tubes, owner, delete)
+            if found is None and self._reap():
+                found = self._claim(tubes, owner)
             return found
         except Disconnected:
-            if acking or timeout == 0:
-                raise
+            _waited_through(delete is not None, timeout)
             return None
+
+    def claim_first_many(self, tubes: TubesParam, n: int, done: list[Job],
+                         timeout: float | None) -> list[Job]:
+        """:meth:`claim_first` for a reserve_many: up to n jobs (deleting ``done``)."""
+        try:
+            owner = self.backend.owner_token()
+            found = self._claim_many(tubes, owner, n, done)
+            if not found and self._reap():
+                found = self._claim_many(tubes, owner, n, [])
+            return found
+        except Disconnected:
+            _waited_through(bool(done), timeout)
+            return []
 
     def delete_many(self, done: list[Job]) -> None:
         """Delete reserved jobs in one commit: those whose lease holds always; then
         JobLost names the others (see Queue.delete_many)."""
-        pairs = _leases(done)
-        lost = self.backend.write_shared(
-            lambda c: self.store.delete_many(c, self.clock(), pairs), single=True)
+        lost = self.dispatch.run(DELETE_MANY, self.store.claims.delete_many, _leases(done))
         _deleted(done, lost, claimed=False)
 
     def end_attempt(self, job: Job, attempt: Attempt, delay: float | None) -> None:
         """A worker's end of a failed run of the reserved ``job``: release it to run
         again after ``delay`` seconds (None: bury it, the reason ``attempt.message``) and
         keep ``attempt``, in one commit. JobLost, as release and bury."""
-        from . import attempts  # a worker's: not loaded with the Queue
+        from .attempts import KEPT, traced  # a worker's: not loaded with the Queue
 
         delay_ms = None if delay is None else seconds_to_ms(delay, "delay")
-        attempts.end(self.backend, self.clock, job.id, lease_of(job), attempt, delay_ms)
+        self.dispatch.run(BURY_FAILED if delay_ms is None else RETRY, self.store.end_attempt,
+                          job.id, lease_of(job), traced(attempt).params(), KEPT, delay_ms,
+                          attempt.message)
         if delay_ms is None:
             job.state, job.bury_reason = "buried", cap_reason(attempt.message)
         else:
@@ -333,75 +340,74 @@ class Engine:
     def keep_attempt(self, attempt: Attempt) -> None:
         """Keep a failed run whose reservation was lost meanwhile (nothing if the job is
         gone, or was never released, buried or reserved again)."""
-        from . import attempts
+        from .attempts import KEPT, traced
 
-        attempts.keep(self.backend, attempt)
+        self.dispatch.run(KEEP_ATTEMPT, self.store.history.keep_attempt,
+                          traced(attempt).params(), KEPT)
 
     # -- looking, for a waiting claim ----------------------------------------------------------
 
     def look(self, tubes: TubesParam, owner: str | None, events: Events, *,
              sure: bool = False) -> Job | None:
         """One look of a waiting reserve (the blocking wait's, an AsyncQueue's, the
-        server's): claim if something may be ready, as :meth:`look_with` decides
+        server's): claim if something may be ready, as :meth:`_look_with` decides
         (``sure``: the caller just made a job ready, claim without reading first). A
         token (not None: detached) is fetched again, as the backend may have had to
         confirm it anew."""
         if owner is not None:
             owner = self.backend.owner_token()
-        return self.look_with(tubes, events, lambda: self.claim(tubes, owner), sure=sure)
+        return self._look_with(tubes, events, lambda: self._claim(tubes, owner), sure=sure)
 
     def look_many(self, tubes: TubesParam, n: int, events: Events) -> list[Job] | None:
         """One look of a waiting reserve_many: :meth:`look`'s, for up to n jobs."""
         owner = self.backend.owner_token()  # confirmed again (a session may have been lost)
-        return self.look_with(tubes, events,
-                              lambda: self.claim_many(tubes, owner, n, []) or None)
+        return self._look_with(tubes, events,
+                               lambda: self._claim_many(tubes, owner, n, []) or None)
 
-    def look_with(self, tubes: TubesParam, events: Events, claim: Callable[[], T | None],
-                  *, sure: bool = False) -> T | None:
+    def _look_with(self, tubes: TubesParam, events: Events, claim: Callable[[], T | None],
+                   *, sure: bool = False) -> T | None:
         """A waiting claim's look: reap dead holders when told to, then ``claim()`` if a
         read without the write lock says a job is ready (or at once, on a backend whose
         empty claim locks nothing: ``Store.LOOK_BEFORE_CLAIM``)."""
         # A backend that cannot signal a death is asked on the wakes of its poll
         # timer (no commit event), not on every commit.
         polled = self.backend.liveness_poll is not None and not events.commit
-        if (events.owner or polled) and self.reap():
+        if (events.owner or polled) and self._reap():
             found = claim()
             if found is not None:
                 return found
-        if sure or not self.store.LOOK_BEFORE_CLAIM:
+        if sure or not self.store.claims.LOOK_BEFORE_CLAIM:
             return claim()
-        return claim() if self.has_ready(tubes) else None
+        return claim() if self._has_ready(tubes) else None
 
-    def has_ready(self, tubes: TubesParam) -> bool:
+    def _has_ready(self, tubes: TubesParam) -> bool:
         """Whether a claim on ``tubes`` would find a job now; a read, no write lock."""
-        return bool(self.backend.read(
-            lambda c: self.store.has_ready_job(c, self.clock(), tubes), single=True))
+        return bool(self.dispatch.run(HAS_READY, self.store.claims.has_ready_job, tubes))
 
-    def next_due(self, tubes: TubesParam) -> int | None:
+    def _next_due(self, tubes: TubesParam) -> int | None:
         """When (ms) a delayed job, a TTR or a pause may make a job ready in ``tubes``."""
-        due: int | None = self.backend.read(
-            lambda c: self.store.next_due(c, self.clock(), tubes))
+        due: int | None = self.dispatch.run(NEXT_DUE, self.store.claims.next_due, tubes)
         return due
 
     def due(self, tubes: TubesParam) -> int | None:
         """When (ms) something may make a job ready in ``tubes`` without a commit: the
         next due time, or sooner a backend's liveness poll while others hold jobs."""
         poll = self.backend.liveness_poll
-        due_ms = self.next_due(tubes)
+        due_ms = self._next_due(tubes)
         if poll is not None and self._others_hold:
             # A backend that cannot signal a holder's death is asked again soon.
             check_ms = self.clock() + int(poll * 1000)
             due_ms = check_ms if due_ms is None else min(due_ms, check_ms)
         return due_ms
 
-    def reap(self) -> bool:
+    def _reap(self) -> bool:
         """Give back the reservations of processes that died; True if any came back.
         The next claim's look (REAP_EVERY_S) is counted from here."""
         backend, store = self.backend, self.store
         if self._reap_at != _NEVER:
             self._reap_at = _monotonic() + REAP_EVERY_S
         me = backend.current_owner() or ""
-        held = backend.read(lambda c: store.reserving_owners(c, self.clock(), me))
+        held = self.dispatch.run(HOLDERS, store.claims.reserving_owners, me)
         self._others_hold = bool(held)
         return bool(held) and backend.reap_owners(held) > 0
 
@@ -420,7 +426,7 @@ class Engine:
         waits again (on the watch already there) or finds a job at once and takes
         it down then (:meth:`stop_lingering`), off the path of a wakeup.
         """
-        notifier = self.thread_notifier()
+        notifier = self._thread_notifier()
         notifier.resume()  # a watch may cost every commit something: only while waiting
         found: T | None = None
         try:
@@ -440,14 +446,7 @@ class Engine:
             mine.lingering = False
             mine.notifier.pause()
 
-    def watching_notifier(self) -> Notifier:
-        """This thread's notifier, watching from now on until the caller pauses it."""
-        notifier = self.thread_notifier()
-        notifier.resume()
-        self._notifiers.lingering = False  # the caller decides when it stops watching
-        return notifier
-
-    def thread_notifier(self) -> Notifier:
+    def _thread_notifier(self) -> Notifier:
         """This thread's notifier (opened on first use), watching or not as it is."""
         notifier = self._notifiers.notifier
         if notifier is None:
@@ -455,6 +454,15 @@ class Engine:
             self._notifiers.notifier = notifier
             self._all_notifiers.append(notifier)
         return notifier
+
+
+def _waited_through(acking: bool, timeout: float | None) -> None:
+    """The lost-connection rule of a reserve's first claim, called in its ``except
+    Disconnected``: re-raised when acknowledgements were in flight (whether they
+    committed is for the caller to find out) or the reserve must not wait; else the
+    wait's looks go on through the outage (waiting.py)."""
+    if acking or timeout == 0:
+        raise  # noqa: PLE0704 - the Disconnected being handled by the caller
 
 
 def _first(jobs: list[Job]) -> Job | None:

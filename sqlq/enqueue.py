@@ -8,10 +8,10 @@ open, and the job wakes workers when the caller commits.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
-from . import tracing
 from .backends import for_connection
 from .durations import now_ms
 from .model import (
@@ -19,11 +19,17 @@ from .model import (
     DEFAULT_PRIORITY,
     DEFAULT_TTR,
     DEFAULT_TUBE,
-    check_after,
     check_body,
-    check_put_options,
-    check_tube,
+    describe_put,
 )
+from .verbs import Verbs
+from .verbs.dispatch import OnConnection
+
+
+def _verbs(conn: Any) -> Verbs:
+    """The verbs on the application's connection, in its transaction (its driver's)."""
+    driver = for_connection(conn)
+    return Verbs(OnConnection(functools.partial(driver.run, conn), now_ms), driver.STORE)
 
 
 def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
@@ -47,19 +53,9 @@ def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
         SchemaError: the database has no sqlq schema (or a newer one).
         DatabaseError: the database refused the write.
     """
-    driver = for_connection(conn)
+    verbs = _verbs(conn)
     data = check_body(body, max_job_size)
-    check_tube(tube)
-    delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
-    parents = check_after(after)
-    if tracing.INSTALLED and tracing.active():
-        return tracing.send(lambda write: driver.run(conn, write), driver.STORE, now_ms, tube,
-                            priority, delay_ms, ttr_ms, (data,), unique_key, parents, False)[0]
-    if parents:
-        return int(driver.run(conn, lambda c: driver.STORE.insert_after(
-            c, now_ms(), tube, priority, delay_ms, ttr_ms, (data,), unique_key, parents)[0]))
-    return int(driver.run(conn, lambda c: driver.STORE.insert_job(
-        c, now_ms(), tube, priority, delay_ms, ttr_ms, data, unique_key)))
+    return verbs.put(describe_put(tube, priority, delay, ttr, unique_key, after), data)
 
 
 def put_many(conn: Any, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
@@ -70,23 +66,11 @@ def put_many(conn: Any, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TU
 
     Same transaction rules and arguments as :func:`put`.
     """
-    driver = for_connection(conn)
+    verbs = _verbs(conn)
     if isinstance(bodies, (bytes, str)):
         raise TypeError("bodies must be an iterable of bodies, not a single body")
     data = [check_body(b, max_job_size) for b in bodies]
-    check_tube(tube)
-    delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
-    parents = check_after(after)
-    if tracing.INSTALLED and tracing.active() and data:
-        return tracing.send(lambda write: driver.run(conn, write), driver.STORE, now_ms, tube,
-                            priority, delay_ms, ttr_ms, data, None, parents, True)
-    if parents and data:
-        after_ids: list[int] = driver.run(conn, lambda c: driver.STORE.insert_after(
-            c, now_ms(), tube, priority, delay_ms, ttr_ms, data, None, parents))
-        return after_ids
-    ids: list[int] = driver.run(conn, lambda c: driver.STORE.insert_jobs(
-        c, now_ms(), tube, priority, delay_ms, ttr_ms, data))
-    return ids
+    return verbs.put_many(describe_put(tube, priority, delay, ttr, None, after), data)
 
 
 __all__ = ["put", "put_many"]

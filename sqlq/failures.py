@@ -20,12 +20,6 @@ characters (reasons are capped to that when buried), so a group's key stays smal
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-from .model import MESSAGE_LIMIT
-
-if TYPE_CHECKING:
-    from .backends import Backend
 
 #: The newest buried jobs grouped (and acted on by a group's retry or delete).
 DEPTH = 10_000
@@ -71,14 +65,18 @@ class FailedGroup:
         return self.error, "" if self.location else self.reason, self.location
 
 
-def groups(backend: Backend, limit: int = 50, offset: int = 0) -> list[FailedGroup]:
-    """A page of the groups of the newest :data:`DEPTH` buried jobs, newest first."""
+def check_page(limit: int, offset: int) -> None:
+    """A page of groups: ``limit`` 1 to :data:`MAX_PAGE` from ``offset`` (>= 0)."""
     if not 1 <= limit <= MAX_PAGE:
         raise ValueError(f"limit must be 1..{MAX_PAGE}, not {limit}")
     if offset < 0:
         raise ValueError(f"offset must be >= 0, not {offset}")
-    rows = backend.read(lambda c: backend.store.failed_groups(c, DEPTH, MESSAGE_LIMIT))
-    # One row per (error, location, reason); a location merges its reasons into one group.
+
+
+def fold(rows: list[tuple[str, str, str, int, int, str]], limit: int,
+         offset: int) -> list[FailedGroup]:
+    """A page of groups, newest first, from ``HistoryStore.failed_groups``' rows: one row
+    per (error, location, reason); a location merges its reasons into one group."""
     folded: dict[tuple[str, str, str], list[tuple[str, int, int, str]]] = {}
     for error, location, reason, jobs, newest, tubes in rows:
         key = (error, location, "" if location else reason)
@@ -95,12 +93,3 @@ def _group(error: str, location: str, parts: list[tuple[str, int, int, str]]) ->
     tubes = sorted({t for p in parts for t in p[3].split(",")})
     return FailedGroup(error, newest[0], sum(p[1] for p in parts), newest[2], tubes, location,
                        [(p[0], p[1]) for p in by_count[:MESSAGES]], len(parts))
-
-
-def group_ids(backend: Backend, error: str, reason: str,
-              location: str = "") -> list[tuple[int, str]]:
-    """(id, tube) of the buried jobs of one group, oldest first: those whose newest attempt
-    failed with ``error`` at ``location``, whatever their reason; with no location, those
-    whose reason is ``reason`` too."""
-    return backend.read(lambda c: backend.store.failed_group_ids(
-        c, DEPTH, MESSAGE_LIMIT, error, location, reason[:MESSAGE_LIMIT]))

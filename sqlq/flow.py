@@ -40,7 +40,8 @@ class FlowControl:
         """
         check_tube(tube)
         pause_ms = seconds_to_ms(seconds, "seconds")
-        self._backend.write(lambda c: self._store.pause_tube(c, self._clock(), tube, pause_ms))
+        self._backend.write(lambda c: self._store.limits.pause_tube(c, self._clock(), tube,
+                                                                    pause_ms))
 
     def limit(self, tube: str, *, concurrency: int | None = limits.KEEP,
               rate: tuple[int, float] | None = limits.KEEP) -> dict[str, Any]:

@@ -16,13 +16,14 @@ claim, never by a worker counting its own:
 How a claim honours them (``Engine``): the claims every worker makes skip a tube with
 limits exactly as they skip a paused one, in the same probe of its row (so a tube
 without limits pays nothing); a list of watched tubes known to hold a limited one is
-claimed through :meth:`~sqlq.backends.store.Store.claim_limited` instead, in one write
-transaction that counts the live reservations, claims at most the free slots and the
-tokens, and spends the tokens (SQLite's one writer serialises it; PostgreSQL locks the
-limited tubes' rows). A blocked waiter wakes on the commit that frees a slot (a delete,
-release, bury, a dead holder reaped; on PostgreSQL the delete of a job reserved under a
-cap sends NOTIFY, ``sqlq_jobs.capped``, and ``sqlq serve`` pokes its own waiters) and, for the
-rate, at the time of the next token (``next_due``), never by polling.
+claimed through :meth:`~sqlq.backends.store.limits.LimitStore.claim_limited` instead, in
+one write transaction that counts the live reservations, claims at most the free slots and the
+tokens, and spends the tokens, by ``allowance.py``'s arithmetic (SQLite's one writer
+serialises it; PostgreSQL locks the limited tubes' rows). A blocked waiter wakes on the
+commit that frees a slot (a delete, release, bury, a dead holder reaped; on PostgreSQL
+the delete of a job reserved under a cap sends NOTIFY, ``sqlq_jobs.capped``, and
+``sqlq serve`` pokes its own waiters) and, for the rate, at the time of the next token
+(``next_due``), never by polling.
 
 ``reserve_job(id)`` (beanstalkd's reserve-job) bypasses the limits: an operator's act
 on one named job; the job it takes counts against the cap while it is reserved.
@@ -30,7 +31,6 @@ on one named job; the job it takes counts against the cap while it is reserved.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -120,29 +120,6 @@ def format_rate(n: int, seconds: float) -> str:
     return f"{n}/{seconds:g}s"
 
 
-# -- the claim's arithmetic (Store.claim_limited) ----------------------------------------------
-
-def allowance(concurrency: int | None, rate: int | None, rate_ms: int | None,
-              rate_at: float | None, live: int, now: int) -> int:
-    """How many jobs a limited tube may give now: its free slots and its tokens, the
-    smaller (a large number for a limit not set)."""
-    free = 2**31 if concurrency is None else max(concurrency - live, 0)
-    if rate is None or rate_ms is None or rate_at is None:
-        return free if rate is None else min(free, rate)
-    spacing = rate_ms / rate
-    tokens = math.floor(rate - (max(rate_at + (rate - 1) * spacing, now) - now) / spacing)
-    return min(free, max(tokens, 0))
-
-
-def spent_rate_at(rate: int, rate_ms: int, rate_at: float | None, now: int, taken: int
-                  ) -> float:
-    """The tube's new ``rate_at`` (the earliest next claim) after ``taken`` claims now."""
-    spacing = rate_ms / rate
-    full = (rate - 1) * spacing  # a full bucket's head start
-    tat = now if rate_at is None else max(rate_at + full, now)
-    return tat + taken * spacing - full
-
-
 # -- setting and reading (Queue.limit, Queue.limits) --------------------------------------------
 
 def set_limits(backend: Backend, clock: Callable[[], int], tube: str,
@@ -156,13 +133,13 @@ def set_limits(backend: Backend, clock: Callable[[], int], tube: str,
     store = backend.store
 
     def write(c: Conn) -> None:
-        old = store.list_limits(c, tube)
+        old = store.limits.list_limits(c, tube)
         had = old[0] if old else (tube, None, None, None)
         new_cap = had[1] if cap is KEEP else cap
         n, ms = (had[2], had[3]) if pace is KEEP else (pace or (None, None))
         if (new_cap, n, ms) == had[1:]:
             return  # unchanged: a rate's bucket is not refilled by setting it again
-        store.set_limits(c, tube, new_cap, n, ms)
+        store.limits.set_limits(c, tube, new_cap, n, ms)
 
     backend.write(write)
     return read_limits(backend, tube).get(tube, {"concurrency": None, "rate": None})
@@ -171,7 +148,7 @@ def set_limits(backend: Backend, clock: Callable[[], int], tube: str,
 def read_limits(backend: Backend, tube: str | None = None) -> dict[str, dict[str, Any]]:
     """tube -> {"concurrency": K or None, "rate": (N, seconds) or None}, for every tube
     with limits (or only ``tube``)."""
-    rows = backend.read(lambda c: backend.store.list_limits(c, tube))
+    rows = backend.read(lambda c: backend.store.limits.list_limits(c, tube))
     return {name: limits_doc(cap, n, ms) for name, cap, n, ms in rows}
 
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from .durations import MAX_SECONDS
 from .errors import InvalidTube, JobNotFound, JobTooBig
-
-if TYPE_CHECKING:
-    from .queue import Queue
 
 READY, DELAYED, RESERVED, BURIED, WAITING = 0, 1, 2, 3, 4
 #: A job's state by its number; waiting (4): put with ``after=`` parents not yet gone.
@@ -32,7 +29,7 @@ _TUBE = re.compile(r"[A-Za-z0-9\-+/;.$_()]{1,200}")
 
 
 class JobRow(NamedTuple):
-    """A job as store.select_job reads it (state as of now)."""
+    """A job as store.jobs.select_job reads it (state as of now)."""
 
     id: int
     tube: str
@@ -76,6 +73,43 @@ class ClaimRow(NamedTuple):
     trace: str | None  # the producer's W3C trace context (sqlq/tracing.py), or None
 
 
+class LeaseVerbs(Protocol):
+    """The verbs a reserved :class:`Job` settles through with its (valid) id and lease,
+    skipping the Queue's argument checks (``verbs/contract.py``'s ``Verbs``)."""
+
+    def delete(self, job_id: int, lease: int | None) -> str: ...
+
+    def release(self, job_id: int, lease: int | None, priority: int | None,
+                delay_ms: int) -> None: ...
+
+    def touch(self, job_id: int, lease: int | None) -> int: ...
+
+
+class Settles(Protocol):
+    """What a :class:`Job` asks of the queue that reserved it: the by-id verbs its own
+    verbs pass their lease to (``Queue`` offers them) and the verb contract beneath. A
+    protocol here, so the job model stands below the queue that hands jobs out."""
+
+    @property
+    def verbs(self) -> LeaseVerbs: ...
+
+    def delete(self, job_id: int, *, lease: int | None = None) -> None: ...
+
+    def release(self, job_id: int, *, priority: int | None = None, delay: float = 0,
+                lease: int | None = None) -> None: ...
+
+    def bury(self, job_id: int, *, priority: int | None = None, reason: str | None = None,
+             lease: int | None = None) -> None: ...
+
+    def touch(self, job_id: int, *, lease: int | None = None) -> int: ...
+
+    def progress(self, job_id: int, value: float, message: str | None = None, *,
+                 lease: int | None = None) -> None: ...
+
+    def complete(self, job_id: int, result: bytes | str = b"", *,
+                 lease: int | None = None) -> None: ...
+
+
 class Job:
     """A job as returned by ``reserve`` or ``peek``.
 
@@ -105,7 +139,7 @@ class Job:
                  "timeouts", "releases", "buries", "kicks", "lease", "created_at",
                  "delay_until", "reserved_until", "bury_reason", "unique_key", "delay", "trace")
 
-    def __init__(self, queue: Queue, *, id: int, tube: str, body: bytes, priority: int,
+    def __init__(self, queue: Settles, *, id: int, tube: str, body: bytes, priority: int,
                  ttr_ms: int, state: str, reserves: int = 0, timeouts: int = 0,
                  releases: int = 0, buries: int = 0, kicks: int = 0, lease: int | None = None,
                  created_at: int = 0, delay_until: int | None = None,
@@ -134,7 +168,7 @@ class Job:
         self.trace = trace
 
     @classmethod
-    def from_claim(cls, queue: Queue, row: ClaimRow) -> Job:
+    def from_claim(cls, queue: Settles, row: ClaimRow) -> Job:
         """A reserved Job from a claim's row.
 
         The same Job as ``__init__`` makes, built without its keyword call: every claim
@@ -163,7 +197,7 @@ class Job:
         return job
 
     @classmethod
-    def from_row(cls, queue: Queue, row: JobRow) -> Job:
+    def from_row(cls, queue: Settles, row: JobRow) -> Job:
         return cls(queue, id=row.id, tube=row.tube, body=row.body, priority=row.priority,
                    ttr_ms=row.ttr, state=STATE_NAMES[row.state], reserves=row.reserves,
                    timeouts=row.timeouts, releases=row.releases, buries=row.buries,
@@ -192,7 +226,8 @@ class Job:
                 JobCancelled, a JobLost, if the job was cancelled.
             ValueError: this Job was peeked, not reserved (use ``Queue.delete(id)``).
         """
-        self._queue.delete(self.id, lease=lease_of(self))
+        lease = self.lease
+        self._queue.verbs.delete(self.id, lease_of(self) if lease is None else lease)
         self.state = "deleted"
 
     def release(self, priority: int | None = None, delay: float = 0) -> None:
@@ -203,7 +238,10 @@ class Job:
                 JobCancelled, a JobLost, if the job was cancelled.
             ValueError: this Job was peeked, not reserved.
         """
-        self._queue.release(self.id, priority=priority, delay=delay, lease=lease_of(self))
+        lease = lease_of(self)
+        if priority is not None:
+            check_priority(priority)
+        self._queue.verbs.release(self.id, lease, priority, seconds_to_ms(delay, "delay"))
         self.state = "delayed" if delay else "ready"
 
     def bury(self, priority: int | None = None, reason: str | None = None) -> None:
@@ -229,7 +267,7 @@ class Job:
                 JobCancelled, a JobLost, if the job was cancelled.
             ValueError: this Job was peeked, not reserved.
         """
-        self.reserved_until = self._queue.touch(self.id, lease=lease_of(self))
+        self.reserved_until = self._queue.verbs.touch(self.id, lease_of(self))
 
     def progress(self, value: float, message: str | None = None) -> None:
         """Say how far the job has got: ``value`` a fraction 0-1 (float) or a count of
@@ -461,3 +499,56 @@ def check_unique_key(key: object) -> str | None:
     if key is None or isinstance(key, str):
         return key
     raise TypeError(f"unique_key must be a str or None, not {type(key).__name__}")
+
+
+# -- one put -----------------------------------------------------------------------------------
+# ``Queue.put`` and ``put_many``, a Transaction's, ``AsyncQueue``'s, ``sqlq.put(conn)``,
+# ``publish``, ``@q.task``'s ``.put`` and the Django and Flask faces describe their put with
+# describe_put() and hand it to the one put verb (verbs/contract.py), which gives it to the one
+# storage call that inserts it (``Store.put``). An option added to puts is one field of Put,
+# one check in describe_put(), and its column in that call's statements.
+
+
+class Put(NamedTuple):
+    """A checked put (the body, or bodies, travel beside it)."""
+
+    #: The tube its jobs go into (a topic's name for a publish).
+    tube: str
+    priority: int
+    delay_ms: int
+    ttr_ms: int
+    #: While a job with this key is live in the tube, nothing is put: its id is returned.
+    unique_key: str | None = None
+    #: The jobs its jobs wait for (``after=``), each once, in order.
+    parents: tuple[int, ...] = ()
+    #: The W3C trace context of the put's span, stored beside each body (tracing.py).
+    trace: str | None = None
+
+
+#: The checked Puts of plain puts (a tube and a priority, every other option at its
+#: default): a worker or producer puts to the same few tubes again and again.
+_PLAIN: dict[tuple[str, int], Put] = {}
+
+
+def describe_put(tube: object = DEFAULT_TUBE, priority: object = DEFAULT_PRIORITY,
+                 delay: object = 0, ttr: object = DEFAULT_TTR, unique_key: object = None,
+                 after: object = None, *, name: str = "tube") -> Put:
+    """The put these options describe, each checked (TypeError, ValueError, InvalidTube
+    naming the argument; JobNotFound for an ``after`` id no job can have). ``name``: what
+    the tube is called in messages (``"topic"`` for a publish)."""
+    if delay.__class__ is int and delay == 0 and ttr.__class__ is float and ttr == DEFAULT_TTR \
+            and unique_key is None and after is None and priority.__class__ is int \
+            and tube.__class__ is str and 0 <= priority <= MAX_PRIORITY:
+        key = (tube, priority)
+        plain = _PLAIN.get(key)
+        if plain is not None:
+            return plain
+        check_tube(tube, name)
+        plain = Put(tube, priority, 0, DEFAULT_TTR_MS)
+        if len(_PLAIN) < 1024:
+            _PLAIN[key] = plain
+        return plain
+    checked = check_tube(tube, name)
+    delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
+    return Put(checked, priority, delay_ms, ttr_ms, unique_key,  # type: ignore[arg-type]
+               check_after(after))

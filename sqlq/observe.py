@@ -6,30 +6,29 @@ with what is shown, not with the jobs in the file: the overview of a file of a
 million jobs is one walk of each tube's partial indexes, a page of jobs is one
 keyset range probe. Jobs waiting for parents (``put(after=)``) are in no state index:
 they are counted and listed through the edges naming them as child (``sqlq_edges_child``),
-in time that grows with the waiting jobs. The ``Queue`` methods of the same names are the
-public entry points; the dashboard uses nothing else, so another storage backend only
-has to provide these reads.
+in time that grows with the waiting jobs. The reads are verbs (``sqlq/verbs/views.py``,
+``q.views``), each one storage call (``backends/store/``); what is here shapes their rows
+into these records, without the database.
 
 Counters that outlive jobs: puts are the ids ever handed out, deletes are puts
 minus the jobs alive in the same snapshot, and buries, kicks and timeouts per tube
 are kept by a trigger in the database (SQLite migration 0005, PostgreSQL 0002).
 The histograms of waits and runs are what ``sqlq work`` processes added (see
 histograms.py; SQLite migration 0006, PostgreSQL 0004).
-
-Every function takes the backend and the time (``now``, ms): the Queue methods of
-the same names pass its own.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import registry
-from .backends import Backend
-from .backends.base import Conn
-from .histograms import Histogram, fold
-from .model import DEFAULT_TUBE, STATE_NAMES, JobRow, check_tube
+from .model import DEFAULT_TUBE, STATE_NAMES, JobRow
+
+if TYPE_CHECKING:
+    from .backends import Backend
+    from .registry import Registered
 
 #: A body search looks at this many of the most recent job ids, at most: bodies have no
 #: index, and a search must stay fast on a file of millions of jobs.
@@ -139,121 +138,58 @@ class PeriodicSlot:
     enqueued_at: int
 
 
-def _summary(backend: Backend, c: Conn, now: int, tube: str,
-             counters: dict[str, tuple[int, int, int]], waiting: dict[str, int]) -> TubeSummary:
-    ready, urgent, reserved, delayed, buried, oldest, due_since, paused = \
-        backend.store.tube_counts(c, now, tube)
+def summary(now: int, name: str, counts: tuple[Any, ...],
+            counters: tuple[int, int, int] | None, waiting: int) -> TubeSummary:
+    """One tube's summary from its ``tube_counts`` row, its (buries, kicks, timeouts) and
+    its waiting jobs, as of ``now``."""
+    ready, urgent, reserved, delayed, buried, oldest, due_since, paused = counts
     starts = [t for t in (oldest, due_since) if t is not None]
-    return TubeSummary(tube, ready, urgent, reserved, delayed, buried,
+    return TubeSummary(name, ready, urgent, reserved, delayed, buried,
                        paused if paused is not None and paused > now else None,
-                       min(starts) if starts else None, *counters.get(tube, (0, 0, 0)),
-                       waiting=waiting.get(tube, 0))
+                       min(starts) if starts else None, *(counters or (0, 0, 0)),
+                       waiting=waiting)
+
+
+def overview_of(now: int, read: tuple[Any, ...]) -> Overview:
+    """The overview from ``Store.overview``'s answer, as of ``now``."""
+    counters, waiting, tubes, total = read
+    return Overview(now, [summary(now, name, counts, counters.get(name), waiting.get(name, 0))
+                          for name, counts in tubes], total)
 
 
 def overview(backend: Backend, now: int) -> Overview:
-    """Every tube's counts and the database's counters, in one read (writers go on
-    meanwhile)."""
-    store = backend.store
-
-    def read(c: Conn) -> Overview:
-        counters = store.event_counters(c)
-        waiting = store.count_waiting(c, None)  # one walk of the edges for every tube
-        # Known tubes stay listed at zero when drained: a busy tube whose workers keep
-        # up must not vanish, nor its /metrics series go stale instead of reading 0.
-        names = sorted(set(store.tube_names(c, now)) | set(store.known_tubes(c))
-                       | set(waiting) | {DEFAULT_TUBE})
-        return Overview(now, [_summary(backend, c, now, name, counters, waiting)
-                              for name in names], store.total_jobs(c))
-
-    return backend.read(read)
+    """Every tube's counts and the database's counters in one read, for the throughput
+    sampler (``throughput.py``, the operations' verbs); people read ``q.views.overview()``."""
+    return overview_of(now, backend.read(functools.partial(
+        backend.store.overview, now=now, always=(DEFAULT_TUBE,))))
 
 
-def tube(backend: Backend, now: int, name: str) -> TubeSummary:
-    """One tube's summary (a tube that does not exist reads as empty)."""
-    check_tube(name)
-    store = backend.store
-    return backend.read(lambda c: _summary(backend, c, now, name, store.event_counters(c),
-                                           store.count_waiting(c, name)))
+def page_limit(limit: int) -> int:
+    """A page's size, 1 to :data:`MAX_PAGE`."""
+    return max(1, min(int(limit), MAX_PAGE))
 
 
-def _job(row: tuple[Any, ...]) -> JobSummary:
-    """A list query's row: select_job's columns (body cut short), then the body's size."""
-    return JobSummary(JobRow(*row[:-1]), row[-1])
+def job_summaries(rows: Sequence[tuple[Any, ...]]) -> list[JobSummary]:
+    """A list query's rows (select_job's columns, the body cut short, then the body's
+    size), each job once (an exact match of a search is also found by its scan)."""
+    unique = {row[0]: row for row in rows}
+    return [JobSummary(JobRow(*row[:-1]), row[-1]) for row in unique.values()]
 
 
-def jobs(backend: Backend, tube_name: str, state: str, after: tuple[int, int] | None,
-         limit: int) -> list[JobSummary]:
-    """A page of ``tube_name``'s jobs in ``state``, in that state's order (ready: as reserve
-    takes them; delayed: due first; reserved: TTR ending first; buried and waiting: oldest
-    first),
-    starting after the job whose ``cursor`` is ``after``."""
-    check_tube(tube_name)
-    limit = max(1, min(int(limit), MAX_PAGE))
-    key, after_id = after if after is not None else (-(2**62), 0)
-    rows = backend.read(
-        lambda c: backend.store.list_jobs(c, tube_name, state, key, after_id, limit))
-    return [_job(r) for r in rows]
-
-
-def search(backend: Backend, now: int, tube_name: str, text: str,
-           limit: int) -> list[JobSummary]:
-    """Jobs of ``tube_name`` whose id, unique key or body contains ``text``, newest first,
-    among the last :data:`SEARCH_DEPTH` ids put into the file."""
-    check_tube(tube_name)
-    limit = max(1, min(int(limit), MAX_PAGE))
-    store = backend.store
-    as_id = int(text) if text.isascii() and text.isdigit() and int(text) < 2**63 else None
-
-    def read(c: Conn) -> list[tuple[Any, ...]]:
-        # An exact id or unique key is found at any age, through its index.
-        exact = [store.select_job(c, now, as_id)] if as_id is not None else []
-        key_id = store.unique_job_id(c, tube_name, text)
-        exact.append(store.select_job(c, now, key_id) if key_id is not None else None)
-        found = [(*row._replace(body=row.body[:160]), len(row.body)) for row in exact
-                 if row is not None and row.tube == tube_name]
-        min_id = store.total_jobs(c) - SEARCH_DEPTH
-        return found + store.search_jobs(c, tube_name, text, min_id, limit)
-
-    rows = backend.read(read)
-    unique = {row[0]: row for row in rows}  # an exact match is also found by the scan
-    return [_job(r) for r in list(unique.values())[:limit]]
-
-
-def workers(backend: Backend, now: int) -> list[Worker]:
-    """The running ``sqlq work`` processes (idle ones too), oldest first, then the other
-    processes holding live reservations, with the jobs each holds."""
-    rows = backend.read(lambda c: backend.store.owner_reservations(c, now))
+def workers_of(rows: Sequence[tuple[Any, ...]], registered: Sequence[Registered],
+               dead: set[str], owners: dict[str, tuple[str, int | None]]) -> list[Worker]:
+    """The live registered workers (oldest first), then the other processes holding
+    reservations: from ``owner_reservations``' rows, the ``dead`` tokens among the latter
+    and the (host, pid) of each."""
     held = {r[0]: (int(r[1]), r[2]) for r in rows}
     found = []
-    for w in registry.live(backend):
+    for w in registered:
         jobs, since = held.pop(w.token, (0, None))
         found.append(Worker(w.token, w.pid, w.host, jobs, since, w.tubes, True, True,
                             w.started_at, w.seen_at, w.job_id, w.jobs_done))
-    others = [r for r in rows if r[0] in held]
-    dead = set(backend.dead_owners([r[0] for r in others if r[0] is not None]))
-    for token, count, since, tubes in others:
-        host, pid = backend.owner_info(token) if token is not None else ("", None)
-        found.append(Worker(token, pid, host, int(count), since,
-                            sorted(str(tubes).split(",")), token not in dead))
+    for token, count, since, tubes in rows:
+        if token in held:
+            host, pid = owners.get(token, ("", None)) if token is not None else ("", None)
+            found.append(Worker(token, pid, host, int(count), since,
+                                sorted(str(tubes).split(",")), token not in dead))
     return found
-
-
-def periodic(backend: Backend) -> list[PeriodicSlot]:
-    """Every periodic task that ever enqueued a slot, by name."""
-    return [PeriodicSlot(*row) for row in backend.read(backend.store.list_periodic)]
-
-
-def result(backend: Backend, now: int, job_id: int) -> bytes | None:
-    """The kept result of a completed job, or None (not completed, expired, or none)."""
-    kept, _, _ = backend.read(lambda c: backend.store.result_outcome(c, now, job_id))
-    return None if kept is None else bytes(kept)
-
-
-def trace(backend: Backend, job_id: int) -> str | None:
-    """The W3C trace context the job's put stored (traceparent, a newline, tracestate)."""
-    return backend.read(lambda c: backend.store.job_trace(c, job_id), single=True)
-
-
-def durations(backend: Backend) -> list[Histogram]:
-    """The wait and run histograms of every tube, cumulated (one read)."""
-    return fold(backend.read(backend.store.durations))

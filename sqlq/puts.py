@@ -2,8 +2,8 @@
 the Transaction that puts them together with the application's own SQL.
 
 The Queue's producing verbs, in a class of their own (:class:`Puts`, which
-:class:`~sqlq.Queue` inherits): they check their arguments here, and write
-through the backend, sharing a commit with other threads' puts (group commit).
+:class:`~sqlq.Queue` inherits): each describes its put once (``model.describe_put``)
+and calls the one put verb (``verbs/contract.py``).
 """
 
 from __future__ import annotations
@@ -12,23 +12,14 @@ import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from . import topics, tracing
-from .backends.group import Batch
-from .model import (
-    DEFAULT_PRIORITY,
-    DEFAULT_TTR,
-    DEFAULT_TUBE,
-    check_after,
-    check_body,
-    check_put_options,
-    check_tube,
-)
+from . import topics
+from .model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, check_body, describe_put
 
 if TYPE_CHECKING:
     from .backends import Backend
     from .backends.base import Conn
-    from .backends.store import Store
     from .queue import Queue
+    from .verbs import Verbs
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -39,8 +30,7 @@ class Puts:
 
     # Set by Queue.__init__.
     _backend: Backend
-    _store: Store
-    _clock: Callable[[], int]
+    verbs: Verbs
     max_job_size: int
 
     # -- put ---------------------------------------------------------------------------------
@@ -84,33 +74,7 @@ class Puts:
         """
         if body.__class__ is not bytes or len(body) > self.max_job_size:
             body = check_body(body, self.max_job_size)
-        check_tube(tube)
-        delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
-        store, clock = self._store, self._clock
-        if tracing.INSTALLED and tracing.active():  # a span, the trace stored beside the body
-            return tracing.send(self._backend.write_shared, store, clock, tube, priority,
-                                delay_ms, ttr_ms, (body,), unique_key, check_after(after),
-                                False)[0]
-        if after is not None:
-            parents = check_after(after)
-            if parents:
-                return self._backend.write_shared(lambda c: store.insert_after(
-                    c, clock(), tube, priority, delay_ms, ttr_ms, (body,), unique_key,
-                    parents))[0]
-        # Without a unique key, puts of other threads in the same commit may go in with
-        # this one in one call (group commit's Batch; one statement on a server).
-        batch = None if unique_key is not None else Batch(
-            self._insert_puts, (tube, priority, delay_ms, ttr_ms, body),
-            store.ONE_STATEMENT_PUTS)
-        job_id = self._backend.write_shared(lambda c: store.insert_job(
-            c, clock(), tube, priority, delay_ms, ttr_ms, body, unique_key),
-            single=unique_key is None, batch=batch)
-        return job_id
-
-    def _insert_puts(self, conn: Conn, puts: list[tuple[str, int, int, int, bytes]]
-                     ) -> list[int]:
-        """The puts of several threads sharing one commit, in one call (see put)."""
-        return self._store.insert_puts(conn, self._clock(), puts)
+        return self.verbs.put(describe_put(tube, priority, delay, ttr, unique_key, after), body)
 
     def put_many(self, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
                  priority: int = DEFAULT_PRIORITY, delay: float = 0,
@@ -140,17 +104,8 @@ class Puts:
             raise TypeError(f"bodies must be an iterable of bodies, not {type(bodies).__name__}"
                             ) from None
         checked = [check_body(b, self.max_job_size) for b in items]
-        check_tube(tube)
-        delay_ms, ttr_ms = check_put_options(priority, delay, ttr)
-        parents = check_after(after)
-        if tracing.INSTALLED and tracing.active() and checked:
-            return tracing.send(self._backend.write_shared, self._store, self._clock, tube,
-                                priority, delay_ms, ttr_ms, checked, None, parents, True)
-        if parents and checked:
-            return self._backend.write_shared(lambda c: self._store.insert_after(
-                c, self._clock(), tube, priority, delay_ms, ttr_ms, checked, None, parents))
-        return self._backend.write_shared(lambda c: self._store.insert_jobs(
-            c, self._clock(), tube, priority, delay_ms, ttr_ms, checked))
+        return self.verbs.put_many(describe_put(tube, priority, delay, ttr, None, after),
+                                    checked)
 
     def subscribe(self, topic: str, tube: str) -> None:
         """Have :meth:`publish` to ``topic`` put a copy into ``tube`` (idempotent).
@@ -183,13 +138,9 @@ class Puts:
             >>> q.publish("orders", b'{"order": 7}')  # -> [id in audit, id in emails]
             [8, 9]
         """
-        check_tube(topic, "topic")
-        data = check_body(body, self.max_job_size)
-        delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
-        put = topics.publish(self._backend, self._clock, topic, data, priority=priority,
-                             delay_ms=delay_ms, ttr_ms=ttr_ms, unique_key=unique_key)
-        return [job_id for _, job_id in put]
-
+        put = describe_put(topic, priority, delay, ttr, unique_key, name="topic")
+        copies = self.verbs.publish(put, check_body(body, self.max_job_size))
+        return [job_id for _, job_id in copies]
 
 
 def _in_transaction(verb: Callable[Concatenate[Puts, _P], _R]

@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from . import control, results
-from .backends import Backend, Notifier, open_backend
+from . import control
+from .backends import Backend, open_backend
 from .backends.base import Conn, Durability
 from .durations import now_ms
 from .engine import Engine
-from .errors import Disconnected, Error, JobLost, JobNotFound
+from .errors import Error
 from .flow import FlowControl
 from .model import (
     DEFAULT_MAX_JOB_SIZE,
@@ -40,9 +40,8 @@ from .model import (
 )
 from .puts import Puts, Transaction
 from .reads import Reads
+from .verbs import Dispatcher, Verbs, Views
 from .waiting import timeout_deadline
-
-_T = TypeVar("_T")
 
 if TYPE_CHECKING:
     from .backup import Backup
@@ -120,9 +119,16 @@ class Queue(Puts, Reads, FlowControl):
         self._backend = open_backend(self.path, durability=durability, init=init,
                                      clock=self._clock, vfs=vfs, driver=driver)
         self._store = self._backend.store
+        dispatch = Dispatcher(self._backend, self._clock)
+        #: Every verb that puts or changes jobs (verbs/contract.py): for sqlq's own faces
+        #: (the Job handle, the worker, the server), not applications.
+        self.verbs = Verbs(dispatch, self._store)
         #: The reservation engine (engine.py): for sqlq's own faces, not applications.
-        self.engine = Engine(self._backend, self._clock, functools.partial(Job.from_claim, self))
+        self.engine = Engine(dispatch, functools.partial(Job.from_claim, self))
         self._job_from_row = functools.partial(Job.from_row, self)
+        #: The read verbs (verbs/views.py): the reads of the dashboard, /metrics and
+        #: ``sqlq top``, and those the Queue's own read methods call.
+        self.views = Views(dispatch, self._store, self._job_from_row, max_job_size)
         self._closed = False
         self._lock_wait: float | None = None
 
@@ -164,8 +170,7 @@ class Queue(Puts, Reads, FlowControl):
             token = self._backend.current_owner()
             if token is not None:
                 try:
-                    self._backend.write(lambda c: self._store.release_owner(c, token),
-                                        durable=False)
+                    self.verbs.give_back(token)
                 except Error:
                     # A read-only file, a full disk: closing must not fail. The backend
                     # ends our registration below, so the next reserve anywhere gives
@@ -221,19 +226,13 @@ class Queue(Puts, Reads, FlowControl):
             raise TypeError(f"delete must be a reserved Job or None, not {type(delete).__name__}")
         if detach.__class__ is not bool:
             raise TypeError(f"detach must be a bool, not {type(detach).__name__}")
-        job = engine.claim_first(
-            lambda owner, first: engine.claim(tubes_param, owner, delete if first else None),
-            detach, delete is not None, timeout)
+        job = engine.claim_first(tubes_param, delete, detach, timeout)
         if job is not None or timeout == 0:
             engine.stop_lingering()
             return job
         owner = None if detach else ""  # "": a token each look fetches (and confirms)
         return engine.wait(lambda events: engine.look(tubes_param, owner, events),
                            deadline, lambda: engine.due(tubes_param), linger=True)
-
-    def try_reserve(self, tubes: str | Sequence[str] | None = None) -> Job | None:
-        """One non-blocking claim attempt (for event loops: see ``notifier``)."""
-        return self.engine.claim(self.engine.tubes(tubes), self._backend.owner_token())
 
     def reserve_many(self, n: int, tubes: str | Sequence[str] | None = None,
                      timeout: float | None = None, *,
@@ -276,10 +275,7 @@ class Queue(Puts, Reads, FlowControl):
         tubes_param = engine.tubes(tubes)
         deadline = timeout_deadline(timeout)
         done = [] if delete is None else engine.reserved_jobs(delete, "delete")
-        jobs = engine.claim_first(
-            lambda owner, first: engine.claim_many(tubes_param, owner, count,
-                                                   done if first else []) or None,
-            False, bool(done), timeout) or []
+        jobs = engine.claim_first_many(tubes_param, count, done, timeout)
         if jobs or timeout == 0:
             engine.stop_lingering()
             return jobs
@@ -314,21 +310,6 @@ class Queue(Puts, Reads, FlowControl):
         check_job_id(job_id)
         return self.engine.claim_by_id(job_id, self._backend.owner_token())
 
-    @property
-    def notifier(self) -> Notifier:
-        """The wakeup source: ``fileno()`` for an event loop, then ``drain()``; watching
-        from now on (look once more after taking it)."""
-        return self.engine.watching_notifier()
-
-    def has_ready(self, tubes: str | Sequence[str] | None = None) -> bool:
-        """Whether a reserve on ``tubes`` would find a job now; a read, no write lock."""
-        return self.engine.has_ready(self.engine.tubes(tubes))
-
-    def next_wakeup(self, tubes: str | Sequence[str] | None = None) -> float | None:
-        """Seconds until a delayed job, a TTR or a pause may make a job ready in tubes."""
-        due = self.engine.next_due(self.engine.tubes(tubes))
-        return None if due is None else max((due - self._clock()) / 1000, 0.0)
-
     # -- verbs on jobs by id -----------------------------------------------------------------
 
     def delete(self, job_id: int, *, lease: int | None = None) -> None:
@@ -343,24 +324,7 @@ class Queue(Puts, Reads, FlowControl):
         """
         check_job_id(job_id)
         check_lease(lease)
-
-        def delete(c: Conn) -> str:
-            return self._store.delete(c, self._clock(), job_id, lease)
-
-        try:
-            self._backend.write_shared(delete, single=True)
-        except Disconnected:
-            # Cut off by a lost connection, it may have committed: once more on a new
-            # connection, so that a restart never leaves an acknowledgement undone. If
-            # the job is gone then, the first attempt may have deleted it, or another
-            # worker (a lease lost meanwhile): no one can tell, and JobLost says so.
-            cut_off = " (or by this delete's first attempt, cut off by a lost connection)"
-            try:
-                self._backend.write_shared(delete, single=True)
-            except JobLost as e:
-                raise JobLost(f"{e}{cut_off}", job_ids=e.job_ids) from None
-            except JobNotFound as e:
-                raise JobNotFound(f"{e}{cut_off}") from None
+        self.verbs.delete(job_id, lease)
 
     def release(self, job_id: int, *, priority: int | None = None, delay: float = 0,
                 lease: int | None = None) -> None:
@@ -377,9 +341,7 @@ class Queue(Puts, Reads, FlowControl):
         check_lease(lease)
         if priority is not None:
             check_priority(priority)
-        delay_ms = seconds_to_ms(delay, "delay")
-        self._backend.write(lambda c: self._store.release(c, self._clock(), job_id, lease, priority,
-                                               delay_ms), durable=False, single=True)
+        self.verbs.release(job_id, lease, priority, seconds_to_ms(delay, "delay"))
 
     def bury(self, job_id: int, *, priority: int | None = None, reason: str | None = None,
              lease: int | None = None) -> None:
@@ -398,9 +360,7 @@ class Queue(Puts, Reads, FlowControl):
             check_priority(priority)
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f"reason must be a str or None, not {type(reason).__name__}")
-        self._backend.write_shared(
-            lambda c: self._store.bury(c, self._clock(), job_id, lease, priority, reason),
-            single=True)
+        self.verbs.bury(job_id, lease, priority, reason)
 
     def touch(self, job_id: int, *, lease: int | None = None) -> int:
         """Restart a reservation's TTR; return the new deadline in ms.
@@ -411,12 +371,7 @@ class Queue(Puts, Reads, FlowControl):
         """
         check_job_id(job_id)
         check_lease(lease)
-        if self._backend.current_owner() is not None:
-            # A heartbeat between reserves: the backend may find its registration lost
-            # (the SQLite sidecar deleted) and register again.
-            self._backend.owner_token()
-        return self._backend.write(lambda c: self._store.touch(c, self._clock(), job_id, lease),
-                              durable=False, single=True)
+        return self.verbs.touch(job_id, lease)
 
     # -- control of running jobs (logic in control.py) ---------------------------------------
 
@@ -437,7 +392,7 @@ class Queue(Puts, Reads, FlowControl):
             >>> q.cancel(7)
         """
         check_job_id(job_id)
-        control.cancel(self._backend, self._clock, job_id)
+        self.verbs.cancel(job_id, control.KEEP_CANCELLED_MS)
 
     def progress(self, job_id: int, value: float, message: str | None = None, *,
                  lease: int | None = None) -> None:
@@ -457,7 +412,7 @@ class Queue(Puts, Reads, FlowControl):
         """
         check_job_id(job_id)
         check_lease(lease)
-        control.set_progress(self._backend, self._clock, job_id, lease, value, message)
+        self.verbs.progress(job_id, lease, *control.check_progress(value, message))
 
     def kick(self, bound: int, tube: str = DEFAULT_TUBE) -> int:
         """Move up to ``bound`` buried jobs (or, if none, delayed ones) to ready; say how many.
@@ -477,8 +432,7 @@ class Queue(Puts, Reads, FlowControl):
         if bound < 0:
             raise ValueError(f"bound must be >= 0, not {bound}")
         check_tube(tube)
-        limit = min(bound, MAX_JOB_ID)
-        return self._backend.write(lambda c: self._store.kick(c, self._clock(), tube, limit))
+        return self.verbs.kick(tube, min(bound, MAX_JOB_ID))
 
     def kick_job(self, job_id: int) -> None:
         """Move one buried or delayed job to ready.
@@ -487,8 +441,20 @@ class Queue(Puts, Reads, FlowControl):
             JobNotFound: no such job, or it is neither buried nor delayed.
         """
         check_job_id(job_id)
-        self._backend.write_shared(lambda c: self._store.kick_job(c, self._clock(), job_id),
-                                   single=True)
+        self.verbs.kick_job(job_id)
+
+    def postpone(self, job_id: int, delay: float) -> None:
+        """Make a ready or delayed job wait ``delay`` seconds from now before it can be
+        reserved (a delayed job's remaining delay is replaced; ``0`` makes it ready now).
+
+        Raises:
+            JobNotFound: no such job, or it is reserved, buried or waiting.
+
+        Examples:
+            >>> q.postpone(7, 3600)  # not before an hour from now
+        """
+        check_job_id(job_id)
+        self.verbs.postpone(job_id, seconds_to_ms(delay, "delay"))
 
     # -- results (logic in results.py) -------------------------------------------------------
 
@@ -507,7 +473,7 @@ class Queue(Puts, Reads, FlowControl):
         check_job_id(job_id)
         check_lease(lease)
         data = check_body(result, self.max_job_size, "result")
-        results.complete(self._backend, self._clock, job_id, data, lease, self.result_ttl_ms)
+        self.verbs.complete(job_id, lease, data, self.result_ttl_ms)
 
     # -- operations --------------------------------------------------------------------------
 
@@ -535,7 +501,7 @@ class Queue(Puts, Reads, FlowControl):
         Nothing is cleared here: the caller clears ``tally`` once this returns."""
         rows = tally.rows()
         if rows:
-            self._backend.write(lambda c: self._store.add_durations(c, rows), durable=False)
+            self._backend.write(lambda c: self._store.history.add_durations(c, rows), durable=False)
 
     @overload
     def task(self, fn: Callable[_P, _R], /) -> Task[_P, _R]: ...
@@ -585,7 +551,7 @@ class Queue(Puts, Reads, FlowControl):
         store = self._store
 
         def write(conn: Conn) -> int | None:
-            if not store.claim_periodic_slot(conn, self._clock(), name, slot_ms):
+            if not store.history.claim_periodic_slot(conn, self._clock(), name, slot_ms):
                 return None
             return self.put(body, tube=tube, priority=priority, ttr=ttr, unique_key=unique_key)
 

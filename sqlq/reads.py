@@ -1,20 +1,21 @@
-"""What a Queue reads: a job, a tube's counts, a result, the dashboard's views.
+"""What a Queue reads: a job, a tube's counts, a result, the operators' reads.
 
-The Queue's read-only verbs, in a class of their own (:class:`Reads`, which
-:class:`~sqlq.Queue` inherits) so that ``queue.py`` holds the verbs that change
-jobs. Each reads one snapshot through the backend; none takes the write lock
-(``result`` may wait for one, on the reservation engine's notifier).
+The Queue's read-only verbs as docs/spec.md names them for applications, in a class of
+their own (:class:`Reads`, which :class:`~sqlq.Queue` inherits) so that ``queue.py``
+holds the verbs that change jobs. Each checks and shapes, then calls its read verb
+(``sqlq/verbs/views.py``, ``q.views``, which also holds the reads only the dashboard,
+``/metrics`` and ``sqlq top`` make); none takes the write lock (``result`` may wait for
+one, on the reservation engine's notifier).
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .backends import Events
 from .errors import JobNotFound, Timeout
-from .model import DEFAULT_TUBE, Job, JobRow, check_job_id, check_tube, job_id_in_range
+from .model import DEFAULT_TUBE, Job, check_job_id, job_id_in_range
 from .waiting import timeout_deadline
 
 # The modules behind the reads load on first use, not with the Queue: a process that
@@ -23,12 +24,10 @@ if TYPE_CHECKING:
     from . import control, observe, throughput
     from .attempts import Attempt
     from .backends import Backend
-    from .backends.base import Conn
-    from .backends.store import Store
     from .engine import Engine
     from .failures import FailedGroup
-    from .histograms import Histogram
     from .horizon import Horizon
+    from .verbs.views import Views
 
 
 class Links(NamedTuple):
@@ -43,11 +42,10 @@ class Reads:
 
     # Set by Queue.__init__.
     _backend: Backend
-    _store: Store
     _clock: Callable[[], int]
-    _job_from_row: Callable[[JobRow], Job]
-    max_job_size: int
     engine: Engine
+    #: The read verbs (sqlq/verbs/views.py): these methods' and the dashboard's.
+    views: Views
 
     # -- results and subscriptions -----------------------------------------------------------
 
@@ -109,22 +107,7 @@ class Reads:
             >>> job.state, job.bury_reason
             ('buried', 'corrupt image')
         """
-        if not job_id_in_range(job_id):
-            return None
-        row = self._backend.read(lambda c: self._store.select_job(c, self._clock(), job_id))
-        return None if row is None else self._job_from_row(row)
-
-    def _peek(self, which: str, tube: str) -> Job | None:
-        check_tube(tube)
-        store = self._store
-
-        def look(c: Conn) -> Any:
-            now = self._clock()
-            job_id = store.peek_id(c, now, which, tube)
-            return None if job_id is None else store.select_job(c, now, job_id)
-
-        row = self._backend.read(look)
-        return None if row is None else self._job_from_row(row)
+        return self.views.peek(job_id)
 
     def peek_ready(self, tube: str = DEFAULT_TUBE) -> Job | None:
         """The job the next reserve on ``tube`` would get (pauses aside), or None.
@@ -132,15 +115,15 @@ class Reads:
         Raises:
             InvalidTube: ``tube`` is not a valid tube name.
         """
-        return self._peek("ready", tube)
+        return self.views.peek_state("ready", tube)
 
     def peek_delayed(self, tube: str = DEFAULT_TUBE) -> Job | None:
         """The delayed job due soonest in ``tube``, or None."""
-        return self._peek("delayed", tube)
+        return self.views.peek_state("delayed", tube)
 
     def peek_buried(self, tube: str = DEFAULT_TUBE) -> Job | None:
         """The oldest buried job in ``tube``, or None."""
-        return self._peek("buried", tube)
+        return self.views.peek_state("buried", tube)
 
     def links(self, job_id: int) -> Links:
         """The job's parents it still waits for and the jobs waiting for it.
@@ -156,8 +139,7 @@ class Reads:
             >>> q.links(b), q.links(a)
             (Links(parents=[1], children=[]), Links(parents=[], children=[2]))
         """
-        check_job_id(job_id)
-        found = self._backend.read(lambda c: self._store.links(c, job_id))
+        found = self.views.links(job_id)
         if found is None:
             raise JobNotFound(f"job {job_id} not found")
         return Links(*found)
@@ -168,14 +150,11 @@ class Reads:
         A tube a worker has drained drops out of this list (as beanstalkd forgets an
         unused tube), but its name stays valid everywhere: ``stats_tube`` reads zeros.
         """
-        found = self._backend.read(lambda c: self._store.list_tubes(c, self._clock()))
-        return sorted(set(found) | {DEFAULT_TUBE})
+        return self.views.tubes()
 
     def stats(self) -> dict[str, Any]:
         """Counts for the whole file, with beanstalkd's key names (see stats.py)."""
-        from . import stats
-
-        return stats.file_stats(self._backend, self._clock(), self.max_job_size)
+        return self.views.stats()
 
     def stats_tube(self, tube: str) -> dict[str, Any]:
         """One tube's counts with beanstalkd's keys; all zeros for a valid name with no jobs.
@@ -191,9 +170,7 @@ class Reads:
             >>> q.stats_tube("emails")["current-jobs-ready"]
             0
         """
-        from . import stats
-
-        return stats.tube_stats(self._backend, self._clock(), tube)
+        return self.views.stats_tube(tube)
 
     def stats_job(self, job_id: int) -> dict[str, Any]:
         """One job's record with beanstalkd's keys (times in whole seconds).
@@ -205,10 +182,7 @@ class Reads:
             >>> q.stats_job(7)["state"]
             'delayed'
         """
-        check_job_id(job_id)
-        from . import stats
-
-        return stats.job_stats(self._backend, self._clock(), job_id)
+        return self.views.stats_job(job_id)
 
     def attempts(self, job_id: int) -> list[Attempt]:
         """The failed runs ``sqlq work`` kept of a job, oldest first: when, which worker,
@@ -230,43 +204,14 @@ class Reads:
 
         return attempts.read(self._backend, job_id)
 
-    # -- views for the dashboard and /metrics (logic in observe.py) ---------------------------
-
-    def overview(self) -> observe.Overview:
-        """Every tube's counts as of now and the file's counters, from one read snapshot;
-        fast on a file of millions of jobs (indexes only)."""
-        from . import observe
-
-        return observe.overview(self._backend, self._clock())
-
-    def tube_summary(self, tube: str) -> observe.TubeSummary:
-        """One tube's counts as of now (an unknown tube reads as empty)."""
-        from . import observe
-
-        return observe.tube(self._backend, self._clock(), tube)
+    # -- operators' reads (the dashboard's own are ``q.views``'s alone) ------------------------
 
     def job_page(self, tube: str, state: str, *, after: tuple[int, int] | None = None,
                  limit: int = 50) -> list[observe.JobSummary]:
         """A page of a tube's jobs in one state (ready, delayed, reserved, buried, waiting), in
         the order that state is served (waiting: by id); pass the last row's ``cursor`` as
         ``after`` for the next."""
-        from . import observe
-
-        return observe.jobs(self._backend, tube, state, after, limit)
-
-    def jobs(self, tube: str, state: str, *, after: tuple[int, int] | None = None,
-             limit: int = 50) -> list[observe.JobSummary]:
-        """Deprecated: :meth:`job_page` (``AsyncQueue.jobs`` reserves jobs in a loop; one
-        name, one meaning)."""
-        warnings.warn("Queue.jobs(tube, state) is Queue.job_page(tube, state)",
-                      DeprecationWarning, stacklevel=2)
-        return self.job_page(tube, state, after=after, limit=limit)
-
-    def search(self, tube: str, text: str, *, limit: int = 50) -> list[observe.JobSummary]:
-        """Recent jobs of a tube whose id, unique key or body contains ``text``, newest first."""
-        from . import observe
-
-        return observe.search(self._backend, self._clock(), tube, text, limit)
+        return self.views.job_page(tube, state, after=after, limit=limit)
 
     def failed_groups(self, *, limit: int = 50, offset: int = 0) -> list[FailedGroup]:
         """Buried jobs across all tubes, grouped by how they failed, newest group first; a
@@ -280,9 +225,7 @@ class Reads:
             >>> [(g.error, g.location, g.jobs) for g in q.failed_groups()]
             [('KeyError', 'app/tasks.py:41 in lookup', 412), ('', '', 3)]
         """
-        from . import failures
-
-        return failures.groups(self._backend, limit, offset)
+        return self.views.failed_groups(limit=limit, offset=offset)
 
     def failed_group_jobs(self, error: str, reason: str,
                           location: str = "") -> list[tuple[int, str]]:
@@ -291,9 +234,7 @@ class Reads:
         and ``location`` (``*group.key``): with a location, every job that failed with that
         error there, whatever its reason; without, those with that reason.
         """
-        from . import failures
-
-        return failures.group_ids(self._backend, error, reason, location)
+        return self.views.failed_group_jobs(error, reason, location)
 
     def workers(self) -> list[observe.Worker]:
         """The running ``sqlq work`` processes, idle ones too (host, pid, tubes, started,
@@ -302,9 +243,7 @@ class Reads:
         holding reservations (pid, host, jobs held, since
         when). A worker that stops leaves the list; one that dies (SIGKILL too) leaves
         it as soon as its owner registration is seen to end (sqlq/registry.py)."""
-        from . import observe
-
-        return observe.workers(self._backend, self._clock())
+        return self.views.workers()
 
     def throughput(self, minutes: int = 24 * 60) -> list[throughput.Minute]:
         """Jobs put, deleted and buried per minute over the last ``minutes`` minutes (a day,
@@ -314,18 +253,6 @@ class Reads:
 
         return throughput.history(self._backend, self._clock, minutes)
 
-    def periodic_slots(self) -> list[observe.PeriodicSlot]:
-        """The last slot each periodic task enqueued."""
-        from . import observe
-
-        return observe.periodic(self._backend)
-
-    def kept_result(self, job_id: int) -> bytes | None:
-        """A completed job's result if it is still kept, else None; never waits."""
-        from . import observe
-
-        return observe.result(self._backend, self._clock(), job_id)
-
     def horizon(self) -> Horizon:
         """What holds back the cleanup of deleted jobs, for gauges and warnings
         (:mod:`sqlq.horizon`): on PostgreSQL the oldest snapshot holding this database's
@@ -333,7 +260,7 @@ class Reads:
         the -wal file's size and how long and how much a reader's snapshot has kept
         checkpoints from it (a passive checkpoint runs). Cheap, but not for every job:
         ``sqlq work`` looks every 30 s."""
-        return self._backend.horizon(self._clock())
+        return self.views.horizon()
 
     def job_trace(self, job_id: int) -> str | None:
         """The W3C trace context the job's put stored under a recording OpenTelemetry span
@@ -345,15 +272,4 @@ class Reads:
             >>> q.job_trace(7)
             '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
         """
-        if not job_id_in_range(job_id):
-            return None
-        from . import observe
-
-        return observe.trace(self._backend, job_id)
-
-    def duration_histograms(self) -> list[Histogram]:
-        """Per tube, the histograms of how long jobs waited before their first reservation
-        (``wait``) and how long runs took (``run``), as ``sqlq work`` workers recorded them."""
-        from . import observe
-
-        return observe.durations(self._backend)
+        return self.views.job_trace(job_id)

@@ -56,32 +56,32 @@ class Registered:
 
 def beat(backend: Backend, params: dict[str, Any]) -> None:
     """Write a worker's row (registering it if it has none)."""
-    backend.write(lambda c: backend.store.beat_worker(c, params), durable=False)
+    backend.write(lambda c: backend.store.workers.beat_worker(c, params), durable=False)
 
 
 def forget(backend: Backend, token: str) -> None:
     """Delete a worker's row (it stops)."""
-    backend.write(lambda c: backend.store.forget_worker(c, token), durable=False)
+    backend.write(lambda c: backend.store.workers.forget_worker(c, token), durable=False)
 
 
 def live(backend: Backend) -> list[Registered]:
     """The rows of workers alive now (their owner token's registration holds), oldest
     first. A read: the rows of dead workers are skipped here, deleted by :func:`sweep`."""
-    rows = [Registered.from_row(r) for r in backend.read(backend.store.list_workers)]
+    rows = [Registered.from_row(r) for r in backend.read(backend.store.workers.list_workers)]
     alive = set(backend.live_owners([r.token for r in rows])) if rows else set()
     return [r for r in rows if r.token in alive]
 
 
 def sweep(backend: Backend) -> int:
     """Delete the rows of workers that are not alive; how many."""
-    rows = backend.read(backend.store.list_workers)
+    rows = backend.read(backend.store.workers.list_workers)
     tokens = [str(r[0]) for r in rows]
     alive = set(backend.live_owners(tokens)) if tokens else set()
     gone = [t for t in tokens if t not in alive]
     if gone:
         def forget_all(c: Conn) -> None:
             for token in gone:
-                backend.store.forget_worker(c, token)
+                backend.store.workers.forget_worker(c, token)
 
         backend.write(forget_all, durable=False)
     return len(gone)

@@ -1,4 +1,4 @@
-"""Job results: ``complete`` stores one, ``look`` reads what became of a job.
+"""Job results: ``Verbs.complete`` stores one, :func:`look` reads what became of a job.
 
 A result lives in the results table from the commit that deletes its job until
 ``expires_at``. Because the delete and the insert are one transaction, a reader
@@ -18,17 +18,6 @@ from .errors import JobBuried, JobNotFound
 from .model import BURIED
 
 
-def complete(backend: Backend, clock: Callable[[], int], job_id: int, result: bytes,
-             lease: int | None, ttl_ms: int) -> str:
-    """Delete the job and store its result, in one durable transaction (see
-    Queue.complete); return the job's tube."""
-    def write(c: Conn) -> str:
-        now = clock()
-        return backend.store.complete(c, now, job_id, lease, result, now + ttl_ms)
-
-    return backend.write_shared(write)
-
-
 def look(backend: Backend, clock: Callable[[], int], job_id: int) -> bytes | None:
     """The job's result, or None while it is pending.
 
@@ -37,8 +26,8 @@ def look(backend: Backend, clock: Callable[[], int], job_id: int) -> bytes | Non
     store = backend.store
 
     def read(c: Conn) -> tuple[tuple[bytes | None, int | None, str | None], int]:
-        outcome = store.result_outcome(c, clock(), job_id)
-        issued = store.total_jobs(c) if outcome == (None, None, None) else job_id
+        outcome = store.results.result_outcome(c, clock(), job_id)
+        issued = store.jobs.total_jobs(c) if outcome == (None, None, None) else job_id
         return outcome, issued
 
     (result, state, reason), issued = backend.read(read)
@@ -54,4 +43,4 @@ def look(backend: Backend, clock: Callable[[], int], job_id: int) -> bytes | Non
     return None
 
 
-__all__ = ["complete", "look"]
+__all__ = ["look"]

@@ -4,7 +4,8 @@ Counts come from the file (one pass over the jobs table: stats are for people an
 monitors, not the hot path). A tube's ``total-jobs``, ``cmd-delete`` and
 ``cmd-pause-tube`` are the database's too, since it was created, whoever put,
 deleted or paused (SQLite migration 0009, PostgreSQL 0010), as is
-``stats()["total-jobs"]``.
+``stats()["total-jobs"]``. The reads are verbs (``sqlq/verbs/views.py``: ``stats``,
+``stats_tube``, ``stats_job``); what is here makes their documents, without the database.
 """
 
 from __future__ import annotations
@@ -12,23 +13,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import __version__
-from .backends import Backend
-from .backends.base import Conn
 from .control import decode_progress
 from .errors import JobNotFound
-from .model import DEFAULT_TUBE, STATE_NAMES, check_tube
+from .model import DEFAULT_TUBE, STATE_NAMES
+from .version import __version__
 
 
-def file_stats(backend: Backend, now: int, max_job_size: int) -> dict[str, Any]:
-    """The whole database's counts (``Queue.stats``)."""
-    store = backend.store
-
-    def read(c: Conn) -> Any:
-        return (store.count_jobs(c, now, None), store.total_jobs(c), store.list_tubes(c, now),
-                store.count_topics(c))
-
-    counts, total, tubes, n_topics = backend.read(read)
+def file_doc(read: tuple[Any, ...], max_job_size: int, durability: str,
+             location: str) -> dict[str, Any]:
+    """The ``stats`` document (``Queue.stats``) from ``Store.file_counts``' answer."""
+    counts, total, tubes, n_topics = read
     ready, urgent, reserved, delayed, buried, waiting = (sum(v[i] for v in counts.values())
                                                          for i in range(6))
     return {
@@ -45,39 +39,19 @@ def file_stats(backend: Backend, now: int, max_job_size: int) -> dict[str, Any]:
         "pid": os.getpid(),
         "version": __version__,
         "hostname": os.uname().nodename,
-        "durability": backend.durability,
-        "db": backend.location,
+        "durability": durability,
+        "db": location,
     }
 
 
-def tube_stats(backend: Backend, now: int, tube: str) -> dict[str, Any]:
-    """One tube's counters; a valid name with no jobs has all-zero counters.
+def tube_doc(read: tuple[Any, ...], now: int, tube: str) -> dict[str, Any]:
+    """The ``stats_tube`` document from ``Store.tube_record``'s answer, as of ``now`` (the
+    pause's time left runs on while the counts hold); all zeros for a tube without jobs.
 
     Not JobNotFound for an empty tube: a monitor reading a tube's counters must not
     fail because a worker just drained it, and a missing tube is not a missing job.
     (The beanstalkd server keeps the protocol's NOT_FOUND for tubes it does not know.)
     """
-    return tube_doc(read_tube(backend, now, tube), now, tube)
-
-
-def read_tube(backend: Backend, now: int, tube: str) -> tuple[Any, ...]:
-    """What :func:`tube_doc` needs from the database, in one read: the tube's
-    [ready, urgent, reserved, delayed, buried, waiting] as of ``now`` (None: no jobs), its
-    last pause (paused_until, pause_ms) or None, its (puts, pauses) ever, and its limits
-    (list_limits' rows: none or one)."""
-    check_tube(tube)
-    store = backend.store
-
-    def read(c: Conn) -> Any:
-        return (store.count_jobs(c, now, tube).get(tube), store.tube_pause(c, tube),
-                store.tube_totals(c, tube), store.list_limits(c, tube))
-
-    return tuple(backend.read(read))
-
-
-def tube_doc(read: tuple[Any, ...], now: int, tube: str) -> dict[str, Any]:
-    """The ``stats_tube`` document from :func:`read_tube`'s answer, as of ``now`` (the
-    pause's time left runs on while the counts hold)."""
     counts, pause, (puts, pauses), limits = read
     _, cap, rate, rate_ms = limits[0] if limits else (tube, None, None, None)
     paused_until, pause_ms = pause if pause else (0, 0)
@@ -106,31 +80,13 @@ def tube_doc(read: tuple[Any, ...], now: int, tube: str) -> dict[str, Any]:
     }
 
 
-def next_change(backend: Backend, now: int) -> int | None:
-    """The earliest time (ms) after ``now`` at which counts as of now change without a
-    write: a delayed job comes due, a reservation's TTR runs out, a pause ends. None if
-    nothing is timed (counts then hold until the next write)."""
-    store = backend.store
-
-    def read(c: Conn) -> int | None:
-        names = store.tube_names(c, now)
-        return store.next_due(c, now, store.tubes_param(names)) if names else None
-
-    return backend.read(read)
-
-
-def job_stats(backend: Backend, now: int, job_id: int) -> dict[str, Any]:
-    """One job's record (``Queue.stats_job``): beanstalkd's keys, then sqlq's own about
-    its failed runs (``failures``, ``last-error``, ``last-traceback``: sqlq/attempts.py),
-    ``waiting-on``, the parents it still waits for (0 unless it is waiting), and its
-    ``progress`` and ``progress-message`` (sqlq/control.py; ``""`` before any)."""
-    store = backend.store
-
-    def read(c: Conn) -> Any:
-        return (store.select_job(c, now, job_id), store.last_attempt(c, job_id),
-                store.waiting_on(c, job_id), store.job_progress(c, job_id))
-
-    row, last, waiting_on, progress = backend.read(read)
+def job_doc(read: tuple[Any, ...], now: int, job_id: int) -> dict[str, Any]:
+    """One job's record (``Queue.stats_job``) from ``Store.job_record``'s answer:
+    beanstalkd's keys, then sqlq's own about its failed runs (``failures``,
+    ``last-error``, ``last-traceback``: sqlq/attempts.py), ``waiting-on``, the parents it
+    still waits for (0 unless it is waiting), and its ``progress`` and
+    ``progress-message`` (sqlq/control.py; ``""`` before any)."""
+    row, last, waiting_on, progress = read
     if row is None:
         raise JobNotFound(f"job {job_id} not found")
     failures, _, last_error, last_traceback = last or (0, "", "", "")

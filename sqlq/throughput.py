@@ -43,7 +43,7 @@ class Minute:
 def sample_if_due(backend: Backend, now: int) -> bool:
     """Take this minute's sample unless one was taken; True if this call took it."""
     minute = now // MINUTE_MS
-    if backend.read(lambda c: backend.store.throughput_sampled(c, minute)):
+    if backend.read(lambda c: backend.store.history.throughput_sampled(c, minute)):
         return False
     from . import observe  # the dashboard's reads: not loaded with the Queue
 
@@ -51,7 +51,7 @@ def sample_if_due(backend: Backend, now: int) -> bool:
     params = {"minute": minute, "at": now, "puts": view.puts_total,
               "deletes": view.deletes_total,
               "buries": sum(t.buries_total for t in view.tubes)}
-    backend.write(lambda c: backend.store.add_throughput(c, params, minute - KEEP_MINUTES),
+    backend.write(lambda c: backend.store.history.add_throughput(c, params, minute - KEEP_MINUTES),
                   durable=False)
     return True
 
@@ -60,7 +60,7 @@ def history(backend: Backend, clock: Callable[[], int],
             minutes: int = KEEP_MINUTES) -> list[Minute]:
     """The per-minute rates over the last ``minutes`` minutes, oldest first."""
     now = clock()
-    rows = backend.read(lambda c: backend.store.list_throughput(
+    rows = backend.read(lambda c: backend.store.history.list_throughput(
         c, now // MINUTE_MS - minutes))
     out = []
     for (_, t0, p0, d0, b0), (_, t1, p1, d1, b1) in zip(rows, rows[1:], strict=False):

@@ -30,16 +30,15 @@ import importlib.util
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, SpanContext, Tracer
 
-    from .backends.base import Conn
-    from .backends.store import Store
     from .model import Job
+    from .verbs.dispatch import Verb
 
 T = TypeVar("T")
 
@@ -74,8 +73,9 @@ LOOK_EVERY = 1.0
 
 _tracer: Tracer | None = None
 _next_look = 0.0
-#: The API's own way to name a provider without code (an entry point in the environment).
-_PROVIDER_BY_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+#: The API's own way to name a provider without code (an entry point in the environment):
+#: otherwise there is no provider while no one has imported the API.
+BY_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 
 
 def active() -> bool:
@@ -88,7 +88,7 @@ def active() -> bool:
 
 def _configure() -> bool:
     global _tracer, _next_look
-    if "opentelemetry.trace" not in sys.modules and not _PROVIDER_BY_ENVIRONMENT:
+    if "opentelemetry.trace" not in sys.modules and not BY_ENVIRONMENT:
         # No one imported the API, so no one set a provider: import nothing (the import
         # would cost the first put some 20 ms).
         _next_look = time.monotonic() + LOOK_EVERY
@@ -99,7 +99,7 @@ def _configure() -> bool:
     if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
         _next_look = time.monotonic() + LOOK_EVERY
         return False
-    from . import __version__
+    from .version import __version__
 
     _tracer = provider.get_tracer("sqlq", __version__)
     return True
@@ -145,74 +145,78 @@ def _span_context(header: str) -> SpanContext | None:
     return found if found.is_valid else None
 
 
-# -- producing ---------------------------------------------------------------------------------
+# -- every verb's span (the dispatcher's: sqlq/verbs/dispatch.py) ------------------------------
 
-def send(run: Callable[[Callable[[Conn], list[int]]], list[int]], store: Store,
-         clock: Callable[[], int], tube: str, priority: int, delay_ms: int, ttr_ms: int,
-         bodies: Sequence[bytes], unique_key: str | None, parents: Sequence[int],
-         many: bool) -> list[int]:
-    """A put (``many``: put_many) under a PRODUCER span; the ids it put, in order.
+#: A verb's span kind by its operation type (the messaging conventions'); INTERNAL for a
+#: verb that is no messaging operation (kick, cancel, progress...).
+_KINDS = {"send": "PRODUCER", "receive": "CLIENT", "settle": "CLIENT"}
 
-    ``run`` runs a write in the caller's transaction (``Backend.write_shared``, or the
-    driver's on the application's connection). The write is the untraced put's (the
-    same store verbs), then, under a recording span, ``set_trace`` on the rows it
-    inserted. A unique key already held returns the holder's id, its trace untouched.
-    """
+
+def operation(verb: Verb, args: tuple[Any, ...],
+              run: Callable[[Verb, Callable[..., Any], tuple[Any, ...]], T],
+              fn: Callable[..., Any]) -> T:
+    """``run(verb, fn, args)`` under ``verb``'s span: ``send TUBE`` (PRODUCER) around a put,
+    put_many or publish (``args[0]`` its :class:`~sqlq.model.Put`, whose trace context is
+    stored with every job it inserts: a worker's run of it is a child of this span),
+    ``receive TUBE`` around a claim, ``settle TUBE`` around a delete, release, bury, touch
+    or complete, and a span named by the verb around the others. The job's id and tube
+    are set from the arguments or, once known, the verb's value."""
     from opentelemetry.trace import SpanKind
 
     assert _tracer is not None  # the caller tested active()
-    attributes: dict[str, Any] = {
-        SYSTEM: "sqlq", OPERATION_TYPE: "send", OPERATION_NAME: "put_many" if many else "put",
-        DESTINATION: tube, PRIORITY: priority}
-    if many:
-        attributes[BATCH_COUNT] = len(bodies)
-    else:
-        attributes[BODY_SIZE] = len(bodies[0])
-    with _tracer.start_as_current_span(f"send {tube}", kind=SpanKind.PRODUCER,
-                                       attributes=attributes) as span:
-        header = _header(span) if span.is_recording() else None
+    op = verb.op
+    attributes: dict[str, Any] = {SYSTEM: "sqlq", OPERATION_NAME: verb.name}
+    if op is not None:
+        attributes[OPERATION_TYPE] = op
+    first: Any = args[0] if args else None
+    destination = None
+    if op == "send":
+        destination = first.tube
+        attributes[PRIORITY] = first.priority
+        bodies = args[1]
+        if verb.name == "put":
+            attributes[BODY_SIZE] = len(bodies[0])
+        elif isinstance(bodies, bytes):
+            attributes[BODY_SIZE] = len(bodies)
+        else:
+            attributes[BATCH_COUNT] = len(bodies)
+    elif first.__class__ is int:
+        attributes[MESSAGE_ID] = str(first)
+    elif first.__class__ is str and op is None:
+        destination = first
+    if destination is not None:
+        attributes[DESTINATION] = destination
+    prefix = op or verb.name
+    kind = getattr(SpanKind, _KINDS.get(op or "", "INTERNAL"))
+    with _tracer.start_as_current_span(f"{prefix} {destination}" if destination else prefix,
+                                       kind=kind, attributes=attributes) as span:
+        if op == "send" and span.is_recording():
+            header = _header(span)
+            if header is not None:
+                args = (first._replace(trace=header), *args[1:])
+        value = run(verb, fn, args)
+        if span.is_recording():
+            _described(span, prefix, destination, value)
+        return value
 
-        def write(conn: Conn) -> list[int]:
-            now = clock()
-            held = None if unique_key is None else store.unique_job_id(conn, tube, unique_key)
-            if parents:
-                ids = store.insert_after(conn, now, tube, priority, delay_ms, ttr_ms, bodies,
-                                         unique_key, parents)
-            elif many:
-                ids = store.insert_jobs(conn, now, tube, priority, delay_ms, ttr_ms, bodies)
-            else:
-                ids = [store.insert_job(conn, now, tube, priority, delay_ms, ttr_ms, bodies[0],
-                                        unique_key)]
-            if header is not None and held is None and ids:
-                store.set_trace(conn, ids, header)
-            return ids
 
-        ids = run(write)
-        if not many and ids:
-            span.set_attribute(MESSAGE_ID, str(ids[0]))
-        return ids
-
-
-def publish(run: Callable[[Callable[[Conn], T]], T],
-            fill: Callable[[Conn, str | None], T], topic: str, priority: int,
-            size: int) -> T:
-    """A publish under one PRODUCER span ``send TOPIC``: ``fill(conn, header)`` puts the
-    copies in ``run``'s transaction (``Backend.write_shared``) and stores ``header``, the
-    span's context, on each copy it inserted (None: the span is not recording). A
-    worker's run of any copy is then a child of this span."""
-    from opentelemetry.trace import SpanKind
-
-    assert _tracer is not None  # the caller tested active()
-    attributes: dict[str, Any] = {
-        SYSTEM: "sqlq", OPERATION_TYPE: "send", OPERATION_NAME: "publish", DESTINATION: topic,
-        PRIORITY: priority, BODY_SIZE: size}
-    with _tracer.start_as_current_span(f"send {topic}", kind=SpanKind.PRODUCER,
-                                       attributes=attributes) as span:
-        header = _header(span) if span.is_recording() else None
-        put = run(lambda conn: fill(conn, header))
-        if isinstance(put, list):
-            span.set_attribute(BATCH_COUNT, len(put))
-        return put
+def _described(span: Span, prefix: str, destination: str | None, value: Any) -> None:
+    """What a verb's value tells its span: the job's id (a put's, a claim's), how many
+    (a batch), its tube (a settle's value, a claim's row)."""
+    if isinstance(value, list):
+        if len(value) == 1 and value[0].__class__ is int:
+            span.set_attribute(MESSAGE_ID, str(value[0]))
+        elif value:
+            span.set_attribute(BATCH_COUNT, len(value))
+        value = value[0] if len(value) == 1 else None
+    tube = getattr(value, "tube", None) if value is not None else None
+    if value.__class__ is str:
+        tube = value
+    elif tube is not None:
+        span.set_attribute(MESSAGE_ID, str(value.id))
+    if destination is None and isinstance(tube, str):
+        span.set_attribute(DESTINATION, tube)
+        span.update_name(f"{prefix} {tube}")
 
 
 def in_context(fn: Callable[[], T]) -> Callable[[], T]:

@@ -59,6 +59,34 @@ class BridgedJob:
         return lambda *args, **kwargs: self.loop.run(attr(*args, **kwargs))
 
 
+def _bridged(loop: Loop, attr: Any) -> Any:
+    """A coroutine method run to completion (its AsyncJobs as BridgedJobs); anything
+    else as it is."""
+    if not inspect.iscoroutinefunction(attr):
+        return attr
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        args = tuple(_unwrap(a) for a in args)
+        kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
+        value = loop.run(attr(*args, **kwargs))
+        if isinstance(value, list) and value and isinstance(value[0], sqlq.AsyncJob):
+            return [BridgedJob(loop, v) for v in value]
+        return BridgedJob(loop, value) if isinstance(value, sqlq.AsyncJob) else value
+
+    return call
+
+
+class BridgedViews:
+    """``aq.views`` (an AsyncViews) driven synchronously."""
+
+    def __init__(self, loop: Loop, views: Any) -> None:
+        self.loop = loop
+        self.views = views
+
+    def __getattr__(self, name: str) -> Any:
+        return _bridged(self.loop, getattr(self.views, name))
+
+
 class BridgedQueue:
     """An AsyncQueue driven synchronously (see the module docstring)."""
 
@@ -74,18 +102,9 @@ class BridgedQueue:
                 raise AttributeError(f"AsyncQueue has no {name}")
             return value
         attr = getattr(self.aq, name)
-        if not inspect.iscoroutinefunction(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            args = tuple(_unwrap(a) for a in args)
-            kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
-            value = self.loop.run(attr(*args, **kwargs))
-            if isinstance(value, list) and value and isinstance(value[0], sqlq.AsyncJob):
-                return [BridgedJob(self.loop, v) for v in value]
-            return BridgedJob(self.loop, value) if isinstance(value, sqlq.AsyncJob) else value
-
-        return call
+        if name == "views":
+            return BridgedViews(self.loop, attr)
+        return _bridged(self.loop, attr)
 
     def close(self) -> None:
         self.loop.run(self.aq.close())

@@ -477,7 +477,8 @@ def aworker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
     logging what it claims (all of it passes through ``reserved``) and deletes (the
     JobHandling's ``claim`` and ``ack``, with their ``R`` lines left to ``reserved``)."""
     from sqlq.work.aworker import AsyncWorker
-    from sqlq.work.tasks import Task, TaskRun, TaskRunner
+    from sqlq.work.taskrun import TaskRun, TaskRunner
+    from sqlq.work.tasks import Task
 
     class Outcomes(_logged_handling(log, r_lines=False)):  # type: ignore[misc]
         def finish(self, job: sqlq.Job, name: str, outcome: Outcome,

@@ -11,8 +11,8 @@ reads a location without opening it).
 """
 
 from .base import Backend, Events, Notifier
-from .locations import companions, exists, identity, is_url, redact
-from .registry import for_connection, open_backend
+from .locations import exists, identity, is_url, redact
+from .registry import companions, for_connection, open_backend
 
 __all__ = ["Backend", "Events", "Notifier", "companions", "exists", "for_connection",
            "identity", "is_url", "open_backend", "redact"]

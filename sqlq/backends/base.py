@@ -12,8 +12,9 @@ The contract, in four parts:
   :meth:`Backend.write_shared`, whose commit other threads' writes may share) and
   :meth:`Backend.transaction` run a function with a connection inside one
   transaction; the backend's :class:`~sqlq.backends.store.Store` does the work
-  on that connection, so the Queue composes verbs atomically (delete one job and
-  claim the next in one commit);
+  on that connection, one object per noun (``store.jobs``, ``store.claims``,
+  ``store.deps``, ``store.limits``, ...: ``backends/store/``), so the Queue composes
+  verbs atomically (delete one job and claim the next in one commit);
 * **liveness**: :meth:`Backend.owner_token` registers this process as a holder of
   reservations in a way that ends when the process dies (SIGKILL included), and
   :meth:`Backend.dead_owners` tells which registered holders are surely gone;
@@ -26,9 +27,10 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
+from .conn import Conn, Cursor, Rows
 from .group import Batch, GroupCommit
 
 if TYPE_CHECKING:
@@ -37,34 +39,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 Durability = Literal["full", "normal"]
-
-
-class Rows(Protocol):
-    """A statement's result, as every driver's cursor gives it: its rows are tuples of
-    SQL values (or the driver's tuple-like rows)."""
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-    def __iter__(self) -> Iterator[Any]: ...
-
-
-class Cursor(Protocol):
-    def executemany(self, sql: str, params: Iterable[Any], /) -> object: ...
-
-
-class Conn(Protocol):
-    """A backend's connection, inside a transaction: what every backend's connection
-    offers (apsw's, Python's sqlite3 behind ``sqlite/drivers.Connection``, psycopg's;
-    each driver module checks its own against this) and the shared Store uses. Opaque
-    above the seam: only the backend's Store and the application's own SQL
-    (Transaction.execute, through :meth:`Backend.execute_app`) use it. Parameters are
-    the dialect's: a dict by name, or a tuple by position (``store.py``)."""
-
-    def execute(self, sql: str, params: Any = ..., /) -> Rows: ...
-
-    def cursor(self) -> Cursor: ...
+#: The connection's protocols (``conn.py``), named here too: the contract's own words.
+__all__ = ["Backend", "Conn", "Cursor", "Durability", "Events", "Notifier", "Rows"]
 
 
 class Events:
@@ -124,7 +100,7 @@ class Backend(abc.ABC):
     #: The database as messages name it: a path, or a URL without its password.
     location: str
     durability: Durability
-    #: The SQL of every verb, for this backend's dialect.
+    #: The SQL of every verb, for this backend's dialect, held by noun.
     store: Store
     #: Seconds between checks for dead holders while other processes hold
     #: reservations, for a backend whose notifier cannot signal a death; None when
@@ -157,19 +133,31 @@ class Backend(abc.ABC):
         Inside :meth:`transaction` on the same thread, fn joins it."""
 
     def write_shared(self, fn: Callable[[Conn], T], *, single: bool = False,
-                     batch: Batch | None = None) -> T:
+                     batch: Batch | None = None, item: Any = None) -> T:
         """:meth:`write` (durable) for a short write that may share its transaction and
         its commit with writes other threads make at the same time (group commit,
         ``group.py``): one flush for them all, each caller still returning only once
         the commit holding its write is durable, with its own result or exception.
         fn may run on another thread, and again alone if a write of the group fails;
         ``batch`` says how writes of its kind run together (one statement for a run of
-        puts). Alone, or inside a transaction of this thread's own, exactly
-        :meth:`write` (not from inside a ``single=True`` write's fn, which holds no
-        transaction)."""
+        puts; ``item``: this write's part of such a run). Alone, or inside a transaction
+        of this thread's own, exactly :meth:`write` (not from inside a ``single=True``
+        write's fn, which holds no transaction)."""
         if not self.commits_are_costly:
             return self.write(fn, single=single)
-        return self._group.write(fn, single, batch)
+        return self._group.write(fn, single, batch, item)
+
+    def runners(self) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
+        """:meth:`read`, :meth:`write` and :meth:`write_shared` as the dispatcher calls
+        them on every verb (``verbs/dispatch.py``), resolved once: a backend whose calls
+        are its database's own hands those over, a call less on every verb."""
+        if not self.commits_are_costly:
+            return self.read, self.write, self._write_alone
+        return self.read, self.write, self._group.write
+
+    def _write_alone(self, fn: Callable[[Conn], T], single: bool = False,
+                     batch: Batch | None = None, item: Any = None) -> T:
+        return self.write(fn, single=single)
 
     @property
     def commits_are_costly(self) -> bool:
@@ -236,7 +224,7 @@ class Backend(abc.ABC):
         dead = self.dead_owners(tokens)
         if not dead:
             return 0
-        released = self.write(lambda c: sum(self.store.release_owner(c, t) for t in dead),
+        released = self.write(lambda c: sum(self.store.claims.release_owner(c, t) for t in dead),
                               durable=False)
         for token in dead:
             self.forget_owner(token)

@@ -31,14 +31,15 @@ with other threads' writes.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from ..errors import DatabaseError
 
 if TYPE_CHECKING:
-    from .base import Backend, Conn
+    from .conn import Conn
 
 T = TypeVar("T")
 
@@ -47,26 +48,28 @@ MAX_GROUP = 64
 
 
 class Batch(NamedTuple):
-    """How a write may run together with others of its kind: ``run(conn, items)`` does
-    the writes of every item and returns their results in order (writes are of a kind
-    when their ``run`` is equal); ``single``: in one statement that checks nothing of its
-    own (only the database can fail it). The write's own function stays what runs it
-    alone, and under a savepoint when a write of the group fails."""
+    """How writes of one kind may run together: ``run(conn, items)`` does the writes of
+    every item (each write's ``item``) and returns their results in order (writes are of
+    a kind when their ``run`` is equal); ``single``: in one statement that checks nothing
+    of its own (only the database can fail it). Made once per kind; a write's own
+    function stays what runs it alone, and under a savepoint when a write of the group
+    fails."""
 
     run: Callable[[Conn, list[Any]], list[Any]]
-    item: Any
     single: bool = False
 
 
 class _Write:
     """One queued write, and what became of it."""
 
-    __slots__ = ("fn", "single", "batch", "lead", "error", "value", "_wake")
+    __slots__ = ("fn", "single", "batch", "item", "lead", "error", "value", "_wake")
 
-    def __init__(self, fn: Callable[[Conn], Any], single: bool, batch: Batch | None) -> None:
+    def __init__(self, fn: Callable[[Conn], Any], single: bool, batch: Batch | None,
+                 item: Any) -> None:
         self.fn = fn
         self.single = single
         self.batch = batch
+        self.item = item
         #: Woken to lead the next group rather than with an outcome.
         self.lead = False
         self.error: BaseException | None = None
@@ -99,10 +102,24 @@ class _Aborted(Exception):
     """The database failed under a write: the shared transaction is rolled back."""
 
 
+class Writer(Protocol):
+    """What group commit asks of the backend that holds it (``Backend``'s own verbs):
+    named here, so the contract can hold its commit queue without a circle."""
+
+    location: str
+
+    def write(self, fn: Callable[[Conn], T], *, durable: bool = True,
+              single: bool = False) -> T: ...
+
+    def transaction(self, durable: bool = True) -> contextlib.AbstractContextManager[Conn]: ...
+
+    def in_transaction(self) -> bool: ...
+
+
 class GroupCommit:
     """The commit queue of one backend (see the module's docstring)."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Writer) -> None:
         self._backend = backend
         self._mutex = threading.Lock()
         self._queue: list[_Write] = []
@@ -110,7 +127,7 @@ class GroupCommit:
         self._busy = False
 
     def write(self, fn: Callable[[Conn], T], single: bool = False,
-              batch: Batch | None = None) -> T:
+              batch: Batch | None = None, item: Any = None) -> T:
         """``backend.write(fn, single=single)``, durable, possibly sharing its commit."""
         backend = self._backend
         with self._mutex:
@@ -124,7 +141,7 @@ class GroupCommit:
         if backend.in_transaction():
             # This thread's own transaction: join it (the leader may be waiting for it).
             return backend.write(fn, single=single)
-        me = _Write(fn, single, batch)
+        me = _Write(fn, single, batch, item)
         with self._mutex:
             if self._busy:
                 self._queue.append(me)
@@ -204,7 +221,7 @@ class GroupCommit:
                 # as from a failed COMMIT (below).
                 assert first is not None
                 values = backend.write(lambda conn: first.run(conn, [
-                    w.batch.item for w in group if w.batch is not None]), single=True)
+                    w.item for w in group if w.batch is not None]), single=True)
             else:
                 values = backend.write(lambda conn: self._together(conn, group))
         except _WriteFailed:
@@ -241,8 +258,7 @@ class GroupCommit:
                 end += 1
             try:
                 if batch is not None and end - start > 1:
-                    values += batch.run(conn, [w.batch.item for w in group[start:end]
-                                               if w.batch is not None])
+                    values += batch.run(conn, [w.item for w in group[start:end]])
                 else:
                     values.append(group[start].fn(conn))
             except Exception as e:

@@ -1,7 +1,8 @@
 """Where a database is: a ``postgresql://`` URL names a server, anything else a SQLite
 file. What the rest of sqlq (and each backend) needs to know about a location without
-opening it: which kind it is, whether it exists, one spelling of it, how to print it,
-and which files beside a SQLite file are its own.
+opening it: which kind it is, whether it exists, one spelling of it, how to print it.
+Below the backends, which use it (which files beside a SQLite file are its own is the
+SQLite backend's to say: ``registry.companions``).
 """
 
 from __future__ import annotations
@@ -73,18 +74,3 @@ def identity(location: str) -> str:
     if is_url(location):
         return location
     return os.path.realpath(location)
-
-
-def companions(location: str) -> list[tuple[str, str]]:
-    """The paths a SQLite file at ``location`` owns, each as :func:`identity` spells it,
-    with what it is: the file, the -wal, -shm and -journal files SQLite keeps beside it,
-    and sqlq's ``<db>-sqlq`` directory (owner files, wakeups). None for a server URL.
-    Whatever writes files (``backup``) must replace none of them: a replaced -wal loses
-    the commits it holds."""
-    if is_url(location):
-        return []
-    from .sqlite.sidecar import SUFFIX, real_path, sidecar_dir
-
-    real = real_path(location)
-    return [(real, "file"), *((real + s, f"{s} file") for s in ("-wal", "-shm", "-journal")),
-            (sidecar_dir(real), f"{SUFFIX} directory")]

@@ -1,5 +1,6 @@
 """Which backend serves what: a location (:func:`open_backend`), or an application's own
-DB-API connection (:func:`for_connection`).
+DB-API connection (:func:`for_connection`); and which files a location's backend keeps
+(:func:`companions`).
 
 The one module here that names every backend; the contract (``base.py``) names none.
 Each backend is imported only when asked for, so a SQLite user never imports psycopg.
@@ -100,3 +101,18 @@ def for_connection(conn: Any) -> ConnectionBackend:
         return psycopg_put
     raise TypeError("conn must be a sqlite3.Connection or a psycopg.Connection, "
                     f"not {type(conn).__name__}")
+
+
+def companions(location: str) -> list[tuple[str, str]]:
+    """The paths a SQLite file at ``location`` owns, each as ``locations.identity`` spells
+    it, with what it is: the file, the -wal, -shm and -journal files SQLite keeps beside it,
+    and sqlq's ``<db>-sqlq`` directory (owner files, wakeups). None for a server URL.
+    Whatever writes files (``backup``) must replace none of them: a replaced -wal loses
+    the commits it holds."""
+    if is_url(location):
+        return []
+    from .sqlite.sidecar import SUFFIX, real_path, sidecar_dir
+
+    real = real_path(location)
+    return [(real, "file"), *((real + s, f"{s} file") for s in ("-wal", "-shm", "-journal")),
+            (sidecar_dir(real), f"{SUFFIX} directory")]

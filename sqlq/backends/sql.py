@@ -9,7 +9,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .base import Conn
+    from .conn import Conn
 
 _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
 

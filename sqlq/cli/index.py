@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "metrics": ("serve", "Print the queue's metrics once, in Prometheus' text format."),
     "pause": ("admin", "Stop reserves from TUBE for DURATION (0 un-pauses it)."),
     "peek": ("jobs", "Show a job by ID, or the next --ready/--delayed/--buried one."),
+    "postpone": ("jobs",
+        "Make a ready or delayed job wait DELAY from now (0 makes it ready now)."),
     "progress": ("control",
         "Say how far a reserved job has got: VALUE a count (37), a fraction (0.5) or 50%."),
     "publish": ("topics",

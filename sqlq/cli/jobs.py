@@ -197,6 +197,24 @@ def kick(ctx: click.Context, bound: int, tube: str, as_json: bool) -> None:
     emit({"kicked": count}, as_json, text=f"kicked {count} job{'s' * (count != 1)}")
 
 
+@cli.command()
+@job_id_argument
+@click.argument("delay", type=DURATION)
+@json_option
+@click.pass_context
+def postpone(ctx: click.Context, job_id: int, delay: float, as_json: bool) -> None:
+    """Make a ready or delayed job wait DELAY from now (0 makes it ready now).
+
+    Example:
+
+    \b
+        sqlq postpone 42 1h
+    """
+    queue_from_ctx(ctx, create=False).postpone(job_id, delay)
+    state = f"delayed {format_duration(delay)}" if delay else "ready"
+    emit({"id": job_id, "postponed": True}, as_json, text=f"postponed job {job_id} ({state})")
+
+
 @cli.command("kick-job")
 @job_id_argument
 @json_option

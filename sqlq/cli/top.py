@@ -50,14 +50,16 @@ class Sample:
 
 
 def take_sample(queue: Any) -> Sample:
-    """Read the file's stats and each tube's; a tube that empties meanwhile is skipped."""
+    """Read the file's stats and each tube's (``queue.views``' reads); a tube that empties
+    meanwhile is skipped."""
+    views = queue.views
     tubes: dict[str, Mapping[str, Any]] = {}
-    for name in queue.tubes():
+    for name in views.tubes():
         try:
-            tubes[name] = queue.stats_tube(name)
+            tubes[name] = views.stats_tube(name)
         except Exception:  # noqa: BLE001 - a tube emptied mid-sample simply drops out
             continue
-    return Sample(time.monotonic(), queue.stats(), tubes)
+    return Sample(time.monotonic(), views.stats(), tubes)
 
 
 def _num(stats: Mapping[str, Any], key: str) -> int:

@@ -31,10 +31,8 @@ from ..model import (
     DEFAULT_PRIORITY,
     DEFAULT_TTR,
     DEFAULT_TUBE,
-    check_after,
     check_body,
-    check_put_options,
-    check_tube,
+    describe_put,
 )
 
 if TYPE_CHECKING:
@@ -107,9 +105,7 @@ def _check(max_job_size: int, body: bytes | str, *, tube: str = DEFAULT_TUBE,
     """Queue.put's checks, for a put that will be made later (whether ``after``'s ids were
     issued is known only then: the commit's put raises JobNotFound)."""
     check_body(body, max_job_size)
-    check_tube(tube)
-    check_put_options(priority, delay, ttr, unique_key)
-    check_after(after)
+    describe_put(tube, priority, delay, ttr, unique_key, after)
 
 
 def _put_after_commit(queue: Callable[[], Queue], body: bytes | str,

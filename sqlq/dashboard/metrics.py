@@ -65,8 +65,8 @@ class QueueCollector:
 
     def collect(self) -> Iterator[Metric]:
         """The metric families, from one overview and one look at the workers."""
-        overview = self.queue.overview()
-        workers = self.queue.workers()
+        overview = self.queue.views.overview()
+        workers = self.queue.views.workers()
         now = overview.at
         jobs = GaugeMetricFamily("sqlq_jobs", "Jobs by tube and state, as of now.",
                                  labels=["tube", "state"])
@@ -109,12 +109,12 @@ class QueueCollector:
         slots = GaugeMetricFamily("sqlq_periodic_last_slot_timestamp_seconds",
                                   "Start of the last slot each periodic task enqueued.",
                                   labels=["task"])
-        for slot in self.queue.periodic_slots():
+        for slot in self.queue.views.periodic_slots():
             slots.add_metric([slot.name], slot.last_slot / 1000)
         yield slots
         yield from self._histograms()
         try:
-            horizon = self.queue.horizon()
+            horizon = self.queue.views.horizon()
         except Error:  # e.g. a file whose WAL cannot be checkpointed: the rest still counts
             return
         yield from horizon_metrics(horizon)
@@ -129,7 +129,7 @@ class QueueCollector:
                 "sqlq_job_run_seconds", "Time a run of a job took in sqlq work, whatever its "
                 "outcome.", labels=["tube"]),
         }
-        for h in self.queue.duration_histograms():
+        for h in self.queue.views.duration_histograms():
             if h.metric in families:  # another version's metric is not ours to name
                 families[h.metric].add_metric([h.tube], h.buckets, h.sum)
         yield from families.values()

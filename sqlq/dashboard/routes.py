@@ -210,24 +210,25 @@ class Dashboard:
     # -- pages ---------------------------------------------------------------------------------
 
     def overview(self, req: Request) -> Response:
-        view = self.queue.overview()
+        view = self.queue.views.overview()
         self.history.record(view.puts_total, view.deletes_total)
-        durations = {(h.tube, h.metric): h for h in self.queue.duration_histograms()}
+        durations = {(h.tube, h.metric): h for h in self.queue.views.duration_histograms()}
         try:
-            alerts = alarms(self.queue.horizon(), self.thresholds)
+            alerts = alarms(self.queue.views.horizon(), self.thresholds)
         except Error:  # the overview must show even if the horizon cannot be read
             alerts = {}
         return self.render("overview.html", view=view, now=view.at, note=req.arg("note"),
                            alerts=alerts,
-                           workers=sum(1 for w in self.queue.workers() if w.alive and w.token),
+                           workers=sum(1 for w in self.queue.views.workers()
+                                       if w.alive and w.token),
                            durations=durations,
                            day=views.day_chart(self.queue.throughput(), view.at))
 
     def api_overview(self, req: Request) -> Response:
         """What the page's script polls (every 2 s while the tab is visible)."""
-        view = self.queue.overview()
+        view = self.queue.views.overview()
         self.history.record(view.puts_total, view.deletes_total)
-        durations = {(h.tube, h.metric): h for h in self.queue.duration_histograms()}
+        durations = {(h.tube, h.metric): h for h in self.queue.views.duration_histograms()}
         tubes = {t.name: {"ready": t.ready, "urgent": t.urgent, "reserved": t.reserved,
                           "delayed": t.delayed, "buried": t.buried, "waiting": t.waiting,
                           "live": t.live,
@@ -249,15 +250,15 @@ class Dashboard:
         if state not in STATE_NAMES:
             raise ValueError(f"no state {state!r}")
         text = req.arg("q").strip()
-        summary = self.queue.tube_summary(name)
+        summary = self.queue.views.tube_summary(name)
         after = None
         if req.arg("after"):
             key, _, job = req.arg("after").partition(":")
             after = (int(key), int(job))
         if text:
-            jobs = self.queue.search(name, text, limit=PAGE)
+            jobs = self.queue.views.search(name, text, limit=PAGE)
         else:
-            jobs = self.queue.job_page(name, state, after=after, limit=PAGE)
+            jobs = self.queue.views.job_page(name, state, after=after, limit=PAGE)
         more = None if text or len(jobs) < PAGE else "{}:{}".format(*jobs[-1].cursor)
         return self.render("tube.html", tube=summary, state=state, jobs=jobs, query=text,
                            more=more, paged=after is not None, note=req.arg("note"),
@@ -267,11 +268,11 @@ class Dashboard:
     def job(self, req: Request) -> Response:
         job_id = _job_id(req.arg("id"))
         job = self.queue.peek(job_id)
-        result = self.queue.kept_result(job_id)
+        result = self.queue.views.kept_result(job_id)
         if job is None and result is None:
             raise JobNotFound(f"job {job_id} not found (deleted, or its result expired)")
         return self.render("job.html", job_id=job_id, job=job, note=req.arg("note"),
-                           trace=self._trace(self.queue.job_trace(job_id)) if job else None,
+                           trace=self._trace(self.queue.views.job_trace(job_id)) if job else None,
                            trace_of=self._trace,
                            links=self._links(job_id) if job else None,
                            shown_links=SHOWN_LINKS,
@@ -295,22 +296,22 @@ class Dashboard:
         """Buried jobs of every tube, grouped by error (newest first), a page at a time."""
         page = int(req.arg("page", "1")) if req.arg("page", "1").isdigit() else 1
         page = max(page, 1)
-        groups = self.queue.failed_groups(limit=PAGE + 1, offset=(page - 1) * PAGE)
-        buried = sum(t.buried for t in self.queue.overview().tubes)
+        groups = self.queue.views.failed_groups(limit=PAGE + 1, offset=(page - 1) * PAGE)
+        buried = sum(t.buried for t in self.queue.views.overview().tubes)
         return self.render("failed.html", groups=groups[:PAGE], number=page,
                            more=len(groups) > PAGE, buried=buried, depth=failures.DEPTH,
                            note=req.arg("note"), key=views.group_key)
 
     def workers(self, req: Request) -> Response:
-        return self.render("workers.html", workers=self.queue.workers(),
+        return self.render("workers.html", workers=self.queue.views.workers(),
                            now=now_ms())
 
     def periodic(self, req: Request) -> Response:
         """Each periodic task's last and next slot and, with ``--import``, its tube, with a
         warning when no running ``sqlq work`` watches it (its jobs would pile up unseen)."""
         now = now_ms()
-        last = {slot.name: slot for slot in self.queue.periodic_slots()}
-        watched = {tube for w in self.queue.workers() if w.registered and w.alive
+        last = {slot.name: slot for slot in self.queue.views.periodic_slots()}
+        watched = {tube for w in self.queue.views.workers() if w.registered and w.alive
                    for tube in w.tubes}
         rows = []
         for name in sorted(set(last) | set(self.schedules)):
@@ -320,7 +321,7 @@ class Dashboard:
                          "next": self.schedules[name].next_slot(now) if name in self.schedules
                          else None,
                          "unwatched": tube is not None and tube not in watched,
-                         "ready": self.queue.tube_summary(tube).ready
+                         "ready": self.queue.views.tube_summary(tube).ready
                          if tube is not None and tube not in watched else 0})
         return self.render("periodic.html", rows=rows, now=now,
                            known=bool(self.schedules))
@@ -333,7 +334,7 @@ class Dashboard:
 
     def horizon(self, req: Request) -> Response:
         """What holds back the cleanup of deleted jobs: every holder, the WAL, dead rows."""
-        horizon = self.queue.horizon()
+        horizon = self.queue.views.horizon()
         return self.render("horizon.html", horizon=horizon, thresholds=self.thresholds,
                            alerts=alarms(horizon, self.thresholds), docs=DOCS_PAGE,
                            size=format_size, duration=format_duration)
@@ -390,7 +391,7 @@ class Dashboard:
             return back
         if url.path != "/job" or job_id not in done.ids:
             return back
-        if self.queue.peek(job_id) is not None or self.queue.kept_result(job_id) is not None:
+        if self.queue.peek(job_id) is not None or self.queue.views.kept_result(job_id) is not None:
             return back
         return views.tube_url(done.tubes[0]) if done.tubes else "/"
 
@@ -420,12 +421,12 @@ class Dashboard:
         tube = req.field("tube")
         if req.field("confirm") != "yes":
             return Done("nothing kicked: confirm first", [tube])
-        if not self.queue.tube_summary(tube).buried:
+        if not self.queue.views.tube_summary(tube).buried:
             return Done("no buried job to kick", [tube])  # kick() would kick delayed jobs
         # kick() moves the oldest buried jobs first: the ids, read just before, are theirs
         # (a job buried meanwhile may be kicked too; the count says how many were). The
         # audit lists the first page of them and counts the rest.
-        ids = [j.id for j in self.queue.job_page(tube, "buried", limit=500)]
+        ids = [j.id for j in self.queue.views.job_page(tube, "buried", limit=500)]
         kicked = self.queue.kick(2**31, tube)
         return Done(f"{kicked} jobs kicked", [tube], ids[:kicked], max(kicked - len(ids), 0))
 
@@ -468,7 +469,7 @@ class Dashboard:
         verb = req.field("verb")
         if verb not in ("kick", "delete"):
             raise ValueError(f"no group action {verb!r}")
-        jobs = self.queue.failed_group_jobs(error, reason, location)
+        jobs = self.queue.views.failed_group_jobs(error, reason, location)
         if req.field("confirm") != "yes":
             return Done(f"nothing done: confirm the {verb} of {len(jobs)} jobs first")
         done = self._each(verb, jobs[:GROUP_STEP], buried_only=verb == "delete")

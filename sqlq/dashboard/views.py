@@ -195,7 +195,7 @@ class Progress(NamedTuple):
 def progress(queue: Any, job_id: int) -> Progress | None:
     """What the job reported of its progress (stats_job), or None: none yet, or gone."""
     try:
-        stats = queue.stats_job(job_id)
+        stats = queue.views.stats_job(job_id)
     except JobNotFound:
         return None
     value = stats.get("progress", "")

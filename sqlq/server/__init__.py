@@ -4,7 +4,8 @@ One thread runs one ``selectors`` loop, the shape of beanstalkd itself (and with
 ``--processes N``, N such processes share the port: ``processes.py``):
 
 ========================  ===============================================================
-``main.py``               ``serve()`` and the ``sqlq-beanstalkd`` entry point (flags, signals)
+``main.py``               ``serve()`` and the ``sqlq-beanstalkd`` entry point (flags)
+``running.py``            one server process's life: signals, log level, serving while it opens
 ``processes.py``          ``--processes N``: N server processes on one port, and their parent
 ``core.py``               ``Server``: the Queue, listeners, connections, their lifecycle
 ``connection.py``         ``Conn``: one client's buffers and protocol state, backpressure

@@ -44,11 +44,25 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import AbstractContextManager
-    from typing import Any, TypeVar
+    from typing import Any, Protocol, TypeVar
 
     from sqlq.backends import Backend
+    from sqlq.queue import Queue
     from sqlq.server.connection import Conn
-    from sqlq.server.core import Server
+    from sqlq.server.locks import LockWaits
+    from sqlq.server.loop import Loop
+
+    class Server(Protocol):
+        """What the round's transaction asks of its server (``core.Server``)."""
+
+        @property
+        def q(self) -> Queue: ...
+
+        @property
+        def loop(self) -> Loop: ...
+
+        @property
+        def locks(self) -> LockWaits: ...
 
     T = TypeVar("T")
 

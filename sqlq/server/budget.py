@@ -23,7 +23,14 @@ from collections import OrderedDict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from sqlq.server.connection import Conn
+    from typing import Protocol
+
+    class Conn(Protocol):
+        """What the budget asks of a connection waiting for memory (``connection.Conn``)."""
+
+        grant: int  # bytes granted to its body in progress
+
+        def update(self) -> None: ...
 
 DEFAULT_MAX_BUFFERED = 64 << 20
 """The cap's floor; it is at least four bodies of the maximum job size."""

@@ -18,9 +18,25 @@ from sqlq.server.yaml import yaml_list
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Protocol
 
     from sqlq.server.connection import Conn, Held
-    from sqlq.server.core import Server
+    from sqlq.server.locks import LockWaits
+    from sqlq.server.stats import Server as Viewed
+    from sqlq.server.stats import Stats
+
+    class Server(Viewed, Protocol):
+        """What the commands ask of their server (``core.Server``): what the stats
+        documents read of it, and the parts the commands drive."""
+
+        @property
+        def stats(self) -> Stats: ...
+
+        @property
+        def locks(self) -> LockWaits: ...
+
+        @property
+        def skew(self) -> float: ...
 
 # Verbs go by their names (``_value_``) on the hot path: an Enum member hashes, and
 # reads ``.value``, through Python code, and reads through its class via the metaclass.

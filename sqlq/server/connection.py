@@ -20,9 +20,50 @@ from sqlq.server.protocol import DEFAULT_TUBE, LINE_MAX, Command, Reply, reserve
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
+    from typing import Protocol
 
     from sqlq.model import Job
-    from sqlq.server.core import Server
+    from sqlq.server.budget import Budget
+    from sqlq.server.loop import Loop
+
+    class Server(Protocol):
+        """What a connection asks of its server (``core.Server``), named here so that the
+        parts which act on connections (commands, waiters, batch, locks) stand above them."""
+
+        @property
+        def ready(self) -> bool: ...
+
+        @property
+        def loop(self) -> Loop: ...
+
+        @property
+        def budget(self) -> Budget: ...
+
+        @property
+        def batch(self) -> _Batch: ...
+
+        @property
+        def commands(self) -> _Commands: ...
+
+        @property
+        def waiters(self) -> _Waiters: ...
+
+        def on_close(self, conn: Conn) -> None: ...
+
+    class _Batch(Protocol):  # batch.Batch: the round's replies held until its commit
+        @property
+        def open(self) -> bool: ...
+
+        @property
+        def held(self) -> list[Conn]: ...
+
+    class _Commands(Protocol):  # commands.Commands: what a command line or a body runs
+        def dispatch(self, conn: Conn, line: bytes) -> None: ...
+
+        def put(self, conn: Conn, cmd: Command, body: bytes) -> None: ...
+
+    class _Waiters(Protocol):  # waiters.Waiters: a blocked reserve's answer
+        def answer(self, conn: Conn, reply: bytes) -> None: ...
 
 _READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 READ_SIZE = 65536

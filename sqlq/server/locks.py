@@ -29,10 +29,23 @@ from sqlq.server.protocol import Reply
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Protocol
 
     from sqlq.server.connection import Conn
-    from sqlq.server.core import Server
-    from sqlq.server.loop import Timer
+    from sqlq.server.loop import Loop, Timer
+
+    class Server(Protocol):
+        """What the parked commands ask of their server (``core.Server``): its loop's
+        timer, and a poke for the waiting reserves once the lock is free."""
+
+        @property
+        def loop(self) -> Loop: ...
+
+        @property
+        def waiters(self) -> _Waiters: ...
+
+    class _Waiters(Protocol):  # waiters.Waiters
+        def poke(self) -> None: ...
 
 LOCK_WAIT = 0.02
 """Seconds a write on the loop waits for the lock: longer than most commits of other

@@ -51,6 +51,7 @@ import time
 
 from sqlq.server.loop import log
 from sqlq.server.net import address_of, bind, shares_port, unlink_unix
+from sqlq.server.running import binlog_location, catch_signals, serve_opening, set_verbosity
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # (json and subprocess are imported once bound: see beanstalkd_group)
@@ -281,8 +282,6 @@ def beanstalkd_group(flags: Flags) -> int:
     It binds first, as one process does (clients connect 100 ms after exec); without
     ``-b`` the processes share one temporary directory, removed at exit.
     """
-    from sqlq.server.main import set_verbosity
-
     set_verbosity(flags.verbose)
     try:
         group = Group(flags.listen, flags.processes, {
@@ -293,8 +292,6 @@ def beanstalkd_group(flags: Flags) -> int:
         sys.stderr.write(f"sqlq-beanstalkd: cannot listen on {flags.listen}: {e}\n")
         return 1
     import tempfile
-
-    from sqlq.server.main import binlog_location
 
     temp = None if flags.binlog_dir else tempfile.mkdtemp(prefix="sqlq-beanstalkd-")
     try:
@@ -319,7 +316,6 @@ def child_main() -> None:
     import json
 
     from sqlq.server.core import Server
-    from sqlq.server.main import catch_signals, serve_opening, set_verbosity
 
     spec = json.loads(sys.stdin.buffer.read())
     set_verbosity(spec["verbose"])

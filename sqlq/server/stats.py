@@ -28,9 +28,36 @@ from sqlq.server.yaml import STATS_JOB_KEYS, STATS_KEYS, STATS_TUBE_KEYS, Scalar
 TYPE_CHECKING = False  # not `typing` (with re): sqlq-beanstalkd imports this before it listens
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable
-    from typing import Any
+    from typing import Any, Protocol
 
-    from sqlq.server.core import Server
+    from sqlq.queue import Queue
+    from sqlq.server.batch import Batch
+    from sqlq.server.connection import Conn
+    from sqlq.server.waiters import Waiters
+
+    class Server(Protocol):
+        """What the stats documents read of their server (``core.Server``)."""
+
+        @property
+        def q(self) -> Queue: ...
+
+        @property
+        def conns(self) -> set[Conn]: ...
+
+        @property
+        def file_counts(self) -> FileCounts: ...
+
+        @property
+        def batch(self) -> Batch: ...
+
+        @property
+        def waiters(self) -> Waiters: ...
+
+        @property
+        def max_job_size(self) -> int: ...
+
+        @property
+        def draining(self) -> bool: ...
 
 
 class FileCounts:
@@ -51,21 +78,19 @@ class FileCounts:
         if server.batch.open:
             self.reads += 1
             return read()
-        from sqlq import stats as counting  # not before the server listens (main.py)
-
-        backend = server.q.backend
-        token = backend.read(backend.store.change_token, single=True)
+        views = server.q.views
+        token = views.change_token()
         now = now_ms()
         if token != self._token or (self._until is not None and now >= self._until):
             self._token, self._values = None, {}
-            until = counting.next_change(backend, now)
+            until = views.next_change()
         elif key in self._values:
             return self._values[key]
         else:
             until = self._until
         self.reads += 1
         value = read()
-        if backend.read(backend.store.change_token, single=True) == token:
+        if views.change_token() == token:
             if self._token is None:  # nothing committed meanwhile: all read one state
                 self._token, self._until = token, until
             self._values[key] = value
@@ -86,7 +111,7 @@ class Stats:
     def server_doc(self, server: Server) -> bytes:
         """The ``stats`` document."""
         counts = server.file_counts
-        file_stats = counts.get("stats", server.q.stats)
+        file_stats = counts.get("stats", server.q.views.stats)
         usage = _rusage()
         uname = os.uname()
         conns = server.conns
@@ -116,8 +141,7 @@ class Stats:
         from sqlq import stats as counting
 
         q = server.q
-        read = server.file_counts.get(
-            ("tube", tube), lambda: counting.read_tube(q.backend, now_ms(), tube))
+        read = server.file_counts.get(("tube", tube), lambda: q.views.tube_record(tube))
         values = counting.tube_doc(read, now_ms(), tube)  # zeros for a tube without jobs
         conns = server.conns
         values.update({
@@ -135,7 +159,7 @@ class Stats:
             JobNotFound: no such job, or a job waiting for parents (a state the
                 protocol does not have: such a job is in no reply but the counts).
         """
-        values = server.q.stats_job(job_id)
+        values = server.q.views.stats_job(job_id)
         if values["state"] == "waiting":
             raise JobNotFound(f"job {job_id} not found")
         values["file"] = 0
@@ -144,7 +168,7 @@ class Stats:
 
 def tubes(server: Server) -> list[str]:
     """Tubes as beanstalkd sees them: ``default``, those with jobs, those a client names."""
-    names = dict.fromkeys([DEFAULT_TUBE, *server.file_counts.get("tubes", server.q.tubes)])
+    names = dict.fromkeys([DEFAULT_TUBE, *server.file_counts.get("tubes", server.q.views.tubes)])
     for conn in server.conns:
         names.update(dict.fromkeys([conn.use, *conn.watch]))
     return list(names)
@@ -159,7 +183,7 @@ def version() -> str:
 
 def sqlq_version() -> str:
     """sqlq's version, for ``sqlq-beanstalkd -v`` (``stats`` has beanstalkd's keys only)."""
-    from sqlq import __version__
+    from sqlq.version import __version__
 
     return __version__
 

@@ -33,12 +33,40 @@ from sqlq.server.protocol import SAFETY_MARGIN_MS, Reply
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from sqlq.backends import Events, Notifier
     from sqlq.model import Job
+    from sqlq.queue import Queue
+    from sqlq.server.batch import Batch
     from sqlq.server.connection import Conn, Held
-    from sqlq.server.core import Server
-    from sqlq.server.loop import Timer
+    from sqlq.server.locks import LockWaits
+    from sqlq.server.loop import Loop, Timer
     from sqlq.waiting import Pacer
+
+    class Server(Protocol):
+        """What the waiters ask of their server (``core.Server``)."""
+
+        @property
+        def q(self) -> Queue: ...
+
+        @property
+        def loop(self) -> Loop: ...
+
+        @property
+        def batch(self) -> Batch: ...
+
+        @property
+        def locks(self) -> LockWaits: ...
+
+        @property
+        def stats(self) -> _Stats: ...
+
+        @property
+        def skew(self) -> float: ...
+
+    class _Stats(Protocol):  # stats.Stats: the counter a reservation's timeout adds to
+        job_timeouts: int
 
 FALLBACK_RECHECK = 5.0
 """Waiters look again at least this often, whatever the notifier says."""

@@ -43,13 +43,14 @@ if TYPE_CHECKING:
     from .retry import Backoff, RetryPolicy
     from .shell import ShellRunner
     from .supervisor import Supervisor
-    from .tasks import REGISTRY, Task, TaskRunner
+    from .taskrun import TaskRunner
+    from .tasks import REGISTRY, Task
     from .worker import Worker
 
 _LAZY = {"WorkConfig": ".config", "run": ".command", "Schedule": ".periodic",
          "Backoff": ".retry", "RetryPolicy": ".retry", "ShellRunner": ".shell",
          "Supervisor": ".supervisor", "REGISTRY": ".tasks", "Task": ".tasks",
-         "TaskRunner": ".tasks", "Worker": ".worker"}
+         "TaskRunner": ".taskrun", "Worker": ".worker"}
 
 
 def __getattr__(name: str) -> Any:

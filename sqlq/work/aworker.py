@@ -63,7 +63,7 @@ from .handling import JobHandling
 from .heartbeat import DEFAULT_GRACE, IDLE_CHECK, STOP, TOUCH, Grace, Heartbeat
 from .prefetch import ACK_WAIT, WAITING, Done, keep
 from .presence import Presence
-from .tasks import TaskRun, TaskRunner
+from .taskrun import TaskRun, TaskRunner
 
 T = TypeVar("T")
 log = logging.getLogger("sqlq.worker")

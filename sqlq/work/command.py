@@ -170,9 +170,10 @@ def open_queue(db: str, durability: Durability, *, init: bool = False) -> Queue:
 
 def run_worker(config: WorkConfig, db: str, tubes: Sequence[str]) -> int:
     """Run one worker in this process until it is stopped; the exit status (0)."""
-    from . import periodic
+    from .scheduler import start_scheduler
     from .shell import GroupReport, ShellRunner
-    from .tasks import REGISTRY, TaskRunner
+    from .taskrun import TaskRunner
+    from .tasks import REGISTRY
 
     queue = open_queue(db, "normal" if config.durability == "normal" else "full",
                        init=config.init)
@@ -196,7 +197,7 @@ def run_worker(config: WorkConfig, db: str, tubes: Sequence[str]) -> int:
         worker = Worker(queue, job_runner, tubes, burst=config.burst, grace=config.grace,
                         prefetch=config.prefetch)
         worker.install_signal_handlers()
-    scheduler = None if config.burst else periodic.start_scheduler(queue, REGISTRY.values())
+    scheduler = None if config.burst else start_scheduler(queue, REGISTRY.values())
     log.info("worker %d watching %s on %s%s", os.getpid(), ", ".join(worker.tubes),
              queue.backend.location,
              f" ({config.concurrency} at once, asyncio)" if not isinstance(worker, Worker)

@@ -62,7 +62,7 @@ class Worker:
 
     Args:
         queue: the queue to work on (this worker's own: it owns the reservations).
-        runner: starts jobs (:class:`~sqlq.work.tasks.TaskRunner`,
+        runner: starts jobs (:class:`~sqlq.work.taskrun.TaskRunner`,
             :class:`~sqlq.work.shell.ShellRunner`).
         tubes: the tubes to watch.
         burst: return as soon as no job is ready, instead of waiting for more.

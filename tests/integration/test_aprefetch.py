@@ -14,7 +14,7 @@ import pytest
 
 import sqlq
 from sqlq.work.aworker import AsyncWorker
-from sqlq.work.tasks import TaskRunner
+from sqlq.work.taskrun import TaskRunner
 from tests import ajobs
 from tests.timing import soon
 from tests.workers import Work, killed_holder_gives_back, lines, wait_for

@@ -200,6 +200,19 @@ def test_release_bury_kick_touch(db: Path) -> None:
     run(db, "kick-job", "99", code=3)
 
 
+def test_postpone(db: Path) -> None:
+    put(db, "job")
+    assert run(db, "postpone", "1", "1h").stdout.strip() == "postponed job 1 (delayed 1h00m)"
+    assert job(db, 1)["state"] == "delayed"
+    assert json.loads(run(db, "postpone", "1", "0", "--json").stdout) == {
+        "id": 1, "postponed": True}
+    assert job(db, 1)["state"] == "ready"
+    run(db, "reserve", "--timeout", "0")
+    run(db, "postpone", "1", "1h", code=3)  # reserved
+    run(db, "postpone", "99", "1h", code=3)
+    run(db, "postpone", "1", "soon", code=2)  # not a duration: usage
+
+
 # --- peek, stats, tubes, pause ------------------------------------------------------------
 
 

@@ -37,7 +37,7 @@ STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
 def _trace(q: sqlq.Queue, job_id: int, context: str) -> None:
     """What a put under a recording span stores (the test process sets no provider)."""
     backend = q.backend
-    backend.write(lambda c: backend.store.set_trace(c, [job_id], context))
+    backend.write(lambda c: backend.store.jobs.set_trace(c, [job_id], context))
 
 
 def _fail_once(q: sqlq.Queue, job_id: int, trace: str | None) -> None:

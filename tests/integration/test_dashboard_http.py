@@ -52,7 +52,7 @@ def _post_forms(html: str) -> list[str]:
 
 
 def test_every_page_answers(client: Client, filled: sqlq.Queue) -> None:
-    hostile_id = filled.search("mail", "alert")[0].id
+    hostile_id = filled.views.search("mail", "alert")[0].id
     pages = ["/", "/tube?name=mail", "/tube?name=billing", "/tube?name=nosuch",
              "/tube?name=mail&q=alert", f"/job?id={hostile_id}", "/job?id=1",
              "/workers", "/periodic", "/topics", "/static/dashboard.css",
@@ -101,7 +101,7 @@ def test_paging_and_search(q: sqlq.Queue) -> None:
 
 
 def test_hostile_values_are_escaped_everywhere(client: Client, filled: sqlq.Queue) -> None:
-    hostile_id = filled.search("mail", "alert")[0].id
+    hostile_id = filled.views.search("mail", "alert")[0].id
     for page in ("/tube?name=mail", "/tube?name=mail&state=buried", "/tube?name=mail&q=alert",
                  f"/job?id={hostile_id}", "/job?id=1", "/?note=" + HOSTILE):
         html = client.get(page).text
@@ -180,18 +180,18 @@ def test_bulk_actions_need_confirmation(client: Client, filled: sqlq.Queue) -> N
     assert filled.job_page("mail", "ready") == []
     kick_all = {"csrf": client.csrf, "tube": "mail", "next": "/"}
     client.post("/actions/kick-all", kick_all)
-    assert filled.tube_summary("mail").buried == 1
+    assert filled.views.tube_summary("mail").buried == 1
     client.post("/actions/kick-all", {**kick_all, "confirm": "yes"})
-    assert filled.tube_summary("mail").buried == 0
+    assert filled.views.tube_summary("mail").buried == 0
 
 
 def test_pause_and_resume(client: Client, filled: sqlq.Queue) -> None:
     base = {"csrf": client.csrf, "tube": "mail", "next": "/tube?name=mail"}
     assert client.post("/actions/pause", {**base, "duration": "10m"}).status == 303
-    assert filled.tube_summary("mail").paused_until is not None
+    assert filled.views.tube_summary("mail").paused_until is not None
     assert "Resume" in client.get("/tube?name=mail").text
     assert client.post("/actions/resume", base).status == 303
-    assert filled.tube_summary("mail").paused_until is None
+    assert filled.views.tube_summary("mail").paused_until is None
     assert client.post("/actions/pause", {**base, "duration": "soon"}).status == 400
 
 

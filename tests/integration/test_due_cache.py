@@ -132,24 +132,79 @@ def test_a_quiet_claim_is_one_statement(db_path: str) -> None:
     promote_due while nothing can be due."""
     with sqlq.Queue(db_path, durability="normal") as q:
         q.put_many([b"x"] * 20)
-        for _ in range(3):
+
+        def cycle() -> None:
             job = q.reserve(timeout=0)
             assert job is not None
             job.delete()
-        seen: list[str] = []
 
-        def trace(cursor: Any, sql: str, bindings: Any) -> bool:
-            seen.append(first_word(sql))
-            return True
+        assert statements(q, cycle) == ["PRAGMA", "UPDATE", "DELETE"] * 10
 
-        conn = q.backend.db.conn  # type: ignore[attr-defined]
-        conn.set_exec_trace(trace)
+
+@pytest.mark.sqlite_only
+def test_the_workers_delete_and_claim_skips_promote_due_too(db_path: str) -> None:
+    """The worker's loop, reserve(delete=job): one transaction a job, whose look keeps
+    the next due time once it commits, so the next jobs' claims skip promote_due and
+    the look as a claim outside a transaction does (they ran on every job before)."""
+    with sqlq.Queue(db_path, durability="normal") as q:
+        q.put_many([b"x"] * 20)
+        held = [q.reserve(timeout=0)]
+
+        def cycle() -> None:
+            held.append(q.reserve(timeout=0, delete=held.pop()))
+            assert held[-1] is not None
+
+        assert statements(q, cycle) == ["BEGIN", "DELETE", "PRAGMA", "UPDATE", "COMMIT"] * 10
+
+
+def statements(q: sqlq.Queue, cycle: Any) -> list[str]:
+    """The first words of the statements of ten ``cycle()``s, after three unseen."""
+    for _ in range(3):
+        cycle()
+    seen: list[str] = []
+
+    def trace(cursor: Any, sql: str, bindings: Any) -> bool:
+        seen.append(first_word(sql))
+        return True
+
+    conn = q.backend.db.conn  # type: ignore[attr-defined]
+    conn.set_exec_trace(trace)
+    try:
         for _ in range(10):
-            job = q.reserve(timeout=0)
-            assert job is not None
-            job.delete()
+            cycle()
+    finally:
         conn.set_exec_trace(None)
-        assert seen == ["PRAGMA", "UPDATE", "DELETE"] * 10
+    return seen
+
+
+@pytest.mark.sqlite_only
+def test_a_delete_and_claim_rolled_back_keeps_no_time(fq: sqlq.Queue, clock: FakeClock
+                                                      ) -> None:
+    """The worker's transaction (SQLite's: on PostgreSQL it is one statement) promotes
+    and looks before its claim; if it then rolls back, the promotion is undone and the
+    time it read must not be kept: the job come due is claimed next."""
+    prev = fq.put(b"prev")
+    held = fq.reserve(timeout=0)
+    assert held is not None and held.id == prev
+    warm(fq, "other")
+    jid = fq.put(b"job", delay=1)
+    clock.advance(2)
+    claims = fq.backend.store.claims  # type: ignore[attr-defined]
+    claim = claims.claim
+
+    def claim_then_fail(*args: Any) -> Any:
+        claim(*args)
+        raise RuntimeError("roll back")
+
+    claims.claim = claim_then_fail
+    try:
+        with pytest.raises(RuntimeError):
+            fq.reserve(timeout=0, delete=held)
+    finally:
+        del claims.claim
+    assert fq.stats_job(prev)["state"] == "reserved"  # the delete was rolled back too
+    job = fq.reserve(timeout=0)
+    assert job is not None and job.id == jid
 
 
 def first_word(sql: str) -> str:
@@ -203,7 +258,7 @@ def test_a_look_in_a_transaction_rolled_back_keeps_no_time(fq: sqlq.Queue,
     with pytest.raises(RuntimeError), fq.transaction():
         job = fq.reserve(timeout=0)  # promotes and claims it, uncommitted
         assert job is not None and job.id == jid
-        assert not fq.has_ready()
+        assert not fq.engine._has_ready(fq.engine.tubes(None))  # the look a wait makes
         raise RuntimeError("roll back")
     job = fq.reserve(timeout=0)
     assert job is not None and job.id == jid

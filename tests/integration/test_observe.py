@@ -29,7 +29,7 @@ def test_counters_outlive_jobs_and_processes(q: sqlq.Queue, db_url: str) -> None
     assert child.wait(60) == 0, child.stderr.read() if child.stderr else ""
     for job_id in range(1, 4):
         q.delete(job_id)
-    t = q.tube_summary("t")
+    t = q.views.tube_summary("t")
     assert (t.buries_total, t.kicks_total, t.live) == (3, 2, 0)
-    overview = q.overview()
+    overview = q.views.overview()
     assert overview.puts_total == 3 and overview.deletes_total == 3

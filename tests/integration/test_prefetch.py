@@ -11,7 +11,7 @@ import pytest
 
 import sqlq
 from sqlq.work.prefetch import BATCH_BUDGET, MAX_PREFETCH, BatchSize
-from sqlq.work.tasks import TaskRunner
+from sqlq.work.taskrun import TaskRunner
 from sqlq.work.worker import Worker
 from tests import jobs
 from tests.workers import Work, killed_holder_gives_back, lines, wait_for

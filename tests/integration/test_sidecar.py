@@ -132,7 +132,8 @@ def test_a_close_that_cannot_release_leaves_proof_of_death(
         def full(*args: object, **kwargs: object) -> None:
             raise sqlq.DatabaseError(f"{db_path}: disk full, nothing was written")
 
-        monkeypatch.setattr(q.backend, "write", full)
+        # The give-back's statement fails as on a full disk (the write itself goes on).
+        monkeypatch.setattr(q.backend.store.claims, "release_owner", full)
         q.close()
         assert other.reserve(timeout=0) is not None
 
@@ -226,15 +227,19 @@ def readable(fd: int | None, timeout: float = 10.0) -> bool:
 
 
 def test_an_event_loop_watches_the_sidecar_made_again(q: sqlq.Queue) -> None:
-    """The server only drains its notifier: the drain itself must watch the new sidecar."""
-    notifier = q.notifier
-    shutil.rmtree(f"{q.path}-sqlq")
-    assert readable(notifier.fileno())
-    assert notifier.drain().owner  # an owner's exit may have gone unseen: look
-    assert os.path.isdir(f"{q.path}-sqlq")
-    with open(f"{q.path}-sqlq/owner-x", "w") as f:  # a process closing its owner file
-        f.write("pid 1\n")
-    assert readable(notifier.fileno()) and notifier.drain().owner
+    """The server only drains its notifier (the backend's, opened as ``sqlq serve``'s
+    waiters open theirs): the drain itself must watch the new sidecar."""
+    notifier = q.backend.open_notifier()
+    try:
+        shutil.rmtree(f"{q.path}-sqlq")
+        assert readable(notifier.fileno())
+        assert notifier.drain().owner  # an owner's exit may have gone unseen: look
+        assert os.path.isdir(f"{q.path}-sqlq")
+        with open(f"{q.path}-sqlq/owner-x", "w") as f:  # a process closing its owner file
+            f.write("pid 1\n")
+        assert readable(notifier.fileno()) and notifier.drain().owner
+    finally:
+        notifier.close()
 
 
 def test_no_inotify_watch_to_spare_falls_back_to_polling(

@@ -240,7 +240,7 @@ def test_many_rows_in_one_statement(tmp_path: object,
         tally = Tally()
         tally.observe("t", "run", 0.5)
         q.record_durations(tally)
-        assert [(h.metric, h.count) for h in q.duration_histograms() if h.tube == "t"] \
+        assert [(h.metric, h.count) for h in q.views.duration_histograms() if h.tube == "t"] \
             == [("run", 1)]
 
 

@@ -70,7 +70,8 @@ def test_importing_sqlq_loads_no_queue_and_every_public_name_resolves() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["['sqlq',", "'sqlq.errors']", "sqlq.queue", "sqlq.model"]
+    assert out.stdout.split() == ["['sqlq',", "'sqlq.errors',", "'sqlq.version']", "sqlq.queue",
+                                  "sqlq.model"]
 
 
 def test_python_m_sqlq_still_runs_a_put(tmp_path: Path) -> None:

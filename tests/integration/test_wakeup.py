@@ -306,7 +306,7 @@ def test_threads_sharing_a_queue_each_wake(db_path: str) -> None:
 def test_watches_only_while_waiting(q: Queue) -> None:
     """Between waits the watches are off: a busy worker's own commits cost no events."""
     assert q.reserve(timeout=0.05) is None
-    notifier = q.engine.thread_notifier()
+    notifier = q.engine._thread_notifier()
     q.put(b"x")
     assert not notifier.drain()
     assert q.reserve(timeout=1) is not None  # and waiting still works
@@ -321,7 +321,7 @@ def test_watch_lingers_from_a_wake_until_a_reserve_needs_no_wait(db_path: str) -
             Queue(db_path, durability="normal") as other:
         q.put(b"soon", delay=0.1)
         assert q.reserve(timeout=5) is not None  # found by a wait (the job's due time)
-        notifier = q.engine.thread_notifier()
+        notifier = q.engine._thread_notifier()
         other.put(b"x")
         assert notifier.drain().commit  # still watching after the wait
         assert q.reserve(timeout=0) is not None  # found at once: the watch comes down
@@ -336,8 +336,8 @@ def test_a_waiting_claim_reads_first_only_where_an_empty_claim_locks(
     idle waiters must not take from producers at every commit); PostgreSQL's claim at
     once (SKIP LOCKED: an empty claim locks nothing), one round trip instead of two."""
     reads = []
-    has_ready_job = q._store.has_ready_job
-    monkeypatch.setattr(q._store, "has_ready_job",
+    has_ready_job = q._store.claims.has_ready_job
+    monkeypatch.setattr(q._store.claims, "has_ready_job",
                         lambda *args: reads.append(1) or has_ready_job(*args))
     q.put(b"soon", delay=0.2)
     assert q.reserve(timeout=5) is not None
@@ -348,13 +348,13 @@ def test_a_waiting_claim_reads_first_only_where_an_empty_claim_locks(
 def test_a_waiters_look_opens_no_transaction(q: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
     """The look after a wake is one statement, its own snapshot: no BEGIN and COMMIT."""
     outside: list[bool] = []
-    has_ready_job = q._store.has_ready_job
+    has_ready_job = q._store.claims.has_ready_job
 
     def spy(conn, *args):  # type: ignore[no-untyped-def]
         outside.append(conn.get_autocommit())
         return has_ready_job(conn, *args)
 
-    monkeypatch.setattr(q._store, "has_ready_job", spy)
+    monkeypatch.setattr(q._store.claims, "has_ready_job", spy)
     q.put(b"soon", delay=0.2)
     assert q.reserve(timeout=5) is not None
     assert outside and all(outside)
@@ -366,8 +366,8 @@ def test_own_commits_heard_by_a_lingering_watch_do_not_prolong_the_next_wait(
     """What a watch left up heard before the next wait (this thread's own commits) counts
     with that wait's first look, not as a new commit to re-check for 4 s."""
     looks: list[int] = []
-    has_ready_job = q._store.has_ready_job
-    monkeypatch.setattr(q._store, "has_ready_job",
+    has_ready_job = q._store.claims.has_ready_job
+    monkeypatch.setattr(q._store.claims, "has_ready_job",
                         lambda *args: looks.append(1) or has_ready_job(*args))
     q.put(b"soon", delay=0.1)
     job = q.reserve(timeout=5)  # found by a wait: the watch stays up
@@ -377,7 +377,7 @@ def test_own_commits_heard_by_a_lingering_watch_do_not_prolong_the_next_wait(
     # The first look, its few quick re-checks (a commit may be unpublished as a wait
     # begins) and one at the deadline: the later schedule (0.2 ms ... 4 s), restarted by
     # the stale events, would add a few more within 0.5 s (13 looks in all, measured).
-    assert len(looks) <= 2 + len(q.engine.thread_notifier().recheck_delays(first=True))
+    assert len(looks) <= 2 + len(q.engine._thread_notifier().recheck_delays(first=True))
 
 
 @pytest.mark.sqlite_only
@@ -428,7 +428,7 @@ def test_a_watch_that_saw_no_wal_change_spares_the_wakes_its_check(
         # job comes by a wake, not by the claim a reserve starts with.
         empty_looks: set[int] = set()
         turn = threading.Condition()
-        has_ready_job = q._store.has_ready_job
+        has_ready_job = q._store.claims.has_ready_job
 
         def look(*args: object) -> bool:
             found = has_ready_job(*args)
@@ -442,7 +442,7 @@ def test_a_watch_that_saw_no_wal_change_spares_the_wakes_its_check(
             for _ in range(6):
                 got.append(q.reserve(timeout=30))  # one thread: one notifier, its watch
 
-        monkeypatch.setattr(q._store, "has_ready_job", look)
+        monkeypatch.setattr(q._store.claims, "has_ready_job", look)
         got: list[sqlq.Job | None] = []
         woken = threading.Thread(target=waiter)
         woken.start()

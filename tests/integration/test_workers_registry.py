@@ -25,7 +25,7 @@ from tests.workers import Work, lines, wait_for
 
 def _rows(q: sqlq.Queue) -> list[tuple[object, ...]]:
     backend = q.backend
-    return backend.read(backend.store.list_workers)
+    return backend.read(backend.store.workers.list_workers)
 
 
 def _seen(q: sqlq.Queue) -> tuple[float, str]:
@@ -142,7 +142,7 @@ def test_an_idle_sqlq_work_is_counted_and_a_killed_one_is_not(db_url: str,
 def test_a_worker_registered_by_a_process_that_died_is_swept(db_url: str,
                                                              q: sqlq.Queue) -> None:
     """A row whose owner token was never alive (or is gone) neither shows nor counts."""
-    q.backend.write(lambda c: q.backend.store.beat_worker(c, {
+    q.backend.write(lambda c: q.backend.store.workers.beat_worker(c, {
         "token": "999999-deadbeef0000", "host": "elsewhere", "pid": 999999, "tubes": "t",
         "started_at": 1, "seen_at": 1, "job_id": None, "jobs_done": 0}))
     assert q.workers() == []
@@ -170,7 +170,7 @@ def test_throughput_is_sampled_once_a_minute_and_kept_a_day(fq: sqlq.Queue,
     for _ in range(throughput.KEEP_MINUTES + 5):
         clock.advance(60)
         throughput.sample_if_due(backend, clock())
-    rows = backend.read(lambda c: backend.store.list_throughput(c, 0))
+    rows = backend.read(lambda c: backend.store.history.list_throughput(c, 0))
     assert len(rows) == throughput.KEEP_MINUTES + 1  # bounded: a day of minutes
     assert len(fq.throughput()) == throughput.KEEP_MINUTES
     assert len(fq.throughput(minutes=10)) == 10

@@ -14,8 +14,6 @@ import asyncio
 import inspect
 from typing import Any
 
-import pytest
-
 import sqlq
 from sqlq.asyncq import AsyncTransaction
 from sqlq.model import JOB_FIELDS
@@ -26,9 +24,9 @@ QUEUE_ONLY = {
     "periodic": "periodic tasks are run by `sqlq work`, which takes a Queue",
     "enqueue_periodic": "the periodic scheduler's, inside `sqlq work`",
     "record_durations": "a worker's histograms, written by `sqlq work`",
-    "notifier": "for an event loop's own waiting: AsyncQueue waits without it",
     "lock_wait": "a setting of the Queue underneath (aq.queue.lock_wait)",
     "engine": "the reservation engine, for sqlq's own faces",
+    "verbs": "the verb contract (sqlq/verbs/), for sqlq's own faces",
     "backend": "the storage backend, for tools built on sqlq (aq.queue.backend)",
     "path": "as given to the constructor (aq.queue.path)",
     "max_job_size": "as given to the constructor (aq.queue.max_job_size)",
@@ -40,10 +38,12 @@ ASYNC_ONLY = {
     "open": "opens the Queue off the loop (the constructor never blocks)",
     "put_task": "enqueues a call of a task (Queue's tasks do it with task.put)",
     "call_in_thread": "runs several Queue calls in the AsyncQueue's thread",
+    "jobs": "reserves in a loop (async for); Queue's loop is a worker's",
 }
 #: Names both have with different meanings, on purpose.
 DIFFERENT = {
-    "jobs": "AsyncQueue.jobs reserves in a loop; Queue.jobs is the deprecated job_page",
+    "views": "Queue.views is a Views; AsyncQueue.views an AsyncViews, its reads awaited "
+             "(test_asyncviews_has_every_read_of_views)",
 }
 #: AsyncJob and AsyncTransaction wrap a synchronous object.
 HANDLE_ONLY = {"sync", "aq"}
@@ -105,6 +105,19 @@ def test_asyncqueue_has_every_verb_of_queue_with_the_same_parameters(db_path: st
         found += differences(sqlq.Queue, sqlq.AsyncQueue, name)
     assert found == []
     assert inspect.iscoroutinefunction(sqlq.AsyncQueue.close)
+
+
+def test_asyncviews_has_every_read_of_views(db_path: str) -> None:
+    """``aq.views`` is ``q.views`` awaited: the same reads, the same parameters."""
+    from sqlq.asyncq import AsyncViews
+    from sqlq.verbs import Views
+
+    assert isinstance(sqlq.AsyncQueue(db_path).views, AsyncViews)
+    assert _public(Views) - {"dispatch", "store"} == _public(AsyncViews) - {"aq"}
+    found = []
+    for name in sorted(_public(AsyncViews) - {"aq"}):
+        found += differences(Views, AsyncViews, name)
+    assert found == []
 
 
 def test_asyncjob_has_every_field_and_verb_of_job() -> None:
@@ -169,12 +182,11 @@ def test_derived_verbs_keep_the_queue_signature_and_docs() -> None:
     assert sqlq.AsyncQueue.stats_tube.__qualname__ == "AsyncQueue.stats_tube"
 
 
-def test_queue_jobs_is_a_deprecated_name_of_job_page(db_path: str) -> None:
+def test_queue_has_no_jobs_alias_of_job_page(db_path: str) -> None:
+    """``Queue.jobs`` (a deprecated alias of job_page) is gone: ``AsyncQueue.jobs``
+    reserves in a loop, one name, one meaning."""
     with sqlq.Queue(db_path) as q:
-        q.put(b"a", tube="t")
-        with pytest.warns(DeprecationWarning, match="job_page"):
-            page = q.jobs("t", "ready")
-        assert [j.id for j in page] == [j.id for j in q.job_page("t", "ready")]
+        assert not hasattr(q, "jobs")
 
 
 def test_derived_verbs_call_an_overriding_subclass(db_path: str) -> None:

@@ -222,11 +222,11 @@ def test_a_job_reserved_at_copy_time_comes_back(fq: sqlq.Queue, clock: FakeClock
             assert restored.peek(held).state == "ready"  # type: ignore[union-attr]
         else:
             assert restored.peek(held).state == "reserved"  # type: ignore[union-attr]
-            assert restored.try_reserve() is None
+            assert restored.reserve(timeout=0) is None
             clock.advance(29.9)
-            assert restored.try_reserve() is None
+            assert restored.reserve(timeout=0) is None
             clock.advance(0.2)
-        job = restored.try_reserve()
+        job = restored.reserve(timeout=0)
         assert job is not None and (job.id, job.body) == (held, b"held")
         job.delete()
 

@@ -63,6 +63,19 @@ def test_due_delayed_and_expired_jobs_count_as_ready(fq: Queue, clock: FakeClock
         held.delete()
 
 
+def test_an_expired_lease_comes_back_after_claims_on_other_tubes(
+        fq: Queue, clock: FakeClock) -> None:
+    """A claim on other tubes says nothing of this tube's expired leases (PostgreSQL's
+    floors once moved one start for every list of tubes past them: the job stayed
+    reserved until the next full read, up to 30 s)."""
+    expired = fq.put(b"e", tube="b", ttr=1)
+    assert fq.reserve("b", timeout=0) is not None
+    clock.advance(2.5)
+    assert fq.reserve("a", timeout=0) is None
+    again = fq.reserve(["b", "a"], timeout=0)
+    assert again is not None and again.id == expired and again.timeouts == 1
+
+
 def test_one_lease_expiring_leaves_the_others(fq: Queue, clock: FakeClock) -> None:
     short = fq.put(b"s", priority=0, ttr=5)
     long1 = fq.put(b"l1", priority=1, ttr=100)

@@ -38,7 +38,7 @@ def q(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[sqlq.Queue]:
 
 def band(q: sqlq.Queue, tube: str = "default", priority: int = 1024) -> int:
     """The floor this process holds for (tube, priority)."""
-    b = q._backend.store.floors._bands.get((tube, priority))  # type: ignore[attr-defined]
+    b = q._backend.store.claims.floors._bands.get((tube, priority))  # type: ignore[attr-defined]
     return 0 if b is None else int(b.floor)
 
 
@@ -175,7 +175,7 @@ def test_floors_keep_a_claim_cheap_under_a_held_snapshot(q: sqlq.Queue, pg_url: 
             job.delete()
         q.put(b"last")
         store = q._backend.store  # type: ignore[attr-defined]
-        scan = store.floors.scan(["default"], 0)
+        scan = store.claims.floors.scan(["default"], 0)
         with psycopg.connect(pg_url) as probe:
             with_floors = _pages(probe, {**scan.params, "scan_cand": [None] * len(
                 scan.params["scan_cand"])})
@@ -221,7 +221,7 @@ def test_a_tube_keeps_floors_for_its_most_recent_bands(q: sqlq.Queue) -> None:
     priorities = list(range(floors.MAX_BANDS + 4))
     ids = [q.put(b"x", priority=p) for p in priorities for _ in range(2)]
     assert drain(q, len(ids)) == ids
-    kept = [p for t, p in q._backend.store.floors._bands if t == "default"]  # type: ignore[attr-defined]
+    kept = [p for t, p in q._backend.store.claims.floors._bands if t == "default"]  # type: ignore[attr-defined]
     assert sorted(kept) == priorities[-floors.MAX_BANDS:]
 
 
@@ -266,7 +266,7 @@ def test_many_children_released_at_once_cost_a_claim_nothing(q: sqlq.Queue,
     assert taken is not None and taken.id == parent
     assert band(q) < children[0]
     taken.delete()
-    scan = q._backend.store.floors.scan(["default"], 0)  # type: ignore[attr-defined]
+    scan = q._backend.store.claims.floors.scan(["default"], 0)  # type: ignore[attr-defined]
     with psycopg.connect(pg_url) as probe:
         pages = _pages(probe, {**scan.params, "scan_cand": [None] * len(
             scan.params["scan_cand"])})

@@ -18,7 +18,8 @@ from sqlq.backends.sqlite.store import Q as SQLITE
 from sqlq.model import ClaimRow
 
 CLAIMS = [("sqlite", SQLITE, name) for name in
-          ("claim_job", "claim_job_in_tube", "claim_job_by_id", "claim_jobs")]
+          ("claim_job", "claim_job_in_tube", "claim_job_by_id", "claim_jobs",
+           "claim_jobs_in_tube")]
 CLAIMS += [("postgres", POSTGRES, name) for name in
            ("claim_job", "claim_job_by_id", "claim_jobs", "delete_and_claim",
             "delete_and_claim_jobs")]

@@ -129,7 +129,7 @@ def test_copy_carries_a_jobs_trace_context(tmp_path: Any, pg_url: str) -> None:
     header = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\nvendor=x"
     with sqlq.Queue(source) as q:
         traced, plain = q.put(b"traced"), q.put(b"plain")
-        q.backend.write(lambda c: q.backend.store.set_trace(c, [traced], header))
+        q.backend.write(lambda c: q.backend.store.jobs.set_trace(c, [traced], header))
     copy(source, pg_url)
     copy(pg_url, back)
     with sqlq.Queue(back) as q:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import sqlq
-from sqlq.backends.views import LIST_STATES
+from sqlq.backends.store.views import LIST_STATES
 
 pytestmark = [pytest.mark.both_apis, pytest.mark.sqlite3_driver]
 
@@ -65,21 +65,21 @@ def test_summaries_count_waiting_jobs_per_tube(q: sqlq.Queue) -> None:
     q.put_many([b"1", b"2"], tube="kids", after=a)
     q.put(b"3", tube="other", after=a)
     q.put(b"plain", tube="kids")
-    kids = q.tube_summary("kids")
+    kids = q.views.tube_summary("kids")
     assert (kids.waiting, kids.ready, kids.live) == (2, 1, 3)
-    assert q.tube_summary("parents").waiting == 0
-    view = q.overview()
+    assert q.views.tube_summary("parents").waiting == 0
+    view = q.views.overview()
     by_name = {t.name: t for t in view.tubes}
     assert by_name["kids"].waiting == 2 and by_name["other"].waiting == 1
     assert view.live == 5 and view.deletes_total == 0  # waiting jobs are live, not done
     q.delete(a)
-    assert q.tube_summary("kids").waiting == 0 and q.tube_summary("kids").ready == 3
+    assert q.views.tube_summary("kids").waiting == 0 and q.views.tube_summary("kids").ready == 3
 
 
 def test_a_tube_holding_only_waiting_jobs_is_in_the_overview(q: sqlq.Queue) -> None:
     a = q.put(b"a")
     q.put(b"w", tube="only-waiting", after=a)
-    names = [t.name for t in q.overview().tubes]
+    names = [t.name for t in q.views.overview().tubes]
     assert "only-waiting" in names
 
 

@@ -13,7 +13,9 @@ or in NEEDS_NOTHING with the reason.
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
+import pkgutil
 import re
 from pathlib import Path
 from types import ModuleType
@@ -25,7 +27,8 @@ QUERIES = sqlite_store.Q
 #: Statements that may make a job due earlier than anything cached: their verb calls
 #: ``self.due.lower``/``forget`` (directly or through ``_claimed``).
 LOWERS = {"insert_job", "insert_job_at", "claim_job", "claim_job_in_tube", "claim_job_by_id",
-          "claim_jobs", "release_job", "import_job", "release_children"}
+          "claim_jobs", "claim_jobs_in_tube", "release_job", "import_job", "release_children",
+          "postpone_job"}
 #: Statements that write those columns but never make a job due earlier, and why.
 NEEDS_NOTHING = {
     "insert_ready_job": "a job ready now: delay_until is NULL",
@@ -47,8 +50,9 @@ def _writes_due_time(sql: str) -> bool:
             and re.search(r"\b(delay_until|reserved_until)\b", code) is not None)
 
 
-def _methods_using(module: ModuleType, class_name: str) -> dict[str, tuple[set[str], str]]:
-    """method name -> (query names it reads, its source), for one class of a module:
+def _methods_using(module: ModuleType, prefix: str) -> dict[str, tuple[set[str], str]]:
+    """method name -> (query names it reads, its source), for the classes of a module whose
+    names start with ``prefix`` (a dialect's nouns, or every shared one's):
     ``Q["name"]``, ``self.Q[f"name_{kind}"]`` and module constants bound to ``Q["name"]``."""
     source = inspect.getsource(module)
     tree = ast.parse(source)
@@ -60,8 +64,8 @@ def _methods_using(module: ModuleType, class_name: str) -> dict[str, tuple[set[s
                 if isinstance(target, ast.Name):
                     constants[target.id] = str(node.value.slice.value)
     found: dict[str, tuple[set[str], str]] = {}
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
-    for fn in cls.body:
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name.startswith(prefix)]
+    for fn in (fn for cls in classes for fn in cls.body):
         if not isinstance(fn, ast.FunctionDef):
             continue
         names: set[str] = set()
@@ -85,14 +89,17 @@ def test_every_due_time_write_is_classified() -> None:
     unclassified = writers - LOWERS - set(NEEDS_NOTHING)
     assert not unclassified, (
         f"{sorted(unclassified)} write delay_until or reserved_until: put each in LOWERS "
-        "(and call self.due.lower()/forget() in its SQLiteStore verb) or in NEEDS_NOTHING "
+        "(and call self.due.lower()/forget() in its SQLite noun's verb) or in NEEDS_NOTHING "
         "with the reason (sqlite/store.py's docstring states the rule)")
     assert (LOWERS | set(NEEDS_NOTHING)) <= set(QUERIES), "a listed query no longer exists"
 
 
 def test_each_lowering_verb_calls_the_cache() -> None:
-    sqlite_methods = _methods_using(sqlite_store, "SQLiteStore")
-    shared_methods = _methods_using(shared_store, "Store")
+    sqlite_methods = _methods_using(sqlite_store, "SQLite")
+    shared_methods: dict[str, tuple[set[str], str]] = {}
+    for info in pkgutil.iter_modules(shared_store.__path__):
+        module = importlib.import_module(f"{shared_store.__name__}.{info.name}")
+        shared_methods.update(_methods_using(module, ""))
     assert "self.due.lower(" in sqlite_methods["_claimed"][1]
     for query in sorted(LOWERS):
         users = [m for m, (names, _) in sqlite_methods.items() if query in names]
@@ -102,10 +109,10 @@ def test_each_lowering_verb_calls_the_cache() -> None:
         for method in users + inherited:
             assert method in sqlite_methods, (
                 f"Store.{method} runs {query}, which can make a job due earlier: "
-                "SQLiteStore must override it and call self.due.lower()")
+                "its SQLite noun must override it and call self.due.lower()")
             body = sqlite_methods[method][1]
             assert any(call in body for call in CACHE_CALLS), (
-                f"SQLiteStore.{method} runs {query} without telling the DueCache "
+                f"SQLite's {method} runs {query} without telling the DueCache "
                 "(self.due.lower()/forget())")
 
 

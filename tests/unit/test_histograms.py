@@ -55,7 +55,7 @@ def test_recorded_tallies_add_up_across_queues(db_url: str) -> None:
             tally = Tally()
             tally.observe("t", "run", seconds)
             queue.record_durations(tally)
-        histograms = {(h.tube, h.metric): h for h in first.duration_histograms()}
+        histograms = {(h.tube, h.metric): h for h in first.views.duration_histograms()}
         h = histograms["t", "run"]
         assert h.count == 3 and h.sum == pytest.approx(7200.203)
         cumulated = dict(h.buckets)
@@ -91,7 +91,7 @@ def test_waits_count_from_the_due_time_on_the_first_reservation_only(fq: sqlq.Qu
     assert job is not None
     tally.reserved(job)
     fq.record_durations(tally)
-    found = {(h.tube, h.metric): (h.count, h.sum) for h in fq.duration_histograms()}
+    found = {(h.tube, h.metric): (h.count, h.sum) for h in fq.views.duration_histograms()}
     assert found == {("d", "wait"): (1, 2.0), ("p", "wait"): (1, 0.5)}
 
 
@@ -127,4 +127,4 @@ def test_a_failed_flush_keeps_its_observations_for_the_next(db_url: str,
         recorder.queue = q
         recorder.flush()
         recorder.flush()  # nothing twice
-        assert [(h.tube, h.count) for h in q.duration_histograms()] == [("t", 1)]
+        assert [(h.tube, h.count) for h in q.views.duration_histograms()] == [("t", 1)]

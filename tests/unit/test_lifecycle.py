@@ -407,14 +407,18 @@ def test_stats_job_delay_is_the_last_delay_set(fq: Queue, clock: FakeClock) -> N
     assert (info["state"], info["delay"]) == ("ready", 100)
 
 
-def test_has_ready_looks_without_claiming(fq: Queue, clock: FakeClock) -> None:
-    assert not fq.has_ready()
+def test_a_waiting_look_reads_without_claiming(fq: Queue, clock: FakeClock) -> None:
+    """The read a waiting reserve makes before it claims (no public name: the engine's)."""
+    def has_ready(tubes: str | list[str] | None = None) -> bool:
+        return fq.engine._has_ready(fq.engine.tubes(tubes))
+
+    assert not has_ready()
     fq.put(b"x", delay=1, tube="t")
-    assert not fq.has_ready("t")
+    assert not has_ready("t")
     clock.advance(1)
-    assert fq.has_ready(["other", "t"])
+    assert has_ready(["other", "t"])
     fq.pause_tube("t", 5)
-    assert not fq.has_ready("t")
+    assert not has_ready("t")
     assert fq.peek_ready("t") is not None
 
 

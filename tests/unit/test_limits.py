@@ -144,7 +144,7 @@ def test_rate_is_a_token_bucket_of_n(fq: sqlq.Queue, clock: FakeClock) -> None:
     fq.limit("a", rate=(4, 2))  # 4 tokens, one more every 0.5 s
     assert len(fq.reserve_many(10, "a", timeout=0)) == 4  # the burst: a full bucket
     assert fq.reserve("a", timeout=0) is None
-    assert fq.engine.next_due(fq.engine.tubes("a")) == clock.now + 500
+    assert fq.engine._next_due(fq.engine.tubes("a")) == clock.now + 500
     clock.advance(0.499)
     assert fq.reserve("a", timeout=0) is None
     clock.advance(0.001)

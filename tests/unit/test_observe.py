@@ -20,7 +20,7 @@ def test_overview_agrees_with_stats(fq: sqlq.Queue, clock: FakeClock) -> None:
     fq.subscribe("orders", "billing")
     fq.pause_tube("mail", 60)
     clock.advance(10)  # "soon" is due: it counts as ready
-    overview = fq.overview()
+    overview = fq.views.overview()
     names = [t.name for t in overview.tubes]
     assert names == ["billing", "default", "mail"]
     mail = overview.tubes[2]
@@ -41,7 +41,7 @@ def test_timeouts_are_counted(fq: sqlq.Queue, clock: FakeClock) -> None:
     fq.reserve(timeout=0, detach=True)
     clock.advance(2)
     assert fq.reserve(timeout=0) is not None  # the expired reservation was promoted
-    assert fq.tube_summary("default").timeouts_total == 1
+    assert fq.views.tube_summary("default").timeouts_total == 1
 
 
 def test_pages_follow_each_state_order(q: sqlq.Queue) -> None:
@@ -62,10 +62,10 @@ def test_pages_follow_each_state_order(q: sqlq.Queue) -> None:
 def test_search_by_body_key_and_id(q: sqlq.Queue) -> None:
     q.put("nothing here", tube="t")
     wanted = q.put(b"invoice 42 \xff", tube="t", unique_key="order-7")
-    assert [j.id for j in q.search("t", "invoice")] == [wanted]
-    assert [j.id for j in q.search("t", "order-7")] == [wanted]
-    assert [j.id for j in q.search("t", str(wanted))] == [wanted]
-    assert q.search("other", "invoice") == []
+    assert [j.id for j in q.views.search("t", "invoice")] == [wanted]
+    assert [j.id for j in q.views.search("t", "order-7")] == [wanted]
+    assert [j.id for j in q.views.search("t", str(wanted))] == [wanted]
+    assert q.views.search("other", "invoice") == []
 
 
 def test_workers_are_the_processes_holding_reservations(q: sqlq.Queue) -> None:
@@ -82,9 +82,9 @@ def test_workers_are_the_processes_holding_reservations(q: sqlq.Queue) -> None:
 def test_kept_result(q: sqlq.Queue) -> None:
     q.put("a")
     job = q.reserve(timeout=0)
-    assert job is not None and q.kept_result(job.id) is None
+    assert job is not None and q.views.kept_result(job.id) is None
     job.complete(b"42")
-    assert q.kept_result(job.id) == b"42"
+    assert q.views.kept_result(job.id) == b"42"
 
 
 def test_exact_id_and_key_are_found_at_any_age(q: sqlq.Queue, monkeypatch: object) -> None:
@@ -93,7 +93,7 @@ def test_exact_id_and_key_are_found_at_any_age(q: sqlq.Queue, monkeypatch: objec
     old = q.put("old", tube="t", unique_key="order-1")
     q.put_many(["filler"] * 20, tube="t")
     monkeypatch.setattr(observe, "SEARCH_DEPTH", 5)  # type: ignore[attr-defined]
-    assert [j.id for j in q.search("t", "old")] == []  # body text: recent jobs only
-    assert [j.id for j in q.search("t", str(old))] == [old]
-    assert [j.id for j in q.search("t", "order-1")] == [old]
-    assert q.search("u", str(old)) == []  # another tube's job
+    assert [j.id for j in q.views.search("t", "old")] == []  # body text: recent jobs only
+    assert [j.id for j in q.views.search("t", str(old))] == [old]
+    assert [j.id for j in q.views.search("t", "order-1")] == [old]
+    assert q.views.search("u", str(old)) == []  # another tube's job

@@ -7,7 +7,8 @@ from datetime import datetime
 import pytest
 
 import sqlq
-from sqlq.work.periodic import Schedule, enqueue_slot, slot_key
+from sqlq.work.periodic import Schedule
+from sqlq.work.scheduler import enqueue_slot, slot_key
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 
 import apsw
@@ -10,7 +12,6 @@ import pytest
 
 from sqlq import Queue
 from sqlq.backends import store as shared_store
-from sqlq.backends import views as shared_views
 from sqlq.backends.postgres.store import PostgresStore
 from sqlq.backends.sqlite import store
 from sqlq.backends.sqlite.store import SQLiteStore
@@ -18,6 +19,9 @@ from sqlq.backends.sqlite.store import SQLiteStore
 # Stats, the tube list and sqlq copy's emptiness check read every job once; they are for
 # people and monitors, not the hot path.
 MAY_SCAN = {"count_jobs", "list_tubes", "count_everything"}
+#: The shared nouns' modules (backends/store/), each run over either dialect's statements.
+SHARED = tuple(importlib.import_module(f"{shared_store.__name__}.{m.name}")
+               for m in pkgutil.iter_modules(shared_store.__path__))
 
 
 @pytest.mark.sqlite_only
@@ -91,12 +95,12 @@ def test_every_query_is_used_by_store() -> None:
     (names built at run time: peek_<which>_id, export_/import_<kind>, list_<state>_jobs)."""
     from sqlq.backends import postgres, sqlite
     from sqlq.backends.postgres import horizon as pg_horizon
+    from sqlq.backends.postgres import owners as pg_owners
     from sqlq.backends.sqlite import horizon as sqlite_horizon
 
-    for queries, modules in ((SQLiteStore.Q, (sqlite, store, shared_store, shared_views,
-                                                sqlite_horizon)),
-                             (PostgresStore.Q, (postgres, postgres.store, shared_store,
-                                                shared_views, pg_horizon))):
+    for queries, modules in ((SQLiteStore.Q, (sqlite, store, *SHARED, sqlite_horizon)),
+                             (PostgresStore.Q, (postgres, postgres.store, *SHARED, pg_horizon,
+                                                pg_owners))):
         source = ""
         for module in modules:
             with open(module.__file__ or "") as f:
@@ -223,6 +227,85 @@ def test_a_reserve_of_one_tube_runs_the_one_tube_claim(q: Queue) -> None:
     assert SQLiteStore.Q["claim_job"] in statements
 
 
+def _batches(conn: object, sql: str, params: dict[str, object] | tuple[object, ...]
+             ) -> list[list[tuple[object, ...]]]:
+    """What a batch claim statement takes, batch after batch (each in claim order,
+    priority then id: RETURNING has none), until it finds nothing, in a transaction
+    rolled back afterwards."""
+    run = conn.execute  # type: ignore[attr-defined]
+    run("BEGIN")
+    taken = []
+    try:
+        while rows := run(sql, params).fetchall():
+            taken.append(sorted((row[:3] for row in rows), key=lambda r: (r[2], r[0])))
+    finally:
+        run("ROLLBACK")
+    return taken
+
+
+@pytest.mark.sqlite_only
+def test_the_one_tube_batch_claim_takes_the_jobs_the_general_batch_claim_takes(
+        fq: Queue, clock: object) -> None:
+    """claim_jobs_in_tube (reserve_many of one tube) and claim_jobs take the same jobs in
+    the same batches: the n best by priority, then id; other tubes, delayed, buried and
+    reserved jobs left alone; a paused or limited tube gives nothing."""
+    fq.put(b"held", tube="a", priority=0)
+    assert fq.reserve("a", timeout=0) is not None
+    fq.put(b"parked", tube="a", priority=0)
+    parked = fq.reserve("a", timeout=0)
+    assert parked is not None
+    parked.bury()
+    for i, priority in enumerate([5, 1, 5, 0, 2**32 - 1, 1, 5, 3, 1, 0, 7]):
+        for tube in "abc":
+            fq.put(f"{tube}{i}", tube=tube, priority=priority)
+    fq.put(b"later", tube="a", priority=0, delay=60)
+    fq.pause_tube("b", 30)
+    fq.limit("c", concurrency=5)
+    conn = fq.backend.db.conn  # type: ignore[attr-defined]
+    now = clock.now  # type: ignore[attr-defined]
+    for tube in ("a", "b", "c", "empty"):
+        general = _batches(conn, SQLiteStore.Q["claim_jobs"],
+                           {"tubes": f'["{tube}"]', "now": now, "owner": "o", "n": 3})
+        one_tube = _batches(conn, SQLiteStore.Q["claim_jobs_in_tube"], (now, "o", tube, 3))
+        assert one_tube == general
+        if tube == "a":
+            assert [len(batch) for batch in one_tube] == [3, 3, 3, 2]
+            keys = [(row[2], row[0]) for batch in one_tube for row in batch]
+            assert keys == sorted(keys)
+        else:
+            assert one_tube == []
+    later = now + 31_000  # the pause is over
+    assert (_batches(conn, SQLiteStore.Q["claim_jobs_in_tube"], (later, "o", "b", 4))
+            == _batches(conn, SQLiteStore.Q["claim_jobs"],
+                        {"tubes": '["b"]', "now": later, "owner": "o", "n": 4}) != [])
+
+
+@pytest.mark.sqlite_only
+def test_a_reserve_many_of_one_tube_runs_the_one_tube_batch_claim(q: Queue) -> None:
+    """Queue.reserve_many(n, "t") goes through claim_jobs_in_tube, of several tubes
+    through claim_jobs, and each returns its jobs in claim order."""
+    statements: list[str] = []
+    conn = q.backend.db.conn  # type: ignore[attr-defined]
+
+    def trace(cursor: object, sql: str, bindings: object) -> bool:
+        statements.append(sql)
+        return True
+
+    for priority in (3, 1, 2, 1):
+        q.put(f"t{priority}", tube="t", priority=priority)
+    q.put(b"u", tube="u", priority=0)
+    conn.set_exec_trace(trace)
+    try:
+        one_tube = q.reserve_many(3, "t", timeout=0)
+        both = q.reserve_many(3, ["t", "u"], timeout=0)
+    finally:
+        conn.set_exec_trace(None)
+    assert [(job.priority, job.id) for job in one_tube] == [(1, 2), (1, 4), (2, 3)]
+    assert [job.body for job in both] == [b"u", b"t3"]
+    assert SQLiteStore.Q["claim_jobs_in_tube"] in statements
+    assert SQLiteStore.Q["claim_jobs"] in statements
+
+
 #: Statements that bind a tube, a time or a LIMIT where the planner would read it, run
 #: by reserve of one tube, peek, kick, stats, the dashboard's lists and sqlq copy. Left
 #: out (they still re-prepare once the file has sqlite_stat4): promote_due and
@@ -231,10 +314,12 @@ def test_a_reserve_of_one_tube_runs_the_one_tube_claim(q: Queue) -> None:
 NO_REPREPARE = ("claim_job_in_tube", "look_ready", "peek_ready_id", "peek_delayed_id",
                 "peek_buried_id", "kick_buried", "kick_delayed", "tube_counts", "list_ready_jobs",
                 "list_delayed_jobs", "list_reserved_jobs", "list_buried_jobs", "search_jobs",
-                "export_job", "promote_due", "next_due", "purge_results", "claim_job")
+                "export_job", "promote_due", "next_due", "purge_results", "claim_job",
+                "claim_jobs_in_tube")
 
 #: The statements of NO_REPREPARE bound by number, from a tuple: their values in order.
-POSITIONAL = {"claim_job_in_tube": ("now", "owner", "tube")}
+POSITIONAL = {"claim_job_in_tube": ("now", "owner", "tube"),
+              "claim_jobs_in_tube": ("now", "owner", "tube", "limit")}
 
 
 @pytest.mark.sqlite_only

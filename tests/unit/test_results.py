@@ -8,7 +8,7 @@ import time
 import pytest
 
 import sqlq
-from sqlq.backends import store
+from sqlq.backends.store import results as store
 from tests.timing import FakeClock, soon
 
 pytestmark = [pytest.mark.both_apis, pytest.mark.sqlite3_driver]

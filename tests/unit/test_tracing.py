@@ -17,7 +17,7 @@ HEADER = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\ncongo=t61rcWk
 
 def _trace(q: sqlq.Queue, ids: list[int]) -> None:
     backend = q.backend  # the Queue's, under an AsyncQueue too (tests/asyncbridge.py)
-    backend.write(lambda c: backend.store.set_trace(c, ids, HEADER))
+    backend.write(lambda c: backend.store.jobs.set_trace(c, ids, HEADER))
 
 
 def test_no_provider_means_no_spans_and_untraced_puts_store_nothing(q: sqlq.Queue) -> None:

@@ -97,12 +97,30 @@ class _Band:
 class Scan:
     """The arguments of one claim's statement, and what to learn from its answer."""
 
-    __slots__ = ("params", "bands", "full", "expired_check")
+    __slots__ = ("params", "bands", "full", "expired_check", "expiry")
 
     def __init__(self, params: dict[str, Any], bands: list[_Band | None], full: bool,
-                 expired_check: bool) -> None:
+                 expired_check: bool, expiry: _Expiry) -> None:
         self.params, self.bands, self.full = params, bands, full
         self.expired_check = expired_check
+        self.expiry = expiry
+
+
+class _Expiry:
+    """Where the looks for expired leases of one list of tubes stand. Per list: a look
+    made for other tubes says nothing of these (a claim on tube a moving the start past
+    an expired lease of tube b would leave that job reserved until the next full read)."""
+
+    __slots__ = ("start", "any", "look_at")
+
+    def __init__(self) -> None:
+        self.start = _LOWEST  # where the next look for expired leases starts
+        self.any = True  # the last look found one (or there was none yet)
+        self.look_at = 0  # ms, the claims' clock
+
+
+#: Lists of tubes whose expiry looks are remembered; past it, all start again from 0.
+MAX_EXPIRY_LISTS = 256
 
 
 class ClaimFloors:
@@ -113,9 +131,7 @@ class ClaimFloors:
         self._bands: dict[tuple[str, int], _Band] = {}
         self._full_at = 0.0  # monotonic time of the last claim that read every band whole
         self._empty = False  # the last claim found nothing
-        self._expired_from = _LOWEST  # where the next look for expired leases starts
-        self._expired_any = True  # the last look found one (or there was none yet)
-        self._expired_look_at = 0  # ms, the claims' clock
+        self._expiry: dict[tuple[str, ...], _Expiry] = {}
 
     def scan(self, tubes: Sequence[str], now: int) -> Scan:
         """The floors to claim with from ``tubes`` at ``now``: a :class:`Scan` whose
@@ -154,16 +170,22 @@ class ClaimFloors:
                     low = priority + 1
                 if low <= _HIGHEST:
                     add(tube, low, _HIGHEST, None)
-            look = full or self._empty or now - self._expired_look_at >= EXPIRED_EVERY_MS
+            key = tuple(tubes)
+            expiry = self._expiry.get(key)
+            if expiry is None:
+                if len(self._expiry) >= MAX_EXPIRY_LISTS:
+                    self._expiry.clear()
+                expiry = self._expiry[key] = _Expiry()
+            look = full or self._empty or now - expiry.look_at >= EXPIRED_EVERY_MS
             if look:
-                self._expired_look_at = now
-            expired_from: int | None = _LOWEST if full else self._expired_from
-            if not look and not self._expired_any:
+                expiry.look_at = now
+            expired_from: int | None = _LOWEST if full else expiry.start
+            if not look and not expiry.any:
                 expired_from = None  # none at the last look: the claim skips them
         params = {"scan_tube": scan_tube, "scan_lo": lo, "scan_hi": hi, "scan_from": start,
                   "scan_cand": cand, "scan_xmax": xmax, "expired_from": expired_from,
                   "expired_check": look}
-        return Scan(params, bands, full, look)
+        return Scan(params, bands, full, look, expiry)
 
     def learn(self, scan: Scan, rows: Sequence[Any], now: int) -> None:
         """What a claim's statement said: the floors it proved, the expired leases it
@@ -183,9 +205,9 @@ class ClaimFloors:
                     band.cand = None  # refused: a ready job below it; the next take proposes
             if scan.expired_check:
                 found = first[EXPIRED_FROM]
-                self._expired_any = found is not None
+                scan.expiry.any = found is not None
                 # None found: the next look starts where a lease taken since could be.
-                self._expired_from = found if found is not None else now - SKEW_MS
+                scan.expiry.start = found if found is not None else now - SKEW_MS
             for row in rows:
                 if row[0] is None or row[1] is None:
                     continue

@@ -52,10 +52,12 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 
 from ...errors import DatabaseError, Disconnected
+from ..sql import one
 from .db import Connection, Database, closed_on_error, connect
 from .store import PostgresStore
 
@@ -114,7 +116,7 @@ class Holder:
         self._url = url
         self._pooled = pooled
         self._location = location
-        self._store = store
+        self._store = OwnerStore(store.Q)
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self.place = place()
@@ -279,6 +281,7 @@ class Owners:
         self._location = location
         self._db = db
         self._store = store
+        self._owners = OwnerStore(store.Q)
         self._lock = threading.Lock()
         self._holder: Holder | None = None
         self._place = place()
@@ -302,7 +305,7 @@ class Owners:
         ledger, store = self._db.ledger, self._store
         unseen = ledger.take_unseen()
         try:
-            self._db.write(lambda c: sum(store.release_unseen_claim(c, owner, now, known)
+            self._db.write(lambda c: sum(store.claims.release_unseen_claim(c, owner, now, known)
                                          for owner, now, known in unseen), durable=False)
         except BaseException:
             ledger.put_back(unseen)
@@ -314,7 +317,7 @@ class Owners:
     def _judge(self, tokens: Sequence[str], reaping: bool = False) -> list[tuple[str, bool]]:
         """The dead of tokens; a reaper (``reaping``) that finds nobody has looked at the
         server as it runs now writes that it did: the grace runs from there."""
-        store = self._store
+        store = self._owners
         rows = self._db.read(lambda c: store.dead_owners(c, tokens, GRACE_S))
         if reaping and any(silent is None for *_, silent in rows):
             self._db.write(store.note_server_epoch, durable=False)
@@ -329,7 +332,7 @@ class Owners:
         dead = self._judge(tokens, reaping=True)
         if not dead:
             return 0
-        store = self._store
+        store = self._owners
         return self._db.write(lambda c: sum(
             store.release_dead_owner(c, token, gone, GRACE_S) for token, gone in dead),
             durable=False)
@@ -344,3 +347,54 @@ class Owners:
         if self._holder is not None:
             self._holder.close()
             self._holder = None
+
+
+class OwnerStore:
+    """The owners' statements (PostgreSQL's own noun), run by the holder and the reaper
+    above: apart from PostgresStore, which owners.py builds on."""
+
+    def __init__(self, Q: dict[str, str]) -> None:
+        self.Q = Q
+
+    def dead_owners(self, conn: Any, tokens: Sequence[str], grace_s: float
+                    ) -> list[tuple[str, str | None, int | None, bool | None]]:
+        """(token, place, pid, silent) of each token whose session lock is free: its
+        holder died, or its session ended under a live process re-making it. silent is
+        None while no reaper looked at the server as it runs now (note_server_epoch)."""
+        return [tuple(r) for r in conn.execute(
+            self.Q["dead_owners"], {"tokens": list(tokens), "grace": grace_s})]
+
+    def note_server_epoch(self, conn: Any) -> None:
+        """A reaper's first look at the server as it runs now: the grace runs from here."""
+        conn.execute(self.Q["note_server_epoch"])
+
+    def release_dead_owner(self, conn: Any, owner: str, gone: bool, grace_s: float) -> int:
+        """Give back owner's reservations if, under its lock, it is still dead; how many."""
+        return len(conn.execute(self.Q["release_dead_owner"],
+                                {"owner": owner, "gone": gone, "grace": grace_s}).fetchall())
+
+    def try_lock_owner(self, conn: Any, token: str) -> bool:
+        """Take token's session lock on conn, held for as long as the session lives."""
+        return bool(one(conn, self.Q["try_lock_owner"], {"token": token})[0])
+
+    def register_owner(self, conn: Any, token: str, host: str, pid: int, place: str
+                       ) -> int | None:
+        """Register token (under its lock); how many of its jobs reapers handed out since
+        it last registered (None: it had no row)."""
+        handed = one(conn, self.Q["register_owner"],
+                     {"token": token, "host": host, "pid": pid, "place": place})[0]
+        return None if handed is None else int(handed)
+
+    def owner_jobs(self, conn: Any, token: str) -> int:
+        """How many reservations token holds."""
+        return int(one(conn, self.Q["owner_jobs"], {"token": token})[0])
+
+    def owner_heartbeat(self, conn: Any, token: str) -> bool:
+        """Renew token's sign of life; False if a reaper forgot it (judged it dead)."""
+        return conn.execute(self.Q["owner_heartbeat"], {"token": token}).fetchone() is not None
+
+    def unregister_owner(self, conn: Any, token: str) -> None:
+        conn.execute(self.Q["unregister_owner"], {"token": token})
+
+    def forget_silent_owners(self, conn: Any) -> None:
+        conn.execute(self.Q["forget_silent_owners"])

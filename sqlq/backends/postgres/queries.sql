@@ -264,6 +264,20 @@ WITH job AS (
     RETURNING tube)
 SELECT tube, pg_notify('sqlq', tube) FROM job;
 
+-- name: postpone_job
+-- dialect: a NULL time needs a type (::bigint); pg_notify wakes the tube's waiters (a job
+--   ready at once, or due sooner than a waiter's timer), and a job made ready again is
+--   marked again (the claim floors).
+-- A ready or delayed job made to wait until :delay_until (ready at once when NULL):
+-- an operator's "not before". Reserved, buried and waiting jobs are left as they are.
+WITH job AS (
+    UPDATE sqlq_jobs
+       SET state = CASE WHEN %(delay_until)s::bigint IS NULL THEN 0 ELSE 1 END,
+           delay = %(delay)s, delay_until = %(delay_until)s, again = true
+     WHERE id = %(id)s AND state IN (0, 1)
+    RETURNING tube)
+SELECT tube, pg_notify('sqlq', tube) FROM job;
+
 -- name: select_job
 -- dialect: a boolean is not an integer (::int).
 -- A job as an observer sees it now: due delayed jobs and expired reservations
@@ -1091,7 +1105,7 @@ SELECT tube, count(*) FROM sqlq_jobs
 -- name: mark_capped
 -- The jobs a limited claim just took (in its transaction) in tubes with a concurrency
 -- cap: marked, so their deletes notify (delete_leased_job, migration 0016). Run by the
--- limits path only (store.py claim_limited): the plain claim, sqlq_claim, is as it was.
+-- limits path only (LimitStore.claim_limited): the plain claim, sqlq_claim, is as it was.
 UPDATE sqlq_jobs SET capped = true WHERE id = ANY(%(ids)s::bigint[]);
 
 -- name: spend_rate

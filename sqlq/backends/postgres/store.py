@@ -1,10 +1,11 @@
 """PostgreSQL's dialect of the verbs (``queries.sql`` beside this file).
 
-What differs from the shared :class:`~sqlq.backends.store.Store`: ids come back
-with ``RETURNING`` (no single writer hands out consecutive ids), a unique key is
-settled by the unique index (``ON CONFLICT DO NOTHING``: two producers may race),
-the claim folds due delayed jobs and expired reservations into one statement, and
-tube lists are ``text[]``.
+What differs from the shared nouns (``backends/store/``), in a subclass per noun: ids
+come back with ``RETURNING`` (no single writer hands out consecutive ids), a unique key
+is settled by the unique index (``ON CONFLICT DO NOTHING``: two producers may race;
+:class:`PostgresJobs`), the claim folds due delayed jobs and expired reservations into
+one statement from this process's floors (:class:`PostgresClaims`), and tube lists are
+``text[]``. The owners' statements are used by ``owners.py`` (its ``OwnerStore``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from psycopg.pq import TransactionStatus
 from ...errors import JobLost
 from ...model import DELAYED, READY, ClaimRow
 from ..sql import load_queries, one
-from ..store import Store
+from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
 from .floors import CLAIM_COLUMNS, LIMITED, NO_SCAN, ClaimFloors
 
 Q = load_queries(Path(__file__).with_name("queries.sql"))
@@ -67,57 +68,10 @@ class _EmptyClaim(threading.local):
     limited: bool | None = None
 
 
-class PostgresStore(Store):
-    Q = Q
+class PostgresJobs(JobStore):
+    """Ids from ``RETURNING``; a unique key settled by the unique index."""
 
-    def __init__(self) -> None:
-        self._empty = _EmptyClaim()
-        self.floors = ClaimFloors()
-    LOOK_BEFORE_CLAIM = False
-    ONE_STATEMENT_CLAIM = True
-    CLAIM_OUTSIDE_TRANSACTION = True
     ONE_STATEMENT_PUTS = True
-
-    def tubes_param(self, tubes: Sequence[str]) -> list[str]:
-        return list(tubes)
-
-    def tubes_of(self, tubes: Any) -> list[str]:
-        return list(tubes)
-
-    def mark_capped(self, conn: Any, ids: list[int]) -> None:
-        """Their deletes send NOTIFY: a reserve may be blocked on the slot they free
-        (migration 0016). The plain claim marks nothing."""
-        conn.execute(Q["mark_capped"], {"ids": ids})
-
-    def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None
-                     ) -> ClaimRow | None:
-        entry = _claiming(conn, owner, now)
-        rows = self._claim_rows(conn, "claim_job", now, tubes,
-                                {"owner": owner, "capped": True})
-        return _claimed_one(conn, entry, rows[0] if rows[0][0] is not None else None)
-
-    def _claim_rows(self, conn: Any, name: str, now: int, tubes: Any,
-                    params: dict[str, Any]) -> list[Any]:
-        """Run the claim statement ``name`` from this process's floors (floors.py), and
-        learn what it says of them; its rows."""
-        if not tubes:  # a delete_many: no claim, nothing to learn
-            params.update(NO_SCAN, tubes=tubes, now=now)
-            return conn.execute(Q[name], params).fetchall()  # type: ignore[no-any-return]
-        scan = self.floors.scan(tubes, now)
-        params.update(scan.params, tubes=tubes, now=now)
-        rows = conn.execute(Q[name], params).fetchall()
-        self.floors.learn(scan, rows, now)
-        if not scan.full and (not rows or rows[0][0] is None) and params.get("n", 1):
-            # Nothing above the floors: read every band whole, if not done a moment ago
-            # (floors.py EMPTY_RESCAN_S), for a put that slipped below one. The delete,
-            # if any, is done: the claim alone again.
-            scan = self.floors.scan(tubes, now)
-            if scan.full:
-                name = _CLAIM_ALONE[name]
-                params.update(scan.params, capped=params.get("capped", False))
-                rows = conn.execute(Q[name], params).fetchall()
-                self.floors.learn(scan, rows, now)
-        return rows  # type: ignore[no-any-return]
 
     def ids_param(self, ids: Sequence[int]) -> list[int]:
         return list(ids)
@@ -167,6 +121,56 @@ class PostgresStore(Store):
                   "ttrs": ttrs, "bodies": bodies}
         return sorted(int(r[0]) for r in conn.execute(Q["insert_puts"], params).fetchall())
 
+    def total_jobs(self, conn: Any) -> int:
+        return int(one(conn, Q["total_jobs"])[0])
+
+
+class PostgresClaims(ClaimStore):
+    """One statement per claim, read from this process's floors (floors.py), each noted
+    in the connection's claim ledger (db.ClaimLedger)."""
+
+    LOOK_BEFORE_CLAIM = False
+    ONE_STATEMENT_CLAIM = True
+    CLAIM_OUTSIDE_TRANSACTION = True
+
+    def __init__(self, Q: dict[str, str], jobs: JobStore, empty: _EmptyClaim) -> None:
+        super().__init__(Q, jobs)
+        self._empty = empty
+        self.floors = ClaimFloors()
+
+    def tubes_param(self, tubes: Sequence[str]) -> list[str]:
+        return list(tubes)
+
+    def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None
+                     ) -> ClaimRow | None:
+        entry = _claiming(conn, owner, now)
+        rows = self._claim_rows(conn, "claim_job", now, tubes,
+                                {"owner": owner, "capped": True})
+        return _claimed_one(conn, entry, rows[0] if rows[0][0] is not None else None)
+
+    def _claim_rows(self, conn: Any, name: str, now: int, tubes: Any,
+                    params: dict[str, Any]) -> list[Any]:
+        """Run the claim statement ``name`` from this process's floors (floors.py), and
+        learn what it says of them; its rows."""
+        if not tubes:  # a delete_many: no claim, nothing to learn
+            params.update(NO_SCAN, tubes=tubes, now=now)
+            return conn.execute(Q[name], params).fetchall()  # type: ignore[no-any-return]
+        scan = self.floors.scan(tubes, now)
+        params.update(scan.params, tubes=tubes, now=now)
+        rows = conn.execute(Q[name], params).fetchall()
+        self.floors.learn(scan, rows, now)
+        if not scan.full and (not rows or rows[0][0] is None) and params.get("n", 1):
+            # Nothing above the floors: read every band whole, if not done a moment ago
+            # (floors.py EMPTY_RESCAN_S), for a put that slipped below one. The delete,
+            # if any, is done: the claim alone again.
+            scan = self.floors.scan(tubes, now)
+            if scan.full:
+                name = _CLAIM_ALONE[name]
+                params.update(scan.params, capped=params.get("capped", False))
+                rows = conn.execute(Q[name], params).fetchall()
+                self.floors.learn(scan, rows, now)
+        return rows  # type: ignore[no-any-return]
+
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> ClaimRow | None:
         entry = _claiming(conn, owner, now)
         row = self._claim_rows(conn, "claim_job", now, tubes,
@@ -175,10 +179,6 @@ class PostgresStore(Store):
             self._empty.limited = bool(row[LIMITED])
             row = None
         return _claimed_one(conn, entry, row)
-
-    def empty_claim_limited(self) -> bool | None:
-        limited, self._empty.limited = self._empty.limited, None
-        return limited
 
     def delete_and_claim(self, conn: Any, now: int, job_id: int, lease: int, tubes: Any,
                          owner: str | None) -> ClaimRow | None:
@@ -195,7 +195,7 @@ class PostgresStore(Store):
                     # Inside a transaction the error aborted it: no read can say why.
                     raise JobLost(f"job {job_id}: lease lost (TTR expired, reserved again "
                                   "or cancelled)", job_ids=(job_id,)) from None
-                raise self._lease_failure(conn, job_id, lease) from None
+                raise self.jobs.lease_failure(conn, job_id, lease) from None
             raise
         return _claimed_one(conn, entry, row)
 
@@ -238,53 +238,47 @@ class PostgresStore(Store):
                     ) -> list[tuple[int, int]]:
         return self.delete_and_claim_many(conn, now, leases, [], None, 0)[0]
 
-    def total_jobs(self, conn: Any) -> int:
-        return int(one(conn, Q["total_jobs"])[0])
 
-    # -- liveness (owners.py) ----------------------------------------------------------------
+class PostgresLimits(LimitStore):
+    """A plain claim that found nothing says itself whether a watched tube has limits
+    (``_EmptyClaim``, shared with the claims); capped claims mark their jobs."""
 
-    def dead_owners(self, conn: Any, tokens: Sequence[str], grace_s: float
-                    ) -> list[tuple[str, str | None, int | None, bool | None]]:
-        """(token, place, pid, silent) of each token whose session lock is free: its
-        holder died, or its session ended under a live process re-making it. silent is
-        None while no reaper looked at the server as it runs now (note_server_epoch)."""
-        return [tuple(r) for r in conn.execute(
-            Q["dead_owners"], {"tokens": list(tokens), "grace": grace_s})]
+    def __init__(self, Q: dict[str, str], claims: ClaimStore, empty: _EmptyClaim) -> None:
+        super().__init__(Q, claims)
+        self._empty = empty
 
-    def note_server_epoch(self, conn: Any) -> None:
-        """A reaper's first look at the server as it runs now: the grace runs from here."""
-        conn.execute(Q["note_server_epoch"])
+    def tubes_of(self, tubes: Any) -> list[str]:
+        return list(tubes)
 
-    def release_dead_owner(self, conn: Any, owner: str, gone: bool, grace_s: float) -> int:
-        """Give back owner's reservations if, under its lock, it is still dead; how many."""
-        return len(conn.execute(Q["release_dead_owner"],
-                                {"owner": owner, "gone": gone, "grace": grace_s}).fetchall())
+    def empty_claim_limited(self) -> bool | None:
+        limited, self._empty.limited = self._empty.limited, None
+        return limited
 
-    def try_lock_owner(self, conn: Any, token: str) -> bool:
-        """Take token's session lock on conn, held for as long as the session lives."""
-        return bool(one(conn, Q["try_lock_owner"], {"token": token})[0])
+    def mark_capped(self, conn: Any, ids: list[int]) -> None:
+        """Their deletes send NOTIFY: a reserve may be blocked on the slot they free
+        (migration 0016). The plain claim marks nothing."""
+        conn.execute(Q["mark_capped"], {"ids": ids})
 
-    def register_owner(self, conn: Any, token: str, host: str, pid: int, place: str
-                       ) -> int | None:
-        """Register token (under its lock); how many of its jobs reapers handed out since
-        it last registered (None: it had no row)."""
-        handed = one(conn, Q["register_owner"],
-                     {"token": token, "host": host, "pid": pid, "place": place})[0]
-        return None if handed is None else int(handed)
 
-    def owner_jobs(self, conn: Any, token: str) -> int:
-        """How many reservations token holds."""
-        return int(one(conn, Q["owner_jobs"], {"token": token})[0])
-
-    def owner_heartbeat(self, conn: Any, token: str) -> bool:
-        """Renew token's sign of life; False if a reaper forgot it (judged it dead)."""
-        return conn.execute(Q["owner_heartbeat"], {"token": token}).fetchone() is not None
-
-    def unregister_owner(self, conn: Any, token: str) -> None:
-        conn.execute(Q["unregister_owner"], {"token": token})
-
-    def forget_silent_owners(self, conn: Any) -> None:
-        conn.execute(Q["forget_silent_owners"])
+class PostgresCopying(CopyStore):
+    """An export reads one snapshot only if its transaction asks for it."""
 
     def begin_snapshot(self, conn: Any) -> None:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+
+
+class PostgresStore(Store):
+    """PostgreSQL's nouns; the claims and limits share what this thread's last empty
+    claim said of limits."""
+
+    jobs: PostgresJobs
+    claims: PostgresClaims
+    limits: PostgresLimits
+    Q = Q
+
+    def __init__(self) -> None:
+        empty = _EmptyClaim()
+        jobs = PostgresJobs(Q)
+        claims = PostgresClaims(Q, jobs, empty)
+        super().__init__(Q, jobs, claims, PostgresLimits(Q, claims, empty),
+                         PostgresCopying(Q))

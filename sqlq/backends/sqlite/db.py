@@ -50,6 +50,10 @@ _pread = os.pread  # looked up once: _published runs on every durable commit
 _warned_network: set[str] = set()
 
 
+def _nothing() -> None:
+    """Database.began/committed until the backend sets them."""
+
+
 def _unescape_mount(field: str) -> str:
     # /proc/mounts writes space, tab, newline and backslash as octal escapes.
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
@@ -264,6 +268,8 @@ class Database:
         #: Seconds a write waits for another process's lock before raising Locked at
         #: once; None: BUSY_TIMEOUT_S, then tenacity's retries until BUSY_GIVE_UP_S.
         self.lock_wait: float | None = None
+        #: Called before _transaction's BEGIN and after its COMMIT (store.DueCache's need).
+        self.began = self.committed = _nothing
         with translate_errors(path, self.driver):
             self._check_file(init)
             warn_if_network_filesystem(path)
@@ -412,6 +418,7 @@ class Database:
         # drivers.immediate(conn), written out: this is a worker's delete-and-claim
         # transaction, once a job, and the context manager cost 3k instructions more
         # (callgrind, about 1% of the cycle).
+        self.began()
         conn.execute("BEGIN IMMEDIATE")
         try:
             result = fn(conn)
@@ -420,6 +427,7 @@ class Database:
             if not conn.get_autocommit():
                 conn.execute("ROLLBACK")
             raise
+        self.committed()
         if durable:
             self._published()
         return result

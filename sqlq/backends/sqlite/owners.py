@@ -275,9 +275,9 @@ class Owners:
         dead = self.dead([t for t in registered(self.directory) if t != me])
         if not dead:
             return
-        holding = set(self._db.read(lambda c: store.reserving_owners(c, self._clock(), me)))
+        holding = set(self._db.read(lambda c: store.claims.reserving_owners(c, self._clock(), me)))
         if holding.intersection(dead):
-            self._db.write(lambda c: sum(store.release_owner(c, t) for t in dead
+            self._db.write(lambda c: sum(store.claims.release_owner(c, t) for t in dead
                                          if t in holding), durable=False)
         for token in dead:
             forget(self.directory, token)
@@ -313,7 +313,7 @@ class Owners:
         try:
             store = self._store
             released = me not in self._db.read(
-                lambda c: store.reserving_owners(c, self._clock(), ""))
+                lambda c: store.claims.reserving_owners(c, self._clock(), ""))
         except Error:
             released = False
         self._owner.close(remove=released)

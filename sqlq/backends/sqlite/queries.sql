@@ -79,7 +79,7 @@ UPDATE sqlq_jobs
 -- The most urgent ready job across the watched, unpaused tubes: one index probe
 -- per tube (the correlated subquery), then the best of those, in one statement. A tube
 -- with limits is skipped as a paused one, in the same probe of its sqlq_tubes row, unless
--- :capped (1: store.py's claim_limited, which passes only tubes that may give a job now;
+-- :capped (1: LimitStore.claim_limited, which passes only tubes that may give a job now;
 -- migration 0014, sqlq/limits.py).
 UPDATE sqlq_jobs
    SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
@@ -249,6 +249,15 @@ RETURNING id;
 -- name: kick_job
 UPDATE sqlq_jobs SET state = 0, delay_until = NULL, kicks = kicks + 1, bury_reason = NULL
  WHERE id = :id AND (state = 3 OR (state = 1 AND delay_until > :now))
+RETURNING id;
+
+-- name: postpone_job
+-- A ready or delayed job made to wait until :delay_until (ready at once when NULL):
+-- an operator's "not before". Reserved, buried and waiting jobs are left as they are.
+UPDATE sqlq_jobs
+   SET state = CASE WHEN :delay_until IS NULL THEN 0 ELSE 1 END, delay = :delay,
+       delay_until = :delay_until
+ WHERE id = :id AND state IN (0, 1)
 RETURNING id;
 
 -- name: select_job
@@ -675,6 +684,23 @@ UPDATE sqlq_jobs
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay, trace;
 
+-- name: claim_jobs_in_tube
+-- claim_jobs for a reserve_many that watches one tube (claim_job_in_tube's reason): the
+-- same :n jobs without json_each, the join, the second index range per job and the
+-- sort, 0.45 us a job less in a batch of 10 (of about 3.5). The caller sorts the rows,
+-- as claim_jobs' (RETURNING has no order). ?1 now, ?2 owner, ?3 tube, ?4 n.
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = ?1 + ttr, reserves = reserves + 1,
+       lease = abs(random()), owner = ?2
+ WHERE id IN (SELECT id FROM sqlq_jobs
+               WHERE state = 0 AND tube = (SELECT ?3)
+               ORDER BY priority, id LIMIT (SELECT ?4))
+   AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
+                    WHERE name = (SELECT ?3)
+                      AND (paused_until > ?1 OR coalesce(concurrency, rate) IS NOT NULL))
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key, delay, trace;
+
 -- name: delete_leased_jobs
 -- delete_leased_job for many: :jobs is a JSON array of [id, lease] pairs; the rows
 -- deleted come back, so the caller can name the jobs whose lease was lost. One
@@ -732,7 +758,7 @@ SELECT j.failures, a.error, a.message, a.traceback
 
 -- ---------------------------------------------------------------------------------------------
 -- Dependencies (migration 0010): a put with after= parents; the delete of a job with edges,
--- its children released in the same transaction (store.py: SQLiteStore._delete_linked).
+-- its children released in the same transaction (JobStore.delete_linked).
 
 -- name: hold_parents
 -- A put's parents still in the file, each now counting :n more dependents (the edges
@@ -921,7 +947,7 @@ SELECT minute, at, puts, deletes, buries FROM sqlq_throughput
 -- ---------------------------------------------------------------------------------------------
 -- Control of running jobs (migration 0013, issue 25): cancel and progress. Nothing here is
 -- on the put, claim or delete path: a holder's verb reads sqlq_cancelled only after its
--- ordinary lease-checked statement found nothing (store.py: Store._lease_failure).
+-- ordinary lease-checked statement found nothing (JobStore.lease_failure).
 
 -- name: cancel_state
 -- What a cancel finds: the job's state and, if reserved under a live lease, that lease

@@ -1,23 +1,23 @@
 """SQLite's dialect of the verbs (``queries.sql`` beside this file).
 
-Only what SQLite does differently from the shared :class:`~sqlq.backends.store.Store`
-lives here: ids read with ``last_insert_rowid()`` and counted by ``total_jobs``
-(the highest id issued, migration 0007), the claim's ``promote_due`` step (skipped
-while nothing can be due: :class:`DueCache`), tube lists passed as JSON for
-``json_each``, and the claim of one tube without it.
+Only what SQLite does differently from the shared nouns (``backends/store/``) lives
+here, in a subclass per noun that differs: ids read with ``last_insert_rowid()`` and
+counted by ``total_jobs`` (the highest id issued, migration 0007; :class:`SQLiteJobs`),
+the claim's ``promote_due`` step (skipped while nothing can be due: :class:`DueCache`),
+tube lists passed as JSON for ``json_each``, and the claim of one tube without it
+(:class:`SQLiteClaims`). :class:`SQLiteStore` builds them over one DueCache.
 
 **The rule for a verb that writes a due time.** A statement that sets a job's
 ``delay_until`` or ``reserved_until`` to a time that may be earlier than any already
-due (a put or release with a delay, any claim) runs in a method of
-:class:`SQLiteStore` that calls ``self.due.lower(when)`` with that time (a claim:
-:meth:`SQLiteStore._claimed`); one that writes jobs the store cannot follow calls
-``self.due.forget()``. A shared :class:`~sqlq.backends.store.Store` verb that does so
-is overridden here to make that call. Otherwise the next claim in this process skips
+due (a put or release with a delay, any claim) runs in a method of a SQLite noun that
+calls ``self.due.lower(when)`` with that time (a claim:
+:meth:`SQLiteClaims._claimed`); one that writes jobs the store cannot follow calls
+``self.due.forget()``. A shared noun's verb that does so is overridden here to make
+that call. Otherwise the next claim in this process skips
 ``promote_due`` and leaves that job waiting until another connection commits.
 Clearing a time (a kick, a bury, promote_due) or moving it later (a touch) needs
 nothing: a cached time is only ever too early. tests/unit/test_due_rule.py lists
-every statement of ``queries.sql`` that writes those columns and checks its verb.
-"""
+every statement of ``queries.sql`` that writes those columns and checks its verb."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ...model import DELAYED, READY, ClaimRow
+from ...model import DELAYED, READY, ClaimRow, Put
 from ..sql import load_queries, one
-from ..store import Store
+from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
 from .drivers import triggers_off
 
 Q = load_queries(os.path.join(os.path.dirname(__file__), "queries.sql"))
@@ -44,6 +44,7 @@ QUIET_BATCH = 64
 _PROMOTE_DUE = Q["promote_due"]
 _CLAIM_JOB = Q["claim_job"]
 _CLAIM_JOB_IN_TUBE = Q["claim_job_in_tube"]
+_CLAIM_JOBS_IN_TUBE = Q["claim_jobs_in_tube"]
 _LOOK_READY = Q["look_ready"]
 #: Later than any time in ms: "nothing will ever be due" in DueCache.
 NEVER = 2**63 - 1
@@ -61,7 +62,7 @@ class DueCache:
     claim skips it (and can run as one autocommit statement) until then.
 
     The time is read by :data:`_LOOK_READY`, after a ``PRAGMA data_version`` that
-    proves it current: by a waiting worker's look (:meth:`SQLiteStore.has_ready_job`), so
+    proves it current: by a waiting worker's look (:meth:`SQLiteClaims.has_ready_job`), so
     that the claim a wake makes right after it skips promote_due, and right after a
     claim ran promote_due outside any transaction (so that the promotion is
     committed, whatever follows). The time stays true while nothing else writes, and
@@ -71,17 +72,22 @@ class DueCache:
     everything, or a write on this connection, which goes through the store and
     lowers the time (:meth:`lower`) or clears it (:meth:`forget`). A time is only ever
     kept too early, never too late: the cost of a mistake is one promote_due that
-    finds nothing. Nothing read inside a transaction is kept: it could still roll
-    back (a promotion undone would leave jobs due, unseen). The cache is the
-    connection's (one store per backend, one connection per backend) and is used
-    under its lock.
+    finds nothing. A time read inside a transaction is kept only once that very
+    transaction commits (:meth:`begin` and :meth:`commit`, called by
+    ``db.Database._transaction``): a promotion rolled back would leave jobs due, unseen.
+    So the worker's delete-and-claim transaction, once it has promoted and looked, skips
+    both on its next jobs as a claim outside a transaction does. The cache is the
+    connection's (one store per backend, one connection per backend) and is used under
+    its lock.
     """
 
-    __slots__ = ("due", "version")
+    __slots__ = ("due", "pending", "version")
 
     def __init__(self) -> None:
         self.version: int | None = None
         self.due: dict[str, int] = {}
+        #: (tubes, version, time) read inside the open transaction, kept at its commit.
+        self.pending: tuple[str, int, int] | None = None
 
     def nothing_due(self, conn: Any, now: int, tubes: str) -> bool | None:
         """True if promote_due would find nothing in tubes now; else False, or None when
@@ -102,67 +108,53 @@ class DueCache:
         # again before the claim reads it (a time kept is then dropped, never wrong).
         version = one(conn, "PRAGMA data_version")[0]
         ready, delayed, reserved = one(conn, _LOOK_READY, {"tubes": tubes, "now": now})
+        times = [t for t in (delayed, reserved) if t is not None]
         if conn.get_autocommit():
-            if version != self.version:
-                self.version = version
-                self.due.clear()
-            if len(self.due) >= DUE_CACHE_SIZE:
-                self.due.clear()
-            times = [t for t in (delayed, reserved) if t is not None]
-            self.due[tubes] = min(times) if times else NEVER
+            self._keep(tubes, version, min(times) if times else NEVER)
+        else:
+            self.pending = (tubes, version, min(times) if times else NEVER)
         return bool(ready)
+
+    def _keep(self, tubes: str, version: int, due: int) -> None:
+        if version != self.version:
+            self.version = version
+            self.due.clear()
+        if len(self.due) >= DUE_CACHE_SIZE:
+            self.due.clear()
+        self.due[tubes] = due
+
+    def begin(self) -> None:
+        """A write transaction begins: a time a rolled-back one read is dropped."""
+        self.pending = None
+
+    def commit(self) -> None:
+        """The write transaction committed: keep the time read inside it, if any."""
+        if self.pending is not None:
+            self._keep(*self.pending)
+            self.pending = None
 
     def lower(self, when: int) -> None:
         """This connection wrote a job that becomes due at ``when`` (a delay, a TTR)."""
         for tubes, due in self.due.items():
             if when < due:
                 self.due[tubes] = when
+        pending = self.pending
+        if pending is not None and when < pending[2]:
+            self.pending = (pending[0], pending[1], when)
 
     def forget(self) -> None:
         """This connection wrote something the store cannot see (the application's SQL)."""
         self.due.clear()
+        self.pending = None
 
 
-class SQLiteStore(Store):
-    Q = Q
-    #: A claim outside a transaction commits promote_due (when it runs) on its own, then
-    #: the claim: each leaves the file consistent, so no BEGIN/COMMIT is needed.
-    CLAIM_OUTSIDE_TRANSACTION = True
+class SQLiteJobs(JobStore):
+    """Ids from ``last_insert_rowid()`` and the highest id issued; a put or release with a
+    delay, and children released at a delay, lower the DueCache."""
 
-    def __init__(self) -> None:
-        self.due = DueCache()
-        #: The :tubes parameters made for one tube, and that tube: claim runs
-        #: claim_job_in_tube for them (most workers watch one tube).
-        self._one_tube: dict[str, str] = {}
-
-    def tubes_param(self, tubes: Sequence[str]) -> str:
-        import json  # a reserve's (the engine keeps the result): not a put's
-
-        param = json.dumps(list(tubes))
-        if len(tubes) == 1:
-            if len(self._one_tube) >= DUE_CACHE_SIZE:
-                self._one_tube.clear()
-            self._one_tube[param] = tubes[0]
-        return param
-
-    def limits_stamp(self) -> object:
-        # The PRAGMA data_version every claim's _promote read (DueCache.nothing_due): it
-        # changes on every other connection's commit.
-        return self.due.version
-
-    def tubes_of(self, tubes: Any) -> list[str]:
-        import json
-
-        return list(json.loads(tubes))
-
-    def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None
-                     ) -> ClaimRow | None:
-        self._promote(conn, now, tubes)
-        row = one(conn, _CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner, "capped": 1})
-        if row is None:
-            return None
-        self.due.lower(row[12])  # reserved_until: the reservation ends then
-        return _new(ClaimRow, row)
+    def __init__(self, Q: dict[str, str], due: DueCache) -> None:
+        super().__init__(Q)
+        self.due = due
 
     def ids_param(self, ids: Sequence[int]) -> str:
         return "[" + ",".join(f"{i:d}" for i in ids) + "]"
@@ -170,7 +162,7 @@ class SQLiteStore(Store):
     def insert_waiting_job(self, conn: Any, now: int, tube: str, priority: int,
                            delay_ms: int, ttr_ms: int, body: bytes, unique_key: str | None,
                            waiting_on: int) -> int | None:
-        # No due time is written: the release writes it (_delete_linked lowers the cache).
+        # No due time is written: the release writes it (delete_linked lowers the cache).
         return int(one(conn, self.Q["insert_waiting_job"], {
             "tube": tube, "priority": priority, "delay": delay_ms, "ttr": ttr_ms,
             "body": body, "now": now, "unique_key": unique_key, "waiting_on": waiting_on})[0])
@@ -233,6 +225,55 @@ class SQLiteStore(Store):
                 conn.execute(Q["open_put_run"], run)
         return list(range(first, first + len(bodies)))
 
+    def release(self, conn: Any, now: int, job_id: int, lease: int | None,
+                priority: int | None, delay_ms: int) -> None:
+        if delay_ms:
+            self.due.lower(now + delay_ms)
+        super().release(conn, now, job_id, lease, priority, delay_ms)
+
+    def postpone(self, conn: Any, now: int, job_id: int, delay_ms: int) -> None:
+        if delay_ms:
+            self.due.lower(now + delay_ms)
+        super().postpone(conn, now, job_id, delay_ms)
+
+    def total_jobs(self, conn: Any) -> int:
+        return int(one(conn, self.Q["total_jobs"])[0])
+
+
+class SQLiteClaims(ClaimStore):
+    """promote_due before a claim (skipped while the DueCache proves nothing due), tube
+    lists as JSON for ``json_each``, and the claim of one tube without it."""
+
+    #: A claim outside a transaction commits promote_due (when it runs) on its own, then
+    #: the claim: each leaves the file consistent, so no BEGIN/COMMIT is needed.
+    CLAIM_OUTSIDE_TRANSACTION = True
+
+    def __init__(self, Q: dict[str, str], jobs: SQLiteJobs, due: DueCache) -> None:
+        super().__init__(Q, jobs)
+        self.due = due
+        #: The :tubes parameters made for one tube, and that tube: claim runs
+        #: claim_job_in_tube for them (most workers watch one tube).
+        self._one_tube: dict[str, str] = {}
+
+    def tubes_param(self, tubes: Sequence[str]) -> str:
+        import json  # a reserve's (the engine keeps the result): not a put's
+
+        param = json.dumps(list(tubes))
+        if len(tubes) == 1:
+            if len(self._one_tube) >= DUE_CACHE_SIZE:
+                self._one_tube.clear()
+            self._one_tube[param] = tubes[0]
+        return param
+
+    def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None
+                     ) -> ClaimRow | None:
+        self._promote(conn, now, tubes)
+        row = one(conn, _CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner, "capped": 1})
+        if row is None:
+            return None
+        self.due.lower(row[12])  # reserved_until: the reservation ends then
+        return _new(ClaimRow, row)
+
     def _promote(self, conn: Any, now: int, tubes: str) -> None:
         """Write down due delayed jobs and expired reservations as ready before a claim
         looks, so no separate reaper is needed; skipped while DueCache proves that
@@ -269,8 +310,13 @@ class SQLiteStore(Store):
     def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
                    ) -> list[ClaimRow]:
         self._promote(conn, now, tubes)
-        params = {"tubes": tubes, "now": now, "owner": owner, "n": n}
-        rows = [_new(ClaimRow, r) for r in conn.execute(self.Q["claim_jobs"], params)]
+        tube = self._one_tube.get(tubes)
+        if tube is not None:
+            found = conn.execute(_CLAIM_JOBS_IN_TUBE, (now, owner, tube, n))
+        else:
+            found = conn.execute(self.Q["claim_jobs"],
+                                 {"tubes": tubes, "now": now, "owner": owner, "n": n})
+        rows = [_new(ClaimRow, r) for r in found]
         self._claimed(rows)
         return sorted(rows, key=_CLAIM_ORDER)
 
@@ -278,16 +324,6 @@ class SQLiteStore(Store):
         row = super().claim_by_id(conn, now, job_id, owner)
         self._claimed((row,))
         return row
-
-    def release(self, conn: Any, now: int, job_id: int, lease: int | None,
-                priority: int | None, delay_ms: int) -> None:
-        if delay_ms:
-            self.due.lower(now + delay_ms)
-        super().release(conn, now, job_id, lease, priority, delay_ms)
-
-    def import_rows(self, conn: Any, kind: str, rows: Sequence[Sequence[Any]]) -> None:
-        self.due.forget()
-        super().import_rows(conn, kind, rows)
 
     def delete_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]]
                     ) -> list[tuple[int, int]]:
@@ -298,9 +334,64 @@ class SQLiteStore(Store):
             self.Q["delete_leased_jobs"], {"jobs": pairs, "now": now})}
         # Lost leases, or parents (the statement skips jobs with dependents): each of
         # those deleted once with its release (a pair named twice as well), the others lost.
-        linked = {pair: self._delete_linked(conn, now, *pair) is not None
+        linked = {pair: self.jobs.delete_linked(conn, now, *pair) is not None
                   for pair in dict.fromkeys(leases) if pair not in gone}
         return [pair for pair in leases if pair in linked and not linked[pair]]
 
-    def total_jobs(self, conn: Any) -> int:
-        return int(one(conn, self.Q["total_jobs"])[0])
+
+class SQLiteLimits(LimitStore):
+    """Tube lists as JSON; the limits' stamp is the DueCache's data_version."""
+
+    def __init__(self, Q: dict[str, str], claims: SQLiteClaims, due: DueCache) -> None:
+        super().__init__(Q, claims)
+        self.due = due
+
+    def limits_stamp(self) -> object:
+        # The PRAGMA data_version every claim's _promote read (DueCache.nothing_due): it
+        # changes on every other connection's commit.
+        return self.due.version
+
+    def tubes_of(self, tubes: Any) -> list[str]:
+        import json
+
+        return list(json.loads(tubes))
+
+
+class SQLiteCopying(CopyStore):
+    """An import writes jobs the DueCache cannot follow: it forgets what it knew."""
+
+    def __init__(self, Q: dict[str, str], due: DueCache) -> None:
+        super().__init__(Q)
+        self.due = due
+
+    def import_rows(self, conn: Any, kind: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.due.forget()
+        super().import_rows(conn, kind, rows)
+
+
+class SQLiteStore(Store):
+    """SQLite's nouns over one :class:`DueCache`: the connection's, shared by every noun
+    that writes a due time (jobs, claims, copying) or reads the cache (limits), since a
+    time any of them writes can make another's cached "nothing due" wrong."""
+
+    jobs: SQLiteJobs
+    claims: SQLiteClaims
+    limits: SQLiteLimits
+    copying: SQLiteCopying
+    Q = Q
+
+    def __init__(self) -> None:
+        self.due = DueCache()
+        jobs = SQLiteJobs(Q, self.due)
+        claims = SQLiteClaims(Q, jobs, self.due)
+        super().__init__(Q, jobs, claims, SQLiteLimits(Q, claims, self.due),
+                         SQLiteCopying(Q, self.due))
+
+    def put(self, conn: Any, now: int, put: Put, bodies: Sequence[bytes]) -> list[int]:
+        # The common put (one body, ready now, no key, parents or trace) without the calls
+        # of Store.put and JobStore.insert_job, whose first branch this is.
+        if put.delay_ms == 0 and put.unique_key is None and put.trace is None \
+                and not put.parents and len(bodies) == 1:
+            conn.execute(_INSERT_READY_JOB, (put.tube, put.priority, put.ttr_ms, bodies[0], now))
+            return [conn.last_insert_rowid()]
+        return super().put(conn, now, put, bodies)

@@ -25,13 +25,13 @@ BURIED_SHOWN = 50
 def _buried(tube: str) -> list[dict[str, Any]]:
     return [{"id": s.id, "reason": s.job.bury_reason or "", "buries": s.job.buries,
              "body": display_text(s.job.body[:200])}
-            for s in queue.job_page(tube, "buried", limit=BURIED_SHOWN)]
+            for s in queue.views.job_page(tube, "buried", limit=BURIED_SHOWN)]
 
 
 @staff_member_required  # type: ignore[untyped-decorator]  # Django ships no types
 def overview(request: Any) -> Any:
     """Tubes (ready, reserved, delayed, buried, waiting) and the buried jobs of each."""
-    snapshot = queue.overview()
+    snapshot = queue.views.overview()
     tubes = [{"summary": t, "buried_jobs": _buried(t.name) if t.buried else []}
              for t in snapshot.tubes]
     return render(request, "sqlq/overview.html", {

@@ -1,0 +1,212 @@
+"""The verbs every backend runs on its own connection: the Queue's whole use of SQL,
+held by noun.
+
+A backend's ``queries.sql`` holds one named statement per verb, in its dialect; the
+noun stores here run them. Most take their parameters by name, in a dict (``:name``
+in SQLite, ``%(name)s`` in PostgreSQL). The hottest take a positional tuple instead,
+which binds faster (``?``/``?1`` in SQLite, ``%s`` in PostgreSQL), in the order
+their description in ``queries.sql`` lists: the puts' inserts, the one-tube claim,
+the worker's ``delete_leased_job``.
+
+:class:`Store` holds one object per noun: ``jobs``, ``claims``, ``deps``, ``limits``,
+``control``, ``results``, ``topics``, ``history``, ``workers``, ``views``, ``copying``.
+Each is a plain class given the dialect's statements (``Q``) and the sibling nouns it
+calls (a delete-and-claim deletes through ``jobs``; a limited claim claims through
+``claims``); none inherits from another. Where the dialects differ (how an insert
+learns its id, how a claim folds in due jobs, how a list is passed) a backend subclasses
+that noun (``sqlite/store.py``, ``postgres/store.py``) and its own Store builds it.
+
+Every method takes an open connection inside the caller's transaction and the
+time in ms (``now``), and either does its one thing or raises: JobNotFound when
+no job matches, JobLost when a lease was given and is no longer live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .claims import ClaimStore
+from .control import ControlStore
+from .copying import CopyStore
+from .deps import DependencyStore
+from .history import HistoryStore
+from .jobs import JobStore
+from .limits import LimitStore
+from .results import ResultStore, TopicStore
+from .views import ViewStore
+from .workers import WorkerStore
+
+if TYPE_CHECKING:
+    from ...model import ClaimRow, JobRow, Put
+    from ..conn import Conn
+
+__all__ = ["ClaimStore", "ControlStore", "CopyStore", "DependencyStore", "HistoryStore",
+           "JobStore", "LimitStore", "ResultStore", "Store", "TopicStore", "ViewStore",
+           "WorkerStore"]
+
+
+class Store:
+    """A backend's SQL verbs, one object per noun. The dialect gives the nouns it
+    overrides; the others are built here, over the same statements."""
+
+    def __init__(self, Q: dict[str, str], jobs: JobStore, claims: ClaimStore,
+                 limits: LimitStore, copying: CopyStore) -> None:
+        #: The dialect's statements by name (queries.sql), for the backend's own upkeep.
+        self.Q = Q
+        self.jobs = jobs
+        self.claims = claims
+        self.limits = limits
+        self.copying = copying
+        self.deps = DependencyStore(Q, jobs)
+        self.control = ControlStore(Q, jobs)
+        self.results = ResultStore(Q, jobs)
+        self.topics = TopicStore(Q)
+        self.history = HistoryStore(Q)
+        self.workers = WorkerStore(Q)
+        self.views = ViewStore(Q)
+
+    # -- verbs across nouns: each one call of the verb contract (sqlq/verbs/) ---------------
+
+    def put(self, conn: Conn, now: int, put: Put, bodies: Sequence[bytes]) -> list[int]:
+        """Insert one job per body as ``put`` describes (:func:`sqlq.model.describe_put`):
+        the one call every put makes; their ids, in order (a unique key held: the holder's
+        id, the job unchanged). The put's trace, if any, goes on each job it inserted."""
+        jobs = self.jobs
+        held = None
+        if put.trace is not None and put.unique_key is not None:
+            held = jobs.unique_job_id(conn, put.tube, put.unique_key)
+        if put.parents:
+            ids = self.deps.insert_after(conn, now, put.tube, put.priority, put.delay_ms,
+                                         put.ttr_ms, bodies, put.unique_key, put.parents)
+        elif len(bodies) == 1:
+            ids = [jobs.insert_job(conn, now, put.tube, put.priority, put.delay_ms,
+                                   put.ttr_ms, bodies[0], put.unique_key)]
+        else:
+            ids = jobs.insert_jobs(conn, now, put.tube, put.priority, put.delay_ms,
+                                   put.ttr_ms, bodies)
+        if put.trace is not None and held is None and ids:
+            jobs.set_trace(conn, ids, put.trace)
+        return ids
+
+    def publish(self, conn: Conn, now: int, put: Put, body: bytes) -> list[tuple[str, int]]:
+        """One copy of body in each tube subscribed to the topic ``put.tube``, as ``put``
+        says; (tube, id) in tube-name order (a tube holding a live job with the unique
+        key gives that job's id, and that job keeps its own trace)."""
+        jobs = self.jobs
+        copies, fresh = [], []
+        for tube in self.topics.topic_tubes(conn, put.tube):
+            held = put.trace is not None and put.unique_key is not None \
+                and jobs.unique_job_id(conn, tube, put.unique_key) is not None
+            job_id = jobs.insert_job(conn, now, tube, put.priority, put.delay_ms, put.ttr_ms,
+                                     body, put.unique_key)
+            copies.append((tube, job_id))
+            if put.trace is not None and not held:
+                fresh.append(job_id)
+        if put.trace is not None and fresh:
+            jobs.set_trace(conn, fresh, put.trace)
+        return copies
+
+    def settle_and_claim_limited(self, conn: Conn, now: int, done: Sequence[tuple[int, int]],
+                                 tubes: Any, owner: str | None, n: int
+                                 ) -> tuple[list[tuple[int, int]], list[ClaimRow], bool]:
+        """Delete the (id, lease) jobs of ``done`` and claim up to n within the tubes'
+        limits (``LimitStore.claim_limited``): (the lost leases, the claim rows, whether
+        any tube had limits). A lost lease claims nothing; one job's (reserve(delete=job))
+        raises JobLost, undoing the whole transaction."""
+        if len(done) == 1:
+            self.jobs.delete(conn, now, done[0][0], done[0][1])
+        elif done:
+            lost = self.claims.delete_many(conn, now, done)
+            if lost:
+                return lost, [], True
+        rows, limited = self.limits.claim_limited(conn, now, tubes, owner, n)
+        return [], rows, limited
+
+    def end_attempt(self, conn: Conn, now: int, job_id: int, lease: int | None,
+                    attempt: dict[str, Any], kept: int, delay_ms: int | None,
+                    reason: str | None) -> None:
+        """A failed run's end: the reserved job released to run again after ``delay_ms``
+        (None: buried, with ``reason``), and the attempt kept (``HistoryStore.keep_attempt``,
+        the job's last ``kept``)."""
+        if delay_ms is None:
+            self.jobs.bury(conn, now, job_id, lease, None, reason)
+        else:
+            self.jobs.release(conn, now, job_id, lease, None, delay_ms)
+        self.history.keep_attempt(conn, attempt, kept)
+
+    # -- reads across nouns: each one call of a read verb (sqlq/verbs/views.py) --------------
+
+    def peek(self, conn: Conn, now: int, which: str, tube: str) -> JobRow | None:
+        """The job a peek of ``which`` state (ready, delayed, buried) in ``tube`` shows."""
+        job_id = self.jobs.peek_id(conn, now, which, tube)
+        return None if job_id is None else self.jobs.select_job(conn, now, job_id)
+
+    def overview(self, conn: Conn, now: int, always: Sequence[str]) -> tuple[Any, ...]:
+        """Every tube's counts from one snapshot: (tube -> (buries, kicks, timeouts),
+        tube -> jobs waiting, [(tube, ViewStore.tube_counts)], ids ever issued). Known
+        tubes and ``always`` stay listed at zero when drained: a busy tube whose workers
+        keep up must not vanish, nor its /metrics series go stale instead of reading 0."""
+        views = self.views
+        counters = views.event_counters(conn)
+        waiting = self.deps.count_waiting(conn, None)  # one walk of the edges for every tube
+        names = sorted(set(views.tube_names(conn, now)) | set(views.known_tubes(conn))
+                       | set(waiting) | set(always))
+        return (counters, waiting, [(name, views.tube_counts(conn, now, name)) for name in names],
+                self.jobs.total_jobs(conn))
+
+    def tube_overview(self, conn: Conn, now: int, tube: str) -> tuple[Any, ...]:
+        """One tube's part of :meth:`overview`: (its tube_counts, its (buries, kicks,
+        timeouts) or None, its jobs waiting)."""
+        counters = self.views.event_counters(conn).get(tube)
+        return (self.views.tube_counts(conn, now, tube), counters,
+                self.deps.count_waiting(conn, tube).get(tube, 0))
+
+    def search(self, conn: Conn, now: int, tube: str, text: str, depth: int,
+               limit: int) -> list[tuple[Any, ...]]:
+        """Jobs of ``tube`` whose id, unique key or body contains ``text`` (select_job's
+        columns, the body cut to 160 bytes, then its size): an exact id or unique key at
+        any age, through its index, then a scan of the last ``depth`` ids, newest first."""
+        jobs = self.jobs
+        as_id = int(text) if text.isascii() and text.isdigit() and int(text) < 2**63 else None
+        exact = [jobs.select_job(conn, now, as_id)] if as_id is not None else []
+        key_id = jobs.unique_job_id(conn, tube, text)
+        exact.append(jobs.select_job(conn, now, key_id) if key_id is not None else None)
+        found = [(*row._replace(body=row.body[:160]), len(row.body)) for row in exact
+                 if row is not None and row.tube == tube]
+        return found + self.views.search_jobs(conn, tube, text, jobs.total_jobs(conn) - depth,
+                                              limit)
+
+    def file_counts(self, conn: Conn, now: int) -> tuple[Any, ...]:
+        """The whole database's counts: (ViewStore.count_jobs of every tube, ids ever
+        issued, tubes listed, topics)."""
+        views = self.views
+        return (views.count_jobs(conn, now, None), self.jobs.total_jobs(conn),
+                views.list_tubes(conn, now), self.topics.count_topics(conn))
+
+    def tube_record(self, conn: Conn, now: int, tube: str) -> tuple[Any, ...]:
+        """One tube's counters: its [ready, urgent, reserved, delayed, buried, waiting]
+        (None: no jobs), its last pause (paused_until, pause_ms) or None, its (puts,
+        pauses) ever, and its limits (list_limits' rows: none or one)."""
+        views = self.views
+        return (views.count_jobs(conn, now, tube).get(tube), self.limits.tube_pause(conn, tube),
+                views.tube_totals(conn, tube), self.limits.list_limits(conn, tube))
+
+    def job_record(self, conn: Conn, now: int, job_id: int) -> tuple[Any, ...]:
+        """One job's record: (its row or None, its last attempt, the parents it waits
+        for, its progress)."""
+        return (self.jobs.select_job(conn, now, job_id), self.history.last_attempt(conn, job_id),
+                self.deps.waiting_on(conn, job_id), self.control.job_progress(conn, job_id))
+
+    def next_change(self, conn: Conn, now: int) -> int | None:
+        """The earliest time (ms) after ``now`` at which counts change without a write (a
+        delayed job due, a TTR out, a pause over); None if nothing is timed."""
+        names = self.views.tube_names(conn, now)
+        claims = self.claims
+        return claims.next_due(conn, now, claims.tubes_param(names)) if names else None
+
+    def presence(self, conn: Conn, now: int) -> tuple[Any, ...]:
+        """(WorkerStore.owner_reservations, the workers registry's rows): who holds
+        reservations and who registered as a worker."""
+        workers = self.workers
+        return workers.owner_reservations(conn, now), workers.list_workers(conn)

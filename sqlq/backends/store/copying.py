@@ -1,0 +1,53 @@
+"""Moving a database (``sqlq copy``, sqlq/copy.py): every row, kind by kind, read in one
+snapshot and written as it was read, ids and counters included."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..conn import Conn
+
+#: What ``sqlq copy`` moves, table by table: the columns of each export_/import_ query.
+COPIED: dict[str, tuple[str, ...]] = {
+    "job": ("id", "tube", "priority", "state", "delay_until", "ttr", "body", "created_at",
+            "reserves", "timeouts", "releases", "buries", "kicks", "bury_reason", "unique_key",
+            "delay", "waiting_on", "dependents", "trace"),
+    "edge": ("parent", "child"),
+    "tube": ("name", "paused_until", "pause_ms", "concurrency", "rate", "rate_ms"),
+    "result": ("job_id", "result", "expires_at"),
+    "subscription": ("topic", "tube"),
+    "periodic": ("name", "last_slot", "enqueued_at"),
+}
+
+
+class CopyStore:
+    """Export and import of every kind of row (COPIED)."""
+
+    #: The kinds of row, in the order an import needs them, with their columns.
+    COPIED = COPIED
+
+    def __init__(self, Q: dict[str, str]) -> None:
+        self.Q = Q
+
+    def begin_snapshot(self, conn: Conn) -> None:  # noqa: B027 - most dialects need nothing
+        """Make the reads of the transaction just begun on conn see one snapshot (SQLite's
+        transactions always do)."""
+
+    def export_rows(self, conn: Conn, kind: str, after: int = 0, limit: int = 500
+                    ) -> list[tuple[Any, ...]]:
+        """Rows of one kind of COPIED; jobs a page at a time (ids above ``after``)."""
+        if kind == "job":
+            return list(conn.execute(self.Q["export_job"], {"after": after, "limit": limit}))
+        return list(conn.execute(self.Q[f"export_{kind}"]))
+
+    def import_rows(self, conn: Conn, kind: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert rows of one kind of COPIED, as export_rows gave them."""
+        columns = COPIED[kind]
+        conn.cursor().executemany(self.Q[f"import_{kind}"],
+                                  [dict(zip(columns, row, strict=True)) for row in rows])
+
+    def set_total_jobs(self, conn: Conn, total: int) -> None:
+        """Make the next id follow ``total`` (ids are never issued twice)."""
+        conn.execute(self.Q["set_total_jobs"], {"total": total})

@@ -1,0 +1,66 @@
+"""Results kept after a job completes, and topics (a publish fills every subscribed tube)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..sql import one
+
+if TYPE_CHECKING:
+    from ..conn import Conn
+    from .jobs import JobStore
+
+#: Expired results purged per complete(): more than one, so purging outpaces expiry.
+PURGE_BATCH = 64
+
+
+class ResultStore:
+    """Results; ``jobs`` deletes the job whose result is kept."""
+
+    def __init__(self, Q: dict[str, str], jobs: JobStore) -> None:
+        self.Q = Q
+        self.jobs = jobs
+
+    def complete(self, conn: Conn, now: int, job_id: int, lease: int | None, result: bytes,
+                 ttl_ms: int) -> str:
+        """Delete the job (as ``JobStore.delete``) and keep its result ``ttl_ms``;
+        return its tube. A few expired results are purged on the way, so the table stays
+        bounded without a reaper and without touching the claim path."""
+        tube = self.jobs.delete(conn, now, job_id, lease)
+        conn.execute(self.Q["insert_result"],
+                     {"id": job_id, "result": result, "expires_at": now + ttl_ms})
+        conn.execute(self.Q["purge_results"], {"now": now, "limit": PURGE_BATCH})
+        return tube
+
+    def result_outcome(self, conn: Conn, now: int, job_id: int
+                       ) -> tuple[bytes | None, int | None, str | None]:
+        """(result, job state, bury reason): the result if kept, else what the job is,
+        else Nones."""
+        row = one(conn, self.Q["result_outcome"], {"id": job_id, "now": now})
+        result = None if row[0] is None else bytes(row[0])
+        return result, row[1], row[2]
+
+
+class TopicStore:
+    """Subscriptions of tubes to topics (sqlq/topics.py)."""
+
+    def __init__(self, Q: dict[str, str]) -> None:
+        self.Q = Q
+
+    def subscribe(self, conn: Conn, topic: str, tube: str) -> None:
+        conn.execute(self.Q["subscribe"], {"topic": topic, "tube": tube})
+
+    def unsubscribe(self, conn: Conn, topic: str, tube: str) -> bool:
+        """True if the tube was subscribed to the topic."""
+        return one(conn, self.Q["unsubscribe"], {"topic": topic, "tube": tube}) is not None
+
+    def topic_tubes(self, conn: Conn, topic: str) -> list[str]:
+        """The tubes publish(topic) fills, in name order."""
+        return [r[0] for r in conn.execute(self.Q["topic_tubes"], {"topic": topic})]
+
+    def list_subscriptions(self, conn: Conn, topic: str | None) -> list[tuple[str, str]]:
+        return [(r[0], r[1]) for r in conn.execute(self.Q["list_subscriptions"],
+                                                   {"topic": topic})]
+
+    def count_topics(self, conn: Conn) -> int:
+        return int(one(conn, self.Q["count_topics"])[0])

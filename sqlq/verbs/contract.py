@@ -1,0 +1,161 @@
+"""The verb contract: every verb of sqlq that changes jobs, each defined once.
+
+A verb is a method here: its storage call (the backend's ``Store``, one named statement
+or a few per dialect) and its :class:`~sqlq.verbs.dispatch.Verb` record (its transaction,
+its span, its lost-connection rule), run by the one :class:`Dispatcher`. Arguments arrive
+checked (``put.describe``, ``model.check_*``) and in the storage's units (ms); the faces
+(``Queue``, ``AsyncQueue``, ``Job``, the CLI, ``sqlq serve``, the dashboard's actions,
+``sqlq.put(conn)``, Django and Flask) check and shape, then call one verb. Claims and the
+waits around them are the reservation engine's (``engine.py``), through the same
+dispatcher.
+
+A new verb ("extend a job's delay", say) is one method and one record here, one
+statement per dialect (``backends/*/queries.sql``, called by a Store method), and one
+line per face (docs/internals.md, "Where a new verb goes").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..backends.group import Batch
+from ..model import Put
+from .dispatch import SEND, SETTLE, SHARED, WRITE, Dispatcher, Verb
+
+if TYPE_CHECKING:
+    from ..backends.base import Conn
+    from ..backends.store import Store
+
+# -- the records, in the order of the methods below ------------------------------------------
+
+#: A put whose insert is one statement (no unique key, no parents): group commit may
+#: run the puts of several threads as one statement.
+PUT = Verb("put", SEND, SHARED, single=True)
+#: A put that reads first (a unique key held, parents still live).
+PUT_CHECKED = Verb("put", SEND, SHARED)
+PUT_MANY = Verb("put_many", SEND, SHARED)
+PUBLISH = Verb("publish", SEND, SHARED)
+DELETE = Verb("delete", SETTLE, SHARED, single=True, ack=True)
+RELEASE = Verb("release", SETTLE, WRITE, durable=False, single=True, ack=True)
+BURY = Verb("bury", SETTLE, SHARED, single=True, ack=True)
+TOUCH = Verb("touch", SETTLE, WRITE, durable=False, single=True, ack=True)
+COMPLETE = Verb("complete", SETTLE, SHARED, ack=True)
+PROGRESS = Verb("progress", None, WRITE, durable=False, single=True)
+CANCEL = Verb("cancel", None, WRITE)
+KICK = Verb("kick", None, WRITE)
+KICK_JOB = Verb("kick_job", None, SHARED, single=True)
+POSTPONE = Verb("postpone", None, SHARED, single=True)
+GIVE_BACK = Verb("give_back", None, WRITE, durable=False, timed=False)
+
+#: Every record, for tests and docs: one name, one meaning.
+VERBS = (PUT, PUT_CHECKED, PUT_MANY, PUBLISH, DELETE, RELEASE, BURY, TOUCH, COMPLETE,
+         PROGRESS, CANCEL, KICK, KICK_JOB, POSTPONE, GIVE_BACK)
+
+
+class Verbs:
+    """The verbs of one Queue's backend (``Queue._verbs``; the engine claims)."""
+
+    __slots__ = ("dispatch", "store", "_puts")
+
+    def __init__(self, dispatch: Dispatcher, store: Store) -> None:
+        self.dispatch = dispatch
+        self.store = store
+        #: How plain puts of several threads sharing one commit go in together.
+        self._puts = Batch(self._insert_puts, store.jobs.ONE_STATEMENT_PUTS)
+
+    # -- producing ---------------------------------------------------------------------------
+
+    def put(self, put: Put, body: bytes) -> int:
+        """Insert one job as ``put`` says; its id (with a unique key held: the holder's)."""
+        if put.unique_key is not None or put.parents:
+            ids: list[int] = self.dispatch.run(PUT_CHECKED, self.store.put, put, (body,))
+        else:
+            ids = self.dispatch.run_batched(PUT, self._puts, self.store.put, put, (body,))
+        return ids[0]
+
+    def _insert_puts(self, conn: Conn, items: list[tuple[Put, tuple[bytes]]]
+                     ) -> list[list[int]]:
+        """The plain puts of several threads sharing one commit (each its ``put``'s
+        arguments), in one call; each put's value as ``Store.put`` gives it."""
+        ids = self.store.jobs.insert_puts(conn, self.dispatch.clock(), [
+            (put.tube, put.priority, put.delay_ms, put.ttr_ms, bodies[0])
+            for put, bodies in items])
+        return [[job_id] for job_id in ids]
+
+    def put_many(self, put: Put, bodies: Sequence[bytes]) -> list[int]:
+        """Insert one job per body as ``put`` says, all or none; their ids in order."""
+        if not bodies:
+            return []
+        ids: list[int] = self.dispatch.run(PUT_MANY, self.store.put, put, bodies)
+        return ids
+
+    def publish(self, put: Put, body: bytes) -> list[tuple[str, int]]:
+        """One copy of the job in every tube subscribed to the topic ``put.tube``, in one
+        transaction; (tube, id) in tube-name order."""
+        copies: list[tuple[str, int]] = self.dispatch.run(PUBLISH, self.store.publish, put,
+                                                          body)
+        return copies
+
+    # -- settling a reservation (``lease`` None: an operator's, by id) -------------------------
+
+    def delete(self, job_id: int, lease: int | None) -> str:
+        """Delete a job (a reserved one under ``lease``); its tube."""
+        tube: str = self.dispatch.run(DELETE, self.store.jobs.delete, job_id, lease)
+        return tube
+
+    def release(self, job_id: int, lease: int | None, priority: int | None,
+                delay_ms: int) -> None:
+        """Put a reserved job back: ready, or delayed by ``delay_ms``."""
+        self.dispatch.run(RELEASE, self.store.jobs.release, job_id, lease, priority, delay_ms)
+
+    def bury(self, job_id: int, lease: int | None, priority: int | None,
+             reason: str | None) -> None:
+        """Park a reserved job until kicked, with ``reason``."""
+        self.dispatch.run(BURY, self.store.jobs.bury, job_id, lease, priority, reason)
+
+    def touch(self, job_id: int, lease: int | None) -> int:
+        """Restart a reservation's TTR; the new deadline (ms)."""
+        backend = self.dispatch.backend
+        if backend.current_owner() is not None:
+            # A heartbeat between reserves: the backend may find its registration lost
+            # (the SQLite sidecar deleted) and register again.
+            backend.owner_token()
+        deadline: int = self.dispatch.run(TOUCH, self.store.jobs.touch, job_id, lease)
+        return deadline
+
+    def complete(self, job_id: int, lease: int | None, result: bytes, ttl_ms: int) -> str:
+        """Delete the job and keep ``result`` for ``ttl_ms``; its tube."""
+        tube: str = self.dispatch.run(COMPLETE, self.store.results.complete, job_id, lease, result,
+                                      ttl_ms)
+        return tube
+
+    def progress(self, job_id: int, lease: int | None, value: str,
+                 message: str | None) -> None:
+        """Store a reserved job's progress (``value`` as JSON text)."""
+        self.dispatch.run(PROGRESS, self.store.control.set_progress, job_id, lease, value, message)
+
+    # -- an operator's -----------------------------------------------------------------------
+
+    def cancel(self, job_id: int, keep_ms: int) -> str:
+        """Delete a live job at once; a reserved one's lease remembered ``keep_ms``."""
+        tube: str = self.dispatch.run(CANCEL, self.store.control.cancel, job_id, keep_ms)
+        return tube
+
+    def kick(self, tube: str, bound: int) -> int:
+        """Up to ``bound`` buried (else delayed) jobs of ``tube`` made ready; how many."""
+        kicked: int = self.dispatch.run(KICK, self.store.jobs.kick, tube, bound)
+        return kicked
+
+    def kick_job(self, job_id: int) -> None:
+        """One buried or delayed job made ready."""
+        self.dispatch.run(KICK_JOB, self.store.jobs.kick_job, job_id)
+
+    def postpone(self, job_id: int, delay_ms: int) -> None:
+        """A ready or delayed job made to wait ``delay_ms`` from now (0: ready now)."""
+        self.dispatch.run(POSTPONE, self.store.jobs.postpone, job_id, delay_ms)
+
+    def give_back(self, owner: str) -> int:
+        """Every reservation ``owner`` holds made ready again (a Queue closing)."""
+        released: int = self.dispatch.run(GIVE_BACK, self.store.claims.release_owner, owner)
+        return released

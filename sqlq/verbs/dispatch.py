@@ -1,0 +1,144 @@
+"""The dispatcher: what every verb shares, applied once.
+
+A verb (``verbs/contract.py``, and the claims of ``engine.py``) names its storage call
+and its :class:`Verb` record; :meth:`Dispatcher.run` does the rest, the same way for
+all of them, as Oban's engine runs every callback through one ``with_span``:
+
+* **the transaction** the record asks for: a read, a write (durable or not, one
+  statement or several), or a durable write whose commit other threads' writes may
+  share (group commit, ``backends/group.py``); the time (ms) is read inside it;
+* **the span**, when OpenTelemetry is set up (:mod:`sqlq.tracing`): ``send`` for puts,
+  ``receive`` for claims, ``settle`` for acknowledgements, following the messaging
+  conventions; a put's trace context is stored with its jobs. Without a tracer it
+  costs one attribute read (and, with the API installed, a clock read);
+* **the lost-connection rule**: an acknowledgement (``Verb.ack``) cut off by a lost
+  connection may have committed, so it runs once more on a new connection, and if
+  the job is gone by then, its JobLost or JobNotFound says that the first attempt may
+  have been what removed it. Anything else raises :class:`~sqlq.Disconnected`: a put
+  is never repeated (it could put twice); a claim's caller waits through the outage
+  (``waiting.py``). The backend itself runs a read, or a transaction lost before its
+  COMMIT, once more (``backends/postgres/db.py``): those cannot have committed.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .. import tracing
+from ..errors import Disconnected, JobLost, JobNotFound
+
+if TYPE_CHECKING:
+    from ..backends import Backend
+    from ..backends.base import Conn
+    from ..backends.group import Batch
+
+#: Operation types of the messaging conventions (a verb's span), or None: no span.
+SEND, RECEIVE, SETTLE = "send", "receive", "settle"
+#: How a verb's storage call runs: a read, a write, a write sharing its commit.
+READ, WRITE, SHARED = 0, 1, 2
+
+_modules = sys.modules
+_OTEL = "opentelemetry.trace"
+_CUT_OFF = " (or by this call's first attempt, cut off by a lost connection)"
+
+
+class Verb(NamedTuple):
+    """What the dispatcher needs to know of a verb, besides its storage call."""
+
+    #: The verb's name (``messaging.operation.name`` of its span).
+    name: str
+    #: Its span's operation type: SEND, RECEIVE, SETTLE; None for no span (a read, an
+    #: operator's change).
+    op: str | None = None
+    #: READ, WRITE or SHARED (durable, its commit shared with other threads' writes).
+    tx: int = WRITE
+    #: A write whose loss on power failure loses nothing (a claim, a touch: the job
+    #: simply comes back) commits without a flush.
+    durable: bool = True
+    #: One statement: a backend may run it as its own autocommit transaction.
+    single: bool = False
+    #: An acknowledgement, run once more after a lost connection (see the module).
+    ack: bool = False
+    #: Whether the storage call takes the time (ms) after the connection.
+    timed: bool = True
+    #: Whether it has a span: not the engine's own looks, which a waiter makes on every
+    #: wake (is anything ready, when is something due).
+    span: bool = True
+
+
+class Dispatcher:
+    """Runs verbs on one backend (one per Queue; see the module docstring)."""
+
+    __slots__ = ("backend", "clock", "_read", "_write", "_shared")
+
+    def __init__(self, backend: Backend, clock: Callable[[], int]) -> None:
+        self.backend = backend
+        self.clock = clock
+        self._read, self._write, self._shared = backend.runners()
+
+    def run(self, verb: Verb, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(conn, now, *args)`` (``fn(conn, *args)`` for a verb that is not timed) in
+        ``verb``'s transaction, span and lost-connection rule; its value."""
+        # No tracer without the API imported (or named by the environment): a dict probe,
+        # not tracing.active()'s call and clock read, on every verb.
+        if tracing.INSTALLED and verb.span and (_OTEL in _modules or tracing.BY_ENVIRONMENT) \
+                and tracing.active():
+            return tracing.operation(verb, args, self._call, fn)
+        return self._call(verb, fn, args)
+
+    def run_batched(self, verb: Verb, batch: Batch, fn: Callable[..., Any],
+                    *args: Any) -> Any:
+        """:meth:`run` for a SHARED write that may run together with others of its kind,
+        ``batch`` (the puts of several threads in one statement): its item is ``args``."""
+        if tracing.INSTALLED and verb.span and (_OTEL in _modules or tracing.BY_ENVIRONMENT) \
+                and tracing.active():  # the trace goes in with each job: no batch
+            return tracing.operation(verb, args, self._call, fn)
+        return self._call(verb, fn, args, batch)
+
+    def _call(self, verb: Verb, fn: Callable[..., Any], args: tuple[Any, ...],
+              batch: Batch | None = None) -> Any:
+        clock = self.clock
+        if verb.timed:
+            def call(conn: Conn) -> Any:
+                return fn(conn, clock(), *args)
+        else:
+            def call(conn: Conn) -> Any:
+                return fn(conn, *args)
+        tx = verb.tx
+        try:
+            if tx == SHARED:
+                return self._shared(call, verb.single, batch, args)
+            if tx == WRITE:
+                return self._write(call, durable=verb.durable, single=verb.single)
+            return self._read(call, single=verb.single)
+        except Disconnected:
+            if not verb.ack:
+                raise
+        # Once more: the acknowledgement may have committed before the cut.
+        try:
+            if tx == SHARED:
+                return self._shared(call, verb.single)
+            return self._write(call, durable=verb.durable, single=verb.single)
+        except JobLost as e:
+            raise type(e)(f"{e}{_CUT_OFF}", job_ids=e.job_ids) from None
+        except JobNotFound as e:
+            raise JobNotFound(f"{e}{_CUT_OFF}") from None
+
+
+class OnConnection(Dispatcher):
+    """The dispatcher of ``sqlq.put(conn)``: verbs run in the application's own
+    transaction on its connection (``run(conn, write)`` of its driver), never committed
+    by sqlq and never run twice."""
+
+    __slots__ = ()
+
+    def __init__(self, on: Callable[[Callable[[Conn], Any]], Any],
+                 clock: Callable[[], int]) -> None:
+        def run(call: Callable[[Conn], Any], *_: Any, **__: Any) -> Any:
+            return on(call)
+
+        self.backend = None  # type: ignore[assignment]  # the application's connection
+        self.clock = clock
+        self._read = self._write = self._shared = run
