@@ -822,11 +822,14 @@ class Summary:
                 f"integrity-failures={self.integrity_failures}")
         if self.restarts or self.sessions_terminated:
             undone = ",".join(f"{k}:{n}" for k, n in sorted(self.undone_by_crash.items()) if n)
+            pooled = self.restarts["pgbouncer"] or self.terminations["pooled"]
             text += (f" restarts=fast:{self.restarts['fast']}"
-                     f"/immediate:{self.restarts['immediate']} "
-                     f"sessions-terminated={self.sessions_terminated}"
+                     f"/immediate:{self.restarts['immediate']}"
+                     + (f"/pgbouncer:{self.restarts['pgbouncer']}" if pooled else "")
+                     + f" sessions-terminated={self.sessions_terminated}"
                      f" (owner-only:{self.terminations['owner']}"
-                     f",all-of-an-agent:{self.terminations['all']})"
+                     f",all-of-an-agent:{self.terminations['all']}"
+                     + (f",pooled:{self.terminations['pooled']}" if pooled else "") + ")"
                      f" undone-by-crash={undone or 0}")
         return (text + " " + self.cancelling() + " " + self.capping() + " "
                 + self.dependencies() + " " + self.recovery())

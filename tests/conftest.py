@@ -120,9 +120,13 @@ def open_queue(api: str, db_url: str, **options: object) -> sqlq.Queue:
 
 @pytest.fixture
 def db_url(backend: str, request: pytest.FixtureRequest) -> str:
-    """A fresh database of this test's backend: a file path, or a PostgreSQL URL."""
+    """A fresh database of this test's backend: a file path, or a PostgreSQL URL (through
+    PgBouncer in the pool mode SQLQ_TEST_PG_POOL names, if set: the semantics through a
+    pooler, with nothing added to its URL)."""
     if is_postgres(backend):
-        return str(request.getfixturevalue(PG_URLS[backend]))
+        url = str(request.getfixturevalue(PG_URLS[backend]))
+        pool = os.environ.get("SQLQ_TEST_PG_POOL")
+        return request.getfixturevalue("pgbouncer")(pool).through(url) if pool else url
     return str(request.getfixturevalue("db_path"))
 
 

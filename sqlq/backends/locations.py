@@ -50,14 +50,23 @@ def redact(location: str) -> str:
     """The location without a URL's password, for messages and logs."""
     if not is_url(location):
         return location
-    from urllib.parse import urlsplit, urlunsplit  # a server's URL only
+    return _without_passwords(location)
 
-    parts = urlsplit(location)
-    if parts.password is None:
-        return location
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}" if user else netloc))
+
+def _without_passwords(url: str) -> str:
+    """url without its password, nor those of URLs in its query (``listen_url=``)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "%3A%2F%2F" in parts.query.upper() or "://" in parts.query:
+        query = [(name, _without_passwords(value) if "://" in value else value)
+                 for name, value in parse_qsl(parts.query, keep_blank_values=True)]
+        parts = parts._replace(query=urlencode(query))
+    if parts.password is not None:
+        netloc = parts.netloc.rsplit("@", 1)[1]
+        user = parts.username or ""
+        parts = parts._replace(netloc=f"{user}:***@{netloc}" if user else netloc)
+    return urlunsplit(parts)
 
 
 def identity(location: str) -> str:

@@ -1,12 +1,12 @@
-"""On PostgreSQL a Queue needs its server only once used, a connection the server dropped
-is made again without a word, and a pooler that would share sqlq's sessions is refused.
+"""On PostgreSQL a Queue needs its server only once used, and a connection the server
+dropped is made again without a word.
 
 * F13 (reliability.md): ``sqlq work --import`` of a module that makes its Queue at import,
   started while the server is down, waits for it as a command worker does;
 * W5: the first call after a restart dropped the idle connection goes through (a read,
   and a write exactly once), as do transactions;
-* W8: PgBouncer in transaction mode is refused at open in one line; in session mode sqlq
-  works through it;
+* W8: in PgBouncer's session mode sqlq works through it (transaction mode:
+  test_pg_pooler.py);
 * W4: an async worker (``--concurrency``, ``--prefetch``) stays up through immediate
   restarts and runs no finished job twice.
 """
@@ -105,19 +105,6 @@ def test_the_first_calls_after_a_restart_go_through(pg_server: PgServer, pg_url:
         pg_server.restart(mode)
         assert sorted(j.body for j in q.reserve_many(10, "t", timeout=0)) == \
             [b"after", b"in a transaction"]
-
-
-def test_a_transaction_pooler_is_refused_in_one_line(pgbouncer: Any, pg_url: str) -> None:
-    url = pgbouncer("transaction").through(pg_url)
-    started = time.monotonic()
-    with pytest.raises(sqlq.DatabaseError) as info:
-        sqlq.Queue(url)  # before: opened, then double deliveries
-    took = time.monotonic() - started
-    message = str(info.value)
-    assert not isinstance(info.value, sqlq.Disconnected)
-    assert "\n" not in message and "transaction mode" in message
-    assert "PostgreSQL directly" in message and "session-mode pool" in message
-    print(f"\nrefused a transaction pool in {took * 1000:.1f} ms")
 
 
 def test_a_session_pool_works(pgbouncer: Any, pg_url: str) -> None:

@@ -56,6 +56,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -94,16 +95,20 @@ class PgDisturber:
     to ``restarts.txt`` (mode, start ms, end ms) for the checker."""
 
     def __init__(self, pg: PgServer, db: str, log_dir: Path, rng: random.Random,
-                 start: float, seconds: float) -> None:
+                 start: float, seconds: float, bouncer: Any = None) -> None:
         self.pg, self.database, self.log_dir, self.rng = pg, db.rsplit("/", 1)[1], log_dir, rng
+        self.bouncer = bouncer
         count = max(2, round(seconds / 10 * RESTARTS_PER_10S))
         modes = [("fast", "immediate")[i % 2] for i in range(count)]
+        if bouncer is not None:  # as many restarts of the pooler itself
+            modes += ["pgbouncer"] * count
+            count = len(modes)
         rng.shuffle(modes)
         # Spread over the run, away from its very end (the drain follows).
         self.plan = sorted(zip([start + seconds * (i + rng.uniform(0.2, 0.8)) / count
                                 for i in range(count)], modes, strict=True))
-        self.restarts: dict[str, int] = {"fast": 0, "immediate": 0}
-        self.terminations: dict[str, int] = {"owner": 0, "all": 0}
+        self.restarts: dict[str, int] = {"fast": 0, "immediate": 0, "pgbouncer": 0}
+        self.terminations: dict[str, int] = {"owner": 0, "all": 0, "pooled": 0}
         self.sessions_terminated = 0
         if pg.major() >= 14:
             # sqlq's sessions must outlive it: each sets its own idle_session_timeout to 0.
@@ -114,21 +119,30 @@ class PgDisturber:
         # A restart waits for agents at work: it is meant to cut work in flight.
         if self.plan and time.monotonic() >= self.plan[0][0] and fleet.busy():
             _, mode = self.plan.pop(0)
+            self.restarts[mode] += 1
+            if mode == "pgbouncer":  # its clients' connections cut; no commit undone
+                self.bouncer.stop()
+                self.bouncer.start()
+                return True
             started = time.time_ns() // 1_000_000
             self.pg.restart(mode)
             with open(self.log_dir / "restarts.txt", "a", encoding="utf-8") as f:
                 f.write(f"{mode} {started} {time.time_ns() // 1_000_000}\n")
-            self.restarts[mode] += 1
             return True
         if self.rng.random() >= TERMINATION:
             return False
         busy = fleet.busy()
         if not busy:
             return False
-        which = self.rng.choice(["owner", "all"])
-        _, _, proc = fleet.procs[self.rng.choice(busy)]
-        sessions = agent_sessions(self.pg, self.database, proc.pid)
-        pids = [pid for pid, owner in sessions if owner or which == "all"]
+        if self.bouncer is not None:  # the pool's server sessions belong to no one agent
+            which = "pooled"
+            sessions = pooled_sessions(self.pg, self.database)
+            pids = self.rng.sample(sessions, min(len(sessions), 2))
+        else:
+            which = self.rng.choice(["owner", "all"])
+            _, _, proc = fleet.procs[self.rng.choice(busy)]
+            sessions = agent_sessions(self.pg, self.database, proc.pid)
+            pids = [pid for pid, owner in sessions if owner or which == "all"]
         if pids:
             self.sessions_terminated += sum(self.pg.terminate(pid) for pid in pids)
             self.terminations[which] += 1
@@ -151,6 +165,13 @@ def agent_sessions(pg: PgServer, database: str, pid: int) -> list[tuple[int, boo
         if port and int(port) in ports:
             sessions.append((int(backend), owner == "t"))
     return sessions
+
+
+def pooled_sessions(pg: PgServer, database: str) -> list[int]:
+    """The backend pids of the pooler's server sessions with the database."""
+    out = pg.psql("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                  " AND pid <> pg_backend_pid()", database)
+    return [int(line) for line in out.splitlines() if line.strip()]
 
 
 def client_ports(pid: int) -> set[int]:
@@ -314,9 +335,14 @@ def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None],
     started = time.monotonic()
     end = started + seconds
     disturber = None
+    #: What the checker reads: the database itself, not through a pooler the driver restarts.
+    oracle = db
     if "://" in db:
+        pool = os.environ.get("SQLQ_TEST_PG_POOL")  # db_url goes through PgBouncer
+        oracle = str(request.getfixturevalue("pg_url"))
         disturber = PgDisturber(request.getfixturevalue("pg_server"), db, log_dir, rng,
-                                started, seconds)
+                                started, seconds,
+                                request.getfixturevalue("pgbouncer")(pool) if pool else None)
     round_no = 0
     while True:
         round_no += 1
@@ -347,14 +373,14 @@ def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None],
             fleet.kill_all()
         summary.kills += fleet.kills
         summary.sidecar_removals += fleet.sidecar_removals
-        summary.add(chaos_checker.check(db, log_dir))
+        summary.add(chaos_checker.check(oracle, log_dir))
         if time.monotonic() >= end - 0.5:
             break
 
     with sqlq.Queue(db) as q:  # the drain is not a test of the cap: no batch of 2 or 3
         q.limit(LIMITED, concurrency=None)
     drain(db, log_dir, time.monotonic() + 120)
-    final = chaos_checker.check(db, log_dir)
+    final = chaos_checker.check(oracle, log_dir)
     summary.add(final)
     summary.rounds -= 1  # the drain's look is not a round of kills
     if disturber is not None:
@@ -362,6 +388,8 @@ def test_chaos(db_url: str, tmp_path: Path, summary_line: Callable[[str], None],
         summary.terminations.update(disturber.terminations)
         summary.sessions_terminated = disturber.sessions_terminated
     backend = "postgres" if "://" in db else "sqlite"
+    if disturber is not None and disturber.bouncer is not None:
+        backend += f" through PgBouncer, {disturber.bouncer.mode} mode"
     line = summary.line(time.monotonic() - started) + f" seed={seed} ({backend})"
     summary_line(line)
     assert summary.ok, "\n".join([line, *summary.problems[:20]])

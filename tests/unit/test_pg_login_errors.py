@@ -39,3 +39,22 @@ def test_a_server_away_or_busy_is_waited_for(text: str) -> None:
 ])
 def test_a_refusal_is_said_at_once(text: str) -> None:
     assert not _unreachable(psycopg.OperationalError(AT + text))
+
+
+@pytest.mark.parametrize(("state", "text", "waited"), [
+    ("08P01", "server conn crashed?", True),
+    ("08P01", "query_wait_timeout", True),
+    ("08003", "connection does not exist", True),
+    ("08006", "server closed the connection unexpectedly", True),
+    ("57P01", "terminating connection due to administrator command", True),
+    ("08P01", "transaction blocks not allowed in statement pooling mode", False),
+])
+def test_a_session_gone_under_a_statement_is_waited_for(state: str, text: str, waited: bool
+                                                         ) -> None:
+    """PgBouncer says 08P01 ("server conn crashed?") when the server session under a
+    client's statement ends, and closes the client (issue 37): a lost connection (before,
+    a refusal: only 08006 and 57P were); but a statement pool's refusal of transactions,
+    with the same code, is said at once."""
+    from psycopg import errors
+
+    assert _unreachable(errors.lookup(state)(text)) is waited

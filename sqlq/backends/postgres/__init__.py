@@ -4,17 +4,21 @@ The same files as ``sqlite/``, each concern under the same name:
 
 * ``db.py``: the connection in autocommit (made on first use if the server cannot be
   reached), transactions, reconnects and what runs again after a lost connection,
-  retries of serialization failures, error translation, the refusal of a transaction
-  pooler;
+  retries of serialization failures, error translation; through a transaction pool,
+  connections without prepared statements or session settings;
 * ``migrate.py``: the schema, from the top-level ``migrations/postgres/``;
 * ``store.py`` + ``queries.sql``: the verbs in PostgreSQL's dialect (claims with
   ``FOR UPDATE SKIP LOCKED``, in functions of the migrations);
 * ``owners.py``: who holds reservations and who is dead: a session advisory lock
-  per reserving process, kept (and made again after a lost session) by a thread
-  that also writes a sign of life; a waiter gives back a dead holder's jobs. No
-  event announces a death, so waiters check while others hold jobs
+  per reserving process (none through a transaction pool: heartbeats alone), kept
+  (and made again after a lost session) by a thread that also writes a sign of
+  life; a waiter gives back a dead holder's jobs. No event announces a death, so
+  waiters check while others hold jobs
   (:attr:`liveness_poll`);
-* ``wakeup.py``: LISTEN/NOTIFY wakeups, one listening connection per process;
+* ``wakeup.py``: LISTEN/NOTIFY wakeups, one listening connection per process (on
+  ``listen_url`` if the URL gives one; through a transaction pool without it, a poll);
+* ``pooling.py``: sqlq's own URL parameters (``pooler=``, ``listen_url=``), and what
+  kind of pooler stands between sqlq and the server (none, session, transaction);
 * ``horizon.py``: who holds this database's xmin horizon, and the dead rows it keeps
   (:mod:`sqlq.horizon`);
 * ``psycopg_put.py``: ``sqlq.put(conn)`` in the application's own psycopg transaction.
@@ -29,9 +33,10 @@ from typing import Any, TypeVar, cast
 
 from ...horizon import Horizon
 from ..base import Backend, Conn, Durability, Notifier
+from . import pooling
 from .db import Connection, Database
 from .horizon import XminWatch
-from .owners import Owners
+from .owners import GRACE_S, Owners
 from .store import PostgresStore
 from .wakeup import Listener, PgNotifier
 
@@ -50,12 +55,16 @@ class PostgresBackend(Backend):
     def __init__(self, url: str, *, durability: Durability = "full", init: bool = False,
                  clock: Callable[[], int]) -> None:
         super().__init__()
-        self._url = url
-        self.db = Database(url, durability=durability, clock=clock)
+        self._url = url  # sqlq's parameters included: a child process parses them again
+        options = pooling.parse(url)
+        self._listen_url = options.listen_url
+        self.db = Database(options.url, durability=durability, clock=clock,
+                           pooler=options.pooler, listen_url=options.listen_url,
+                           grace_s=GRACE_S)
         self.location = self.db.location
         self.durability = durability
         self.store = PostgresStore()
-        self.owners = Owners(url, self.location, self.db, self.store)
+        self.owners = Owners(options.url, self.location, self.db, self.store)
         self._xmin = XminWatch(self.store)
         self._clock = clock
         self._listener: Listener | None = None
@@ -140,7 +149,9 @@ class PostgresBackend(Backend):
             with _listeners_lock:
                 listener, count = _listeners.get(self._url, (None, 0))
                 if listener is None:
-                    listener = Listener(self._url, self.location)
+                    pooled = self.db.pooled()
+                    listener = Listener(self._listen_url or (None if pooled else self.db.url),
+                                        self.location)
                 _listeners[self._url] = (listener, count + 1)
             self._listener = listener
         return PgNotifier(self._listener)

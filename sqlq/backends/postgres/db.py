@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import sql
 
 from ...errors import DatabaseError, Disconnected, Error, Locked
 from ..base import Durability
 from ..locations import redact
-from . import migrate
+from . import migrate, pooling
 
 T = TypeVar("T")
 log = logging.getLogger("sqlq")
@@ -74,6 +75,13 @@ _BUSY_LOGIN = ("starting up", "shutting down", "in recovery mode", "accepting co
                "server login has been failing", "no more connections allowed")
 
 
+#: What PgBouncer says (08P01) when the server session under a client's statement went
+#: (it then ends the client's connection too) or none can be had for a while; it says
+#: "transaction blocks not allowed in statement pooling mode" with the same code.
+_POOLER_BUSY = (*_BUSY_LOGIN, "server conn crashed", "query_wait_timeout",
+                "server_login_retry")
+
+
 def _unreachable(error: psycopg.Error) -> bool:
     """Whether error says the server could not be reached or is going down or starting
     up (refused, unreachable, no answer; class 57P: shutdown, crash, starting up), not
@@ -85,7 +93,9 @@ def _unreachable(error: psycopg.Error) -> bool:
         text = str(error)
         answered = "FATAL:" in text or "ERROR:" in text
         return not answered or any(busy in text for busy in _BUSY_LOGIN)
-    return state.startswith("57P") or state == "08006"
+    if state == "08P01":  # PgBouncer's code for all it says: for a while only if it says so
+        return any(text in str(error) for text in _POOLER_BUSY)
+    return state.startswith(("57P", "08"))  # 08: the connection went
 
 
 class Connection(psycopg.Connection[Any]):
@@ -175,24 +185,29 @@ if TYPE_CHECKING:
         return c
 
 
-def connect(url: str, location: str) -> Connection:
+def connect(url: str, location: str, *, pooled: bool = False) -> Connection:
     """A new autocommit connection with sqlq's session settings; DatabaseError in one
-    line if the server refuses (Disconnected if it cannot be reached)."""
+    line if the server refuses (Disconnected if it cannot be reached). ``pooled``: the
+    server session may be shared (a transaction pool, or not known yet): no prepared
+    statements, no session settings (they would land on another client's session)."""
     try:
-        conn = Connection.connect(url, autocommit=True, **CONNECT_OPTIONS)
+        conn = Connection.connect(url, autocommit=True, **CONNECT_OPTIONS,
+                                  **({"prepare_threshold": None} if pooled else {}))
     except psycopg.Error as e:
         raise translate(location, e) from None
+    if not pooled:
+        with closed_on_error(conn, location):
+            set_session(conn)
+    return conn
+
+
+def set_session(conn: Connection) -> None:
+    """Set SESSION_SETTINGS on conn's own server session."""
     settings = dict(SESSION_SETTINGS)
     if conn.info.server_version >= 140000:
         settings.update(SESSION_SETTINGS_14)
-    try:
-        conn.execute("SELECT set_config(name, value, false) FROM unnest(%s::text[], %s::text[])"
-                     " AS s(name, value)", (list(settings), list(settings.values())))
-    except psycopg.Error as e:
-        error = translate(location, e, conn)
-        conn.close()
-        raise error from None
-    return conn
+    conn.execute("SELECT set_config(name, value, false) FROM unnest(%s::text[], %s::text[])"
+                 " AS s(name, value)", (list(settings), list(settings.values())))
 
 
 def _retryable(error: BaseException) -> bool:
@@ -227,37 +242,6 @@ def _dropped(conn: psycopg.Connection[Any]) -> bool:
 #: Transaction states in which a call joins the transaction open on the connection.
 _OPEN = (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR,
          psycopg.pq.TransactionStatus.ACTIVE)
-#: The URLs found to reach their own server session (directly, or through a session
-#: pool), so that reconnects and other Queues of the process do not look again.
-_sessions_checked: set[str] = set()
-
-
-def refuse_transaction_pool(conn: Connection, pid: int, url: str, location: str) -> None:
-    """Raise DatabaseError if a pooler hands this connection's transactions to server
-    sessions other clients share (PgBouncer in transaction or statement mode): sqlq's
-    session locks and LISTEN would then land on someone else's session, and jobs be
-    handed out twice (reliability.md W8; issue 37 is the support to come).
-
-    Directly on PostgreSQL the server's pid of the session is the one the connection
-    was told at login, and nothing more is asked. Through a pooler (another pid: it
-    hands out keys of its own) a second client asks for its session: one that a
-    session pool gives this connection for good is never another client's, while a
-    transaction pool hands the session just released to the next asker (or, busy,
-    gives this connection another one for its next transaction). ``pid``: the server's
-    pid of the session, as a statement on conn just read it."""
-    if pid == conn.info.backend_pid or url in _sessions_checked:
-        return
-    with psycopg.Connection.connect(url, autocommit=True, **CONNECT_OPTIONS) as other:
-        row = other.execute("SELECT pg_backend_pid()").fetchone()
-    again = conn.execute("SELECT pg_backend_pid()").fetchone()
-    if row is None or again is None or row[0] == pid or again[0] != pid:
-        raise DatabaseError(
-            f"{location}: a pooler in transaction mode (PgBouncer's pool_mode = transaction) "
-            "shares server sessions between clients, and sqlq needs its own (session locks, "
-            "LISTEN): point sqlq at PostgreSQL directly, or at a session-mode pool")
-    _sessions_checked.add(url)
-
-
 class Database:
     """One connection to a sqlq database on PostgreSQL, safe to share between threads.
 
@@ -265,7 +249,14 @@ class Database:
     starting up), the connection, the pooler check and the migrations are made by the
     first call, which waits for the server as a call after a lost connection does
     (``sqlq work --import`` of a module that makes its Queue at import: F13). A server
-    that refuses (a password, a missing database, a transaction pooler) is said at once.
+    that refuses (a password, a missing database, a statement pool) is said at once.
+
+    ``mode``: what stands between this process and the server (pooling.py), found at
+    the first connection unless ``pooler`` (the URL's ``pooler=``) says it. Through a
+    transaction pool nothing of a session is relied upon: connections are made without
+    prepared statements or session settings, and each transaction sets what a session
+    would keep (``SET LOCAL``: the lock wait; synchronous_commit where the server's
+    default is weaker than the durability asked).
 
     Every call runs in :meth:`_once_more`'s rule: a connection found dropped before a
     statement is sent is made again first, and a call whose connection was lost
@@ -274,7 +265,9 @@ class Database:
     in autocommit) raises :class:`Disconnected` (reliability.md W5).
     """
 
-    def __init__(self, url: str, *, durability: Durability, clock: Callable[[], int]) -> None:
+    def __init__(self, url: str, *, durability: Durability, clock: Callable[[], int],
+                 pooler: str = "auto", listen_url: str | None = None,
+                 grace_s: float = 5.0) -> None:
         if durability not in ("full", "normal"):
             raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
         self.url = url
@@ -291,24 +284,67 @@ class Database:
         #: Transactions open on the connection by the thread holding the lock (nested).
         self._depth = 0
         self._conn: Connection | None = None
+        self.mode: pooling.Mode | None = pooling.forced(pooler)
+        self._listen_url = listen_url
+        self._grace_s = grace_s  # owners.GRACE_S, for the line at open
+        #: Through a transaction pool, what each transaction sets synchronous_commit to.
+        self._local_sync: str | None = None
+        self._described = False
         try:
             self._conn = self._open()
         except Disconnected as e:
             log.info("%s; connecting when first used", e)
 
     def _connect(self) -> Connection:
-        conn = connect(self.url, self.location)
+        mode = self.mode
+        conn = connect(self.url, self.location, pooled=mode not in ("direct", "session"))
         conn.ledger = self.ledger
-        # normal survives any crash of a client, may lose the last commits if the
-        # server's host loses power: the same promise as normal on a SQLite file. full
-        # waits for the flush whatever the server's default says.
+        if mode == "session":  # through any pooler: a transaction pool taken for a
+            conn.prepare_threshold = None  # session pool would fail prepared statements
         with closed_on_error(conn, self.location):
-            row = conn.execute(
+            if mode is None:  # made as for a transaction pool until known
+                mode = self.mode = pooling.detect(conn, self.url, CONNECT_OPTIONS)
+                if mode == "direct":
+                    conn.prepare_threshold = 5  # psycopg's default
+                if mode != "transaction":
+                    set_session(conn)
+            if not self._described:
+                self._check_pool(conn, mode)
+            if mode == "transaction":
+                return conn
+            # normal survives any crash of a client, may lose the last commits if the
+            # server's host loses power: the same promise as normal on a SQLite file.
+            # full waits for the flush whatever the server's default says.
+            conn.execute(
                 "SELECT set_config('synchronous_commit', %s, false),"
-                " set_config('lock_timeout', %s, false), pg_backend_pid()",
-                ("off" if self.durability == "normal" else "on", self._lock_timeout)).fetchone()
-            refuse_transaction_pool(conn, row[2] if row else 0, self.url, self.location)
+                " set_config('lock_timeout', %s, false)",
+                ("off" if self.durability == "normal" else "on", self._lock_timeout))
         return conn
+
+    def _check_pool(self, conn: Connection, mode: pooling.Mode) -> None:
+        """Once a Database, at its first connection: say what is between it and the server
+        (pooling.describe). Through a transaction pool a commit follows the server's
+        synchronous_commit for the role and database (no session to set it on): if that
+        is off and full durability is asked, every write sets it for its transaction."""
+        if mode == "transaction" and self.durability == "full":
+            row = conn.execute("SELECT reset_val FROM pg_settings"
+                               " WHERE name = 'synchronous_commit'").fetchone()
+            if row is not None and row[0] == "off":
+                self._local_sync = "on"
+                log.info(
+                    "%s: durability 'full' through a transaction pool, and the server's "
+                    "synchronous_commit is off for this role: each write sets it on for "
+                    "its own transaction (two more round trips; ALTER ROLE ... SET "
+                    "synchronous_commit = on spares them)", self.location)
+        pooling.describe(self.location, mode, self._listen_url, self._grace_s)
+        self._described = True
+
+    def pooled(self) -> bool:
+        """Whether the server sessions are shared between clients (a transaction pool):
+        connected first if the mode is not known yet."""
+        if self.mode is None:
+            self.connect()
+        return self.mode == "transaction"
 
     def _open(self) -> Connection:
         """A new connection; on the first, the schema brought up to date (migrate.py) in
@@ -334,10 +370,25 @@ class Database:
         with self._lock:
             if self._conn is None:
                 return  # the first connection sets it
+            if self.mode == "transaction":
+                return  # each transaction sets it (_local_settings)
             with self._errors():
                 conn = self._conn if self._inside() else self._usable()
                 conn.execute("SELECT set_config('lock_timeout', %s, false)",
                              (self._lock_timeout,))
+
+    def _local_settings(self, conn: Connection) -> None:
+        """Through a transaction pool, at the start of a transaction: what a session of its
+        own would keep (set_lock_wait; synchronous_commit, _check_pool)."""
+        if self.mode != "transaction":
+            return
+        settings = {"lock_timeout": self._lock_timeout} if self._lock_timeout != "0" else {}
+        if self._local_sync is not None:
+            settings["synchronous_commit"] = self._local_sync
+        if settings:  # SET takes no snapshot: SET TRANSACTION ISOLATION may follow
+            conn.execute(sql.SQL("; ").join(
+                sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value))
+                for name, value in settings.items()))
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:
@@ -385,6 +436,8 @@ class Database:
         try:
             return attempt(conn)
         except Exception as e:
+            if not conn.closed and isinstance(e, psycopg.OperationalError) and _unreachable(e):
+                conn.close()  # a pooler's word that the server session went: it ends ours
             if not conn.closed or committed():
                 raise
             log.info("%s: %s; running it again on a new connection", self.location,
@@ -436,8 +489,9 @@ class Database:
         with self._lock, self._errors():
             if self._inside():
                 return fn(self._conn)
-            if single:  # its own commit: cut off, it may have committed
-                return fn(self._usable())
+            if single and not (self.mode == "transaction" and (
+                    self._local_sync is not None or self._lock_timeout != "0")):
+                return fn(self._usable())  # its own commit: cut off, it may have committed
             committing = False
 
             def attempt(conn: Connection) -> T:
@@ -450,6 +504,7 @@ class Database:
                         self._depth += 1
                         try:
                             with conn.transaction():
+                                self._local_settings(conn)
                                 value = fn(conn)
                                 committing = True  # COMMIT follows: lost now, in doubt
                         finally:
@@ -486,6 +541,7 @@ class Database:
             self._depth += 1
             try:
                 with stack:
+                    self._local_settings(conn)
                     yield conn
             finally:
                 self._depth -= 1

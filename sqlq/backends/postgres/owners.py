@@ -31,6 +31,12 @@ therefore proves nothing, and this module adds what does:
   while the keeper confirmed it within half the grace, else it waits for the keeper
   (or raises :class:`~sqlq.Disconnected`).
 
+Through a transaction pool (pooling.py) no session can hold a lock: a holder registers
+under the token's *transaction* lock (a reaper's hand-over holding it makes it wait, as
+above) and holds nothing after, so every holder's lock reads free and the reaper's rule
+rests on the process seen gone and the heartbeats alone: a live holder whose keeper is
+silent for the grace loses its jobs (JobLost), where a session lock would keep them.
+
 A holder on another machine that really died is noticed after the grace (at most
 ``GRACE_S`` plus a heartbeat); one whose host vanished without a TCP reset keeps its
 lock until the server's keepalives end its session (``db.SESSION_SETTINGS``: about
@@ -39,6 +45,7 @@ lock until the server's keepalives end its session (``db.SESSION_SETTINGS``: abo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -104,8 +111,10 @@ def process_gone(pid: int) -> bool:
 class Holder:
     """This process's registration as a holder of reservations, kept by a thread."""
 
-    def __init__(self, url: str, location: str, store: PostgresStore) -> None:
+    def __init__(self, url: str, location: str, store: PostgresStore, *,
+                 pooled: bool = False) -> None:
         self._url = url
+        self._pooled = pooled
         self._location = location
         self._store = OwnerStore(store.Q)
         self.host = socket.gethostname()
@@ -139,10 +148,13 @@ class Holder:
         many of its jobs reapers handed out since it last registered, None if it had no
         row; how many it holds now: read on a session made again only)."""
         started = time.monotonic()
-        conn = connect(self._url, self._location)
-        with closed_on_error(conn, self._location):
+        conn = connect(self._url, self._location, pooled=self._pooled)
+        with closed_on_error(conn, self._location), \
+                conn.transaction() if self._pooled else contextlib.nullcontext():
+            if self._pooled:  # no session to hold it: the lock of this transaction only
+                conn.execute(self._store.Q["lock_owner"], {"token": self.token})
             # Busy only while a reaper's hand-over holds it (one short transaction).
-            while not self._store.try_lock_owner(conn, self.token):
+            while not self._pooled and not self._store.try_lock_owner(conn, self.token):
                 if self._closed:
                     raise Disconnected(f"{self._location}: closed")
                 time.sleep(0.02)
@@ -280,7 +292,8 @@ class Owners:
             with self._lock:
                 holder = self._holder
                 if holder is None:
-                    holder = self._holder = Holder(self._url, self._location, self._store)
+                    holder = self._holder = Holder(self._url, self._location, self._store,
+                                                   pooled=self._db.pooled())
         token = holder.token_now()
         if self._db.ledger.unseen:
             self._release_unseen_claims()

@@ -466,6 +466,11 @@ SELECT tube, pg_notify('sqlq', tube) FROM job;
 -- Busy only for the moment a reaper holds it (release_dead_owner): the caller retries.
 SELECT pg_try_advisory_lock(hashtextextended('sqlq owner ' || %(token)s, 0));
 
+-- name: lock_owner
+-- Through a transaction pool (no session to keep a lock): the token's lock for the
+-- transaction that registers the holder, waiting while a reaper's hand-over holds it.
+SELECT pg_advisory_xact_lock(hashtextextended('sqlq owner ' || %(token)s, 0));
+
 -- name: register_owner
 -- Under the token's lock: who holds it, and its first (or renewed) sign of life; how
 -- many of its jobs reapers handed out since it last registered (NULL: no row, a new

@@ -10,8 +10,12 @@ notifier through its own pipe (a descriptor an event loop can poll).
 NOTIFY is a hint, never the mechanism: notifications are lost while the
 listening connection is down, so after every reconnect all notifiers get a
 "look again", and a waiter looks by itself at least every :data:`MAX_SLEEP`
-seconds. (Through PgBouncer in transaction mode LISTEN would hear nothing: sqlq
-refuses such a pooler when it connects, db.refuse_transaction_pool.)
+seconds.
+
+Through a transaction pool LISTEN would hear nothing (the server session that ran it
+goes to another client): the listening connection is made on the URL's
+``listen_url`` (a direct one, checked), or there is none and the thread wakes every
+waiter every :data:`pooling.POLL_S` seconds instead (a bounded poll).
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ import psycopg
 
 from ...errors import DatabaseError, Disconnected
 from ..base import Events
-from .db import connect, translate
+from ..locations import redact
+from . import pooling
+from .db import CONNECT_OPTIONS, connect, set_session, translate
 
 #: A waiter looks by itself at least this often, whatever it heard.
 MAX_SLEEP = 10.0
@@ -40,9 +46,10 @@ log = logging.getLogger("sqlq")
 
 
 class Listener:
-    """The process's listening connection for one database, and its reader thread."""
+    """The process's listening connection for one database, and its reader thread; with
+    no URL (a transaction pool, no listen_url), the thread that wakes waiters to poll."""
 
-    def __init__(self, url: str, location: str) -> None:
+    def __init__(self, url: str | None, location: str) -> None:
         self.url, self.location = url, location
         self._lock = threading.Lock()
         self._notifiers: set[PgNotifier] = set()
@@ -52,15 +59,24 @@ class Listener:
         # missing database); one that cannot reach it yet is retried by the thread.
         self._conn: psycopg.Connection[Any] | None = None
         try:
-            self._conn = self._listen()
+            if url is not None:
+                self._conn = self._listen()
         except Disconnected as e:
             log.warning("%s; listening as soon as it can be reached", e)
         self._thread = threading.Thread(target=self._run, name="sqlq-listen", daemon=True)
         self._thread.start()
 
     def _listen(self) -> psycopg.Connection[Any]:
-        conn = connect(self.url, self.location)
+        assert self.url is not None
+        conn = connect(self.url, self.location, pooled=True)
         try:
+            if pooling.detect(conn, self.url, CONNECT_OPTIONS) == "transaction":
+                conn.close()
+                raise DatabaseError(
+                    f"{self.location}: listen_url {redact(self.url)} goes through a "
+                    "transaction pool, where LISTEN hears nothing: give a direct URL (or a "
+                    "session pool's)")
+            set_session(conn)
             conn.execute("LISTEN sqlq")
         except psycopg.Error as e:
             # The server went between the connect and the LISTEN (a restart): the
@@ -90,6 +106,9 @@ class Listener:
     def _run(self) -> None:
         """Sleep in select() on the connection's socket (psycopg's own wait wakes every
         100 ms: CPU for nothing), then take what arrived without blocking."""
+        if self.url is None:
+            self._poll()
+            return
         while not self._stopping:
             if self._conn is None:
                 self._reconnect()
@@ -108,6 +127,14 @@ class Listener:
                 if self._stopping:
                     return
                 self._reconnect()
+
+    def _poll(self) -> None:
+        """No LISTEN: every waiter looks every POLL_S seconds."""
+        while not self._stopping:
+            ready, _, _ = select.select([self._stop_r], [], [], pooling.POLL_S)
+            if ready:
+                return
+            self._wake_all()
 
     def _reconnect(self) -> None:
         """Listen again, with back-off; then everyone looks (notifications were lost)."""
@@ -170,7 +197,9 @@ class PgNotifier:
         with contextlib.suppress(BlockingIOError):
             while os.read(self._r, 4096):
                 heard = True
-        return Events(commit=heard)
+        # A poll's tick (no LISTEN) may follow a holder's death as well as a commit: the
+        # waiter looks for dead holders too, as the liveness poll would have made it.
+        return Events(commit=heard, owner=heard and self._listener.url is None)
 
     def wait(self, timeout: float | None) -> Events:
         timeout = MAX_SLEEP if timeout is None else min(max(timeout, 0.0), MAX_SLEEP)
