@@ -24,10 +24,10 @@ import pytest
 
 import sqlq
 from sqlq.backends.postgres.owners import GRACE_S
-from tests.fixtures.make_release_fixture import manifest
-from tests.pgserver import PgServer
 
 from ..conftest import ASCII_BACKEND
+from ..fixtures.make_release_fixture import manifest
+from ..pgserver import PgServer
 from ..timing import FakeClock, soon
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -157,12 +157,17 @@ def test_the_upgraded_queue_works(upgraded: tuple[str, dict[str, Any]]) -> None:
         # Limits hold: two at once in `limited`; the paused tube gives nothing yet.
         assert len(q.reserve_many(5, tubes=["limited"], timeout=0)) == 2
         assert q.reserve(tubes=["paused"], timeout=0) is None
-        # The kept results, the buried jobs kicked back to work.
+        # The kept results; a buried job kicked back to work, the other left buried; the
+        # retried task's job run again, its failed attempt still kept.
         for job_id, result in expected["results"].items():
             assert q.result(int(job_id), timeout=0) == base64.b64decode(result)
         buried = sorted(int(i) for i, j in jobs.items() if j["state"] == "buried")
-        assert q.kick(10, tube="broken") == 1 and _state(q, roles["buried"]) == "ready"
-        assert buried and _state(q, roles["give_up"]) == "buried"
+        assert q.kick(10, tube="broken") == 1
+        assert [_state(q, i) for i in buried] == [
+            "ready" if i == roles["buried"] else "buried" for i in buried]
+        retried = q.reserve(tubes=["failing"], timeout=0)
+        assert retried is not None and retried.id == roles["flaky"] and retried.reserves == 2
+        assert [a.outcome for a in q.attempts(retried.id)] == ["retried"]
         # Ids are never reused: a new job gets one past every id the release issued.
         assert q.put(b"new") > expected["stats"]["total-jobs"]
         # Time moves on: the pause ends, the detached reservation times out, the delayed come.
