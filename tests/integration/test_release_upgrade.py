@@ -23,10 +23,11 @@ from typing import Any
 import pytest
 
 import sqlq
+from migrations.generate import frozen_records
 from sqlq.backends.postgres.owners import GRACE_S
 
 from ..conftest import ASCII_BACKEND
-from ..fixtures.make_release_fixture import manifest
+from ..fixtures.make_release_fixture import manifest, schema_rows
 from ..pgserver import PgServer
 from ..timing import FakeClock, soon
 
@@ -44,6 +45,24 @@ def test_the_fixtures_of_released_versions_are_here() -> None:
     for version in VERSIONS:
         folder = FIXTURES / version
         assert (folder / "queue.db").is_file() and (folder / "postgres.sql").is_file()
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("-")[0].split("."))
+
+
+def test_each_fixture_was_made_by_the_migrations_its_release_froze() -> None:
+    """A fixture made from a tree whose migrations changed before the release was cut
+    would test an upgrade no user makes: each migration frozen in or before a fixture's
+    release (migrations/frozen.txt) must be the one the fixture was made with."""
+    frozen = frozen_records((FIXTURES.parent.parent / "migrations" / "frozen.txt").read_text())
+    for version in VERSIONS:
+        made_with = json.loads((FIXTURES / version / "manifest.json").read_text())["migrations"]
+        stale = [path for release, path, digest in frozen
+                 if path != "-" and _release(release) <= _release(version)
+                 and made_with.get(path) != digest]
+        assert not stale, (f"tests/fixtures/{version} was not made by the migrations {version} "
+                           f"froze ({', '.join(stale)}): make it again with that release's code")
 
 
 def _load(version: str, backend: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -104,10 +123,12 @@ def test_every_job_and_all_queue_state_are_read_back_as_the_release_read_them(
     found = json.loads(json.dumps(manifest(url, expected["roles"])))  # tuples as lists
     stats = {k: v for k, v in expected["stats"].items() if k not in PROCESS_KEYS}
     expected = {**expected, "stats": stats}
-    differences = [d for key in expected if key not in ("version", "format")
+    differences = [d for key in expected if key not in ("version", "format", "schema")
                    for d in _same(found[key], expected[key], key)]
     assert not differences, "\n".join(differences)
     assert set(found["jobs"]) == set(expected["jobs"]), "jobs gone or appeared"
+    with sqlq.Queue(url) as q:  # the release's migrations still recorded, later ones after
+        assert schema_rows(q)[:len(expected["schema"])] == expected["schema"]
 
 
 def _state(q: sqlq.Queue, job_id: int) -> str | None:
