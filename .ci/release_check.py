@@ -15,6 +15,13 @@
    a throwaway PostgreSQL server (``tests/pgserver.py``), whose schema versions must
    then be the wheel's latest, and ``sqlq metrics`` and ``sqlq dashboard`` (its extra).
 
+Releasing VERSION (the steps around this check): give VERSION its heading in
+CHANGELOG.md, run ``python migrations/generate.py --freeze VERSION`` and
+``python -m tests.fixtures.make_release_fixture VERSION`` (the release's upgrade
+fixture, ``tests/fixtures/<VERSION>/``, made by the release's own code, which every later
+release's tests/integration/test_release_upgrade.py opens), commit them together, then
+run this.
+
 Run by the ``release`` extra's venv (build, twine, check-wheel-contents); prints each
 step and its time; exits 1 at the first failure, naming it.
 """
