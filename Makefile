@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help dev demo release-check test test-unit test-integration test-system test-fast test-min test-chaos lint typecheck schema check bench bench-quick \
+.PHONY: help dev demo release-check test test-unit test-integration test-system test-fast test-min test-pooled test-chaos lint typecheck schema check bench bench-quick \
 	docs dist-check clean
 
 help:  ## list the targets
@@ -81,6 +81,16 @@ test-min:  ## the fast tests with every dependency at its lowest allowed version
 	.venv-min/bin/pip install -q -c .venv-min/floors.txt -e '.[test]'
 	.venv-min/bin/python .ci/min_requirements.py --check
 	.venv-min/bin/python -m pytest -q -p no:cacheprovider -m "not slow" -k "$(MIN_TESTS)"
+
+# PostgreSQL's semantics tests and its chaos run through Debian's PgBouncer, in each pool mode
+# (tests/conftest.py: SQLQ_TEST_PG_POOL sends every PostgreSQL db_url through it).
+POOLED_TESTS := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/unit \
+	tests/system/test_chaos.py -k "postgres"
+
+test-pooled: $(STAMP)  ## PostgreSQL's unit tests and chaos run through PgBouncer, transaction then session mode
+	@.ci/install-test-deps
+	SQLQ_TEST_PG_POOL=transaction $(TIMED) "make test-pooled (transaction)" $(POOLED_TESTS)
+	SQLQ_TEST_PG_POOL=session $(TIMED) "make test-pooled (session)" $(POOLED_TESTS)
 
 test-chaos: $(STAMP)  ## long chaos and power-cut runs (about two minutes)
 	SQLQ_CHAOS_SECONDS=60 SQLQ_POWERCUT_POINTS=1000 $(BIN)/python -m pytest -q -p no:cacheprovider -s tests/system/test_chaos.py tests/system/test_powercut.py

@@ -283,6 +283,8 @@ class PgBouncer:
                 "[pgbouncer]\n"
                 f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
                 f"auth_type = trust\nauth_file = {self.root}/users.txt\n"
+                # Roles a test makes later (not in auth_file) are looked up as postgres.
+                "auth_user = postgres\n"
                 f"pool_mode = {self.mode}\ndefault_pool_size = {self.pool_size}\n"
                 "max_client_conn = 1000\nserver_login_retry = 1\n"
                 f"logfile = {self.root}/pgbouncer.log\npidfile = {self.root}/pgbouncer.pid\n"

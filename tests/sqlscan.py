@@ -4,7 +4,8 @@ The rule, precisely, for every ``.py`` file under ``sqlq/``:
 
 1. The first argument of every ``.execute(...)`` / ``.executemany(...)`` call
    is *static*: a string literal; a statement from ``queries.sql`` (``Q[...]``,
-   ``self.Q[...]``, ``store.Q[...]``);
+   ``self.Q[...]``, ``self._store.Q[...]``); psycopg's composition of literal SQL with
+   ``sql.Identifier``/``sql.Literal`` (which quote what they are given);
    a migration's ``.sql`` (files shipped in the package); a function parameter
    (SQL handed through, e.g. the application's own statement in
    ``Transaction.execute``, whose values the caller binds); a name whose every
@@ -120,6 +121,13 @@ def _walk_same_scope(node: ast.AST) -> list[ast.AST]:
     return out
 
 
+def _names(node: ast.AST) -> bool:
+    """A name or a chain of attributes of one (``self._store``)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
 class _Checker:
     def __init__(self, file: str, tree: ast.Module) -> None:
         self.file = file
@@ -158,8 +166,10 @@ class _Checker:
         if isinstance(node, ast.Subscript) and (
                 (isinstance(node.value, ast.Name) and node.value.id == "Q")
                 or (isinstance(node.value, ast.Attribute) and node.value.attr == "Q"
-                    and isinstance(node.value.value, ast.Name))):
-            return True  # a statement from queries.sql (a store's Q: Q, self.Q, store.Q)
+                    and _names(node.value.value))):
+            return True  # a statement from queries.sql (a store's Q: Q, self.Q, self._store.Q)
+        if self._composed(node, depth):
+            return True
         if isinstance(node, ast.Attribute) and node.attr == "sql" \
                 and isinstance(node.value, ast.Name) and node.value.id == "migration":
             return True  # migrations/NNNN_*.sql, shipped in the package
@@ -172,6 +182,29 @@ class _Checker:
             kind, values = found
             return kind == "param" or all(self._static(v, scope, depth + 1) for v in values)
         return False
+
+    def _composed(self, node: ast.AST, depth: int) -> bool:
+        """psycopg's SQL composition, which quotes what it is given (PostgreSQL's SET takes no
+        bound parameters): ``sql.SQL(<literal>)``, ``sql.Identifier(...)``,
+        ``sql.Literal(...)``, and ``.format(...)``/``.join(...)`` of a composed SQL whose
+        every argument is composed too (a comprehension's element is what is checked)."""
+        if depth > 10 or not isinstance(node, ast.Call) \
+                or not isinstance(node.func, ast.Attribute):
+            return False
+        func = node.func
+        if isinstance(func.value, ast.Name) and func.value.id == "sql":
+            if func.attr == "SQL":
+                return len(node.args) == 1 and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, str)
+            return func.attr in ("Identifier", "Literal")
+        if func.attr not in ("format", "join") or not self._composed(func.value, depth + 1):
+            return False
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            if isinstance(arg, (ast.GeneratorExp, ast.ListComp)):
+                arg = arg.elt
+            if not self._composed(arg, depth + 1):
+                return False
+        return True
 
     def _constant(self, node: ast.AST, scope: _Scope, depth: int = 0) -> bool:
         """A value fixed in the source: literals, arithmetic on them, a choice of literals."""

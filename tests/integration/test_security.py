@@ -245,6 +245,10 @@ def test_every_sql_parameter_is_bound() -> None:
     'def f(conn, q):\n    conn.execute(build(q))',
     'def f(conn, w):\n    conn.execute(Q["claim"] + f" WHERE {w}")',
     'def f(conn, t):\n    cond = f"tube = {t!r}"\n    return cond + " AND state = 0"',
+    # psycopg's composition only quotes what goes through Identifier and Literal:
+    'def f(conn, v):\n    conn.execute(sql.SQL(f"SET LOCAL lock_timeout = {v}"))',
+    'def f(conn, v):\n    conn.execute(sql.SQL("SET LOCAL x = {}").format(sql.SQL(v)))',
+    'def f(conn, v):\n    conn.execute(sql.SQL("; ").join(v))',
 ])
 def test_the_sql_scan_catches_formatted_values(source: str) -> None:
     assert sqlscan.scan_source(source), source
@@ -260,6 +264,9 @@ def test_the_sql_scan_catches_formatted_values(source: str) -> None:
     '    conn.execute(f"SAVEPOINT {name}")\n    conn.execute(f"RELEASE {name}")',
     'def execute(self, sql, params=()):\n    return self._conn.execute(sql, params)',
     'def f(x):\n    raise ValueError(f"delete {x} failed: not found")',  # a message, not SQL
+    'def f(conn, s):\n    conn.execute(sql.SQL("; ").join(sql.SQL("SET LOCAL {} = {}").format(\n'
+    '        sql.Identifier(k), sql.Literal(v)) for k, v in s.items()))',
+    'def f(self, conn, t):\n    conn.execute(self._store.Q["lock_owner"], {"token": t})',
 ])
 def test_the_sql_scan_allows_bound_and_internal_sql(source: str) -> None:
     assert not sqlscan.scan_source(source), sqlscan.scan_source(source)
