@@ -41,7 +41,7 @@ from .model import (
 from .queue import Queue
 from .verbs.operations import ProgressWatch
 from .verbs.views import Views
-from .waiting import timeout_deadline
+from .verbs.waiting import timeout_deadline
 
 if TYPE_CHECKING:
     from .work.tasks import Task, TaskOptions

@@ -4,7 +4,7 @@ A waiting coroutine is a :class:`Waiter`, a future in a FIFO. One dispatcher tas
 per AsyncQueue watches the backend's notifier (its descriptor registered with
 the loop: inotify on SQLite, the LISTEN reader's pipe on PostgreSQL) and, on
 each wake-up, looks once per distinct request in arrival order, in the
-AsyncQueue's thread, on the schedule of :class:`~sqlq.waiting.Pacer`: the
+AsyncQueue's thread, on the schedule of :class:`~sqlq.verbs.waiting.Pacer`: the
 decisions the synchronous wait loop takes. A thousand coroutines waiting on one
 tube cost one read per commit event, and each job is claimed for one of them.
 
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from .backends import Events, Notifier
 from .errors import Disconnected, Error, JobLost, JobNotFound
 from .model import Job
-from .waiting import Outage, Pacer
+from .verbs.waiting import Outage, Pacer
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -261,7 +261,7 @@ class Waiters:
             try:
                 value = waiter.look(events)
             except Disconnected as exc:
-                # As the blocking loop does (waiting.py): an outage is waited through
+                # As the blocking loop does (verbs/waiting.py): an outage is waited through
                 # as an empty queue is, each waiter up to its deadline.
                 if self._lost is None:
                     self._lost = self._outage.lost(exc)

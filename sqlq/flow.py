@@ -12,7 +12,7 @@ from . import limits
 from .model import check_tube, seconds_to_ms
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from .verbs.engine import Engine
     from .verbs.operations import Operations
 
 

@@ -1,7 +1,7 @@
 """The Queue: sqlq's Python API (docs/spec.md is the contract of every name).
 
 The Queue checks arguments and shapes results. Reserving and waiting are the
-reservation engine's (``engine.py``); every read and write goes to its backend
+reservation engine's (``verbs/engine.py``); every read and write goes to its backend
 (``backends/``), which it never asks which one it is. Its producing verbs are in
 ``puts.py`` and its read-only ones in ``reads.py``, both inherited; this module holds
 its life, the reserves and the verbs that change a job.
@@ -19,7 +19,6 @@ from . import control
 from .backends import Backend, open_backend
 from .backends.base import Durability
 from .durations import now_ms
-from .engine import Engine
 from .errors import Error
 from .flow import FlowControl
 from .model import (
@@ -42,7 +41,8 @@ from .model import (
 from .puts import Puts, Transaction
 from .reads import Reads
 from .verbs import Dispatcher, Operations, Verbs, Views
-from .waiting import timeout_deadline
+from .verbs.engine import Engine
+from .verbs.waiting import timeout_deadline
 
 if TYPE_CHECKING:
     from .backup import Backup
@@ -126,7 +126,7 @@ class Queue(Puts, Reads, FlowControl):
         self.verbs = Verbs(dispatch, self._store)
         #: The other verbs (verbs/operations.py): subscriptions, limits, the registry ...
         self.operations = Operations(dispatch, self._store)
-        #: The reservation engine (engine.py): for sqlq's own faces, not applications.
+        #: The reservation engine (verbs/engine.py): for sqlq's own faces, not applications.
         self.engine = Engine(dispatch, functools.partial(Job.from_claim, self))
         self._job_from_row = functools.partial(Job.from_row, self)
         #: The read verbs (verbs/views.py): the reads of the dashboard, /metrics and

@@ -17,7 +17,7 @@ from .backends import Events
 from .errors import JobNotFound, Timeout
 from .model import DEFAULT_TUBE, Job, check_job_id, job_id_in_range
 from .verbs.operations import ProgressWatch
-from .waiting import timeout_deadline
+from .verbs.waiting import timeout_deadline
 
 # The modules behind the reads load on first use, not with the Queue: a process that
 # only puts (a `sqlq put` in a shell loop) does not pay for the dashboard's views.
@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from . import control, observe, throughput
     from .attempts import Attempt
     from .backends import Backend
-    from .engine import Engine
     from .failures import FailedGroup
     from .horizon import Horizon
+    from .verbs.engine import Engine
     from .verbs.operations import Operations
     from .verbs.views import Views
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from sqlq.server.connection import Conn, Held
     from sqlq.server.locks import LockWaits
     from sqlq.server.loop import Loop, Timer
-    from sqlq.waiting import Pacer
+    from sqlq.verbs.waiting import Pacer
 
     class Server(Protocol):
         """What the waiters ask of their server (``core.Server``)."""
@@ -306,7 +306,7 @@ class Waiters:
         """
         if self._notifier is not None:
             return False
-        from sqlq.waiting import Pacer
+        from sqlq.verbs.waiting import Pacer
 
         self._notifier = self.server.q.backend.open_notifier()
         self._notify_fd = self._notifier.fileno()

@@ -7,16 +7,21 @@
 * ``views.py``: :class:`Views` (``q.views``), the read verbs for people and monitors;
 * ``operations.py``: :class:`Operations`, the others (subscriptions, limits and pauses,
   the workers registry, the histories, the looks of waiters and workers);
-* the reservation engine (``sqlq/engine.py``): claims and the waits around them, through
-  the same dispatcher.
+* ``engine.py``: the reservation engine, claims and the waits around them
+  (``waiting.py``), through the same dispatcher.
 
-A put is described once, checked, by :func:`sqlq.model.describe_put`.
+:data:`ALL` is the one list of every verb's record. A put is described once, checked, by
+:func:`sqlq.model.describe_put`.
 """
 
 from .contract import VERBS, Verbs
 from .dispatch import RECEIVE, SEND, SETTLE, Dispatcher, Verb
+from .engine import CLAIMS
 from .operations import OPERATIONS, Operations
 from .views import READS, Views
 
-__all__ = ["OPERATIONS", "READS", "RECEIVE", "SEND", "SETTLE", "VERBS", "Dispatcher",
-           "Operations", "Verb", "Verbs", "Views"]
+#: Every verb's record: the contract's, the operations', the reads', the engine's.
+ALL: tuple[Verb, ...] = VERBS + OPERATIONS + READS + CLAIMS
+
+__all__ = ["ALL", "CLAIMS", "Dispatcher", "OPERATIONS", "Operations", "READS", "RECEIVE",
+           "SEND", "SETTLE", "VERBS", "Verb", "Verbs", "Views"]

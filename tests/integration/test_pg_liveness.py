@@ -30,7 +30,7 @@ import pytest
 
 import sqlq
 from sqlq.backends.postgres.owners import GRACE_S
-from sqlq.engine import REAP_EVERY_S
+from sqlq.verbs.engine import REAP_EVERY_S
 from tests.conftest import ROOT, spawn
 from tests.pgserver import PgServer
 from tests.timing import SLACK

@@ -35,14 +35,14 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .backends import Events, Notifier
-from .errors import Disconnected, JobLost
-from .model import Job, cap_reason, check_tubes, lease_of, seconds_to_ms
-from .verbs.dispatch import READ, RECEIVE, SETTLE, SHARED, WRITE, Dispatcher, Verb
+from ..backends import Events, Notifier
+from ..errors import Disconnected, JobLost
+from ..model import Job, cap_reason, check_tubes, lease_of, seconds_to_ms
+from .dispatch import READ, RECEIVE, SETTLE, SHARED, WRITE, Dispatcher, Verb
 from .waiting import wait_for
 
 if TYPE_CHECKING:
-    from .attempts import Attempt
+    from ..attempts import Attempt
 
 T = TypeVar("T")
 #: How long (s) a process trusts "none of these tubes has limits" before it reads again:
@@ -77,6 +77,10 @@ HAS_READY = Verb("has_ready", None, READ, single=True, span=False)
 NEXT_DUE = Verb("next_due", None, READ, span=False)
 HOLDERS = Verb("holders", None, READ, span=False)
 LIMITED_TUBES = Verb("limited_tubes", None, READ, single=True, timed=False, span=False)
+#: The engine's records (its plain claims' are made per backend, from the store's flags:
+#: ``Engine._reserve``, ``Engine._settle_and_reserve``, both named "reserve").
+CLAIMS = (RESERVE_JOB, RESERVE_LIMITED, SETTLE_AND_RESERVE_LIMITED, DELETE_MANY, RETRY,
+          BURY_FAILED, KEEP_ATTEMPT, HAS_READY, NEXT_DUE, HOLDERS, LIMITED_TUBES)
 
 
 class _PerThread(threading.local):
@@ -326,7 +330,7 @@ class Engine:
         """A worker's end of a failed run of the reserved ``job``: release it to run
         again after ``delay`` seconds (None: bury it, the reason ``attempt.message``) and
         keep ``attempt``, in one commit. JobLost, as release and bury."""
-        from .attempts import KEPT, traced  # a worker's: not loaded with the Queue
+        from ..attempts import KEPT, traced  # a worker's: not loaded with the Queue
 
         delay_ms = None if delay is None else seconds_to_ms(delay, "delay")
         self.dispatch.run(BURY_FAILED if delay_ms is None else RETRY, self.store.end_attempt,
@@ -340,7 +344,7 @@ class Engine:
     def keep_attempt(self, attempt: Attempt) -> None:
         """Keep a failed run whose reservation was lost meanwhile (nothing if the job is
         gone, or was never released, buried or reserved again)."""
-        from .attempts import KEPT, traced
+        from ..attempts import KEPT, traced
 
         self.dispatch.run(KEEP_ATTEMPT, self.store.history.keep_attempt,
                           traced(attempt).params(), KEPT)

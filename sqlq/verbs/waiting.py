@@ -17,11 +17,11 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from .backends import Events, Notifier
-from .durations import MAX_SECONDS
-from .errors import Disconnected
-from .logger import logger
-from .model import check_seconds
+from ..backends import Events, Notifier
+from ..durations import MAX_SECONDS
+from ..errors import Disconnected
+from ..logger import logger
+from ..model import check_seconds
 
 T = TypeVar("T")
 
