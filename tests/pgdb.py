@@ -301,12 +301,12 @@ class SharedDatabase:
         assert self.name is not None
         old, new = self.name, self._next_name()
         on_it = sql.SQL("FROM pg_stat_activity WHERE datname = {}").format(sql.Literal(old))
-        count = sql.SQL("SELECT count(*) {}").format(on_it)
+        cut = sql.SQL("SELECT count(pg_terminate_backend(pid)) {}").format(on_it)
         for attempt in range(5):
-            cut = self._admin(sql.SQL("SELECT count(pg_terminate_backend(pid)) {}").format(on_it))
-            if cut.fetchone() != (0,):
-                _wait_until(lambda: self._admin(count).fetchone() == (0,),
-                            f"the sessions on {old} to end")
+            # Cut again at each look: behind PgBouncer (SQLQ_TEST_PG_POOL) a client still
+            # open makes the pool open a new server session as soon as the last one ends.
+            _wait_until(lambda: self._admin(cut).fetchone() == (0,),
+                        f"the sessions on {old} to end")
             try:
                 self._admin(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
                     sql.Identifier(old), sql.Identifier(new)))
