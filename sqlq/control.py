@@ -1,15 +1,16 @@
 """Control of running jobs: cancel, progress, and the job a task is running (issue 25).
 
-* :func:`cancel` (``Queue.cancel``): a job that is not reserved is deleted, as
-  ``Queue.delete`` deletes it (a waiting job's edges, a parent's children released).
+* cancel (``Queue.cancel``, the verb ``Verbs.cancel``): a job that is not reserved is
+  deleted, as ``Queue.delete`` deletes it (a waiting job's edges, a parent's children
+  released).
   A reserved one is deleted too, at once, so that nothing (no claim, no reaper of
   expired leases, no release of a dead worker's jobs) can hand it out again, and its
   (id, lease) is remembered in ``sqlq_cancelled``: its holder's next verb under that
   lease finds no row, as for any lost lease, and only then reads why, to raise
   :class:`~sqlq.JobCancelled` instead of :class:`~sqlq.JobLost`. The hot path (put,
   claim, delete) reads nothing more.
-* :func:`set_progress` (``Job.progress``): a small UPDATE of the job's row under its
-  lease; ``Operations.read_progress`` for ``result(on_progress=)`` (stats_job, ``sqlq
+* progress (``Job.progress``, the verb ``Verbs.progress``): a small UPDATE of the job's
+  row under its lease; ``Operations.read_progress`` for ``result(on_progress=)`` (stats_job, ``sqlq
   peek`` and the dashboard read it with the rest of the job).
 * :func:`current_job`: the job ``sqlq work`` is running in this thread or task, which
   raises JobCancelled once the worker learned that it was cancelled (a plain function

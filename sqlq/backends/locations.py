@@ -54,14 +54,17 @@ def redact(location: str) -> str:
 
 
 def _without_passwords(url: str) -> str:
-    """url without its password, nor those of URLs in its query (``listen_url=``)."""
+    """url without its password: the one before its host, a ``password=`` parameter
+    (libpq takes either), and those of URLs in its query (``listen_url=``)."""
     from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     parts = urlsplit(url)
-    if "%3A%2F%2F" in parts.query.upper() or "://" in parts.query:
-        query = [(name, _without_passwords(value) if "://" in value else value)
+    lowered = parts.query.lower()
+    if "%3a%2f%2f" in lowered or "://" in lowered or "password" in lowered:
+        query = [(name, "***" if name.lower() == "password"
+                  else _without_passwords(value) if "://" in value else value)
                  for name, value in parse_qsl(parts.query, keep_blank_values=True)]
-        parts = parts._replace(query=urlencode(query))
+        parts = parts._replace(query=urlencode(query, safe="*"))
     if parts.password is not None:
         netloc = parts.netloc.rsplit("@", 1)[1]
         user = parts.username or ""

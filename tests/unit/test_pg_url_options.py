@@ -46,3 +46,15 @@ def test_the_password_of_a_listen_url_is_never_shown() -> None:
 
     url = f"postgresql://app:secret@pool/app?listen_url={quote(DIRECT, safe='')}"
     assert "secret" not in redact(url) and "db.internal" in redact(url)
+
+
+def test_a_password_parameter_is_redacted_too() -> None:
+    """libpq takes a password as a query parameter as well as before the host."""
+    from sqlq.backends.locations import redact
+
+    url = "postgresql://app@db.internal/q?password=hunter2&sslmode=require"
+    shown = redact(url)
+    assert "hunter2" not in shown
+    assert shown == "postgresql://app@db.internal/q?password=***&sslmode=require"
+    nested = "postgresql://pool/q?listen_url=postgresql%3A%2F%2Fdb%2Fq%3Fpassword%3Dhunter2"
+    assert "hunter2" not in redact(nested)
