@@ -208,7 +208,12 @@ def test_a_holder_that_died_on_another_machine_gives_its_job_back_after_the_grac
     """Where the fixture is opened is seldom where it was made: the holder's process
     cannot be looked up there, so its silence for the grace is what proves it dead."""
     url, expected = upgraded_pg
-    pg_server.psql("UPDATE sqlq_owners SET host = 'elsewhere', place = 'another-boot pid:[1]'",
+    # Its last heartbeat as of now: the fixture's is as old as the fixture, and a holder
+    # silent for over an hour has its row forgotten (forget_silent_owners), then is judged
+    # by its free lock alone. The grace counts from the first reaper's look at the server
+    # (sqlq_server_epoch): this test's own, not the fixture's opening a while ago.
+    pg_server.psql("UPDATE sqlq_owners SET host = 'elsewhere', place = 'another-boot pid:[1]', "
+                   "seen_at = now(); DELETE FROM sqlq_server_epoch",
                    database=url.rsplit("/", 1)[1])
     with sqlq.Queue(url, clock=FakeClock(expected["clock_ms"])) as q:
         assert q.reserve(tubes=["held"], timeout=0) is None  # not yet: it may be alive
