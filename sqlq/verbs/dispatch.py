@@ -9,7 +9,8 @@ all of them, as Oban's engine runs every callback through one ``with_span``:
   share (group commit, ``backends/group.py``); the time (ms) is read inside it;
 * **the span**, when OpenTelemetry is set up (:mod:`sqlq.tracing`): ``send`` for puts,
   ``receive`` for claims, ``settle`` for acknowledgements, following the messaging
-  conventions; a put's trace context is stored with its jobs. Without a tracer it
+  conventions (``process`` for a worker's run: ``Operations.processing``, on the same
+  test, :func:`traced`); a put's trace context is stored with its jobs. Without a tracer it
   costs one attribute read (and, with the API installed, a clock read);
 * **the lost-connection rule**: an acknowledgement (``Verb.ack``) cut off by a lost
   connection may have committed, so it runs once more on a new connection, and if
@@ -68,6 +69,15 @@ class Verb(NamedTuple):
     span: bool = True
 
 
+def traced() -> bool:
+    """Whether verbs and runs get spans now: the one test (``run``, ``run_batched``, and
+    ``Operations.processing`` for a worker's run). No tracer without the API imported (or
+    named by the environment): a dict probe first, not tracing.active()'s call and clock
+    read, on every verb."""
+    return tracing.INSTALLED and (_OTEL in _modules or tracing.BY_ENVIRONMENT) \
+        and tracing.active()
+
+
 class Dispatcher:
     """Runs verbs on one backend (one per Queue; see the module docstring)."""
 
@@ -81,10 +91,7 @@ class Dispatcher:
     def run(self, verb: Verb, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(conn, now, *args)`` (``fn(conn, *args)`` for a verb that is not timed) in
         ``verb``'s transaction, span and lost-connection rule; its value."""
-        # No tracer without the API imported (or named by the environment): a dict probe,
-        # not tracing.active()'s call and clock read, on every verb.
-        if tracing.INSTALLED and verb.span and (_OTEL in _modules or tracing.BY_ENVIRONMENT) \
-                and tracing.active():
+        if verb.span and traced():
             return tracing.operation(verb, args, self._call, fn)
         return self._call(verb, fn, args)
 
@@ -92,8 +99,7 @@ class Dispatcher:
                     *args: Any) -> Any:
         """:meth:`run` for a SHARED write that may run together with others of its kind,
         ``batch`` (the puts of several threads in one statement): its item is ``args``."""
-        if tracing.INSTALLED and verb.span and (_OTEL in _modules or tracing.BY_ENVIRONMENT) \
-                and tracing.active():  # the trace goes in with each job: no batch
+        if verb.span and traced():  # the trace goes in with each job: no batch
             return tracing.operation(verb, args, self._call, fn)
         return self._call(verb, fn, args, batch)
 

@@ -13,11 +13,13 @@ than one face passes them (a tube, a topic, a limit); the faces shape what comes
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
+from .. import tracing
 from ..durations import now_ms
 from ..model import DEFAULT_TUBE, check_tube
-from .dispatch import READ, SEND, WRITE, Dispatcher, Verb
+from .dispatch import READ, SEND, WRITE, Dispatcher, Verb, traced
 from .views import OVERVIEW
 
 if TYPE_CHECKING:
@@ -25,8 +27,10 @@ if TYPE_CHECKING:
     from ..backends import Backend
     from ..backends.store import Store
     from ..control import Progress
-    from ..model import Put
+    from ..model import Job, Put
     from ..throughput import Minute
+
+_NO_SPAN: AbstractContextManager[None] = nullcontext()
 
 # -- the records, in the order of the methods below ------------------------------------------
 
@@ -202,6 +206,15 @@ class Operations:
         trace: str | None = self.dispatch.run(LAST_TRACE, self.store.history.attempt_trace,
                                               job_id)
         return trace
+
+    def processing(self, job: Job) -> AbstractContextManager[None]:
+        """The ``process`` span of a worker's run of job (reserved), when verbs get spans
+        (the dispatcher's one test): linked to its previous failed run's, looked up here
+        for a retry. Every worker enters it around the run; without a tracer it is an
+        empty context, shared."""
+        if not traced():
+            return _NO_SPAN
+        return tracing.processing(job, self.last_trace(job.id) if job.reserves > 1 else None)
 
     def read_progress(self, job_id: int) -> tuple[Progress, str] | None:
         """(progress, message) of a live job ((None, "") before any); None: no such job."""

@@ -50,7 +50,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
-from .. import control, tracing
+from .. import control
 from ..asynchandles import AsyncJob
 from ..asyncq import AsyncQueue
 from ..attempts import TIMED_OUT
@@ -309,13 +309,13 @@ class AsyncWorker:
             control.forget(job.id)
             log_cancelled(job.sync, "", "dropped before it started")
             return
-        if tracing.INSTALLED and tracing.active():  # the run in a span (sqlq/tracing.py)
-            operations = self.queue.operations
-            earlier = await aq.call_in_thread(lambda: operations.last_trace(job.id)) \
-                if job.reserves > 1 else None
-            with tracing.processing(job.sync, earlier):
-                return await self._run_job(aq, job)
-        return await self._run_job(aq, job)
+        operations = self.queue.operations
+        # Its span, when tracing is on; a retry's looks up its last failed run's, in the
+        # queue's thread (a first run's needs no look).
+        span = operations.processing(job.sync) if job.reserves == 1 else \
+            await aq.call_in_thread(lambda: operations.processing(job.sync))
+        with span:
+            return await self._run_job(aq, job)
 
     async def _run_job(self, aq: AsyncQueue, job: AsyncJob) -> None:
         started = time.monotonic()

@@ -41,7 +41,7 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from .. import control, tracing
+from .. import control
 from ..model import Job
 from ..queue import Queue
 from . import runner
@@ -207,12 +207,8 @@ class Worker:
             control.forget(job.id)
             log_cancelled(job, "", "dropped before it started")
             return None
-        if tracing.INSTALLED and tracing.active():  # the run in a span (sqlq/tracing.py)
-            earlier = self.queue.operations.last_trace(job.id) if job.reserves > 1 \
-                else None
-            with tracing.processing(job, earlier):
-                return self._run_job(job)
-        return self._run_job(job)
+        with self.queue.operations.processing(job):  # its span, when tracing is on
+            return self._run_job(job)
 
     def _run_job(self, job: Job) -> Done | None:
         started = time.monotonic()
