@@ -514,9 +514,11 @@ def check_on_conflict(on_conflict: object, unique_key: object, after: object) ->
     if on_conflict != REPLACE or on_conflict.__class__ is not str:
         raise ValueError(f"on_conflict must be 'keep' or 'replace', not {on_conflict!r}")
     if unique_key is None:
-        raise ValueError("on_conflict='replace' needs a unique_key (the job to replace)")
+        raise ValueError("on_conflict='replace' must be given a unique_key (the key of the "
+                         "job it replaces)")
     if after is not None:
-        raise ValueError("on_conflict='replace' cannot be combined with after=")
+        raise ValueError("after must be None with on_conflict='replace' (a held job's "
+                         "parents are not replaced)")
     return True
 
 
