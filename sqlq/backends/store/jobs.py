@@ -86,7 +86,7 @@ class JobStore(abc.ABC):
         params = {"tube": tube, "unique_key": put.unique_key, "body": body,
                   "priority": put.priority, "ttr": put.ttr_ms, "delay": put.delay_ms,
                   "delay_until": now + put.delay_ms if put.delay_ms else None, "now": now}
-        row = one(conn, self.Q["upsert_unique_job" if insert else "replace_job"], params)
+        row = one(conn, self.Q["upsert_unique_job"] if insert else self.Q["replace_job"], params)
         return None if row is None else int(row[0])
 
     def pass_key(self, conn: Conn, tube: str, unique_key: str) -> int | None:
