@@ -18,7 +18,8 @@ from tests.timing import PATIENCE, soon
 PRODUCER = """
 import sys, time
 import sqlq
-url, name, n, start, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+url, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+start, delay = float(sys.argv[4]), float(sys.argv[5])
 with sqlq.Queue(url, durability="normal") as q:
     q.stats()
     time.sleep(max(0.0, start - time.time()))
