@@ -168,6 +168,18 @@ def test_a_completed_or_cancelled_running_job_releases_its_follow_up(q: sqlq.Que
     assert q.stats_job(third)["state"] == "ready"
 
 
+def test_the_workers_batch_acknowledgement_releases_the_follow_up(q: sqlq.Queue) -> None:
+    """sqlq work deletes through reserve_many(delete=...): the delete-and-claim paths
+    (PostgreSQL's functions) release the follow-up as a plain delete does."""
+    q.put(b"v1", unique_key="k")
+    running = q.reserve_many(1, timeout=0)
+    follow = q.put(b"v2", unique_key="k", on_conflict="replace")
+    nxt = q.reserve_many(5, timeout=0, delete=running)
+    if not nxt:  # released after the claim's look: ready now
+        nxt = q.reserve_many(5, timeout=0)
+    assert [(j.id, j.body) for j in nxt] == [(follow, b"v2")]
+
+
 def test_a_buried_holder_is_kept_and_followed(q: sqlq.Queue) -> None:
     """A buried job is never changed (its body and reason are an operator's evidence): a
     new job takes the key and waits for it as for a running one. Deleting the buried job
