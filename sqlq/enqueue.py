@@ -55,8 +55,8 @@ def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
     """
     verbs = _verbs(conn)
     data = check_body(body, max_job_size)
-    return verbs.put(describe_put(tube, priority, delay, ttr, unique_key, after,
-                                  on_conflict=on_conflict), data)
+    return verbs.put(describe_put(tube, priority, delay, ttr, unique_key, after, on_conflict),
+                     data)
 
 
 def put_many(conn: Any, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,

@@ -87,7 +87,7 @@ class Puts:
         if body.__class__ is not bytes or len(body) > self.max_job_size:
             body = check_body(body, self.max_job_size)
         return self.verbs.put(describe_put(tube, priority, delay, ttr, unique_key, after,
-                                           on_conflict=on_conflict), body)
+                                           on_conflict), body)
 
     def put_many(self, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
                  priority: int = DEFAULT_PRIORITY, delay: float = 0,
@@ -152,8 +152,8 @@ class Puts:
             >>> q.publish("orders", b'{"order": 7}')  # -> [id in audit, id in emails]
             [8, 9]
         """
-        put = describe_put(topic, priority, delay, ttr, unique_key, name="topic",
-                           on_conflict=on_conflict)
+        put = describe_put(topic, priority, delay, ttr, unique_key, None, on_conflict,
+                           name="topic")
         copies = self.verbs.publish(put, check_body(body, self.max_job_size))
         return [job_id for _, job_id in copies]
 

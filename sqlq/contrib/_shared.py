@@ -106,7 +106,7 @@ def _check(max_job_size: int, body: bytes | str, *, tube: str = DEFAULT_TUBE,
     """Queue.put's checks, for a put that will be made later (whether ``after``'s ids were
     issued is known only then: the commit's put raises JobNotFound)."""
     check_body(body, max_job_size)
-    describe_put(tube, priority, delay, ttr, unique_key, after, on_conflict=on_conflict)
+    describe_put(tube, priority, delay, ttr, unique_key, after, on_conflict)
 
 
 def _put_after_commit(queue: Callable[[], Queue], body: bytes | str,
