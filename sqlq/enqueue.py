@@ -35,7 +35,7 @@ def _verbs(conn: Any) -> Verbs:
 def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
         priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
         unique_key: str | None = None, max_job_size: int = DEFAULT_MAX_JOB_SIZE,
-        after: int | Iterable[int] | None = None) -> int:
+        after: int | Iterable[int] | None = None, on_conflict: str = "keep") -> int:
     """Put a job through the application's own connection, in its transaction.
 
     Args:
@@ -43,7 +43,7 @@ def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
             to a database sqlq has used.
         body: the job body (str is UTF-8 encoded).
         max_job_size: the largest body accepted, as ``Queue(max_job_size=)``.
-        tube, priority, delay, ttr, unique_key, after: as in ``Queue.put``.
+        tube, priority, delay, ttr, unique_key, after, on_conflict: as in ``Queue.put``.
 
     Returns:
         The job's id (with ``unique_key``, the live job's id if there is one).
@@ -55,7 +55,8 @@ def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
     """
     verbs = _verbs(conn)
     data = check_body(body, max_job_size)
-    return verbs.put(describe_put(tube, priority, delay, ttr, unique_key, after), data)
+    return verbs.put(describe_put(tube, priority, delay, ttr, unique_key, after, on_conflict),
+                     data)
 
 
 def put_many(conn: Any, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,

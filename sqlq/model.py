@@ -501,6 +501,27 @@ def check_unique_key(key: object) -> str | None:
     raise TypeError(f"unique_key must be a str or None, not {type(key).__name__}")
 
 
+#: ``on_conflict``'s values: what a put does while a live job holds its ``unique_key``.
+KEEP, REPLACE = "keep", "replace"
+
+
+def check_on_conflict(on_conflict: object, unique_key: object, after: object) -> bool:
+    """Whether a put replaces the live job holding its key (``on_conflict="replace"``);
+    ValueError for any other value than ``"keep"``, and for a replace without a
+    ``unique_key`` or with ``after`` (a held job's parents are not changed in place)."""
+    if on_conflict == KEEP and on_conflict.__class__ is str:
+        return False
+    if on_conflict != REPLACE or on_conflict.__class__ is not str:
+        raise ValueError(f"on_conflict must be 'keep' or 'replace', not {on_conflict!r}")
+    if unique_key is None:
+        raise ValueError("on_conflict='replace' must be given a unique_key (the key of the "
+                         "job it replaces)")
+    if after is not None:
+        raise ValueError("after must be None with on_conflict='replace' (a held job's "
+                         "parents are not replaced)")
+    return True
+
+
 # -- one put -----------------------------------------------------------------------------------
 # ``Queue.put`` and ``put_many``, a Transaction's, ``AsyncQueue``'s, ``sqlq.put(conn)``,
 # ``publish``, ``@q.task``'s ``.put`` and the Django and Flask faces describe their put with
@@ -523,6 +544,10 @@ class Put(NamedTuple):
     parents: tuple[int, ...] = ()
     #: The W3C trace context of the put's span, stored beside each body (tracing.py).
     trace: str | None = None
+    #: ``on_conflict="replace"``: the ready, delayed or waiting job holding unique_key is
+    #: changed in place (body, priority, delay from now, ttr); a reserved or buried one
+    #: passes the key to a new job that waits for it (``Store.replace``).
+    replace: bool = False
 
 
 #: The checked Puts of plain puts (a tube and a priority, every other option at its
@@ -532,13 +557,15 @@ _PLAIN: dict[tuple[str, int], Put] = {}
 
 def describe_put(tube: object = DEFAULT_TUBE, priority: object = DEFAULT_PRIORITY,
                  delay: object = 0, ttr: object = DEFAULT_TTR, unique_key: object = None,
-                 after: object = None, *, name: str = "tube") -> Put:
+                 after: object = None, on_conflict: object = KEEP, *,
+                 name: str = "tube") -> Put:
     """The put these options describe, each checked (TypeError, ValueError, InvalidTube
     naming the argument; JobNotFound for an ``after`` id no job can have). ``name``: what
     the tube is called in messages (``"topic"`` for a publish)."""
     if delay.__class__ is int and delay == 0 and ttr.__class__ is float and ttr == DEFAULT_TTR \
             and unique_key is None and after is None and priority.__class__ is int \
-            and tube.__class__ is str and 0 <= priority <= MAX_PRIORITY:
+            and tube.__class__ is str and 0 <= priority <= MAX_PRIORITY \
+            and on_conflict is KEEP:
         key = (tube, priority)
         plain = _PLAIN.get(key)
         if plain is not None:
@@ -550,5 +577,6 @@ def describe_put(tube: object = DEFAULT_TUBE, priority: object = DEFAULT_PRIORIT
         return plain
     checked = check_tube(tube, name)
     delay_ms, ttr_ms = check_put_options(priority, delay, ttr, unique_key)
+    replace = check_on_conflict(on_conflict, unique_key, after)
     return Put(checked, priority, delay_ms, ttr_ms, unique_key,  # type: ignore[arg-type]
-               check_after(after))
+               check_after(after), replace=replace)

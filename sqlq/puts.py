@@ -37,11 +37,17 @@ class Puts:
     def put(self, body: bytes | str, *, tube: str = DEFAULT_TUBE,
             priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
             unique_key: str | None = None,
-            after: int | Iterable[int] | None = None) -> int:
+            after: int | Iterable[int] | None = None, on_conflict: str = "keep") -> int:
         """Add a job and return its id (durable when this returns, in ``full`` mode).
 
         With ``unique_key``, while a job with that key is live in the tube, return
         that job's id and insert nothing.
+
+        With ``on_conflict="replace"`` too (debounce), while a ready, delayed or waiting
+        job holds the key, that job takes this put's body, priority, ttr and delay
+        (counted from now) and keeps its id, which is returned. A reserved or buried job
+        is never changed: a new job takes the key and waits for it (as ``after=`` does),
+        so the work runs again once the running one is done.
 
         With ``after``, the job waits (state ``waiting``) until every one of those jobs
         is gone (deleted or completed by any path; a buried one is not gone), then
@@ -57,23 +63,31 @@ class Puts:
             ttr: seconds a reservation of it lasts (at least 1).
             unique_key: while a job with this key is live in the tube, put nothing.
             after: a job id, or an iterable of ids: the jobs this one waits for.
+            on_conflict: ``"keep"`` (the live job with the key stays as it is) or
+                ``"replace"`` (it is replaced, see above; needs ``unique_key``, and
+                cannot be combined with ``after``).
 
         Raises:
             JobNotFound: an id of ``after`` was never issued (nothing is put).
             JobTooBig: the body is larger than ``max_job_size``.
             InvalidTube: ``tube`` is not a valid tube name.
             TypeError: an argument has the wrong type (the message names it).
-            ValueError: an argument is out of range (the message names it).
+            ValueError: an argument is out of range (the message names it), or
+                ``on_conflict`` is not ``"keep"`` or ``"replace"``, or is ``"replace"``
+                without ``unique_key`` or with ``after``.
 
         Examples:
             >>> q.put(b"resize 42.jpg", tube="thumbs", priority=10, ttr=120)
             1
             >>> q.put("welcome a@example.com", tube="emails", unique_key="welcome:a")
             2
+            >>> q.put("reindex", unique_key="reindex:42", delay=5, on_conflict="replace")
+            3
         """
         if body.__class__ is not bytes or len(body) > self.max_job_size:
             body = check_body(body, self.max_job_size)
-        return self.verbs.put(describe_put(tube, priority, delay, ttr, unique_key, after), body)
+        return self.verbs.put(describe_put(tube, priority, delay, ttr, unique_key, after,
+                                           on_conflict), body)
 
     def put_many(self, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
                  priority: int = DEFAULT_PRIORITY, delay: float = 0,
@@ -123,11 +137,12 @@ class Puts:
 
     def publish(self, topic: str, body: bytes | str, *, priority: int = DEFAULT_PRIORITY,
                 delay: float = 0, ttr: float = DEFAULT_TTR,
-                unique_key: str | None = None) -> list[int]:
+                unique_key: str | None = None, on_conflict: str = "keep") -> list[int]:
         """Put one copy of a job into every tube subscribed to ``topic``, in one transaction.
 
         Returns the ids in tube-name order; ``[]`` when nothing is subscribed.
         Subscribers pull: a worker that was down finds every copy in its tube.
+        ``unique_key`` and ``on_conflict`` act in each tube as in :meth:`put`.
 
         Raises:
             JobTooBig: the body is larger than ``max_job_size``.
@@ -137,7 +152,8 @@ class Puts:
             >>> q.publish("orders", b'{"order": 7}')  # -> [id in audit, id in emails]
             [8, 9]
         """
-        put = describe_put(topic, priority, delay, ttr, unique_key, name="topic")
+        put = describe_put(topic, priority, delay, ttr, unique_key, None, on_conflict,
+                           name="topic")
         copies = self.verbs.publish(put, check_body(body, self.max_job_size))
         return [job_id for _, job_id in copies]
 

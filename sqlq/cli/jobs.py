@@ -19,11 +19,13 @@ from .options import (
     delay_option,
     job_id_argument,
     json_option,
+    on_conflict,
     priority_option,
     put_options,
     queue_from_ctx,
     raw_option,
     read_body,
+    replace_option,
     tube_option,
     tubes_option,
 )
@@ -39,18 +41,21 @@ def _after(groups: Sequence[tuple[int, ...]]) -> list[int] | None:
 @click.argument("body", required=False)
 @put_options
 @click.option("--unique-key", "-u", help="Insert nothing if a live job in the tube has this key.")
+@replace_option
 @after_option
 @json_option
 @click.pass_context
 def put(ctx: click.Context, body: str | None, tube: str, priority: int, delay: float,
-        ttr: float, unique_key: str | None, after: Sequence[tuple[int, ...]],
+        ttr: float, unique_key: str | None, replace: bool, after: Sequence[tuple[int, ...]],
         as_json: bool) -> None:
     """Put a job into a tube and print its id.
 
     BODY is the job's body; '-' (or no BODY with a pipe on stdin) reads it from stdin,
     byte for byte. With --after, the job waits (state waiting) until every job named
     is gone, then is ready (or delayed by --delay from then); an id never issued
-    exits 3 and puts nothing.
+    exits 3 and puts nothing. With --unique-key and --replace (debounce), a waiting,
+    ready or delayed job holding the key takes this body and options, and its id is
+    printed; a running or buried one is followed by a new job that waits for it.
 
     Example:
 
@@ -58,9 +63,11 @@ def put(ctx: click.Context, body: str | None, tube: str, priority: int, delay: f
         sqlq put '{"to": "a@example.com"}' --tube emails --delay 5m
         gzip -c report.csv | sqlq put - --tube reports
         sqlq put '{"report": 7}' --tube mail --after 41 --after 42
+        sqlq put '{"account": 42}' --tube sync --unique-key sync:42 --replace --delay 5
     """
     jid = queue_from_ctx(ctx).put(read_body(body), tube=tube, priority=priority, delay=delay,
-                                  ttr=ttr, unique_key=unique_key, after=_after(after))
+                                  ttr=ttr, unique_key=unique_key, after=_after(after),
+                                  on_conflict=on_conflict(replace))
     emit({"id": jid}, as_json, text=str(jid))
 
 

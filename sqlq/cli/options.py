@@ -113,6 +113,18 @@ after_option = click.option(
     help="Wait until job ID is gone (deleted or completed) before it is ready; repeat, or "
          "separate ids with commas, for several.")
 
+#: --replace: with --unique-key, the put replaces the key's live job (on_conflict="replace").
+replace_option = click.option(
+    "--replace", is_flag=True,
+    help="With --unique-key: a waiting, ready or delayed job holding the key takes this "
+         "body and these options (debounce); a running or buried one is followed by a new "
+         "job that waits for it.")
+
+
+def on_conflict(replace: bool) -> str:
+    """Queue.put's on_conflict for the --replace flag."""
+    return "replace" if replace else "keep"
+
 
 def priority_option(default: int | None) -> Callable[[F], F]:
     """``--priority N``; a None default means "keep the job's own" (release, bury)."""

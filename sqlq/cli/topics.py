@@ -11,9 +11,11 @@ from .options import (
     TUBE,
     delay_option,
     json_option,
+    on_conflict,
     priority_option,
     queue_from_ctx,
     read_body,
+    replace_option,
     ttr_option,
 )
 from .output import emit
@@ -26,10 +28,11 @@ from .output import emit
 @delay_option
 @ttr_option
 @click.option("--unique-key", "-u", help="A tube holding a live job with this key gets no copy.")
+@replace_option
 @json_option
 @click.pass_context
 def publish(ctx: click.Context, topic: str, body: str | None, priority: int, delay: float,
-            ttr: float, unique_key: str | None, as_json: bool) -> None:
+            ttr: float, unique_key: str | None, replace: bool, as_json: bool) -> None:
     """Put a copy of a job into every tube subscribed to TOPIC; print the ids.
 
     All copies are put in one transaction. No subscriber: nothing is put, and nothing
@@ -41,7 +44,8 @@ def publish(ctx: click.Context, topic: str, body: str | None, priority: int, del
         sqlq subscribe orders emails && sqlq publish orders '{"order": 7}'
     """
     ids = queue_from_ctx(ctx).publish(topic, read_body(body), priority=priority, delay=delay,
-                                      ttr=ttr, unique_key=unique_key)
+                                      ttr=ttr, unique_key=unique_key,
+                                      on_conflict=on_conflict(replace))
     emit([{"id": i} for i in ids], as_json, text="\n".join(map(str, ids)) if ids else None)
 
 

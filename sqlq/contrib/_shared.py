@@ -82,7 +82,7 @@ def put(queue: Callable[[], Queue], body: bytes | str, *, max_job_size: int,
             put into a separate queue must wait for its commit.
         on_commit: the framework's hook that runs a function after that commit.
         options: ``tube``, ``priority``, ``delay``, ``ttr``, ``unique_key``, ``after``,
-            as :meth:`sqlq.Queue.put`.
+            ``on_conflict``, as :meth:`sqlq.Queue.put`.
 
     Returns:
         The job's id, or None when the put waits for the application's commit (there
@@ -101,11 +101,12 @@ def put(queue: Callable[[], Queue], body: bytes | str, *, max_job_size: int,
 
 def _check(max_job_size: int, body: bytes | str, *, tube: str = DEFAULT_TUBE,
            priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
-           unique_key: str | None = None, after: int | Iterable[int] | None = None) -> None:
+           unique_key: str | None = None, after: int | Iterable[int] | None = None,
+           on_conflict: str = "keep") -> None:
     """Queue.put's checks, for a put that will be made later (whether ``after``'s ids were
     issued is known only then: the commit's put raises JobNotFound)."""
     check_body(body, max_job_size)
-    describe_put(tube, priority, delay, ttr, unique_key, after)
+    describe_put(tube, priority, delay, ttr, unique_key, after, on_conflict)
 
 
 def _put_after_commit(queue: Callable[[], Queue], body: bytes | str,

@@ -31,6 +31,7 @@ from ..model import (
     DEFAULT_TTR,
     DEFAULT_TUBE,
     check_after,
+    check_on_conflict,
     check_priority,
     check_tube,
 )
@@ -149,7 +150,8 @@ class Enqueuer(Protocol[Id]):
         """The database: a file path or a ``postgresql://`` URL."""
 
     def put(self, body: bytes | str, *, tube: str = ..., priority: int = ...,
-            delay: float = ..., ttr: float = ..., unique_key: str | None = ...) -> Id:
+            delay: float = ..., ttr: float = ..., unique_key: str | None = ...,
+            on_conflict: str = ...) -> Id:
         """Put a job."""
 
 
@@ -250,15 +252,17 @@ class Task(Generic[P, R, Id]):
 
     def options(self, *, delay: float = 0, priority: int | None = None,
                 ttr: float | None = None, unique_key: str | None = None,
-                tube: str | None = None, after: int | Iterable[int] | None = None
-                ) -> TaskOptions[P, Id]:
+                tube: str | None = None, after: int | Iterable[int] | None = None,
+                on_conflict: str = "keep") -> TaskOptions[P, Id]:
         """The same task with other put options for one call: ``.options(delay=30).put(...)``.
 
         ``after``: a job id or an iterable of ids the call waits for (see
         :meth:`sqlq.Queue.put`); ``delay`` then counts from the moment the last of
         them is gone. It needs the task's queue to be a :class:`sqlq.Queue`.
+        ``on_conflict="replace"`` with ``unique_key``: debounce, as :meth:`sqlq.Queue.put`.
         """
-        return TaskOptions(self, delay=delay, unique_key=unique_key,
+        check_on_conflict(on_conflict, unique_key, after)
+        return TaskOptions(self, delay=delay, unique_key=unique_key, on_conflict=on_conflict,
                            priority=self.priority if priority is None else priority,
                            ttr=self.ttr if ttr is None else ttr,
                            tube=self.tube if tube is None else tube, after=check_after(after))
@@ -273,10 +277,11 @@ class TaskOptions(Generic[P, Id]):
     """A task with put options bound, made by :meth:`Task.options`."""
 
     def __init__(self, task: Task[P, Any, Id], *, delay: float, priority: int, ttr: float,
-                 unique_key: str | None, tube: str, after: tuple[int, ...] = ()) -> None:
+                 unique_key: str | None, tube: str, after: tuple[int, ...] = (),
+                 on_conflict: str = "keep") -> None:
         self.task = task
         self.delay, self.priority, self.ttr = delay, priority, ttr
-        self.unique_key, self.tube = unique_key, tube
+        self.unique_key, self.tube, self.on_conflict = unique_key, tube, on_conflict
         #: The jobs the call waits for (checked ids, in order, each once).
         self.after = after
 
@@ -293,7 +298,8 @@ class TaskOptions(Generic[P, Id]):
         queue = self.task.queue
         if not self.after:
             return queue.put(body, tube=self.tube, priority=self.priority, delay=self.delay,
-                             ttr=self.ttr, unique_key=self.unique_key)
+                             ttr=self.ttr, unique_key=self.unique_key,
+                             on_conflict=self.on_conflict)
         from ..puts import Puts  # not at import: a worker imports tasks before the Queue
 
         if not isinstance(queue, Puts):

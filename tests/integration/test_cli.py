@@ -110,6 +110,17 @@ def test_put_delay_and_unique_key(db: Path) -> None:
     assert put(db, "again", "--unique-key", "k") == a
 
 
+def test_put_replace_debounces_the_keys_job(db: Path) -> None:
+    a = put(db, "a", "--delay", "5m", "--unique-key", "k")
+    assert put(db, "b", "--unique-key", "k", "--replace", "--priority", "3") == a
+    record = job(db, a)
+    assert (record["body"], record["priority"], record["state"]) == ("b", 3, "ready")
+    run(db, "subscribe", "orders", "t")
+    first = run(db, "publish", "orders", "x", "--unique-key", "k", "--replace").stdout
+    again = run(db, "publish", "orders", "y", "--unique-key", "k", "--replace").stdout
+    assert first == again and job(db, int(first))["body"] == "y"
+
+
 def test_put_too_big_is_an_error(db: Path) -> None:
     result = run(db, "put", "-", input=b"x" * ((1 << 20) + 1), code=1)
     assert "maximum" in result.stderr

@@ -21,7 +21,8 @@ Call = Callable[[sqlq.Queue, dict[str, Any]], object]
 # verb -> (call with defaults overridable by keyword, the arguments to spoil)
 VERBS: dict[str, tuple[Call, tuple[str, ...]]] = {
     "put": (lambda q, kw: q.put(**{"body": b"x", **kw}),
-            ("body", "tube", "priority", "delay", "ttr", "unique_key", "after")),
+            ("body", "tube", "priority", "delay", "ttr", "unique_key", "after",
+             "on_conflict")),
     "put_many": (lambda q, kw: q.put_many(**{"bodies": [b"x"], **kw}),
                  ("bodies", "tube", "priority", "delay", "ttr", "after")),
     "reserve": (lambda q, kw: q.reserve(**{"timeout": 0, **kw}),
@@ -54,7 +55,7 @@ VERBS: dict[str, tuple[Call, tuple[str, ...]]] = {
     "subscribe": (lambda q, kw: q.subscribe(**{"topic": "o", "tube": "t", **kw}),
                   ("topic", "tube")),
     "publish": (lambda q, kw: q.publish(**{"topic": "o", "body": b"x", **kw}),
-                ("topic", "body", "priority", "delay", "ttr", "unique_key")),
+                ("topic", "body", "priority", "delay", "ttr", "unique_key", "on_conflict")),
 }
 
 # Values no argument above accepts, except where VALID says so.

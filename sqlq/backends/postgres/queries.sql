@@ -278,6 +278,60 @@ WITH job AS (
     RETURNING tube)
 SELECT tube, pg_notify('sqlq', tube) FROM job;
 
+-- name: replace_job
+-- dialect: a NULL time needs a type (::bigint); pg_notify wakes the tube's waiters (a job
+--   ready at once, or due sooner than a waiter's timer), and a job made ready again under
+--   its old id is marked again (the claim floors: its priority may be a new band).
+-- A put with on_conflict="replace": the ready, delayed or waiting job holding the key in
+-- the tube takes the put's body, priority, ttr and delay (counted from :now; a waiting
+-- job's delay_until stays NULL: its release writes it). It keeps its id, and so its place
+-- among the jobs of its priority. A reserved or buried holder is left to pass_unique_key.
+-- Under READ COMMITTED a holder claimed meanwhile is re-checked and skipped.
+-- (A put option that a replace changes goes in this SET and in upsert_unique_job's.)
+WITH job AS (
+    UPDATE sqlq_jobs
+       SET body = %(body)s, priority = %(priority)s, ttr = %(ttr)s, delay = %(delay)s,
+           state = CASE WHEN state = 4 THEN 4
+                        WHEN %(delay_until)s::bigint IS NULL THEN 0 ELSE 1 END,
+           delay_until = CASE WHEN state = 4 THEN NULL ELSE %(delay_until)s::bigint END,
+           again = true
+     WHERE tube = %(tube)s AND unique_key = %(unique_key)s AND state IN (0, 1, 4)
+    RETURNING id, tube)
+SELECT id, pg_notify('sqlq', tube) FROM job;
+
+-- name: pass_unique_key
+-- A replace that found the key held by a reserved or buried job: that job is never changed
+-- but for its key, which passes to the job the replace puts to wait for it. The row stays
+-- locked until the put commits: a concurrent replace of the key waits here, then finds
+-- the new job.
+UPDATE sqlq_jobs SET unique_key = NULL
+ WHERE tube = %(tube)s AND unique_key = %(unique_key)s AND state IN (2, 3)
+RETURNING id;
+
+-- name: upsert_unique_job
+-- dialect: the id comes from the sequence (one is used up when the row exists: only when
+--   another producer put the key between replace_job and this), again and pg_notify as in
+--   replace_job.
+-- A replace that found no holder: insert the job, or, when another producer's put of the
+-- key won the race, change that job as replace_job does (ON CONFLICT locks the row: no
+-- lost update). No row back: a reserved or buried job holds the key (pass_unique_key).
+WITH job AS (
+    INSERT INTO sqlq_jobs (tube, priority, state, delay, delay_until, ttr, body, created_at,
+                           unique_key)
+    VALUES (%(tube)s, %(priority)s,
+            CASE WHEN %(delay_until)s::bigint IS NULL THEN 0 ELSE 1 END, %(delay)s,
+            %(delay_until)s, %(ttr)s, %(body)s, %(now)s, %(unique_key)s)
+    ON CONFLICT (tube, unique_key) WHERE unique_key IS NOT NULL DO UPDATE
+       SET body = excluded.body, priority = excluded.priority, ttr = excluded.ttr,
+           delay = excluded.delay,
+           state = CASE WHEN sqlq_jobs.state = 4 THEN 4 ELSE excluded.state END,
+           delay_until = CASE WHEN sqlq_jobs.state = 4 THEN NULL
+                              ELSE excluded.delay_until END,
+           again = true
+     WHERE sqlq_jobs.state IN (0, 1, 4)
+    RETURNING id, tube)
+SELECT id, pg_notify('sqlq', tube) FROM job;
+
 -- name: select_job
 -- dialect: a boolean is not an integer (::int).
 -- A job as an observer sees it now: due delayed jobs and expired reservations

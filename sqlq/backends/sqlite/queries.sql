@@ -260,6 +260,43 @@ UPDATE sqlq_jobs
  WHERE id = :id AND state IN (0, 1)
 RETURNING id;
 
+-- name: replace_job
+-- A put with on_conflict="replace": the ready, delayed or waiting job holding the key in
+-- the tube takes the put's body, priority, ttr and delay (counted from :now; a waiting
+-- job's delay_until stays NULL: its release writes it). It keeps its id, and so its place
+-- among the jobs of its priority. A reserved or buried holder is left to pass_unique_key.
+-- (A put option that a replace changes goes in this SET and in upsert_unique_job's.)
+UPDATE sqlq_jobs
+   SET body = :body, priority = :priority, ttr = :ttr, delay = :delay,
+       state = CASE WHEN state = 4 THEN 4 WHEN :delay_until IS NULL THEN 0 ELSE 1 END,
+       delay_until = CASE WHEN state = 4 THEN NULL ELSE :delay_until END
+ WHERE tube = :tube AND unique_key = :unique_key AND state IN (0, 1, 4)
+RETURNING id;
+
+-- name: pass_unique_key
+-- A replace that found the key held by a reserved or buried job: that job is never changed
+-- but for its key, which passes to the job the replace puts to wait for it.
+UPDATE sqlq_jobs SET unique_key = NULL
+ WHERE tube = :tube AND unique_key = :unique_key AND state IN (2, 3)
+RETURNING id;
+
+-- name: upsert_unique_job
+-- A replace that found no holder: insert the job, or (a holder put meanwhile by another
+-- connection: PostgreSQL's race; SQLite's write lock rules it out) change it as
+-- replace_job does. No row back: a reserved or buried job holds the key (pass_unique_key).
+INSERT INTO sqlq_jobs (id, tube, priority, state, delay, delay_until, ttr, body, created_at,
+                       unique_key)
+VALUES ((SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0), id) + 1 FROM sqlq_last_id),
+        :tube, :priority, CASE WHEN :delay_until IS NULL THEN 0 ELSE 1 END, :delay,
+        :delay_until, :ttr, :body, :now, :unique_key)
+ON CONFLICT (tube, unique_key) WHERE unique_key IS NOT NULL DO UPDATE
+   SET body = excluded.body, priority = excluded.priority, ttr = excluded.ttr,
+       delay = excluded.delay,
+       state = CASE WHEN state = 4 THEN 4 ELSE excluded.state END,
+       delay_until = CASE WHEN state = 4 THEN NULL ELSE excluded.delay_until END
+ WHERE state IN (0, 1, 4)
+RETURNING id;
+
 -- name: select_job
 -- A job as an observer sees it now: due delayed jobs and expired reservations
 -- read as ready (an expired reservation already counted as a timeout).

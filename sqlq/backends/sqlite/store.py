@@ -236,6 +236,12 @@ class SQLiteJobs(JobStore):
             self.due.lower(now + delay_ms)
         super().postpone(conn, now, job_id, delay_ms)
 
+    def replace_job(self, conn: Any, now: int, tube: str, put: Put, body: bytes, *,
+                    insert: bool) -> int | None:
+        if put.delay_ms:
+            self.due.lower(now + put.delay_ms)
+        return super().replace_job(conn, now, tube, put, body, insert=insert)
+
     def total_jobs(self, conn: Any) -> int:
         return int(one(conn, self.Q["total_jobs"])[0])
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ...errors import DatabaseError
 from .claims import ClaimStore
 from .control import ControlStore
 from .copying import COPIED, CopyStore
@@ -36,6 +37,10 @@ from .limits import LimitStore
 from .results import ResultStore, TopicStore
 from .views import ViewStore
 from .workers import WorkerStore
+
+#: How often a replace looks again when another producer changes the key's holder between
+#: two of its statements (PostgreSQL; each look but the first follows another's commit).
+REPLACE_TRIES = 10
 
 if TYPE_CHECKING:
     from ...model import ClaimRow, JobRow, Put
@@ -71,8 +76,14 @@ class Store:
     def put(self, conn: Conn, now: int, put: Put, bodies: Sequence[bytes]) -> list[int]:
         """Insert one job per body as ``put`` describes (:func:`sqlq.model.describe_put`):
         the one call every put makes; their ids, in order (a unique key held: the holder's
-        id, the job unchanged). The put's trace, if any, goes on each job it inserted."""
+        id, the job unchanged; ``put.replace``: the job it replaced or put, :meth:`replace`).
+        The put's trace, if any, goes on each job it inserted or replaced."""
         jobs = self.jobs
+        if put.replace:
+            ids = [self.replace(conn, now, put, put.tube, body) for body in bodies]
+            if put.trace is not None:
+                jobs.set_trace(conn, ids, put.trace)
+            return ids
         held = None
         if put.trace is not None and put.unique_key is not None:
             held = jobs.unique_job_id(conn, put.tube, put.unique_key)
@@ -96,16 +107,46 @@ class Store:
         jobs = self.jobs
         copies, fresh = [], []
         for tube in self.topics.topic_tubes(conn, put.tube):
-            held = put.trace is not None and put.unique_key is not None \
-                and jobs.unique_job_id(conn, tube, put.unique_key) is not None
-            job_id = jobs.insert_job(conn, now, tube, put.priority, put.delay_ms, put.ttr_ms,
-                                     body, put.unique_key)
+            if put.replace:
+                held, job_id = False, self.replace(conn, now, put, tube, body)
+            else:
+                held = put.trace is not None and put.unique_key is not None \
+                    and jobs.unique_job_id(conn, tube, put.unique_key) is not None
+                job_id = jobs.insert_job(conn, now, tube, put.priority, put.delay_ms,
+                                         put.ttr_ms, body, put.unique_key)
             copies.append((tube, job_id))
             if put.trace is not None and not held:
                 fresh.append(job_id)
         if put.trace is not None and fresh:
             jobs.set_trace(conn, fresh, put.trace)
         return copies
+
+    def replace(self, conn: Conn, now: int, put: Put, tube: str, body: bytes) -> int:
+        """The job of a put with ``on_conflict="replace"`` in ``tube``; its id.
+
+        The ready, delayed or waiting job holding the key takes the put's body, priority,
+        ttr and delay (from now; a waiting job's from its release) in place. A reserved or
+        buried holder is never changed: the key passes to a new job that waits for it as
+        ``after=`` does (``deps.insert_after``), which later replaces then change. No
+        holder: the job is put. Each step is one statement that re-checks under the row's
+        lock; on PostgreSQL a holder that another producer puts or claims between two of
+        them sends the loop round again (SQLite's write lock rules that out).
+        """
+        jobs = self.jobs
+        key = put.unique_key or ""
+        for _ in range(REPLACE_TRIES):
+            job_id = jobs.replace_job(conn, now, tube, put, body, insert=False)
+            if job_id is not None:
+                return job_id
+            holder = jobs.pass_key(conn, tube, key)
+            if holder is not None:
+                return self.deps.insert_after(conn, now, tube, put.priority, put.delay_ms,
+                                              put.ttr_ms, (body,), key, (holder,))[0]
+            job_id = jobs.replace_job(conn, now, tube, put, body, insert=True)
+            if job_id is not None:
+                return job_id
+        raise DatabaseError(f"unique key {key!r} in tube {tube!r}: its job changed "
+                            f"{REPLACE_TRIES} times during one replace; nothing put")
 
     def put_periodic(self, conn: Conn, now: int, put: Put, body: bytes, name: str,
                      slot_ms: int) -> list[int]:

@@ -18,6 +18,7 @@ from ...model import JobRow, cap_reason
 from ..sql import one
 
 if TYPE_CHECKING:
+    from ...model import Put
     from ..conn import Conn
 
 
@@ -73,6 +74,25 @@ class JobStore(abc.ABC):
     def unique_job_id(self, conn: Conn, tube: str, unique_key: str) -> int | None:
         """The live job holding ``unique_key`` in ``tube``, if any."""
         row = one(conn, self.Q["find_unique_job"], {"tube": tube, "unique_key": unique_key})
+        return None if row is None else int(row[0])
+
+    # -- a put that replaces (on_conflict="replace"; Store.replace runs the three) -----------
+
+    def replace_job(self, conn: Conn, now: int, tube: str, put: Put, body: bytes, *,
+                    insert: bool) -> int | None:
+        """Give the ready, delayed or waiting job holding ``put.unique_key`` in ``tube``
+        the put's body and options (its delay from ``now``), or with ``insert`` put the
+        job if no job holds the key; its id. None: a reserved or buried job holds it."""
+        params = {"tube": tube, "unique_key": put.unique_key, "body": body,
+                  "priority": put.priority, "ttr": put.ttr_ms, "delay": put.delay_ms,
+                  "delay_until": now + put.delay_ms if put.delay_ms else None, "now": now}
+        row = one(conn, self.Q["upsert_unique_job"] if insert else self.Q["replace_job"], params)
+        return None if row is None else int(row[0])
+
+    def pass_key(self, conn: Conn, tube: str, unique_key: str) -> int | None:
+        """Take ``unique_key`` from the reserved or buried job holding it in ``tube`` (its
+        only change, for a replace's follow-up to hold); that job's id, or None."""
+        row = one(conn, self.Q["pass_unique_key"], {"tube": tube, "unique_key": unique_key})
         return None if row is None else int(row[0])
 
     # -- lease-checked and by-id verbs -------------------------------------------------------

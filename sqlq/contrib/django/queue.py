@@ -91,8 +91,8 @@ class DjangoQueue:
 
     def put(self, body: bytes | str, *, tube: str = DEFAULT_TUBE,
             priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
-            unique_key: str | None = None, after: int | Iterable[int] | None = None
-            ) -> int | None:
+            unique_key: str | None = None, after: int | Iterable[int] | None = None,
+            on_conflict: str = "keep") -> int | None:
         """Put a job, following Django's transaction (see the module doc); ``after``
         as in :meth:`sqlq.Queue.put` (parents to wait for).
 
@@ -114,7 +114,7 @@ class DjangoQueue:
                 in_transaction=django.in_atomic_block,
                 on_commit=lambda fn: transaction.on_commit(fn, using=using),
                 tube=tube, priority=priority, delay=delay, ttr=ttr, unique_key=unique_key,
-                after=after)
+                after=after, on_conflict=on_conflict)
         except SchemaError as exc:
             if config.alias is None:
                 raise

@@ -175,8 +175,8 @@ class Sqlq:
 
     def put(self, body: bytes | str, *, tube: str = DEFAULT_TUBE,
             priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
-            unique_key: str | None = None, after: int | Iterable[int] | None = None
-            ) -> int | None:
+            unique_key: str | None = None, after: int | Iterable[int] | None = None,
+            on_conflict: str = "keep") -> int | None:
         """``Queue.put`` that follows Flask-SQLAlchemy's session (``after``: the jobs
         this one waits for, as in ``Queue.put``).
 
@@ -201,7 +201,7 @@ class Sqlq:
             conn=conn, in_transaction=session is not None,
             on_commit=lambda fn: defer(cast("Session", session), self.queue_of(app), fn),
             tube=tube, priority=priority, delay=delay, ttr=ttr, unique_key=unique_key,
-            after=after)
+            after=after, on_conflict=on_conflict)
 
     # -- tasks -----------------------------------------------------------------------------
 
