@@ -115,6 +115,10 @@ def main() -> None:
     if args.child:
         child(args.child[0], int(args.child[1]), args.child[2])
         return
+    for tree in args.trees:
+        if not (Path(tree) / "sqlq" / "__init__.py").is_file():
+            raise SystemExit(f"--trees takes checkouts (directories), not {tree!r}: for a "
+                             "commit, `git archive REV | tar -x -C DIR` and pass DIR")
     sizes = [int(n) for n in args.jobs.split(",")]
     high = sizes[-1]
     keep = Path(args.annotate) if args.annotate else None
