@@ -10,6 +10,7 @@ from sqlq.durations import format_duration
 from .group import cli
 from .options import DURATION, TUBE, json_option, queue_from_ctx
 from .output import emit
+from .progress import bar, quiet_option
 
 
 @cli.command()
@@ -90,13 +91,16 @@ def maintain(ctx: click.Context, as_json: bool) -> None:
 @cli.command("copy")
 @click.argument("source")
 @click.argument("target")
+@quiet_option
 @json_option
-def copy_command(source: str, target: str, as_json: bool) -> None:
+def copy_command(source: str, target: str, quiet: bool, as_json: bool) -> None:
     """Copy every live job and all queue state from SOURCE to TARGET (a file or a
     postgresql:// URL): states, priorities, delays, counters, unique keys, pauses,
     results, subscriptions, periodic slots, and the id counter. TARGET must be new
     or empty; it is written in one transaction. Stop the workers first: a reserved
-    job is copied as ready.
+    job is copied as ready. It reads and writes 500 jobs at a time, so its memory
+    does not grow with the queue; on a terminal, stderr shows a progress bar (jobs
+    copied, their rate, the time left), unless --quiet.
 
     Example:
 
@@ -105,7 +109,8 @@ def copy_command(source: str, target: str, as_json: bool) -> None:
     """
     from sqlq.copy import copy
 
-    report = copy(source, target)
+    with bar("copying", "jobs", quiet=quiet, done="copied") as shown:
+        report = copy(source, target, progress=shown)
     emit({**report.counts, "total-jobs": report.total_jobs}, as_json)
     if not as_json:  # the table says what; this line says from where to where
         jobs = report.total_jobs
