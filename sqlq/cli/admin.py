@@ -71,20 +71,24 @@ def pause(ctx: click.Context, tube: str, duration: float, as_json: bool) -> None
 
 
 @cli.command()
+@quiet_option
 @json_option
 @click.pass_context
-def maintain(ctx: click.Context, as_json: bool) -> None:
+def maintain(ctx: click.Context, quiet: bool, as_json: bool) -> None:
     """Housekeeping, and what holds it back: on a file, checkpoint the WAL and check
     the file; on PostgreSQL, vacuum the jobs table and report dead rows and the
     oldest snapshot holding the database's horizon (a transaction, a prepared one, a
-    replication slot or a standby: it keeps deleted jobs around).
+    replication slot or a standby: it keeps deleted jobs around). On a terminal,
+    stderr shows its steps as a bar, unless --quiet.
 
     Example:
 
     \b
         sqlq --db postgresql://app@db/app maintain
     """
-    report = queue_from_ctx(ctx, create=False).backend.maintain()
+    backend = queue_from_ctx(ctx, create=False).backend
+    with bar("maintaining", "steps", quiet=quiet, done="maintained", rate=False) as shown:
+        report = backend.maintain(shown)
     emit(report, as_json)
 
 

@@ -49,9 +49,11 @@ class Bar:
     """
 
     def __init__(self, label: str, unit: str, *, shown: bool, done: str | None = None,
-                 scale: Callable[[int], str] | None = None, stream: IO[str] | None = None,
+                 scale: Callable[[int], str] | None = None, rate: bool = True,
+                 stream: IO[str] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.label = label
+        self.rate = rate
         self.done = done or label
         self.unit = unit
         self.shown = shown
@@ -99,7 +101,7 @@ class Bar:
         width = shutil.get_terminal_size((80, 24)).columns
         parts = [f"{self.done if final else self.label:<9}"]
         tail = [f"{self.scale(self.count)} {self.unit}"]
-        if elapsed >= 0.2 or final:
+        if self.rate and (elapsed >= 0.2 or final):
             tail.append(f"{self.scale(round(self.count / elapsed))} {self.unit}/s")
         if final:
             tail.append(f"in {clock_text(elapsed)}")
@@ -123,11 +125,11 @@ class Bar:
 
 
 def bar(label: str, unit: str, *, quiet: bool, done: str | None = None,
-        scale: Callable[[int], str] | None = None) -> Bar:
+        scale: Callable[[int], str] | None = None, rate: bool = True) -> Bar:
     """A Bar on stderr, shown when stderr is a terminal (not TERM=dumb) and not ``quiet``."""
     stream = sys.stderr
     shown = not quiet and stream.isatty() and os.environ.get("TERM") != "dumb"
-    return Bar(label, unit, shown=shown, done=done, scale=scale, stream=stream)
+    return Bar(label, unit, shown=shown, done=done, scale=scale, rate=rate, stream=stream)
 
 
 def clock_text(seconds: float) -> str:

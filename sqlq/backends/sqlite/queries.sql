@@ -491,6 +491,12 @@ SELECT page_size + 24 FROM pragma_page_size;
 -- pages left out), and one statement in either driver; runs outside a transaction.
 VACUUM INTO :path;
 
+-- name: used_bytes
+-- sqlq backup's progress bar: about what VACUUM INTO writes (the pages in use).
+SELECT (SELECT page_size FROM pragma_page_size)
+       * ((SELECT page_count FROM pragma_page_count)
+          - (SELECT freelist_count FROM pragma_freelist_count));
+
 -- name: integrity_check
 -- sqlq backup: SQLite's full check of a copy, "ok" or the first problem it finds.
 PRAGMA integrity_check(1);
