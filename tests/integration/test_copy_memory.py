@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,8 +43,11 @@ def _store(path: Path) -> int:
         results = [(i, b"%06d" % i + b"r" * (BODY - 6), 2**62) for i in range(1, ROWS + 1)]
         edges = [(parent, child) for parent in range(1, ROWS + 1) for child in
                  range(ROWS + 1, ROWS + 3)]
-        q.backend.write(lambda c: (copying.import_rows(c, "result", results),
-                                   copying.import_rows(c, "edge", edges)))
+        def write(conn: Any) -> None:
+            copying.import_rows(conn, "result", results)
+            copying.import_rows(conn, "edge", edges)
+
+        q.backend.write(write)
     return 2 * ROWS * BODY
 
 
@@ -59,7 +63,8 @@ def test_copy_holds_one_page_whatever_the_size(tmp_path: Path, pg_url: str) -> N
     peak_kb, code = map(int, done.stdout.split()[-2:])
     assert code == 0, done.stderr
     assert f'"job": {ROWS}, "edge": {2 * ROWS}, "tube": 0, "result": {ROWS}' in done.stdout
-    assert peak_kb / 1024 < BOUND_MB, f"peak {peak_kb / 1024:.0f} MB for a {size / 1e6:.0f} MB store"
+    peak_mb = peak_kb / 1024
+    assert peak_mb < BOUND_MB, f"peak {peak_mb:.0f} MB for a {size / 1e6:.0f} MB store"
     with sqlq.Queue(pg_url) as q:
         assert q.result(ROWS, timeout=0) == b"%06d" % ROWS + b"r" * (BODY - 6)
         assert q.stats()["current-jobs-ready"] == ROWS

@@ -156,7 +156,7 @@ def test_a_copy_goes_page_by_page_through_jobs_edges_and_results(
     assert (report.counts["job"], report.counts["edge"], report.counts["result"]) == (6, 9, 5)
     assert [n for n, _ in told] == [2, 4, 6]
     fractions = [f for _, f in told]
-    assert fractions == sorted(fractions) and 0 < fractions[0] and fractions[-1] < 1
+    assert fractions == sorted(fractions) and fractions[0] > 0 and fractions[-1] < 1
     copy(pg_url, back)
     with sqlq.Queue(back) as q:
         for child in children:

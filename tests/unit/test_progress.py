@@ -63,7 +63,7 @@ def test_without_a_known_whole_a_bar_shows_count_rate_and_time() -> None:
 
 @pytest.mark.face
 def test_a_bar_not_shown_writes_nothing() -> None:
-    stream, clock = Stream(), FakeClock()
+    stream = Stream()
     with Bar("copying", "jobs", shown=False, stream=stream) as bar:
         bar(5, 0.5)
     assert stream.getvalue() == "" and bar.count == 5
@@ -90,7 +90,7 @@ def test_a_bar_fits_the_terminal_and_falls_back_to_ascii(monkeypatch: pytest.Mon
                                                          ) -> None:
     monkeypatch.setenv("COLUMNS", "60")
     stream, clock = Stream(), FakeClock()
-    stream.encoding = "ascii"  # type: ignore[misc]
+    stream.encoding = "ascii"
     with _bar(stream, clock) as bar:
         clock.advance(1)
         bar(123_456_789, 0.25)
