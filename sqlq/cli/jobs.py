@@ -26,6 +26,7 @@ from .options import (
     raw_option,
     read_bodies,
     read_body,
+    spool,
     tube_option,
     tubes_option,
 )
@@ -85,8 +86,9 @@ def put_many(ctx: click.Context, file: IO[bytes], tube: str, priority: int, dela
     Empty lines are skipped. With --null, bodies are separated by NUL bytes, so they
     may contain newlines. With --after, every job waits for all the jobs named.
     FILE is read a megabyte at a time, so a file of millions of lines takes little
-    memory; on a terminal, stderr shows a progress bar (jobs put, their rate, and for
-    a file the time left), unless --quiet.
+    memory; a pipe is read whole before the first put (past 8 MB into a temporary
+    file), so the transaction is as short as with a file. On a terminal, stderr
+    shows a progress bar (jobs put, their rate, the time left), unless --quiet.
 
     Example:
 
@@ -97,6 +99,8 @@ def put_many(ctx: click.Context, file: IO[bytes], tube: str, priority: int, dela
     """
     queue = queue_from_ctx(ctx)
     size, parents, ids = input_size(file), _after(after), IdRuns()
+    if size is None:  # a pipe: read whole first (into a temporary file past a few MB)
+        file, size = spool(file)
     with bar("putting", "jobs", quiet=quiet, done="put") as shown, queue.transaction() as tx:
         for bodies, read in read_bodies(file, b"\0" if null else b"\n", queue.max_job_size):
             if bodies:

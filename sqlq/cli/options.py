@@ -5,8 +5,10 @@ bodies of a put-many (:func:`read_bodies`)."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
@@ -173,6 +175,8 @@ def read_body(body: str | None) -> bytes:
 
 #: How much of put-many's input is read, split and put at a time.
 CHUNK = 1 << 20
+#: How much of a pipe's input put-many keeps in memory; the rest goes to a temporary file.
+SPOOLED = 8 << 20
 
 
 def read_bodies(file: IO[bytes], sep: bytes, max_size: int
@@ -190,6 +194,18 @@ def read_bodies(file: IO[bytes], sep: bytes, max_size: int
         yield [b for b in bodies if b], read
     if carry:
         yield [carry], read
+
+
+def spool(file: IO[bytes]) -> tuple[IO[bytes], int]:
+    """A pipe's whole input, read before any put: kept in memory up to SPOOLED bytes and
+    in a temporary file past them; (it, from its start, and its size). put-many's one
+    transaction then lasts as long as its puts, not as long as the pipe's writer takes
+    (on a file, a transaction open that long would hold back every worker's writes)."""
+    spooled: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOLED)  # noqa: SIM115
+    shutil.copyfileobj(file, spooled, CHUNK)
+    size = spooled.tell()
+    spooled.seek(0)
+    return spooled, size
 
 
 def input_size(file: IO[bytes]) -> int | None:

@@ -103,10 +103,8 @@ def test_each_long_command_draws_a_bar_on_a_terminal_and_ends_it(
             assert "100%" in last, last  # a file's bytes, maintain's steps
         elif "copy" in args or "backup" in args:
             assert "100%" in last and f"{JOBS:,} jobs" in last and "jobs/s" in last, last
-        elif stdin is None:
-            assert "100%" in last and f"{JOBS:,} jobs" in last, last  # a file: its size known
-        else:
-            assert "%" not in last and f"{JOBS:,} jobs" in last, last  # a pipe: no whole
+        else:  # put-many: a file's size is known, a pipe's once it is read (spooled)
+            assert "100%" in last and f"{JOBS:,} jobs" in last, last
         if "put-many" in args:
             ids = out.split()
             assert len(ids) == JOBS and int(ids[-1]) - int(ids[0]) == JOBS - 1
@@ -133,3 +131,25 @@ def test_no_bar_when_stderr_is_piped_or_with_quiet(tmp_path: Path, db_url: str, 
     shown = screen.split("\r\x1b[K")[-1]  # the line the terminal shows once erased
     assert code == 1 and shown.startswith("sqlq: ") and "already holds" in shown, screen
     assert "copying" not in shown  # a refusal: its error alone, no bar left above it
+
+
+@pytest.mark.slow
+@pytest.mark.sqlite_only
+def test_put_many_from_a_slow_pipe_holds_no_transaction_while_it_reads(db_url: str) -> None:
+    """A pipe is read whole before the first put: while its writer is slow, other writers
+    of the file go on (a put-many that put each chunk as it came would hold the file's
+    write lock until the pipe closed)."""
+    child = subprocess.Popen([*SQLQ, "--db", db_url, "put-many", "--tube", "piped"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    assert child.stdin is not None
+    child.stdin.write(b"".join(b"line %d\n" % i for i in range(300_000)))  # 3 MB: chunks
+    child.stdin.flush()
+    with sqlq.Queue(db_url) as q:
+        q.backend.set_lock_wait(0.5)
+        for _ in range(5):  # the child reads on meanwhile
+            q.delete(q.put(b"another writer"))
+        out, err = child.communicate(timeout=PATIENCE)  # closes the pipe: now it puts
+        assert child.returncode == 0, err
+        assert len(out.split()) == 300_000
+        assert q.stats_tube("piped")["current-jobs-ready"] == 300_000
