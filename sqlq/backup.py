@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from .backends import Backend, companions, identity, is_url, open_backend
 from .copy import copy_between
 from .errors import DatabaseError, Error
+from .model import OnProgress
 
 #: The files SQLite keeps beside a database in use (WAL mode, or a rollback journal).
 IN_USE_SUFFIXES = ("-wal", "-shm", "-journal")
@@ -49,8 +50,9 @@ class Backup:
 
 
 def backup(backend: Backend, dest: str | os.PathLike[str], *, force: bool = False,
-           clock: Callable[[], int]) -> Backup:
-    """Write a consistent copy of backend's database to the new SQLite file dest.
+           clock: Callable[[], int], progress: OnProgress | None = None) -> Backup:
+    """Write a consistent copy of backend's database to the new SQLite file dest, calling
+    ``progress(count, fraction)`` as it goes: bytes written (a file) or jobs copied.
 
     Raises:
         Error: dest exists (without force), is a directory, is in a missing directory,
@@ -68,7 +70,7 @@ def backup(backend: Backend, dest: str | os.PathLike[str], *, force: bool = Fals
         raise Error(f"{dest}: cannot write the backup ({e.strerror})") from None
     try:
         staged = os.path.join(staging, "copy.db")
-        _write(backend, staged, dest, clock)
+        _write(backend, staged, dest, clock, progress)
         _place(staged, dest, force)
     except OSError as e:
         raise Error(f"{dest}: cannot write the backup ({e.strerror})") from None
@@ -141,17 +143,18 @@ def _exists(dest: str) -> Error:
     return Error(f"{dest}: already exists (force=True, or sqlq backup --force, replaces it)")
 
 
-def _write(backend: Backend, staged: str, dest: str, clock: Callable[[], int]) -> None:
+def _write(backend: Backend, staged: str, dest: str, clock: Callable[[], int],
+           progress: OnProgress | None) -> None:
     """The copy at staged, complete, checked and durable."""
     if backend.in_transaction():
         raise Error("a backup cannot run inside a transaction (it copies committed data)")
     os.close(os.open(staged, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     try:
-        if not backend.snapshot_into(staged):
+        if not backend.snapshot_into(staged, progress):
             os.unlink(staged)  # a new sqlq file, made (0600, atomically) by the copy's target
             target = open_backend(staged, clock=clock)
             try:
-                copy_between(backend, target)
+                copy_between(backend, target, progress)
             finally:
                 target.close()
     except DatabaseError as e:  # named after the queue's file: say which copy failed

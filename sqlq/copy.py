@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from .backends import Backend, exists, identity, open_backend
 from .durations import now_ms
 from .errors import Error
+from .model import OnProgress
 from .verbs import operations
 
 #: Jobs read and written per round trip (bodies are up to the max job size each).
@@ -32,8 +33,10 @@ class CopyReport:
     total_jobs: int = 0
 
 
-def copy(source: str, target: str, *, clock: Callable[[], int] = now_ms) -> CopyReport:
-    """Copy every live job and all queue state from ``source`` to ``target``.
+def copy(source: str, target: str, *, clock: Callable[[], int] = now_ms,
+         progress: OnProgress | None = None) -> CopyReport:
+    """Copy every live job and all queue state from ``source`` to ``target``;
+    ``progress(jobs copied, fraction)`` after each page of jobs (sqlq/model.py).
 
     Raises:
         Error: the source does not exist, or the target already holds anything.
@@ -46,18 +49,19 @@ def copy(source: str, target: str, *, clock: Callable[[], int] = now_ms) -> Copy
     try:
         dst = open_backend(target, clock=clock)
         try:
-            return copy_between(src, dst)
+            return copy_between(src, dst, progress)
         finally:
             dst.close()
     finally:
         src.close()
 
 
-def copy_between(src: Backend, dst: Backend) -> CopyReport:
+def copy_between(src: Backend, dst: Backend, progress: OnProgress | None = None
+                 ) -> CopyReport:
     """Copy everything from one open backend to another (``sqlq copy``, and ``sqlq
     backup`` of a PostgreSQL queue into a new file), in one transaction on each side
     (``verbs.operations.copy_between``)."""
-    copied = operations.copy_between(src, dst, PAGE)
+    copied = operations.copy_between(src, dst, PAGE, progress)
     if copied is None:
         raise Error(f"{dst.location} already holds jobs or queue state; sqlq copy writes "
                     "only to a new or empty database")

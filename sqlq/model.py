@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Protocol
 
 from .durations import MAX_SECONDS
@@ -580,3 +580,9 @@ def describe_put(tube: object = DEFAULT_TUBE, priority: object = DEFAULT_PRIORIT
     replace = check_on_conflict(on_conflict, unique_key, after)
     return Put(checked, priority, delay_ms, ttr_ms, unique_key,  # type: ignore[arg-type]
                check_after(after), replace=replace)
+
+
+#: How long work tells how far it has got (``sqlq copy``, ``backup``, ``put-many``):
+#: ``(count done so far, fraction of the whole or None when the whole is not known)``.
+#: The command line draws it as a bar (sqlq/cli/progress.py).
+OnProgress = Callable[[int, float | None], None]

@@ -47,6 +47,7 @@ from .verbs.waiting import timeout_deadline
 if TYPE_CHECKING:
     from .backup import Backup
     from .histograms import Tally
+    from .model import OnProgress
     from .work.retry import Backoff
     from .work.tasks import Task
 
@@ -480,11 +481,15 @@ class Queue(Puts, Reads, FlowControl):
 
     # -- operations --------------------------------------------------------------------------
 
-    def backup(self, dest: str | os.PathLike[str], *, force: bool = False) -> Backup:
+    def backup(self, dest: str | os.PathLike[str], *, force: bool = False,
+               progress: OnProgress | None = None) -> Backup:
         """Write a consistent copy of the queue to the new SQLite file ``dest`` (mode
         0600, atomically) while producers and workers go on: every job committed before
         the call is in it. A PostgreSQL queue is copied as ``sqlq copy`` moves it (a
-        reserved job as ready). Logic in backup.py.
+        reserved job as ready). ``progress``, if given, is called as the copy is written
+        (from another thread while SQLite's copy runs), as ``progress(count, fraction)``:
+        bytes written of a file, jobs copied of a PostgreSQL queue, and the fraction of
+        the whole (0-1); ``sqlq backup`` draws it as a bar. Logic in backup.py.
 
         Raises:
             Error: dest exists (unless ``force``), is not a regular file, is in a
@@ -494,7 +499,7 @@ class Queue(Puts, Reads, FlowControl):
         """
         from .backup import backup  # loaded on first use: most processes never back up
 
-        return backup(self._backend, dest, force=force, clock=self._clock)
+        return backup(self._backend, dest, force=force, clock=self._clock, progress=progress)
 
     # -- tasks (logic in work/tasks.py, work/periodic.py; run by `sqlq work`) -----------------
 

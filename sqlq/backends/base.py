@@ -35,6 +35,7 @@ from .group import Batch, GroupCommit
 
 if TYPE_CHECKING:
     from ..horizon import Horizon
+    from ..model import OnProgress
     from .store import Store
 
 T = TypeVar("T")
@@ -247,9 +248,10 @@ class Backend(abc.ABC):
     # -- operations --------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def maintain(self) -> dict[str, Any]:
+    def maintain(self, progress: OnProgress | None = None) -> dict[str, Any]:
         """Do the housekeeping this backend needs now and then (``sqlq maintain``) and
-        report what an operator should know: size, bloat, what holds cleanup back."""
+        report what an operator should know: size, bloat, what holds cleanup back;
+        ``progress(steps done, fraction)`` after each step."""
 
     @abc.abstractmethod
     def horizon(self, now: int) -> Horizon:
@@ -257,11 +259,12 @@ class Backend(abc.ABC):
         snapshot's holder on PostgreSQL, the WAL's size and starvation on SQLite
         (:mod:`sqlq.horizon`). A read, cheap enough for a gauge; not for a hot path."""
 
-    def snapshot_into(self, path: str) -> bool:
+    def snapshot_into(self, path: str, progress: OnProgress | None = None) -> bool:
         """Write a consistent copy of the whole database, as of one moment, into the empty
-        file at path (made by the caller, mode 0600), while other processes go on writing;
-        False where the database is not a file to copy (``sqlq backup`` then copies its
-        rows into a new SQLite file, as ``sqlq copy`` does)."""
+        file at path (made by the caller, mode 0600), while other processes go on writing,
+        calling ``progress(bytes written, fraction)`` as it goes; False where the
+        database is not a file to copy (``sqlq backup`` then copies its rows into a new
+        SQLite file, as ``sqlq copy`` does)."""
         return False
 
     def check_integrity(self) -> str | None:

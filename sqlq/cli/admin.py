@@ -10,6 +10,7 @@ from sqlq.durations import format_duration
 from .group import cli
 from .options import DURATION, TUBE, json_option, queue_from_ctx
 from .output import emit
+from .progress import bar, quiet_option
 
 
 @cli.command()
@@ -70,33 +71,40 @@ def pause(ctx: click.Context, tube: str, duration: float, as_json: bool) -> None
 
 
 @cli.command()
+@quiet_option
 @json_option
 @click.pass_context
-def maintain(ctx: click.Context, as_json: bool) -> None:
+def maintain(ctx: click.Context, quiet: bool, as_json: bool) -> None:
     """Housekeeping, and what holds it back: on a file, checkpoint the WAL and check
     the file; on PostgreSQL, vacuum the jobs table and report dead rows and the
     oldest snapshot holding the database's horizon (a transaction, a prepared one, a
-    replication slot or a standby: it keeps deleted jobs around).
+    replication slot or a standby: it keeps deleted jobs around). On a terminal,
+    stderr shows its steps as a bar, unless --quiet.
 
     Example:
 
     \b
         sqlq --db postgresql://app@db/app maintain
     """
-    report = queue_from_ctx(ctx, create=False).backend.maintain()
+    backend = queue_from_ctx(ctx, create=False).backend
+    with bar("maintaining", "steps", quiet=quiet, done="maintained", rate=False) as shown:
+        report = backend.maintain(shown)
     emit(report, as_json)
 
 
 @cli.command("copy")
 @click.argument("source")
 @click.argument("target")
+@quiet_option
 @json_option
-def copy_command(source: str, target: str, as_json: bool) -> None:
+def copy_command(source: str, target: str, quiet: bool, as_json: bool) -> None:
     """Copy every live job and all queue state from SOURCE to TARGET (a file or a
     postgresql:// URL): states, priorities, delays, counters, unique keys, pauses,
     results, subscriptions, periodic slots, and the id counter. TARGET must be new
     or empty; it is written in one transaction. Stop the workers first: a reserved
-    job is copied as ready.
+    job is copied as ready. It reads and writes 500 jobs at a time, so its memory
+    does not grow with the queue; on a terminal, stderr shows a progress bar (jobs
+    copied, their rate, the time left), unless --quiet.
 
     Example:
 
@@ -105,7 +113,8 @@ def copy_command(source: str, target: str, as_json: bool) -> None:
     """
     from sqlq.copy import copy
 
-    report = copy(source, target)
+    with bar("copying", "jobs", quiet=quiet, done="copied") as shown:
+        report = copy(source, target, progress=shown)
     emit({**report.counts, "total-jobs": report.total_jobs}, as_json)
     if not as_json:  # the table says what; this line says from where to where
         jobs = report.total_jobs

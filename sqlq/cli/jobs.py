@@ -17,6 +17,7 @@ from .options import (
     TUBE,
     after_option,
     delay_option,
+    input_size,
     job_id_argument,
     json_option,
     on_conflict,
@@ -24,12 +25,15 @@ from .options import (
     put_options,
     queue_from_ctx,
     raw_option,
+    read_bodies,
     read_body,
     replace_option,
+    spool,
     tube_option,
     tubes_option,
 )
-from .output import attempts_text, emit, job_record, job_text, links_rows
+from .output import IdRuns, attempts_text, emit, emit_ids, job_record, job_text, links_rows
+from .progress import bar, quiet_option
 
 
 def _after(groups: Sequence[tuple[int, ...]]) -> list[int] | None:
@@ -77,15 +81,21 @@ def put(ctx: click.Context, body: str | None, tube: str, priority: int, delay: f
 @click.option("--null", "-0", "null", is_flag=True,
               help="Bodies end with NUL instead of newline (as with find -print0).")
 @after_option
+@quiet_option
 @json_option
 @click.pass_context
 def put_many(ctx: click.Context, file: IO[bytes], tube: str, priority: int, delay: float,
-             ttr: float, null: bool, after: Sequence[tuple[int, ...]], as_json: bool) -> None:
+             ttr: float, null: bool, after: Sequence[tuple[int, ...]], quiet: bool,
+             as_json: bool) -> None:
     """Put one job per line of FILE (or stdin) at once; print the ids.
 
     All the jobs are put in one transaction: all or none.
     Empty lines are skipped. With --null, bodies are separated by NUL bytes, so they
     may contain newlines. With --after, every job waits for all the jobs named.
+    FILE is read a megabyte at a time, so a file of millions of lines takes little
+    memory; a pipe is read whole before the first put (past 8 MB into a temporary
+    file), so the transaction is as short as with a file. On a terminal, stderr
+    shows a progress bar (jobs put, their rate, the time left), unless --quiet.
 
     Example:
 
@@ -94,11 +104,19 @@ def put_many(ctx: click.Context, file: IO[bytes], tube: str, priority: int, dela
         find /srv/in -name '*.jpg' -print0 | sqlq put-many -0 --tube thumbs
         ls *.csv | sqlq put-many --tube import --after "$(sqlq put setup --tube import)"
     """
-    sep = b"\0" if null else b"\n"
-    bodies = [b for b in file.read().split(sep) if b]
-    ids = queue_from_ctx(ctx).put_many(bodies, tube=tube, priority=priority, delay=delay,
-                                       ttr=ttr, after=_after(after))
-    emit([{"id": i} for i in ids], as_json, text="\n".join(map(str, ids)) if ids else None)
+    queue = queue_from_ctx(ctx)
+    size, parents, ids = input_size(file), _after(after), IdRuns()
+    if size is None:  # a pipe: read whole first (into a temporary file past a few MB)
+        file, size = spool(file)
+    with bar("putting", "jobs", quiet=quiet, done="put") as shown, queue.transaction() as tx:
+        for bodies, read in read_bodies(file, b"\0" if null else b"\n", queue.max_job_size):
+            if bodies:
+                ids.extend(tx.put_many(bodies, tube=tube, priority=priority, delay=delay,
+                                       ttr=ttr, after=parents))
+            shown(len(ids), read / size if size else None)
+        if not ids:  # no bodies: the options are still checked, as put_many checks them
+            tx.put_many([], tube=tube, priority=priority, delay=delay, ttr=ttr, after=parents)
+    emit_ids(ids, as_json)
 
 
 @cli.command()

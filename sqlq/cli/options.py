@@ -1,18 +1,23 @@
 """What the commands share: option decorators, checked parameter types, the Queue of an
-invocation (:func:`queue_from_ctx`) and the body of a put (:func:`read_body`)."""
+invocation (:func:`queue_from_ctx`) and the body of a put (:func:`read_body`) or the
+bodies of a put-many (:func:`read_bodies`)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 
 import sqlq
 from sqlq import backends
 from sqlq.durations import parse_duration
+from sqlq.errors import JobTooBig
 from sqlq.model import check_tube
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -178,3 +183,48 @@ def read_body(body: str | None) -> bytes:
     if body is None and sys.stdin.isatty():
         raise click.UsageError("give the BODY as an argument, or '-' to read it from stdin")
     return sys.stdin.buffer.read()
+
+
+#: How much of put-many's input is read, split and put at a time.
+CHUNK = 1 << 20
+#: How much of a pipe's input put-many keeps in memory; the rest goes to a temporary file.
+SPOOLED = 8 << 20
+
+
+def read_bodies(file: IO[bytes], sep: bytes, max_size: int
+                ) -> Iterator[tuple[list[bytes], int]]:
+    """``put-many``'s input a chunk at a time, never whole: (the bodies that ended in
+    it, empty ones skipped; bytes read so far). A body longer than ``max_size`` is
+    refused as soon as that many bytes of it are read (JobTooBig)."""
+    carry, read = b"", 0
+    while chunk := file.read(CHUNK):
+        read += len(chunk)
+        bodies = (carry + chunk).split(sep)
+        carry = bodies.pop()
+        if len(carry) > max_size:
+            raise JobTooBig(f"a job body is more than the maximum of {max_size} bytes")
+        yield [b for b in bodies if b], read
+    if carry:
+        yield [carry], read
+
+
+def spool(file: IO[bytes]) -> tuple[IO[bytes], int]:
+    """A pipe's whole input, read before any put: kept in memory up to SPOOLED bytes and
+    in a temporary file past them; (it, from its start, and its size). put-many's one
+    transaction then lasts as long as its puts, not as long as the pipe's writer takes
+    (on a file, a transaction open that long would hold back every worker's writes)."""
+    spooled: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOLED)  # noqa: SIM115
+    shutil.copyfileobj(file, spooled, CHUNK)
+    size = spooled.tell()
+    spooled.seek(0)
+    return spooled, size
+
+
+def input_size(file: IO[bytes]) -> int | None:
+    """The bytes left in ``file`` when it is a regular file (a path, or stdin redirected
+    from one); None for a pipe or a terminal, whose end is not known beforehand."""
+    try:
+        info = os.fstat(file.fileno())
+        return info.st_size - file.tell() if stat.S_ISREG(info.st_mode) else None
+    except (OSError, ValueError):  # no descriptor (a test's BytesIO), or not seekable
+        return None

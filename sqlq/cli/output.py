@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
 import click
@@ -142,3 +142,51 @@ def emit(value: Any, as_json: bool = False, *, raw: bool = False, text: str | No
                 click.echo(_aligned((str(k), display_text(str(v))) for k, v in item.items()))
             else:
                 click.echo(display_text(str(item)))
+
+
+class IdRuns:
+    """Ids in the order they came, held as runs of consecutive ids (``put-many``'s: a
+    transaction's ids mostly follow each other), so ten million of them take a few
+    bytes, not hundreds of megabytes."""
+
+    def __init__(self) -> None:
+        self.runs: list[list[int]] = []  # [first, last]
+        self.count = 0
+
+    def extend(self, ids: Sequence[int]) -> None:
+        """Add the ids of one put_many, which ascend: first to last without a gap is one
+        run, added in one step."""
+        if ids and ids[-1] - ids[0] == len(ids) - 1:
+            self._add(ids[0], ids[-1])
+        else:
+            for i in ids:
+                self._add(i, i)
+        self.count += len(ids)
+
+    def _add(self, first: int, last: int) -> None:
+        if self.runs and self.runs[-1][1] == first - 1:
+            self.runs[-1][1] = last
+        else:
+            self.runs.append([first, last])
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[int]:
+        for first, last in self.runs:
+            yield from range(first, last + 1)
+
+
+def emit_ids(ids: IdRuns, as_json: bool) -> None:
+    """Print ids as ``emit`` prints a list of ``{"id": ...}``: one per line, as a number
+    or a JSON object; written in blocks, never built whole."""
+    out = sys.stdout
+    block: list[str] = []
+    for i in ids:
+        block.append(f'{{"id": {i}}}' if as_json else str(i))
+        if len(block) == 10_000:
+            out.write("\n".join(block) + "\n")
+            block.clear()
+    if block:
+        out.write("\n".join(block) + "\n")
+    out.flush()

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..backends import Backend
     from ..backends.store import Store
     from ..control import Progress
-    from ..model import Job, Put
+    from ..model import Job, OnProgress, Put
     from ..throughput import Minute
 
 _NO_SPAN: AbstractContextManager[None] = nullcontext()
@@ -242,17 +242,18 @@ class Operations:
         return decide(job_id, outcome, issued)
 
 
-def copy_between(source: Backend, target: Backend, page: int
-                 ) -> tuple[dict[str, int], int] | None:
+def copy_between(source: Backend, target: Backend, page: int,
+                 progress: OnProgress | None = None) -> tuple[dict[str, int], int] | None:
     """Copy every job and all queue state from ``source`` into the empty ``target``
-    (``Store.copy_from``): one transaction on each side, a consistent source and an
-    all-or-nothing target. The one verb on two backends: the dispatcher runs a verb on
-    one, so the source's snapshot is opened here and read from inside the target's
-    verb. None, with nothing written, when the target holds anything."""
+    (``Store.copy_from``, which calls ``progress`` after each page of jobs): one
+    transaction on each side, a consistent source and an all-or-nothing target. The
+    one verb on two backends: the dispatcher runs a verb on one, so the source's
+    snapshot is opened here and read from inside the target's verb. None, with nothing
+    written, when the target holds anything."""
     with source.transaction() as source_conn:
         source.store.copying.begin_snapshot(source_conn)
         copied: tuple[dict[str, int], int] | None = Dispatcher(target, now_ms).run(
-            COPY, target.store.copy_from, source.store, source_conn, page)
+            COPY, target.store.copy_from, source.store, source_conn, page, progress)
         return copied
 
 

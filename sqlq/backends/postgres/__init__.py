@@ -32,6 +32,7 @@ from contextlib import AbstractContextManager
 from typing import Any, TypeVar, cast
 
 from ...horizon import Horizon
+from ...model import OnProgress
 from ..base import Backend, Conn, Durability, Notifier
 from . import pooling
 from .db import Connection, Database
@@ -119,14 +120,17 @@ class PostgresBackend(Backend):
 
     # -- operations --------------------------------------------------------------------------
 
-    def maintain(self) -> dict[str, Any]:
+    def maintain(self, progress: OnProgress | None = None) -> dict[str, Any]:
         """Vacuum the hot table and report dead rows and the oldest snapshot holding this
         database's horizon, which keeps deleted jobs from being cleaned up (docs:
-        long-transactions)."""
+        long-transactions). ``progress(steps done, fraction)`` after each of the two
+        steps (the vacuum, the look)."""
         store = self.store
+        step = progress or (lambda done, fraction: None)
 
         def look(c: Conn) -> dict[str, Any]:
             c.execute(store.Q["vacuum_jobs"])  # autocommit: VACUUM runs outside a transaction
+            step(1, 1 / 2)
             report: dict[str, Any] = {"db": self.location}
             for table, live, dead, vacuumed in c.execute(store.Q["table_health"]):
                 report[f"{table}-rows"] = live
@@ -135,6 +139,7 @@ class PostgresBackend(Backend):
             holder = self._xmin.look(c, self._clock()).holder
             report["oldest-transaction"] = None if holder is None else (
                 f"{holder.seconds:.1f} s, {holder.name} ({holder.kind}), {holder.detail}")
+            step(2, 1.0)
             return report
 
         return self.db.read(look)

@@ -261,10 +261,19 @@ class PostgresLimits(LimitStore):
 
 
 class PostgresCopying(CopyStore):
-    """An export reads one snapshot only if its transaction asks for it."""
+    """An export reads one snapshot only if its transaction asks for it; jobs are
+    imported a page a statement (``import_job``: a statement trigger counts puts)."""
 
     def begin_snapshot(self, conn: Any) -> None:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+
+    def import_rows(self, conn: Any, kind: str, rows: Sequence[Sequence[Any]]) -> None:
+        if kind != "job":
+            super().import_rows(conn, kind, rows)
+        elif rows:
+            columns = zip(*rows, strict=True)
+            conn.execute(Q["import_job"], dict(zip(self.COPIED["job"], map(list, columns),
+                                                   strict=True)))
 
 
 class PostgresStore(Store):

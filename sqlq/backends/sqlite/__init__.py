@@ -22,7 +22,9 @@ The same files as ``postgres/``, each concern under the same name, and two of it
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -37,6 +39,7 @@ from .wakeup import make_notifier
 
 if TYPE_CHECKING:
     from ...horizon import Horizon
+    from ...model import OnProgress
 
 T = TypeVar("T")
 
@@ -109,15 +112,20 @@ class SQLiteBackend(Backend):
 
     # -- operations --------------------------------------------------------------------------
 
-    def maintain(self) -> dict[str, Any]:
+    def maintain(self, progress: OnProgress | None = None) -> dict[str, Any]:
         """Checkpoint the WAL into the file (and truncate it), check the file, and report
-        its size: deleted jobs' pages are reused, so the file stays bounded under churn."""
+        its size: deleted jobs' pages are reused, so the file stays bounded under churn.
+        ``progress(steps done, fraction)`` after each of the three steps."""
         store = self.store
+        step = progress or (lambda done, fraction: None)
 
         def look(c: Conn) -> dict[str, Any]:
             busy, _, moved = c.execute(store.Q["checkpoint"]).fetchall()[0]
+            step(1, 1 / 3)
             c.execute(store.Q["optimize"]).fetchall()
+            step(2, 2 / 3)
             page_size, pages, free, check = c.execute(store.Q["file_health"]).fetchall()[0]
+            step(3, 1.0)
             return {
                 "checkpoint": "done" if not busy else "partial (readers were active)",
                 "wal-frames-checkpointed": moved,
@@ -132,13 +140,36 @@ class SQLiteBackend(Backend):
     def horizon(self, now: int) -> Horizon:
         return self._wal.look(now)
 
-    def snapshot_into(self, path: str) -> bool:
+    def snapshot_into(self, path: str, progress: OnProgress | None = None) -> bool:
         """``VACUUM INTO`` path: one read transaction's view of the file, compact, through
         either driver; writers are not held up (a WAL reader blocks no one). Measured
-        against the online backup API in docs/operations.md#backups."""
+        against the online backup API in docs/operations.md#backups. One statement, so
+        its progress is the copy's size, looked at ten times a second from a thread,
+        against the pages in use (``used_bytes``)."""
         store = self.store
         query = store.Q["vacuum_into"]
-        self.db.outside_transaction(lambda c: c.execute(query, {"path": path}).fetchall())
+        if progress is None:
+            self.db.outside_transaction(lambda c: c.execute(query, {"path": path}).fetchall())
+            return True
+        used = self.db.outside_transaction(
+            lambda c: c.execute(store.Q["used_bytes"]).fetchall())[0][0]
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.wait(0.1):
+                with contextlib.suppress(OSError):
+                    size = os.path.getsize(path)
+                    progress(size, min(size / max(used, 1), 1.0))
+
+        watcher = threading.Thread(target=watch, name="sqlq-backup-progress", daemon=True)
+        watcher.start()
+        try:
+            self.db.outside_transaction(lambda c: c.execute(query, {"path": path}).fetchall())
+        finally:
+            stop.set()
+            watcher.join()
+        size = os.path.getsize(path)
+        progress(size, 1.0)
         return True
 
     def check_integrity(self) -> str | None:

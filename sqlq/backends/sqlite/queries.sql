@@ -480,7 +480,9 @@ INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms
 VALUES (:name, :paused_until, :pause_ms, :concurrency, :rate, :rate_ms);
 
 -- name: export_result
-SELECT job_id, result, expires_at FROM sqlq_results ORDER BY job_id;
+-- A page at a time past :after, as export_job (a result is up to the max job size).
+SELECT job_id, result, expires_at FROM sqlq_results WHERE job_id > :after ORDER BY job_id
+ LIMIT (SELECT :limit);
 
 -- name: import_result
 INSERT INTO sqlq_results (job_id, result, expires_at) VALUES (:job_id, :result, :expires_at);
@@ -525,6 +527,12 @@ SELECT page_size + 24 FROM pragma_page_size;
 -- empty file :path (writers go on meanwhile: WAL readers block no one). Compact (free
 -- pages left out), and one statement in either driver; runs outside a transaction.
 VACUUM INTO :path;
+
+-- name: used_bytes
+-- sqlq backup's progress bar: about what VACUUM INTO writes (the pages in use).
+SELECT (SELECT page_size FROM pragma_page_size)
+       * ((SELECT page_count FROM pragma_page_count)
+          - (SELECT freelist_count FROM pragma_freelist_count));
 
 -- name: integrity_check
 -- sqlq backup: SQLite's full check of a copy, "ok" or the first problem it finds.
@@ -820,7 +828,10 @@ INSERT INTO sqlq_edges (parent, child)
 SELECT p.value, c.value FROM json_each(:parents) AS p, json_each(:children) AS c;
 
 -- name: export_edge
-SELECT parent, child FROM sqlq_edges ORDER BY parent, child;
+-- A page at a time past the edge (:parent, :child), in primary-key order: a fan-in of a
+-- million jobs is a million edges.
+SELECT parent, child FROM sqlq_edges WHERE (parent, child) > (:parent, :child)
+ ORDER BY parent, child LIMIT (SELECT :limit);
 
 -- name: import_edge
 INSERT INTO sqlq_edges (parent, child) VALUES (:parent, :child);

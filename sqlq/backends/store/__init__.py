@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import DatabaseError
 from .claims import ClaimStore
 from .control import ControlStore
-from .copying import COPIED, CopyStore
+from .copying import COPIED, PAGED, CopyStore
 from .deps import DependencyStore
 from .history import HistoryStore
 from .jobs import JobStore
@@ -43,7 +43,7 @@ from .workers import WorkerStore
 REPLACE_TRIES = 10
 
 if TYPE_CHECKING:
-    from ...model import ClaimRow, JobRow, Put
+    from ...model import ClaimRow, JobRow, OnProgress, Put
     from ..conn import Conn
 
 __all__ = ["ClaimStore", "ControlStore", "CopyStore", "DependencyStore", "HistoryStore",
@@ -157,26 +157,33 @@ class Store:
             return []
         return self.put(conn, now, put, (body,))
 
-    def copy_from(self, conn: Conn, source: Store, source_conn: Conn, page: int
-                  ) -> tuple[dict[str, int], int] | None:
+    def copy_from(self, conn: Conn, source: Store, source_conn: Conn, page: int,
+                  progress: OnProgress | None = None) -> tuple[dict[str, int], int] | None:
         """Copy every job and all queue state from ``source`` (read on ``source_conn``,
         inside its snapshot) into this empty database: (rows copied by kind, the id
         counter it goes on from); None, writing nothing, when this one holds anything.
-        Jobs go ``page`` at a time (bodies are up to the max job size each)."""
+        Jobs, edges and results go ``page`` rows at a time (PAGED), so the copy holds one
+        page whatever the size. ``progress(jobs copied, fraction)`` after each page of
+        jobs: the fraction is of the id range, as jobs go in id order (a count would
+        read the whole table once more)."""
         if self.views.count_everything(conn):
             return None
-        counts: dict[str, int] = {}
-        after = 0
-        while rows := source.copying.export_rows(source_conn, "job", after, page):
-            self.copying.import_rows(conn, "job", rows)
-            counts["job"] = counts.get("job", 0) + len(rows)
-            after = rows[-1][0]
-        for kind in COPIED:
-            if kind != "job":
-                rows = source.copying.export_rows(source_conn, kind)
-                self.copying.import_rows(conn, kind, rows)
-                counts[kind] = len(rows)
         total_jobs = source.jobs.total_jobs(source_conn)
+        counts: dict[str, int] = {}
+        first = None
+        for kind in COPIED:
+            counts[kind] = 0
+            after = None
+            keys = len(PAGED.get(kind, ()))
+            while rows := source.copying.export_rows(source_conn, kind, after, page):
+                self.copying.import_rows(conn, kind, rows)
+                counts[kind] += len(rows)
+                if not keys:
+                    break
+                after = rows[-1][:keys]
+                if kind == "job" and progress is not None:
+                    first = rows[0][0] if first is None else first
+                    progress(counts[kind], (rows[-1][0] - first + 1) / (total_jobs - first + 1))
         self.copying.set_total_jobs(conn, total_jobs)
         return counts, total_jobs
 

@@ -21,6 +21,13 @@ COPIED: dict[str, tuple[str, ...]] = {
     "periodic": ("name", "last_slot", "enqueued_at"),
 }
 
+#: The kinds that may hold millions of rows, read a page at a time in key order, with
+#: the parameters that name the last row's key (its first columns): a copy holds one
+#: page, never a whole table. The others (tubes, subscriptions, periodic slots) are a
+#: few rows, read at once.
+PAGED: dict[str, tuple[str, ...]] = {"job": ("after",), "edge": ("parent", "child"),
+                                     "result": ("after",)}
+
 
 class CopyStore:
     """Export and import of every kind of row (COPIED)."""
@@ -35,12 +42,16 @@ class CopyStore:
         """Make the reads of the transaction just begun on conn see one snapshot (SQLite's
         transactions always do)."""
 
-    def export_rows(self, conn: Conn, kind: str, after: int = 0, limit: int = 500
-                    ) -> list[tuple[Any, ...]]:
-        """Rows of one kind of COPIED; jobs a page at a time (ids above ``after``)."""
-        if kind == "job":
-            return list(conn.execute(self.Q["export_job"], {"after": after, "limit": limit}))
-        return list(conn.execute(self.Q[f"export_{kind}"]))
+    def export_rows(self, conn: Conn, kind: str, after: Sequence[Any] | None = None,
+                    limit: int = 500) -> list[tuple[Any, ...]]:
+        """Rows of one kind of COPIED: of a PAGED kind, up to ``limit`` past the row whose
+        key is ``after`` (None: from the first); of the others, all."""
+        keys = PAGED.get(kind)
+        if keys is None:
+            return list(conn.execute(self.Q[f"export_{kind}"]))
+        params: dict[str, Any] = dict(zip(keys, after or (0,) * len(keys), strict=True))
+        params["limit"] = limit
+        return list(conn.execute(self.Q[f"export_{kind}"], params))
 
     def import_rows(self, conn: Conn, kind: str, rows: Sequence[Sequence[Any]]) -> None:
         """Insert rows of one kind of COPIED, as export_rows gave them."""
