@@ -130,7 +130,7 @@ class AsyncJob:
                 lambda: sync.step(name, fn, *args, conn=conn, **kwargs))
         checked = check_name(name)
         lease_of(sync)
-        found = await self.aq.call_in_thread(lambda: sync._recorded(STEP, checked))
+        found = await self.aq.call_in_thread(lambda: sync._recorded(STEP, checked, room=True))
         if found is not MISSING:
             return found
         value = fn(*args, **kwargs)

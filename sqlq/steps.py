@@ -163,14 +163,14 @@ class Durable:
             return self._step_in(conn, lease, name, fn, args, kwargs)  # type: ignore[no-any-return]
         if inspect.iscoroutinefunction(fn):
             return self._step_async(name, fn, args, kwargs)  # type: ignore[return-value]
-        value = self._recorded(STEP, name)
+        value = self._recorded(STEP, name, room=True)
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
         return self._keep(STEP, name, fn(*args, **kwargs))  # type: ignore[no-any-return]
 
     async def _step_async(self, name: str, fn: Callable[..., Awaitable[Any]],
                           args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        value = self._recorded(STEP, name)
+        value = self._recorded(STEP, name, room=True)
         if value is not MISSING:
             return value
         return self._keep(STEP, name, await fn(*args, **kwargs))
@@ -256,10 +256,17 @@ class Durable:
                                  in self._queue.views.steps(self.id)}
         return done
 
-    def _recorded(self, kind: int, name: str) -> Any:
-        """The value recorded for (kind, name), decoded, or MISSING."""
-        found = self._loaded().get((kind, name))
-        return MISSING if found is None else json.loads(found[0])
+    def _recorded(self, kind: int, name: str, *, room: bool = False) -> Any:
+        """The value recorded for (kind, name), decoded, or MISSING; ``room``: JobTooBig
+        if it is missing and the job keeps MAX_STEPS rows already (before its fn runs)."""
+        done = self._loaded()
+        found = done.get((kind, name))
+        if found is not None:
+            return json.loads(found[0])
+        if room and len(done) >= MAX_STEPS:
+            raise JobTooBig(f"job {self.id} has {len(done)} steps and cursors, the most a job "
+                            f"keeps; {name!r} is not run")
+        return MISSING
 
     def _keep(self, kind: int, name: str, value: Any, lease: int | None = None) -> Any:
         """Record ``value`` under the lease; the value kept (a step recorded already keeps

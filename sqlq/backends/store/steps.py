@@ -35,7 +35,7 @@ class StepStore:
 
     def _find(self, conn: Conn, job_id: int, kind: int, name: str) -> tuple[str, int] | None:
         row = one(conn, self.Q["find_step"], {"id": job_id, "kind": kind, "name": name})
-        return None if row is None else (str(row[0]), int(row[1]))
+        return None if row is None else (_text(row[0]), int(row[1]))
 
     def _insert(self, conn: Conn, now: int, job_id: int, kind: int, name: str, value: str,
                 count: int, most: int) -> int:
@@ -78,7 +78,7 @@ class StepStore:
     def load(self, conn: Conn, job_id: int) -> list[tuple[int, str, str, int]]:
         """(kind, name, value as JSON, when) of each of a job's rows: steps in the order
         they finished, then cursors."""
-        return [(int(r[0]), str(r[1]), str(r[2]), int(r[3]))
+        return [(int(r[0]), _text(r[1]), _text(r[2]), int(r[3]))
                 for r in conn.execute(self.Q["job_steps"], {"id": job_id})]
 
     def snooze(self, conn: Conn, now: int, job_id: int, lease: int, delay_ms: int) -> None:
@@ -87,6 +87,12 @@ class StepStore:
         and release are not counted, so the attempt number and the retry budget stay."""
         self.jobs.release(conn, now, job_id, lease, None, delay_ms)
         conn.execute(self.Q["unclaim_counts"], {"id": job_id})
+
+
+def _text(value: object) -> str:
+    """A text column as str: an application's psycopg connection to a SQL_ASCII database
+    reads text as bytes (sqlq's own connections ask for UTF8)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _room(job_id: int, name: str, count: int, most: int) -> None:
