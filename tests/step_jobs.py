@@ -75,7 +75,8 @@ def five_steps(path: str, pause: float) -> None:
     """Five steps, each a short piece of work that appends its line when it completes."""
     job = _job()
     for name in FIVE:
-        job.step(name, _slow_append, path, f"{job.id} {name}", pause)
+        job.step(name, _slow_append, path, f"ran {job.id} {name}", pause)
+        _append(path, f"kept {job.id} {name}")  # step returned: its record is committed
 
 
 def _slow_append(path: str, line: str, pause: float) -> None:
@@ -109,13 +110,18 @@ def _ledger(tx: sqlq.Transaction, job_id: int, name: str, pause: float) -> None:
 @q.task(tube="chaos", retries=1000, backoff=0.01, ttr=60)
 def import_rows(path: str, rows: int, every: int) -> None:
     """An import of ``rows`` rows resuming at its cursor: each row processed appends its
-    number (in batches: a row is written before the cursor that passes it is saved)."""
+    line ("<n>;"), in batches of ``every``: a batch is written (fsync'ed) before the
+    cursor that passes it is saved."""
     job = _job()
     start = job.cursor("row", 0)
-    with open(path, "a") as out:
+    with open(path, "a+") as out:
+        if out.tell():  # a run cut mid-line leaves a fragment (no ";"): end its line
+            out.seek(out.tell() - 1)
+            if out.read(1) != "\n":
+                out.write("\n")
         for first in range(start, rows, every):
             last = min(first + every, rows)
-            out.write("".join(f"{n}\n" for n in range(first, last)))
+            out.write("".join(f"{n};\n" for n in range(first, last)))
             out.flush()
             os.fsync(out.fileno())
             job.save_cursor("row", last)

@@ -41,6 +41,7 @@ def test_a_retried_task_skips_the_steps_it_finished(q: sqlq.Queue, db_url: str,
     assert lines(calls) == [f"{jid} a", f"{jid} b"]  # once each, across two runs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("concurrency", ["1", "2"])  # the worker, the event-loop worker
 def test_a_snoozed_task_comes_back_without_an_attempt_counted(
         q: sqlq.Queue, db_url: str, tmp_path: Path, concurrency: str) -> None:
@@ -66,6 +67,7 @@ def test_an_async_task_awaits_its_step(q: sqlq.Queue, db_url: str, tmp_path: Pat
     assert lines(calls) == [f"{jid} awaited"]
 
 
+@pytest.mark.slow
 def test_a_command_skips_the_steps_an_earlier_run_did(q: sqlq.Queue, db_url: str,
                                                       tmp_path: Path) -> None:
     calls, once = tmp_path / "calls", tmp_path / "failed-once"
@@ -82,6 +84,7 @@ def test_a_command_skips_the_steps_an_earlier_run_did(q: sqlq.Queue, db_url: str
     assert lines(calls) == ["one", "two", "three"]
 
 
+@pytest.mark.slow
 def test_sqlq_step_records_only_under_the_live_lease(q: sqlq.Queue, db_url: str) -> None:
     jid = q.put(b"x")
     job = q.reserve(timeout=0)
