@@ -212,7 +212,9 @@ class Durable:
             >>> job.save_cursor("row", n)
         """
         name = check_name(name)
-        self._keep(CURSOR, name, value, self._lease())
+        kept, at = self._queue.verbs.record_step(self.id, self._lease(), CURSOR, name,
+                                                 encode(value, name), MAX_STEPS)
+        self._loaded()[(CURSOR, name)] = (kept, at)
 
     def snooze(self, seconds: float) -> None:
         """Give the job back, ready again after ``seconds``, as if this run had not been
@@ -268,12 +270,11 @@ class Durable:
                             f"keeps; {name!r} is not run")
         return MISSING
 
-    def _keep(self, kind: int, name: str, value: Any, lease: int | None = None) -> Any:
+    def _keep(self, kind: int, name: str, value: Any) -> Any:
         """Record ``value`` under the lease; the value kept (a step recorded already keeps
         its first), decoded."""
-        text = encode(value, name)
-        kept, at = self._queue.verbs.record_step(
-            self.id, self._lease() if lease is None else lease, kind, name, text, MAX_STEPS)
+        kept, at = self._queue.verbs.record_step(self.id, self._lease(), kind, name,
+                                                 encode(value, name), MAX_STEPS)
         self._loaded()[(kind, name)] = (kept, at)
         return json.loads(kept)
 
