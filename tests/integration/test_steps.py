@@ -114,3 +114,21 @@ def test_sqlq_step_needs_a_job_and_a_command(db_url: str) -> None:
     assert no_job.returncode == 2 and "no job" in no_job.stderr
     no_command = _sqlq(db_url, "step", "s", env={"SQLQ_JOB_ID": "1", "SQLQ_LEASE": "1"})
     assert no_command.returncode == 2 and "COMMAND" in no_command.stderr
+
+
+def test_the_dashboards_job_page_shows_steps_and_cursors(q: sqlq.Queue) -> None:
+    from tests.dashboard_client import running
+
+    jid = q.put(b"x")
+    job = q.reserve(timeout=0)
+    assert job is not None
+    job.step("charge <card>", lambda: {"receipt": "r-1"})
+    job.save_cursor("row", 1234)
+    plain = q.put(b"y")
+    with running(q) as client:
+        page = client.get(f"/job?id={jid}").text
+        other = client.get(f"/job?id={plain}").text
+    steps = page[page.index('id="steps"'):]
+    assert "charge &lt;card&gt;" in steps and "{&#34;receipt&#34;: &#34;r-1&#34;}" in steps
+    assert "row <small class=\"muted\">cursor</small>" in steps and "1234" in steps
+    assert 'id="steps"' not in other
