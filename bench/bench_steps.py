@@ -39,7 +39,8 @@ def timed(n: int, op: Callable[[int], object]) -> tuple[float, float]:
     return times[len(times) // 2], times[min(len(times) - 1, int(0.99 * len(times)))]
 
 
-def measure(location: str, saves: int, steps: int, **options: str) -> dict[str, tuple[float, float]]:
+def measure(location: str, saves: int, steps: int,
+            **options: str) -> dict[str, tuple[float, float]]:
     with sqlq.Queue(location, **options) as q:  # type: ignore[arg-type]
         q.put(b"job", ttr=3600)
         job = q.reserve(timeout=0)

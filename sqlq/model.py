@@ -140,7 +140,9 @@ class Job(Durable):
 
     __slots__ = ("_queue", "id", "tube", "body", "priority", "ttr", "state", "reserves",
                  "timeouts", "releases", "buries", "kicks", "lease", "created_at",
-                 "delay_until", "reserved_until", "bury_reason", "unique_key", "delay", "trace")
+                 "delay_until", "reserved_until", "bury_reason", "unique_key", "delay", "trace",
+                 "_done", "_snoozed")
+    _queue: Settles
 
     def __init__(self, queue: Settles, *, id: int, tube: str, body: bytes, priority: int,
                  ttr_ms: int, state: str, reserves: int = 0, timeouts: int = 0,

@@ -121,9 +121,7 @@ class Durable:
     """A :class:`~sqlq.Job`'s steps, cursors and snooze (see the module docstring). A
     handle loads its job's rows once, at its first ``step``, ``cursor`` or ``steps``."""
 
-    __slots__ = ("_done", "_snoozed")
-
-    # The Job's own (model.py).
+    # The Job's own (model.py), in its __slots__: this class adds methods, no storage.
     id: int
     lease: int | None
     state: str

@@ -53,11 +53,11 @@ from typing import Any, TypeVar
 from .. import control, tracing
 from ..asynchandles import AsyncJob
 from ..asyncq import AsyncQueue
-from ..steps import snoozed
 from ..attempts import TIMED_OUT
 from ..errors import Disconnected
 from ..model import Job
 from ..queue import Queue
+from ..steps import snoozed
 from . import runner
 from .cancel import CancelCheck, log_cancelled
 from .handling import JobHandling
