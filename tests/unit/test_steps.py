@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -302,3 +303,42 @@ def test_sqlq_copy_moves_steps_and_cursors(db_url: str, tmp_path: Path) -> None:
         assert job.cursor("row") == 41
         job.delete()  # its steps go with it (the count came along)
         assert copied.views.steps(jid) == [] and copied.views.steps(other) == []
+
+
+@pytest.mark.postgres_only
+@pytest.mark.pg_fresh  # it makes a table
+def test_on_postgresql_no_claim_takes_the_job_while_its_step_commits(db_url: str) -> None:
+    """The lease is checked with the job's row locked to the commit: a claim after the
+    TTR ran out (while the step's work still runs) skips the job, so nobody else can run
+    the step meanwhile; the record commits, then the job is claimable again."""
+    import threading
+
+    with sqlq.Queue(db_url) as queue, sqlq.Queue(db_url) as other:
+        with queue.transaction() as tx:
+            tx.execute("CREATE TABLE ledger (n INTEGER)")
+        jid = queue.put(b"x", ttr=1)
+        job = _reserve(queue)
+        working, claimed = threading.Event(), threading.Event()
+
+        def write(tx: sqlq.Transaction) -> str:
+            working.set()
+            assert claimed.wait(30)
+            tx.execute("INSERT INTO ledger VALUES (1)")
+            return "once"
+
+        looks: list[object] = []
+
+        def claim() -> None:
+            assert working.wait(30)
+            time.sleep(1.2)  # past the job's TTR
+            looks.append(other.reserve(timeout=0))
+            claimed.set()
+
+        thread = threading.Thread(target=claim)
+        thread.start()
+        with queue.transaction() as tx:
+            assert job.step("write", write, tx, conn=tx) == "once"
+        thread.join()
+        assert looks == [None]
+        again = _reserve(other)  # now its lease has run out, unlocked
+        assert again.id == jid and again.step("write", lambda: "twice") == "once"
