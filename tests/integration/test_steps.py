@@ -132,3 +132,63 @@ def test_the_dashboards_job_page_shows_steps_and_cursors(q: sqlq.Queue) -> None:
     assert "charge &lt;card&gt;" in steps and "{&#34;receipt&#34;: &#34;r-1&#34;}" in steps
     assert "row <small class=\"muted\">cursor</small>" in steps and "1234" in steps
     assert 'id="steps"' not in other
+
+
+DJANGO_STEPS = """
+import sys
+
+import django
+import sqlq
+from django.conf import settings
+
+url = sys.argv[1]
+if "://" in url:
+    from psycopg.conninfo import conninfo_to_dict
+
+    d = conninfo_to_dict(url)
+    db = {"ENGINE": "django.db.backends.postgresql", "NAME": d["dbname"],
+          "USER": d.get("user", ""), "HOST": d.get("host", ""), "PORT": d.get("port", "")}
+    q = sqlq.Queue(url)
+else:
+    db = {"ENGINE": "django.db.backends.sqlite3", "NAME": url}
+    q = sqlq.Queue(url, driver="sqlite3")  # Django's SQLite is Python's sqlite3
+settings.configure(DATABASES={"default": db}, USE_TZ=True)
+django.setup()
+from django.db import connection, transaction
+
+with connection.cursor() as c:
+    c.execute("CREATE TABLE ledger (n INTEGER)")
+jid = q.put(b"x")
+job = q.reserve(timeout=0)
+
+
+def write():
+    with connection.cursor() as c:
+        c.execute("INSERT INTO ledger VALUES (1)")
+    return "written"
+
+
+try:
+    with transaction.atomic():
+        job.step("rolled back", write, conn=connection)
+        raise RuntimeError
+except RuntimeError:
+    pass
+with transaction.atomic():
+    job.step("atomic", write, conn=connection)
+job.step("autocommit", write, conn=connection)
+job.step("autocommit", write, conn=connection)
+with connection.cursor() as c:
+    c.execute("SELECT count(*) FROM ledger")
+    print([s["name"] for s in q.stats_job(jid)["steps"]], c.fetchone()[0])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.pg_fresh  # it makes a table
+def test_a_step_through_djangos_connection(db_url: str) -> None:
+    run = subprocess.run([sys.executable, "-c", DJANGO_STEPS, db_url], capture_output=True,
+                         text=True, cwd=ROOT, check=False, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "['atomic', 'autocommit'] 2"

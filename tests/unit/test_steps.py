@@ -342,3 +342,38 @@ def test_on_postgresql_no_claim_takes_the_job_while_its_step_commits(db_url: str
         assert looks == [None]
         again = _reserve(other)  # now its lease has run out, unlocked
         assert again.id == jid and again.step("write", lambda: "twice") == "once"
+
+
+@pytest.mark.pg_fresh  # it makes a table
+def test_a_step_through_sqlalchemy_commits_or_rolls_back_with_its_caller(
+        backend: str, db_url: str) -> None:
+    """An SQLAlchemy Connection or Session in a transaction of its own: the step joins
+    it, and is recorded when the caller commits (nothing when it rolls back)."""
+    import sqlalchemy as sa
+    from sqlalchemy.orm import Session
+
+    pg = is_postgres(backend)
+    queue = sqlq.Queue(db_url) if pg else sqlq.Queue(db_url, driver="sqlite3")
+    engine = sa.create_engine(db_url.replace("postgresql://", "postgresql+psycopg://", 1)
+                              if pg else f"sqlite:///{db_url}",
+                              # SQLAlchemy reads no bytes: UTF8 from a SQL_ASCII database
+                              connect_args={"client_encoding": "utf8"} if pg else {})
+    insert = sa.text("INSERT INTO ledger VALUES (1)")
+    try:
+        with queue, engine.connect() as c:
+            c.execute(sa.text("CREATE TABLE ledger (n INTEGER)"))
+            c.commit()
+            jid = queue.put(b"x")
+            job = _reserve(queue)
+            assert job.step("conn", lambda: c.execute(insert) and "c", conn=c) == "c"
+            c.rollback()
+            assert _names(queue, jid) == []
+            assert job.step("conn", lambda: c.execute(insert) and "c", conn=c) == "c"
+            c.commit()
+            with Session(engine) as s:
+                assert job.step("session", lambda: s.execute(insert) and "s", conn=s) == "s"
+                s.commit()
+            assert _names(queue, jid) == ["conn", "session"]
+            assert c.execute(sa.text("SELECT count(*) FROM ledger")).scalar() == 2
+    finally:
+        engine.dispose()
