@@ -377,3 +377,43 @@ def test_a_step_through_sqlalchemy_commits_or_rolls_back_with_its_caller(
             assert c.execute(sa.text("SELECT count(*) FROM ledger")).scalar() == 2
     finally:
         engine.dispose()
+
+
+def test_sqlq_backup_keeps_steps_and_cursors(db_url: str, tmp_path: Path) -> None:
+    with sqlq.Queue(db_url) as source:
+        jid = source.put(b"x")
+        job = _reserve(source)
+        job.step("one", lambda: [1])
+        job.save_cursor("row", 7)
+        source.backup(str(tmp_path / "backup.db"))
+    with sqlq.Queue(str(tmp_path / "backup.db")) as copied:
+        info = copied.stats_job(jid)
+        assert [s["name"] for s in info["steps"]] == ["one"]
+        assert [(c["name"], c["value"]) for c in info["cursors"]] == [("row", 7)]
+
+
+def test_an_asyncjob_awaits_an_async_step_once(db_url: str) -> None:
+    calls: list[str] = []
+
+    async def fetch(url: str) -> dict[str, str]:
+        await asyncio.sleep(0)
+        calls.append(url)
+        return {"got": url}
+
+    async def main() -> None:
+        async with sqlq.AsyncQueue(db_url) as aq:
+            jid = await aq.put(b"x")
+            job = await aq.reserve(timeout=0)
+            assert job is not None and job.id == jid
+            assert await job.step("fetch", fetch, "a") == {"got": "a"}
+            assert await job.step("fetch", fetch, "b") == {"got": "a"}
+            await job.save_cursor("at", 3)
+            assert await job.cursor("at") == 3
+            assert [s["name"] for s in job.steps] == ["fetch"]
+            await job.snooze(0)
+            again = await aq.reserve(timeout=0)
+            assert again is not None and again.reserves == 1
+            assert await again.step("fetch", fetch, "c") == {"got": "a"}
+
+    asyncio.run(main())
+    assert calls == ["a"]
