@@ -11,9 +11,10 @@
   "kept" (its fn never completed after its record was known committed) and no more
   repeats than kills; for the exactly-once steps, exactly one ledger row each.
 * A cursor import (``import_rows``): SQLQ_STEPS_IMPORT_ROWS rows (100,000 by default;
-  the figure in docs/performance.md is of a run with 1,000,000), a cursor saved every 1,000, its worker SIGKILLed 5
-  times while the cursor moves. Proven: every row processed at least once, and each
-  kill repeated at most the rows since the cursor last saved (at most 1,000).
+  docs/performance.md's figure is of a run with 1,000,000), a cursor saved every 1,000,
+  its worker SIGKILLed 5 times while the cursor moves. Proven: every row processed at
+  least once, and each kill repeated at most the rows since the cursor last saved (at
+  most 1,000).
 
 Each prints one summary line with its counts.
 """
