@@ -290,7 +290,11 @@ def verbs_of(conn: Any) -> StepVerbs:
         return conn.queue.verbs
     from .enqueue import verbs_on
 
-    return verbs_on(dbapi_connection(conn))
+    try:
+        return verbs_on(dbapi_connection(conn))
+    except TypeError:
+        raise TypeError("conn must be a sqlq.Transaction, or a sqlite3, psycopg, Django or "
+                        f"SQLAlchemy connection, not {type(conn).__name__}") from None
 
 
 def dbapi_connection(conn: Any) -> Any:

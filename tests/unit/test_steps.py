@@ -237,6 +237,18 @@ def test_a_bad_name_is_refused(q: sqlq.Queue, name: object, error: type[Exceptio
 
 
 @pytest.mark.face
+def test_a_step_on_something_that_is_no_connection_is_refused_unrun(q: sqlq.Queue) -> None:
+    q.put(b"x")
+    job = _reserve(q)
+    calls = []
+    with pytest.raises(TypeError, match="conn must be a sqlq.Transaction.* not int"):
+        job.step("s", lambda: calls.append(1), conn=42)
+    with pytest.raises(TypeError, match="plain function"):
+        job.step("s", asyncio.sleep, 0, conn=42)
+    assert calls == [] and job.steps == []
+
+
+@pytest.mark.face
 def test_a_peeked_job_has_no_lease_to_record_under(q: sqlq.Queue) -> None:
     jid = q.put(b"x")
     job = q.peek(jid)
