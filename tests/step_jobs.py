@@ -80,31 +80,37 @@ def five_steps(path: str, pause: float) -> None:
 
 
 def _slow_append(path: str, line: str, pause: float) -> None:
+    """The work (its line, durable), between two halves of a pause: a kill in the second
+    half is the crash after the work and before its record that at-least-once repeats."""
     import time
 
-    time.sleep(pause)
+    time.sleep(pause / 2)
     _append(path, line)
+    time.sleep(pause / 2)
 
 
 @q.task(tube="chaos", retries=1000, backoff=0.01, ttr=30)
-def five_steps_exactly_once(pause: float) -> None:
+def five_steps_exactly_once(path: str, pause: float) -> None:
     """Five steps whose work is a row of ``ledger`` in the queue's own database, written
-    in the step's transaction (step(conn=tx)): each committed at most once."""
+    in the step's transaction (step(conn=tx)): each committed at most once. Each try
+    appends "tried J S" to the side file first (tries minus rows: those a kill undid)."""
     import time
 
     job = _job()
     for name in FIVE:
         with q.transaction() as tx:
-            job.step(name, _ledger, tx, job.id, name, pause, conn=tx)
+            job.step(name, _ledger, path, tx, job.id, name, pause, conn=tx)
         time.sleep(pause)
 
 
-def _ledger(tx: sqlq.Transaction, job_id: int, name: str, pause: float) -> None:
+def _ledger(path: str, tx: sqlq.Transaction, job_id: int, name: str, pause: float) -> None:
     import time
 
-    time.sleep(pause)
+    _append(path, f"tried {job_id} {name}")
+    time.sleep(pause / 2)
     mark = "%s" if "://" in q.path else "?"  # the backend's own parameter style
     tx.execute(f"INSERT INTO ledger (job_id, step) VALUES ({mark}, {mark})", (job_id, name))
+    time.sleep(pause / 2)  # a kill here rolls the row back with the step's record
 
 
 @q.task(tube="chaos", retries=1000, backoff=0.01, ttr=60)
