@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..conn import Conn
     from .jobs import JobStore
 
+
 class StepStore:
     """Steps and cursors; ``jobs`` explains a lost lease and releases a snoozed job."""
 
