@@ -4,9 +4,10 @@
   ``five_steps`` (each step's work appends "ran J S" to a side file, fsync'ed, and the
   task appends "kept J S" once ``step`` returned: the record committed) and of
   ``five_steps_exactly_once`` (each step's work is a row of a ``ledger`` table in the
-  queue's own database, written in the step's transaction: ``step(conn=tx)``). Workers
-  (``sqlq work --in-process``: the process that runs the task) are killed at random
-  moments, then one worker drains the queue. Proven: no job lost (every step of every
+  queue's own database, written in the step's transaction: ``step(conn=tx)``). A
+  worker (``sqlq work --in-process``: the process that runs the task) is started, and
+  killed at a random moment once it is at work, again and again; then one worker
+  drains the queue. Proven: no job lost (every step of every
   job done, the queue empty); for the at-least-once steps, no "ran" after that step's
   "kept" (its fn never completed after its record was known committed) and no more
   repeats than kills; for the exactly-once steps, exactly one ledger row each.
@@ -38,7 +39,7 @@ from tests.workers import Work, wait_for
 
 #: Jobs of each kind (SQLQ_STEPS_CHAOS_JOBS) and kills (SQLQ_STEPS_CHAOS_KILLS).
 JOBS = int(os.environ.get("SQLQ_STEPS_CHAOS_JOBS", "6"))
-KILLS = int(os.environ.get("SQLQ_STEPS_CHAOS_KILLS", "10"))
+KILLS = int(os.environ.get("SQLQ_STEPS_CHAOS_KILLS", "8"))
 #: Rows of the cursor import, and how many between two saves of its cursor.
 ROWS = int(os.environ.get("SQLQ_STEPS_IMPORT_ROWS", "100000"))
 EVERY = 1000
@@ -81,15 +82,27 @@ def test_five_steps_under_sigkills(db_url: str, backend: str, tmp_path: Path,
     with sqlq.Queue(db_url) as q:
         with q.transaction() as tx:
             tx.execute("CREATE TABLE ledger (job_id BIGINT NOT NULL, step TEXT NOT NULL)")
-        plain = [_put(q, five_steps, str(side), PAUSE) for _ in range(JOBS)]
-        exact = [_put(q, five_steps_exactly_once, str(side), PAUSE) for _ in range(JOBS)]
+        plain, exact = [], []
+        for _ in range(JOBS):  # interleaved: the kills fall on both kinds
+            plain.append(_put(q, five_steps, str(side), PAUSE))
+            exact.append(_put(q, five_steps_exactly_once, str(side), PAUSE))
         kills = 0
+
+        def progress() -> int:
+            return side.stat().st_size if side.exists() else 0
+
         while kills < KILLS and any(q.peek(jid) is not None for jid in plain + exact):
-            workers = [_worker(db_url, log_dir) for _ in range(2)]
-            time.sleep(rng.uniform(0.6, 1.4))  # an interpreter's start, then some steps
-            for w in workers:
-                _kill(w)
-                kills += 1
+            # A worker at work (an interpreter takes seconds to start on a loaded
+            # machine: a kill by the clock would mostly hit start-ups), killed at a
+            # random moment of a step: before, during or after its work.
+            at = progress()
+            w = _worker(db_url, log_dir)
+            wait_for(lambda at=at: progress() > at  # type: ignore[misc]
+                     or all(q.peek(jid) is None for jid in plain + exact),
+                     timeout=PATIENCE * 2, what=f"a worker at work:\n{w.text()}")
+            time.sleep(rng.uniform(0.0, 2 * PAUSE))
+            _kill(w)
+            kills += 1
         _drain(q, db_url, log_dir, plain + exact)
         with q.transaction() as tx:
             ledger = collections.Counter((int(j), str(s)) for j, s in
