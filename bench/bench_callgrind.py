@@ -24,7 +24,9 @@ start-up (the interpreter, imports, the migrations) subtracted out. Workloads:
   parent's delete releases the child once; the child is drained last): ``fanin - cycle``
   is what a parent's release costs;
 * ``chain``: n ``put(after=previous)``, then the same drain (each delete releases the
-  next link).
+  next link);
+* ``cursor``: one job reserved, then ``job.save_cursor("row", i)`` n times (issue 40:
+  what one save costs; "a job" is a save here).
 
 With three sizes or more (``--jobs 1000,3000,10000``) each pair of neighbours gives a
 figure: equal figures mean a cost per job that does not grow with n (a release that is
@@ -56,6 +58,15 @@ def child(workload: str, jobs: int, tree: str) -> None:
 
     with tempfile.TemporaryDirectory(prefix="sqlq-callgrind-") as tmp:
         q = sqlq.Queue(str(Path(tmp) / "q.db"), durability="normal")
+        if workload == "cursor":  # issue 40: one job's cursor saved n times
+            q.put(BODY)
+            held = q.reserve(timeout=0)
+            assert held is not None
+            for i in range(jobs):
+                held.save_cursor("row", i)
+            held.delete()
+            q.close()
+            return
         if workload == "put":
             for _ in range(jobs):
                 q.put(BODY)

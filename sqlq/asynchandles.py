@@ -11,8 +11,9 @@ import operator
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from .model import JOB_FIELDS, Job
+from .model import JOB_FIELDS, Job, lease_of
 from .puts import Transaction
+from .steps import MISSING, STEP, check_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -109,6 +110,38 @@ class AsyncJob:
     touch = sync_verb(Job.touch)
     progress = sync_verb(Job.progress)
     complete = sync_verb(Job.complete, pokes=True)
+    cursor = sync_verb(Job.cursor)
+    save_cursor = sync_verb(Job.save_cursor)
+    snooze = sync_verb(Job.snooze, pokes=True)
+
+    async def step(self, name: str, fn: Callable[..., T], /, *args: Any, conn: Any = None,
+                   **kwargs: Any) -> Any:
+        """:meth:`sqlq.Job.step`, awaited: an ``async def`` fn is awaited on this loop (a
+        plain one is called here too), its value recorded in the AsyncQueue's thread.
+        With ``conn`` (a plain function), the step runs in that thread, in the
+        transaction on ``conn``.
+
+        Examples:
+            >>> receipt = await job.step("charge", payments.charge, order_id)
+        """
+        sync = self.sync
+        if conn is not None:
+            return await self.aq.call_in_thread(
+                lambda: sync.step(name, fn, *args, conn=conn, **kwargs))
+        checked = check_name(name)
+        lease_of(sync)
+        found = await self.aq.call_in_thread(lambda: sync._recorded(STEP, checked, room=True))
+        if found is not MISSING:
+            return found
+        value = fn(*args, **kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+        return await self.aq.call_in_thread(lambda: sync._keep(STEP, checked, value))
+
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        """The Job's ``steps`` (loaded in the calling thread if no step was awaited yet)."""
+        return self.sync.steps
 
 
 def _read_through(name: str) -> property:

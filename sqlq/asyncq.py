@@ -535,6 +535,7 @@ class AsyncViews:
     links = awaited_read(Views.links)
     tubes = awaited_read(Views.tubes)
     stats = awaited_read(Views.stats)
+    steps = awaited_read(Views.steps)
     stats_tube = awaited_read(Views.stats_tube)
     tube_record = awaited_read(Views.tube_record)
     stats_job = awaited_read(Views.stats_job)

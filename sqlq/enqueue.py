@@ -26,7 +26,7 @@ from .verbs import Verbs
 from .verbs.dispatch import OnConnection
 
 
-def _verbs(conn: Any) -> Verbs:
+def verbs_on(conn: Any) -> Verbs:
     """The verbs on the application's connection, in its transaction (its driver's)."""
     driver = for_connection(conn)
     return Verbs(OnConnection(functools.partial(driver.run, conn), now_ms), driver.STORE)
@@ -53,7 +53,7 @@ def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
         SchemaError: the database has no sqlq schema (or a newer one).
         DatabaseError: the database refused the write.
     """
-    verbs = _verbs(conn)
+    verbs = verbs_on(conn)
     data = check_body(body, max_job_size)
     return verbs.put(describe_put(tube, priority, delay, ttr, unique_key, after, on_conflict),
                      data)
@@ -67,11 +67,11 @@ def put_many(conn: Any, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TU
 
     Same transaction rules and arguments as :func:`put`.
     """
-    verbs = _verbs(conn)
+    verbs = verbs_on(conn)
     if isinstance(bodies, (bytes, str)):
         raise TypeError("bodies must be an iterable of bodies, not a single body")
     data = [check_body(b, max_job_size) for b in bodies]
     return verbs.put_many(describe_put(tube, priority, delay, ttr, None, after), data)
 
 
-__all__ = ["put", "put_many"]
+__all__ = ["put", "put_many", "verbs_on"]

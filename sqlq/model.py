@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, Protocol
 
 from .durations import MAX_SECONDS
 from .errors import InvalidTube, JobNotFound, JobTooBig
+from .steps import Durable, StepsQueue, StepVerbs
 
 READY, DELAYED, RESERVED, BURIED, WAITING = 0, 1, 2, 3, 4
 #: A job's state by its number; waiting (4): put with ``after=`` parents not yet gone.
@@ -73,7 +74,7 @@ class ClaimRow(NamedTuple):
     trace: str | None  # the producer's W3C trace context (sqlq/tracing.py), or None
 
 
-class LeaseVerbs(Protocol):
+class LeaseVerbs(StepVerbs, Protocol):
     """The verbs a reserved :class:`Job` settles through with its (valid) id and lease,
     skipping the Queue's argument checks (``verbs/contract.py``'s ``Verbs``)."""
 
@@ -85,7 +86,7 @@ class LeaseVerbs(Protocol):
     def touch(self, job_id: int, lease: int | None) -> int: ...
 
 
-class Settles(Protocol):
+class Settles(StepsQueue, Protocol):
     """What a :class:`Job` asks of the queue that reserved it: the by-id verbs its own
     verbs pass their lease to (``Queue`` offers them) and the verb contract beneath. A
     protocol here, so the job model stands below the queue that hands jobs out."""
@@ -110,13 +111,15 @@ class Settles(Protocol):
                  lease: int | None = None) -> None: ...
 
 
-class Job:
+class Job(Durable):
     """A job as returned by ``reserve`` or ``peek``.
 
     A reserved Job carries the lease of that reservation: its ``delete``,
     ``release``, ``bury``, ``touch`` and ``complete`` act only while the lease is
     live and raise :class:`sqlq.JobLost` otherwise. A peeked Job has no lease;
-    use the Queue's by-id verbs to act on it as an administrator.
+    use the Queue's by-id verbs to act on it as an administrator. A reserved Job's
+    ``step``, ``cursor``, ``save_cursor``, ``snooze`` and ``steps`` make a long job
+    resume where it stopped (sqlq/steps.py, docs/workflows.md).
 
     Attributes: ``id``, ``tube``, ``body`` (bytes), ``priority``, ``ttr`` (seconds),
     ``state`` (``ready``, ``delayed``, ``reserved``, ``buried``; ``deleted`` after
@@ -137,7 +140,9 @@ class Job:
 
     __slots__ = ("_queue", "id", "tube", "body", "priority", "ttr", "state", "reserves",
                  "timeouts", "releases", "buries", "kicks", "lease", "created_at",
-                 "delay_until", "reserved_until", "bury_reason", "unique_key", "delay", "trace")
+                 "delay_until", "reserved_until", "bury_reason", "unique_key", "delay", "trace",
+                 "_done", "_snoozed")
+    _queue: Settles
 
     def __init__(self, queue: Settles, *, id: int, tube: str, body: bytes, priority: int,
                  ttr_ms: int, state: str, reserves: int = 0, timeouts: int = 0,
@@ -166,6 +171,8 @@ class Job:
         self.unique_key = unique_key
         self.delay = delay_ms / 1000
         self.trace = trace
+        self._done = None
+        self._snoozed = False
 
     @classmethod
     def from_claim(cls, queue: Settles, row: ClaimRow) -> Job:
@@ -194,6 +201,8 @@ class Job:
         job.unique_key = row.unique_key
         job.delay = row.delay / 1000
         job.trace = row.trace
+        job._done = None
+        job._snoozed = False
         return job
 
     @classmethod

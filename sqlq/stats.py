@@ -85,8 +85,9 @@ def job_doc(read: tuple[Any, ...], now: int, job_id: int) -> dict[str, Any]:
     beanstalkd's keys, then sqlq's own about its failed runs (``failures``,
     ``last-error``, ``last-traceback``: sqlq/attempts.py), ``waiting-on``, the parents it
     still waits for (0 unless it is waiting), and its ``progress`` and
-    ``progress-message`` (sqlq/control.py; ``""`` before any)."""
-    row, last, waiting_on, progress = read
+    ``progress-message`` (sqlq/control.py; ``""`` before any), its ``steps`` and
+    ``cursors`` (sqlq/steps.py)."""
+    row, last, waiting_on, progress, steps = read
     if row is None:
         raise JobNotFound(f"job {job_id} not found")
     failures, _, last_error, last_traceback = last or (0, "", "", "")
@@ -110,4 +111,14 @@ def job_doc(read: tuple[Any, ...], now: int, job_id: int) -> dict[str, Any]:
         "failures": failures, "last-error": last_error, "last-traceback": last_traceback,
         "waiting-on": waiting_on,
         "progress": "" if value is None else value, "progress-message": message,
+        **steps_doc(steps),
     }
+
+
+def steps_doc(rows: list[tuple[int, str, str, int]]) -> dict[str, Any]:
+    """``stats_job``'s ``steps`` (each finished step: ``name``, ``finished_at`` in ms since
+    the epoch, ``value``) and ``cursors`` (``name``, ``value``, ``saved_at``): sqlq/steps.py."""
+    from .steps import rows_as_dicts
+
+    steps, cursors = rows_as_dicts(rows)
+    return {"steps": steps, "cursors": cursors}

@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 import sqlq
 
 T = TypeVar("T")
-_JOB_VERBS = frozenset({"delete", "release", "bury", "touch", "complete", "progress"})
+_JOB_VERBS = frozenset({"delete", "release", "bury", "touch", "complete", "progress", "step",
+                        "cursor", "save_cursor", "snooze"})
 
 
 class Loop:

@@ -26,6 +26,7 @@ CREATE TABLE public.sqlq_jobs (
     progress_message text,
     capped boolean,
     again boolean DEFAULT false NOT NULL,
+    steps integer DEFAULT 0 NOT NULL,
     CONSTRAINT sqlq_jobs_check CHECK (((state = 1) = (delay_until IS NOT NULL))),
     CONSTRAINT sqlq_jobs_check1 CHECK (((state = 2) = (reserved_until IS NOT NULL))),
     CONSTRAINT sqlq_jobs_priority_check CHECK (((priority >= 0) AND (priority <= '4294967295'::bigint))),
@@ -238,6 +239,14 @@ BEGIN
     RETURN NULL;
 END
 $$;
+CREATE FUNCTION public.sqlq_forget_steps() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM sqlq_steps WHERE job_id = OLD.id;
+    RETURN NULL;
+END
+$$;
 CREATE FUNCTION public.sqlq_release_children(p_parents bigint[], p_now bigint) RETURNS integer
     LANGUAGE plpgsql
     AS $$
@@ -334,6 +343,14 @@ CREATE UNLOGGED TABLE public.sqlq_server_epoch (
     started timestamp with time zone NOT NULL,
     seen_at timestamp with time zone DEFAULT now() NOT NULL
 );
+CREATE TABLE public.sqlq_steps (
+    job_id bigint NOT NULL,
+    kind smallint NOT NULL,
+    name text NOT NULL,
+    value text NOT NULL,
+    done_at bigint NOT NULL,
+    CONSTRAINT sqlq_steps_kind_check CHECK ((kind = ANY (ARRAY[0, 1])))
+);
 CREATE TABLE public.sqlq_subscriptions (
     topic text NOT NULL,
     tube text NOT NULL
@@ -391,6 +408,8 @@ ALTER TABLE ONLY public.sqlq_schema
     ADD CONSTRAINT sqlq_schema_pkey PRIMARY KEY (version);
 ALTER TABLE ONLY public.sqlq_server_epoch
     ADD CONSTRAINT sqlq_server_epoch_pkey PRIMARY KEY (started);
+ALTER TABLE ONLY public.sqlq_steps
+    ADD CONSTRAINT sqlq_steps_pkey PRIMARY KEY (job_id, kind, name);
 ALTER TABLE ONLY public.sqlq_subscriptions
     ADD CONSTRAINT sqlq_subscriptions_pkey PRIMARY KEY (topic, tube);
 ALTER TABLE ONLY public.sqlq_throughput
@@ -414,3 +433,4 @@ CREATE TRIGGER sqlq_count_events AFTER UPDATE OF buries, kicks, timeouts ON publ
 CREATE TRIGGER sqlq_count_pauses AFTER INSERT OR UPDATE OF paused_until, pause_ms ON public.sqlq_tubes FOR EACH ROW WHEN ((new.paused_until > 0)) EXECUTE FUNCTION public.sqlq_count_pauses();
 CREATE TRIGGER sqlq_count_puts AFTER INSERT ON public.sqlq_jobs REFERENCING NEW TABLE AS sqlq_new_jobs FOR EACH STATEMENT EXECUTE FUNCTION public.sqlq_count_puts();
 CREATE TRIGGER sqlq_forget_attempts AFTER DELETE ON public.sqlq_jobs FOR EACH ROW WHEN ((old.failures > 0)) EXECUTE FUNCTION public.sqlq_forget_attempts();
+CREATE TRIGGER sqlq_forget_steps AFTER DELETE ON public.sqlq_jobs FOR EACH ROW WHEN ((old.steps > 0)) EXECUTE FUNCTION public.sqlq_forget_steps();

@@ -41,6 +41,13 @@ BEGIN
     DELETE FROM sqlq_attempts WHERE job_id = old.id;
 END;
 
+-- trigger sqlq_forget_steps
+CREATE TRIGGER sqlq_forget_steps AFTER DELETE ON sqlq_jobs
+WHEN old.steps > 0
+BEGIN
+    DELETE FROM sqlq_steps WHERE job_id = old.id;
+END;
+
 -- trigger sqlq_keep_last_id
 CREATE TRIGGER sqlq_keep_last_id AFTER DELETE ON sqlq_jobs
 WHEN NOT EXISTS (SELECT 1 FROM sqlq_jobs WHERE id > old.id)
@@ -126,7 +133,7 @@ CREATE TABLE sqlq_jobs (
     trace            TEXT,                     -- W3C traceparent (\n tracestate) of its put
     progress         TEXT,                     -- JSON: a float 0-1 or a count; NULL unset
     progress_message TEXT
-);
+, steps INTEGER NOT NULL DEFAULT 0);
 
 -- table sqlq_last_id
 CREATE TABLE sqlq_last_id (
@@ -154,6 +161,16 @@ CREATE TABLE sqlq_schema (
     name       TEXT    NOT NULL,
     applied_at INTEGER NOT NULL
 );
+
+-- table sqlq_steps
+CREATE TABLE sqlq_steps (
+    job_id  INTEGER NOT NULL,   -- the job (ids are never reused)
+    kind    INTEGER NOT NULL,   -- 0 a step (written once), 1 a cursor (saved again)
+    name    TEXT    NOT NULL,
+    value   TEXT    NOT NULL,   -- JSON: a step's return value, a cursor's position
+    done_at INTEGER NOT NULL,   -- ms since the epoch: the step's commit, a cursor's last save
+    PRIMARY KEY (job_id, kind, name)
+) WITHOUT ROWID;
 
 -- table sqlq_subscriptions
 CREATE TABLE sqlq_subscriptions (
@@ -279,6 +296,7 @@ CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
 -- column sqlq_jobs: (22, 'trace', 'TEXT', 0, None, 0, 0)
 -- column sqlq_jobs: (23, 'progress', 'TEXT', 0, None, 0, 0)
 -- column sqlq_jobs: (24, 'progress_message', 'TEXT', 0, None, 0, 0)
+-- column sqlq_jobs: (25, 'steps', 'INTEGER', 1, '0', 0, 0)
 -- column sqlq_last_id: (0, 'one', 'INTEGER', 0, None, 1, 0)
 -- column sqlq_last_id: (1, 'id', 'INTEGER', 1, None, 0, 0)
 -- row sqlq_last_id: (1, 0)
@@ -288,6 +306,11 @@ CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
 -- column sqlq_results: (0, 'job_id', 'INTEGER', 0, None, 1, 0)
 -- column sqlq_results: (1, 'result', 'BLOB', 1, None, 0, 0)
 -- column sqlq_results: (2, 'expires_at', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_steps: (0, 'job_id', 'INTEGER', 1, None, 1, 0)
+-- column sqlq_steps: (1, 'kind', 'INTEGER', 1, None, 2, 0)
+-- column sqlq_steps: (2, 'name', 'TEXT', 1, None, 3, 0)
+-- column sqlq_steps: (3, 'value', 'TEXT', 1, None, 0, 0)
+-- column sqlq_steps: (4, 'done_at', 'INTEGER', 1, None, 0, 0)
 -- column sqlq_subscriptions: (0, 'topic', 'TEXT', 1, None, 1, 0)
 -- column sqlq_subscriptions: (1, 'tube', 'TEXT', 1, None, 2, 0)
 -- column sqlq_throughput: (0, 'minute', 'INTEGER', 0, None, 1, 0)

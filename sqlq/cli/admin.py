@@ -33,8 +33,17 @@ def stats(ctx: click.Context, tube: str | None, job_id: int | None, as_json: boo
     if tube is not None and job_id is not None:
         raise click.UsageError("give --tube or --job, not both")
     queue = queue_from_ctx(ctx, create=False)
-    emit(queue.stats_job(job_id) if job_id is not None else queue.stats_tube(tube)
-         if tube is not None else queue.stats(), as_json)
+    if job_id is not None:
+        doc = queue.stats_job(job_id)
+        if not as_json:  # one line each: the steps' names, the cursors' values
+            import json
+
+            doc = {**doc, "steps": ", ".join(s["name"] for s in doc["steps"]),
+                   "cursors": ", ".join(f"{c['name']}={json.dumps(c['value'])}"
+                                        for c in doc["cursors"])}
+        emit(doc, as_json)
+        return
+    emit(queue.stats_tube(tube) if tube is not None else queue.stats(), as_json)
 
 
 @cli.command()

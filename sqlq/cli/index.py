@@ -48,6 +48,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve",
         "Serve the file over the beanstalkd protocol (1.12), for clients in any language."),
     "stats": ("admin", "Show the counters of the file, of one --tube or of one --job."),
+    "step": ("steps", "Run COMMAND once per job as its step NAME: skipped when the job has it "
+             "already."),
     "subscribe": ("topics",
         "Subscribe TUBE to TOPIC: every publish to TOPIC puts a copy into TUBE."),
     "subscriptions": ("topics",

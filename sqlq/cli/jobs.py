@@ -291,8 +291,9 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str | 
     the oldest buried job. Exit 3 if there is no such job. A job put with --after
     shows the jobs it still waits for, and a job others wait for lists them (all of
     them in --json: parents, children). A job that failed under `sqlq work` also shows
-    its failed runs and the traceback of the latest, and one that reported progress
-    (job.progress, sqlq progress) its last.
+    its failed runs and the traceback of the latest, one that reported progress
+    (job.progress, sqlq progress) its last, and one with durable steps (job.step,
+    sqlq step) each finished step and each saved cursor.
 
     Example:
 
@@ -323,16 +324,22 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str | 
     from .control import progress_of, progress_text  # peek's only: not every command's
 
     progress = progress_of(queue, job.id)  # what Job.progress said, if anything
+    from .steps import steps_record, steps_text
+
+    steps = queue.views.steps(job.id)  # what its runs finished (sqlq/steps.py)
     if as_json:
         import dataclasses  # this reply's only: not every command's
 
         emit({**job_record(job), **(progress or {}), "parents": links.parents,
               "children": links.children,
-              "attempts": [dataclasses.asdict(a) for a in attempts]}, True)
+              "attempts": [dataclasses.asdict(a) for a in attempts], **steps_record(steps)},
+             True)
         return
     emit(job, text=job_text(job, links_rows(links)))
     if progress is not None:
         click.echo(f"progress: {progress_text(progress['progress'], progress['progress_message'])}")
+    if steps:
+        click.echo(steps_text(steps))
     if attempts:
         click.echo(attempts_text(attempts))
 

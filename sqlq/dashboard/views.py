@@ -192,6 +192,18 @@ class Progress(NamedTuple):
     text: str
 
 
+def steps(queue: Any, job_id: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The job's finished steps and saved cursors (sqlq/steps.py), each value as JSON
+    text cut to a line's worth for the page."""
+    from ..steps import rows_as_dicts
+
+    done, cursors = rows_as_dicts(queue.views.steps(job_id))
+    for row in (*done, *cursors):
+        text = json.dumps(row["value"])
+        row["shown"] = text if len(text) <= 200 else text[:200] + " …"
+    return done, cursors
+
+
 def progress(queue: Any, job_id: int) -> Progress | None:
     """What the job reported of its progress (stats_job), or None: none yet, or gone."""
     try:

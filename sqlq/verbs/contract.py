@@ -16,7 +16,7 @@ line per face (docs/internals.md, "Where a new verb goes").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..backends.group import Batch
@@ -47,10 +47,17 @@ KICK = Verb("kick", None, WRITE)
 KICK_JOB = Verb("kick_job", None, SHARED, single=True)
 POSTPONE = Verb("postpone", None, SHARED, single=True)
 GIVE_BACK = Verb("give_back", None, WRITE, durable=False, timed=False)
+#: A step's value or a cursor's position recorded under the job's lease (sqlq/steps.py).
+RECORD_STEP = Verb("record_step", None, SHARED)
+#: A step whose work writes in the same transaction (``job.step(conn=)``), on the
+#: application's connection (an OnConnection dispatcher) or in a Queue's transaction.
+RUN_STEP = Verb("run_step", None, WRITE)
+#: A reserved job given back for a while, its claim not counted (``job.snooze``).
+SNOOZE = Verb("snooze", SETTLE, WRITE, durable=False, ack=True)
 
 #: Every record, for tests and docs: one name, one meaning.
 VERBS = (PUT, PUT_CHECKED, PUT_MANY, PUBLISH, DELETE, RELEASE, BURY, TOUCH, COMPLETE,
-         PROGRESS, CANCEL, KICK, KICK_JOB, POSTPONE, GIVE_BACK)
+         PROGRESS, CANCEL, KICK, KICK_JOB, POSTPONE, GIVE_BACK, RECORD_STEP, RUN_STEP, SNOOZE)
 
 
 class Verbs:
@@ -134,6 +141,26 @@ class Verbs:
                  message: str | None) -> None:
         """Store a reserved job's progress (``value`` as JSON text)."""
         self.dispatch.run(PROGRESS, self.store.control.set_progress, job_id, lease, value, message)
+
+    # -- durable steps (sqlq/steps.py), under the job's lease -----------------------------------
+
+    def record_step(self, job_id: int, lease: int, kind: int, name: str, value: str,
+                    most: int) -> tuple[str, int]:
+        """Record a step's value once (or save a cursor's); (the value kept, when, ms)."""
+        kept: tuple[str, int] = self.dispatch.run(RECORD_STEP, self.store.steps.record, job_id,
+                                                  lease, kind, name, value, most)
+        return kept
+
+    def run_step(self, job_id: int, lease: int, name: str, work: Callable[[], str],
+                 most: int) -> tuple[str, int, bool]:
+        """A step's work and its record in one transaction (``StepStore.run_step``)."""
+        ran: tuple[str, int, bool] = self.dispatch.run(RUN_STEP, self.store.steps.run_step,
+                                                       job_id, lease, name, work, most)
+        return ran
+
+    def snooze(self, job_id: int, lease: int, delay_ms: int) -> None:
+        """Give a reserved job back, due in ``delay_ms``, its claim not counted."""
+        self.dispatch.run(SNOOZE, self.store.steps.snooze, job_id, lease, delay_ms)
 
     # -- an operator's -----------------------------------------------------------------------
 

@@ -47,6 +47,7 @@ TUBES = _read("tubes")
 STATS = _read("stats")
 STATS_TUBE = _read("stats_tube")
 STATS_JOB = _read("stats_job")
+STEPS = _read("steps", single=True, timed=False)
 NEXT_CHANGE = _read("next_change")
 CHANGE_TOKEN = _read("change_token", single=True, timed=False)
 OVERVIEW = _read("overview")
@@ -62,7 +63,7 @@ FAILED_GROUPS = _read("failed_groups", timed=False)
 FAILED_GROUP_JOBS = _read("failed_group_jobs", timed=False)
 
 #: Every record, for tests and docs: one name, one meaning.
-READS = (PEEK, PEEK_STATE, LINKS, TUBES, STATS, STATS_TUBE, STATS_JOB, NEXT_CHANGE,
+READS = (PEEK, PEEK_STATE, LINKS, TUBES, STATS, STATS_TUBE, STATS_JOB, STEPS, NEXT_CHANGE,
          CHANGE_TOKEN, OVERVIEW, TUBE_SUMMARY, JOB_PAGE, SEARCH, WORKERS, PERIODIC_SLOTS,
          KEPT_RESULT, JOB_TRACE, DURATIONS, FAILED_GROUPS, FAILED_GROUP_JOBS)
 
@@ -139,6 +140,15 @@ class Views:
         now = self.dispatch.clock()
         return stats.job_doc(self.dispatch.run(STATS_JOB, self.store.job_record, job_id), now,
                              job_id)
+
+    def steps(self, job_id: int) -> list[tuple[int, str, str, int]]:
+        """A job's steps and cursors: (kind, name, value as JSON, when in ms), steps in
+        the order they finished (``StepStore.load``); none for an unknown job."""
+        if not job_id_in_range(job_id):
+            return []
+        rows: list[tuple[int, str, str, int]] = self.dispatch.run(STEPS, self.store.steps.load,
+                                                                  job_id)
+        return rows
 
     def next_change(self) -> int | None:
         """When (ms) counts as of now change without a write: a delayed job comes due, a

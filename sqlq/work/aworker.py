@@ -57,6 +57,7 @@ from ..attempts import TIMED_OUT
 from ..errors import Disconnected
 from ..model import Job
 from ..queue import Queue
+from ..steps import snoozed
 from . import runner
 from .cancel import CancelCheck, log_cancelled
 from .handling import JobHandling
@@ -336,7 +337,7 @@ class AsyncWorker:
         if outcome is None:
             return
 
-        if outcome.status == "done" and outcome.result is None:
+        if outcome.status == "done" and outcome.result is None and not snoozed(job.sync):
             # Nothing to write until the next claim deletes it: no trip to the thread (the
             # run is counted in it with that claim).
             self._ran.append((job.sync, duration))

@@ -28,6 +28,7 @@ from ..attempts import BURIED, LOST, RETRIED, Attempt, worker_identity
 from ..errors import Disconnected, JobCancelled, JobLost
 from ..model import Job, check_tubes
 from ..queue import Queue
+from ..steps import snoozed
 from . import runner
 from .heartbeat import fields
 from .horizon import HorizonWatch
@@ -220,6 +221,9 @@ class JobHandling:
         success without a result; None when it was settled here (or lost)."""
         attempt = job.reserves
         self.durations.ran(job, duration)
+        if snoozed(job):
+            self.log_snoozed(job, name, duration)
+            return None
         try:
             if outcome.status == "done":
                 if outcome.result is None:
@@ -269,6 +273,12 @@ class JobHandling:
                        location=outcome.location)
 
     # -- one log line per outcome ------------------------------------------------------------
+
+    def log_snoozed(self, job: Job, name: str, duration: float) -> None:
+        """Log a run that gave its job back with ``job.snooze`` (nothing else to record)."""
+        log.info("job %d %s snoozed after %s: given back, no attempt counted", job.id, name,
+                 _ms(duration),
+                 extra=fields(job, name, duration, "snoozed"))
 
     def log_done(self, done: Done) -> None:
         """Log a job deleted (or completed) after a successful run."""

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import Disconnected, JobCancelled, JobLost
 from ..model import Job
+from ..steps import snoozed
 from .runner import kill_margin
 
 if TYPE_CHECKING:
@@ -148,6 +149,9 @@ class Heartbeat:
         """Touch the job (what :data:`TOUCH` asks) and log how it went; a job whose
         reservation was lost is touched no more."""
         job, name = self.job, self.name
+        if snoozed(job):  # given back by the task itself: nothing to keep alive
+            self.keepalive = False
+            return
         try:
             job.touch()
         except JobCancelled:

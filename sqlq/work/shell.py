@@ -1,8 +1,9 @@
 """``sqlq work -- COMMAND ARGS...``: one child process per job (rq's fork-and-kill "horse").
 
 The child gets the body on stdin and ``SQLQ_JOB_ID``, ``SQLQ_TUBE``,
-``SQLQ_ATTEMPT`` (1 on the first run) and ``SQLQ_DB`` in its environment, so a
-script can ``sqlq touch "$SQLQ_JOB_ID"`` or put follow-up jobs. Exit status 0
+``SQLQ_ATTEMPT`` (1 on the first run), ``SQLQ_LEASE`` and ``SQLQ_DB`` in its
+environment, so a script can ``sqlq touch "$SQLQ_JOB_ID"``, put follow-up jobs, or
+skip what an earlier run did with ``sqlq step NAME -- CMD``. Exit status 0
 deletes the job; anything else is a failure, retried with backoff and finally
 buried with the exit status and the last line the command wrote to stderr; the
 last lines of its stderr (up to 8 KiB) are kept as the attempt's traceback.
@@ -261,7 +262,7 @@ class ShellRunner:
         if given_up is not None:
             return runner.Finished(given_up, name=self.name)
         env = dict(self._env, SQLQ_JOB_ID=str(job.id), SQLQ_TUBE=job.tube,
-                   SQLQ_ATTEMPT=str(job.reserves))
+                   SQLQ_ATTEMPT=str(job.reserves), SQLQ_LEASE=str(job.lease))
         if tracing.INSTALLED and tracing.active():
             env.update(tracing.environment())  # TRACEPARENT: the command joins the run's trace
         parent = os.getpid()

@@ -608,7 +608,7 @@ SELECT (SELECT count(*) FROM sqlq_jobs) + (SELECT count(*) FROM sqlq_tubes)
 -- name: export_job
 SELECT id, tube, priority, CASE WHEN state = 2 THEN 0 ELSE state END, delay_until, ttr,
        body, created_at, reserves, timeouts, releases, buries, kicks, bury_reason,
-       unique_key, delay, waiting_on, dependents, trace
+       unique_key, delay, waiting_on, dependents, trace, steps
   FROM sqlq_jobs WHERE id > %(after)s ORDER BY id LIMIT %(limit)s;
 
 -- name: import_job
@@ -619,7 +619,7 @@ SELECT id, tube, priority, CASE WHEN state = 2 THEN 0 ELSE state END, delay_unti
 -- statement, 6 s). OVERRIDING SYSTEM VALUE: the id is an identity column.
 INSERT INTO sqlq_jobs (id, tube, priority, state, delay_until, ttr, body, created_at,
                        reserves, timeouts, releases, buries, kicks, bury_reason, unique_key,
-                       delay, waiting_on, dependents, trace, again)
+                       delay, waiting_on, dependents, trace, steps, again)
 OVERRIDING SYSTEM VALUE
 SELECT j.*, true
   FROM unnest(%(id)s::bigint[], %(tube)s::text[], %(priority)s::bigint[],
@@ -628,10 +628,10 @@ SELECT j.*, true
               %(timeouts)s::integer[], %(releases)s::integer[], %(buries)s::integer[],
               %(kicks)s::integer[], %(bury_reason)s::text[], %(unique_key)s::text[],
               %(delay)s::bigint[], %(waiting_on)s::integer[], %(dependents)s::integer[],
-              %(trace)s::text[])
+              %(trace)s::text[], %(steps)s::integer[])
        AS j(id, tube, priority, state, delay_until, ttr, body, created_at, reserves,
             timeouts, releases, buries, kicks, bury_reason, unique_key, delay, waiting_on,
-            dependents, trace)
+            dependents, trace, steps)
  ORDER BY j.id;
 
 -- name: export_tube
@@ -1203,3 +1203,50 @@ DELETE FROM sqlq_tubes
 SELECT name, concurrency, rate, rate_ms FROM sqlq_tubes
  WHERE coalesce(concurrency, rate) IS NOT NULL AND (%(tube)s::text IS NULL OR name = %(tube)s)
  ORDER BY name;
+
+-- ---------------------------------------------------------------------------------------------
+-- Durable steps and cursors (migration 0002, sqlq/steps.py): see the SQLite file.
+
+-- name: step_lease
+-- dialect: FOR NO KEY UPDATE holds the job's row to the commit, so no claim or reaper can
+--   hand the job to another holder between this check and the record (claims skip locked
+--   rows); state + 0: the primary key finds the row, never the reservations' index.
+SELECT steps FROM sqlq_jobs
+ WHERE id = %(id)s AND state + 0 = 2 AND reserved_until > %(now)s AND lease = %(lease)s
+   FOR NO KEY UPDATE;
+
+-- name: find_step
+SELECT value, done_at FROM sqlq_steps
+ WHERE job_id = %(id)s AND kind = %(kind)s AND name = %(name)s;
+
+-- name: insert_step
+INSERT INTO sqlq_steps (job_id, kind, name, value, done_at)
+VALUES (%(id)s, %(kind)s, %(name)s, %(value)s, %(now)s);
+
+-- name: count_step
+UPDATE sqlq_jobs SET steps = steps + 1 WHERE id = %(id)s;
+
+-- name: save_cursor
+UPDATE sqlq_steps SET value = %(value)s, done_at = %(now)s
+ WHERE job_id = %(id)s AND kind = 1 AND name = %(name)s
+RETURNING done_at;
+
+-- name: job_steps
+SELECT kind, name, value, done_at FROM sqlq_steps WHERE job_id = %(id)s
+ ORDER BY kind, done_at, name;
+
+-- name: unclaim_counts
+-- dialect: greatest, not SQLite's two-argument max.
+UPDATE sqlq_jobs SET reserves = greatest(reserves - 1, 0), releases = greatest(releases - 1, 0)
+ WHERE id = %(id)s;
+
+-- name: export_step
+-- A page at a time past the row (:job_id, :kind, :name), in primary-key order (a first
+-- page starts past (0, 0, '0'): ids start at 1, so the name never decides it).
+SELECT job_id, kind, name, value, done_at FROM sqlq_steps
+ WHERE (job_id, kind, name) > (%(job_id)s, %(kind)s, %(name)s::text)
+ ORDER BY job_id, kind, name LIMIT %(limit)s;
+
+-- name: import_step
+INSERT INTO sqlq_steps (job_id, kind, name, value, done_at)
+VALUES (%(job_id)s, %(kind)s, %(name)s, %(value)s, %(done_at)s);

@@ -460,16 +460,16 @@ SELECT (SELECT count(*) FROM sqlq_jobs) + (SELECT count(*) FROM sqlq_tubes)
 -- ready: its holder works on the source, and cannot acknowledge it in the target.
 SELECT id, tube, priority, CASE WHEN state = 2 THEN 0 ELSE state END, delay_until, ttr,
        body, created_at, reserves, timeouts, releases, buries, kicks, bury_reason,
-       unique_key, delay, waiting_on, dependents, trace
+       unique_key, delay, waiting_on, dependents, trace, steps
   FROM sqlq_jobs WHERE id > :after ORDER BY id LIMIT (SELECT :limit);
 
 -- name: import_job
 INSERT INTO sqlq_jobs (id, tube, priority, state, delay_until, ttr, body, created_at,
                        reserves, timeouts, releases, buries, kicks, bury_reason, unique_key,
-                       delay, waiting_on, dependents, trace)
+                       delay, waiting_on, dependents, trace, steps)
 VALUES (:id, :tube, :priority, :state, :delay_until, :ttr, :body, :created_at, :reserves,
         :timeouts, :releases, :buries, :kicks, :bury_reason, :unique_key, :delay, :waiting_on,
-        :dependents, :trace);
+        :dependents, :trace, :steps);
 
 -- name: export_tube
 -- A tube's pause and limits (a rate's tokens start full on the copy).
@@ -1083,3 +1083,53 @@ DELETE FROM sqlq_tubes
 SELECT name, concurrency, rate, rate_ms FROM sqlq_tubes
  WHERE coalesce(concurrency, rate) IS NOT NULL AND (:tube IS NULL OR name = :tube)
  ORDER BY name;
+
+-- ---------------------------------------------------------------------------------------------
+-- Durable steps and cursors (migration 0002, sqlq/steps.py): rows of sqlq_steps, each
+-- written only under the job's live lease (step_lease first, in the same transaction).
+-- kind 0 is a step (written once), 1 a cursor (saved again and again).
+
+-- name: step_lease
+-- The job's count of steps and cursors while :lease is its live reservation; no row when
+-- it is not (the lease is lost: lease_failure says why). The write lock is already held.
+SELECT steps FROM sqlq_jobs
+ WHERE id = :id AND state = 2 AND reserved_until > :now AND lease = :lease;
+
+-- name: find_step
+SELECT value, done_at FROM sqlq_steps WHERE job_id = :id AND kind = :kind AND name = :name;
+
+-- name: insert_step
+INSERT INTO sqlq_steps (job_id, kind, name, value, done_at)
+VALUES (:id, :kind, :name, :value, :now);
+
+-- name: count_step
+-- One more row in sqlq_steps for the job: the cap's count, and sqlq_forget_steps' WHEN.
+UPDATE sqlq_jobs SET steps = steps + 1 WHERE id = :id;
+
+-- name: save_cursor
+-- A cursor saved again: its row replaced (no row: its first save inserts it).
+UPDATE sqlq_steps SET value = :value, done_at = :now
+ WHERE job_id = :id AND kind = 1 AND name = :name
+RETURNING done_at;
+
+-- name: job_steps
+-- A job's steps and cursors: what a run's first step() or cursor() loads, stats_job and
+-- peek show. One range of the primary key.
+SELECT kind, name, value, done_at FROM sqlq_steps WHERE job_id = :id
+ ORDER BY kind, done_at, name;
+
+-- name: unclaim_counts
+-- A snooze (a release that does not count): the claim's reserves (the attempt number, the
+-- retry budget's count) and the release's releases taken back.
+UPDATE sqlq_jobs SET reserves = max(reserves - 1, 0), releases = max(releases - 1, 0)
+ WHERE id = :id;
+
+-- name: export_step
+-- A page at a time past the row (:job_id, :kind, :name), in primary-key order.
+SELECT job_id, kind, name, value, done_at FROM sqlq_steps
+ WHERE (job_id, kind, name) > (:job_id, :kind, :name)
+ ORDER BY job_id, kind, name LIMIT (SELECT :limit);
+
+-- name: import_step
+INSERT INTO sqlq_steps (job_id, kind, name, value, done_at)
+VALUES (:job_id, :kind, :name, :value, :done_at);

@@ -9,7 +9,8 @@ their description in ``queries.sql`` lists: the puts' inserts, the one-tube clai
 the worker's ``delete_leased_job``.
 
 :class:`Store` holds one object per noun: ``jobs``, ``claims``, ``deps``, ``limits``,
-``control``, ``results``, ``topics``, ``history``, ``workers``, ``views``, ``copying``.
+``control``, ``results``, ``steps``, ``topics``, ``history``, ``workers``, ``views``,
+``copying``.
 Each is a plain class given the dialect's statements (``Q``) and the sibling nouns it
 calls (a delete-and-claim deletes through ``jobs``; a limited claim claims through
 ``claims``); none inherits from another. Where the dialects differ (how an insert
@@ -35,6 +36,7 @@ from .history import HistoryStore
 from .jobs import JobStore
 from .limits import LimitStore
 from .results import ResultStore, TopicStore
+from .steps import StepStore
 from .views import ViewStore
 from .workers import WorkerStore
 
@@ -47,8 +49,8 @@ if TYPE_CHECKING:
     from ..conn import Conn
 
 __all__ = ["ClaimStore", "ControlStore", "CopyStore", "DependencyStore", "HistoryStore",
-           "JobStore", "LimitStore", "ResultStore", "Store", "TopicStore", "ViewStore",
-           "WorkerStore"]
+           "JobStore", "LimitStore", "ResultStore", "StepStore", "Store", "TopicStore",
+           "ViewStore", "WorkerStore"]
 
 
 class Store:
@@ -66,6 +68,7 @@ class Store:
         self.deps = DependencyStore(Q, jobs)
         self.control = ControlStore(Q, jobs)
         self.results = ResultStore(Q, jobs)
+        self.steps = StepStore(Q, jobs)
         self.topics = TopicStore(Q)
         self.history = HistoryStore(Q)
         self.workers = WorkerStore(Q)
@@ -274,9 +277,12 @@ class Store:
 
     def job_record(self, conn: Conn, now: int, job_id: int) -> tuple[Any, ...]:
         """One job's record: (its row or None, its last attempt, the parents it waits
-        for, its progress)."""
-        return (self.jobs.select_job(conn, now, job_id), self.history.last_attempt(conn, job_id),
-                self.deps.waiting_on(conn, job_id), self.control.job_progress(conn, job_id))
+        for, its progress, its steps and cursors)."""
+        row = self.jobs.select_job(conn, now, job_id)
+        steps = self.steps.load(conn, job_id) if row is not None else []
+        return (row, self.history.last_attempt(conn, job_id),
+                self.deps.waiting_on(conn, job_id), self.control.job_progress(conn, job_id),
+                steps)
 
     def next_change(self, conn: Conn, now: int) -> int | None:
         """The earliest time (ms) after ``now`` at which counts change without a write (a

@@ -13,12 +13,13 @@ if TYPE_CHECKING:
 COPIED: dict[str, tuple[str, ...]] = {
     "job": ("id", "tube", "priority", "state", "delay_until", "ttr", "body", "created_at",
             "reserves", "timeouts", "releases", "buries", "kicks", "bury_reason", "unique_key",
-            "delay", "waiting_on", "dependents", "trace"),
+            "delay", "waiting_on", "dependents", "trace", "steps"),
     "edge": ("parent", "child"),
     "tube": ("name", "paused_until", "pause_ms", "concurrency", "rate", "rate_ms"),
     "result": ("job_id", "result", "expires_at"),
     "subscription": ("topic", "tube"),
     "periodic": ("name", "last_slot", "enqueued_at"),
+    "step": ("job_id", "kind", "name", "value", "done_at"),
 }
 
 #: The kinds that may hold millions of rows, read a page at a time in key order, with
@@ -26,7 +27,7 @@ COPIED: dict[str, tuple[str, ...]] = {
 #: page, never a whole table. The others (tubes, subscriptions, periodic slots) are a
 #: few rows, read at once.
 PAGED: dict[str, tuple[str, ...]] = {"job": ("after",), "edge": ("parent", "child"),
-                                     "result": ("after",)}
+                                     "result": ("after",), "step": ("job_id", "kind", "name")}
 
 
 class CopyStore:
