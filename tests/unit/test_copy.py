@@ -151,9 +151,15 @@ def test_a_copy_goes_page_by_page_through_jobs_edges_and_results(
             job = q.reserve_job(q.put(body, tube="r"))
             job.complete(body.upper())
         q.delete(q.put(b"gone"))
+        stepped = q.reserve_job(parents[0])  # three step rows: two pages, a key of three columns
+        stepped.step("a", lambda: 1)
+        stepped.step("b", lambda: 2)
+        stepped.save_cursor("row", 3)
+        stepped.release()
     told: list[tuple[int, float | None]] = []
     report = copy(source, pg_url, progress=lambda n, fraction: told.append((n, fraction)))
-    assert (report.counts["job"], report.counts["edge"], report.counts["result"]) == (6, 9, 5)
+    assert (report.counts["job"], report.counts["edge"], report.counts["result"],
+            report.counts["step"]) == (6, 9, 5, 3)
     assert [n for n, _ in told] == [2, 4, 6]
     fractions = [f for _, f in told]
     assert fractions == sorted(fractions) and fractions[0] > 0 and fractions[-1] < 1
@@ -164,6 +170,9 @@ def test_a_copy_goes_page_by_page_through_jobs_edges_and_results(
         assert [q.result(i, timeout=0) for i in range(7, 12)] == [b"R1", b"R2", b"R3", b"R4",
                                                                    b"R5"]
         assert q.stats()["total-jobs"] == 12
+        assert [row[1] for row in q.views.steps(parents[0])] == ["a", "b", "row"]
+        job = q.reserve_job(parents[0])
+        assert job.cursor("row") == 3 and job.step("b", lambda: "not run") == 2
 
 
 @pytest.mark.pg_fresh
