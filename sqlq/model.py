@@ -140,8 +140,7 @@ class Job(Durable):
 
     __slots__ = ("_queue", "id", "tube", "body", "priority", "ttr", "state", "reserves",
                  "timeouts", "releases", "buries", "kicks", "lease", "created_at",
-                 "delay_until", "reserved_until", "bury_reason", "unique_key", "delay", "trace",
-                 "_done", "_snoozed")
+                 "delay_until", "reserved_until", "bury_reason", "unique_key", "delay", "trace")
     _queue: Settles
 
     def __init__(self, queue: Settles, *, id: int, tube: str, body: bytes, priority: int,

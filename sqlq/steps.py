@@ -121,6 +121,9 @@ class Durable:
     """A :class:`~sqlq.Job`'s steps, cursors and snooze (see the module docstring). A
     handle loads its job's rows once, at its first ``step``, ``cursor`` or ``steps``."""
 
+    # Its own two; a Job has no __dict__ (a worker holds thousands of them).
+    __slots__ = ("_done", "_snoozed")
+
     # The Job's own (model.py), in its __slots__: this class adds methods, no storage.
     id: int
     lease: int | None
@@ -231,7 +234,7 @@ class Durable:
         lease = self._lease()
         delay_ms = seconds_to_ms(seconds, "seconds")
         self._queue.verbs.snooze(self.id, lease, delay_ms)
-        self.state = "delayed" if delay_ms else "ready"
+        self.state = "delayed" if delay_ms else "ready"  # type: ignore[misc]  # a Job slot
         self._snoozed = True
 
     @property
