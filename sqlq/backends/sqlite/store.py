@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -166,6 +167,22 @@ class SQLiteJobs(JobStore):
         return int(one(conn, self.Q["insert_waiting_job"], {
             "tube": tube, "priority": priority, "delay": delay_ms, "ttr": ttr_ms,
             "body": body, "now": now, "unique_key": unique_key, "waiting_on": waiting_on})[0])
+
+    def delete_leased(self, conn: Any, now: int, job_id: int, lease: int
+                      ) -> Sequence[Any] | None:
+        # sql.one written out: the worker's ack, on every job.
+        rows = conn.execute(self.Q["delete_leased_job"], (job_id, lease, now)).fetchall()
+        return rows[0] if rows else None
+
+    def finished(self, conn: Any, now: int, job_id: int, tube: str, outcome: str,
+                 actor: str | None, row: Sequence[Any]) -> None:
+        state, owner, began, reserves, created_at, unique_key, head = row
+        reserved = state == 2
+        conn.execute(self.Q["insert_finished"], {
+            "id": job_id, "tube": tube, "outcome": outcome, "now": now,
+            "worker": owner if reserved else None, "actor": actor,
+            "ran": now - began if reserved else None, "attempts": reserves,
+            "created_at": created_at, "unique_key": unique_key, "body": head})
 
     @contextlib.contextmanager
     def savepoint(self, conn: Any) -> Iterator[None]:
@@ -329,8 +346,14 @@ class SQLiteClaims(ClaimStore):
                     ) -> list[tuple[int, int]]:
         # The JSON array of pairs written directly, in a third of json.dumps' time (a
         # batch's fixed cost). ``:d`` takes ints only, as the ids and leases are.
-        pairs = "[" + ",".join(f"[{job_id:d},{lease:d}]" for job_id, lease in leases) + "]"
-        gone = {(r[0], r[1]) for r in conn.execute(
+        # The statement returns ids (the records' trigger deletes the jobs): an id named
+        # with two leases is left to the pair-by-pair path below, which tells them apart.
+        leased = dict(leases)
+        if len(leased) < len(set(leases)):
+            twice = {i for i, n in Counter(i for i, _ in set(leases)).items() if n > 1}
+            leased = {i: lease for i, lease in leased.items() if i not in twice}
+        pairs = "[" + ",".join(f"[{job_id:d},{lease:d}]" for job_id, lease in leased.items()) + "]"
+        gone = {(r[0], leased[r[0]]) for r in conn.execute(
             self.Q["delete_leased_jobs"], {"jobs": pairs, "now": now})}
         # Lost leases, or parents (the statement skips jobs with dependents): each of
         # those deleted once with its release (a pair named twice as well), the others lost.

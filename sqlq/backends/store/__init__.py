@@ -9,7 +9,8 @@ their description in ``queries.sql`` lists: the puts' inserts, the one-tube clai
 the worker's ``delete_leased_job``.
 
 :class:`Store` holds one object per noun: ``jobs``, ``claims``, ``deps``, ``limits``,
-``control``, ``results``, ``topics``, ``history``, ``workers``, ``views``, ``copying``.
+``control``, ``results``, ``topics``, ``history``, ``workers``, ``views``, ``copying``,
+``finished``.
 Each is a plain class given the dialect's statements (``Q``) and the sibling nouns it
 calls (a delete-and-claim deletes through ``jobs``; a limited claim claims through
 ``claims``); none inherits from another. Where the dialects differ (how an insert
@@ -30,6 +31,7 @@ from .claims import ClaimStore
 from .control import ControlStore
 from .copying import COPIED, CopyStore
 from .deps import DependencyStore
+from .finished import FinishedStore
 from .history import HistoryStore
 from .jobs import JobStore
 from .limits import LimitStore
@@ -41,7 +43,8 @@ if TYPE_CHECKING:
     from ...model import ClaimRow, JobRow, Put
     from ..conn import Conn
 
-__all__ = ["ClaimStore", "ControlStore", "CopyStore", "DependencyStore", "HistoryStore",
+__all__ = ["ClaimStore", "ControlStore", "CopyStore", "DependencyStore", "FinishedStore",
+           "HistoryStore",
            "JobStore", "LimitStore", "ResultStore", "Store", "TopicStore", "ViewStore",
            "WorkerStore"]
 
@@ -65,6 +68,7 @@ class Store:
         self.history = HistoryStore(Q)
         self.workers = WorkerStore(Q)
         self.views = ViewStore(Q)
+        self.finished = FinishedStore(Q)
 
     # -- verbs across nouns: each one call of the verb contract (sqlq/verbs/) ---------------
 
