@@ -42,7 +42,7 @@ def check_outcome(outcome: object) -> str:
     """One of :data:`OUTCOMES`."""
     if outcome not in OUTCOMES:
         raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, not {outcome!r}")
-    return outcome  # type: ignore[return-value]
+    return outcome
 
 
 @dataclass(frozen=True)

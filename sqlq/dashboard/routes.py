@@ -26,8 +26,8 @@ from sqlq import failures
 from sqlq import limits as flow
 from sqlq.durations import format_duration, now_ms, parse_duration
 from sqlq.errors import Error, JobNotFound
-from sqlq.horizon import DOCS_PAGE, Thresholds, alarms, format_size
 from sqlq.finished import OUTCOMES, Finished
+from sqlq.horizon import DOCS_PAGE, Thresholds, alarms, format_size
 from sqlq.model import STATE_NAMES
 
 from . import views
@@ -429,7 +429,8 @@ class Dashboard:
     def cancel_job(self, req: Request) -> Done:
         job_id = _job_id(req.field("id"))
         tubes = self._tube_of(job_id)
-        self.queue.cancel(job_id, by="dashboard")  # a running one: its worker stops it within a second
+        # A running one: its worker stops it within a second.
+        self.queue.cancel(job_id, by="dashboard")
         return Done(f"job {job_id} cancelled", tubes, [job_id])
 
     def kick_all(self, req: Request) -> Done:

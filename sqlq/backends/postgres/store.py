@@ -91,7 +91,7 @@ class PostgresJobs(JobStore):
                       ) -> Sequence[Any] | None:
         # now twice: the delete's test and the record's end (one statement, a CTE).
         rows = conn.execute(Q["delete_leased_job"], (job_id, lease, now, now)).fetchall()
-        return rows[0] if rows else None  # type: ignore[no-any-return]
+        return rows[0] if rows else None
 
     def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:
