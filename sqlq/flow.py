@@ -121,10 +121,11 @@ class FlowControl:
 
     def prune(self) -> dict[str, int]:
         """Delete the finished records past their retention and the expired results now,
-        in short transactions (``sqlq work`` does it once a minute); how many of each.
+        in short transactions of 500 rows (``sqlq work`` does it once a minute); how many
+        of each.
 
         Examples:
             >>> q.prune()
-            {'finished': 0, 'results': 0}
+            {'finished': 0, 'results': 0, 'more': 0}
         """
         return self.operations.prune()

@@ -150,7 +150,12 @@ BEGIN
         SELECT id, tube, 'done', p_now, owner, p_now - began, reserves, created_at,
                unique_key, head
           FROM gone
-        ON CONFLICT (id) DO NOTHING)
+        ON CONFLICT (id) DO UPDATE
+            SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
+                ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
+                ran = excluded.ran, attempts = excluded.attempts,
+                created_at = excluded.created_at, unique_key = excluded.unique_key,
+                body = excluded.body)
     SELECT dependents, capped INTO v_dependents, v_capped FROM gone;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job %: lease lost', p_id USING ERRCODE = 'SQ001';
@@ -190,7 +195,12 @@ BEGIN
             SELECT id, tube, 'done', p_now, owner, p_now - began, reserves, created_at,
                    unique_key, head
               FROM gone
-            ON CONFLICT (id) DO NOTHING)
+            ON CONFLICT (id) DO UPDATE
+            SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
+                ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
+                ran = excluded.ran, attempts = excluded.attempts,
+                created_at = excluded.created_at, unique_key = excluded.unique_key,
+                body = excluded.body)
         SELECT array_agg(k.id) FILTER (WHERE g.id IS NULL),
                array_agg(k.lease) FILTER (WHERE g.id IS NULL),
                array_agg(g.id) FILTER (WHERE g.dependents > 0),

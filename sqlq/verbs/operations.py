@@ -143,16 +143,34 @@ class Operations:
 
         return settings(self.dispatch.run(RETENTIONS, self.store.finished.retention))
 
-    def prune(self, batch: int = 500) -> dict[str, int]:
+    def prune(self, batch: int = 500, budget_s: float | None = None) -> dict[str, int]:
         """Delete finished records past their retention and expired results, ``batch``
-        rows a transaction (no writer waits long behind one); how many of each. Any
-        process may run it at any time: two at once each delete what the other did not."""
+        rows a transaction (no writer waits long behind one), until none is left or
+        ``budget_s`` seconds have passed; how many of each, and ``more``: 1 if the budget
+        ran out first. Any process may run it at any time: two at once each delete what
+        the other did not."""
+        import time
+
         from ..finished import OUTCOMES
 
         now = self.dispatch.clock()
+        stop = None if budget_s is None else time.monotonic() + budget_s
         kept = self.retentions()
         store = self.store.finished
-        gone = {"finished": 0, "results": 0}
+        gone = {"finished": 0, "results": 0, "more": 0}
+
+        def drain(what: str, fn: Callable[..., int], *args: Any) -> bool:
+            """Run one prune statement until it deletes less than a batch; False if the
+            budget ran out first."""
+            while (n := self.dispatch.run(PRUNE, fn, *args, batch)):
+                gone[what] += n
+                if n < batch:
+                    break
+                if stop is not None and time.monotonic() > stop:
+                    gone["more"] = 1
+                    return False
+            return True
+
         for tube in self.dispatch.run(PRUNE_LOOK, store.tubes):
             rule = kept.get(tube, kept[""])
             for outcome in OUTCOMES:
@@ -160,15 +178,9 @@ class Operations:
                 cut = self.dispatch.run(PRUNE_LOOK, store.cutoff, tube, outcome, rule.max_count)
                 if cut is not None:  # the newest record past the count: it goes too
                     before = max(before, (cut[0], cut[1] + 1))
-                while (n := self.dispatch.run(PRUNE, store.prune, tube, outcome, before,
-                                              batch)):
-                    gone["finished"] += n
-                    if n < batch:
-                        break
-        while (n := self.dispatch.run(PRUNE, self.store.results.purge, now, batch)):
-            gone["results"] += n
-            if n < batch:
-                break
+                if not drain("finished", store.prune, tube, outcome, before):
+                    return gone
+        drain("results", self.store.results.purge, now)
         return gone
 
     def pause_tube(self, tube: str, pause_ms: int) -> None:

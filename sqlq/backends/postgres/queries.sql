@@ -188,7 +188,12 @@ kept AS (INSERT INTO sqlq_finished (id, tube, outcome, ended_at, worker, actor, 
                 %(actor)s, CASE WHEN state = 2 THEN %(now)s - began END, reserves,
                 created_at, unique_key, head
            FROM job
-         ON CONFLICT (id) DO NOTHING)
+         ON CONFLICT (id) DO UPDATE
+            SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
+                ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
+                ran = excluded.ran, attempts = excluded.attempts,
+                created_at = excluded.created_at, unique_key = excluded.unique_key,
+                body = excluded.body)
 SELECT tube, pg_notify('sqlq', '') FROM job;
 
 -- name: delete_leased_job
@@ -215,7 +220,12 @@ kept AS (INSERT INTO sqlq_finished (id, tube, outcome, ended_at, worker, ran, at
          SELECT id, tube, 'done', t.now, owner, t.now - began, reserves, created_at,
                 unique_key, head
            FROM job, (SELECT %s::bigint AS now) AS t
-         ON CONFLICT (id) DO NOTHING)
+         ON CONFLICT (id) DO UPDATE
+            SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
+                ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
+                ran = excluded.ran, attempts = excluded.attempts,
+                created_at = excluded.created_at, unique_key = excluded.unique_key,
+                body = excluded.body)
 SELECT tube, CASE WHEN capped THEN pg_notify('sqlq', tube) END FROM job;
 
 -- name: lease_state
@@ -951,7 +961,12 @@ kept AS (INSERT INTO sqlq_finished (id, tube, outcome, ended_at, worker, actor, 
                 %(actor)s, CASE WHEN state = 2 THEN %(now)s - began END, reserves,
                 created_at, unique_key, head
            FROM job
-         ON CONFLICT (id) DO NOTHING)
+         ON CONFLICT (id) DO UPDATE
+            SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
+                ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
+                ran = excluded.ran, attempts = excluded.attempts,
+                created_at = excluded.created_at, unique_key = excluded.unique_key,
+                body = excluded.body)
 SELECT tube, dependents, waiting_on, pg_notify('sqlq', '') FROM job;
 
 -- name: release_children
