@@ -146,7 +146,8 @@ class Operations:
     def prune(self, batch: int = 500, budget_s: float | None = None) -> dict[str, int]:
         """Delete finished records past their retention and expired results, ``batch``
         rows a transaction (no writer waits long behind one), until none is left or
-        ``budget_s`` seconds have passed; how many of each, and ``more``: 1 if the budget
+        ``budget_s`` seconds have passed; then the file's free space is given back
+        (``Backend.reclaim``: ``pages``). How many of each, and ``more``: 1 if the budget
         ran out first. Any process may run it at any time: two at once each delete what
         the other did not."""
         import time
@@ -157,7 +158,7 @@ class Operations:
         stop = None if budget_s is None else time.monotonic() + budget_s
         kept = self.retentions()
         store = self.store.finished
-        gone = {"finished": 0, "results": 0, "more": 0}
+        gone = {"finished": 0, "results": 0, "more": 0, "pages": 0}
 
         def drain(what: str, fn: Callable[..., int], *args: Any) -> bool:
             """Run one prune statement until it deletes less than a batch; False if the
@@ -181,6 +182,7 @@ class Operations:
                 if not drain("finished", store.prune, tube, outcome, before):
                     return gone
         drain("results", self.store.results.purge, now)
+        gone["pages"] = self.dispatch.backend.reclaim(stop)
         return gone
 
     def pause_tube(self, tube: str, pause_ms: int) -> None:

@@ -177,7 +177,7 @@ def _finish(q: sqlq.Queue, n: int, tube: str = "default") -> list[int]:
 
 def test_records_go_after_their_age(fq: sqlq.Queue, clock: FakeClock) -> None:
     old = _finish(fq, 3)
-    assert fq.prune() == {"finished": 0, "results": 0, "more": 0}  # a week by default
+    assert fq.prune()["finished"] == 0  # a week by default
     clock.advance(6 * 86400)
     new = _finish(fq, 2)
     clock.advance(86400 + 1)
@@ -219,7 +219,8 @@ def test_a_tube_has_its_own_retention(fq: sqlq.Queue, clock: FakeClock) -> None:
 def test_pruning_works_in_batches(fq: sqlq.Queue, clock: FakeClock) -> None:
     ids = _finish(fq, 25)
     clock.advance(8 * 86400)
-    assert _sync(fq).operations.prune(batch=4) == {"finished": 25, "results": 0, "more": 0}
+    gone = _sync(fq).operations.prune(batch=4)
+    assert (gone["finished"], gone["results"], gone["more"]) == (25, 0, 0)
     assert all(fq.finished(j) is None for j in ids)
 
 
