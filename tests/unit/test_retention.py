@@ -16,7 +16,6 @@ from sqlq.control import KEEP_CANCELLED_MS
 from sqlq.work.presence import Presence
 from tests.timing import FakeClock
 
-
 COUNTS = {name: f"SELECT count(*) FROM {name}" for name in (  # noqa: S608 - our names
     "sqlq_finished", "sqlq_cancelled", "sqlq_subscriptions")}
 
