@@ -13,7 +13,7 @@ import sqlq
 from sqlq.finished import BODY_HEAD, Finished
 from tests.timing import FakeClock
 
-pytestmark = [pytest.mark.both_apis]
+pytestmark = [pytest.mark.both_apis, pytest.mark.sqlite3_driver]
 
 
 def _reserve(q: sqlq.Queue, tube: str = "default") -> sqlq.Job:

@@ -149,6 +149,10 @@ class DueCache:
         self.pending = None
 
 
+#: What a leased delete returns for its tube on SQLite (see SQLiteJobs.delete_leased).
+_NO_TUBE = ("",)
+
+
 class SQLiteJobs(JobStore):
     """Ids from ``last_insert_rowid()`` and the highest id issued; a put or release with a
     delay, and children released at a delay, lower the DueCache."""
@@ -170,9 +174,10 @@ class SQLiteJobs(JobStore):
 
     def delete_leased(self, conn: Any, now: int, job_id: int, lease: int
                       ) -> Sequence[Any] | None:
-        # sql.one written out: the worker's ack, on every job.
-        rows = conn.execute(self.Q["delete_leased_job"], (job_id, lease, now)).fetchall()
-        return rows[0] if rows else None
+        # The worker's ack, on every job: one statement that returns nothing (its tube is
+        # '': no caller of a leased delete reads it), changes() whether it found the job.
+        conn.execute(self.Q["delete_leased_job"], (job_id, lease, now))
+        return _NO_TUBE if conn.changes() else None
 
     def finished(self, conn: Any, now: int, job_id: int, tube: str, outcome: str,
                  actor: str | None, row: Sequence[Any]) -> None:

@@ -104,7 +104,8 @@ class JobStore(abc.ABC):
     def delete(self, conn: Conn, now: int, job_id: int, lease: int | None,
                actor: str | None = None, outcome: str = "deleted") -> str:
         """Delete the job (any state without a lease, else only under that live lease);
-        return its tube. Its children, if any, are released in the same transaction, and
+        return its tube ('' for a job without edges deleted under its lease on SQLite: no
+        caller of the worker's ack reads it, and returning it costs). Its children, if any, are released in the same transaction, and
         its record (``sqlq_finished``) written: ``done`` under a lease, else ``outcome``
         by ``actor`` (who asked, if known)."""
         if lease is None:
