@@ -105,9 +105,9 @@ class JobStore(abc.ABC):
                actor: str | None = None, outcome: str = "deleted") -> str:
         """Delete the job (any state without a lease, else only under that live lease);
         return its tube ('' for a job without edges deleted under its lease on SQLite: no
-        caller of the worker's ack reads it, and returning it costs). Its children, if any, are released in the same transaction, and
-        its record (``sqlq_finished``) written: ``done`` under a lease, else ``outcome``
-        by ``actor`` (who asked, if known)."""
+        caller of the worker's ack reads it, and returning it costs). Its children, if
+        any, are released in the same transaction, and its record (``sqlq_finished``)
+        written: ``done`` under a lease, else ``outcome`` by ``actor`` (who asked)."""
         if lease is None:
             row = one(conn, self.Q["delete_job"], {"id": job_id, "now": now,
                                                    "outcome": outcome, "actor": actor})
