@@ -119,6 +119,19 @@ def test_a_lost_lease_leaves_no_record(fq: sqlq.Queue, clock: FakeClock) -> None
     assert _record(fq, jid).attempts == 2
 
 
+@pytest.mark.parametrize("stale_first", [True, False])
+def test_a_batch_naming_a_job_under_two_leases_deletes_it_under_the_live_one(
+        fq: sqlq.Queue, clock: FakeClock, stale_first: bool) -> None:
+    jid = fq.put(b"x", ttr=5)
+    stale = _reserve(fq)
+    clock.advance(6)
+    live = _reserve(fq)
+    with pytest.raises(sqlq.JobLost) as lost:
+        fq.delete_many([stale, live] if stale_first else [live, stale])
+    assert lost.value.job_ids == (jid,)
+    assert fq.peek(jid) is None and _record(fq, jid).attempts == 2
+
+
 def test_jobs_with_dependencies_leave_records(q: sqlq.Queue) -> None:
     parent = q.put(b"parent")
     child = q.put(b"child", after=[parent])

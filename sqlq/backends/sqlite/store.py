@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -351,12 +350,10 @@ class SQLiteClaims(ClaimStore):
                     ) -> list[tuple[int, int]]:
         # The JSON array of pairs written directly, in a third of json.dumps' time (a
         # batch's fixed cost). ``:d`` takes ints only, as the ids and leases are.
-        # The statement returns ids (the records' trigger deletes the jobs): an id named
-        # with two leases is left to the pair-by-pair path below, which tells them apart.
+        # The statement returns ids (the records' trigger deletes the jobs), so each id goes
+        # in once, with one of its leases: a pair left out is not "gone" and takes the
+        # pair-by-pair path below, which tells a live lease from a lost one.
         leased = dict(leases)
-        if len(leased) < len(set(leases)):
-            twice = {i for i, n in Counter(i for i, _ in set(leases)).items() if n > 1}
-            leased = {i: lease for i, lease in leased.items() if i not in twice}
         pairs = "[" + ",".join(f"[{job_id:d},{lease:d}]" for job_id, lease in leased.items()) + "]"
         gone = {(r[0], leased[r[0]]) for r in conn.execute(
             self.Q["delete_leased_jobs"], {"jobs": pairs, "now": now})}
