@@ -139,13 +139,13 @@ class SQLiteBackend(Backend):
         before migration 0002 (auto_vacuum NONE) is left as it is."""
         import time
 
-        q = self.store.Q
+        store = self.store
 
         def step(c: Conn) -> int:
-            mode, pages, free = c.execute(q["free_pages"]).fetchall()[0]
+            mode, pages, free = c.execute(store.Q["free_pages"]).fetchall()[0]
             if mode != 2 or free < RECLAIM_FROM or free * 4 < pages:
                 return 0
-            c.execute(q["incremental_vacuum"]).fetchall()
+            c.execute(store.Q["incremental_vacuum"]).fetchall()
             return int(min(free, 500))
 
         done = 0
