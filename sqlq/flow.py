@@ -1,4 +1,5 @@
-"""The Queue's verbs on a tube's flow: a pause, concurrency and rate limits.
+"""The Queue's verbs on a tube's flow: a pause, concurrency and rate limits, and how long
+the records of its finished jobs are kept (retention, sqlq/finished.py).
 
 A mixin of :class:`~sqlq.Queue`, as ``Puts`` and ``Reads`` are (the logic of the limits
 is in limits.py); see the Queue for the class's docs.
@@ -12,6 +13,7 @@ from . import limits
 from .model import check_tube, seconds_to_ms
 
 if TYPE_CHECKING:
+    from .finished import Retention
     from .verbs.engine import Engine
     from .verbs.operations import Operations
 
@@ -79,3 +81,51 @@ class FlowControl:
             {'emails': {'concurrency': 2, 'rate': (20, 1.0)}}
         """
         return self.operations.limits()
+
+    def retention(self, tube: str | None = None, *, max_age: float | None = None,
+                  max_count: int | None = None) -> None:
+        """Keep the records of finished jobs (:meth:`finished`) of ``tube`` (None: of
+        every tube without its own setting) ``max_age`` seconds, at most ``max_count``
+        per outcome (done, deleted, cancelled), the newest. None: the default (every
+        tube's, else a week and 10,000). Workers prune once a minute, in small batches.
+
+        Raises:
+            InvalidTube: ``tube`` is not a valid tube name.
+            ValueError: ``max_age`` is not positive, or ``max_count`` is below 0.
+
+        Examples:
+            >>> q.retention(max_age=86400)  # a day, for every tube
+            >>> q.retention("payments", max_age=30 * 86400, max_count=100_000)
+        """
+        from .model import check_int
+
+        name = "" if tube is None else check_tube(tube)
+        age_ms = None
+        if max_age is not None:
+            age_ms = seconds_to_ms(max_age, "max_age")
+            if age_ms <= 0:
+                raise ValueError("max_age must be above 0 seconds")
+        if max_count is not None and check_int(max_count, "max_count") < 0:
+            raise ValueError("max_count must be 0 or more")
+        self.operations.retention(name, age_ms, max_count)
+
+    def retentions(self) -> dict[str, Retention]:
+        """How long finished records are kept: ``""`` (every tube without its own
+        setting) and each tube set on its own, with the defaults filled in.
+
+        Examples:
+            >>> q.retentions()[""]
+            Retention(max_age=604800, max_count=10000)
+        """
+        return self.operations.retentions()
+
+    def prune(self) -> dict[str, int]:
+        """Delete the finished records past their retention and the expired results now,
+        in short transactions of 500 rows (``sqlq work`` does it once a minute); how many
+        of each.
+
+        Examples:
+            >>> q.prune()
+            {'finished': 0, 'results': 0, 'more': 0}
+        """
+        return self.operations.prune()

@@ -420,6 +420,21 @@ def check_lease(lease: object) -> int | None:
     return None if lease is None else check_int(lease, "lease")
 
 
+#: The longest ``by=`` a delete or cancel keeps in the job's record.
+MAX_BY = 200
+
+
+def check_by(by: object) -> str | None:
+    """Who deletes or cancels a job by id (kept in its record), or None."""
+    if by is None:
+        return None
+    if not isinstance(by, str):
+        raise TypeError(f"by must be a str or None, not {type(by).__name__}")
+    if not by or len(by) > MAX_BY:
+        raise ValueError(f"by must be 1 to {MAX_BY} characters")
+    return by
+
+
 def check_priority(priority: object, name: str = "priority") -> int:
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise TypeError(f"{name} must be an int, not {type(priority).__name__}")

@@ -30,6 +30,7 @@ from .model import (
     Job,
     check_batch_size,
     check_body,
+    check_by,
     check_job_id,
     check_lease,
     check_priority,
@@ -316,19 +317,23 @@ class Queue(Puts, Reads, FlowControl):
 
     # -- verbs on jobs by id -----------------------------------------------------------------
 
-    def delete(self, job_id: int, *, lease: int | None = None) -> None:
+    def delete(self, job_id: int, *, lease: int | None = None, by: str | None = None) -> None:
         """Delete a job in any state (an administrator's delete when no lease is given).
+
+        The job leaves a record (:meth:`finished`): ``done`` when deleted under its
+        lease, else ``deleted``, with ``by`` (who asked: "dashboard", "cli", a name of
+        yours; 1 to 200 characters) if given.
 
         Raises:
             JobNotFound: no such job.
             JobLost: ``lease`` is given and is no longer the job's reservation.
 
         Examples:
-            >>> q.delete(7)
+            >>> q.delete(7, by="ops: duplicate order")
         """
         check_job_id(job_id)
         check_lease(lease)
-        self.verbs.delete(job_id, lease)
+        self.verbs.delete(job_id, lease, check_by(by))
 
     def release(self, job_id: int, *, priority: int | None = None, delay: float = 0,
                 lease: int | None = None) -> None:
@@ -379,7 +384,7 @@ class Queue(Puts, Reads, FlowControl):
 
     # -- control of running jobs (logic in control.py) ---------------------------------------
 
-    def cancel(self, job_id: int) -> None:
+    def cancel(self, job_id: int, *, by: str | None = None) -> None:
         """Cancel a job: it will not run (again).
 
         A ready, delayed, buried or waiting job is deleted (as :meth:`delete` deletes
@@ -387,7 +392,8 @@ class Queue(Puts, Reads, FlowControl):
         holder's next ``touch``, ``delete``, ``release``, ``bury``, ``complete`` or
         ``progress`` raises :class:`~sqlq.JobCancelled` (a JobLost); ``sqlq work`` stops
         it within about a second. No claim, expired lease or dead worker can hand it
-        out again. Observers see it gone at once (``peek`` None).
+        out again. Observers see it gone at once (``peek`` None); its record
+        (:meth:`finished`) says ``cancelled``, with ``by`` (who asked) if given.
 
         Raises:
             JobNotFound: no such live job.
@@ -396,7 +402,7 @@ class Queue(Puts, Reads, FlowControl):
             >>> q.cancel(7)
         """
         check_job_id(job_id)
-        self.verbs.cancel(job_id, control.KEEP_CANCELLED_MS)
+        self.verbs.cancel(job_id, control.KEEP_CANCELLED_MS, check_by(by))
 
     def progress(self, job_id: int, value: float, message: str | None = None, *,
                  lease: int | None = None) -> None:

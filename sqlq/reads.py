@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .attempts import Attempt
     from .backends import Backend
     from .failures import FailedGroup
+    from .finished import Finished
     from .horizon import Horizon
     from .verbs.engine import Engine
     from .verbs.operations import Operations
@@ -185,6 +186,22 @@ class Reads:
             'delayed'
         """
         return self.views.stats_job(job_id)
+
+    def finished(self, job_id: int) -> Finished | None:
+        """The record of a job that ended, or None (no such job, still live, or its
+        record pruned past the retention: :meth:`retention`).
+
+        Every job that ends leaves one, written in the transaction that ends it:
+        ``outcome`` is ``done`` (deleted by its holder after a run, with or without a
+        result), ``deleted`` (by id) or ``cancelled``; with when, by which worker or
+        whom, the run's time, the attempts, and the result while kept
+        (:class:`sqlq.finished.Finished`). ``peek`` of such a job stays None.
+
+        Examples:
+            >>> q.finished(7).describe()
+            'done 2026-12-05 14:02:11 UTC after 3 attempts, 1.2 s'
+        """
+        return self.views.finished(job_id)
 
     def attempts(self, job_id: int) -> list[Attempt]:
         """The failed runs ``sqlq work`` kept of a job, oldest first: when, which worker,

@@ -140,9 +140,24 @@ BEGIN
     -- state + 0: after an ANALYZE that saw few reservations the planner chose their
     -- partial index (state = 2: every job reserved in the last TTR, and under a held
     -- snapshot every one finished since) over the primary key, and kept that plan.
-    DELETE FROM sqlq_jobs
-     WHERE id = p_id AND state + 0 = 2 AND lease = p_lease AND reserved_until > p_now
-    RETURNING dependents, capped INTO v_dependents, v_capped;
+    WITH gone AS (
+        DELETE FROM sqlq_jobs
+         WHERE id = p_id AND state + 0 = 2 AND lease = p_lease AND reserved_until > p_now
+        RETURNING id, tube, owner, reserved_until - ttr AS began, reserves, created_at,
+                  unique_key, substr(body, 1, 256) AS head, dependents, capped),
+    kept AS (
+        INSERT INTO sqlq_finished (id, tube, outcome, ended_at, worker, ran, attempts,
+                                   created_at, unique_key, body)
+        SELECT id, tube, 'done', p_now, owner, p_now - began, reserves, created_at,
+               unique_key, head
+          FROM gone
+        ON CONFLICT (id) DO UPDATE
+            SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
+                ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
+                ran = excluded.ran, attempts = excluded.attempts,
+                created_at = excluded.created_at, unique_key = excluded.unique_key,
+                body = excluded.body)
+    SELECT dependents, capped INTO v_dependents, v_capped FROM gone;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job %: lease lost', p_id USING ERRCODE = 'SQ001';
     END IF;
@@ -172,7 +187,21 @@ BEGIN
             DELETE FROM sqlq_jobs AS j USING unnest(p_ids, p_leases) AS k(id, lease)
              WHERE j.id = k.id AND j.lease = k.lease AND j.state + 0 = 2  -- as above
                AND j.reserved_until > p_now
-            RETURNING j.id, j.lease, j.dependents, j.capped)
+            RETURNING j.id, j.lease, j.dependents, j.capped, j.tube, j.owner,
+                      j.reserved_until - j.ttr AS began, j.reserves, j.created_at,
+                      j.unique_key, substr(j.body, 1, 256) AS head),
+        kept AS (
+            INSERT INTO sqlq_finished (id, tube, outcome, ended_at, worker, ran, attempts,
+                                       created_at, unique_key, body)
+            SELECT id, tube, 'done', p_now, owner, p_now - began, reserves, created_at,
+                   unique_key, head
+              FROM gone
+            ON CONFLICT (id) DO UPDATE
+            SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
+                ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
+                ran = excluded.ran, attempts = excluded.attempts,
+                created_at = excluded.created_at, unique_key = excluded.unique_key,
+                body = excluded.body)
         SELECT array_agg(k.id) FILTER (WHERE g.id IS NULL),
                array_agg(k.lease) FILTER (WHERE g.id IS NULL),
                array_agg(g.id) FILTER (WHERE g.dependents > 0),
@@ -307,6 +336,21 @@ CREATE TABLE public.sqlq_edges (
     parent bigint NOT NULL,
     child bigint NOT NULL
 );
+CREATE TABLE public.sqlq_finished (
+    id bigint NOT NULL,
+    tube text NOT NULL,
+    grp text,
+    outcome text NOT NULL,
+    ended_at bigint NOT NULL,
+    worker text,
+    actor text,
+    ran bigint,
+    attempts integer NOT NULL,
+    created_at bigint NOT NULL,
+    unique_key text,
+    body bytea NOT NULL
+)
+WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000');
 ALTER TABLE public.sqlq_jobs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.sqlq_jobs_id_seq
     START WITH 1
@@ -333,6 +377,11 @@ CREATE TABLE public.sqlq_results (
     job_id bigint NOT NULL,
     result bytea NOT NULL,
     expires_at bigint NOT NULL
+);
+CREATE TABLE public.sqlq_retention (
+    tube text NOT NULL,
+    max_age bigint,
+    max_count bigint
 );
 CREATE TABLE public.sqlq_schema (
     version integer NOT NULL,
@@ -396,6 +445,8 @@ ALTER TABLE ONLY public.sqlq_durations
     ADD CONSTRAINT sqlq_durations_pkey PRIMARY KEY (tube, metric, le);
 ALTER TABLE ONLY public.sqlq_edges
     ADD CONSTRAINT sqlq_edges_pkey PRIMARY KEY (parent, child);
+ALTER TABLE ONLY public.sqlq_finished
+    ADD CONSTRAINT sqlq_finished_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY public.sqlq_jobs
     ADD CONSTRAINT sqlq_jobs_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY public.sqlq_owners
@@ -404,6 +455,8 @@ ALTER TABLE ONLY public.sqlq_periodic
     ADD CONSTRAINT sqlq_periodic_pkey PRIMARY KEY (name);
 ALTER TABLE ONLY public.sqlq_results
     ADD CONSTRAINT sqlq_results_pkey PRIMARY KEY (job_id);
+ALTER TABLE ONLY public.sqlq_retention
+    ADD CONSTRAINT sqlq_retention_pkey PRIMARY KEY (tube);
 ALTER TABLE ONLY public.sqlq_schema
     ADD CONSTRAINT sqlq_schema_pkey PRIMARY KEY (version);
 ALTER TABLE ONLY public.sqlq_server_epoch
@@ -422,6 +475,7 @@ ALTER TABLE ONLY public.sqlq_workers
     ADD CONSTRAINT sqlq_workers_pkey PRIMARY KEY (token);
 CREATE INDEX sqlq_cancelled_until ON public.sqlq_cancelled USING btree (until);
 CREATE INDEX sqlq_edges_child ON public.sqlq_edges USING btree (child);
+CREATE INDEX sqlq_finished_list ON public.sqlq_finished USING btree (tube, outcome, ended_at, id);
 CREATE INDEX sqlq_jobs_again ON public.sqlq_jobs USING btree (tube, priority, id) WHERE ((state = 0) AND again);
 CREATE INDEX sqlq_jobs_buried ON public.sqlq_jobs USING btree (tube, id) WHERE (state = 3);
 CREATE INDEX sqlq_jobs_delayed ON public.sqlq_jobs USING btree (tube, delay_until) WHERE (state = 1);

@@ -34,6 +34,12 @@ BEGIN
     ON CONFLICT (tube) DO UPDATE SET pauses = pauses + 1;
 END;
 
+-- trigger sqlq_finish_job
+CREATE TRIGGER sqlq_finish_job AFTER INSERT ON sqlq_finished
+BEGIN
+    DELETE FROM sqlq_jobs WHERE id = new.id;
+END;
+
 -- trigger sqlq_forget_attempts
 CREATE TRIGGER sqlq_forget_attempts AFTER DELETE ON sqlq_jobs
 WHEN old.failures > 0
@@ -106,6 +112,22 @@ CREATE TABLE sqlq_edges (
     PRIMARY KEY (parent, child)
 ) WITHOUT ROWID;
 
+-- table sqlq_finished
+CREATE TABLE sqlq_finished (
+    id         INTEGER PRIMARY KEY,   -- the job's id (ids are never reused)
+    tube       TEXT    NOT NULL,
+    grp        TEXT,                  -- its group (NULL: none)
+    outcome    TEXT    NOT NULL,      -- done (by its holder, after a run), deleted, cancelled
+    ended_at   INTEGER NOT NULL,      -- ms since the epoch
+    worker     TEXT,                  -- owner token of its holder when it ended; NULL: none
+    actor      TEXT,                  -- who deleted or cancelled it by id ('dashboard', 'cli')
+    ran        INTEGER,               -- ms since its last reservation (or touch); NULL: none
+    attempts   INTEGER NOT NULL,      -- its reserves
+    created_at INTEGER NOT NULL,
+    unique_key TEXT,
+    body       BLOB    NOT NULL       -- its first 256 bytes: what a search reads
+);
+
 -- table sqlq_jobs
 CREATE TABLE sqlq_jobs (
     id               INTEGER PRIMARY KEY,      -- never reused: see sqlq_last_id
@@ -154,6 +176,13 @@ CREATE TABLE sqlq_results (
     result     BLOB    NOT NULL,
     expires_at INTEGER NOT NULL
 );
+
+-- table sqlq_retention
+CREATE TABLE sqlq_retention (
+    tube      TEXT PRIMARY KEY,
+    max_age   INTEGER,                -- ms
+    max_count INTEGER                 -- records kept per tube and outcome
+) WITHOUT ROWID;
 
 -- table sqlq_schema
 CREATE TABLE sqlq_schema (
@@ -224,6 +253,9 @@ CREATE INDEX sqlq_cancelled_until ON sqlq_cancelled (until);
 -- index sqlq_edges_child
 CREATE INDEX sqlq_edges_child ON sqlq_edges (child);
 
+-- index sqlq_finished_list
+CREATE INDEX sqlq_finished_list ON sqlq_finished (tube, outcome, ended_at);
+
 -- index sqlq_jobs_buried
 CREATE INDEX sqlq_jobs_buried   ON sqlq_jobs (tube, id)            WHERE state = 3;
 
@@ -271,6 +303,18 @@ CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
 -- column sqlq_durations: (4, 'sum', 'REAL', 1, None, 0, 0)
 -- column sqlq_edges: (0, 'parent', 'INTEGER', 1, None, 1, 0)
 -- column sqlq_edges: (1, 'child', 'INTEGER', 1, None, 2, 0)
+-- column sqlq_finished: (0, 'id', 'INTEGER', 0, None, 1, 0)
+-- column sqlq_finished: (1, 'tube', 'TEXT', 1, None, 0, 0)
+-- column sqlq_finished: (2, 'grp', 'TEXT', 0, None, 0, 0)
+-- column sqlq_finished: (3, 'outcome', 'TEXT', 1, None, 0, 0)
+-- column sqlq_finished: (4, 'ended_at', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_finished: (5, 'worker', 'TEXT', 0, None, 0, 0)
+-- column sqlq_finished: (6, 'actor', 'TEXT', 0, None, 0, 0)
+-- column sqlq_finished: (7, 'ran', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_finished: (8, 'attempts', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_finished: (9, 'created_at', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_finished: (10, 'unique_key', 'TEXT', 0, None, 0, 0)
+-- column sqlq_finished: (11, 'body', 'BLOB', 1, None, 0, 0)
 -- column sqlq_jobs: (0, 'id', 'INTEGER', 0, None, 1, 0)
 -- column sqlq_jobs: (1, 'tube', 'TEXT', 1, None, 0, 0)
 -- column sqlq_jobs: (2, 'priority', 'INTEGER', 1, None, 0, 0)
@@ -306,6 +350,9 @@ CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
 -- column sqlq_results: (0, 'job_id', 'INTEGER', 0, None, 1, 0)
 -- column sqlq_results: (1, 'result', 'BLOB', 1, None, 0, 0)
 -- column sqlq_results: (2, 'expires_at', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_retention: (0, 'tube', 'TEXT', 1, None, 1, 0)
+-- column sqlq_retention: (1, 'max_age', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_retention: (2, 'max_count', 'INTEGER', 0, None, 0, 0)
 -- column sqlq_steps: (0, 'job_id', 'INTEGER', 1, None, 1, 0)
 -- column sqlq_steps: (1, 'kind', 'INTEGER', 1, None, 2, 0)
 -- column sqlq_steps: (2, 'name', 'TEXT', 1, None, 3, 0)

@@ -253,6 +253,12 @@ class Backend(abc.ABC):
         report what an operator should know: size, bloat, what holds cleanup back;
         ``progress(steps done, fraction)`` after each step."""
 
+    def reclaim(self, stop: float | None = None) -> int:
+        """Give the space of deleted rows back to the file system, in short writes, until
+        done or ``time.monotonic()`` passes ``stop``; how many pages. Nothing where the
+        database does it itself (PostgreSQL's autovacuum) or cannot."""
+        return 0
+
     @abc.abstractmethod
     def horizon(self, now: int) -> Horizon:
         """What holds back the cleanup of deleted jobs as of ``now`` (ms): the oldest

@@ -68,7 +68,7 @@ def cancel(ctx: click.Context, job_id: int, as_json: bool) -> None:
     \b
         sqlq cancel 42
     """
-    queue_from_ctx(ctx, create=False).cancel(job_id)
+    queue_from_ctx(ctx, create=False).cancel(job_id, by="cli")
     emit({"id": job_id, "cancelled": True}, as_json, text=f"cancelled job {job_id}")
 
 

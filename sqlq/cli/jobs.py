@@ -162,7 +162,7 @@ def delete(ctx: click.Context, job_id: int, as_json: bool) -> None:
     \b
         sqlq delete 42
     """
-    queue_from_ctx(ctx, create=False).delete(job_id)
+    queue_from_ctx(ctx, create=False).delete(job_id, by="cli")
     emit({"id": job_id, "deleted": True}, as_json, text=f"deleted job {job_id}")
 
 
@@ -293,7 +293,10 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str | 
     them in --json: parents, children). A job that failed under `sqlq work` also shows
     its failed runs and the traceback of the latest, one that reported progress
     (job.progress, sqlq progress) its last, and one with durable steps (job.step,
-    sqlq step) each finished step and each saved cursor.
+    sqlq step) each finished step and each saved cursor. A job that ended is not found
+    (exit 3), and the message says how it ended ("done 2026-12-05 14:02:11 UTC after 3
+    attempts, 1.2 s", "cancelled ... by the dashboard"; with --json its record on stdout)
+    while its record is kept.
 
     Example:
 
@@ -312,6 +315,8 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str | 
     else:
         job, missing = peek_every_tube(queue, str(which)), f"no {which} job in any tube"
     if job is None:
+        if job_id is not None:
+            missing = finished_text(queue, job_id, as_json) or missing
         raise sqlq.JobNotFound(missing)
     if raw:
         emit(job, raw=True)
@@ -342,6 +347,19 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str | 
         click.echo(steps_text(steps))
     if attempts:
         click.echo(attempts_text(attempts))
+
+
+def finished_text(queue: sqlq.Queue, job_id: int, as_json: bool) -> str | None:
+    """A peek of a job that is not live: its record's line for the error ("job 42 not
+    found: done 2026-12-05 14:02:11 UTC after 3 attempts, 1.2 s"), the record itself on
+    stdout with --json; None if it left none (never put, or pruned). The exit code stays
+    3: the job is not found, as beanstalkd's peek says."""
+    record = queue.finished(job_id)
+    if record is None:
+        return None
+    if as_json:
+        emit({"finished": record.as_dict()}, True)
+    return f"job {job_id} not found: {record.describe()}"
 
 
 #: How each peek kind orders its candidates from several tubes, as each orders one tube's:

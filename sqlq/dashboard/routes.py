@@ -26,6 +26,7 @@ from sqlq import failures
 from sqlq import limits as flow
 from sqlq.durations import format_duration, now_ms, parse_duration
 from sqlq.errors import Error, JobNotFound
+from sqlq.finished import OUTCOMES, Finished
 from sqlq.horizon import DOCS_PAGE, Thresholds, alarms, format_size
 from sqlq.model import STATE_NAMES
 
@@ -247,7 +248,7 @@ class Dashboard:
     def tube(self, req: Request) -> Response:
         name = req.arg("name", "default")
         state = req.arg("state", "ready")
-        if state not in STATE_NAMES:
+        if state not in STATE_NAMES and state not in OUTCOMES:
             raise ValueError(f"no state {state!r}")
         text = req.arg("q").strip()
         summary = self.queue.views.tube_summary(name)
@@ -255,12 +256,23 @@ class Dashboard:
         if req.arg("after"):
             key, _, job = req.arg("after").partition(":")
             after = (int(key), int(job))
-        if text:
+        jobs: list[Any] = []
+        ended: list[Finished] = []
+        if state in OUTCOMES:  # the Done, Cancelled and Deleted lists: the records
+            if text:
+                ended = self.queue.views.search_finished(name, state, text, limit=PAGE)
+            else:
+                ended = self.queue.views.finished_page(name, state, after=after, limit=PAGE)
+            more = (None if text or len(ended) < PAGE
+                    else f"{ended[-1].ended_at}:{ended[-1].id}")
+        elif text:
             jobs = self.queue.views.search(name, text, limit=PAGE)
+            more = None
         else:
             jobs = self.queue.views.job_page(name, state, after=after, limit=PAGE)
-        more = None if text or len(jobs) < PAGE else "{}:{}".format(*jobs[-1].cursor)
-        return self.render("tube.html", tube=summary, state=state, jobs=jobs, query=text,
+            more = None if len(jobs) < PAGE else "{}:{}".format(*jobs[-1].cursor)
+        return self.render("tube.html", tube=summary, state=state, jobs=jobs, ended=ended,
+                           outcomes=OUTCOMES, query=text,
                            more=more, paged=after is not None, note=req.arg("note"),
                            now=now_ms(), limits=self.queue.limits().get(name),
                            format_rate=flow.format_rate)
@@ -269,9 +281,12 @@ class Dashboard:
         job_id = _job_id(req.arg("id"))
         job = self.queue.peek(job_id)
         result = self.queue.views.kept_result(job_id)
-        if job is None and result is None:
-            raise JobNotFound(f"job {job_id} not found (deleted, or its result expired)")
+        ended = self.queue.finished(job_id) if job is None else None
+        if job is None and result is None and ended is None:
+            raise JobNotFound(f"job {job_id} not found (never put, or its record pruned)")
         return self.render("job.html", job_id=job_id, job=job, note=req.arg("note"),
+                           ended=ended,
+                           head=views.show_body(ended.body) if ended is not None else None,
                            trace=self._trace(self.queue.views.job_trace(job_id)) if job else None,
                            trace_of=self._trace,
                            links=self._links(job_id) if job else None,
@@ -409,13 +424,14 @@ class Dashboard:
     def delete_job(self, req: Request) -> Done:
         job_id = _job_id(req.field("id"))
         tubes = self._tube_of(job_id)
-        self.queue.delete(job_id)
+        self.queue.delete(job_id, by="dashboard")
         return Done(f"job {job_id} deleted", tubes, [job_id])
 
     def cancel_job(self, req: Request) -> Done:
         job_id = _job_id(req.field("id"))
         tubes = self._tube_of(job_id)
-        self.queue.cancel(job_id)  # a running one: its worker stops it within a second
+        # A running one: its worker stops it within a second.
+        self.queue.cancel(job_id, by="dashboard")
         return Done(f"job {job_id} cancelled", tubes, [job_id])
 
     def kick_all(self, req: Request) -> Done:
@@ -454,7 +470,10 @@ class Dashboard:
                     continue
                 known = job.tube
             try:
-                (self.queue.kick_job if verb == "kick" else self.queue.delete)(job_id)
+                if verb == "kick":
+                    self.queue.kick_job(job_id)
+                else:
+                    self.queue.delete(job_id, by="dashboard")
             except JobNotFound:
                 continue  # gone or moved meanwhile: the note says how many were done
             acted.append(job_id)

@@ -106,9 +106,13 @@ class Verbs:
 
     # -- settling a reservation (``lease`` None: an operator's, by id) -------------------------
 
-    def delete(self, job_id: int, lease: int | None) -> str:
-        """Delete a job (a reserved one under ``lease``); its tube."""
-        tube: str = self.dispatch.run(DELETE, self.store.jobs.delete, job_id, lease)
+    def delete(self, job_id: int, lease: int | None, by: str | None = None) -> str:
+        """Delete a job (a reserved one under ``lease``; without one, ``by`` is who asked,
+        kept in its record); its tube."""
+        if by is None:  # the worker's ack: no argument more than it had
+            tube: str = self.dispatch.run(DELETE, self.store.jobs.delete, job_id, lease)
+        else:
+            tube = self.dispatch.run(DELETE, self.store.jobs.delete, job_id, lease, by)
         return tube
 
     def release(self, job_id: int, lease: int | None, priority: int | None,
@@ -164,9 +168,10 @@ class Verbs:
 
     # -- an operator's -----------------------------------------------------------------------
 
-    def cancel(self, job_id: int, keep_ms: int) -> str:
-        """Delete a live job at once; a reserved one's lease remembered ``keep_ms``."""
-        tube: str = self.dispatch.run(CANCEL, self.store.control.cancel, job_id, keep_ms)
+    def cancel(self, job_id: int, keep_ms: int, by: str | None = None) -> str:
+        """Delete a live job at once; a reserved one's lease remembered ``keep_ms``;
+        ``by``: who asked, kept in its record."""
+        tube: str = self.dispatch.run(CANCEL, self.store.control.cancel, job_id, keep_ms, by)
         return tube
 
     def kick(self, tube: str, bound: int) -> int:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..backends import Backend
     from ..backends.store import Store
     from ..control import Progress
+    from ..finished import Retention
     from ..model import Job, OnProgress, Put
     from ..throughput import Minute
 
@@ -63,12 +64,19 @@ LOOK_RESULT = Verb("look_result", None, READ, span=False)
 #: ``sqlq serve``'s test of whether its cached counts still hold, around each count.
 #: ``sqlq copy`` (and a PostgreSQL queue's backup): the target's one write transaction.
 COPY = Verb("copy", None, WRITE, timed=False)
+RETENTION = Verb("retention", None, WRITE, timed=False)
+RETENTIONS = Verb("retentions", None, READ, timed=False, span=False)
+#: Pruning (sqlq/finished.py): its reads, then short writes of a batch each, losable (a
+#: pruned record comes back on power loss and is pruned again).
+PRUNE_LOOK = Verb("prune_look", None, READ, timed=False, span=False)
+PRUNE = Verb("prune", None, WRITE, durable=False, timed=False, span=False)
 
 #: Every record here, to join the contract's (``verbs.VERBS``).
 OPERATIONS = (SUBSCRIBE, UNSUBSCRIBE, SUBSCRIPTIONS, LIMIT, LIMITS, PAUSE_TUBE,
               ENQUEUE_PERIODIC, RECORD_DURATIONS, BEAT_WORKER, FORGET_WORKERS, LIST_WORKERS,
               THROUGHPUT_SAMPLED, SAMPLE_THROUGHPUT, THROUGHPUT, ATTEMPTS, LAST_TRACE,
-              READ_PROGRESS, CANCELLED_AMONG, LOOK_RESULT, COPY)
+              READ_PROGRESS, CANCELLED_AMONG, LOOK_RESULT, COPY, RETENTION, RETENTIONS,
+              PRUNE_LOOK, PRUNE)
 
 
 class Operations:
@@ -126,6 +134,60 @@ class Operations:
 
         rows = self.dispatch.run(LIMITS, self.store.limits.list_limits, tube)
         return {name: limits_doc(cap, n, ms) for name, cap, n, ms in rows}
+
+    def retention(self, tube: str, max_age_ms: int | None, max_count: int | None) -> None:
+        """Set how long a tube's finished records are kept ('' every tube's; both None:
+        back to the default). Checked by the face."""
+        self.dispatch.run(RETENTION, self.store.finished.set_retention, tube, max_age_ms,
+                          max_count)
+
+    def retentions(self) -> dict[str, Retention]:
+        """'' (every tube's) and each tube set on its own -> its Retention."""
+        from ..finished import settings
+
+        return settings(self.dispatch.run(RETENTIONS, self.store.finished.retention))
+
+    def prune(self, batch: int = 500, budget_s: float | None = None) -> dict[str, int]:
+        """Delete finished records past their retention and expired results, ``batch``
+        rows a transaction (no writer waits long behind one), until none is left or
+        ``budget_s`` seconds have passed; then the file's free space is given back
+        (``Backend.reclaim``: ``pages``). How many of each, and ``more``: 1 if the budget
+        ran out first. Any process may run it at any time: two at once each delete what
+        the other did not."""
+        import time
+
+        from ..finished import OUTCOMES
+
+        now = self.dispatch.clock()
+        stop = None if budget_s is None else time.monotonic() + budget_s
+        kept = self.retentions()
+        store = self.store.finished
+        gone = {"finished": 0, "results": 0, "more": 0, "pages": 0}
+
+        def drain(what: str, fn: Callable[..., int], *args: Any) -> bool:
+            """Run one prune statement until it deletes less than a batch; False if the
+            budget ran out first."""
+            while (n := self.dispatch.run(PRUNE, fn, *args, batch)):
+                gone[what] += n
+                if n < batch:
+                    break
+                if stop is not None and time.monotonic() > stop:
+                    gone["more"] = 1
+                    return False
+            return True
+
+        for tube in self.dispatch.run(PRUNE_LOOK, store.tubes):
+            rule = kept.get(tube, kept[""])
+            for outcome in OUTCOMES:
+                before = (now - int(rule.max_age * 1000), 0)
+                cut = self.dispatch.run(PRUNE_LOOK, store.cutoff, tube, outcome, rule.max_count)
+                if cut is not None:  # the newest record past the count: it goes too
+                    before = max(before, (cut[0], cut[1] + 1))
+                if not drain("finished", store.prune, tube, outcome, before):
+                    return gone
+        drain("results", self.store.results.purge, now)
+        gone["pages"] = self.dispatch.backend.reclaim(stop)
+        return gone
 
     def pause_tube(self, tube: str, pause_ms: int) -> None:
         """Reserve nothing from ``tube`` for ``pause_ms`` (checked by the face)."""

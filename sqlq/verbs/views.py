@@ -26,6 +26,7 @@ from .dispatch import READ, Dispatcher, Verb
 if TYPE_CHECKING:
     from ..backends.store import Store
     from ..failures import FailedGroup
+    from ..finished import Finished
     from ..histograms import Histogram
     from ..horizon import Horizon
     from ..model import Job, JobRow
@@ -61,11 +62,15 @@ JOB_TRACE = _read("job_trace", single=True, timed=False)
 DURATIONS = _read("duration_histograms", timed=False)
 FAILED_GROUPS = _read("failed_groups", timed=False)
 FAILED_GROUP_JOBS = _read("failed_group_jobs", timed=False)
+FINISHED = _read("finished", single=True)
+FINISHED_PAGE = _read("finished_page", timed=False)
+SEARCH_FINISHED = _read("search_finished", timed=False)
 
 #: Every record, for tests and docs: one name, one meaning.
 READS = (PEEK, PEEK_STATE, LINKS, TUBES, STATS, STATS_TUBE, STATS_JOB, STEPS, NEXT_CHANGE,
          CHANGE_TOKEN, OVERVIEW, TUBE_SUMMARY, JOB_PAGE, SEARCH, WORKERS, PERIODIC_SLOTS,
-         KEPT_RESULT, JOB_TRACE, DURATIONS, FAILED_GROUPS, FAILED_GROUP_JOBS)
+         KEPT_RESULT, JOB_TRACE, DURATIONS, FAILED_GROUPS, FAILED_GROUP_JOBS, FINISHED,
+         FINISHED_PAGE, SEARCH_FINISHED)
 
 
 class Views:
@@ -273,6 +278,42 @@ class Views:
             FAILED_GROUP_JOBS, self.store.history.failed_group_ids, DEPTH, MESSAGE_LIMIT,
             error, location, reason[:MESSAGE_LIMIT])
         return found
+
+    def finished(self, job_id: int) -> Finished | None:
+        """The record of a job that ended (``Queue.finished``), or None: no such job,
+        still live, or its record pruned."""
+        from ..finished import Finished
+
+        if not job_id_in_range(job_id):
+            return None
+        row = self.dispatch.run(FINISHED, self.store.finished.record, job_id)
+        return None if row is None else Finished.from_row(row)
+
+    def finished_page(self, tube: str, outcome: str, *, after: tuple[int, int] | None = None,
+                      limit: int = 50) -> list[Finished]:
+        """A page of a tube's records of one outcome, newest first, after the key
+        ``(ended_at, id)`` of the last record of the page before (the dashboard's Done,
+        Cancelled and Deleted lists)."""
+        from ..finished import Finished, check_outcome
+
+        check_tube(tube)
+        check_outcome(outcome)
+        at, last = after if after is not None else (2**62, 0)
+        rows = self.dispatch.run(FINISHED_PAGE, self.store.finished.page, tube, outcome, at,
+                                 last, limit)
+        return [Finished.from_row(r) for r in rows]
+
+    def search_finished(self, tube: str, outcome: str, text: str, *, limit: int = 50
+                        ) -> list[Finished]:
+        """A tube's records of one outcome whose id, unique key or body's head holds
+        ``text``, newest first, among its newest ``finished.SEARCH_DEPTH``."""
+        from ..finished import SEARCH_DEPTH, Finished, check_outcome
+
+        check_tube(tube)
+        check_outcome(outcome)
+        rows = self.dispatch.run(SEARCH_FINISHED, self.store.finished.search, tube, outcome,
+                                 text, SEARCH_DEPTH, limit)
+        return [Finished.from_row(r) for r in rows]
 
     def horizon(self) -> Horizon:
         """What holds back the cleanup of deleted jobs (``Queue.horizon``): the backend's

@@ -12,7 +12,8 @@ ago with none running since. A stream of short jobs therefore writes nothing mor
 the beat, and a long job costs two writes (its start, its end); it is deleted by
 :meth:`Presence.stop`. A beat also takes the minute's
 throughput sample when no process has yet (:mod:`sqlq.throughput`) and, once a
-minute, deletes the rows of dead workers. A beat that fails is logged and tried
+minute, deletes the rows of dead workers and prunes the finished records and results
+past their retention (:meth:`sqlq.verbs.Operations.prune`). A beat that fails is logged and tried
 again at the next: the registry is for people, and must never stop a worker.
 """
 
@@ -29,8 +30,11 @@ from ..queue import Queue
 
 log = logging.getLogger("sqlq.worker")
 
-#: How often (at most) a worker deletes dead workers' rows and samples throughput.
+#: How often (at most) a worker deletes dead workers' rows and samples throughput, and
+#: prunes finished records and results (sqlq/finished.py).
 SWEEP_S = 60.0
+#: Seconds a beat prunes at most (in transactions of a batch each).
+PRUNE_BUDGET_S = 1.0
 #: Seconds a job runs (or the worker idles after one) before its row says so without
 #: waiting for the next beat: an operator sees a busy worker busy within a second or two.
 SHOW_AFTER = 1.0
@@ -125,6 +129,10 @@ class Presence:
             if now >= self._sweep_due:
                 self._sweep_due = now + SWEEP_S
                 operations.sweep_workers()
+                # Finished records and results past their retention: a second of short
+                # deletes at most, again at the next beat if that was not enough.
+                if operations.prune(budget_s=PRUNE_BUDGET_S)["more"]:
+                    self._sweep_due = now
             minute = at // throughput.MINUTE_MS
             if minute != self._minute:
                 operations.sample_throughput(at)

@@ -336,6 +336,13 @@ def test_a_completed_job_shows_its_result(q: sqlq.Queue) -> None:
     job.complete(b'{"answer": 42}')
     with running(q) as c:
         html = c.get(f"/job?id={job.id}").text
+    # Its record (issue 39): done, after one attempt, the body's head, and the result.
+    assert '<span class="state done">done</span>' in html and "after 1 attempt" in html
+    assert "&#34;answer&#34;: 42" in html and "compute" in html
+    with q.transaction() as tx:  # its record pruned: the result alone, as before
+        tx.execute("DELETE FROM sqlq_finished")
+    with running(q) as c:
+        html = c.get(f"/job?id={job.id}").text
     assert "completed" in html and "&#34;answer&#34;: 42" in html and 'id="body"' not in html
 
 

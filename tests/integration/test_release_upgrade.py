@@ -166,6 +166,11 @@ def test_the_upgraded_queue_works(upgraded: tuple[str, dict[str, Any]]) -> None:
         assert _state(q, c3) == "waiting"
         q.delete(c2)
         assert _state(q, c3) == "delayed"  # its delay counts from its release
+        # A job ended since the upgrade leaves its record (migration 2); one the release
+        # ended has none.
+        record = q.finished(first)
+        assert record is not None and record.outcome == "deleted" and record.tube == "flow"
+        assert q.finished(roles["cancelled"]["id"]) is None
         # The dead holder's reservation comes back (on PostgreSQL at once on the machine
         # that made the fixture, after the grace elsewhere); the detached one lasts its TTR.
         held = q.reserve(tubes=["held"], timeout=soon(GRACE_S))

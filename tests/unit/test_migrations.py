@@ -162,10 +162,8 @@ def test_newer_postgres_schema_is_refused_untouched(backend: str, empty_url: str
     with psycopg.connect(empty_url) as conn:
         conn.execute("INSERT INTO sqlq_schema VALUES (999, '0999_future', 0)")
     before = _pg_contents(empty_url)
-    from sqlq.backends.postgres.migrate import LATEST
-
-    with pytest.raises(sqlq.SchemaError, match=f"newer sqlq .schema 999, this sqlq knows "
-                                               f"{LATEST}.; upgrade sqlq$"):
+    with pytest.raises(sqlq.SchemaError, match=r"newer sqlq .schema 999, this sqlq knows \d+.; "
+                                               "upgrade sqlq$"):
         sqlq.Queue(empty_url)
     assert _pg_contents(empty_url) == before
 

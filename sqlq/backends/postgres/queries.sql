@@ -178,8 +178,22 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
 -- dialect: pg_notify, so a waiting result() learns of the delete; the tube through the CTE.
 -- An administrator's delete; a result waiter learns of it from the NOTIFY. A job with
 -- dependency edges is left to delete_linked_job (migration 0011).
+-- The job's record (issue 39) in the same statement: a data-modifying CTE.
 WITH job AS (DELETE FROM sqlq_jobs WHERE id = %(id)s AND dependents = 0 AND waiting_on = 0
-             RETURNING tube)
+             RETURNING id, tube, state, owner, reserved_until - ttr AS began, reserves,
+                       created_at, unique_key, substr(body, 1, 256) AS head),
+kept AS (INSERT INTO sqlq_finished (id, tube, outcome, ended_at, worker, actor, ran,
+                                    attempts, created_at, unique_key, body)
+         SELECT id, tube, %(outcome)s, %(now)s, CASE WHEN state = 2 THEN owner END,
+                %(actor)s, CASE WHEN state = 2 THEN %(now)s - began END, reserves,
+                created_at, unique_key, head
+           FROM job
+         ON CONFLICT (id) DO UPDATE
+            SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
+                ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
+                ran = excluded.ran, attempts = excluded.attempts,
+                created_at = excluded.created_at, unique_key = excluded.unique_key,
+                body = excluded.body)
 SELECT tube, pg_notify('sqlq', '') FROM job;
 
 -- name: delete_leased_job
@@ -192,10 +206,27 @@ SELECT tube, pg_notify('sqlq', '') FROM job;
 -- path's claim: mark_capped, migration 0016) frees a slot a reserve may be blocked on:
 -- then one NOTIFY, in this statement (CASE evaluates pg_notify only for such a row; any
 -- other costs a column test). Parameters in order, as SQLite's (the store binds one
--- tuple): id, lease, now. A job with dependents is left to delete_linked_job.
-DELETE FROM sqlq_jobs
- WHERE id = %s AND state + 0 = 2 AND lease = %s AND reserved_until > %s AND dependents = 0
-RETURNING tube, CASE WHEN capped THEN pg_notify('sqlq', tube) END;
+-- tuple): id, lease, now, and now once more, for the job's record (issue 39), written
+-- in the same statement (a data-modifying CTE: no round trip more). A job with
+-- dependents is left to delete_linked_job.
+WITH job AS (
+    DELETE FROM sqlq_jobs
+     WHERE id = %s AND state + 0 = 2 AND lease = %s AND reserved_until > %s
+       AND dependents = 0
+    RETURNING id, tube, owner, reserved_until - ttr AS began, reserves, created_at,
+              unique_key, substr(body, 1, 256) AS head, capped),
+kept AS (INSERT INTO sqlq_finished (id, tube, outcome, ended_at, worker, ran, attempts,
+                                    created_at, unique_key, body)
+         SELECT id, tube, 'done', t.now, owner, t.now - began, reserves, created_at,
+                unique_key, head
+           FROM job, (SELECT %s::bigint AS now) AS t
+         ON CONFLICT (id) DO UPDATE
+            SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
+                ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
+                ran = excluded.ran, attempts = excluded.attempts,
+                created_at = excluded.created_at, unique_key = excluded.unique_key,
+                body = excluded.body)
+SELECT tube, CASE WHEN capped THEN pg_notify('sqlq', tube) END FROM job;
 
 -- name: lease_state
 SELECT state, lease, reserved_until FROM sqlq_jobs WHERE id = %(id)s;
@@ -566,7 +597,8 @@ RETURNING pg_notify('sqlq', '');
 -- name: purge_results
 DELETE FROM sqlq_results
  WHERE job_id IN (SELECT job_id FROM sqlq_results WHERE expires_at <= %(now)s
-                   ORDER BY expires_at LIMIT %(limit)s);
+                   ORDER BY expires_at LIMIT %(limit)s)
+RETURNING job_id;
 
 -- name: result_outcome
 SELECT (SELECT result FROM sqlq_results WHERE job_id = %(id)s AND expires_at > %(now)s),
@@ -982,13 +1014,27 @@ INSERT INTO sqlq_edges (parent, child) VALUES (%(parent)s, %(child)s);
 SELECT dependents, waiting_on FROM sqlq_jobs WHERE id = %(id)s;
 
 -- name: delete_linked_job
--- dialect: pg_notify for a result waiter (as delete_job); a typed NULL test of the lease.
+-- dialect: pg_notify for a result waiter (as delete_job); a typed NULL test of the lease;
+--   the job's record in the same statement (SQLite's returns what insert_finished needs).
 WITH job AS (
     DELETE FROM sqlq_jobs
      WHERE id = %(id)s
        AND (%(lease)s::bigint IS NULL
             OR (state = 2 AND lease = %(lease)s AND reserved_until > %(now)s))
-    RETURNING tube, dependents, waiting_on)
+    RETURNING id, tube, dependents, waiting_on, state, owner, reserved_until - ttr AS began,
+              reserves, created_at, unique_key, substr(body, 1, 256) AS head),
+kept AS (INSERT INTO sqlq_finished (id, tube, outcome, ended_at, worker, actor, ran,
+                                    attempts, created_at, unique_key, body)
+         SELECT id, tube, %(outcome)s, %(now)s, CASE WHEN state = 2 THEN owner END,
+                %(actor)s, CASE WHEN state = 2 THEN %(now)s - began END, reserves,
+                created_at, unique_key, head
+           FROM job
+         ON CONFLICT (id) DO UPDATE
+            SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
+                ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
+                ran = excluded.ran, attempts = excluded.attempts,
+                created_at = excluded.created_at, unique_key = excluded.unique_key,
+                body = excluded.body)
 SELECT tube, dependents, waiting_on, pg_notify('sqlq', '') FROM job;
 
 -- name: release_children
@@ -1250,3 +1296,73 @@ SELECT job_id, kind, name, value, done_at FROM sqlq_steps
 -- name: import_step
 INSERT INTO sqlq_steps (job_id, kind, name, value, done_at)
 VALUES (%(job_id)s, %(kind)s, %(name)s, %(value)s, %(done_at)s);
+
+-- The record of finished jobs (migration 0003, issue 39): written by the deletes above, read
+-- by Queue.finished and the dashboard's lists, pruned by sqlq/retention.py.
+
+-- name: finished_job
+-- One record by primary key, its result if still kept, its worker's host and pid while
+-- its row is in the registry.
+SELECT f.id, f.tube, f.grp, f.outcome, f.ended_at, f.worker, f.actor, f.ran, f.attempts,
+       f.created_at, f.unique_key, f.body,
+       (SELECT result FROM sqlq_results WHERE job_id = f.id AND expires_at > %(now)s),
+       w.host, w.pid
+  FROM sqlq_finished AS f LEFT JOIN sqlq_workers AS w ON w.token = f.worker
+ WHERE f.id = %(id)s;
+
+-- name: list_finished
+-- A page of a tube's records of one outcome, newest first, after the key (ended_at, id)
+-- of the last one shown: one range of sqlq_finished_list.
+SELECT id, tube, grp, outcome, ended_at, worker, actor, ran, attempts, created_at,
+       unique_key, body, NULL, NULL, NULL
+  FROM sqlq_finished
+ WHERE tube = %(tube)s AND outcome = %(outcome)s AND (ended_at, id) < (%(at)s, %(after)s)
+ ORDER BY ended_at DESC, id DESC LIMIT %(limit)s;
+
+-- name: search_finished
+-- dialect: position()/strpos()/::text for SQLite's instr() and CAST.
+-- A tube's records of one outcome whose id, unique key or body's head contains :text,
+-- newest first, among its newest :depth only (a body search cannot use an index).
+SELECT id, tube, grp, outcome, ended_at, worker, actor, ran, attempts, created_at,
+       unique_key, body, NULL, NULL, NULL
+  FROM (SELECT * FROM sqlq_finished WHERE tube = %(tube)s AND outcome = %(outcome)s
+         ORDER BY ended_at DESC, id DESC LIMIT %(depth)s) AS f
+ WHERE position(%(bytes)s::bytea IN body) > 0 OR strpos(unique_key, %(text)s) > 0
+    OR id::text = %(text)s
+ ORDER BY ended_at DESC, id DESC LIMIT %(limit)s;
+
+-- name: finished_tubes
+-- The tubes that have records, in O(tubes x log n): a loose index scan of
+-- sqlq_finished_list (as tube_names).
+WITH RECURSIVE t(tube) AS (
+    SELECT (SELECT min(tube) FROM sqlq_finished)
+    UNION ALL
+    SELECT (SELECT min(tube) FROM sqlq_finished WHERE tube > t.tube)
+      FROM t WHERE t.tube IS NOT NULL)
+SELECT tube FROM t WHERE tube IS NOT NULL;
+
+-- name: finished_cutoff
+-- The newest record a count bound drops: the (:keep + 1)th newest of the tube's outcome
+-- (an index walk of :keep entries, in a read transaction: no writer waits on it).
+SELECT ended_at, id FROM sqlq_finished
+ WHERE tube = %(tube)s AND outcome = %(outcome)s
+ ORDER BY ended_at DESC, id DESC LIMIT 1 OFFSET %(keep)s;
+
+-- name: prune_finished
+-- At most :batch of a tube's records of one outcome older than the key (:at, :id): the
+-- oldest first, one short write each (sqlq/retention.py loops).
+DELETE FROM sqlq_finished
+ WHERE id IN (SELECT id FROM sqlq_finished
+               WHERE tube = %(tube)s AND outcome = %(outcome)s AND (ended_at, id) < (%(at)s, %(id)s)
+               ORDER BY ended_at, id LIMIT %(batch)s)
+RETURNING id;
+
+-- name: set_retention
+INSERT INTO sqlq_retention (tube, max_age, max_count) VALUES (%(tube)s, %(max_age)s, %(max_count)s)
+ON CONFLICT (tube) DO UPDATE SET max_age = excluded.max_age, max_count = excluded.max_count;
+
+-- name: drop_retention
+DELETE FROM sqlq_retention WHERE tube = %(tube)s;
+
+-- name: list_retention
+SELECT tube, max_age, max_count FROM sqlq_retention ORDER BY tube;

@@ -87,6 +87,12 @@ class PostgresJobs(JobStore):
     def savepoint(self, conn: Any) -> contextlib.AbstractContextManager[None]:
         return conn.transaction()  # type: ignore[no-any-return]
 
+    def delete_leased(self, conn: Any, now: int, job_id: int, lease: int
+                      ) -> Sequence[Any] | None:
+        # now twice: the delete's test and the record's end (one statement, a CTE).
+        rows = conn.execute(Q["delete_leased_job"], (job_id, lease, now, now)).fetchall()
+        return rows[0] if rows else None
+
     def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:
         params = _put_params(now, tube, priority, delay_ms, ttr_ms)

@@ -6,7 +6,7 @@
   one SQLite library holds every lock on the file in the process (see db.py).
 
 A driver opens a connection that answers to the part of apsw's Connection that
-sqlq uses (``execute``, ``executemany``, ``cursor``, ``last_insert_rowid``,
+sqlq uses (``execute``, ``executemany``, ``cursor``, ``last_insert_rowid``, ``changes``,
 ``get_autocommit``, ``set_busy_handler``, ``close``), and names a failure's
 SQLite result code, from which db.py makes sqlq's errors. The transaction logic,
 busy fairness, durability and wakeup live once, in db.py, for both.
@@ -226,6 +226,10 @@ class Connection:
 
     def last_insert_rowid(self) -> int:
         return int(self.execute("SELECT last_insert_rowid()").fetchall()[0][0])
+
+    def changes(self) -> int:
+        """Rows the last statement changed (its triggers' not counted), as apsw's."""
+        return int(self.execute("SELECT changes()").fetchall()[0][0])
 
     def get_autocommit(self) -> bool:
         return not self.conn.in_transaction

@@ -59,8 +59,14 @@ def schema_version(conn: Any, *, allow_foreign: bool = False) -> int:
 
 def migrate(conn: Any, now_ms: int, *, allow_foreign: bool = False) -> int:
     """Bring the schema up to date in one write transaction; return the version."""
-    if schema_version(conn, allow_foreign=allow_foreign) == LATEST:
+    version = schema_version(conn, allow_foreign=allow_foreign)
+    if version == LATEST:
         return LATEST
+    if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchall()[0][0] == 0:
+        # A new file: its free pages can go back to the file system after a big drain
+        # (Backend.reclaim, from the workers' prune). Set before the first table, or never
+        # (an existing file keeps its mode: docs/operations.md, Disk space).
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     with immediate(conn):
         # Re-read under the write lock: another process may have migrated meanwhile.
         current = schema_version(conn, allow_foreign=allow_foreign)

@@ -195,15 +195,46 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
 -- for one is left to delete_linked_job, which moves its edges in the same transaction.
 -- Two more column tests on the row the delete reads anyway: a trigger would cost every
 -- delete a trigger program (measured: a quarter more instructions a delete).
-DELETE FROM sqlq_jobs WHERE id = :id AND dependents = 0 AND waiting_on = 0 RETURNING tube;
+-- dialect: the job's record is inserted and sqlq_finish_job (migration 0002) deletes the
+--   job, so the verb stays one statement (one autocommit write); PostgreSQL deletes and
+--   inserts the record in one statement with a data-modifying CTE.
+-- The job's record (issue 39): its outcome (deleted or cancelled) and who asked (:actor);
+-- the holder and the run's time only if it was reserved. REPLACE: a stale record of the
+-- same id (a copied job's) gives way, and the insert, so the delete, still happens.
+INSERT OR REPLACE INTO sqlq_finished (id, tube, outcome, ended_at, worker, actor, ran,
+                                      attempts, created_at, unique_key, body)
+SELECT id, tube, :outcome, :now, CASE WHEN state = 2 THEN owner END, :actor,
+       CASE WHEN state = 2 THEN :now - (reserved_until - ttr) END, reserves, created_at,
+       unique_key, substr(body, 1, 256)
+  FROM sqlq_jobs
+ WHERE id = :id AND dependents = 0 AND waiting_on = 0
+RETURNING tube;
 
 -- name: delete_leased_job
 -- The worker's delete, every job's last statement: parameters by number (a tuple binds
 -- faster than a dict's names): ?1 id, ?2 lease, ?3 now. A job with dependents is left
 -- to delete_linked_job (a reserved job waits for nothing: waiting_on is 0).
-DELETE FROM sqlq_jobs
- WHERE id = ?1 AND state = 2 AND lease = ?2 AND reserved_until > ?3 AND dependents = 0
-RETURNING tube;
+-- dialect: one INSERT of the job's record whose trigger (sqlq_finish_job) deletes the job,
+--   as delete_job: the worker's ack stays one autocommit statement, no data passes
+--   through Python; PostgreSQL's is a DELETE with the INSERT in a CTE.
+-- The record (issue 39): done, by its holder (owner), after the run timed from its
+-- reservation's start (reserved_until - ttr: a touch restarts it). No RETURNING: SQLite
+-- keeps returned rows in a temporary table, measured at 15k instructions a delete (a
+-- quarter of the record's cost); conn.changes() says whether the job was there.
+INSERT OR REPLACE INTO sqlq_finished (id, tube, outcome, ended_at, worker, ran, attempts,
+                                      created_at, unique_key, body)
+SELECT id, tube, 'done', ?3, owner, ?3 - (reserved_until - ttr), reserves, created_at,
+       unique_key, substr(body, 1, 256)
+  FROM sqlq_jobs
+ WHERE id = ?1 AND state = 2 AND lease = ?2 AND reserved_until > ?3 AND dependents = 0;
+
+-- name: insert_finished
+-- The record of a job delete_linked_job took (it returns what this needs). Its trigger's
+-- delete finds nothing: the job is gone already.
+INSERT OR REPLACE INTO sqlq_finished (id, tube, outcome, ended_at, worker, actor, ran,
+                                      attempts, created_at, unique_key, body)
+VALUES (:id, :tube, :outcome, :now, :worker, :actor, :ran, :attempts, :created_at,
+        :unique_key, :body);
 
 -- name: lease_state
 -- Why a leased operation changed nothing: the job is gone, or the lease is.
@@ -411,7 +442,8 @@ INSERT INTO sqlq_results (job_id, result, expires_at) VALUES (:id, :result, :exp
 -- range probe on sqlq_results_expires that finds nothing in the common case.
 DELETE FROM sqlq_results
  WHERE job_id IN (SELECT job_id FROM sqlq_results WHERE expires_at <= (SELECT :now)
-                   ORDER BY expires_at LIMIT (SELECT :limit));
+                   ORDER BY expires_at LIMIT (SELECT :limit))
+RETURNING job_id;
 
 -- name: result_outcome
 -- What result() waits on, in one snapshot: the unexpired result, else the job's
@@ -537,6 +569,18 @@ SELECT (SELECT page_size FROM pragma_page_size)
 -- name: integrity_check
 -- sqlq backup: SQLite's full check of a copy, "ok" or the first problem it finds.
 PRAGMA integrity_check(1);
+
+-- name: free_pages
+-- A prune's look (Backend.reclaim): the file's auto_vacuum mode (2: incremental, every file
+-- made since migration 0002), its pages and its free pages.
+SELECT (SELECT auto_vacuum FROM pragma_auto_vacuum),
+       (SELECT page_count FROM pragma_page_count),
+       (SELECT freelist_count FROM pragma_freelist_count);
+
+-- name: incremental_vacuum
+-- Give up to 500 free pages (2 MB at 4 KiB) back to the file system, the file's end
+-- moved into them: one short write (about 20 ms measured), repeated by Backend.reclaim.
+PRAGMA incremental_vacuum(500);
 
 -- name: optimize
 -- sqlq maintain: refresh the planner's statistics where SQLite thinks they are stale.
@@ -747,15 +791,20 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
           kicks, lease, reserved_until, unique_key, delay, trace;
 
 -- name: delete_leased_jobs
--- delete_leased_job for many: :jobs is a JSON array of [id, lease] pairs; the rows
--- deleted come back, so the caller can name the jobs whose lease was lost. One
--- primary-key probe per pair. json_extract, not ->>: the sqlite3 driver's system
--- SQLite may be older than 3.38.
-DELETE FROM sqlq_jobs
+-- delete_leased_job for many: :jobs is a JSON array of [id, lease] pairs (each id once:
+-- SQLiteClaims.delete_many); the ids of the jobs deleted come back, so the caller can
+-- name the jobs whose lease was lost. One primary-key probe per pair. json_extract, not
+-- ->>: the sqlite3 driver's system SQLite may be older than 3.38. As delete_leased_job:
+-- the records are inserted, their trigger deletes the jobs.
+INSERT OR REPLACE INTO sqlq_finished (id, tube, outcome, ended_at, worker, ran, attempts,
+                                      created_at, unique_key, body)
+SELECT id, tube, 'done', :now, owner, :now - (reserved_until - ttr), reserves, created_at,
+       unique_key, substr(body, 1, 256)
+  FROM sqlq_jobs
  WHERE (id, lease) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                          FROM json_each(:jobs))
    AND state = 2 AND reserved_until > :now AND dependents = 0
-RETURNING id, lease;
+RETURNING id;
 
 -- ---------------------------------------------------------------------------------------------
 -- Failed attempts (migration 0008, sqlq/attempts.py). Written only when a run fails: the
@@ -847,7 +896,8 @@ SELECT dependents, waiting_on FROM sqlq_jobs WHERE id = :id;
 DELETE FROM sqlq_jobs
  WHERE id = :id
    AND (:lease IS NULL OR (state = 2 AND lease = :lease AND reserved_until > :now))
-RETURNING tube, dependents, waiting_on;
+RETURNING tube, dependents, waiting_on, state, owner, reserved_until - ttr, reserves,
+          created_at, unique_key, substr(body, 1, 256);
 
 -- name: release_children
 -- A finished parent's children, one less parent each (an edge is unique): a child
@@ -1133,3 +1183,71 @@ SELECT job_id, kind, name, value, done_at FROM sqlq_steps
 -- name: import_step
 INSERT INTO sqlq_steps (job_id, kind, name, value, done_at)
 VALUES (:job_id, :kind, :name, :value, :done_at);
+
+-- The record of finished jobs (migration 0003, issue 39): written by the deletes above, read
+-- by Queue.finished and the dashboard's lists, pruned by sqlq/retention.py.
+
+-- name: finished_job
+-- One record by primary key, its result if still kept, its worker's host and pid while
+-- its row is in the registry.
+SELECT f.id, f.tube, f.grp, f.outcome, f.ended_at, f.worker, f.actor, f.ran, f.attempts,
+       f.created_at, f.unique_key, f.body,
+       (SELECT result FROM sqlq_results WHERE job_id = f.id AND expires_at > :now),
+       w.host, w.pid
+  FROM sqlq_finished AS f LEFT JOIN sqlq_workers AS w ON w.token = f.worker
+ WHERE f.id = :id;
+
+-- name: list_finished
+-- A page of a tube's records of one outcome, newest first, after the key (ended_at, id)
+-- of the last one shown: one range of sqlq_finished_list.
+SELECT id, tube, grp, outcome, ended_at, worker, actor, ran, attempts, created_at,
+       unique_key, body, NULL, NULL, NULL
+  FROM sqlq_finished
+ WHERE tube = (SELECT :tube) AND outcome = (SELECT :outcome) AND (ended_at, id) < ((SELECT :at), (SELECT :after))
+ ORDER BY ended_at DESC, id DESC LIMIT (SELECT :limit);
+
+-- name: search_finished
+-- A tube's records of one outcome whose id, unique key or body's head contains :text,
+-- newest first, among its newest :depth only (a body search cannot use an index).
+SELECT id, tube, grp, outcome, ended_at, worker, actor, ran, attempts, created_at,
+       unique_key, body, NULL, NULL, NULL
+  FROM (SELECT * FROM sqlq_finished WHERE tube = (SELECT :tube) AND outcome = (SELECT :outcome)
+         ORDER BY ended_at DESC, id DESC LIMIT (SELECT :depth)) AS f
+ WHERE instr(body, :bytes) > 0 OR instr(unique_key, :text) > 0 OR CAST(id AS TEXT) = :text
+ ORDER BY ended_at DESC, id DESC LIMIT (SELECT :limit);
+
+-- name: finished_tubes
+-- The tubes that have records, in O(tubes x log n): a loose index scan of
+-- sqlq_finished_list (as tube_names).
+WITH RECURSIVE t(tube) AS (
+    SELECT (SELECT min(tube) FROM sqlq_finished)
+    UNION ALL
+    SELECT (SELECT min(tube) FROM sqlq_finished WHERE tube > t.tube)
+      FROM t WHERE t.tube IS NOT NULL)
+SELECT tube FROM t WHERE tube IS NOT NULL;
+
+-- name: finished_cutoff
+-- The newest record a count bound drops: the (:keep + 1)th newest of the tube's outcome
+-- (an index walk of :keep entries, in a read transaction: no writer waits on it).
+SELECT ended_at, id FROM sqlq_finished
+ WHERE tube = (SELECT :tube) AND outcome = (SELECT :outcome)
+ ORDER BY ended_at DESC, id DESC LIMIT 1 OFFSET (SELECT :keep);
+
+-- name: prune_finished
+-- At most :batch of a tube's records of one outcome older than the key (:at, :id): the
+-- oldest first, one short write each (sqlq/retention.py loops).
+DELETE FROM sqlq_finished
+ WHERE id IN (SELECT id FROM sqlq_finished
+               WHERE tube = (SELECT :tube) AND outcome = (SELECT :outcome) AND (ended_at, id) < ((SELECT :at), (SELECT :id))
+               ORDER BY ended_at, id LIMIT (SELECT :batch))
+RETURNING id;
+
+-- name: set_retention
+INSERT INTO sqlq_retention (tube, max_age, max_count) VALUES (:tube, :max_age, :max_count)
+ON CONFLICT (tube) DO UPDATE SET max_age = excluded.max_age, max_count = excluded.max_count;
+
+-- name: drop_retention
+DELETE FROM sqlq_retention WHERE tube = :tube;
+
+-- name: list_retention
+SELECT tube, max_age, max_count FROM sqlq_retention ORDER BY tube;

@@ -148,6 +148,10 @@ class DueCache:
         self.pending = None
 
 
+#: What a leased delete returns for its tube on SQLite (see SQLiteJobs.delete_leased).
+_NO_TUBE = ("",)
+
+
 class SQLiteJobs(JobStore):
     """Ids from ``last_insert_rowid()`` and the highest id issued; a put or release with a
     delay, and children released at a delay, lower the DueCache."""
@@ -166,6 +170,23 @@ class SQLiteJobs(JobStore):
         return int(one(conn, self.Q["insert_waiting_job"], {
             "tube": tube, "priority": priority, "delay": delay_ms, "ttr": ttr_ms,
             "body": body, "now": now, "unique_key": unique_key, "waiting_on": waiting_on})[0])
+
+    def delete_leased(self, conn: Any, now: int, job_id: int, lease: int
+                      ) -> Sequence[Any] | None:
+        # The worker's ack, on every job: one statement that returns nothing (its tube is
+        # '': no caller of a leased delete reads it), changes() whether it found the job.
+        conn.execute(self.Q["delete_leased_job"], (job_id, lease, now))
+        return _NO_TUBE if conn.changes() else None
+
+    def finished(self, conn: Any, now: int, job_id: int, tube: str, outcome: str,
+                 actor: str | None, row: Sequence[Any]) -> None:
+        state, owner, began, reserves, created_at, unique_key, head = row
+        reserved = state == 2
+        conn.execute(self.Q["insert_finished"], {
+            "id": job_id, "tube": tube, "outcome": outcome, "now": now,
+            "worker": owner if reserved else None, "actor": actor,
+            "ran": now - began if reserved else None, "attempts": reserves,
+            "created_at": created_at, "unique_key": unique_key, "body": head})
 
     @contextlib.contextmanager
     def savepoint(self, conn: Any) -> Iterator[None]:
@@ -335,8 +356,12 @@ class SQLiteClaims(ClaimStore):
                     ) -> list[tuple[int, int]]:
         # The JSON array of pairs written directly, in a third of json.dumps' time (a
         # batch's fixed cost). ``:d`` takes ints only, as the ids and leases are.
-        pairs = "[" + ",".join(f"[{job_id:d},{lease:d}]" for job_id, lease in leases) + "]"
-        gone = {(r[0], r[1]) for r in conn.execute(
+        # The statement returns ids (the records' trigger deletes the jobs), so each id goes
+        # in once, with one of its leases: a pair left out is not "gone" and takes the
+        # pair-by-pair path below, which tells a live lease from a lost one.
+        leased = dict(leases)
+        pairs = "[" + ",".join(f"[{job_id:d},{lease:d}]" for job_id, lease in leased.items()) + "]"
+        gone = {(r[0], leased[r[0]]) for r in conn.execute(
             self.Q["delete_leased_jobs"], {"jobs": pairs, "now": now})}
         # Lost leases, or parents (the statement skips jobs with dependents): each of
         # those deleted once with its release (a pair named twice as well), the others lost.

@@ -10,7 +10,7 @@ the worker's ``delete_leased_job``.
 
 :class:`Store` holds one object per noun: ``jobs``, ``claims``, ``deps``, ``limits``,
 ``control``, ``results``, ``steps``, ``topics``, ``history``, ``workers``, ``views``,
-``copying``.
+``copying``, ``finished``.
 Each is a plain class given the dialect's statements (``Q``) and the sibling nouns it
 calls (a delete-and-claim deletes through ``jobs``; a limited claim claims through
 ``claims``); none inherits from another. Where the dialects differ (how an insert
@@ -32,6 +32,7 @@ from .claims import ClaimStore
 from .control import ControlStore
 from .copying import COPIED, PAGED, CopyStore
 from .deps import DependencyStore
+from .finished import FinishedStore
 from .history import HistoryStore
 from .jobs import JobStore
 from .limits import LimitStore
@@ -48,9 +49,9 @@ if TYPE_CHECKING:
     from ...model import ClaimRow, JobRow, OnProgress, Put
     from ..conn import Conn
 
-__all__ = ["ClaimStore", "ControlStore", "CopyStore", "DependencyStore", "HistoryStore",
-           "JobStore", "LimitStore", "ResultStore", "StepStore", "Store", "TopicStore",
-           "ViewStore", "WorkerStore"]
+__all__ = ["ClaimStore", "ControlStore", "CopyStore", "DependencyStore", "FinishedStore",
+           "HistoryStore", "JobStore", "LimitStore", "ResultStore", "StepStore", "Store",
+           "TopicStore", "ViewStore", "WorkerStore"]
 
 
 class Store:
@@ -73,6 +74,7 @@ class Store:
         self.history = HistoryStore(Q)
         self.workers = WorkerStore(Q)
         self.views = ViewStore(Q)
+        self.finished = FinishedStore(Q)
 
     # -- verbs across nouns: each one call of the verb contract (sqlq/verbs/) ---------------
 

@@ -24,10 +24,12 @@ class ControlStore:
         self.Q = Q
         self.jobs = jobs
 
-    def cancel(self, conn: Conn, now: int, job_id: int, keep_ms: int) -> str:
-        """Delete a live job, as ``JobStore.delete`` by id; a reserved one's (id, lease) is
-        remembered until ``keep_ms`` after its lease's end, for its holder's next verb
-        (JobCancelled). Older cancellations are purged on the way. Its tube."""
+    def cancel(self, conn: Conn, now: int, job_id: int, keep_ms: int,
+               actor: str | None = None) -> str:
+        """Delete a live job, as ``JobStore.delete`` by id (its record says cancelled, by
+        ``actor``); a reserved one's (id, lease) is remembered until ``keep_ms`` after its
+        lease's end, for its holder's next verb (JobCancelled). Older cancellations are
+        purged on the way. Its tube."""
         # The purge first, holding no job's lock (PostgreSQL's cancel_state locks the job:
         # two cancels each holding a job and waiting on the other's purge could deadlock).
         conn.execute(self.Q["purge_cancelled"], {"now": now})
@@ -37,7 +39,7 @@ class ControlStore:
         if row[1] is not None:
             conn.execute(self.Q["remember_cancelled"],
                          {"id": job_id, "lease": row[1], "until": row[2] + keep_ms})
-        return self.jobs.delete(conn, now, job_id, None)
+        return self.jobs.delete(conn, now, job_id, None, actor, "cancelled")
 
     def cancelled_among(self, conn: Conn, ids: Sequence[int]) -> list[tuple[int, int]]:
         """(id, lease) of those of ``ids`` that were cancelled while reserved (recently)."""

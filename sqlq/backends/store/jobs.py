@@ -121,38 +121,59 @@ class JobStore(abc.ABC):
         row = one(conn, self.Q["cancelled_lease"], {"id": job_id})
         return None if row is None else int(row[0])
 
-    def delete(self, conn: Conn, now: int, job_id: int, lease: int | None) -> str:
+    def delete(self, conn: Conn, now: int, job_id: int, lease: int | None,
+               actor: str | None = None, outcome: str = "deleted") -> str:
         """Delete the job (any state without a lease, else only under that live lease);
-        return its tube. Its children, if any, are released in the same transaction."""
+        return its tube ('' for a job without edges deleted under its lease on SQLite: no
+        caller of the worker's ack reads it, and returning it costs). Its children, if
+        any, are released in the same transaction, and its record (``sqlq_finished``)
+        written: ``done`` under a lease, else ``outcome`` by ``actor`` (who asked)."""
         if lease is None:
-            row = one(conn, self.Q["delete_job"], {"id": job_id})
-        else:  # a worker's, on every job: sql.one written out
-            rows = conn.execute(self.Q["delete_leased_job"], (job_id, lease, now)).fetchall()
-            row = rows[0] if rows else None
+            row = one(conn, self.Q["delete_job"], {"id": job_id, "now": now,
+                                                   "outcome": outcome, "actor": actor})
+        else:  # a worker's, on every job
+            row = self.delete_leased(conn, now, job_id, lease)
         if row is not None:
             return str(row[0])
         # Nothing deleted: no such job, a lost lease, or a job with dependency edges, which
         # those statements leave to delete_linked (this read only when they found nothing).
         links = one(conn, self.Q["job_links"], {"id": job_id})
         if links is not None and (links[0] or links[1]):
-            tube = self.delete_linked(conn, now, job_id, lease)
+            tube = self.delete_linked(conn, now, job_id, lease, actor, outcome)
             if tube is not None:
                 return tube
         if lease is None:
             raise JobNotFound(f"job {job_id} not found")
         raise self.lease_failure(conn, job_id, lease)
 
-    def delete_linked(self, conn: Conn, now: int, job_id: int, lease: int | None
-                      ) -> str | None:
+    @abc.abstractmethod
+    def delete_leased(self, conn: Conn, now: int, job_id: int, lease: int
+                      ) -> Sequence[Any] | None:
+        """The worker's delete under a live lease and the job's record: a row whose
+        first column is the tube, or None (the lease lost, or a job with dependents)."""
+
+    def finished(self, conn: Conn, now: int, job_id: int, tube: str, outcome: str,
+                 actor: str | None, row: Sequence[Any]) -> None:
+        """Write the record of a job delete_linked_job just took, from what it returned
+        (state, owner, reservation start, reserves, created_at, unique_key, body's head):
+        nothing for a backend whose statement writes it itself."""
+        return None
+
+    def delete_linked(self, conn: Conn, now: int, job_id: int, lease: int | None,
+                      actor: str | None = None, outcome: str = "deleted") -> str | None:
         """Delete a job that has dependents or parents (by id, or under its live lease),
         release its children (each one parent less; ready, or delayed from now, at zero)
         and drop its edges, in one savepoint: the caller's transaction, or its own when
         the verb runs as a lone statement. Its tube, or None if nothing matched."""
+        if lease is not None:
+            outcome = "done"
         with self.savepoint(conn):
-            row = one(conn, self.Q["delete_linked_job"], {"id": job_id, "lease": lease,
-                                                          "now": now})
+            row = one(conn, self.Q["delete_linked_job"], {
+                "id": job_id, "lease": lease, "now": now, "outcome": outcome,
+                "actor": actor})
             if row is None:
                 return None
+            self.finished(conn, now, job_id, str(row[0]), outcome, actor, row[3:])
             dependents, waiting_on = row[1], row[2]
             if dependents:
                 self.release_children(conn, now, job_id)

@@ -32,6 +32,12 @@ class ResultStore:
         conn.execute(self.Q["purge_results"], {"now": now, "limit": PURGE_BATCH})
         return tube
 
+    def purge(self, conn: Conn, now: int, limit: int) -> int:
+        """Delete up to ``limit`` expired results (the prune's, for a queue where nothing
+        completes to purge them); how many."""
+        return len(conn.execute(self.Q["purge_results"], {"now": now, "limit": limit})
+                   .fetchall())
+
     def result_outcome(self, conn: Conn, now: int, job_id: int
                        ) -> tuple[bytes | None, int | None, str | None]:
         """(result, job state, bury reason): the result if kept, else what the job is,

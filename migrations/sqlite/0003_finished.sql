@@ -1,0 +1,39 @@
+-- The record of finished jobs (issue 39): every job that ends leaves one small row,
+-- written by the statement sequence that deletes it (store/jobs.py), and kept for the
+-- retention set per tube and overall (sqlq_retention; pruned in small batches by
+-- whichever process gets to it first: sqlq/retention.py).
+CREATE TABLE sqlq_finished (
+    id         INTEGER PRIMARY KEY,   -- the job's id (ids are never reused)
+    tube       TEXT    NOT NULL,
+    grp        TEXT,                  -- its group (NULL: none)
+    outcome    TEXT    NOT NULL,      -- done (by its holder, after a run), deleted, cancelled
+    ended_at   INTEGER NOT NULL,      -- ms since the epoch
+    worker     TEXT,                  -- owner token of its holder when it ended; NULL: none
+    actor      TEXT,                  -- who deleted or cancelled it by id ('dashboard', 'cli')
+    ran        INTEGER,               -- ms since its last reservation (or touch); NULL: none
+    attempts   INTEGER NOT NULL,      -- its reserves
+    created_at INTEGER NOT NULL,
+    unique_key TEXT,
+    body       BLOB    NOT NULL       -- its first 256 bytes: what a search reads
+);
+
+-- The Done, Cancelled and Deleted lists of a tube (newest first) and retention, which
+-- works per (tube, outcome): one range each. The one index a record adds to a delete.
+CREATE INDEX sqlq_finished_list ON sqlq_finished (tube, outcome, ended_at);
+
+-- How long finished records are kept: tube '' is the setting of every tube without its
+-- own row; NULL: the built-in default (sqlq/retention.py).
+CREATE TABLE sqlq_retention (
+    tube      TEXT PRIMARY KEY,
+    max_age   INTEGER,                -- ms
+    max_count INTEGER                 -- records kept per tube and outcome
+) WITHOUT ROWID;
+
+-- A job's record written is the job's end: the worker's and an operator's deletes are
+-- one INSERT of the record (queries.sql delete_leased_job, delete_job), whose trigger
+-- deletes the job, so each verb stays one autocommit statement. A record written after
+-- its job's delete (delete_linked_job's) finds nothing here.
+CREATE TRIGGER sqlq_finish_job AFTER INSERT ON sqlq_finished
+BEGIN
+    DELETE FROM sqlq_jobs WHERE id = new.id;
+END;
