@@ -356,7 +356,8 @@ def test_sqlite_delete_without_dependents_costs_what_it_did(db_path: str) -> Non
         else:  # Python's sqlite3
             conn.conn.set_trace_callback(traced.append)
         schema_9_triggers = {"TRIGGER sqlq_forget_attempts", "TRIGGER sqlq_keep_last_id",
-                             "TRIGGER sqlq_finish_job"}
+                             "TRIGGER sqlq_finish_job",
+                             "TRIGGER sqlq_forget_steps"}  # its WHEN: no steps, no probe
         finish = "DELETE FROM sqlq_jobs WHERE id = new.id"  # sqlq_finish_job's program
 
         def one_delete(delete: Callable[[], object]) -> None:
