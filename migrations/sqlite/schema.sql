@@ -10,6 +10,29 @@ BEGIN
                                      timeouts = timeouts + excluded.timeouts;
 END;
 
+-- trigger sqlq_count_inserted
+CREATE TRIGGER sqlq_count_inserted AFTER INSERT ON sqlq_jobs WHEN new.state IN (0, 1, 3)
+BEGIN
+    INSERT INTO sqlq_job_counts (tube, state, urgent, n)
+    VALUES (new.tube, new.state, new.state = 0 AND new.priority < 1024, 1)
+    ON CONFLICT (tube, state, urgent) DO UPDATE SET n = n + 1;
+END;
+
+-- trigger sqlq_count_moved
+CREATE TRIGGER sqlq_count_moved AFTER UPDATE OF state, priority ON sqlq_jobs
+WHEN (old.state IN (0, 1, 3) OR new.state IN (0, 1, 3))
+ AND (old.state <> new.state
+      OR old.state = 0 AND (old.priority < 1024) <> (new.priority < 1024))
+BEGIN
+    UPDATE sqlq_job_counts SET n = n - 1
+     WHERE old.state IN (0, 1, 3) AND tube = old.tube AND state = old.state
+       AND urgent = (old.state = 0 AND old.priority < 1024);
+    INSERT INTO sqlq_job_counts (tube, state, urgent, n)
+    SELECT new.tube, new.state, new.state = 0 AND new.priority < 1024, 1
+     WHERE new.state IN (0, 1, 3)
+    ON CONFLICT (tube, state, urgent) DO UPDATE SET n = n + 1;
+END;
+
 -- trigger sqlq_count_pauses
 CREATE TRIGGER sqlq_count_pauses AFTER INSERT ON sqlq_tubes WHEN new.paused_until > 0
 BEGIN
@@ -36,9 +59,12 @@ END;
 
 -- trigger sqlq_forget_attempts
 CREATE TRIGGER sqlq_forget_attempts AFTER DELETE ON sqlq_jobs
-WHEN old.failures > 0
+WHEN old.failures > 0 OR old.state IN (0, 1, 3)
 BEGIN
-    DELETE FROM sqlq_attempts WHERE job_id = old.id;
+    DELETE FROM sqlq_attempts WHERE old.failures > 0 AND job_id = old.id;
+    UPDATE sqlq_job_counts SET n = n - 1
+     WHERE old.state IN (0, 1, 3) AND tube = old.tube AND state = old.state
+       AND urgent = (old.state = 0 AND old.priority < 1024);
 END;
 
 -- trigger sqlq_keep_last_id
@@ -97,6 +123,15 @@ CREATE TABLE sqlq_edges (
     parent INTEGER NOT NULL,   -- a job the child waits for (ids are never reused)
     child  INTEGER NOT NULL,   -- the waiting job
     PRIMARY KEY (parent, child)
+) WITHOUT ROWID;
+
+-- table sqlq_job_counts
+CREATE TABLE sqlq_job_counts (
+    tube   TEXT    NOT NULL,
+    state  INTEGER NOT NULL,   -- 0 ready, 1 delayed, 3 buried
+    urgent INTEGER NOT NULL,   -- 1: ready with priority < 1024; 0 otherwise
+    n      INTEGER NOT NULL,
+    PRIMARY KEY (tube, state, urgent)
 ) WITHOUT ROWID;
 
 -- table sqlq_jobs
@@ -254,6 +289,10 @@ CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
 -- column sqlq_durations: (4, 'sum', 'REAL', 1, None, 0, 0)
 -- column sqlq_edges: (0, 'parent', 'INTEGER', 1, None, 1, 0)
 -- column sqlq_edges: (1, 'child', 'INTEGER', 1, None, 2, 0)
+-- column sqlq_job_counts: (0, 'tube', 'TEXT', 1, None, 1, 0)
+-- column sqlq_job_counts: (1, 'state', 'INTEGER', 1, None, 2, 0)
+-- column sqlq_job_counts: (2, 'urgent', 'INTEGER', 1, None, 3, 0)
+-- column sqlq_job_counts: (3, 'n', 'INTEGER', 1, None, 0, 0)
 -- column sqlq_jobs: (0, 'id', 'INTEGER', 0, None, 1, 0)
 -- column sqlq_jobs: (1, 'tube', 'TEXT', 1, None, 0, 0)
 -- column sqlq_jobs: (2, 'priority', 'INTEGER', 1, None, 0, 0)
