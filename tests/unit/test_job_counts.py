@@ -188,3 +188,18 @@ def test_kept_counts_equal_count_star_after_every_verb(db_url: str, clock: FakeC
     if not is_postgres(backend):
         assert _read(db_url)[0] == Counter()
 
+
+
+def test_chaos_checker_finds_a_kept_count_off(db_url: str) -> None:
+    """The chaos suite's end-of-round check (tests/chaos_checker.py) reads both counts in one
+    snapshot and names each key whose kept count is off."""
+    from ..chaos_checker import broken_job_counts
+
+    with sqlq.Queue(db_url, durability="normal") as q:
+        q.put_many([b"x"] * 3, tube="a")
+        q.put(b"y", tube="a", priority=5000, delay=60)
+        assert broken_job_counts(db_url) == []
+        with q.transaction() as tx:
+            tx.execute("UPDATE sqlq_job_counts SET n = n + 1 WHERE state = 1")
+    [problem] = broken_job_counts(db_url)  # ('a', ...) or, in SQL_ASCII, (b'a', ...)
+    assert problem.startswith("kept count of (") and problem.endswith("a', 1, 0) is 2, COUNT(*) 1")
