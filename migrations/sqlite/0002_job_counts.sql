@@ -31,38 +31,42 @@ SELECT tube, 1, 0, count(*) FROM sqlq_jobs WHERE state = 1 GROUP BY tube;
 INSERT INTO sqlq_job_counts (tube, state, urgent, n)
 SELECT tube, 3, 0, count(*) FROM sqlq_jobs WHERE state = 3 GROUP BY tube;
 
-CREATE TRIGGER sqlq_count_inserted AFTER INSERT ON sqlq_jobs WHEN new.state IN (0, 1, 3)
+-- "state <> 2 AND state <> 4", never "state IN (0, 1, 3)": in a trigger, an IN list
+-- costs the statement that fires it an ephemeral table (callgrind: a claim and its
+-- delete took 93k instructions more with IN lists here, 14k more with these tests).
+CREATE TRIGGER sqlq_count_inserted AFTER INSERT ON sqlq_jobs
+WHEN new.state <> 2 AND new.state <> 4
 BEGIN
     INSERT INTO sqlq_job_counts (tube, state, urgent, n)
     VALUES (new.tube, new.state, new.state = 0 AND new.priority < 1024, 1)
     ON CONFLICT (tube, state, urgent) DO UPDATE SET n = n + 1;
 END;
 
--- A delete: the count goes in the trigger 0001 runs on every delete already (one trigger
--- program a delete, not two: SQLite runs a trigger's program to test its WHEN); a worked
--- job's delete (state 2, never failed: the common case) is still excluded by the WHEN.
+-- A delete: the count goes in the trigger 0001 fires on deletes already (a delete fires
+-- the triggers it did: tests/unit/test_dependencies.py); a worked job's delete (state 2,
+-- never failed: the common case) is still excluded by the WHEN.
 DROP TRIGGER sqlq_forget_attempts;
 CREATE TRIGGER sqlq_forget_attempts AFTER DELETE ON sqlq_jobs
-WHEN old.failures > 0 OR old.state IN (0, 1, 3)
+WHEN old.failures > 0 OR old.state <> 2 AND old.state <> 4
 BEGIN
     DELETE FROM sqlq_attempts WHERE old.failures > 0 AND job_id = old.id;
     UPDATE sqlq_job_counts SET n = n - 1
-     WHERE old.state IN (0, 1, 3) AND tube = old.tube AND state = old.state
+     WHERE old.state <> 2 AND old.state <> 4 AND tube = old.tube AND state = old.state
        AND urgent = (old.state = 0 AND old.priority < 1024);
 END;
 
 -- A state change from or to a counted state, or a ready job's urgency changed. Nothing
 -- updates a job's tube.
 CREATE TRIGGER sqlq_count_moved AFTER UPDATE OF state, priority ON sqlq_jobs
-WHEN (old.state IN (0, 1, 3) OR new.state IN (0, 1, 3))
+WHEN (old.state <> 2 AND old.state <> 4 OR new.state <> 2 AND new.state <> 4)
  AND (old.state <> new.state
       OR old.state = 0 AND (old.priority < 1024) <> (new.priority < 1024))
 BEGIN
     UPDATE sqlq_job_counts SET n = n - 1
-     WHERE old.state IN (0, 1, 3) AND tube = old.tube AND state = old.state
+     WHERE old.state <> 2 AND old.state <> 4 AND tube = old.tube AND state = old.state
        AND urgent = (old.state = 0 AND old.priority < 1024);
     INSERT INTO sqlq_job_counts (tube, state, urgent, n)
     SELECT new.tube, new.state, new.state = 0 AND new.priority < 1024, 1
-     WHERE new.state IN (0, 1, 3)
+     WHERE new.state <> 2 AND new.state <> 4
     ON CONFLICT (tube, state, urgent) DO UPDATE SET n = n + 1;
 END;

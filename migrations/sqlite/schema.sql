@@ -11,7 +11,8 @@ BEGIN
 END;
 
 -- trigger sqlq_count_inserted
-CREATE TRIGGER sqlq_count_inserted AFTER INSERT ON sqlq_jobs WHEN new.state IN (0, 1, 3)
+CREATE TRIGGER sqlq_count_inserted AFTER INSERT ON sqlq_jobs
+WHEN new.state <> 2 AND new.state <> 4
 BEGIN
     INSERT INTO sqlq_job_counts (tube, state, urgent, n)
     VALUES (new.tube, new.state, new.state = 0 AND new.priority < 1024, 1)
@@ -20,16 +21,16 @@ END;
 
 -- trigger sqlq_count_moved
 CREATE TRIGGER sqlq_count_moved AFTER UPDATE OF state, priority ON sqlq_jobs
-WHEN (old.state IN (0, 1, 3) OR new.state IN (0, 1, 3))
+WHEN (old.state <> 2 AND old.state <> 4 OR new.state <> 2 AND new.state <> 4)
  AND (old.state <> new.state
       OR old.state = 0 AND (old.priority < 1024) <> (new.priority < 1024))
 BEGIN
     UPDATE sqlq_job_counts SET n = n - 1
-     WHERE old.state IN (0, 1, 3) AND tube = old.tube AND state = old.state
+     WHERE old.state <> 2 AND old.state <> 4 AND tube = old.tube AND state = old.state
        AND urgent = (old.state = 0 AND old.priority < 1024);
     INSERT INTO sqlq_job_counts (tube, state, urgent, n)
     SELECT new.tube, new.state, new.state = 0 AND new.priority < 1024, 1
-     WHERE new.state IN (0, 1, 3)
+     WHERE new.state <> 2 AND new.state <> 4
     ON CONFLICT (tube, state, urgent) DO UPDATE SET n = n + 1;
 END;
 
@@ -59,11 +60,11 @@ END;
 
 -- trigger sqlq_forget_attempts
 CREATE TRIGGER sqlq_forget_attempts AFTER DELETE ON sqlq_jobs
-WHEN old.failures > 0 OR old.state IN (0, 1, 3)
+WHEN old.failures > 0 OR old.state <> 2 AND old.state <> 4
 BEGIN
     DELETE FROM sqlq_attempts WHERE old.failures > 0 AND job_id = old.id;
     UPDATE sqlq_job_counts SET n = n - 1
-     WHERE old.state IN (0, 1, 3) AND tube = old.tube AND state = old.state
+     WHERE old.state <> 2 AND old.state <> 4 AND tube = old.tube AND state = old.state
        AND urgent = (old.state = 0 AND old.priority < 1024);
 END;
 
