@@ -340,10 +340,10 @@ SELECT tube, sum(ready)::bigint, sum(urgent)::bigint, sum(held)::bigint,
           FROM sqlq_jobs WHERE state = 2 AND (%(tube)s::text IS NULL OR tube = %(tube)s)
          GROUP BY tube
         UNION ALL
-        SELECT tube, 0, 0, 0, 0, 0, count(*) FROM sqlq_jobs
-         WHERE id IN (SELECT child FROM sqlq_edges) AND state = 4
-           AND (%(tube)s::text IS NULL OR tube = %(tube)s)
-         GROUP BY tube) AS parts
+        SELECT j.tube, 0, 0, 0, 0, 0, count(*)
+          FROM (SELECT DISTINCT child FROM sqlq_edges) AS e JOIN sqlq_jobs AS j ON j.id = e.child
+         WHERE j.state = 4 AND (%(tube)s::text IS NULL OR j.tube = %(tube)s)
+         GROUP BY j.tube) AS parts
  GROUP BY tube
 HAVING coalesce(sum(ready), 0) + sum(held) + coalesce(sum(delayed), 0)
        + coalesce(sum(buried), 0) + sum(waiting) > 0;
@@ -375,7 +375,8 @@ SELECT tube FROM sqlq_job_counts GROUP BY tube HAVING sum(n) > 0
 UNION
 SELECT tube FROM sqlq_jobs WHERE state = 2
 UNION
-SELECT tube FROM sqlq_jobs WHERE id IN (SELECT child FROM sqlq_edges) AND state = 4
+SELECT j.tube FROM (SELECT DISTINCT child FROM sqlq_edges) AS e
+  JOIN sqlq_jobs AS j ON j.id = e.child WHERE j.state = 4
 UNION
 SELECT name FROM sqlq_tubes WHERE paused_until > %(now)s
 UNION
@@ -978,11 +979,13 @@ SELECT child FROM sqlq_edges WHERE parent = %(id)s ORDER BY child;
 -- name: count_waiting
 -- dialect: a typed NULL test of the tube.
 -- Waiting jobs per tube (all tubes, or %(tube)s's), through sqlq_edges_child: no index
--- holds waiting jobs, but each has an edge naming it as child while it waits.
-SELECT tube, count(*) FROM sqlq_jobs
- WHERE id IN (SELECT child FROM sqlq_edges) AND state = 4
-   AND (%(tube)s::text IS NULL OR tube = %(tube)s)
- GROUP BY tube;
+-- holds waiting jobs, but each has an edge naming it as child while it waits. The edges
+-- drive the join (a primary-key probe per waiting job): "id IN (SELECT child ...)" was
+-- planned as a scan of every job (issue 39: O(backlog) in the dashboard's overview).
+SELECT j.tube, count(*)
+  FROM (SELECT DISTINCT child FROM sqlq_edges) AS e JOIN sqlq_jobs AS j ON j.id = e.child
+ WHERE j.state = 4 AND (%(tube)s::text IS NULL OR j.tube = %(tube)s)
+ GROUP BY j.tube;
 
 -- name: list_waiting_jobs
 SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,
