@@ -232,8 +232,9 @@ def run_sizes(args: argparse.Namespace) -> int:
                 built = fill(backend, location, size, args.delayed, server)
                 jobs = size + int(size * args.delayed)
                 per_job = size_per_job(backend, location, jobs)
-                print(f"{backend} {size:,}: {'built in %.0f s' % built if built else 'reused'}"
-                      f", {per_job:.0f} bytes a job, load {load()}", flush=True)
+                how = f"built in {built:.0f} s" if built else "reused"
+                print(f"{backend} {size:,}: {how}, {per_job:.0f} bytes a job, load {load()}",
+                      flush=True)
                 r = measure(backend, location, size, args.runs)
                 r["bytes a job"] = per_job
                 if built:
