@@ -36,6 +36,7 @@ CREATE FUNCTION public.sqlq_claim(p_tubes text[], p_now bigint, p_owner text, p_
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 BEGIN
@@ -161,6 +162,7 @@ END
 $$;
 CREATE FUNCTION public.sqlq_delete_and_claim(p_id bigint, p_lease bigint, p_now bigint, p_tubes text[], p_owner text, p_scan_tube text[] DEFAULT NULL::text[], p_scan_lo bigint[] DEFAULT NULL::bigint[], p_scan_hi bigint[] DEFAULT NULL::bigint[], p_scan_from bigint[] DEFAULT NULL::bigint[], p_expired_from bigint DEFAULT NULL::bigint) RETURNS SETOF public.sqlq_jobs
     LANGUAGE plpgsql
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -188,6 +190,7 @@ END
 $$;
 CREATE FUNCTION public.sqlq_delete_and_claim_many(p_ids bigint[], p_leases bigint[], p_now bigint, p_tubes text[], p_owner text, p_n integer, p_scan_tube text[] DEFAULT NULL::text[], p_scan_lo bigint[] DEFAULT NULL::bigint[], p_scan_hi bigint[] DEFAULT NULL::bigint[], p_scan_from bigint[] DEFAULT NULL::bigint[], p_expired_from bigint DEFAULT NULL::bigint) RETURNS SETOF public.sqlq_jobs
     LANGUAGE plpgsql
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -236,6 +239,7 @@ CREATE FUNCTION public.sqlq_floors(p_tubes text[], p_now bigint, p_scan_tube tex
     LANGUAGE plpgsql STABLE
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 BEGIN
     WITH s AS MATERIALIZED (
