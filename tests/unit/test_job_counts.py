@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import sqlite3
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,10 @@ import sqlq
 from sqlq.copy import copy
 
 from ..conftest import is_postgres, spawn
+from ..oldschema import empty_database
 from ..timing import FakeClock
 
-TUBES = ("a", "b", "c")
+TUBES = ("a", "b", "c", "old", "other")
 STATS_KEYS = ("current-jobs-ready", "current-jobs-urgent", "current-jobs-reserved",
               "current-jobs-delayed", "current-jobs-buried")
 
@@ -228,3 +230,60 @@ def test_postgres_claim_is_never_jit_compiled(pg_url: str) -> None:
     assert len(claimed) == 1
     plans = [n for n in notices if "sqlq_jobs" in n]
     assert plans and not [n for n in plans if "JIT:" in n], plans
+
+
+def _at_schema_1(url: str) -> None:
+    """The database as the 0.1.0 release leaves it (migration 0001 only), holding jobs of
+    every state in two tubes, put by raw SQL (no trigger counts them)."""
+    rows = [(tube, priority, state, 1_700_000_060_000 if state == 1 else None,
+             1_700_000_060_000 if state == 2 else None)
+            for tube in ("old", "other") for priority in (5, 1024)
+            for state in (0, 0, 0, 1, 1, 2, 3)]
+    insert = ("INSERT INTO sqlq_jobs (tube, priority, state, delay_until, reserved_until, ttr,"
+              " body, created_at) VALUES ({p}, {p}, {p}, {p}, {p}, 60000, {p}, 0)")
+    if url.startswith("postgresql"):
+        import psycopg
+
+        from sqlq.backends.postgres import migrate as pg_migrate
+
+        first = pg_migrate.load_migrations()[0]
+        with psycopg.connect(url, autocommit=True) as pg, pg.transaction():
+            pg.execute(pg_migrate._CREATE_VERSION_TABLE)  # noqa: SLF001 - the release's own
+            pg.execute(first.sql)  # type: ignore[arg-type]  # DDL, no parameters
+            pg.execute("INSERT INTO sqlq_schema VALUES (1, %s, 0)", (first.name,))
+            for tube, priority, state, delay_until, reserved_until in rows:
+                pg.execute(insert.format(p="%s"),  # type: ignore[arg-type]
+                           (tube, priority, state, delay_until, reserved_until, b"x"))
+        return
+    import apsw
+
+    from sqlq.backends.sqlite import migrate
+
+    first = migrate.load_migrations()[0]
+    conn = apsw.Connection(url)
+    with conn:
+        conn.execute(migrate._CREATE_VERSION_TABLE)  # noqa: SLF001 - the release's own
+        conn.execute(first.sql)
+        conn.execute("INSERT INTO sqlq_schema VALUES (1, ?, 0)", (first.name,))
+        for tube, priority, state, delay_until, reserved_until in rows:
+            conn.execute(insert.format(p="?"),
+                         (tube, priority, state, delay_until, reserved_until, b"x"))
+    conn.close()
+
+
+@pytest.fixture
+def empty_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    yield from empty_database(backend, tmp_path, request)
+
+
+def test_migration_0002_counts_the_jobs_already_there(empty_url: str, clock: FakeClock) -> None:
+    """A store made by 0.1.0 holding jobs of every state: opened by this sqlq, its jobs
+    are counted once by the migration, and stats read them right, as of now."""
+    db_url = empty_url
+    _at_schema_1(db_url)
+    with sqlq.Queue(db_url, durability="normal", clock=clock) as q:
+        check_counts(db_url, clock(), q)
+        assert q.stats_tube("old")["current-jobs-ready"] == 6
+        clock.advance(120)  # the delayed ones came due, the reservations ran out
+        check_counts(db_url, clock(), q)
+        assert q.stats_tube("old")["current-jobs-ready"] == 6 + 4 + 2
