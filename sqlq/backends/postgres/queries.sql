@@ -369,6 +369,8 @@ SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM sqlq_jobs_id_seq;
 SELECT pg_current_snapshot()::text;
 
 -- name: list_tubes
+-- dialect: the kept counts' slots summed; the waiting jobs joined from their edges (the
+--   planner scanned every job for "id IN (SELECT child ...)").
 -- Tubes with jobs from the kept counts (migration 0002), the reserved index and the
 -- waiting jobs' edges: no walk of every job.
 SELECT tube FROM sqlq_job_counts GROUP BY tube HAVING sum(n) > 0
