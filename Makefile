@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help dev demo release-check test test-unit test-integration test-system test-fast test-min test-pooled test-chaos lint typecheck schema check bench bench-quick \
+.PHONY: help dev demo release-check test test-unit test-integration test-system test-fast test-min test-pooled test-chaos lint typecheck schema check bench bench-scale bench-quick \
 	docs dist-check clean
 
 help:  ## list the targets
@@ -108,6 +108,9 @@ check: lint typecheck test  ## everything CI cares about
 
 bench: $(STAMP)  ## sqlq against its peers (PostgreSQL ones too) and issue 12's rows: bench/RESULTS.md, docs/performance.md's figures; ~25 min; BENCH_ARGS=--help
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+bench-scale: $(STAMP)  ## issue 39's big-queue figures at 10k jobs, both backends (bench/bench_scale.py; the 1M/10M run: docs/performance.md)
+	$(BIN)/python bench/bench_scale.py --sizes 10000 $(BENCH_ARGS)
 
 bench-quick: $(STAMP)  ## a five-minute version of make bench (bench/.work/quick/)
 	$(BIN)/python bench/run.py --quick $(BENCH_ARGS)

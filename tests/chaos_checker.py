@@ -466,6 +466,36 @@ def read_links(db: str | Path) -> Links:
         conn.close()
 
 
+#: The counts migration 0002 keeps per (tube, state, urgent), and the same from the rows.
+_KEPT_COUNTS = """SELECT tube, state, urgent, sum(n) FROM sqlq_job_counts
+                   GROUP BY tube, state, urgent HAVING sum(n) <> 0"""
+_REAL_COUNTS = """SELECT tube, state, state = 0 AND priority < 1024, count(*) FROM sqlq_jobs
+                   WHERE state IN (0, 1, 3) GROUP BY 1, 2, 3"""
+
+
+def broken_job_counts(db: str | Path) -> list[str]:
+    """Where the kept counts of the quiet file (migration 0002) differ from a COUNT(*) of
+    its rows, both read in one snapshot: each difference as a problem line."""
+    if "://" in str(db):
+        import psycopg
+
+        with psycopg.connect(str(db)) as pg:
+            pg.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            kept, real = (list(pg.execute(_KEPT_COUNTS)), list(pg.execute(_REAL_COUNTS)))
+    else:
+        conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READWRITE)
+        try:
+            conn.set_busy_timeout(10_000)
+            with conn:
+                kept, real = (list(conn.execute(_KEPT_COUNTS)), list(conn.execute(_REAL_COUNTS)))
+        finally:
+            conn.close()
+    as_dict = [{(t, int(s), int(u)): int(n) for t, s, u, n in rows} for rows in (kept, real)]
+    return [f"kept count of {key} is {as_dict[0].get(key, 0)}, COUNT(*) {as_dict[1].get(key, 0)}"
+            for key in sorted(as_dict[0].keys() | as_dict[1].keys())
+            if as_dict[0].get(key, 0) != as_dict[1].get(key, 0)]
+
+
 def broken_links(links: Links) -> list[str]:
     """Where the counters of the quiet file do not add up (see the module's docstring)."""
     as_child: Counter[int] = Counter(child for _, child in links.edges)
@@ -720,6 +750,7 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
         verdict.limits = check_cap(tube, cap, all_records, {n: at for n, at, _ in kills},
                                    crashes)
     if verdict.integrity_ok:
+        verdict.problems += broken_job_counts(db)
         verdict.deps = check_dependencies(read_links(db), parents, reservations,
                                           delete_started, completions, verdict.duplicates)
     return verdict

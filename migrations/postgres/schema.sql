@@ -37,6 +37,7 @@ CREATE FUNCTION public.sqlq_claim(p_tubes text[], p_now bigint, p_owner text, p_
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 BEGIN
@@ -97,6 +98,17 @@ BEGIN
     RETURNING j.*;
 END
 $$;
+CREATE FUNCTION public.sqlq_count_deleted() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO sqlq_job_counts AS c (tube, state, urgent, slot, n)
+    VALUES (OLD.tube, OLD.state, OLD.state = 0 AND OLD.priority < 1024,
+            pg_backend_pid() % 64, -1)
+    ON CONFLICT (tube, state, urgent, slot) DO UPDATE SET n = c.n - 1;
+    RETURN NULL;
+END
+$$;
 CREATE FUNCTION public.sqlq_count_events() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -107,6 +119,21 @@ BEGIN
     ON CONFLICT (tube) DO UPDATE SET buries = c.buries + excluded.buries,
                                      kicks = c.kicks + excluded.kicks,
                                      timeouts = c.timeouts + excluded.timeouts;
+    RETURN NULL;
+END
+$$;
+CREATE FUNCTION public.sqlq_count_moved() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO sqlq_job_counts AS c (tube, state, urgent, slot, n)
+    SELECT k.tube, k.state, k.urgent, pg_backend_pid() % 64, sum(k.d)
+      FROM (VALUES (OLD.tube, OLD.state, OLD.state = 0 AND OLD.priority < 1024, -1),
+                   (NEW.tube, NEW.state, NEW.state = 0 AND NEW.priority < 1024, 1))
+           AS k (tube, state, urgent, d)
+     WHERE k.state IN (0, 1, 3)
+     GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+    ON CONFLICT (tube, state, urgent, slot) DO UPDATE SET n = c.n + excluded.n;
     RETURN NULL;
 END
 $$;
@@ -126,11 +153,17 @@ BEGIN
     INSERT INTO sqlq_tube_puts AS p (tube, slot, puts)
     SELECT tube, pg_backend_pid() % 64, count(*) FROM sqlq_new_jobs GROUP BY tube ORDER BY tube
     ON CONFLICT (tube, slot) DO UPDATE SET puts = p.puts + excluded.puts;
+    INSERT INTO sqlq_job_counts AS c (tube, state, urgent, slot, n)
+    SELECT tube, state, state = 0 AND priority < 1024, pg_backend_pid() % 64, count(*)
+      FROM sqlq_new_jobs WHERE state IN (0, 1, 3)
+     GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+    ON CONFLICT (tube, state, urgent, slot) DO UPDATE SET n = c.n + excluded.n;
     RETURN NULL;
 END
 $$;
 CREATE FUNCTION public.sqlq_delete_and_claim(p_id bigint, p_lease bigint, p_now bigint, p_tubes text[], p_owner text, p_scan_tube text[] DEFAULT NULL::text[], p_scan_lo bigint[] DEFAULT NULL::bigint[], p_scan_hi bigint[] DEFAULT NULL::bigint[], p_scan_from bigint[] DEFAULT NULL::bigint[], p_expired_from bigint DEFAULT NULL::bigint) RETURNS SETOF public.sqlq_jobs
     LANGUAGE plpgsql
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -173,6 +206,7 @@ END
 $$;
 CREATE FUNCTION public.sqlq_delete_and_claim_many(p_ids bigint[], p_leases bigint[], p_now bigint, p_tubes text[], p_owner text, p_n integer, p_scan_tube text[] DEFAULT NULL::text[], p_scan_lo bigint[] DEFAULT NULL::bigint[], p_scan_hi bigint[] DEFAULT NULL::bigint[], p_scan_from bigint[] DEFAULT NULL::bigint[], p_expired_from bigint DEFAULT NULL::bigint) RETURNS SETOF public.sqlq_jobs
     LANGUAGE plpgsql
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -235,6 +269,7 @@ CREATE FUNCTION public.sqlq_floors(p_tubes text[], p_now bigint, p_scan_tube tex
     LANGUAGE plpgsql STABLE
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 BEGIN
     WITH s AS MATERIALIZED (
@@ -351,6 +386,13 @@ CREATE TABLE public.sqlq_finished (
     body bytea NOT NULL
 )
 WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000');
+CREATE TABLE public.sqlq_job_counts (
+    tube text NOT NULL,
+    state smallint NOT NULL,
+    urgent boolean NOT NULL,
+    slot integer NOT NULL,
+    n bigint NOT NULL
+);
 ALTER TABLE public.sqlq_jobs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.sqlq_jobs_id_seq
     START WITH 1
@@ -447,6 +489,8 @@ ALTER TABLE ONLY public.sqlq_edges
     ADD CONSTRAINT sqlq_edges_pkey PRIMARY KEY (parent, child);
 ALTER TABLE ONLY public.sqlq_finished
     ADD CONSTRAINT sqlq_finished_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY public.sqlq_job_counts
+    ADD CONSTRAINT sqlq_job_counts_pkey PRIMARY KEY (tube, state, urgent, slot);
 ALTER TABLE ONLY public.sqlq_jobs
     ADD CONSTRAINT sqlq_jobs_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY public.sqlq_owners
@@ -483,7 +527,9 @@ CREATE INDEX sqlq_jobs_ready ON public.sqlq_jobs USING btree (tube, priority, id
 CREATE INDEX sqlq_jobs_reserved ON public.sqlq_jobs USING btree (reserved_until) WHERE (state = 2);
 CREATE UNIQUE INDEX sqlq_jobs_unique ON public.sqlq_jobs USING btree (tube, unique_key) WHERE (unique_key IS NOT NULL);
 CREATE INDEX sqlq_results_expires ON public.sqlq_results USING btree (expires_at);
+CREATE TRIGGER sqlq_count_deleted AFTER DELETE ON public.sqlq_jobs FOR EACH ROW WHEN ((old.state = ANY (ARRAY[0, 1, 3]))) EXECUTE FUNCTION public.sqlq_count_deleted();
 CREATE TRIGGER sqlq_count_events AFTER UPDATE OF buries, kicks, timeouts ON public.sqlq_jobs FOR EACH ROW WHEN (((new.buries > old.buries) OR (new.kicks > old.kicks) OR (new.timeouts > old.timeouts))) EXECUTE FUNCTION public.sqlq_count_events();
+CREATE TRIGGER sqlq_count_moved AFTER UPDATE OF state, priority ON public.sqlq_jobs FOR EACH ROW WHEN ((((old.state = ANY (ARRAY[0, 1, 3])) OR (new.state = ANY (ARRAY[0, 1, 3]))) AND ((old.state <> new.state) OR ((old.state = 0) AND ((old.priority < 1024) <> (new.priority < 1024)))))) EXECUTE FUNCTION public.sqlq_count_moved();
 CREATE TRIGGER sqlq_count_pauses AFTER INSERT OR UPDATE OF paused_until, pause_ms ON public.sqlq_tubes FOR EACH ROW WHEN ((new.paused_until > 0)) EXECUTE FUNCTION public.sqlq_count_pauses();
 CREATE TRIGGER sqlq_count_puts AFTER INSERT ON public.sqlq_jobs REFERENCING NEW TABLE AS sqlq_new_jobs FOR EACH STATEMENT EXECUTE FUNCTION public.sqlq_count_puts();
 CREATE TRIGGER sqlq_forget_attempts AFTER DELETE ON public.sqlq_jobs FOR EACH ROW WHEN ((old.failures > 0)) EXECUTE FUNCTION public.sqlq_forget_attempts();

@@ -10,6 +10,30 @@ BEGIN
                                      timeouts = timeouts + excluded.timeouts;
 END;
 
+-- trigger sqlq_count_inserted
+CREATE TRIGGER sqlq_count_inserted AFTER INSERT ON sqlq_jobs
+WHEN new.state <> 2 AND new.state <> 4
+BEGIN
+    INSERT INTO sqlq_job_counts (tube, state, urgent, n)
+    VALUES (new.tube, new.state, new.state = 0 AND new.priority < 1024, 1)
+    ON CONFLICT (tube, state, urgent) DO UPDATE SET n = n + 1;
+END;
+
+-- trigger sqlq_count_moved
+CREATE TRIGGER sqlq_count_moved AFTER UPDATE OF state, priority ON sqlq_jobs
+WHEN (old.state <> 2 AND old.state <> 4 OR new.state <> 2 AND new.state <> 4)
+ AND (old.state <> new.state
+      OR old.state = 0 AND (old.priority < 1024) <> (new.priority < 1024))
+BEGIN
+    UPDATE sqlq_job_counts SET n = n - 1
+     WHERE old.state <> 2 AND old.state <> 4 AND tube = old.tube AND state = old.state
+       AND urgent = (old.state = 0 AND old.priority < 1024);
+    INSERT INTO sqlq_job_counts (tube, state, urgent, n)
+    SELECT new.tube, new.state, new.state = 0 AND new.priority < 1024, 1
+     WHERE new.state <> 2 AND new.state <> 4
+    ON CONFLICT (tube, state, urgent) DO UPDATE SET n = n + 1;
+END;
+
 -- trigger sqlq_count_pauses
 CREATE TRIGGER sqlq_count_pauses AFTER INSERT ON sqlq_tubes WHEN new.paused_until > 0
 BEGIN
@@ -42,9 +66,12 @@ END;
 
 -- trigger sqlq_forget_attempts
 CREATE TRIGGER sqlq_forget_attempts AFTER DELETE ON sqlq_jobs
-WHEN old.failures > 0
+WHEN old.failures > 0 OR old.state <> 2 AND old.state <> 4
 BEGIN
-    DELETE FROM sqlq_attempts WHERE job_id = old.id;
+    DELETE FROM sqlq_attempts WHERE old.failures > 0 AND job_id = old.id;
+    UPDATE sqlq_job_counts SET n = n - 1
+     WHERE old.state <> 2 AND old.state <> 4 AND tube = old.tube AND state = old.state
+       AND urgent = (old.state = 0 AND old.priority < 1024);
 END;
 
 -- trigger sqlq_forget_steps
@@ -127,6 +154,15 @@ CREATE TABLE sqlq_finished (
     unique_key TEXT,
     body       BLOB    NOT NULL       -- its first 256 bytes: what a search reads
 );
+
+-- table sqlq_job_counts
+CREATE TABLE sqlq_job_counts (
+    tube   TEXT    NOT NULL,
+    state  INTEGER NOT NULL,   -- 0 ready, 1 delayed, 3 buried
+    urgent INTEGER NOT NULL,   -- 1: ready with priority < 1024; 0 otherwise
+    n      INTEGER NOT NULL,
+    PRIMARY KEY (tube, state, urgent)
+) WITHOUT ROWID;
 
 -- table sqlq_jobs
 CREATE TABLE sqlq_jobs (
@@ -315,6 +351,10 @@ CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
 -- column sqlq_finished: (9, 'created_at', 'INTEGER', 1, None, 0, 0)
 -- column sqlq_finished: (10, 'unique_key', 'TEXT', 0, None, 0, 0)
 -- column sqlq_finished: (11, 'body', 'BLOB', 1, None, 0, 0)
+-- column sqlq_job_counts: (0, 'tube', 'TEXT', 1, None, 1, 0)
+-- column sqlq_job_counts: (1, 'state', 'INTEGER', 1, None, 2, 0)
+-- column sqlq_job_counts: (2, 'urgent', 'INTEGER', 1, None, 3, 0)
+-- column sqlq_job_counts: (3, 'n', 'INTEGER', 1, None, 0, 0)
 -- column sqlq_jobs: (0, 'id', 'INTEGER', 0, None, 1, 0)
 -- column sqlq_jobs: (1, 'tube', 'TEXT', 1, None, 0, 0)
 -- column sqlq_jobs: (2, 'priority', 'INTEGER', 1, None, 0, 0)

@@ -400,21 +400,38 @@ SELECT id FROM sqlq_jobs WHERE state = 1 AND tube = %(tube)s AND delay_until > %
 SELECT id FROM sqlq_jobs WHERE state = 3 AND tube = %(tube)s ORDER BY id LIMIT 1;
 
 -- name: count_jobs
--- dialect: count(*) FILTER: a boolean does not sum.
--- Jobs per tube and state as of now, for stats (one pass; not the hot path).
-SELECT tube,
-       count(*) FILTER (WHERE state = 0 OR (state = 1 AND delay_until <= %(now)s)
-                           OR (state = 2 AND reserved_until <= %(now)s)),
-       count(*) FILTER (WHERE (state = 0 OR (state = 1 AND delay_until <= %(now)s)
-                               OR (state = 2 AND reserved_until <= %(now)s))
-                          AND priority < 1024),
-       count(*) FILTER (WHERE state = 2 AND reserved_until > %(now)s),
-       count(*) FILTER (WHERE state = 1 AND delay_until > %(now)s),
-       count(*) FILTER (WHERE state = 3),
-       count(*) FILTER (WHERE state = 4)
-  FROM sqlq_jobs
- WHERE %(tube)s::text IS NULL OR tube = %(tube)s
- GROUP BY tube;
+-- dialect: the kept counts' slots summed; a typed NULL test of the tube.
+-- Jobs per tube and state as of now, for stats, from the kept counts (migration 0004) and
+-- the ranges of what "as of now" changes (SQLite's count_jobs says which).
+SELECT tube, sum(ready)::bigint, sum(urgent)::bigint, sum(held)::bigint,
+       sum(delayed)::bigint, sum(buried)::bigint, sum(waiting)::bigint
+  FROM (SELECT tube, sum(n) FILTER (WHERE state = 0) AS ready,
+               sum(n) FILTER (WHERE urgent) AS urgent, 0 AS held,
+               sum(n) FILTER (WHERE state = 1) AS delayed,
+               sum(n) FILTER (WHERE state = 3) AS buried, 0 AS waiting
+          FROM sqlq_job_counts WHERE %(tube)s::text IS NULL OR tube = %(tube)s GROUP BY tube
+        UNION ALL
+        SELECT tube, count(*), count(*) FILTER (WHERE priority < 1024), 0, -count(*), 0, 0
+          FROM sqlq_jobs
+         WHERE state = 1 AND delay_until <= %(now)s
+           AND tube IN (SELECT tube FROM sqlq_job_counts
+                         WHERE state = 1 AND (%(tube)s::text IS NULL OR tube = %(tube)s)
+                         GROUP BY tube HAVING sum(n) > 0)
+         GROUP BY tube
+        UNION ALL
+        SELECT tube, count(*) FILTER (WHERE reserved_until <= %(now)s),
+               count(*) FILTER (WHERE reserved_until <= %(now)s AND priority < 1024),
+               count(*) FILTER (WHERE reserved_until > %(now)s), 0, 0, 0
+          FROM sqlq_jobs WHERE state = 2 AND (%(tube)s::text IS NULL OR tube = %(tube)s)
+         GROUP BY tube
+        UNION ALL
+        SELECT j.tube, 0, 0, 0, 0, 0, count(*)
+          FROM (SELECT DISTINCT child FROM sqlq_edges) AS e JOIN sqlq_jobs AS j ON j.id = e.child
+         WHERE j.state = 4 AND (%(tube)s::text IS NULL OR j.tube = %(tube)s)
+         GROUP BY j.tube) AS parts
+ GROUP BY tube
+HAVING coalesce(sum(ready), 0) + sum(held) + coalesce(sum(delayed), 0)
+       + coalesce(sum(buried), 0) + sum(waiting) > 0;
 
 -- name: total_jobs
 -- dialect: ids come from a sequence (SQLite: the highest id issued, migration 0007).
@@ -437,7 +454,16 @@ SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM sqlq_jobs_id_seq;
 SELECT pg_current_snapshot()::text;
 
 -- name: list_tubes
-SELECT DISTINCT tube FROM sqlq_jobs
+-- dialect: the kept counts' slots summed; the waiting jobs joined from their edges (the
+--   planner scanned every job for "id IN (SELECT child ...)").
+-- Tubes with jobs from the kept counts (migration 0004), the reserved index and the
+-- waiting jobs' edges: no walk of every job.
+SELECT tube FROM sqlq_job_counts GROUP BY tube HAVING sum(n) > 0
+UNION
+SELECT tube FROM sqlq_jobs WHERE state = 2
+UNION
+SELECT j.tube FROM (SELECT DISTINCT child FROM sqlq_edges) AS e
+  JOIN sqlq_jobs AS j ON j.id = e.child WHERE j.state = 4
 UNION
 SELECT name FROM sqlq_tubes WHERE paused_until > %(now)s
 UNION
@@ -797,14 +823,30 @@ UNION SELECT name FROM sqlq_tubes
 UNION SELECT DISTINCT tube FROM sqlq_durations;
 
 -- name: tube_counts
--- dialect: count(*) FILTER: a boolean does not sum.
-SELECT rdy.n + due.n + expired.n, urg.n + due.urgent + expired.urgent, held.n, waiting.n,
-       bur.n, rdy.oldest, due.since,
+-- dialect: count(*) FILTER: a boolean does not sum; the kept counts' slots summed.
+-- As SQLite's: the kept counts (migration 0004), the ranges of what is due, the oldest
+-- ready job found by a hop from one priority to the next in sqlq_jobs_ready.
+WITH RECURSIVE
+  kept AS (SELECT coalesce(sum(n) FILTER (WHERE state = 0), 0) AS ready,
+                  coalesce(sum(n) FILTER (WHERE urgent), 0) AS urgent,
+                  coalesce(sum(n) FILTER (WHERE state = 1), 0) AS delayed,
+                  coalesce(sum(n) FILTER (WHERE state = 3), 0) AS buried
+             FROM sqlq_job_counts WHERE tube = %(tube)s),
+  pri(p) AS (
+    SELECT (SELECT min(priority) FROM sqlq_jobs WHERE state = 0 AND tube = %(tube)s)
+    UNION ALL
+    SELECT (SELECT min(priority) FROM sqlq_jobs
+             WHERE state = 0 AND tube = %(tube)s AND priority > pri.p)
+      FROM pri WHERE pri.p IS NOT NULL)
+SELECT kept.ready + due.n + expired.n, kept.urgent + due.urgent + expired.urgent, held.n,
+       kept.delayed - due.n, kept.buried,
+       (SELECT min((SELECT id FROM sqlq_jobs
+                     WHERE state = 0 AND tube = %(tube)s AND priority = pri.p
+                     ORDER BY id LIMIT 1))
+          FROM pri WHERE pri.p IS NOT NULL),
+       due.since,
        (SELECT paused_until FROM sqlq_tubes WHERE name = %(tube)s)
-  FROM (SELECT count(*) AS n, min(id) AS oldest FROM sqlq_jobs
-         WHERE state = 0 AND tube = %(tube)s) AS rdy,
-       (SELECT count(*) AS n FROM sqlq_jobs
-         WHERE state = 0 AND tube = %(tube)s AND priority < 1024) AS urg,
+  FROM kept,
        (SELECT count(*) AS n, count(*) FILTER (WHERE priority < 1024) AS urgent,
                min(delay_until) AS since FROM sqlq_jobs
          WHERE state = 1 AND tube = %(tube)s AND delay_until <= %(now)s) AS due,
@@ -812,10 +854,7 @@ SELECT rdy.n + due.n + expired.n, urg.n + due.urgent + expired.urgent, held.n, w
           FROM sqlq_jobs
          WHERE state = 2 AND reserved_until <= %(now)s AND tube = %(tube)s) AS expired,
        (SELECT count(*) AS n FROM sqlq_jobs
-         WHERE state = 2 AND reserved_until > %(now)s AND tube = %(tube)s) AS held,
-       (SELECT count(*) AS n FROM sqlq_jobs
-         WHERE state = 1 AND tube = %(tube)s AND delay_until > %(now)s) AS waiting,
-       (SELECT count(*) AS n FROM sqlq_jobs WHERE state = 3 AND tube = %(tube)s) AS bur;
+         WHERE state = 2 AND reserved_until > %(now)s AND tube = %(tube)s) AS held;
 
 -- name: job_created_at
 SELECT created_at FROM sqlq_jobs WHERE id = %(id)s;
@@ -1056,11 +1095,13 @@ SELECT child FROM sqlq_edges WHERE parent = %(id)s ORDER BY child;
 -- name: count_waiting
 -- dialect: a typed NULL test of the tube.
 -- Waiting jobs per tube (all tubes, or %(tube)s's), through sqlq_edges_child: no index
--- holds waiting jobs, but each has an edge naming it as child while it waits.
-SELECT tube, count(*) FROM sqlq_jobs
- WHERE id IN (SELECT child FROM sqlq_edges) AND state = 4
-   AND (%(tube)s::text IS NULL OR tube = %(tube)s)
- GROUP BY tube;
+-- holds waiting jobs, but each has an edge naming it as child while it waits. The edges
+-- drive the join (a primary-key probe per waiting job): "id IN (SELECT child ...)" was
+-- planned as a scan of every job (issue 39: O(backlog) in the dashboard's overview).
+SELECT j.tube, count(*)
+  FROM (SELECT DISTINCT child FROM sqlq_edges) AS e JOIN sqlq_jobs AS j ON j.id = e.child
+ WHERE j.state = 4 AND (%(tube)s::text IS NULL OR j.tube = %(tube)s)
+ GROUP BY j.tube;
 
 -- name: list_waiting_jobs
 SELECT id, tube, priority, state, ttr, substr(body, 1, 160), created_at, reserves, timeouts,

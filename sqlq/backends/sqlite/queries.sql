@@ -47,6 +47,13 @@ ON CONFLICT (tube) DO UPDATE SET puts = puts + excluded.puts;
 -- name: open_put_run
 UPDATE sqlq_tube_run SET tube = :tube, start = :first WHERE tube IS NOT :tube;
 
+-- name: add_job_counts
+-- A put_many made with the triggers off does once what sqlq_count_inserted (migration
+-- 0002) does for a row: :n more jobs in (:tube, :state), ready ones by urgency.
+INSERT INTO sqlq_job_counts (tube, state, urgent, n)
+VALUES (:tube, :state, :state = 0 AND :priority < 1024, :n)
+ON CONFLICT (tube, state, urgent) DO UPDATE SET n = n + excluded.n;
+
 -- name: insert_job_at
 -- insert_job with the id given: put_many, under the write lock, reads the highest id
 -- issued once (total_jobs) and numbers its rows from there, which spares every row
@@ -195,7 +202,7 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
 -- for one is left to delete_linked_job, which moves its edges in the same transaction.
 -- Two more column tests on the row the delete reads anyway: a trigger would cost every
 -- delete a trigger program (measured: a quarter more instructions a delete).
--- dialect: the job's record is inserted and sqlq_finish_job (migration 0002) deletes the
+-- dialect: the job's record is inserted and sqlq_finish_job (migration 0003) deletes the
 --   job, so the verb stays one statement (one autocommit write); PostgreSQL deletes and
 --   inserts the record in one statement with a data-modifying CTE.
 -- The job's record (issue 39): its outcome (deleted or cancelled) and who asked (:actor);
@@ -366,20 +373,34 @@ SELECT id FROM sqlq_jobs
 SELECT id FROM sqlq_jobs WHERE state = 3 AND tube = (SELECT :tube) ORDER BY id LIMIT 1;
 
 -- name: count_jobs
--- Jobs per tube and state as of now, for stats. One pass over the jobs table:
--- stats are for people and monitors, not for the hot path.
-SELECT tube,
-       sum(state = 0 OR (state = 1 AND delay_until <= :now)
-           OR (state = 2 AND reserved_until <= :now)),
-       sum((state = 0 OR (state = 1 AND delay_until <= :now)
-            OR (state = 2 AND reserved_until <= :now)) AND priority < 1024),
-       sum(state = 2 AND reserved_until > :now),
-       sum(state = 1 AND delay_until > :now),
-       sum(state = 3),
-       sum(state = 4)
-  FROM sqlq_jobs
- WHERE :tube IS NULL OR tube = :tube
- GROUP BY tube;
+-- Jobs per tube and state as of now, for stats, in time that grows with the tubes and what
+-- is due, never with the backlog (issue 39): the kept counts (migration 0004) plus what
+-- "as of now" changes without a write, each an index range: delayed jobs come due (a
+-- range per tube of sqlq_jobs_delayed), reservations (sqlq_jobs_reserved: one per
+-- running worker), waiting jobs (their edges, as count_waiting). A tube with no job is
+-- left out, as before.
+SELECT tube, sum(ready), sum(urgent), sum(held), sum(delayed), sum(buried), sum(waiting)
+  FROM (SELECT tube, sum(n * (state = 0)) AS ready, sum(n * urgent) AS urgent, 0 AS held,
+               sum(n * (state = 1)) AS delayed, sum(n * (state = 3)) AS buried, 0 AS waiting
+          FROM sqlq_job_counts WHERE :tube IS NULL OR tube = :tube GROUP BY tube
+        UNION ALL
+        SELECT tube, count(*), sum(priority < 1024), 0, -count(*), 0, 0 FROM sqlq_jobs
+         WHERE state = 1 AND delay_until <= (SELECT :now)
+           AND tube IN (SELECT tube FROM sqlq_job_counts
+                         WHERE state = 1 AND n > 0 AND (:tube IS NULL OR tube = :tube))
+         GROUP BY tube
+        UNION ALL
+        SELECT tube, sum(reserved_until <= :now),
+               sum(reserved_until <= :now AND priority < 1024), sum(reserved_until > :now),
+               0, 0, 0
+          FROM sqlq_jobs WHERE state = 2 AND (:tube IS NULL OR tube = :tube) GROUP BY tube
+        UNION ALL
+        SELECT tube, 0, 0, 0, 0, 0, count(*) FROM sqlq_jobs
+         WHERE id IN (SELECT child FROM sqlq_edges) AND state = 4
+           AND (:tube IS NULL OR tube = :tube)
+         GROUP BY tube)
+ GROUP BY tube
+HAVING sum(ready) + sum(held) + sum(delayed) + sum(buried) + sum(waiting) > 0;
 
 -- name: total_jobs
 -- The highest id issued: ids count from 1 without gaps (a put that rolls back issues
@@ -396,8 +417,14 @@ SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0),
 SELECT data_version, total_changes() FROM pragma_data_version;
 
 -- name: list_tubes
--- A tube subscribed to a topic is listed even while empty: publish fills it.
-SELECT DISTINCT tube FROM sqlq_jobs
+-- A tube subscribed to a topic is listed even while empty: publish fills it. Tubes with
+-- jobs from the kept counts (migration 0004), the reserved index and the waiting jobs'
+-- edges: no walk of every job.
+SELECT tube FROM sqlq_job_counts WHERE n > 0
+UNION
+SELECT tube FROM sqlq_jobs WHERE state = 2
+UNION
+SELECT tube FROM sqlq_jobs WHERE id IN (SELECT child FROM sqlq_edges) AND state = 4
 UNION
 SELECT name FROM sqlq_tubes WHERE paused_until > :now
 UNION
@@ -572,7 +599,7 @@ PRAGMA integrity_check(1);
 
 -- name: free_pages
 -- A prune's look (Backend.reclaim): the file's auto_vacuum mode (2: incremental, every file
--- made since migration 0002), its pages and its free pages.
+-- made since migration 0003), its pages and its free pages.
 SELECT (SELECT auto_vacuum FROM pragma_auto_vacuum),
        (SELECT page_count FROM pragma_page_count),
        (SELECT freelist_count FROM pragma_freelist_count);
@@ -637,17 +664,33 @@ UNION SELECT name FROM sqlq_tubes
 UNION SELECT DISTINCT tube FROM sqlq_durations;
 
 -- name: tube_counts
--- One tube's jobs by state as of now (as count_jobs, but from the partial indexes:
--- a walk of this tube's entries only), the oldest ready job and the pause.
+-- One tube's jobs by state as of now (as count_jobs: the kept counts of migration 0004
+-- and the ranges of what is due), the oldest ready job and the pause. The oldest ready
+-- job is the least id of each priority's first entry in sqlq_jobs_ready: a hop from one
+-- priority to the next (O(priorities x log n)), not a walk of the tube's ready jobs.
 -- Columns: ready, urgent, reserved, delayed, buried, oldest ready id, earliest
 -- due delay_until, paused_until.
-SELECT rdy.n + due.n + expired.n, urg.n + due.urgent + expired.urgent, held.n, waiting.n,
-       bur.n, rdy.oldest, due.since,
+WITH RECURSIVE
+  kept AS (SELECT coalesce(sum(n * (state = 0)), 0) AS ready,
+                  coalesce(sum(n * urgent), 0) AS urgent,
+                  coalesce(sum(n * (state = 1)), 0) AS delayed,
+                  coalesce(sum(n * (state = 3)), 0) AS buried
+             FROM sqlq_job_counts WHERE tube = (SELECT :tube)),
+  pri(p) AS (
+    SELECT (SELECT min(priority) FROM sqlq_jobs WHERE state = 0 AND tube = (SELECT :tube))
+    UNION ALL
+    SELECT (SELECT min(priority) FROM sqlq_jobs
+             WHERE state = 0 AND tube = (SELECT :tube) AND priority > pri.p)
+      FROM pri WHERE pri.p IS NOT NULL)
+SELECT kept.ready + due.n + expired.n, kept.urgent + due.urgent + expired.urgent, held.n,
+       kept.delayed - due.n, kept.buried,
+       (SELECT min((SELECT id FROM sqlq_jobs
+                     WHERE state = 0 AND tube = (SELECT :tube) AND priority = pri.p
+                     ORDER BY id LIMIT 1))
+          FROM pri WHERE pri.p IS NOT NULL),
+       due.since,
        (SELECT paused_until FROM sqlq_tubes WHERE name = (SELECT :tube))
-  FROM (SELECT count(*) AS n, min(id) AS oldest FROM sqlq_jobs
-         WHERE state = 0 AND tube = (SELECT :tube)) AS rdy,
-       (SELECT count(*) AS n FROM sqlq_jobs
-         WHERE state = 0 AND tube = (SELECT :tube) AND priority < 1024) AS urg,
+  FROM kept,
        (SELECT count(*) AS n, coalesce(sum(priority < 1024), 0) AS urgent,
                min(delay_until) AS since FROM sqlq_jobs
          WHERE state = 1 AND tube = (SELECT :tube) AND delay_until <= (SELECT :now)) AS due,
@@ -656,12 +699,7 @@ SELECT rdy.n + due.n + expired.n, urg.n + due.urgent + expired.urgent, held.n, w
            AND tube = (SELECT :tube)) AS expired,
        (SELECT count(*) AS n FROM sqlq_jobs
          WHERE state = 2 AND reserved_until > (SELECT :now)
-           AND tube = (SELECT :tube)) AS held,
-       (SELECT count(*) AS n FROM sqlq_jobs
-         WHERE state = 1 AND tube = (SELECT :tube)
-           AND delay_until > (SELECT :now)) AS waiting,
-       (SELECT count(*) AS n FROM sqlq_jobs
-         WHERE state = 3 AND tube = (SELECT :tube)) AS bur;
+           AND tube = (SELECT :tube)) AS held;
 
 -- name: job_created_at
 SELECT created_at FROM sqlq_jobs WHERE id = :id;

@@ -244,6 +244,8 @@ class SQLiteJobs(JobStore):
                 run = {"tube": tube, "first": first}
                 conn.execute(Q["close_put_run"], run)
                 conn.execute(Q["open_put_run"], run)
+                conn.execute(Q["add_job_counts"], {  # nor sqlq_count_inserted
+                    "tube": tube, "state": row[2], "priority": priority, "n": len(bodies)})
         return list(range(first, first + len(bodies)))
 
     def release(self, conn: Any, now: int, job_id: int, lease: int | None,
