@@ -94,13 +94,17 @@ def _random_run(q: sqlq.Queue, url: str, clock: FakeClock, seed: int, steps: int
                            "put_after", "reserve", "reserve", "reserve_many", "delete",
                            "delete_many", "delete_id", "release", "release_delayed", "bury",
                            "kick", "kick_job", "touch", "cancel", "postpone", "advance",
-                           "dead_owner"))
+                           "dead_owner", "put_replace", "snooze"))
         if verb == "put":
             q.put(b"x", tube=tube, priority=priority)
         elif verb == "put_delayed":
             q.put(b"x", tube=tube, priority=priority, delay=rnd.choice((1, 5, 30)))
         elif verb == "put_unique":
             q.put(b"x", tube=tube, priority=priority, unique_key=str(rnd.randrange(4)))
+        elif verb == "put_replace":  # debounce: the key's holder changed in place, or a
+            # follow-up of a reserved or buried one
+            q.put(b"x", tube=tube, priority=priority, unique_key=str(rnd.randrange(4)),
+                  delay=rnd.choice((0, 0, 2)), on_conflict="replace")
         elif verb == "put_many":
             q.put_many([b"x"] * rnd.randrange(1, 5), tube=tube, priority=priority,
                        delay=rnd.choice((0, 0, 3)))
@@ -119,7 +123,7 @@ def _random_run(q: sqlq.Queue, url: str, clock: FakeClock, seed: int, steps: int
             batch = [held.pop() for _ in range(min(len(held), 3))]
             _quietly(q.delete_many, batch)
         elif held and verb in ("delete", "release", "release_delayed", "bury", "touch",
-                               "cancel"):
+                               "cancel", "snooze"):
             job = held.pop(rnd.randrange(len(held)))
             if verb == "delete":
                 _quietly(job.delete)
@@ -132,6 +136,8 @@ def _random_run(q: sqlq.Queue, url: str, clock: FakeClock, seed: int, steps: int
             elif verb == "touch":
                 _quietly(job.touch)
                 held.append(job)
+            elif verb == "snooze":
+                _quietly(job.snooze, rnd.choice((0, 3)))
             else:
                 _quietly(q.cancel, job.id)
         elif verb in ("delete_id", "kick_job", "cancel", "postpone"):
@@ -276,7 +282,7 @@ def empty_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> I
     yield from empty_database(backend, tmp_path, request)
 
 
-def test_migration_0002_counts_the_jobs_already_there(empty_url: str, clock: FakeClock) -> None:
+def test_migration_0004_counts_the_jobs_already_there(empty_url: str, clock: FakeClock) -> None:
     """A store made by 0.1.0 holding jobs of every state: opened by this sqlq, its jobs
     are counted once by the migration, and stats read them right, as of now."""
     db_url = empty_url
