@@ -266,7 +266,8 @@ class AsyncQueue:
         body = options.task.message(*args, **kwargs)
         return await self.put(body, tube=options.tube, priority=options.priority,
                               delay=options.delay, ttr=options.ttr,
-                              unique_key=options.unique_key, after=options.after or None)
+                              unique_key=options.unique_key, after=options.after or None,
+                              group=options.group)
 
     # -- reserve and result: the waiting verbs -----------------------------------------------
 

@@ -85,7 +85,8 @@ def job_doc(read: tuple[Any, ...], now: int, job_id: int) -> dict[str, Any]:
     beanstalkd's keys, then sqlq's own about its failed runs (``failures``,
     ``last-error``, ``last-traceback``: sqlq/attempts.py), ``waiting-on``, the parents it
     still waits for (0 unless it is waiting), and its ``progress`` and
-    ``progress-message`` (sqlq/control.py; ``""`` before any)."""
+    ``progress-message`` (sqlq/control.py; ``""`` before any), and its ``group`` (None:
+    none)."""
     row, last, waiting_on, progress = read
     if row is None:
         raise JobNotFound(f"job {job_id} not found")
@@ -110,4 +111,5 @@ def job_doc(read: tuple[Any, ...], now: int, job_id: int) -> dict[str, Any]:
         "failures": failures, "last-error": last_error, "last-traceback": last_traceback,
         "waiting-on": waiting_on,
         "progress": "" if value is None else value, "progress-message": message,
+        "group": row.grp,
     }

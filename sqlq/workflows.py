@@ -111,5 +111,6 @@ def _put(q: Queue, plan: list[_Put]) -> list[int]:
             o = put.step.options
             ids.append(q.put(put.step.message(parents) if body is None else body,
                              tube=o.tube, priority=o.priority, delay=o.delay, ttr=o.ttr,
-                             unique_key=o.unique_key, after=(*o.after, *parents) or None))
+                             unique_key=o.unique_key, after=(*o.after, *parents) or None,
+                             group=o.group))
     return ids

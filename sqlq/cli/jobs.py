@@ -17,6 +17,7 @@ from .options import (
     TUBE,
     after_option,
     delay_option,
+    group_option,
     job_id_argument,
     json_option,
     priority_option,
@@ -40,11 +41,12 @@ def _after(groups: Sequence[tuple[int, ...]]) -> list[int] | None:
 @put_options
 @click.option("--unique-key", "-u", help="Insert nothing if a live job in the tube has this key.")
 @after_option
+@group_option
 @json_option
 @click.pass_context
 def put(ctx: click.Context, body: str | None, tube: str, priority: int, delay: float,
         ttr: float, unique_key: str | None, after: Sequence[tuple[int, ...]],
-        as_json: bool) -> None:
+        group: str | None, as_json: bool) -> None:
     """Put a job into a tube and print its id.
 
     BODY is the job's body; '-' (or no BODY with a pipe on stdin) reads it from stdin,
@@ -58,9 +60,11 @@ def put(ctx: click.Context, body: str | None, tube: str, priority: int, delay: f
         sqlq put '{"to": "a@example.com"}' --tube emails --delay 5m
         gzip -c report.csv | sqlq put - --tube reports
         sqlq put '{"report": 7}' --tube mail --after 41 --after 42
+        sqlq put '{"account": 42}' --tube syncs --group acct-42
     """
     jid = queue_from_ctx(ctx).put(read_body(body), tube=tube, priority=priority, delay=delay,
-                                  ttr=ttr, unique_key=unique_key, after=_after(after))
+                                  ttr=ttr, unique_key=unique_key, after=_after(after),
+                                  group=group)
     emit({"id": jid}, as_json, text=str(jid))
 
 
@@ -70,10 +74,12 @@ def put(ctx: click.Context, body: str | None, tube: str, priority: int, delay: f
 @click.option("--null", "-0", "null", is_flag=True,
               help="Bodies end with NUL instead of newline (as with find -print0).")
 @after_option
+@group_option
 @json_option
 @click.pass_context
 def put_many(ctx: click.Context, file: IO[bytes], tube: str, priority: int, delay: float,
-             ttr: float, null: bool, after: Sequence[tuple[int, ...]], as_json: bool) -> None:
+             ttr: float, null: bool, after: Sequence[tuple[int, ...]], group: str | None,
+             as_json: bool) -> None:
     """Put one job per line of FILE (or stdin) at once; print the ids.
 
     All the jobs are put in one transaction: all or none.
@@ -90,7 +96,7 @@ def put_many(ctx: click.Context, file: IO[bytes], tube: str, priority: int, dela
     sep = b"\0" if null else b"\n"
     bodies = [b for b in file.read().split(sep) if b]
     ids = queue_from_ctx(ctx).put_many(bodies, tube=tube, priority=priority, delay=delay,
-                                       ttr=ttr, after=_after(after))
+                                       ttr=ttr, after=_after(after), group=group)
     emit([{"id": i} for i in ids], as_json, text="\n".join(map(str, ids)) if ids else None)
 
 

@@ -113,6 +113,11 @@ after_option = click.option(
     help="Wait until job ID is gone (deleted or completed) before it is ready; repeat, or "
          "separate ids with commas, for several.")
 
+group_option = click.option(
+    "--group", "group", default=None,
+    help="The jobs' group: claims take a tube's groups in turn, and sqlq limit "
+         "--group-concurrency/--group-rate cap each (1 to 200 characters).")
+
 
 def priority_option(default: int | None) -> Callable[[F], F]:
     """``--priority N``; a None default means "keep the job's own" (release, bury)."""

@@ -31,6 +31,7 @@ from ..model import (
     DEFAULT_TTR,
     DEFAULT_TUBE,
     check_after,
+    check_group,
     check_priority,
     check_tube,
 )
@@ -250,18 +251,20 @@ class Task(Generic[P, R, Id]):
 
     def options(self, *, delay: float = 0, priority: int | None = None,
                 ttr: float | None = None, unique_key: str | None = None,
-                tube: str | None = None, after: int | Iterable[int] | None = None
-                ) -> TaskOptions[P, Id]:
+                tube: str | None = None, after: int | Iterable[int] | None = None,
+                group: str | None = None) -> TaskOptions[P, Id]:
         """The same task with other put options for one call: ``.options(delay=30).put(...)``.
 
         ``after``: a job id or an iterable of ids the call waits for (see
         :meth:`sqlq.Queue.put`); ``delay`` then counts from the moment the last of
-        them is gone. It needs the task's queue to be a :class:`sqlq.Queue`.
+        them is gone. ``group``: the call's group (see :meth:`sqlq.Queue.put`). Both
+        need the task's queue to be a :class:`sqlq.Queue`.
         """
         return TaskOptions(self, delay=delay, unique_key=unique_key,
                            priority=self.priority if priority is None else priority,
                            ttr=self.ttr if ttr is None else ttr,
-                           tube=self.tube if tube is None else tube, after=check_after(after))
+                           tube=self.tube if tube is None else tube, after=check_after(after),
+                           group=check_group(group))
 
     def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
         """This call, not put yet: a step of :func:`sqlq.chain` or :func:`sqlq.chord`
@@ -273,12 +276,15 @@ class TaskOptions(Generic[P, Id]):
     """A task with put options bound, made by :meth:`Task.options`."""
 
     def __init__(self, task: Task[P, Any, Id], *, delay: float, priority: int, ttr: float,
-                 unique_key: str | None, tube: str, after: tuple[int, ...] = ()) -> None:
+                 unique_key: str | None, tube: str, after: tuple[int, ...] = (),
+                 group: str | None = None) -> None:
         self.task = task
         self.delay, self.priority, self.ttr = delay, priority, ttr
         self.unique_key, self.tube = unique_key, tube
         #: The jobs the call waits for (checked ids, in order, each once).
         self.after = after
+        #: The call's group (checked), or None.
+        self.group = group
 
     def put(self, *args: P.args, **kwargs: P.kwargs) -> Id:
         """Enqueue a call with these arguments and the bound options; return the job id
@@ -291,16 +297,17 @@ class TaskOptions(Generic[P, Id]):
         """
         body = self.task.message(*args, **kwargs)
         queue = self.task.queue
-        if not self.after:
+        if not self.after and self.group is None:
             return queue.put(body, tube=self.tube, priority=self.priority, delay=self.delay,
                              ttr=self.ttr, unique_key=self.unique_key)
         from ..puts import Puts  # not at import: a worker imports tasks before the Queue
 
         if not isinstance(queue, Puts):
-            raise TypeError(f"{self.task.name}: after= needs a sqlq.Queue; "
-                            f"{type(queue).__name__} puts without it")
+            raise TypeError(f"{self.task.name}: {'after' if self.after else 'group'}= needs "
+                            f"a sqlq.Queue; {type(queue).__name__} puts without it")
         job_id: Id = queue.put(body, tube=self.tube, priority=self.priority, delay=self.delay,
-                               ttr=self.ttr, unique_key=self.unique_key, after=self.after)
+                               ttr=self.ttr, unique_key=self.unique_key,
+                               after=self.after or None, group=self.group)
         return job_id
 
     def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:

@@ -92,14 +92,14 @@ c AS MATERIALIZED (
                              (SELECT expired_from FROM f)))
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
-       c.trace, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
+       c.trace, c.grp, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
   FROM c, f
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL,
        EXISTS (SELECT 1 FROM sqlq_tubes
                 WHERE name = ANY(%(tubes)s::text[])
-                  AND coalesce(concurrency, rate) IS NOT NULL),
+                  AND coalesce(concurrency, rate, turn) IS NOT NULL),
        f.status, f.expired_from, f.xmax::text
   FROM f
  WHERE NOT EXISTS (SELECT 1 FROM c);
@@ -115,7 +115,7 @@ WITH f AS MATERIALIZED (
                               %(expired_from)s::bigint, %(expired_check)s::boolean))
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
-       c.trace, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
+       c.trace, c.grp, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
   FROM f, sqlq_delete_and_claim(%(id)s::bigint, %(lease)s::bigint, %(now)s::bigint,
                                 %(tubes)s::text[], %(owner)s::text, %(scan_tube)s::text[],
                                 %(scan_lo)s::bigint[], %(scan_hi)s::bigint[], f.scan_from,
@@ -131,10 +131,11 @@ UPDATE sqlq_jobs
        lease = floor(random() * 9007199254740991)::bigint + 1, owner = %(owner)s,
        delay_until = NULL, timeouts = timeouts + (state = 2)::int,
        capped = EXISTS (SELECT 1 FROM sqlq_tubes AS l
-                         WHERE l.name = sqlq_jobs.tube AND l.concurrency IS NOT NULL)
+                         WHERE l.name = sqlq_jobs.tube
+                           AND coalesce(l.concurrency, l.group_concurrency) IS NOT NULL)
  WHERE id = %(id)s AND NOT (state = 2 AND reserved_until > %(now)s) AND state <> 4
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay, trace;
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
 -- name: has_ready_job
 -- A read a waiting worker makes before it claims (which takes row locks). A tube with
@@ -172,7 +173,9 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
        (SELECT min(paused_until) FROM sqlq_tubes
          WHERE paused_until > %(now)s AND name = ANY(%(tubes)s::text[])),
        (SELECT min(rate_at) FROM sqlq_tubes
-         WHERE rate_at > %(now)s AND name = ANY(%(tubes)s::text[]));
+         WHERE rate_at > %(now)s AND name = ANY(%(tubes)s::text[])),
+       (SELECT min(rate_at) FROM sqlq_groups
+         WHERE rate_at > %(now)s AND tube = ANY(%(tubes)s::text[]));
 
 -- name: delete_job
 -- dialect: pg_notify, so a waiting result() learns of the delete; the tube through the CTE.
@@ -290,7 +293,7 @@ SELECT id, tube, priority,
        timeouts + (state = 2 AND reserved_until <= %(now)s)::int, releases, buries, kicks,
        CASE WHEN state = 1 AND delay_until > %(now)s THEN delay_until END,
        CASE WHEN state = 2 AND reserved_until > %(now)s THEN reserved_until END,
-       bury_reason, unique_key, delay
+       bury_reason, unique_key, delay, grp
   FROM sqlq_jobs WHERE id = %(id)s;
 
 -- name: peek_ready_id
@@ -554,26 +557,36 @@ SELECT (SELECT count(*) FROM sqlq_jobs) + (SELECT count(*) FROM sqlq_tubes)
 -- name: export_job
 SELECT id, tube, priority, CASE WHEN state = 2 THEN 0 ELSE state END, delay_until, ttr,
        body, created_at, reserves, timeouts, releases, buries, kicks, bury_reason,
-       unique_key, delay, waiting_on, dependents, trace
+       unique_key, delay, waiting_on, dependents, trace, grp, turn
   FROM sqlq_jobs WHERE id > %(after)s ORDER BY id LIMIT %(limit)s;
 
 -- name: import_job
 -- dialect: OVERRIDING SYSTEM VALUE: the id is an identity column.
 INSERT INTO sqlq_jobs (id, tube, priority, state, delay_until, ttr, body, created_at,
                        reserves, timeouts, releases, buries, kicks, bury_reason, unique_key,
-                       delay, waiting_on, dependents, trace, again)
+                       delay, waiting_on, dependents, trace, grp, turn, again)
 OVERRIDING SYSTEM VALUE
 VALUES (%(id)s, %(tube)s, %(priority)s, %(state)s, %(delay_until)s, %(ttr)s, %(body)s,
         %(created_at)s, %(reserves)s, %(timeouts)s, %(releases)s, %(buries)s, %(kicks)s,
         %(bury_reason)s, %(unique_key)s, %(delay)s, %(waiting_on)s, %(dependents)s,
-        %(trace)s, true);
+        %(trace)s, %(grp)s, %(turn)s, true);
 
 -- name: export_tube
-SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms FROM sqlq_tubes ORDER BY name;
+SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms, turn, group_concurrency,
+       group_rate, group_rate_ms
+  FROM sqlq_tubes ORDER BY name;
 
 -- name: import_tube
-INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms)
-VALUES (%(name)s, %(paused_until)s, %(pause_ms)s, %(concurrency)s, %(rate)s, %(rate_ms)s);
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms, turn,
+                        group_concurrency, group_rate, group_rate_ms)
+VALUES (%(name)s, %(paused_until)s, %(pause_ms)s, %(concurrency)s, %(rate)s, %(rate_ms)s,
+        %(turn)s, %(group_concurrency)s, %(group_rate)s, %(group_rate_ms)s);
+
+-- name: export_group
+SELECT tube, grp, turn FROM sqlq_groups ORDER BY tube, grp;
+
+-- name: import_group
+INSERT INTO sqlq_groups (tube, grp, turn) VALUES (%(tube)s, %(grp)s, %(turn)s);
 
 -- name: export_result
 SELECT job_id, result, expires_at FROM sqlq_results ORDER BY job_id;
@@ -807,7 +820,7 @@ WITH f AS MATERIALIZED (
                               %(expired_from)s::bigint, %(expired_check)s::boolean))
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
-       c.trace, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
+       c.trace, c.grp, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
   FROM f, sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, %(n)s::integer,
                      false, %(scan_tube)s::text[], %(scan_lo)s::bigint[], %(scan_hi)s::bigint[],
                      f.scan_from, f.expired_from) AS c;
@@ -823,7 +836,7 @@ WITH f AS MATERIALIZED (
                               %(expired_from)s::bigint, %(expired_check)s::boolean))
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
-       c.trace, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
+       c.trace, c.grp, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
   FROM f, sqlq_delete_and_claim_many(%(ids)s::bigint[], %(leases)s::bigint[], %(now)s::bigint,
                                      %(tubes)s::text[], %(owner)s::text, %(n)s::integer,
                                      %(scan_tube)s::text[], %(scan_lo)s::bigint[],
@@ -1086,13 +1099,15 @@ SELECT progress, progress_message FROM sqlq_jobs WHERE id = %(id)s;
 -- name: limited_tubes
 -- dialect: tubes are text[].
 SELECT 1 FROM sqlq_tubes
- WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate) IS NOT NULL
+ WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate, turn) IS NOT NULL
  LIMIT 1;
 
 -- name: lock_limits
 -- dialect: FOR UPDATE: the row lock serialises the claims of a limited tube.
-SELECT name, concurrency, rate, rate_ms, rate_at FROM sqlq_tubes
- WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate) IS NOT NULL
+SELECT name, concurrency, rate, rate_ms, rate_at, turn, group_concurrency,
+       group_rate, group_rate_ms
+  FROM sqlq_tubes
+ WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate, turn) IS NOT NULL
  ORDER BY name
    FOR UPDATE;
 
@@ -1119,19 +1134,117 @@ UPDATE sqlq_tubes SET rate_at = %(rate_at)s WHERE name = %(tube)s;
 -- (delete_leased_job). One range of the reserved index; an operator's act, not a claim.
 WITH held AS (
     UPDATE sqlq_jobs SET capped = true
-     WHERE state = 2 AND tube = %(tube)s AND %(concurrency)s::integer IS NOT NULL)
-INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms)
-VALUES (%(tube)s, 0, 0, %(concurrency)s, %(rate)s, %(rate_ms)s)
+     WHERE state = 2 AND tube = %(tube)s
+       AND coalesce(%(concurrency)s::integer, %(group_concurrency)s::integer) IS NOT NULL)
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms,
+                        group_concurrency, group_rate, group_rate_ms)
+VALUES (%(tube)s, 0, 0, %(concurrency)s, %(rate)s, %(rate_ms)s, %(group_concurrency)s,
+        %(group_rate)s, %(group_rate_ms)s)
 ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
-                                 rate_ms = excluded.rate_ms, rate_at = NULL
+                                 rate_ms = excluded.rate_ms,
+                                 rate_at = CASE WHEN excluded.rate IS NOT DISTINCT FROM
+                                                     sqlq_tubes.rate
+                                                 AND excluded.rate_ms IS NOT DISTINCT FROM
+                                                     sqlq_tubes.rate_ms
+                                                THEN sqlq_tubes.rate_at END,
+                                 group_concurrency = excluded.group_concurrency,
+                                 group_rate = excluded.group_rate,
+                                 group_rate_ms = excluded.group_rate_ms
 RETURNING pg_notify('sqlq', %(tube)s);
+
+-- name: forget_group_rates
+UPDATE sqlq_groups SET rate_at = NULL WHERE tube = %(tube)s AND rate_at IS NOT NULL;
 
 -- name: drop_limits_row
 DELETE FROM sqlq_tubes
- WHERE name = %(tube)s AND paused_until = 0 AND concurrency IS NULL AND rate IS NULL;
+ WHERE name = %(tube)s AND paused_until = 0 AND concurrency IS NULL AND rate IS NULL
+   AND group_concurrency IS NULL AND group_rate IS NULL AND turn IS NULL;
 
 -- name: list_limits
 -- dialect: a NULL parameter needs a type.
-SELECT name, concurrency, rate, rate_ms FROM sqlq_tubes
- WHERE coalesce(concurrency, rate) IS NOT NULL AND (%(tube)s::text IS NULL OR name = %(tube)s)
+SELECT name, concurrency, rate, rate_ms, group_concurrency, group_rate, group_rate_ms
+  FROM sqlq_tubes
+ WHERE coalesce(concurrency, rate, group_concurrency, group_rate) IS NOT NULL
+   AND (%(tube)s::text IS NULL OR name = %(tube)s)
  ORDER BY name;
+
+-- ---------------------------------------------------------------------------------------------
+-- Groups (migration 0002_groups): see the SQLite file. The fair claim runs after
+-- lock_limits took the grouped tube's row FOR UPDATE: the claims of a grouped tube are
+-- serialised across sessions, as a limited tube's.
+
+-- name: grouped_tubes
+SELECT name FROM sqlq_tubes WHERE turn IS NOT NULL;
+
+-- name: tube_turn
+SELECT turn FROM sqlq_tubes WHERE name = %(tube)s;
+
+-- name: group_tube
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, turn) VALUES (%(tube)s, 0, 0, 0)
+ON CONFLICT (name) DO UPDATE SET turn = 0;
+
+-- name: group_turns
+-- dialect: greatest(), not max().
+INSERT INTO sqlq_groups (tube, grp, turn) VALUES (%(tube)s, %(grp)s, %(round)s + %(n)s)
+ON CONFLICT (tube, grp) DO UPDATE SET turn = greatest(sqlq_groups.turn, %(round)s) + %(n)s
+RETURNING turn;
+
+-- name: set_group
+-- dialect: ids are not consecutive (an identity column): each id's rank in the array.
+UPDATE sqlq_jobs AS j SET grp = %(grp)s, turn = %(first_turn)s + k.n - 1
+  FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS k(id, n)
+ WHERE j.id = k.id;
+
+-- name: promote_grouped
+-- dialect: PostgreSQL's plain claim folds due jobs in itself (sqlq_claim); the fair claim
+--   writes them down first, as SQLite's promote_due does, in the grouped tubes only
+--   (again: made ready with its old id; timeouts: an expired reservation).
+UPDATE sqlq_jobs
+   SET state = 0, delay_until = NULL, reserved_until = NULL, lease = NULL, owner = NULL,
+       timeouts = timeouts + (state = 2)::int, again = true
+ WHERE id IN (SELECT id FROM sqlq_jobs
+               WHERE state = 1 AND tube = ANY(%(tubes)s::text[]) AND delay_until <= %(now)s
+              UNION ALL
+              SELECT id FROM sqlq_jobs
+               WHERE state = 2 AND reserved_until <= %(now)s
+                 AND tube = ANY(%(tubes)s::text[]));
+
+-- name: ready_head
+SELECT id, priority, turn FROM sqlq_jobs
+ WHERE state = 0 AND tube = %(tube)s AND priority >= %(lo)s
+ ORDER BY priority, id LIMIT 1;
+
+-- name: group_heads
+-- dialect: SKIP LOCKED is not needed: the tube's row lock serialises its fair claims.
+SELECT j.id, j.grp, j.turn, g.rate_at
+  FROM sqlq_jobs AS j LEFT JOIN sqlq_groups AS g ON g.tube = j.tube AND g.grp = j.grp
+ WHERE j.state = 0 AND j.turn IS NOT NULL AND j.tube = %(tube)s
+   AND j.priority = %(priority)s AND (j.turn, j.id) > (%(turn)s::bigint, %(id)s::bigint)
+ ORDER BY j.turn, j.id LIMIT %(n)s;
+
+-- name: claim_ready_job
+-- dialect: a 53-bit random lease in a bigint.
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = %(now)s + ttr, reserves = reserves + 1,
+       lease = floor(random() * 9007199254740991)::bigint + 1, owner = %(owner)s
+ WHERE id = %(id)s AND state = 0
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
+
+-- name: spend_turns
+UPDATE sqlq_tubes SET turn = %(turn)s WHERE name = %(tube)s;
+
+-- name: group_live
+SELECT grp, count(*) FROM sqlq_jobs
+ WHERE state = 2 AND reserved_until > %(now)s AND tube = %(tube)s AND grp IS NOT NULL
+ GROUP BY grp;
+
+-- name: spend_group_rate
+UPDATE sqlq_groups SET rate_at = %(rate_at)s WHERE tube = %(tube)s AND grp = %(grp)s;
+
+-- name: busiest_groups
+-- dialect: a boolean is not an integer (count(*) FILTER).
+SELECT grp, count(*) FILTER (WHERE state = 0), count(*) FILTER (WHERE state = 2)
+  FROM sqlq_jobs
+ WHERE tube = %(tube)s AND state IN (0, 2) AND grp IS NOT NULL
+ GROUP BY grp ORDER BY count(*) DESC, grp LIMIT %(limit)s;

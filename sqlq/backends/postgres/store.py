@@ -24,6 +24,7 @@ from ...errors import JobLost
 from ...model import DELAYED, READY, ClaimRow
 from ..sql import load_queries, one
 from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
+from ..store.groups import FairClaim
 from .floors import CLAIM_COLUMNS, LIMITED, NO_SCAN, ClaimFloors
 
 Q = load_queries(Path(__file__).with_name("queries.sql"))
@@ -206,6 +207,14 @@ class PostgresClaims(ClaimStore):
         rows = [_claim_row(r[:CLAIM_COLUMNS]) for r in found]
         _claimed(conn, entry, rows)
         return sorted(rows, key=_CLAIM_ORDER)
+
+    def claim_fair(self, conn: Any, now: int, fair: FairClaim,
+                   pick: tuple[int, int, str | None, int, float | None], owner: str | None
+                   ) -> ClaimRow | None:
+        entry = _claiming(conn, owner, now)
+        row = fair.take(pick, owner)
+        _claimed(conn, entry, [] if row is None else [row])
+        return row
 
     def claim_by_id(self, conn: Any, now: int, job_id: int, owner: str | None) -> ClaimRow:
         entry = _claiming(conn, owner, now)

@@ -94,12 +94,12 @@ UPDATE sqlq_jobs
         WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
                            WHERE p.name = t.value
                              AND (p.paused_until > :now
-                                  OR NOT :capped AND coalesce(p.concurrency, p.rate)
+                                  OR NOT :capped AND coalesce(p.concurrency, p.rate, p.turn)
                                                      IS NOT NULL))
         ORDER BY j.priority, j.id
         LIMIT 1)
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay, trace;
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
 -- name: claim_job_in_tube
 -- claim_job for the common reserve that watches one tube: the same job (the tube's best
@@ -117,9 +117,9 @@ UPDATE sqlq_jobs
               ORDER BY priority, id LIMIT 1)
    AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
                     WHERE name = (SELECT ?3)
-                      AND (paused_until > ?1 OR coalesce(concurrency, rate) IS NOT NULL))
+                      AND (paused_until > ?1 OR coalesce(concurrency, rate, turn) IS NOT NULL))
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay, trace;
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
 -- name: claim_job_by_id
 -- beanstalkd's reserve-job: any job that is not reserved under a live lease, nor waiting.
@@ -129,7 +129,7 @@ UPDATE sqlq_jobs
        timeouts = timeouts + (state = 2)
  WHERE id = :id AND NOT (state = 2 AND reserved_until > :now) AND state <> 4
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay, trace;
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
 -- name: look_ready
 -- A waiting worker's look, a read before it asks for the write lock: whether a claim
@@ -188,7 +188,9 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
        (SELECT min(paused_until) FROM sqlq_tubes
          WHERE paused_until > (SELECT :now) AND name IN (SELECT value FROM json_each(:tubes))),
        (SELECT min(rate_at) FROM sqlq_tubes
-         WHERE rate_at > (SELECT :now) AND name IN (SELECT value FROM json_each(:tubes)));
+         WHERE rate_at > (SELECT :now) AND name IN (SELECT value FROM json_each(:tubes))),
+       (SELECT min(rate_at) FROM sqlq_groups
+         WHERE rate_at > (SELECT :now) AND tube IN (SELECT value FROM json_each(:tubes)));
 
 -- name: delete_job
 -- Any job without dependency edges (migration 0010): a job that is a parent or waits
@@ -271,7 +273,7 @@ SELECT id, tube, priority,
        timeouts + (state = 2 AND reserved_until <= :now), releases, buries, kicks,
        CASE WHEN state = 1 AND delay_until > :now THEN delay_until END,
        CASE WHEN state = 2 AND reserved_until > :now THEN reserved_until END,
-       bury_reason, unique_key, delay
+       bury_reason, unique_key, delay, grp
   FROM sqlq_jobs WHERE id = :id;
 
 -- name: peek_ready_id
@@ -423,24 +425,35 @@ SELECT (SELECT count(*) FROM sqlq_jobs) + (SELECT count(*) FROM sqlq_tubes)
 -- ready: its holder works on the source, and cannot acknowledge it in the target.
 SELECT id, tube, priority, CASE WHEN state = 2 THEN 0 ELSE state END, delay_until, ttr,
        body, created_at, reserves, timeouts, releases, buries, kicks, bury_reason,
-       unique_key, delay, waiting_on, dependents, trace
+       unique_key, delay, waiting_on, dependents, trace, grp, turn
   FROM sqlq_jobs WHERE id > :after ORDER BY id LIMIT (SELECT :limit);
 
 -- name: import_job
 INSERT INTO sqlq_jobs (id, tube, priority, state, delay_until, ttr, body, created_at,
                        reserves, timeouts, releases, buries, kicks, bury_reason, unique_key,
-                       delay, waiting_on, dependents, trace)
+                       delay, waiting_on, dependents, trace, grp, turn)
 VALUES (:id, :tube, :priority, :state, :delay_until, :ttr, :body, :created_at, :reserves,
         :timeouts, :releases, :buries, :kicks, :bury_reason, :unique_key, :delay, :waiting_on,
-        :dependents, :trace);
+        :dependents, :trace, :grp, :turn);
 
 -- name: export_tube
--- A tube's pause and limits (a rate's tokens start full on the copy).
-SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms FROM sqlq_tubes ORDER BY name;
+-- A tube's pause, limits and turns (a rate's tokens start full on the copy).
+SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms, turn, group_concurrency,
+       group_rate, group_rate_ms
+  FROM sqlq_tubes ORDER BY name;
 
 -- name: import_tube
-INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms)
-VALUES (:name, :paused_until, :pause_ms, :concurrency, :rate, :rate_ms);
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms, turn,
+                        group_concurrency, group_rate, group_rate_ms)
+VALUES (:name, :paused_until, :pause_ms, :concurrency, :rate, :rate_ms, :turn,
+        :group_concurrency, :group_rate, :group_rate_ms);
+
+-- name: export_group
+-- A tube's groups and their last turns (a group's rate starts full on the copy).
+SELECT tube, grp, turn FROM sqlq_groups ORDER BY tube, grp;
+
+-- name: import_group
+INSERT INTO sqlq_groups (tube, grp, turn) VALUES (:tube, :grp, :turn);
 
 -- name: export_result
 SELECT job_id, result, expires_at FROM sqlq_results ORDER BY job_id;
@@ -677,12 +690,12 @@ UPDATE sqlq_jobs
                         ORDER BY r.priority, r.id LIMIT (SELECT :n))
         WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
                            WHERE p.name = t.value
-                             AND (p.paused_until > :now OR coalesce(p.concurrency, p.rate)
+                             AND (p.paused_until > :now OR coalesce(p.concurrency, p.rate, p.turn)
                                                            IS NOT NULL))
         ORDER BY j.priority, j.id
         LIMIT (SELECT :n))
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay, trace;
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
 -- name: claim_jobs_in_tube
 -- claim_jobs for a reserve_many that watches one tube (claim_job_in_tube's reason): the
@@ -697,9 +710,9 @@ UPDATE sqlq_jobs
                ORDER BY priority, id LIMIT (SELECT ?4))
    AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
                     WHERE name = (SELECT ?3)
-                      AND (paused_until > ?1 OR coalesce(concurrency, rate) IS NOT NULL))
+                      AND (paused_until > ?1 OR coalesce(concurrency, rate, turn) IS NOT NULL))
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay, trace;
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
 -- name: delete_leased_jobs
 -- delete_leased_job for many: :jobs is a JSON array of [id, lease] pairs; the rows
@@ -996,14 +1009,16 @@ SELECT progress, progress_message FROM sqlq_jobs WHERE id = :id;
 -- Whether any of these tubes has limits: the engine asks once per list of tubes, and
 -- again when a claim without limits found nothing (a limit set by another process).
 SELECT 1 FROM sqlq_tubes
- WHERE name IN (SELECT value FROM json_each(:tubes)) AND coalesce(concurrency, rate) IS NOT NULL
+ WHERE name IN (SELECT value FROM json_each(:tubes)) AND coalesce(concurrency, rate, turn) IS NOT NULL
  LIMIT 1;
 
 -- name: lock_limits
 -- The limits of those of these tubes that have some, inside claim_limited's transaction
 -- (SQLite's write lock is held: nobody else claims meanwhile).
-SELECT name, concurrency, rate, rate_ms, rate_at FROM sqlq_tubes
- WHERE name IN (SELECT value FROM json_each(:tubes)) AND coalesce(concurrency, rate) IS NOT NULL
+SELECT name, concurrency, rate, rate_ms, rate_at, turn, group_concurrency,
+       group_rate, group_rate_ms
+  FROM sqlq_tubes
+ WHERE name IN (SELECT value FROM json_each(:tubes)) AND coalesce(concurrency, rate, turn) IS NOT NULL
  ORDER BY name;
 
 -- name: live_reservations
@@ -1019,19 +1034,117 @@ UPDATE sqlq_tubes SET rate_at = :rate_at WHERE name = :tube;
 
 -- name: set_limits
 -- A tube's limits, whole (NULL: none); a row made for them has no pause (paused_until 0,
--- not counted as a pause: migration 0014). A rate changed or removed starts afresh.
-INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms)
-VALUES (:tube, 0, 0, :concurrency, :rate, :rate_ms)
+-- not counted as a pause: migration 0014). A rate changed or removed starts afresh; a
+-- group rate too (its groups' next claims forgotten: set_group_limits).
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms,
+                        group_concurrency, group_rate, group_rate_ms)
+VALUES (:tube, 0, 0, :concurrency, :rate, :rate_ms, :group_concurrency, :group_rate,
+        :group_rate_ms)
 ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
-                                 rate_ms = excluded.rate_ms, rate_at = NULL;
+                                 rate_ms = excluded.rate_ms,
+                                 rate_at = CASE WHEN excluded.rate IS rate
+                                                 AND excluded.rate_ms IS rate_ms
+                                                THEN rate_at END,
+                                 group_concurrency = excluded.group_concurrency,
+                                 group_rate = excluded.group_rate,
+                                 group_rate_ms = excluded.group_rate_ms;
+
+-- name: forget_group_rates
+-- A group rate changed or removed: each group's bucket starts full.
+UPDATE sqlq_groups SET rate_at = NULL WHERE tube = :tube AND rate_at IS NOT NULL;
 
 -- name: drop_limits_row
 -- A row made for limits alone, once they are gone (a paused tube's row stays).
 DELETE FROM sqlq_tubes
- WHERE name = :tube AND paused_until = 0 AND concurrency IS NULL AND rate IS NULL;
+ WHERE name = :tube AND paused_until = 0 AND concurrency IS NULL AND rate IS NULL
+   AND group_concurrency IS NULL AND group_rate IS NULL AND turn IS NULL;
 
 -- name: list_limits
 -- Every tube with limits, or the one tube :tube (NULL: all).
-SELECT name, concurrency, rate, rate_ms FROM sqlq_tubes
- WHERE coalesce(concurrency, rate) IS NOT NULL AND (:tube IS NULL OR name = :tube)
+SELECT name, concurrency, rate, rate_ms, group_concurrency, group_rate, group_rate_ms
+  FROM sqlq_tubes
+ WHERE coalesce(concurrency, rate, group_concurrency, group_rate) IS NOT NULL
+   AND (:tube IS NULL OR name = :tube)
  ORDER BY name;
+
+-- ---------------------------------------------------------------------------------------------
+-- Groups (migration 0002_groups, sqlq/groups.py): a tube that has held a grouped job is
+-- claimed fairly by claim_limited (store/groups.py), in its write transaction; the plain
+-- claims skip it (sqlq_tubes.turn set). A put without a group costs nothing here.
+
+-- name: grouped_tubes
+-- The tubes claimed fairly: a put without a group into one gives its jobs turns.
+SELECT name FROM sqlq_tubes WHERE turn IS NOT NULL;
+
+-- name: tube_turn
+-- A tube's round (NULL: not grouped, or no row).
+SELECT turn FROM sqlq_tubes WHERE name = :tube;
+
+-- name: group_tube
+-- A tube's first grouped put: from now on it is claimed fairly (its row made if need be,
+-- without a pause: paused_until 0 is not counted as one).
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, turn) VALUES (:tube, 0, 0, 0)
+ON CONFLICT (name) DO UPDATE SET turn = 0;
+
+-- name: group_turns
+-- The turns of :n jobs put in a group: one past the later of the group's last turn and
+-- the tube's round, then one each; the last is kept and returned.
+INSERT INTO sqlq_groups (tube, grp, turn) VALUES (:tube, :grp, :round + :n)
+ON CONFLICT (tube, grp) DO UPDATE SET turn = max(turn, :round) + :n
+RETURNING turn;
+
+-- name: set_group
+-- A put's jobs in their group (NULL: the tube's jobs without a group), with their turns
+-- in id order (put_many numbers its ids consecutively).
+UPDATE sqlq_jobs SET grp = :grp, turn = :first_turn + id - :first_id
+ WHERE id BETWEEN :first_id AND :last_id;
+
+-- name: ready_head
+-- The best ready job of a tube from priority :lo on (sqlq_jobs_ready): which band to
+-- claim from; and a job put without a group before its tube was known grouped (turn
+-- NULL), taken in the next turn when it heads the band.
+SELECT id, priority, turn FROM sqlq_jobs
+ WHERE state = 0 AND tube = (SELECT :tube) AND priority >= (SELECT :lo)
+ ORDER BY priority, id LIMIT 1;
+
+-- name: group_heads
+-- A band's jobs in turn order from (:turn, :id) on, with their group's rate time (a
+-- job without a group: none): the fair claim takes the first whose group is not
+-- capped. One range of sqlq_jobs_turns, a primary-key probe of sqlq_groups a row.
+SELECT j.id, j.grp, j.turn, g.rate_at
+  FROM sqlq_jobs AS j LEFT JOIN sqlq_groups AS g ON g.tube = j.tube AND g.grp = j.grp
+ WHERE j.state = 0 AND j.turn IS NOT NULL AND j.tube = (SELECT :tube)
+   AND j.priority = (SELECT :priority) AND (j.turn, j.id) > ((SELECT :turn), (SELECT :id))
+ ORDER BY j.turn, j.id LIMIT (SELECT :n);
+
+-- name: claim_ready_job
+-- The job the fair claim chose, if still ready.
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
+       lease = abs(random()), owner = :owner
+ WHERE id = :id AND state = 0
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
+
+-- name: spend_turns
+-- A fair claim's round after it.
+UPDATE sqlq_tubes SET turn = :turn WHERE name = :tube;
+
+-- name: group_live
+-- Jobs reserved under live leases per group of a tube (a range of sqlq_jobs_reserved
+-- from :now, as live_reservations).
+SELECT grp, count(*) FROM sqlq_jobs
+ WHERE state = 2 AND reserved_until > :now AND tube = :tube AND grp IS NOT NULL
+ GROUP BY grp;
+
+-- name: spend_group_rate
+UPDATE sqlq_groups SET rate_at = :rate_at WHERE tube = :tube AND grp = :grp;
+
+-- name: busiest_groups
+-- The dashboard's groups of a tube: ready and reserved jobs per group, the busiest
+-- first. A walk of the tube's ready and reserved entries (an operator's read, as
+-- tube_counts), capped at :limit groups.
+SELECT grp, sum(state = 0), sum(state = 2)
+  FROM sqlq_jobs
+ WHERE tube = (SELECT :tube) AND state IN (0, 2) AND grp IS NOT NULL
+ GROUP BY grp ORDER BY sum(state = 0) + sum(state = 2) DESC, grp LIMIT (SELECT :limit);

@@ -30,6 +30,7 @@ from typing import Any
 from ...model import DELAYED, READY, ClaimRow, Put
 from ..sql import load_queries, one
 from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
+from ..store.groups import FairClaim
 from .drivers import triggers_off
 
 Q = load_queries(os.path.join(os.path.dirname(__file__), "queries.sql"))
@@ -293,6 +294,17 @@ class SQLiteClaims(ClaimStore):
     def has_ready_job(self, conn: Any, now: int, tubes: Any) -> bool:
         return self.due.look(conn, now, tubes)
 
+    def promote_fair(self, conn: Any, now: int, tubes: Any) -> None:
+        self._promote(conn, now, tubes)
+
+    def claim_fair(self, conn: Any, now: int, fair: FairClaim,
+                   pick: tuple[int, int, str | None, int, float | None], owner: str | None
+                   ) -> ClaimRow | None:
+        row = fair.take(pick, owner)
+        if row is not None:
+            self.due.lower(row.reserved_until)  # the reservation ends then
+        return row
+
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> ClaimRow | None:
         self._promote(conn, now, tubes)
         tube = self._one_tube.get(tubes)
@@ -391,7 +403,11 @@ class SQLiteStore(Store):
         # The common put (one body, ready now, no key, parents or trace) without the calls
         # of Store.put and JobStore.insert_job, whose first branch this is.
         if put.delay_ms == 0 and put.unique_key is None and put.trace is None \
-                and not put.parents and len(bodies) == 1:
+                and not put.parents and put.group is None and len(bodies) == 1:
             conn.execute(_INSERT_READY_JOB, (put.tube, put.priority, put.ttr_ms, bodies[0], now))
-            return [conn.last_insert_rowid()]
+            ids = [conn.last_insert_rowid()]
+            groups = self.groups
+            if groups.tubes or now >= groups.until:  # a grouped tube's: marked (groups.py)
+                groups.plain_puts(conn, now, put.tube, ids, self.jobs.ids_param(ids))
+            return ids
         return super().put(conn, now, put, bodies)

@@ -30,6 +30,7 @@ from .claims import ClaimStore
 from .control import ControlStore
 from .copying import COPIED, CopyStore
 from .deps import DependencyStore
+from .groups import GroupStore
 from .history import HistoryStore
 from .jobs import JobStore
 from .limits import LimitStore
@@ -42,8 +43,8 @@ if TYPE_CHECKING:
     from ..conn import Conn
 
 __all__ = ["ClaimStore", "ControlStore", "CopyStore", "DependencyStore", "HistoryStore",
-           "JobStore", "LimitStore", "ResultStore", "Store", "TopicStore", "ViewStore",
-           "WorkerStore"]
+           "GroupStore", "JobStore", "LimitStore", "ResultStore", "Store", "TopicStore",
+           "ViewStore", "WorkerStore"]
 
 
 class Store:
@@ -65,6 +66,7 @@ class Store:
         self.history = HistoryStore(Q)
         self.workers = WorkerStore(Q)
         self.views = ViewStore(Q)
+        self.groups = GroupStore(Q)
 
     # -- verbs across nouns: each one call of the verb contract (sqlq/verbs/) ---------------
 
@@ -74,7 +76,7 @@ class Store:
         id, the job unchanged). The put's trace, if any, goes on each job it inserted."""
         jobs = self.jobs
         held = None
-        if put.trace is not None and put.unique_key is not None:
+        if (put.trace is not None or put.group is not None) and put.unique_key is not None:
             held = jobs.unique_job_id(conn, put.tube, put.unique_key)
         if put.parents:
             ids = self.deps.insert_after(conn, now, put.tube, put.priority, put.delay_ms,
@@ -87,7 +89,19 @@ class Store:
                                    put.ttr_ms, bodies)
         if put.trace is not None and held is None and ids:
             jobs.set_trace(conn, ids, put.trace)
+        if held is None and ids:
+            self.grouped(conn, now, put.tube, put.group, ids)
         return ids
+
+    def grouped(self, conn: Conn, now: int, tube: str, group: str | None,
+                ids: Sequence[int]) -> None:
+        """Jobs just inserted into ``tube``: into ``group`` with their turns, or, without
+        one, marked as the jobs without a group if the tube is grouped (groups.py)."""
+        groups = self.groups
+        if group is not None:
+            groups.put_in_group(conn, tube, group, ids, self.jobs.ids_param(ids))
+        elif groups.tubes or now >= groups.until:
+            groups.plain_puts(conn, now, tube, ids, self.jobs.ids_param(ids))
 
     def publish(self, conn: Conn, now: int, put: Put, body: bytes) -> list[tuple[str, int]]:
         """One copy of body in each tube subscribed to the topic ``put.tube``, as ``put``

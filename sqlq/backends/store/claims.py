@@ -18,6 +18,7 @@ from ..sql import one
 
 if TYPE_CHECKING:
     from ..conn import Conn
+    from .groups import FairClaim
     from .jobs import JobStore
 
 
@@ -69,6 +70,17 @@ class ClaimStore(abc.ABC):
         """Delete each (id, lease) job under its live lease; return the (id, lease) pairs
         that were lost (the others are deleted all the same: an acknowledgement is never
         dropped). The caller raises JobLost for them once the transaction commits."""
+
+    def promote_fair(self, conn: Conn, now: int, tubes: Any) -> None:
+        """Before a fair claim (groups.py): write down the grouped tubes' due delayed jobs
+        and expired reservations as ready, so their turns count."""
+        conn.execute(self.Q["promote_grouped"], {"tubes": tubes, "now": now})
+
+    def claim_fair(self, conn: Conn, now: int, fair: FairClaim,
+                   pick: tuple[int, int, str | None, int, float | None], owner: str | None
+                   ) -> ClaimRow | None:
+        """Claim the job a grouped tube's FairClaim picked (None: taken meanwhile)."""
+        return fair.take(pick, owner)
 
     def delete_and_claim(self, conn: Conn, now: int, job_id: int, lease: int, tubes: Any,
                          owner: str | None) -> ClaimRow | None:
