@@ -53,7 +53,7 @@ def tube_doc(read: tuple[Any, ...], now: int, tube: str) -> dict[str, Any]:
     (The beanstalkd server keeps the protocol's NOT_FOUND for tubes it does not know.)
     """
     counts, pause, (puts, pauses), limits = read
-    _, cap, rate, rate_ms = limits[0] if limits else (tube, None, None, None)
+    _, cap, rate, rate_ms, *_ = limits[0] if limits else (tube, None, None, None)
     paused_until, pause_ms = pause if pause else (0, 0)
     paused = paused_until > now
     ready, urgent, reserved, delayed, buried, waiting = counts or [0, 0, 0, 0, 0, 0]

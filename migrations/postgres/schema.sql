@@ -26,6 +26,8 @@ CREATE TABLE public.sqlq_jobs (
     progress_message text,
     capped boolean,
     again boolean DEFAULT false NOT NULL,
+    grp text,
+    turn bigint,
     CONSTRAINT sqlq_jobs_check CHECK (((state = 1) = (delay_until IS NOT NULL))),
     CONSTRAINT sqlq_jobs_check1 CHECK (((state = 2) = (reserved_until IS NOT NULL))),
     CONSTRAINT sqlq_jobs_priority_check CHECK (((priority >= 0) AND (priority <= '4294967295'::bigint))),
@@ -57,8 +59,8 @@ BEGIN
                 WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
                                    WHERE p.name = u.name
                                      AND (p.paused_until > p_now
-                                          OR (NOT p_capped AND coalesce(p.concurrency, p.rate)
-                                                               IS NOT NULL))))
+                                          OR (NOT p_capped AND coalesce(p.concurrency, p.rate,
+                                                               p.turn) IS NOT NULL))))
            SELECT c.id
              FROM (SELECT f.id, f.priority
                      FROM unnest(p_scan_tube, p_scan_lo, p_scan_hi, p_scan_from)
@@ -298,6 +300,12 @@ CREATE TABLE public.sqlq_edges (
     parent bigint NOT NULL,
     child bigint NOT NULL
 );
+CREATE TABLE public.sqlq_groups (
+    tube text NOT NULL,
+    grp text NOT NULL,
+    turn bigint NOT NULL,
+    rate_at double precision
+);
 ALTER TABLE public.sqlq_jobs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.sqlq_jobs_id_seq
     START WITH 1
@@ -357,7 +365,11 @@ CREATE TABLE public.sqlq_tubes (
     concurrency integer,
     rate integer,
     rate_ms bigint,
-    rate_at double precision
+    rate_at double precision,
+    turn bigint,
+    group_concurrency integer,
+    group_rate integer,
+    group_rate_ms bigint
 );
 CREATE TABLE public.sqlq_workers (
     token text NOT NULL,
@@ -379,6 +391,8 @@ ALTER TABLE ONLY public.sqlq_durations
     ADD CONSTRAINT sqlq_durations_pkey PRIMARY KEY (tube, metric, le);
 ALTER TABLE ONLY public.sqlq_edges
     ADD CONSTRAINT sqlq_edges_pkey PRIMARY KEY (parent, child);
+ALTER TABLE ONLY public.sqlq_groups
+    ADD CONSTRAINT sqlq_groups_pkey PRIMARY KEY (tube, grp);
 ALTER TABLE ONLY public.sqlq_jobs
     ADD CONSTRAINT sqlq_jobs_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY public.sqlq_owners
@@ -408,6 +422,7 @@ CREATE INDEX sqlq_jobs_buried ON public.sqlq_jobs USING btree (tube, id) WHERE (
 CREATE INDEX sqlq_jobs_delayed ON public.sqlq_jobs USING btree (tube, delay_until) WHERE (state = 1);
 CREATE INDEX sqlq_jobs_ready ON public.sqlq_jobs USING btree (tube, priority, id) WHERE (state = 0);
 CREATE INDEX sqlq_jobs_reserved ON public.sqlq_jobs USING btree (reserved_until) WHERE (state = 2);
+CREATE INDEX sqlq_jobs_turns ON public.sqlq_jobs USING btree (tube, priority, turn, id) WHERE ((state = 0) AND (turn IS NOT NULL));
 CREATE UNIQUE INDEX sqlq_jobs_unique ON public.sqlq_jobs USING btree (tube, unique_key) WHERE (unique_key IS NOT NULL);
 CREATE INDEX sqlq_results_expires ON public.sqlq_results USING btree (expires_at);
 CREATE TRIGGER sqlq_count_events AFTER UPDATE OF buries, kicks, timeouts ON public.sqlq_jobs FOR EACH ROW WHEN (((new.buries > old.buries) OR (new.kicks > old.kicks) OR (new.timeouts > old.timeouts))) EXECUTE FUNCTION public.sqlq_count_events();

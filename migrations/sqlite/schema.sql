@@ -99,6 +99,15 @@ CREATE TABLE sqlq_edges (
     PRIMARY KEY (parent, child)
 ) WITHOUT ROWID;
 
+-- table sqlq_groups
+CREATE TABLE sqlq_groups (
+    tube    TEXT    NOT NULL,
+    grp     TEXT    NOT NULL,
+    turn    INTEGER NOT NULL,
+    rate_at REAL,
+    PRIMARY KEY (tube, grp)
+) WITHOUT ROWID;
+
 -- table sqlq_jobs
 CREATE TABLE sqlq_jobs (
     id               INTEGER PRIMARY KEY,      -- never reused: see sqlq_last_id
@@ -126,7 +135,7 @@ CREATE TABLE sqlq_jobs (
     trace            TEXT,                     -- W3C traceparent (\n tracestate) of its put
     progress         TEXT,                     -- JSON: a float 0-1 or a count; NULL unset
     progress_message TEXT
-);
+, grp TEXT, turn INTEGER);
 
 -- table sqlq_last_id
 CREATE TABLE sqlq_last_id (
@@ -187,7 +196,7 @@ CREATE TABLE sqlq_tubes (
     rate         INTEGER,
     rate_ms      INTEGER,
     rate_at      REAL
-) WITHOUT ROWID;
+, turn INTEGER, group_concurrency INTEGER, group_rate INTEGER, group_rate_ms INTEGER) WITHOUT ROWID;
 
 -- table sqlq_workers
 CREATE TABLE sqlq_workers (
@@ -218,6 +227,10 @@ CREATE INDEX sqlq_jobs_ready    ON sqlq_jobs (tube, priority, id)  WHERE state =
 
 -- index sqlq_jobs_reserved
 CREATE INDEX sqlq_jobs_reserved ON sqlq_jobs (reserved_until)      WHERE state = 2;
+
+-- index sqlq_jobs_turns
+CREATE INDEX sqlq_jobs_turns ON sqlq_jobs (tube, priority, turn, id)
+    WHERE state = 0 AND turn IS NOT NULL;
 
 -- index sqlq_jobs_unique
 CREATE UNIQUE INDEX sqlq_jobs_unique ON sqlq_jobs (tube, unique_key)
@@ -254,6 +267,10 @@ CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
 -- column sqlq_durations: (4, 'sum', 'REAL', 1, None, 0, 0)
 -- column sqlq_edges: (0, 'parent', 'INTEGER', 1, None, 1, 0)
 -- column sqlq_edges: (1, 'child', 'INTEGER', 1, None, 2, 0)
+-- column sqlq_groups: (0, 'tube', 'TEXT', 1, None, 1, 0)
+-- column sqlq_groups: (1, 'grp', 'TEXT', 1, None, 2, 0)
+-- column sqlq_groups: (2, 'turn', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_groups: (3, 'rate_at', 'REAL', 0, None, 0, 0)
 -- column sqlq_jobs: (0, 'id', 'INTEGER', 0, None, 1, 0)
 -- column sqlq_jobs: (1, 'tube', 'TEXT', 1, None, 0, 0)
 -- column sqlq_jobs: (2, 'priority', 'INTEGER', 1, None, 0, 0)
@@ -279,6 +296,8 @@ CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
 -- column sqlq_jobs: (22, 'trace', 'TEXT', 0, None, 0, 0)
 -- column sqlq_jobs: (23, 'progress', 'TEXT', 0, None, 0, 0)
 -- column sqlq_jobs: (24, 'progress_message', 'TEXT', 0, None, 0, 0)
+-- column sqlq_jobs: (25, 'grp', 'TEXT', 0, None, 0, 0)
+-- column sqlq_jobs: (26, 'turn', 'INTEGER', 0, None, 0, 0)
 -- column sqlq_last_id: (0, 'one', 'INTEGER', 0, None, 1, 0)
 -- column sqlq_last_id: (1, 'id', 'INTEGER', 1, None, 0, 0)
 -- row sqlq_last_id: (1, 0)
@@ -306,6 +325,10 @@ CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
 -- column sqlq_tubes: (4, 'rate', 'INTEGER', 0, None, 0, 0)
 -- column sqlq_tubes: (5, 'rate_ms', 'INTEGER', 0, None, 0, 0)
 -- column sqlq_tubes: (6, 'rate_at', 'REAL', 0, None, 0, 0)
+-- column sqlq_tubes: (7, 'turn', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_tubes: (8, 'group_concurrency', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_tubes: (9, 'group_rate', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_tubes: (10, 'group_rate_ms', 'INTEGER', 0, None, 0, 0)
 -- column sqlq_workers: (0, 'token', 'TEXT', 1, None, 1, 0)
 -- column sqlq_workers: (1, 'host', 'TEXT', 1, None, 0, 0)
 -- column sqlq_workers: (2, 'pid', 'INTEGER', 1, None, 0, 0)

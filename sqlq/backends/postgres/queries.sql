@@ -1196,9 +1196,9 @@ UPDATE sqlq_jobs AS j SET grp = %(grp)s, turn = %(first_turn)s + k.n - 1
  WHERE j.id = k.id;
 
 -- name: promote_grouped
--- dialect: PostgreSQL's plain claim folds due jobs in itself (sqlq_claim); the fair claim
---   writes them down first, as SQLite's promote_due does, in the grouped tubes only
---   (again: made ready with its old id; timeouts: an expired reservation).
+-- PostgreSQL's plain claim folds due jobs in itself (sqlq_claim); the fair claim writes
+-- them down first, as SQLite's promote_due does, in the grouped tubes only (again: made
+-- ready with its old id; timeouts: an expired reservation).
 UPDATE sqlq_jobs
    SET state = 0, delay_until = NULL, reserved_until = NULL, lease = NULL, owner = NULL,
        timeouts = timeouts + (state = 2)::int, again = true
@@ -1240,11 +1240,17 @@ SELECT grp, count(*) FROM sqlq_jobs
  GROUP BY grp;
 
 -- name: spend_group_rate
-UPDATE sqlq_groups SET rate_at = %(rate_at)s WHERE tube = %(tube)s AND grp = %(grp)s;
+-- dialect: typed parameters (a NULL's type is not inferred here).
+UPDATE sqlq_groups SET rate_at = %(rate_at)s::double precision
+ WHERE tube = %(tube)s::text AND grp = %(grp)s::text;
 
 -- name: busiest_groups
--- dialect: a boolean is not an integer (count(*) FILTER).
-SELECT grp, count(*) FILTER (WHERE state = 0), count(*) FILTER (WHERE state = 2)
-  FROM sqlq_jobs
- WHERE tube = %(tube)s AND state IN (0, 2) AND grp IS NOT NULL
- GROUP BY grp ORDER BY count(*) DESC, grp LIMIT %(limit)s;
+-- dialect: a subquery in FROM needs a name.
+SELECT grp, sum(ready), sum(held) FROM (
+       SELECT grp, 1 AS ready, 0 AS held FROM sqlq_jobs
+        WHERE state = 0 AND turn IS NOT NULL AND tube = %(tube)s AND grp IS NOT NULL
+       UNION ALL
+       SELECT grp, 0, 1 FROM sqlq_jobs
+        WHERE state = 2 AND reserved_until > %(now)s AND tube = %(tube)s
+          AND grp IS NOT NULL) AS g
+ GROUP BY grp ORDER BY sum(ready) + sum(held) DESC, grp LIMIT %(limit)s;

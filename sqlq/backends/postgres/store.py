@@ -212,7 +212,7 @@ class PostgresClaims(ClaimStore):
                    pick: tuple[int, int, str | None, int, float | None], owner: str | None
                    ) -> ClaimRow | None:
         entry = _claiming(conn, owner, now)
-        row = fair.take(pick, owner)
+        row = super().claim_fair(conn, now, fair, pick, owner)
         _claimed(conn, entry, [] if row is None else [row])
         return row
 

@@ -1142,9 +1142,13 @@ UPDATE sqlq_groups SET rate_at = :rate_at WHERE tube = :tube AND grp = :grp;
 
 -- name: busiest_groups
 -- The dashboard's groups of a tube: ready and reserved jobs per group, the busiest
--- first. A walk of the tube's ready and reserved entries (an operator's read, as
--- tube_counts), capped at :limit groups.
-SELECT grp, sum(state = 0), sum(state = 2)
-  FROM sqlq_jobs
- WHERE tube = (SELECT :tube) AND state IN (0, 2) AND grp IS NOT NULL
- GROUP BY grp ORDER BY sum(state = 0) + sum(state = 2) DESC, grp LIMIT (SELECT :limit);
+-- first, capped at :limit groups. A walk of the tube's entries of sqlq_jobs_turns and of
+-- the live reservations (an operator's read, as tube_counts).
+SELECT grp, sum(ready), sum(held) FROM (
+       SELECT grp, 1 AS ready, 0 AS held FROM sqlq_jobs
+        WHERE state = 0 AND turn IS NOT NULL AND tube = (SELECT :tube) AND grp IS NOT NULL
+       UNION ALL
+       SELECT grp, 0, 1 FROM sqlq_jobs
+        WHERE state = 2 AND reserved_until > (SELECT :now) AND tube = (SELECT :tube)
+          AND grp IS NOT NULL)
+ GROUP BY grp ORDER BY sum(ready) + sum(held) DESC, grp LIMIT (SELECT :limit);

@@ -300,7 +300,7 @@ class SQLiteClaims(ClaimStore):
     def claim_fair(self, conn: Any, now: int, fair: FairClaim,
                    pick: tuple[int, int, str | None, int, float | None], owner: str | None
                    ) -> ClaimRow | None:
-        row = fair.take(pick, owner)
+        row = super().claim_fair(conn, now, fair, pick, owner)
         if row is not None:
             self.due.lower(row.reserved_until)  # the reservation ends then
         return row

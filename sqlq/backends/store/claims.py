@@ -79,8 +79,13 @@ class ClaimStore(abc.ABC):
     def claim_fair(self, conn: Conn, now: int, fair: FairClaim,
                    pick: tuple[int, int, str | None, int, float | None], owner: str | None
                    ) -> ClaimRow | None:
-        """Claim the job a grouped tube's FairClaim picked (None: taken meanwhile)."""
-        return fair.take(pick, owner)
+        """Claim the job a grouped tube's FairClaim picked (None: taken meanwhile, by a
+        reserve_job)."""
+        row = one(conn, self.Q["claim_ready_job"], {"id": pick[1], "now": now, "owner": owner})
+        if row is None:
+            return None
+        fair.took(pick)
+        return ClaimRow._make(row)
 
     def delete_and_claim(self, conn: Conn, now: int, job_id: int, lease: int, tubes: Any,
                          owner: str | None) -> ClaimRow | None:

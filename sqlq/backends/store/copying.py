@@ -16,7 +16,7 @@ COPIED: dict[str, tuple[str, ...]] = {
             "delay", "waiting_on", "dependents", "trace", "grp", "turn"),
     "edge": ("parent", "child"),
     "tube": ("name", "paused_until", "pause_ms", "concurrency", "rate", "rate_ms", "turn",
-             "plain_turn", "group_concurrency", "group_rate", "group_rate_ms"),
+             "group_concurrency", "group_rate", "group_rate_ms"),
     "group": ("tube", "grp", "turn"),
     "result": ("job_id", "result", "expires_at"),
     "subscription": ("topic", "tube"),

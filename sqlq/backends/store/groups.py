@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...allowance import allowance, spent_rate_at
-from ...model import ClaimRow
 from ..sql import one
 
 if TYPE_CHECKING:
@@ -84,11 +83,12 @@ class GroupStore:
         if tube in self.tubes:
             self.put_in_group(conn, tube, None, ids, ids_param)
 
-    def busiest(self, conn: Conn, tube: str, limit: int) -> list[tuple[str, int, int]]:
+    def busiest(self, conn: Conn, now: int, tube: str, limit: int
+                ) -> list[tuple[str, int, int]]:
         """The tube's groups with the most ready and reserved jobs: (group, ready,
         reserved), the busiest first (the dashboard's)."""
-        return [(r[0], int(r[1]), int(r[2]))
-                for r in conn.execute(self.Q["busiest_groups"], {"tube": tube, "limit": limit})]
+        return [(r[0], int(r[1]), int(r[2])) for r in conn.execute(
+            self.Q["busiest_groups"], {"tube": tube, "now": now, "limit": limit})]
 
 
 class FairClaim:
@@ -160,14 +160,10 @@ class FairClaim:
                 return None
             lo = priority + 1  # every group of this band is capped: a less urgent band
 
-    def take(self, pick: tuple[int, int, str | None, int, float | None], owner: str | None
-             ) -> ClaimRow | None:
-        """Claim the picked job (None: it was taken meanwhile, by a reserve_job)."""
-        _priority, job_id, group, turn, rate_at = pick
-        row = one(self.conn, self.Q["claim_ready_job"],
-                  {"id": job_id, "now": self.now, "owner": owner})
-        if row is None:
-            return None
+    def took(self, pick: tuple[int, int, str | None, int, float | None]) -> None:
+        """The picked job was claimed (``ClaimStore.claim_fair``): its turn, and its
+        group's slot and token, are spent."""
+        _priority, _job_id, group, turn, rate_at = pick
         self.changed = True
         self.round = max(self.round, turn)
         if group is not None:
@@ -175,7 +171,6 @@ class FairClaim:
             if self.rate is not None and self.rate_ms is not None:
                 at = self.rate_at.get(group, rate_at)
                 self.rate_at[group] = spent_rate_at(self.rate, self.rate_ms, at, self.now, 1)
-        return ClaimRow._make(row)
 
     def finish(self) -> None:
         """Write the tube's round and the groups' rates after the claims made."""
