@@ -8,7 +8,7 @@
 ALTER TABLE sqlq_jobs ADD COLUMN grp text;
 ALTER TABLE sqlq_jobs ADD COLUMN turn bigint;
 
-ALTER TABLE sqlq_tubes ADD COLUMN turn bigint;
+ALTER TABLE sqlq_tubes ADD COLUMN grouped smallint;
 ALTER TABLE sqlq_tubes ADD COLUMN group_concurrency integer;
 ALTER TABLE sqlq_tubes ADD COLUMN group_rate integer;
 ALTER TABLE sqlq_tubes ADD COLUMN group_rate_ms bigint;
@@ -20,11 +20,12 @@ CREATE TABLE sqlq_groups (
     rate_at double precision,
     PRIMARY KEY (tube, grp)
 );
+CREATE INDEX sqlq_groups_turn ON sqlq_groups (tube, turn);
 
 CREATE INDEX sqlq_jobs_turns ON sqlq_jobs (tube, priority, turn, id)
     WHERE state = 0 AND turn IS NOT NULL;
 
--- The plain claim skips a grouped tube (sqlq_tubes.turn set) as it skips a limited one,
+-- The plain claim skips a grouped tube (sqlq_tubes.grouped set) as it skips a limited one,
 -- in the same probe of its row: the function of 0001 with that one test more.
 CREATE OR REPLACE FUNCTION sqlq_claim(p_tubes text[], p_now bigint, p_owner text,
                            p_n integer DEFAULT 1, p_capped boolean DEFAULT false,
@@ -60,7 +61,7 @@ BEGIN
                                    WHERE p.name = u.name
                                      AND (p.paused_until > p_now
                                           OR (NOT p_capped AND coalesce(p.concurrency, p.rate,
-                                                               p.turn) IS NOT NULL))))
+                                                               p.grouped) IS NOT NULL))))
            SELECT c.id
              FROM (SELECT f.id, f.priority
                      FROM unnest(p_scan_tube, p_scan_lo, p_scan_hi, p_scan_from)

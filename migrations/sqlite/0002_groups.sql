@@ -6,21 +6,21 @@
 -- missing column as NULL), and the one new index is partial: its build reads the table
 -- once and writes only the rows it holds (none on a store that never used groups).
 --
--- A job's turn is its place in its tube's rounds (start-time fair queuing): a grouped
--- job's is one past the later of its group's last turn and the tube's (the turn of its
--- last claim), so each group has one job a turn and a group new or idle starts at the
--- current round; the jobs without a group in such a tube are one more group (its row in
--- sqlq_groups has the name ''). NULL: not in a grouped tube.
+-- A job's turn is its place in its tube's rounds (start-time fair queuing): one past the
+-- later of its group's last turn and the tube's round (the turn before its next claim),
+-- so each group has one job a turn and a group new or idle starts at the current round;
+-- the jobs without a group in a grouped tube are one more group (its row in sqlq_groups
+-- has the name ''). NULL: not in a grouped tube. Claims go by (priority, turn, id).
 ALTER TABLE sqlq_jobs ADD COLUMN grp TEXT;
 ALTER TABLE sqlq_jobs ADD COLUMN turn INTEGER;
 
 -- On a tube's row (sqlq_tubes):
---   turn               NULL: the tube never held a grouped job (claimed as before); else
---                      the turn of its last claim. The plain claims skip such a tube as
+--   grouped            NULL: the tube never held a grouped job (claimed as before); 1:
+--                      claimed fairly. The plain claims skip such a tube as
 --                      they skip a limited one; claim_limited claims it fairly.
 --   group_concurrency  jobs of one group reserved under live leases at most (NULL: no cap)
 --   group_rate         claims of one group at most ... per group_rate_ms (NULL: no rate)
-ALTER TABLE sqlq_tubes ADD COLUMN turn INTEGER;
+ALTER TABLE sqlq_tubes ADD COLUMN grouped INTEGER;
 ALTER TABLE sqlq_tubes ADD COLUMN group_concurrency INTEGER;
 ALTER TABLE sqlq_tubes ADD COLUMN group_rate INTEGER;
 ALTER TABLE sqlq_tubes ADD COLUMN group_rate_ms INTEGER;
@@ -34,6 +34,8 @@ CREATE TABLE sqlq_groups (
     rate_at REAL,
     PRIMARY KEY (tube, grp)
 ) WITHOUT ROWID;
+-- A tube's last turn given (max), for a put into a grouped tube with nothing ready.
+CREATE INDEX sqlq_groups_turn ON sqlq_groups (tube, turn);
 
 -- The fair claim's order: in a band of priority, by turn then id. Ready jobs of grouped
 -- tubes only (a tube without groups adds nothing to it, and pays nothing for it).

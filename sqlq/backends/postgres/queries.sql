@@ -99,7 +99,7 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
        NULL, NULL, NULL, NULL,
        EXISTS (SELECT 1 FROM sqlq_tubes
                 WHERE name = ANY(%(tubes)s::text[])
-                  AND coalesce(concurrency, rate, turn) IS NOT NULL),
+                  AND coalesce(concurrency, rate, grouped) IS NOT NULL),
        f.status, f.expired_from, f.xmax::text
   FROM f
  WHERE NOT EXISTS (SELECT 1 FROM c);
@@ -572,15 +572,15 @@ VALUES (%(id)s, %(tube)s, %(priority)s, %(state)s, %(delay_until)s, %(ttr)s, %(b
         %(trace)s, %(grp)s, %(turn)s, true);
 
 -- name: export_tube
-SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms, turn, group_concurrency,
+SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms, grouped, group_concurrency,
        group_rate, group_rate_ms
   FROM sqlq_tubes ORDER BY name;
 
 -- name: import_tube
-INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms, turn,
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms, grouped,
                         group_concurrency, group_rate, group_rate_ms)
 VALUES (%(name)s, %(paused_until)s, %(pause_ms)s, %(concurrency)s, %(rate)s, %(rate_ms)s,
-        %(turn)s, %(group_concurrency)s, %(group_rate)s, %(group_rate_ms)s);
+        %(grouped)s, %(group_concurrency)s, %(group_rate)s, %(group_rate_ms)s);
 
 -- name: export_group
 SELECT tube, grp, turn FROM sqlq_groups ORDER BY tube, grp;
@@ -1099,15 +1099,15 @@ SELECT progress, progress_message FROM sqlq_jobs WHERE id = %(id)s;
 -- name: limited_tubes
 -- dialect: tubes are text[].
 SELECT 1 FROM sqlq_tubes
- WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate, turn) IS NOT NULL
+ WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate, grouped) IS NOT NULL
  LIMIT 1;
 
 -- name: lock_limits
 -- dialect: FOR UPDATE: the row lock serialises the claims of a limited tube.
-SELECT name, concurrency, rate, rate_ms, rate_at, turn, group_concurrency,
+SELECT name, concurrency, rate, rate_ms, rate_at, grouped, group_concurrency,
        group_rate, group_rate_ms
   FROM sqlq_tubes
- WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate, turn) IS NOT NULL
+ WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate, grouped) IS NOT NULL
  ORDER BY name
    FOR UPDATE;
 
@@ -1158,7 +1158,7 @@ UPDATE sqlq_groups SET rate_at = NULL WHERE tube = %(tube)s AND rate_at IS NOT N
 -- name: drop_limits_row
 DELETE FROM sqlq_tubes
  WHERE name = %(tube)s AND paused_until = 0 AND concurrency IS NULL AND rate IS NULL
-   AND group_concurrency IS NULL AND group_rate IS NULL AND turn IS NULL;
+   AND group_concurrency IS NULL AND group_rate IS NULL AND grouped IS NULL;
 
 -- name: list_limits
 -- dialect: a NULL parameter needs a type.
@@ -1174,19 +1174,32 @@ SELECT name, concurrency, rate, rate_ms, group_concurrency, group_rate, group_ra
 -- serialised across sessions, as a limited tube's.
 
 -- name: grouped_tubes
-SELECT name FROM sqlq_tubes WHERE turn IS NOT NULL;
+-- The tubes claimed fairly: a put without a group into one gives its jobs turns.
+SELECT name FROM sqlq_tubes WHERE grouped IS NOT NULL;
 
--- name: tube_turn
-SELECT turn FROM sqlq_tubes WHERE name = %(tube)s;
+-- name: tube_grouped
+SELECT grouped FROM sqlq_tubes WHERE name = %(tube)s;
 
 -- name: group_tube
-INSERT INTO sqlq_tubes (name, paused_until, pause_ms, turn) VALUES (%(tube)s, 0, 0, 0)
-ON CONFLICT (name) DO UPDATE SET turn = 0;
+-- A tube's first grouped put: from now on it is claimed fairly (its row made if need be,
+-- without a pause: paused_until 0 is not counted as one).
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, grouped) VALUES (%(tube)s, 0, 0, 1)
+ON CONFLICT (name) DO UPDATE SET grouped = 1;
 
 -- name: group_turns
--- dialect: greatest(), not max().
-INSERT INTO sqlq_groups (tube, grp, turn) VALUES (%(tube)s, %(grp)s, %(round)s + %(n)s)
-ON CONFLICT (tube, grp) DO UPDATE SET turn = greatest(sqlq_groups.turn, %(round)s) + %(n)s
+-- dialect: greatest(), not max(); no WHERE needed before ON CONFLICT.
+-- The turns of :n jobs put in a group: one past the later of the group's last turn and
+-- the tube's round, then one each; the last is kept and returned. The round: the turn
+-- before the tube's next claim (its first ready job in claim order, sqlq_jobs_turns),
+-- or with none ready, the last turn given (sqlq_groups_turn): one probe each.
+INSERT INTO sqlq_groups (tube, grp, turn)
+SELECT %(tube)s, %(grp)s, coalesce(
+           (SELECT turn - 1 FROM sqlq_jobs
+             WHERE state = 0 AND turn IS NOT NULL AND tube = %(tube)s
+             ORDER BY priority, turn, id LIMIT 1),
+           (SELECT max(turn) FROM sqlq_groups WHERE tube = %(tube)s), 0) + %(n)s
+ON CONFLICT (tube, grp) DO UPDATE
+   SET turn = greatest(sqlq_groups.turn, excluded.turn - %(n)s) + %(n)s
 RETURNING turn;
 
 -- name: set_group
@@ -1210,29 +1223,48 @@ UPDATE sqlq_jobs
                  AND tube = ANY(%(tubes)s::text[]));
 
 -- name: ready_head
+-- dialect: no (SELECT) needed around parameters.
+-- The best ready job of a tube in claim order (sqlq_jobs_ready): a job put without a
+-- group before its put knew the tube grouped (turn NULL) is taken when it heads it.
 SELECT id, priority, turn FROM sqlq_jobs
- WHERE state = 0 AND tube = %(tube)s AND priority >= %(lo)s
+ WHERE state = 0 AND tube = %(tube)s
  ORDER BY priority, id LIMIT 1;
 
--- name: group_heads
--- dialect: SKIP LOCKED is not needed: the tube's row lock serialises its fair claims.
-SELECT j.id, j.grp, j.turn, g.rate_at
+-- name: fair_heads
+-- dialect: no (SELECT) needed around parameters; a row value needs its types.
+-- A grouped tube's ready jobs in claim order (priority, turn, id: sqlq_jobs_turns) after
+-- (:priority, :turn, :id), with their group's rate time (a job without a group: none):
+-- the fair claim takes the first whose group is not capped. One range of the index, a
+-- primary-key probe of sqlq_groups a row.
+SELECT j.priority, j.id, j.grp, j.turn, g.rate_at
   FROM sqlq_jobs AS j LEFT JOIN sqlq_groups AS g ON g.tube = j.tube AND g.grp = j.grp
  WHERE j.state = 0 AND j.turn IS NOT NULL AND j.tube = %(tube)s
-   AND j.priority = %(priority)s AND (j.turn, j.id) > (%(turn)s::bigint, %(id)s::bigint)
- ORDER BY j.turn, j.id LIMIT %(n)s;
+   AND (j.priority, j.turn, j.id) > (%(priority)s::bigint, %(turn)s::bigint, %(id)s::bigint)
+ ORDER BY j.priority, j.turn, j.id LIMIT %(n)s;
+
+-- name: claim_fair_head
+-- dialect: a 53-bit random lease in a bigint; no (SELECT) needed around parameters.
+-- The fair claim of a grouped tube without group limits, in one statement: its first
+-- ready job in claim order (priority, turn, id: one probe of sqlq_jobs_turns).
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = %(now)s + ttr, reserves = reserves + 1,
+       lease = floor(random() * 9007199254740991)::bigint + 1, owner = %(owner)s
+ WHERE id = (SELECT id FROM sqlq_jobs
+              WHERE state = 0 AND turn IS NOT NULL AND tube = %(tube)s
+              ORDER BY priority, turn, id LIMIT 1)
+   AND state = 0
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
 -- name: claim_ready_job
 -- dialect: a 53-bit random lease in a bigint.
+-- The job the fair claim chose, if still ready.
 UPDATE sqlq_jobs
    SET state = 2, reserved_until = %(now)s + ttr, reserves = reserves + 1,
        lease = floor(random() * 9007199254740991)::bigint + 1, owner = %(owner)s
  WHERE id = %(id)s AND state = 0
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay, trace, grp;
-
--- name: spend_turns
-UPDATE sqlq_tubes SET turn = %(turn)s WHERE name = %(tube)s;
 
 -- name: group_live
 SELECT grp, count(*) FROM sqlq_jobs

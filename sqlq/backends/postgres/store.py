@@ -24,7 +24,7 @@ from ...errors import JobLost
 from ...model import DELAYED, READY, ClaimRow
 from ..sql import load_queries, one
 from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
-from ..store.groups import FairClaim
+from ..store.groups import FairClaim, Pick
 from .floors import CLAIM_COLUMNS, LIMITED, NO_SCAN, ClaimFloors
 
 Q = load_queries(Path(__file__).with_name("queries.sql"))
@@ -208,9 +208,8 @@ class PostgresClaims(ClaimStore):
         _claimed(conn, entry, rows)
         return sorted(rows, key=_CLAIM_ORDER)
 
-    def claim_fair(self, conn: Any, now: int, fair: FairClaim,
-                   pick: tuple[int, int, str | None, int, float | None], owner: str | None
-                   ) -> ClaimRow | None:
+    def claim_fair(self, conn: Any, now: int, fair: FairClaim, pick: Pick | None,
+                   owner: str | None) -> ClaimRow | None:
         entry = _claiming(conn, owner, now)
         row = super().claim_fair(conn, now, fair, pick, owner)
         _claimed(conn, entry, [] if row is None else [row])

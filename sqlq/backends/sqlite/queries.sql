@@ -94,7 +94,7 @@ UPDATE sqlq_jobs
         WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
                            WHERE p.name = t.value
                              AND (p.paused_until > :now
-                                  OR NOT :capped AND coalesce(p.concurrency, p.rate, p.turn)
+                                  OR NOT :capped AND coalesce(p.concurrency, p.rate, p.grouped)
                                                      IS NOT NULL))
         ORDER BY j.priority, j.id
         LIMIT 1)
@@ -117,7 +117,7 @@ UPDATE sqlq_jobs
               ORDER BY priority, id LIMIT 1)
    AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
                     WHERE name = (SELECT ?3)
-                      AND (paused_until > ?1 OR coalesce(concurrency, rate, turn) IS NOT NULL))
+                      AND (paused_until > ?1 OR coalesce(concurrency, rate, grouped) IS NOT NULL))
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
@@ -437,15 +437,15 @@ VALUES (:id, :tube, :priority, :state, :delay_until, :ttr, :body, :created_at, :
         :dependents, :trace, :grp, :turn);
 
 -- name: export_tube
--- A tube's pause, limits and turns (a rate's tokens start full on the copy).
-SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms, turn, group_concurrency,
+-- A tube's pause, limits and whether it is grouped (a rate's tokens start full on the copy).
+SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms, grouped, group_concurrency,
        group_rate, group_rate_ms
   FROM sqlq_tubes ORDER BY name;
 
 -- name: import_tube
-INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms, turn,
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms, grouped,
                         group_concurrency, group_rate, group_rate_ms)
-VALUES (:name, :paused_until, :pause_ms, :concurrency, :rate, :rate_ms, :turn,
+VALUES (:name, :paused_until, :pause_ms, :concurrency, :rate, :rate_ms, :grouped,
         :group_concurrency, :group_rate, :group_rate_ms);
 
 -- name: export_group
@@ -690,7 +690,7 @@ UPDATE sqlq_jobs
                         ORDER BY r.priority, r.id LIMIT (SELECT :n))
         WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
                            WHERE p.name = t.value
-                             AND (p.paused_until > :now OR coalesce(p.concurrency, p.rate, p.turn)
+                             AND (p.paused_until > :now OR coalesce(p.concurrency, p.rate, p.grouped)
                                                            IS NOT NULL))
         ORDER BY j.priority, j.id
         LIMIT (SELECT :n))
@@ -710,7 +710,7 @@ UPDATE sqlq_jobs
                ORDER BY priority, id LIMIT (SELECT ?4))
    AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
                     WHERE name = (SELECT ?3)
-                      AND (paused_until > ?1 OR coalesce(concurrency, rate, turn) IS NOT NULL))
+                      AND (paused_until > ?1 OR coalesce(concurrency, rate, grouped) IS NOT NULL))
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
@@ -1009,16 +1009,16 @@ SELECT progress, progress_message FROM sqlq_jobs WHERE id = :id;
 -- Whether any of these tubes has limits: the engine asks once per list of tubes, and
 -- again when a claim without limits found nothing (a limit set by another process).
 SELECT 1 FROM sqlq_tubes
- WHERE name IN (SELECT value FROM json_each(:tubes)) AND coalesce(concurrency, rate, turn) IS NOT NULL
+ WHERE name IN (SELECT value FROM json_each(:tubes)) AND coalesce(concurrency, rate, grouped) IS NOT NULL
  LIMIT 1;
 
 -- name: lock_limits
 -- The limits of those of these tubes that have some, inside claim_limited's transaction
 -- (SQLite's write lock is held: nobody else claims meanwhile).
-SELECT name, concurrency, rate, rate_ms, rate_at, turn, group_concurrency,
+SELECT name, concurrency, rate, rate_ms, rate_at, grouped, group_concurrency,
        group_rate, group_rate_ms
   FROM sqlq_tubes
- WHERE name IN (SELECT value FROM json_each(:tubes)) AND coalesce(concurrency, rate, turn) IS NOT NULL
+ WHERE name IN (SELECT value FROM json_each(:tubes)) AND coalesce(concurrency, rate, grouped) IS NOT NULL
  ORDER BY name;
 
 -- name: live_reservations
@@ -1057,7 +1057,7 @@ UPDATE sqlq_groups SET rate_at = NULL WHERE tube = :tube AND rate_at IS NOT NULL
 -- A row made for limits alone, once they are gone (a paused tube's row stays).
 DELETE FROM sqlq_tubes
  WHERE name = :tube AND paused_until = 0 AND concurrency IS NULL AND rate IS NULL
-   AND group_concurrency IS NULL AND group_rate IS NULL AND turn IS NULL;
+   AND group_concurrency IS NULL AND group_rate IS NULL AND grouped IS NULL;
 
 -- name: list_limits
 -- Every tube with limits, or the one tube :tube (NULL: all).
@@ -1074,48 +1074,69 @@ SELECT name, concurrency, rate, rate_ms, group_concurrency, group_rate, group_ra
 
 -- name: grouped_tubes
 -- The tubes claimed fairly: a put without a group into one gives its jobs turns.
-SELECT name FROM sqlq_tubes WHERE turn IS NOT NULL;
+SELECT name FROM sqlq_tubes WHERE grouped IS NOT NULL;
 
--- name: tube_turn
--- A tube's round (NULL: not grouped, or no row).
-SELECT turn FROM sqlq_tubes WHERE name = :tube;
+-- name: tube_grouped
+SELECT grouped FROM sqlq_tubes WHERE name = :tube;
 
 -- name: group_tube
 -- A tube's first grouped put: from now on it is claimed fairly (its row made if need be,
 -- without a pause: paused_until 0 is not counted as one).
-INSERT INTO sqlq_tubes (name, paused_until, pause_ms, turn) VALUES (:tube, 0, 0, 0)
-ON CONFLICT (name) DO UPDATE SET turn = 0;
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, grouped) VALUES (:tube, 0, 0, 1)
+ON CONFLICT (name) DO UPDATE SET grouped = 1;
 
 -- name: group_turns
 -- The turns of :n jobs put in a group: one past the later of the group's last turn and
--- the tube's round, then one each; the last is kept and returned.
-INSERT INTO sqlq_groups (tube, grp, turn) VALUES (:tube, :grp, :round + :n)
-ON CONFLICT (tube, grp) DO UPDATE SET turn = max(turn, :round) + :n
+-- the tube's round, then one each; the last is kept and returned. The round: the turn
+-- before the tube's next claim (its first ready job in claim order, sqlq_jobs_turns),
+-- or with none ready, the last turn given (sqlq_groups_turn): one probe each.
+INSERT INTO sqlq_groups (tube, grp, turn)
+SELECT :tube, :grp, coalesce(
+           (SELECT turn - 1 FROM sqlq_jobs
+             WHERE state = 0 AND turn IS NOT NULL AND tube = (SELECT :tube)
+             ORDER BY priority, turn, id LIMIT 1),
+           (SELECT max(turn) FROM sqlq_groups WHERE tube = (SELECT :tube)), 0) + :n
+WHERE true
+ON CONFLICT (tube, grp) DO UPDATE
+   SET turn = max(turn, excluded.turn - :n) + :n
 RETURNING turn;
 
 -- name: set_group
 -- A put's jobs in their group (NULL: the tube's jobs without a group), with their turns
--- in id order (put_many numbers its ids consecutively).
+-- in id order (a put numbers its ids consecutively under the write lock).
 UPDATE sqlq_jobs SET grp = :grp, turn = :first_turn + id - :first_id
  WHERE id BETWEEN :first_id AND :last_id;
 
 -- name: ready_head
--- The best ready job of a tube from priority :lo on (sqlq_jobs_ready): which band to
--- claim from; and a job put without a group before its tube was known grouped (turn
--- NULL), taken in the next turn when it heads the band.
+-- The best ready job of a tube in claim order (sqlq_jobs_ready): a job put without a
+-- group before its put knew the tube grouped (turn NULL) is taken when it heads it.
 SELECT id, priority, turn FROM sqlq_jobs
- WHERE state = 0 AND tube = (SELECT :tube) AND priority >= (SELECT :lo)
+ WHERE state = 0 AND tube = (SELECT :tube)
  ORDER BY priority, id LIMIT 1;
 
--- name: group_heads
--- A band's jobs in turn order from (:turn, :id) on, with their group's rate time (a
--- job without a group: none): the fair claim takes the first whose group is not
--- capped. One range of sqlq_jobs_turns, a primary-key probe of sqlq_groups a row.
-SELECT j.id, j.grp, j.turn, g.rate_at
+-- name: fair_heads
+-- A grouped tube's ready jobs in claim order (priority, turn, id: sqlq_jobs_turns) after
+-- (:priority, :turn, :id), with their group's rate time (a job without a group: none):
+-- the fair claim takes the first whose group is not capped. One range of the index, a
+-- primary-key probe of sqlq_groups a row.
+SELECT j.priority, j.id, j.grp, j.turn, g.rate_at
   FROM sqlq_jobs AS j LEFT JOIN sqlq_groups AS g ON g.tube = j.tube AND g.grp = j.grp
  WHERE j.state = 0 AND j.turn IS NOT NULL AND j.tube = (SELECT :tube)
-   AND j.priority = (SELECT :priority) AND (j.turn, j.id) > ((SELECT :turn), (SELECT :id))
- ORDER BY j.turn, j.id LIMIT (SELECT :n);
+   AND (j.priority, j.turn, j.id) > ((SELECT :priority), (SELECT :turn), (SELECT :id))
+ ORDER BY j.priority, j.turn, j.id LIMIT (SELECT :n);
+
+-- name: claim_fair_head
+-- The fair claim of a grouped tube without group limits, in one statement: its first
+-- ready job in claim order (priority, turn, id: one probe of sqlq_jobs_turns).
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
+       lease = abs(random()), owner = :owner
+ WHERE id = (SELECT id FROM sqlq_jobs
+              WHERE state = 0 AND turn IS NOT NULL AND tube = (SELECT :tube)
+              ORDER BY priority, turn, id LIMIT 1)
+   AND state = 0
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
 -- name: claim_ready_job
 -- The job the fair claim chose, if still ready.
@@ -1125,10 +1146,6 @@ UPDATE sqlq_jobs
  WHERE id = :id AND state = 0
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay, trace, grp;
-
--- name: spend_turns
--- A fair claim's round after it.
-UPDATE sqlq_tubes SET turn = :turn WHERE name = :tube;
 
 -- name: group_live
 -- Jobs reserved under live leases per group of a tube (a range of sqlq_jobs_reserved

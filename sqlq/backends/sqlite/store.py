@@ -30,7 +30,7 @@ from typing import Any
 from ...model import DELAYED, READY, ClaimRow, Put
 from ..sql import load_queries, one
 from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
-from ..store.groups import FairClaim
+from ..store.groups import FairClaim, Pick
 from .drivers import triggers_off
 
 Q = load_queries(os.path.join(os.path.dirname(__file__), "queries.sql"))
@@ -297,9 +297,8 @@ class SQLiteClaims(ClaimStore):
     def promote_fair(self, conn: Any, now: int, tubes: Any) -> None:
         self._promote(conn, now, tubes)
 
-    def claim_fair(self, conn: Any, now: int, fair: FairClaim,
-                   pick: tuple[int, int, str | None, int, float | None], owner: str | None
-                   ) -> ClaimRow | None:
+    def claim_fair(self, conn: Any, now: int, fair: FairClaim, pick: Pick | None,
+                   owner: str | None) -> ClaimRow | None:
         row = super().claim_fair(conn, now, fair, pick, owner)
         if row is not None:
             self.due.lower(row.reserved_until)  # the reservation ends then
@@ -357,6 +356,7 @@ class SQLiteLimits(LimitStore):
     def __init__(self, Q: dict[str, str], claims: SQLiteClaims, due: DueCache) -> None:
         super().__init__(Q, claims)
         self.due = due
+        self._names: dict[str, list[str]] = {}
 
     def limits_stamp(self) -> object:
         # The PRAGMA data_version every claim's _promote read (DueCache.nothing_due): it
@@ -364,9 +364,15 @@ class SQLiteLimits(LimitStore):
         return self.due.version
 
     def tubes_of(self, tubes: Any) -> list[str]:
-        import json
+        # A worker's claims ask for the same few lists (a grouped tube's, every claim).
+        names = self._names.get(tubes)
+        if names is None:
+            import json
 
-        return list(json.loads(tubes))
+            if len(self._names) >= DUE_CACHE_SIZE:
+                self._names.clear()
+            names = self._names[tubes] = list(json.loads(tubes))
+        return names
 
 
 class SQLiteCopying(CopyStore):

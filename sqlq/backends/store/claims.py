@@ -18,7 +18,7 @@ from ..sql import one
 
 if TYPE_CHECKING:
     from ..conn import Conn
-    from .groups import FairClaim
+    from .groups import FairClaim, Pick
     from .jobs import JobStore
 
 
@@ -76,11 +76,14 @@ class ClaimStore(abc.ABC):
         and expired reservations as ready, so their turns count."""
         conn.execute(self.Q["promote_grouped"], {"tubes": tubes, "now": now})
 
-    def claim_fair(self, conn: Conn, now: int, fair: FairClaim,
-                   pick: tuple[int, int, str | None, int, float | None], owner: str | None
-                   ) -> ClaimRow | None:
+    def claim_fair(self, conn: Conn, now: int, fair: FairClaim, pick: Pick | None,
+                   owner: str | None) -> ClaimRow | None:
         """Claim the job a grouped tube's FairClaim picked (None: taken meanwhile, by a
-        reserve_job)."""
+        reserve_job); with no pick, the tube's first ready job in claim order."""
+        if pick is None:
+            row = one(conn, self.Q["claim_fair_head"],
+                      {"tube": fair.tube, "now": now, "owner": owner})
+            return None if row is None else ClaimRow._make(row)
         row = one(conn, self.Q["claim_ready_job"], {"id": pick[1], "now": now, "owner": owner})
         if row is None:
             return None

@@ -15,7 +15,7 @@ COPIED: dict[str, tuple[str, ...]] = {
             "reserves", "timeouts", "releases", "buries", "kicks", "bury_reason", "unique_key",
             "delay", "waiting_on", "dependents", "trace", "grp", "turn"),
     "edge": ("parent", "child"),
-    "tube": ("name", "paused_until", "pause_ms", "concurrency", "rate", "rate_ms", "turn",
+    "tube": ("name", "paused_until", "pause_ms", "concurrency", "rate", "rate_ms", "grouped",
              "group_concurrency", "group_rate", "group_rate_ms"),
     "group": ("tube", "grp", "turn"),
     "result": ("job_id", "result", "expires_at"),

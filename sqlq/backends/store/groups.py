@@ -1,27 +1,26 @@
 """Groups (issue 38): a job's group, the turns that make a tube's claims fair between its
 groups, and the fair claim that honours each group's cap and rate.
 
-A tube becomes *grouped* at its first grouped put (``sqlq_tubes.turn`` set, in the same
+A tube becomes *grouped* at its first grouped put (``sqlq_tubes.grouped``, in the same
 transaction); from then on the plain claims skip it as they skip a limited tube, and the
-engine claims it through ``LimitStore.claim_limited``, which calls :class:`FairClaim`.
+engine claims it through ``LimitStore.claim_limited``, which uses :class:`FairClaim`.
 A tube that never held a grouped job is claimed as before, at the same cost.
 
-Fairness is start-time fair queuing over turns: a grouped job's turn is one past the
-later of its group's last turn and the tube's round (the turn of its last claim), so
-every backlogged group has one job per turn, and a group new or idle starts at the
-current round instead of behind the backlog of the others. The claim takes, in the
-most urgent band of priority, the job of the lowest turn (then id): the group served
-longest ago first, first in, first out within a group. The tube's jobs without a
-group are one more group (its row in ``sqlq_groups`` is named ``''``; their ``grp``
-stays NULL), given turns by their put (``plain_puts``). A put without a group learns
-which tubes are grouped from a list it reads again every ``GROUPED_STALE_MS``; a job
-put meanwhile without a turn is still claimed, in the next turn, once it heads its
-tube's ready jobs (``ready_head``).
+Fairness is start-time fair queuing over turns: a job's turn is one past the later of
+its group's last turn and the tube's round (the turn just before its next claim), given
+by its put, so every backlogged group has one job per turn, and a group new or idle
+starts at the current round instead of behind the backlog of the others. A claim takes
+the job of the lowest (priority, turn, id), one probe of ``sqlq_jobs_turns``: priority
+first, then the group served longest ago, first in, first out within a group; nothing
+is written but the claim itself. The tube's jobs without a group are one more group
+(its ``sqlq_groups`` row is named ``''``; their ``grp`` stays NULL). A put without a
+group learns which tubes are grouped from a list it reads again every
+``GROUPED_STALE_MS`` (so a put into a tube that is not grouped costs nothing); a job put
+meanwhile without a turn is still claimed, once it heads its tube's ready jobs, by the
+look at the head every ``HEAD_EVERY``-th fair claim makes.
 
-Each step is one index probe (``sqlq_jobs_ready`` for the band, ``sqlq_jobs_turns`` for
-the turns, the groups' primary key), whatever the number of groups: a group capped by
-``group_concurrency`` or ``group_rate`` is passed over, row by row, for at most
-``MAX_PASSED`` rows a claim.
+With ``group_concurrency`` or ``group_rate`` set, the claim reads the jobs in that order
+and passes over those of capped groups, for at most ``MAX_PASSED`` rows a claim.
 """
 
 from __future__ import annotations
@@ -37,11 +36,17 @@ if TYPE_CHECKING:
 
 #: How long (ms) a process trusts its list of grouped tubes for a put without a group.
 GROUPED_STALE_MS = 2000
-#: Grouped jobs of capped groups a claim passes over in one band before it gives up on
-#: the band (a bound on the claim's cost when nearly every group is capped).
+#: Every this many fair claims, one also looks at the head of the tube's ready jobs for a
+#: job put without a turn (a put that did not know its tube grouped yet).
+HEAD_EVERY = 64
+#: Jobs of capped groups a claim passes over before it gives up (a bound on the claim's
+#: cost when nearly every group is capped: the next claim starts again from the head).
 MAX_PASSED = 512
-#: Rows read at a time from a band's turns.
+#: Rows read at a time in claim order, when groups may be capped.
 _PAGE = 16
+
+#: A fair claim's choice: (priority, id, group, turn, the group's rate time).
+Pick = tuple[int, int, "str | None", int, "float | None"]
 
 
 class GroupStore:
@@ -59,17 +64,14 @@ class GroupStore:
         """Give the jobs just inserted (``ids``, in order) their group and turns; with a
         group, the tube is grouped from this transaction on (None: the jobs without a
         group, in a tube already grouped)."""
-        row = one(conn, self.Q["tube_turn"], {"tube": tube})
-        turn = None if row is None else row[0]
-        if turn is None:
+        row = one(conn, self.Q["tube_grouped"], {"tube": tube})
+        if row is None or row[0] is None:
             if group is None:
                 return
             conn.execute(self.Q["group_tube"], {"tube": tube})
-            turn = 0
             self.tubes = self.tubes | {tube}
         n = len(ids)
-        last = int(one(conn, self.Q["group_turns"],
-                       {"tube": tube, "grp": group or "", "round": turn, "n": n})[0])
+        last = int(one(conn, self.Q["group_turns"], {"tube": tube, "grp": group or "", "n": n})[0])
         conn.execute(self.Q["set_group"], {"grp": group, "first_turn": last - n + 1,
                                            "first_id": ids[0], "last_id": ids[-1],
                                            "ids": ids_param})
@@ -92,16 +94,18 @@ class GroupStore:
 
 
 class FairClaim:
-    """One grouped tube's claims inside one claim_limited transaction: what it took so far
-    (turns, live reservations and rates per group), written back by :meth:`finish`.
+    """One grouped tube's claims inside one claim_limited transaction, and what they took
+    of each group's cap and rate (written back by :meth:`finish`).
 
     ``row`` is the tube's lock_limits row: (name, concurrency, rate, rate_ms, rate_at,
-    turn, group_concurrency, group_rate, group_rate_ms)."""
+    grouped, group_concurrency, group_rate, group_rate_ms)."""
+
+    #: Fair claims made by this process: every HEAD_EVERY-th looks at the head too.
+    claims = 0
 
     def __init__(self, Q: dict[str, str], conn: Conn, now: int, row: Sequence[Any]) -> None:
         self.Q, self.conn, self.now = Q, conn, now
         self.tube: str = row[0]
-        self.round = int(row[5] or 0)
         self.cap: int | None = row[6]
         self.rate: int | None = row[7]
         self.rate_ms: int | None = row[8]
@@ -111,10 +115,16 @@ class FairClaim:
                 Q["group_live"], {"tube": self.tube, "now": now})}
         #: Each group's rate time after this transaction's claims (spent, written by finish).
         self.rate_at: dict[str, float | None] = {}
-        self.changed = False
+
+    @property
+    def simple(self) -> bool:
+        """Whether the next claim may take the first job in claim order without looking
+        (no group limits, and not the turn of a look at the head): claim_fair_head."""
+        FairClaim.claims += 1
+        return self.cap is None and self.rate is None and FairClaim.claims % HEAD_EVERY
 
     def _open(self, group: str | None, rate_at: float | None) -> bool:
-        """Whether ``group`` may give one more job now (its cap and rate; the jobs
+        """Whether ``group`' may give one more job now (its cap and rate; the jobs
         without a group have neither)."""
         if group is None:
             return True
@@ -125,58 +135,45 @@ class FairClaim:
         at = self.rate_at.get(group, rate_at)
         return allowance(None, self.rate, self.rate_ms, at, 0, self.now) > 0
 
-    def _group_head(self, priority: int) -> tuple[int, str | None, int, float | None] | None:
-        """The band's job of the lowest turn (then id) whose group is open."""
-        after_turn, after_id, passed = 0, 0, 0
+    def _first_open(self) -> Pick | None:
+        """The first job in claim order whose group is open."""
+        after: tuple[int, int, int] = (-1, 0, 0)
+        passed = 0
         while passed < MAX_PASSED:
-            rows = self.conn.execute(self.Q["group_heads"], {
-                "tube": self.tube, "priority": priority, "turn": after_turn, "id": after_id,
+            rows = self.conn.execute(self.Q["fair_heads"], {
+                "tube": self.tube, "priority": after[0], "turn": after[1], "id": after[2],
                 "n": _PAGE}).fetchall()
-            for job_id, group, turn, rate_at in rows:
+            for priority, job_id, group, turn, rate_at in rows:
                 if self._open(group, rate_at):
-                    return int(job_id), group, int(turn), rate_at
+                    return int(priority), int(job_id), group, int(turn), rate_at
                 passed += 1
             if len(rows) < _PAGE:
                 return None
-            after_turn, after_id = int(rows[-1][2]), int(rows[-1][0])
+            after = (int(rows[-1][0]), int(rows[-1][3]), int(rows[-1][1]))
         return None
 
-    def pick(self) -> tuple[int, int, str | None, int, float | None] | None:
-        """The job the next claim of this tube takes: (priority, id, group, turn, the
-        group's rate time), or None (no ready job of an open group)."""
-        Q, conn, lo = self.Q, self.conn, 0
-        while True:
-            head = one(conn, Q["ready_head"], {"tube": self.tube, "lo": lo})
-            if head is None:
-                return None
-            head_id, priority, head_turn = int(head[0]), int(head[1]), head[2]
-            grouped = self._group_head(priority)
-            if head_turn is None and (grouped is None or self.round + 1 < grouped[2]):
-                # put before its put knew the tube grouped: taken in the next turn
-                return priority, head_id, None, self.round + 1, None
-            if grouped is not None:
-                return priority, grouped[0], grouped[1], grouped[2], grouped[3]
-            if priority >= 2**32 - 1:
-                return None
-            lo = priority + 1  # every group of this band is capped: a less urgent band
+    def pick(self) -> Pick | None:
+        """The job the next claim of this tube takes, or None (no ready job of an open
+        group). A job without a turn at the head of the tube's ready jobs goes first."""
+        first = self._first_open()
+        head = one(self.conn, self.Q["ready_head"], {"tube": self.tube})
+        if head is not None and head[2] is None and (first is None or head[1] <= first[0]):
+            return int(head[1]), int(head[0]), None, 0, None
+        return first
 
-    def took(self, pick: tuple[int, int, str | None, int, float | None]) -> None:
-        """The picked job was claimed (``ClaimStore.claim_fair``): its turn, and its
-        group's slot and token, are spent."""
-        _priority, _job_id, group, turn, rate_at = pick
-        self.changed = True
-        self.round = max(self.round, turn)
-        if group is not None:
-            self.live[group] = self.live.get(group, 0) + 1
-            if self.rate is not None and self.rate_ms is not None:
-                at = self.rate_at.get(group, rate_at)
-                self.rate_at[group] = spent_rate_at(self.rate, self.rate_ms, at, self.now, 1)
+    def took(self, pick: Pick) -> None:
+        """The picked job was claimed (``ClaimStore.claim_fair``): its group's slot and
+        token are spent."""
+        group, rate_at = pick[2], pick[4]
+        if group is None:
+            return
+        self.live[group] = self.live.get(group, 0) + 1
+        if self.rate is not None and self.rate_ms is not None:
+            at = self.rate_at.get(group, rate_at)
+            self.rate_at[group] = spent_rate_at(self.rate, self.rate_ms, at, self.now, 1)
 
     def finish(self) -> None:
-        """Write the tube's round and the groups' rates after the claims made."""
-        if not self.changed:
-            return
-        self.conn.execute(self.Q["spend_turns"], {"tube": self.tube, "turn": self.round})
+        """Write the groups' rates after the claims made."""
         for group, at in self.rate_at.items():
             self.conn.execute(self.Q["spend_group_rate"],
                               {"tube": self.tube, "grp": group, "rate_at": at})

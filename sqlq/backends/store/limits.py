@@ -68,13 +68,15 @@ class LimitStore(abc.ABC):
                 self.empty_claim_limited()  # the engine learns from this call's answer
                 return ([] if row is None else [row]), False
             return claims.claim_many(conn, now, tubes, owner, n), False
+        capped = [r[0] for r in limits if r[1] is not None]
         live = {r[0]: int(r[1]) for r in conn.execute(self.Q["live_reservations"], {
-            "tubes": claims.tubes_param([r[0] for r in limits]), "now": now})}
+            "tubes": claims.tubes_param(capped), "now": now})} if capped else {}
         left = {r[0]: allowance(r[1], r[2], r[3], r[4], live.get(r[0], 0), now) for r in limits}
         fair = {r[0]: FairClaim(self.Q, conn, now, r) for r in limits if r[5] is not None}
-        if fair:
-            claims.promote_fair(conn, now, claims.tubes_param(list(fair)))
         watched = self.tubes_of(tubes)
+        if fair:
+            claims.promote_fair(conn, now, tubes if len(fair) == len(watched)
+                                else claims.tubes_param(list(fair)))
         rows: list[ClaimRow] = []
         while len(rows) < n:
             open_tubes = [t for t in watched if left.get(t, 1) > 0]
@@ -91,8 +93,8 @@ class LimitStore(abc.ABC):
             if rate is not None and taken:
                 conn.execute(self.Q["spend_rate"], {
                     "tube": name, "rate_at": spent_rate_at(rate, rate_ms, rate_at, now, taken)})
-        capped = {r[0] for r in limits if r[1] is not None or r[6] is not None}
-        held = [r.id for r in rows if r.tube in capped]
+        marked = {r[0] for r in limits if r[1] is not None or r[6] is not None}
+        held = [r.id for r in rows if r.tube in marked]
         if held:
             self.mark_capped(conn, held)
         return rows, True
@@ -101,9 +103,12 @@ class LimitStore(abc.ABC):
                    fair: dict[str, FairClaim], owner: str | None) -> ClaimRow | None:
         """One claim of claim_limited's: the most urgent job of the open tubes, a grouped
         tube's the one its FairClaim picks (a plain tube wins a tie of priority only if
-        listed first)."""
+        listed first); a grouped tube watched alone without group limits, in one
+        statement (claim_fair_head)."""
         claims = self.claims
         plain = [t for t in open_tubes if t not in fair]
+        if len(open_tubes) == 1 and not plain and fair[open_tubes[0]].simple:
+            return claims.claim_fair(conn, now, fair[open_tubes[0]], None, owner)
         while True:
             picks = [(pick, fair[t]) for t in open_tubes if t in fair
                      if (pick := fair[t].pick()) is not None]
@@ -113,7 +118,7 @@ class LimitStore(abc.ABC):
             pick, claim = min(picks, key=lambda p: p[0][0])
             if plain:
                 best = [int(h[1]) for t in plain
-                        if (h := one(conn, self.Q["ready_head"], {"tube": t, "lo": 0}))]
+                        if (h := one(conn, self.Q["ready_head"], {"tube": t}))]
                 if best and min(best) < pick[0]:
                     row = claims.claim_capped(conn, now, claims.tubes_param(plain), owner)
                     if row is not None:
