@@ -60,7 +60,7 @@ BEGIN
                                    WHERE p.name = u.name
                                      AND (p.paused_until > p_now
                                           OR (NOT p_capped AND coalesce(p.concurrency, p.rate,
-                                                               p.turn) IS NOT NULL))))
+                                                               p.grouped) IS NOT NULL))))
            SELECT c.id
              FROM (SELECT f.id, f.priority
                      FROM unnest(p_scan_tube, p_scan_lo, p_scan_hi, p_scan_from)
@@ -366,7 +366,7 @@ CREATE TABLE public.sqlq_tubes (
     rate integer,
     rate_ms bigint,
     rate_at double precision,
-    turn bigint,
+    grouped smallint,
     group_concurrency integer,
     group_rate integer,
     group_rate_ms bigint
@@ -417,6 +417,7 @@ ALTER TABLE ONLY public.sqlq_workers
     ADD CONSTRAINT sqlq_workers_pkey PRIMARY KEY (token);
 CREATE INDEX sqlq_cancelled_until ON public.sqlq_cancelled USING btree (until);
 CREATE INDEX sqlq_edges_child ON public.sqlq_edges USING btree (child);
+CREATE INDEX sqlq_groups_turn ON public.sqlq_groups USING btree (tube, turn);
 CREATE INDEX sqlq_jobs_again ON public.sqlq_jobs USING btree (tube, priority, id) WHERE ((state = 0) AND again);
 CREATE INDEX sqlq_jobs_buried ON public.sqlq_jobs USING btree (tube, id) WHERE (state = 3);
 CREATE INDEX sqlq_jobs_delayed ON public.sqlq_jobs USING btree (tube, delay_until) WHERE (state = 1);

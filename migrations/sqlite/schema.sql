@@ -196,7 +196,7 @@ CREATE TABLE sqlq_tubes (
     rate         INTEGER,
     rate_ms      INTEGER,
     rate_at      REAL
-, turn INTEGER, group_concurrency INTEGER, group_rate INTEGER, group_rate_ms INTEGER) WITHOUT ROWID;
+, grouped INTEGER, group_concurrency INTEGER, group_rate INTEGER, group_rate_ms INTEGER) WITHOUT ROWID;
 
 -- table sqlq_workers
 CREATE TABLE sqlq_workers (
@@ -215,6 +215,9 @@ CREATE INDEX sqlq_cancelled_until ON sqlq_cancelled (until);
 
 -- index sqlq_edges_child
 CREATE INDEX sqlq_edges_child ON sqlq_edges (child);
+
+-- index sqlq_groups_turn
+CREATE INDEX sqlq_groups_turn ON sqlq_groups (tube, turn);
 
 -- index sqlq_jobs_buried
 CREATE INDEX sqlq_jobs_buried   ON sqlq_jobs (tube, id)            WHERE state = 3;
@@ -325,7 +328,7 @@ CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
 -- column sqlq_tubes: (4, 'rate', 'INTEGER', 0, None, 0, 0)
 -- column sqlq_tubes: (5, 'rate_ms', 'INTEGER', 0, None, 0, 0)
 -- column sqlq_tubes: (6, 'rate_at', 'REAL', 0, None, 0, 0)
--- column sqlq_tubes: (7, 'turn', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_tubes: (7, 'grouped', 'INTEGER', 0, None, 0, 0)
 -- column sqlq_tubes: (8, 'group_concurrency', 'INTEGER', 0, None, 0, 0)
 -- column sqlq_tubes: (9, 'group_rate', 'INTEGER', 0, None, 0, 0)
 -- column sqlq_tubes: (10, 'group_rate_ms', 'INTEGER', 0, None, 0, 0)

@@ -1223,7 +1223,6 @@ UPDATE sqlq_jobs
                  AND tube = ANY(%(tubes)s::text[]));
 
 -- name: ready_head
--- dialect: no (SELECT) needed around parameters.
 -- The best ready job of a tube in claim order (sqlq_jobs_ready): a job put without a
 -- group before its put knew the tube grouped (turn NULL) is taken when it heads it.
 SELECT id, priority, turn FROM sqlq_jobs
