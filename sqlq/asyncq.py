@@ -551,4 +551,5 @@ class AsyncViews:
     duration_histograms = awaited_read(Views.duration_histograms)
     failed_groups = awaited_read(Views.failed_groups)
     failed_group_jobs = awaited_read(Views.failed_group_jobs)
+    tube_groups = awaited_read(Views.tube_groups)
     horizon = awaited_read(Views.horizon)

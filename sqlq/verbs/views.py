@@ -60,11 +60,12 @@ JOB_TRACE = _read("job_trace", single=True, timed=False)
 DURATIONS = _read("duration_histograms", timed=False)
 FAILED_GROUPS = _read("failed_groups", timed=False)
 FAILED_GROUP_JOBS = _read("failed_group_jobs", timed=False)
+TUBE_GROUPS = _read("tube_groups", timed=False)
 
 #: Every record, for tests and docs: one name, one meaning.
 READS = (PEEK, PEEK_STATE, LINKS, TUBES, STATS, STATS_TUBE, STATS_JOB, NEXT_CHANGE,
          CHANGE_TOKEN, OVERVIEW, TUBE_SUMMARY, JOB_PAGE, SEARCH, WORKERS, PERIODIC_SLOTS,
-         KEPT_RESULT, JOB_TRACE, DURATIONS, FAILED_GROUPS, FAILED_GROUP_JOBS)
+         KEPT_RESULT, JOB_TRACE, DURATIONS, FAILED_GROUPS, FAILED_GROUP_JOBS, TUBE_GROUPS)
 
 
 class Views:
@@ -263,6 +264,14 @@ class Views:
             FAILED_GROUP_JOBS, self.store.history.failed_group_ids, DEPTH, MESSAGE_LIMIT,
             error, location, reason[:MESSAGE_LIMIT])
         return found
+
+    def tube_groups(self, tube: str, *, limit: int = 10) -> list[tuple[str, int, int]]:
+        """The groups of ``tube`` (``put(group=)``) with the most ready and reserved jobs:
+        (group, ready, reserved), the busiest first, at most ``limit`` (the dashboard's)."""
+        check_tube(tube)
+        groups: list[tuple[str, int, int]] = self.dispatch.run(
+            TUBE_GROUPS, self.store.groups.busiest, self.dispatch.clock(), tube, limit)
+        return groups
 
     def horizon(self) -> Horizon:
         """What holds back the cleanup of deleted jobs (``Queue.horizon``): the backend's
