@@ -1105,7 +1105,7 @@ SELECT 1 FROM sqlq_tubes
 -- name: lock_limits
 -- dialect: FOR UPDATE: the row lock serialises the claims of a limited tube.
 SELECT name, concurrency, rate, rate_ms, rate_at, grouped, group_concurrency,
-       group_rate, group_rate_ms
+       group_rate, group_rate_ms, paused_until
   FROM sqlq_tubes
  WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate, grouped) IS NOT NULL
  ORDER BY name
@@ -1244,14 +1244,32 @@ SELECT j.priority, j.id, j.grp, j.turn, g.rate_at
 -- name: claim_fair_head
 -- dialect: a 53-bit random lease in a bigint; no (SELECT) needed around parameters.
 -- The fair claim of a grouped tube without group limits, in one statement: its first
--- ready job in claim order (priority, turn, id: one probe of sqlq_jobs_turns).
+-- ready job in claim order (priority, turn, id: one probe of sqlq_jobs_turns), or
+-- before it the head of sqlq_jobs_ready if that has no turn (put by a process that did
+-- not know the tube grouped yet: taken in its place in id order). Unless
+-- :checked (claim_limited read the tube's row), nothing while the tube is paused or has
+-- limits, in the same probe of its row as the plain claims': the engine's fast path for
+-- a grouped tube it saw without limits (Engine._claim_fair) then falls back.
 UPDATE sqlq_jobs
    SET state = 2, reserved_until = %(now)s + ttr, reserves = reserves + 1,
        lease = floor(random() * 9007199254740991)::bigint + 1, owner = %(owner)s
- WHERE id = (SELECT id FROM sqlq_jobs
-              WHERE state = 0 AND turn IS NOT NULL AND tube = %(tube)s
-              ORDER BY priority, turn, id LIMIT 1)
+ WHERE id = (SELECT c.id FROM (
+                  SELECT h.id, 0 AS k FROM (SELECT id, turn FROM sqlq_jobs
+                                             WHERE state = 0 AND tube = %(tube)s
+                                             ORDER BY priority, id LIMIT 1) AS h
+                   WHERE h.turn IS NULL
+                  UNION ALL
+                  SELECT f.id, 1 FROM (SELECT id FROM sqlq_jobs
+                                        WHERE state = 0 AND turn IS NOT NULL
+                                          AND tube = %(tube)s
+                                        ORDER BY priority, turn, id LIMIT 1) AS f) AS c
+              ORDER BY c.k LIMIT 1)
    AND state = 0
+   AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
+                    WHERE name = %(tube)s AND NOT %(checked)s
+                      AND (paused_until > %(now)s
+                           OR coalesce(concurrency, rate, group_concurrency, group_rate)
+                              IS NOT NULL))
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay, trace, grp;
 

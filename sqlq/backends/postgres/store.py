@@ -208,7 +208,14 @@ class PostgresClaims(ClaimStore):
         _claimed(conn, entry, rows)
         return sorted(rows, key=_CLAIM_ORDER)
 
-    def claim_fair(self, conn: Any, now: int, fair: FairClaim, pick: Pick | None,
+    def claim_fair_head(self, conn: Any, now: int, tube: str, owner: str | None,
+                        checked: bool) -> ClaimRow | None:
+        entry = _claiming(conn, owner, now)
+        row = super().claim_fair_head(conn, now, tube, owner, checked)
+        _claimed(conn, entry, [] if row is None else [row])
+        return row
+
+    def claim_fair(self, conn: Any, now: int, fair: FairClaim, pick: Pick,
                    owner: str | None) -> ClaimRow | None:
         entry = _claiming(conn, owner, now)
         row = super().claim_fair(conn, now, fair, pick, owner)

@@ -1016,7 +1016,7 @@ SELECT 1 FROM sqlq_tubes
 -- The limits of those of these tubes that have some, inside claim_limited's transaction
 -- (SQLite's write lock is held: nobody else claims meanwhile).
 SELECT name, concurrency, rate, rate_ms, rate_at, grouped, group_concurrency,
-       group_rate, group_rate_ms
+       group_rate, group_rate_ms, paused_until
   FROM sqlq_tubes
  WHERE name IN (SELECT value FROM json_each(:tubes)) AND coalesce(concurrency, rate, grouped) IS NOT NULL
  ORDER BY name;
@@ -1127,14 +1127,32 @@ SELECT j.priority, j.id, j.grp, j.turn, g.rate_at
 
 -- name: claim_fair_head
 -- The fair claim of a grouped tube without group limits, in one statement: its first
--- ready job in claim order (priority, turn, id: one probe of sqlq_jobs_turns).
+-- ready job in claim order (priority, turn, id: one probe of sqlq_jobs_turns), or
+-- before it the head of sqlq_jobs_ready if that has no turn (put by a process that did
+-- not know the tube grouped yet: taken in its place in id order). Unless
+-- :checked (claim_limited read the tube's row), nothing while the tube is paused or has
+-- limits, in the same probe of its row as the plain claims': the engine's fast path for
+-- a grouped tube it saw without limits (Engine._claim_fair) then falls back.
 UPDATE sqlq_jobs
    SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
        lease = abs(random()), owner = :owner
- WHERE id = (SELECT id FROM sqlq_jobs
-              WHERE state = 0 AND turn IS NOT NULL AND tube = (SELECT :tube)
-              ORDER BY priority, turn, id LIMIT 1)
+ WHERE id = (SELECT c.id FROM (
+                  SELECT h.id, 0 AS k FROM (SELECT id, turn FROM sqlq_jobs
+                                             WHERE state = 0 AND tube = (SELECT :tube)
+                                             ORDER BY priority, id LIMIT 1) AS h
+                   WHERE h.turn IS NULL
+                  UNION ALL
+                  SELECT f.id, 1 FROM (SELECT id FROM sqlq_jobs
+                                        WHERE state = 0 AND turn IS NOT NULL
+                                          AND tube = (SELECT :tube)
+                                        ORDER BY priority, turn, id LIMIT 1) AS f) AS c
+              ORDER BY c.k LIMIT 1)
    AND state = 0
+   AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
+                    WHERE name = (SELECT :tube) AND NOT :checked
+                      AND (paused_until > :now
+                           OR coalesce(concurrency, rate, group_concurrency, group_rate)
+                              IS NOT NULL))
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay, trace, grp;
 

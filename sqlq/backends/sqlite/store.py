@@ -297,7 +297,14 @@ class SQLiteClaims(ClaimStore):
     def promote_fair(self, conn: Any, now: int, tubes: Any) -> None:
         self._promote(conn, now, tubes)
 
-    def claim_fair(self, conn: Any, now: int, fair: FairClaim, pick: Pick | None,
+    def claim_fair_head(self, conn: Any, now: int, tube: str, owner: str | None,
+                        checked: bool) -> ClaimRow | None:
+        row = super().claim_fair_head(conn, now, tube, owner, checked)
+        if row is not None:
+            self.due.lower(row.reserved_until)  # the reservation ends then
+        return row
+
+    def claim_fair(self, conn: Any, now: int, fair: FairClaim, pick: Pick,
                    owner: str | None) -> ClaimRow | None:
         row = super().claim_fair(conn, now, fair, pick, owner)
         if row is not None:

@@ -169,6 +169,15 @@ class Store:
         rows, limited = self.limits.claim_limited(conn, now, tubes, owner, n)
         return [], rows, limited
 
+    def settle_and_claim_fair(self, conn: Conn, now: int, done: Sequence[tuple[int, int]],
+                              tubes: Any, tube: str, owner: str | None) -> ClaimRow | None:
+        """Delete the (id, lease) job of ``done`` (JobLost undoes the whole transaction)
+        and claim the grouped ``tube``'s next job in claim order, if it is still without
+        limits or pause (``ClaimStore.claim_fair_alone``; groups.py)."""
+        if done:
+            self.jobs.delete(conn, now, done[0][0], done[0][1])
+        return self.claims.claim_fair_alone(conn, now, tubes, tube, owner)
+
     def end_attempt(self, conn: Conn, now: int, job_id: int, lease: int | None,
                     attempt: dict[str, Any], kept: int, delay_ms: int | None,
                     reason: str | None) -> None:

@@ -76,19 +76,30 @@ class ClaimStore(abc.ABC):
         and expired reservations as ready, so their turns count."""
         conn.execute(self.Q["promote_grouped"], {"tubes": tubes, "now": now})
 
-    def claim_fair(self, conn: Conn, now: int, fair: FairClaim, pick: Pick | None,
+    def claim_fair_head(self, conn: Conn, now: int, tube: str, owner: str | None,
+                        checked: bool) -> ClaimRow | None:
+        """A grouped tube's first ready job in claim order (no group limits); unless
+        ``checked`` (its limits were read), nothing while it is paused or has limits."""
+        row = one(conn, self.Q["claim_fair_head"],
+                  {"tube": tube, "now": now, "owner": owner, "checked": checked})
+        return None if row is None else ClaimRow._make(row)
+
+    def claim_fair(self, conn: Conn, now: int, fair: FairClaim, pick: Pick,
                    owner: str | None) -> ClaimRow | None:
         """Claim the job a grouped tube's FairClaim picked (None: taken meanwhile, by a
-        reserve_job); with no pick, the tube's first ready job in claim order."""
-        if pick is None:
-            row = one(conn, self.Q["claim_fair_head"],
-                      {"tube": fair.tube, "now": now, "owner": owner})
-            return None if row is None else ClaimRow._make(row)
+        reserve_job)."""
         row = one(conn, self.Q["claim_ready_job"], {"id": pick[1], "now": now, "owner": owner})
         if row is None:
             return None
         fair.took(pick)
         return ClaimRow._make(row)
+
+    def claim_fair_alone(self, conn: Conn, now: int, tubes: Any, tube: str,
+                         owner: str | None) -> ClaimRow | None:
+        """The engine's fast path for one grouped tube seen without limits: its due jobs
+        written down, then :meth:`claim_fair_head` with the tube's row probed."""
+        self.promote_fair(conn, now, tubes)
+        return self.claim_fair_head(conn, now, tube, owner, False)
 
     def delete_and_claim(self, conn: Conn, now: int, job_id: int, lease: int, tubes: Any,
                          owner: str | None) -> ClaimRow | None:

@@ -16,8 +16,8 @@ is written but the claim itself. The tube's jobs without a group are one more gr
 (its ``sqlq_groups`` row is named ``''``; their ``grp`` stays NULL). A put without a
 group learns which tubes are grouped from a list it reads again every
 ``GROUPED_STALE_MS`` (so a put into a tube that is not grouped costs nothing); a job put
-meanwhile without a turn is still claimed, once it heads its tube's ready jobs, by the
-look at the head every ``HEAD_EVERY``-th fair claim makes.
+meanwhile without a turn is still claimed, in its place in id order: when it heads its
+tube's ready jobs, the claim takes it first.
 
 With ``group_concurrency`` or ``group_rate`` set, the claim reads the jobs in that order
 and passes over those of capped groups, for at most ``MAX_PASSED`` rows a claim.
@@ -36,9 +36,6 @@ if TYPE_CHECKING:
 
 #: How long (ms) a process trusts its list of grouped tubes for a put without a group.
 GROUPED_STALE_MS = 2000
-#: Every this many fair claims, one also looks at the head of the tube's ready jobs for a
-#: job put without a turn (a put that did not know its tube grouped yet).
-HEAD_EVERY = 64
 #: Jobs of capped groups a claim passes over before it gives up (a bound on the claim's
 #: cost when nearly every group is capped: the next claim starts again from the head).
 MAX_PASSED = 512
@@ -100,9 +97,6 @@ class FairClaim:
     ``row`` is the tube's lock_limits row: (name, concurrency, rate, rate_ms, rate_at,
     grouped, group_concurrency, group_rate, group_rate_ms)."""
 
-    #: Fair claims made by this process: every HEAD_EVERY-th looks at the head too.
-    claims = 0
-
     def __init__(self, Q: dict[str, str], conn: Conn, now: int, row: Sequence[Any]) -> None:
         self.Q, self.conn, self.now = Q, conn, now
         self.tube: str = row[0]
@@ -118,10 +112,9 @@ class FairClaim:
 
     @property
     def simple(self) -> bool:
-        """Whether the next claim may take the first job in claim order without looking
-        (no group limits, and not the turn of a look at the head): claim_fair_head."""
-        FairClaim.claims += 1
-        return self.cap is None and self.rate is None and FairClaim.claims % HEAD_EVERY
+        """Whether a claim takes the first job in claim order, whatever its group (no
+        group limits): one statement, claim_fair_head."""
+        return self.cap is None and self.rate is None
 
     def _open(self, group: str | None, rate_at: float | None) -> bool:
         """Whether ``group`' may give one more job now (its cap and rate; the jobs

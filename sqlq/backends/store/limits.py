@@ -4,6 +4,7 @@ them, and a tube's pause."""
 from __future__ import annotations
 
 import abc
+import threading
 from typing import TYPE_CHECKING, Any
 
 from ...allowance import allowance, spent_rate_at
@@ -21,12 +22,27 @@ if TYPE_CHECKING:
 LimitRow = tuple[str, int | None, int | None, int | None, int | None, int | None, int | None]
 
 
+class _FairAlone(threading.local):
+    """What this thread's last claim_limited found: a grouped tube watched alone without
+    limits (its name), or None."""
+
+    alone: str | None = None
+
+
 class LimitStore(abc.ABC):
     """A dialect's limits; ``claims`` makes the claims a limit allows."""
 
     def __init__(self, Q: dict[str, str], claims: ClaimStore) -> None:
         self.Q = Q
         self.claims = claims
+        self._fair = _FairAlone()
+
+    def fair_alone(self) -> str | None:
+        """The tube, if this thread's last claim_limited watched one grouped tube alone
+        with no limits: the engine then claims it through ``Store.settle_and_claim_fair``
+        (one statement, its row probed in it) until that finds nothing. Asking forgets it."""
+        alone, self._fair.alone = self._fair.alone, None
+        return alone
 
     @abc.abstractmethod
     def tubes_of(self, tubes: Any) -> list[str]:
@@ -71,9 +87,14 @@ class LimitStore(abc.ABC):
         capped = [r[0] for r in limits if r[1] is not None]
         live = {r[0]: int(r[1]) for r in conn.execute(self.Q["live_reservations"], {
             "tubes": claims.tubes_param(capped), "now": now})} if capped else {}
-        left = {r[0]: allowance(r[1], r[2], r[3], r[4], live.get(r[0], 0), now) for r in limits}
+        left = {r[0]: 0 if r[9] > now else allowance(r[1], r[2], r[3], r[4], live.get(r[0], 0), now)
+                for r in limits}
         fair = {r[0]: FairClaim(self.Q, conn, now, r) for r in limits if r[5] is not None}
         watched = self.tubes_of(tubes)
+        alone = limits[0] if len(watched) == 1 and len(limits) == 1 else None
+        self._fair.alone = alone[0] if alone is not None and alone[5] is not None and \
+            alone[1] is None and alone[2] is None and alone[6] is None and alone[7] is None \
+            else None
         if fair:
             claims.promote_fair(conn, now, tubes if len(fair) == len(watched)
                                 else claims.tubes_param(list(fair)))
@@ -108,7 +129,7 @@ class LimitStore(abc.ABC):
         claims = self.claims
         plain = [t for t in open_tubes if t not in fair]
         if len(open_tubes) == 1 and not plain and fair[open_tubes[0]].simple:
-            return claims.claim_fair(conn, now, fair[open_tubes[0]], None, owner)
+            return claims.claim_fair_head(conn, now, open_tubes[0], owner, True)
         while True:
             picks = [(pick, fair[t]) for t in open_tubes if t in fair
                      if (pick := fair[t].pick()) is not None]
