@@ -1266,7 +1266,7 @@ UPDATE sqlq_jobs
               ORDER BY c.k LIMIT 1)
    AND state = 0
    AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
-                    WHERE name = %(tube)s AND NOT %(checked)s
+                    WHERE name = %(tube)s AND %(checked)s::int = 0
                       AND (paused_until > %(now)s
                            OR coalesce(concurrency, rate, group_concurrency, group_rate)
                               IS NOT NULL))
