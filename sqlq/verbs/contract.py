@@ -82,8 +82,7 @@ class Verbs:
         ids = self.store.jobs.insert_puts(conn, now, [
             (put.tube, put.priority, put.delay_ms, put.ttr_ms, bodies[0])
             for put, bodies in items])
-        groups = self.store.groups
-        if groups.tubes or now >= groups.until:  # puts into grouped tubes are marked
+        if now >= self.store.groups.look_at:  # puts into grouped tubes get turns
             for (put, _), job_id in zip(items, ids, strict=True):
                 self.store.grouped(conn, now, put.tube, None, [job_id])
         return [[job_id] for job_id in ids]

@@ -418,9 +418,9 @@ class SQLiteStore(Store):
         if put.delay_ms == 0 and put.unique_key is None and put.trace is None \
                 and not put.parents and put.group is None and len(bodies) == 1:
             conn.execute(_INSERT_READY_JOB, (put.tube, put.priority, put.ttr_ms, bodies[0], now))
+            if now < self.groups.look_at:  # no tube known grouped (groups.py)
+                return [conn.last_insert_rowid()]
             ids = [conn.last_insert_rowid()]
-            groups = self.groups
-            if groups.tubes or now >= groups.until:  # a grouped tube's: marked (groups.py)
-                groups.plain_puts(conn, now, put.tube, ids, self.jobs.ids_param(ids))
+            self.groups.plain_puts(conn, now, put.tube, ids, self.jobs.ids_param(ids))
             return ids
         return super().put(conn, now, put, bodies)

@@ -100,7 +100,7 @@ class Store:
         groups = self.groups
         if group is not None:
             groups.put_in_group(conn, tube, group, ids, self.jobs.ids_param(ids))
-        elif groups.tubes or now >= groups.until:
+        elif now >= groups.look_at:
             groups.plain_puts(conn, now, tube, ids, self.jobs.ids_param(ids))
 
     def publish(self, conn: Conn, now: int, put: Put, body: bytes) -> list[tuple[str, int]]:

@@ -51,10 +51,12 @@ class GroupStore:
 
     def __init__(self, Q: dict[str, str]) -> None:
         self.Q = Q
-        #: The tubes known grouped, and until when (ms) the list is trusted: a put
-        #: without a group looks only when one of them is true (SQLiteStore.put inlines it).
+        #: The tubes known grouped, and until when (ms) the list is trusted.
         self.tubes: frozenset[str] = frozenset()
         self.until = 0
+        #: ``until``, or 0 while a tube is known grouped: a put without a group at or
+        #: after it looks (plain_puts); before it, nothing (SQLiteStore.put inlines it).
+        self.look_at = 0
 
     def put_in_group(self, conn: Conn, tube: str, group: str | None, ids: Sequence[int],
                      ids_param: Any) -> None:
@@ -67,6 +69,7 @@ class GroupStore:
                 return
             conn.execute(self.Q["group_tube"], {"tube": tube})
             self.tubes = self.tubes | {tube}
+            self.look_at = 0
         n = len(ids)
         last = int(one(conn, self.Q["group_turns"], {"tube": tube, "grp": group or "", "n": n})[0])
         conn.execute(self.Q["set_group"], {"grp": group, "first_turn": last - n + 1,
@@ -79,6 +82,7 @@ class GroupStore:
         if now >= self.until:
             self.tubes = frozenset(r[0] for r in conn.execute(self.Q["grouped_tubes"]))
             self.until = now + GROUPED_STALE_MS
+            self.look_at = 0 if self.tubes else self.until
         if tube in self.tubes:
             self.put_in_group(conn, tube, None, ids, ids_param)
 
