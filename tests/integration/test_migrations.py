@@ -48,7 +48,7 @@ def test_processes_opening_a_new_database_at_once_migrate_it_once(empty_url: str
     assert sorted(int(out) for out, _ in outputs) == [1, 2, 3, 4]
     with sqlq.Queue(empty_url, durability="normal") as q:
         assert q.stats()["current-jobs-ready"] == 4
-    assert _recorded(empty_url) == [(1, "0001_initial")]
+    assert _recorded(empty_url) == [(1, "0001_initial"), (2, "0002_groups")]
 
 
 @pytest.mark.slow
