@@ -181,3 +181,42 @@ def test_group_caps_hold_under_sigkills(db_url: str, tmp_path: Path) -> None:
     assert stats["cmd-delete"] == jobs_per_group * len(groups)  # 0 lost
     assert len(holds) <= jobs_per_group * len(groups)
 
+
+
+def test_the_server_takes_groups_in_turn_and_obeys_a_group_cap(db_url: str) -> None:
+    """``sqlq serve``: its reserves claim fairly and within group_concurrency, and a
+    reserve a group cap holds back wakes when the slot frees (a delete on another
+    connection)."""
+    from tests.servers import BeanstalkdProcess
+
+    with sqlq.Queue(db_url) as q:
+        a = q.put_many([b"a0", b"a1", b"a2"], tube="syncs", group="A")
+        b = q.put_many([b"b0"], tube="syncs", group="B")
+        q.limit("syncs", group_concurrency=1)
+    server = BeanstalkdProcess(None, serve=True, location=db_url)
+    try:
+        conns = [server.connect(PATIENCE).makefile("rwb", buffering=0) for _ in range(3)]
+        for conn in conns:
+            conn.write(b"watch syncs\r\nignore default\r\n")
+            assert conn.readline() == b"WATCHING 2\r\n"
+            assert conn.readline() == b"WATCHING 1\r\n"
+        first, second, third = conns
+        first.write(b"reserve-with-timeout 0\r\n")
+        assert first.readline() == b"RESERVED %d 2\r\n" % a[0]
+        first.readline()
+        second.write(b"reserve-with-timeout 0\r\n")  # A is at its cap: B's turn
+        assert second.readline() == b"RESERVED %d 2\r\n" % b[0]
+        second.readline()
+        third.write(b"reserve-with-timeout 0\r\n")
+        assert third.readline() == b"TIMED_OUT\r\n"
+        third.write(b"reserve-with-timeout 60\r\n")
+        time.sleep(0.2)
+        start = time.monotonic()
+        first.write(b"delete %d\r\n" % a[0])
+        assert first.readline() == b"DELETED\r\n"
+        assert third.readline() == b"RESERVED %d 2\r\n" % a[1]
+        assert time.monotonic() - start < soon()
+        for conn in conns:
+            conn.close()
+    finally:
+        server.stop()
