@@ -53,7 +53,7 @@ def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
         SchemaError: the database has no sqlq schema (or a newer one).
         DatabaseError: the database refused the write.
     """
-    described = describe_put(tube, priority, delay, ttr, unique_key, after, group=group)
+    described = describe_put(tube, priority, delay, ttr, unique_key, after, group)
     verbs = _verbs(conn)
     data = check_body(body, max_job_size)
     return verbs.put(described, data)
@@ -68,7 +68,7 @@ def put_many(conn: Any, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TU
 
     Same transaction rules and arguments as :func:`put`.
     """
-    described = describe_put(tube, priority, delay, ttr, None, after, group=group)
+    described = describe_put(tube, priority, delay, ttr, None, after, group)
     verbs = _verbs(conn)
     if isinstance(bodies, (bytes, str)):
         raise TypeError("bodies must be an iterable of bodies, not a single body")

@@ -555,7 +555,7 @@ _PLAIN: dict[tuple[str, int], Put] = {}
 
 def describe_put(tube: object = DEFAULT_TUBE, priority: object = DEFAULT_PRIORITY,
                  delay: object = 0, ttr: object = DEFAULT_TTR, unique_key: object = None,
-                 after: object = None, *, name: str = "tube", group: object = None) -> Put:
+                 after: object = None, group: object = None, *, name: str = "tube") -> Put:
     """The put these options describe, each checked (TypeError, ValueError, InvalidTube
     naming the argument; JobNotFound for an ``after`` id no job can have). ``name``: what
     the tube is called in messages (``"topic"`` for a publish); ``group``: the jobs' group."""

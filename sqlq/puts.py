@@ -82,7 +82,7 @@ class Puts:
         if body.__class__ is not bytes or len(body) > self.max_job_size:
             body = check_body(body, self.max_job_size)
         return self.verbs.put(describe_put(tube, priority, delay, ttr, unique_key, after,
-                                           group=group), body)
+                                           group), body)
 
     def put_many(self, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
                  priority: int = DEFAULT_PRIORITY, delay: float = 0,
@@ -112,7 +112,7 @@ class Puts:
         except TypeError:
             raise TypeError(f"bodies must be an iterable of bodies, not {type(bodies).__name__}"
                             ) from None
-        put = describe_put(tube, priority, delay, ttr, None, after, group=group)
+        put = describe_put(tube, priority, delay, ttr, None, after, group)
         checked = [check_body(b, self.max_job_size) for b in items]
         return self.verbs.put_many(put, checked)
 

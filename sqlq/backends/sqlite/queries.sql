@@ -17,15 +17,12 @@
 -- read from last_insert_rowid() instead of a RETURNING row. The id is past both the highest
 -- job left and the highest ever issued (migration 0007: ids are never reused, and
 -- only a delete of the highest job writes sqlq_last_id); two probes of the last
--- page of a b-tree, cheaper than the sqlite_sequence write of AUTOINCREMENT. turn is
--- written as the constant NULL (a grouped tube's put gives it later, groups.py): SQLite
--- then leaves sqlq_jobs_turns out of the statement at prepare time (this one and
--- insert_ready_job, insert_job_at: measured 0.3k instructions a put otherwise).
+-- page of a b-tree, cheaper than the sqlite_sequence write of AUTOINCREMENT.
 -- Parameters: tube, priority, state, delay, delay_until, ttr, body, created_at, unique_key.
 INSERT INTO sqlq_jobs (id, tube, priority, state, delay, delay_until, ttr, body, created_at,
-                       unique_key, turn)
+                       unique_key)
 VALUES ((SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0), id) + 1 FROM sqlq_last_id),
-        ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL);
+        ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: insert_ready_job
 -- insert_job for the common put (ready now, no unique key), the state, delay and key
@@ -34,9 +31,9 @@ VALUES ((SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0), id) + 1 FROM s
 -- of the statement's instructions (callgrind, 36k against 42k).
 -- Parameters: tube, priority, ttr, body, created_at.
 INSERT INTO sqlq_jobs (id, tube, priority, state, delay, delay_until, ttr, body, created_at,
-                       unique_key, turn)
+                       unique_key)
 VALUES ((SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0), id) + 1 FROM sqlq_last_id),
-        ?, ?, 0, 0, NULL, ?, ?, ?, NULL, NULL);
+        ?, ?, 0, 0, NULL, ?, ?, ?, NULL);
 
 -- name: close_put_run
 -- A put_many made with the triggers off (drivers.triggers_off) does once what
@@ -57,8 +54,8 @@ UPDATE sqlq_tube_run SET tube = :tube, start = :first WHERE tube IS NOT :tube;
 -- Parameters: id, tube, priority, state, delay, delay_until, ttr, body, created_at,
 -- unique_key.
 INSERT INTO sqlq_jobs (id, tube, priority, state, delay, delay_until, ttr, body, created_at,
-                       unique_key, turn)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL);
+                       unique_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: find_unique_job
 -- The live job holding a unique key in a tube (sqlq_jobs_unique makes it one at most).
