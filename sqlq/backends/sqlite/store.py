@@ -421,6 +421,6 @@ class SQLiteStore(Store):
             if now < self.groups.look_at:  # no tube known grouped (groups.py)
                 return [conn.last_insert_rowid()]
             ids = [conn.last_insert_rowid()]
-            self.groups.plain_puts(conn, now, put.tube, ids, self.jobs.ids_param(ids))
+            self.groups.plain_puts(conn, now, put.tube, ids, self.jobs.ids_param)
             return ids
         return super().put(conn, now, put, bodies)

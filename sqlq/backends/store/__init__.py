@@ -99,9 +99,9 @@ class Store:
         one, marked as the jobs without a group if the tube is grouped (groups.py)."""
         groups = self.groups
         if group is not None:
-            groups.put_in_group(conn, tube, group, ids, self.jobs.ids_param(ids))
+            groups.put_in_group(conn, tube, group, ids, self.jobs.ids_param)
         elif now >= groups.look_at:
-            groups.plain_puts(conn, now, tube, ids, self.jobs.ids_param(ids))
+            groups.plain_puts(conn, now, tube, ids, self.jobs.ids_param)
 
     def publish(self, conn: Conn, now: int, put: Put, body: bytes) -> list[tuple[str, int]]:
         """One copy of body in each tube subscribed to the topic ``put.tube``, as ``put``

@@ -25,7 +25,7 @@ and passes over those of capped groups, for at most ``MAX_PASSED`` rows a claim.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...allowance import allowance, spent_rate_at
@@ -59,7 +59,7 @@ class GroupStore:
         self.look_at = 0
 
     def put_in_group(self, conn: Conn, tube: str, group: str | None, ids: Sequence[int],
-                     ids_param: Any) -> None:
+                     ids_param: Callable[[Sequence[int]], Any]) -> None:
         """Give the jobs just inserted (``ids``, in order) their group and turns; with a
         group, the tube is grouped from this transaction on (None: the jobs without a
         group, in a tube already grouped)."""
@@ -74,10 +74,10 @@ class GroupStore:
         last = int(one(conn, self.Q["group_turns"], {"tube": tube, "grp": group or "", "n": n})[0])
         conn.execute(self.Q["set_group"], {"grp": group, "first_turn": last - n + 1,
                                            "first_id": ids[0], "last_id": ids[-1],
-                                           "ids": ids_param})
+                                           "ids": ids_param(ids)})
 
     def plain_puts(self, conn: Conn, now: int, tube: str, ids: Sequence[int],
-                   ids_param: Any) -> None:
+                   ids_param: Callable[[Sequence[int]], Any]) -> None:
         """Give jobs just put without a group their turns, if their tube is grouped."""
         if now >= self.until:
             self.tubes = frozenset(r[0] for r in conn.execute(self.Q["grouped_tubes"]))
