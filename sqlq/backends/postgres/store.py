@@ -24,6 +24,7 @@ from ...errors import JobLost
 from ...model import DELAYED, READY, ClaimRow
 from ..sql import load_queries, one
 from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
+from ..store.claims import FAIR_PROMOTE_EVERY_MS
 from ..store.groups import FairClaim, Pick
 from .floors import CLAIM_COLUMNS, LIMITED, NO_SCAN, ClaimFloors
 
@@ -129,6 +130,8 @@ class PostgresJobs(JobStore):
 class PostgresClaims(ClaimStore):
     """One statement per claim, read from this process's floors (floors.py), each noted
     in the connection's claim ledger (db.ClaimLedger)."""
+
+    FAIR_PROMOTE_EVERY_MS = FAIR_PROMOTE_EVERY_MS
 
     LOOK_BEFORE_CLAIM = False
     ONE_STATEMENT_CLAIM = True
