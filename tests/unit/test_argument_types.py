@@ -34,7 +34,7 @@ VERBS: dict[str, tuple[Call, tuple[str, ...]]] = {
                 ("job_id", "priority", "delay", "lease")),
     "bury": (lambda q, kw: q.bury(**{"job_id": 1, **kw}),
              ("job_id", "priority", "reason", "lease")),
-    "delete": (lambda q, kw: q.delete(**{"job_id": 1, **kw}), ("job_id", "lease")),
+    "delete": (lambda q, kw: q.delete(**{"job_id": 1, **kw}), ("job_id", "lease", "by")),
     "touch": (lambda q, kw: q.touch(**{"job_id": 1, **kw}), ("job_id", "lease")),
     "complete": (lambda q, kw: q.complete(**{"job_id": 1, **kw}), ("job_id", "result", "lease")),
     "kick": (lambda q, kw: q.kick(**{"bound": 1, **kw}), ("bound", "tube")),
@@ -45,7 +45,7 @@ VERBS: dict[str, tuple[Call, tuple[str, ...]]] = {
     "stats_job": (lambda q, kw: q.stats_job(**{"job_id": 1, **kw}), ("job_id",)),
     "result": (lambda q, kw: q.result(**{"job_id": 1, "timeout": 0, **kw}),
                ("job_id", "timeout", "on_progress")),
-    "cancel": (lambda q, kw: q.cancel(**{"job_id": 1, **kw}), ("job_id",)),
+    "cancel": (lambda q, kw: q.cancel(**{"job_id": 1, **kw}), ("job_id", "by")),
     "progress": (lambda q, kw: q.progress(**{"job_id": 1, "value": 0.5, **kw}),
                  ("job_id", "value", "message", "lease")),
     "pause_tube": (lambda q, kw: q.pause_tube(**{"tube": "t", "seconds": 0, **kw}),
@@ -74,6 +74,7 @@ VALID: dict[str, set[str]] = {  # argument -> the WRONG keys that are in fact ri
     "on_progress": {"none"}, "value": {"float"}, "message": {"str", "none"},
     "concurrency": {"none"}, "rate": {"none"},  # None removes a limit
     "group_concurrency": {"none"}, "group_rate": {"none"}, "group": {"str", "none"},
+    "by": {"str", "none"},  # who deleted or cancelled, kept in the job's record
 }
 # Arguments that may be None where None means "unchanged" (release/bury's priority only).
 NONE_OK_ONLY_IN = {"priority": {"release", "bury"}}
