@@ -2,7 +2,7 @@
 the Transaction that puts them together with the application's own SQL.
 
 The Queue's producing verbs, in a class of their own (:class:`Puts`, which
-:class:`~sqlq.Queue` inherits): each describes its put once (``model.describe_put``)
+:class:`~sqlq.Queue` inherits): each describes its put once (``putting.describe_put``)
 and calls the one put verb (``verbs/contract.py``).
 """
 
@@ -12,7 +12,8 @@ import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from .model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, check_body, describe_put
+from .model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, check_body
+from .putting import describe_put
 
 if TYPE_CHECKING:
     from .backends import Backend

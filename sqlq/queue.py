@@ -36,10 +36,10 @@ from .model import (
     check_priority,
     check_seconds,
     check_tube,
-    describe_put,
     seconds_to_ms,
 )
 from .puts import Puts, Transaction
+from .putting import describe_put
 from .reads import Reads
 from .verbs import Dispatcher, Operations, Verbs, Views
 from .verbs.engine import Engine

@@ -30,7 +30,6 @@ or the job was cancelled) records nothing: ``step``/``save_cursor`` raise JobLos
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
@@ -61,6 +60,7 @@ def check_name(name: object) -> str:
 
 def encode(value: object, name: str) -> str:
     """A value as its record keeps it: JSON of at most MAX_VALUE bytes."""
+    import json  # here, not at the top: a put loads this module (model.Job), not json
     try:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as e:
@@ -76,6 +76,7 @@ def rows_as_dicts(rows: list[tuple[int, str, str, int]]
     """A job's rows (kind, name, value as JSON, ms) as (steps, cursors) for people: each
     step's ``name``, ``value`` and ``finished_at``, each cursor's ``name``, ``value`` and
     ``saved_at`` (ms since the epoch)."""
+    import json
     steps = [{"name": name, "value": json.loads(value), "finished_at": at}
              for kind, name, value, at in rows if kind == STEP]
     cursors = [{"name": name, "value": json.loads(value), "saved_at": at}
@@ -179,6 +180,7 @@ class Durable:
     def _step_in(self, conn: Any, lease: int, name: str, fn: Callable[..., Any],
                  args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``step(conn=)``: the work and its record in one transaction on ``conn``."""
+        import json
         if inspect.iscoroutinefunction(fn):
             raise TypeError("step(conn=) takes a plain function: its writes run in the "
                             "transaction")
@@ -241,6 +243,7 @@ class Durable:
     def steps(self) -> list[dict[str, Any]]:
         """The job's finished steps, in the order they finished: each a dict of ``name``,
         ``value`` and ``finished_at`` (ms since the epoch)."""
+        import json
         done = self._loaded()
         return [{"name": name, "value": json.loads(value), "finished_at": at}
                 for (kind, name), (value, at) in done.items() if kind == STEP]
@@ -262,6 +265,7 @@ class Durable:
     def _recorded(self, kind: int, name: str, *, room: bool = False) -> Any:
         """The value recorded for (kind, name), decoded, or MISSING; ``room``: JobTooBig
         if it is missing and the job keeps MAX_STEPS rows already (before its fn runs)."""
+        import json
         done = self._loaded()
         found = done.get((kind, name))
         if found is not None:
@@ -274,6 +278,7 @@ class Durable:
     def _keep(self, kind: int, name: str, value: Any) -> Any:
         """Record ``value`` under the lease; the value kept (a step recorded already keeps
         its first), decoded."""
+        import json
         kept, at = self._queue.verbs.record_step(self.id, self._lease(), kind, name,
                                                  encode(value, name), MAX_STEPS)
         self._loaded()[(kind, name)] = (kept, at)

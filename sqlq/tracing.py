@@ -167,7 +167,7 @@ def operation(verb: V, args: tuple[Any, ...],
               run: Callable[[V, Callable[..., Any], tuple[Any, ...]], T],
               fn: Callable[..., Any]) -> T:
     """``run(verb, fn, args)`` under ``verb``'s span: ``send TUBE`` (PRODUCER) around a put,
-    put_many or publish (``args[0]`` its :class:`~sqlq.model.Put`, whose trace context is
+    put_many or publish (``args[0]`` its :class:`~sqlq.putting.Put`, whose trace context is
     stored with every job it inserts: a worker's run of it is a child of this span),
     ``receive TUBE`` around a claim, ``settle TUBE`` around a delete, release, bury, touch
     or complete, and a span named by the verb around the others. The job's id and tube

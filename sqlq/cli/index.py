@@ -24,8 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "kick": ("jobs", "Kick up to BOUND buried jobs to ready (if none, delayed ones)."),
     "kick-job": ("jobs", "Kick one buried or delayed job by id to ready."),
     "limit": ("limits",
-        "Set, remove or show a tube's concurrency cap and rate; with no TUBE, list them "
-        "all."),
+        "Set, remove or show a tube's concurrency cap and rate, and its groups'; with no "
+        "TUBE, list them all."),
     "maintain": ("admin",
         "Housekeeping, and what holds it back: on a file, checkpoint the WAL and check "
         "the file; on PostgreSQL, vacuum the jobs table and report dead rows and the "

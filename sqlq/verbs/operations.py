@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from ..backends.store import Store
     from ..control import Progress
     from ..finished import Retention
-    from ..model import Job, OnProgress, Put
+    from ..model import Job, OnProgress
+    from ..putting import Put
     from ..throughput import Minute
 
 _NO_SPAN: AbstractContextManager[None] = nullcontext()
