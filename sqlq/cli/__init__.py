@@ -10,8 +10,9 @@ shows it). The package, a module per job:
 - ``options.py``: the shared option decorators and types, :func:`queue_from_ctx`;
 - ``group.py``: the ``sqlq`` group itself (``cli``), which imports a command's module
   only when that command runs (``index.py`` names each command's module and summary);
-- ``jobs.py``, ``control.py``, ``topics.py``, ``admin.py``, ``limits.py``, ``backup.py``,
-  ``serve.py``, ``work.py``: the commands, on jobs, on running jobs (cancel, progress), on
+- ``puts.py``, ``jobs.py``, ``control.py``, ``topics.py``, ``admin.py``, ``limits.py``,
+  ``backup.py``, ``serve.py``, ``work.py``: the commands: putting jobs, on jobs, on running
+  jobs (cancel, progress), on
   topics, on the whole queue, on flow control, its backups, the servers and viewers, and
   the worker;
 - ``output.py``: how the commands print (:func:`emit`: text, ``--json``, ``--raw``);

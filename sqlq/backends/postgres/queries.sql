@@ -1360,6 +1360,8 @@ UPDATE sqlq_jobs SET reserves = greatest(reserves - 1, 0), releases = greatest(r
  WHERE id = %(id)s;
 
 -- name: export_step
+-- dialect: the first page's name is bound as 0, compared as text (SQLite orders a number
+--   before any text; here a row of two types is refused).
 -- A page at a time past the row (:job_id, :kind, :name), in primary-key order (a first
 -- page starts past (0, 0, '0'): ids start at 1, so the name never decides it).
 SELECT job_id, kind, name, value, done_at FROM sqlq_steps
