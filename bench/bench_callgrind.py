@@ -27,6 +27,10 @@ start-up (the interpreter, imports, the migrations) subtracted out. Workloads:
   next link);
 * ``cursor``: one job reserved, then ``job.save_cursor("row", i)`` n times (issue 40:
   what one save costs; "a job" is a save here).
+* ``gfill``, ``gfast``: ``fill`` and ``fast`` with the jobs spread over 10,000 groups
+  (issue 38; ``put_many`` per group, the groups taking turns): ``gfast - gfill`` is the
+  worker's loop in a tube of 10,000 groups, against ``fast - fill`` without (use n of
+  10,000 or more, so that every group has jobs).
 
 With three sizes or more (``--jobs 1000,3000,10000``) each pair of neighbours gives a
 figure: equal figures mean a cost per job that does not grow with n (a release that is
@@ -49,6 +53,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve()
 BODY = b"x" * 64
+GROUPS = 10_000  # the groups of gfill and gfast
 
 
 def child(workload: str, jobs: int, tree: str) -> None:
@@ -74,13 +79,17 @@ def child(workload: str, jobs: int, tree: str) -> None:
             prev = None
             for _ in range(jobs):
                 prev = q.put(BODY, after=prev)
+        elif workload in ("gfill", "gfast"):
+            with q.transaction():
+                for g in range(GROUPS):
+                    q.put_many([BODY] * (jobs // GROUPS + (g < jobs % GROUPS)), group=f"g{g}")
         else:
             for start in range(0, jobs, 5000):
                 q.put_many([BODY] * min(5000, jobs - start))
         if workload == "fanin":
             q.put(BODY, after=list(range(1, jobs + 1)))
             jobs += 1
-        if workload == "fast":  # the worker's loop: one commit a job
+        if workload in ("fast", "gfast"):  # the worker's loop: one commit a job
             done, job = 0, q.reserve(timeout=0)
             while job is not None:
                 done += 1
@@ -91,7 +100,7 @@ def child(workload: str, jobs: int, tree: str) -> None:
                 done += len(held)
                 q.delete_many(held)
                 held = q.reserve_many(10, timeout=0)
-        if workload in ("fast", "batch") and done != jobs:
+        if workload in ("fast", "gfast", "batch") and done != jobs:
             raise SystemExit(f"drained {done} of {jobs} jobs")
         if workload in ("cycle", "fanin", "chain"):
             done = 0

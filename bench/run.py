@@ -33,8 +33,8 @@ if str(HERE) not in sys.path:
 
 import env  # noqa: E402
 
-WORKLOADS = ["put", "put_many", "drain", "wake", "idle", "depth", "filesize", "deps", "horizon",
-             "targets"]
+WORKLOADS = ["put", "put_many", "drain", "wake", "idle", "depth", "filesize", "deps", "groups",
+             "horizon", "targets"]
 
 PROFILES: dict[str, dict[str, object]] = {
     "full": {  # about 20-25 minutes on 2 cores, 8-10 of them the PostgreSQL systems
@@ -47,6 +47,8 @@ PROFILES: dict[str, dict[str, object]] = {
         "cycles": 50_000,
         # issue 24's rows (deps.py): a fan-in and a chain of each size, and the runs
         "deps_sizes": [1000, 10_000], "deps_runs": 3,
+        # issue 38's rows (groups.py): the worker's loop with 10,000 groups and without
+        "groups_n": 20_000, "groups_count": 10_000, "groups_runs": 3,
         # issue 28's rows (horizon.py): drains with and without a held snapshot, both backends
         "horizon_sizes": [20_000], "horizon_runs": 2, "horizon_loops": ["fast"],
         # issue 12's rows (targets.py): jobs per run of each side, and the runs
@@ -62,6 +64,7 @@ PROFILES: dict[str, dict[str, object]] = {
         "depth_ops": 200, "depth_runs": 2, "depth_budget": 2.0,
         "cycles": 5000,
         "deps_sizes": [1000], "deps_runs": 1,
+        "groups_n": 10_000, "groups_count": 10_000, "groups_runs": 1,
         "horizon_sizes": [5000], "horizon_runs": 1, "horizon_loops": ["fast"],
         "targets_runs": 2, "t_work_n": 1000, "t_pause_n": 300, "t_lib_n": 1000,
         "t_put_n": 500, "t_drain_n": 500, "t_server_n": 400, "t_pg_n": 200,
@@ -288,6 +291,14 @@ def bench(args: argparse.Namespace, argv: list[str]) -> int:
             f" x {P['deps_runs']} runs (durability normal; sqlq-pg when named)")
         repeat("deps", [n for n in DEPS_SYSTEMS if n in by_name], int(P["deps_runs"]),  # type: ignore[arg-type]
                deps.run_deps, P["deps_sizes"])
+    if "groups" in selected:
+        import groups
+
+        log(f"\n== groups: the worker's loop over {P['groups_n']:,} jobs in {P['groups_count']:,}"
+            f" groups and in none x {P['groups_runs']} runs (durability normal; sqlq-pg when"
+            f" named)")
+        repeat("groups", [n for n in DEPS_SYSTEMS if n in by_name], int(P["groups_runs"]),  # type: ignore[arg-type]
+               groups.run_groups, P["groups_n"], P["groups_count"])
     if "horizon" in selected:
         import horizon
 

@@ -88,6 +88,7 @@ class AsyncJob:
     unique_key: str | None
     delay: float
     trace: str | None
+    group: str | None
 
     def __init__(self, aq: InThread, job: Job) -> None:
         self.aq = aq

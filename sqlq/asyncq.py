@@ -267,7 +267,7 @@ class AsyncQueue:
         return await self.put(body, tube=options.tube, priority=options.priority,
                               delay=options.delay, ttr=options.ttr,
                               unique_key=options.unique_key, after=options.after or None,
-                              on_conflict=options.on_conflict)
+                              on_conflict=options.on_conflict, group=options.group)
 
     # -- reserve and result: the waiting verbs -----------------------------------------------
 
@@ -556,6 +556,7 @@ class AsyncViews:
     duration_histograms = awaited_read(Views.duration_histograms)
     failed_groups = awaited_read(Views.failed_groups)
     failed_group_jobs = awaited_read(Views.failed_group_jobs)
+    tube_groups = awaited_read(Views.tube_groups)
     horizon = awaited_read(Views.horizon)
     finished = awaited_read(Views.finished)
     finished_page = awaited_read(Views.finished_page)

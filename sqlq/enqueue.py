@@ -35,7 +35,8 @@ def verbs_on(conn: Any) -> Verbs:
 def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
         priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
         unique_key: str | None = None, max_job_size: int = DEFAULT_MAX_JOB_SIZE,
-        after: int | Iterable[int] | None = None, on_conflict: str = "keep") -> int:
+        after: int | Iterable[int] | None = None, on_conflict: str = "keep",
+        group: str | None = None) -> int:
     """Put a job through the application's own connection, in its transaction.
 
     Args:
@@ -43,7 +44,7 @@ def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
             to a database sqlq has used.
         body: the job body (str is UTF-8 encoded).
         max_job_size: the largest body accepted, as ``Queue(max_job_size=)``.
-        tube, priority, delay, ttr, unique_key, after, on_conflict: as in ``Queue.put``.
+        tube, priority, delay, ttr, unique_key, after, on_conflict, group: as in ``Queue.put``.
 
     Returns:
         The job's id (with ``unique_key``, the live job's id if there is one).
@@ -53,25 +54,28 @@ def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
         SchemaError: the database has no sqlq schema (or a newer one).
         DatabaseError: the database refused the write.
     """
+    described = describe_put(tube, priority, delay, ttr, unique_key, after, on_conflict,
+                             group)
     verbs = verbs_on(conn)
     data = check_body(body, max_job_size)
-    return verbs.put(describe_put(tube, priority, delay, ttr, unique_key, after, on_conflict),
-                     data)
+    return verbs.put(described, data)
 
 
 def put_many(conn: Any, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
              priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
              max_job_size: int = DEFAULT_MAX_JOB_SIZE,
-             after: int | Iterable[int] | None = None) -> list[int]:
+             after: int | Iterable[int] | None = None,
+             group: str | None = None) -> list[int]:
     """Put many jobs through the application's own connection: all or none; ids in order.
 
     Same transaction rules and arguments as :func:`put`.
     """
+    described = describe_put(tube, priority, delay, ttr, None, after, group=group)
     verbs = verbs_on(conn)
     if isinstance(bodies, (bytes, str)):
         raise TypeError("bodies must be an iterable of bodies, not a single body")
     data = [check_body(b, max_job_size) for b in bodies]
-    return verbs.put_many(describe_put(tube, priority, delay, ttr, None, after), data)
+    return verbs.put_many(described, data)
 
 
 __all__ = ["put", "put_many", "verbs_on"]

@@ -41,7 +41,9 @@ class FlowControl:
         self.operations.pause_tube(tube, pause_ms)
 
     def limit(self, tube: str, *, concurrency: int | None = limits.KEEP,
-              rate: tuple[int, float] | None = limits.KEEP) -> dict[str, Any]:
+              rate: tuple[int, float] | None = limits.KEEP,
+              group_concurrency: int | None = limits.KEEP,
+              group_rate: tuple[int, float] | None = limits.KEEP) -> dict[str, Any]:
         """Cap the tube's reservations and/or pace its claims, for every process and host.
 
         ``concurrency=K``: at most K jobs of the tube reserved under live leases at once
@@ -54,8 +56,14 @@ class FlowControl:
         while the limited one is full; a blocked reserve wakes when a slot frees or the
         rate allows the next claim. ``reserve_job(id)`` is not limited.
 
+        ``group_concurrency=K`` and ``group_rate=(N, seconds)`` are the same limits for
+        each group of the tube (``put(..., group=)``) on its own, combined with the
+        tube's: a reserve that finds only capped groups takes other groups' jobs, or
+        waits and wakes when a slot frees. Jobs without a group obey the tube's alone.
+
         Returns:
-            The tube's limits now: ``{"concurrency": K or None, "rate": (N, seconds) or None}``.
+            The tube's limits now: ``{"concurrency": K or None, "rate": (N, seconds) or None}``,
+            and ``group_concurrency``, ``group_rate`` when a group limit is set or given.
 
         Raises:
             InvalidTube: ``tube`` is not a valid tube name.
@@ -67,14 +75,17 @@ class FlowControl:
             {'concurrency': 2, 'rate': (20, 1.0)}
             >>> q.limit("emails", concurrency=None, rate=None)  # no limits
             {'concurrency': None, 'rate': None}
+            >>> q.limit("syncs", group_concurrency=1)  # one sync per account at once
+            {'concurrency': None, 'rate': None, 'group_concurrency': 1, 'group_rate': None}
         """
-        doc = self.operations.limit(tube, concurrency, rate)
+        doc = self.operations.limit(tube, concurrency, rate, group_concurrency, group_rate)
         self.engine.forget_limits()
         return doc
 
     def limits(self) -> dict[str, dict[str, Any]]:
         """Every tube with limits: ``{tube: {"concurrency": K or None, "rate": (N, seconds)
-        or None}}`` (see :meth:`limit`).
+        or None}}``, with ``group_concurrency`` and ``group_rate`` where a group limit is
+        set (see :meth:`limit`).
 
         Examples:
             >>> q.limits()

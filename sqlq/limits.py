@@ -1,4 +1,5 @@
-"""Flow control: a tube's concurrency cap and rate (``Queue.limit``, ``sqlq limit``).
+"""Flow control: a tube's concurrency cap and rate, and each of its groups' (``Queue.limit``,
+``sqlq limit``).
 
 A limit is stored on the tube's row in the database (``sqlq_tubes``), so every process,
 host and ``sqlq serve`` obeys it from the commit that sets it. It is enforced inside the
@@ -24,6 +25,11 @@ commit that frees a slot (a delete, release, bury, a dead holder reaped; on Post
 the delete of a job reserved under a cap sends NOTIFY, ``sqlq_jobs.capped``, and
 ``sqlq serve`` pokes its own waiters) and, for the rate, at the time of the next token
 (``next_due``), never by polling.
+
+The same two limits per group of the tube (``group_concurrency``, ``group_rate``: each
+group of a grouped tube, sqlq/backends/store/groups.py, capped on its own) combine with
+the tube's: a claim takes a job only if its tube and its group both allow it. Jobs
+without a group are limited by the tube's alone.
 
 ``reserve_job(id)`` (beanstalkd's reserve-job) bypasses the limits: an operator's act
 on one named job; the job it takes counts against the cap while it is reserved.
@@ -51,31 +57,31 @@ _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _RATE_TEXT = re.compile(r"\s*(\d+)\s*/\s*(\d*(?:\.\d+)?)\s*([smhd])\s*")
 
 
-def check_concurrency(value: object) -> int | None:
+def check_concurrency(value: object, name: str = "concurrency") -> int | None:
     """A concurrency cap: an int of 1 or more, or None (no cap)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"concurrency must be an int or None, not {type(value).__name__}")
+        raise TypeError(f"{name} must be an int or None, not {type(value).__name__}")
     if not 1 <= value <= 2**31 - 1:
-        raise ValueError(f"concurrency must be 1 or more (pause_tube stops a tube), not {value}")
+        raise ValueError(f"{name} must be 1 or more (pause_tube stops a tube), not {value}")
     return value
 
 
-def check_rate(value: object) -> tuple[int, int] | None:
+def check_rate(value: object, name: str = "rate") -> tuple[int, int] | None:
     """A rate ``(N, seconds)`` as (N, ms), or None (no rate)."""
     if value is None:
         return None
     if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise TypeError(f"rate must be a pair (N, seconds) or None, not {value!r}")
+        raise TypeError(f"{name} must be a pair (N, seconds) or None, not {value!r}")
     n, seconds = value
     if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"rate's N must be an int, not {type(n).__name__}")
+        raise TypeError(f"{name}'s N must be an int, not {type(n).__name__}")
     if not 1 <= n <= 2**31 - 1:
-        raise ValueError(f"rate's N must be 1 or more, not {n}")
-    period_ms = round(check_seconds(seconds, "rate's seconds") * 1000)
+        raise ValueError(f"{name}'s N must be 1 or more, not {n}")
+    period_ms = round(check_seconds(seconds, f"{name}'s seconds") * 1000)
     if period_ms < 1:
-        raise ValueError(f"rate's seconds must be at least 0.001, not {seconds!r}")
+        raise ValueError(f"{name}'s seconds must be at least 0.001, not {seconds!r}")
     return n, period_ms
 
 
@@ -116,6 +122,17 @@ def format_rate(n: int, seconds: float) -> str:
     return f"{n}/{seconds:g}s"
 
 
-def limits_doc(cap: int | None, n: int | None, ms: int | None) -> dict[str, Any]:
-    """One tube's limits as the API gives them (``Queue.limit``, ``Queue.limits``)."""
-    return {"concurrency": cap, "rate": None if n is None or ms is None else (n, ms / 1000)}
+def _rate_doc(n: int | None, ms: int | None) -> tuple[int, float] | None:
+    return None if n is None or ms is None else (n, ms / 1000)
+
+
+def limits_doc(cap: int | None, n: int | None, ms: int | None, group_cap: int | None = None,
+               group_n: int | None = None, group_ms: int | None = None, *,
+               groups: bool = False) -> dict[str, Any]:
+    """One tube's limits as the API gives them (``Queue.limit``, ``Queue.limits``): with
+    ``group_concurrency`` and ``group_rate`` beside, when either is set (or ``groups``)."""
+    doc: dict[str, Any] = {"concurrency": cap, "rate": _rate_doc(n, ms)}
+    if groups or group_cap is not None or group_n is not None:
+        doc["group_concurrency"] = group_cap
+        doc["group_rate"] = _rate_doc(group_n, group_ms)
+    return doc

@@ -49,6 +49,7 @@ class JobRow(NamedTuple):
     bury_reason: str | None
     unique_key: str | None
     delay: int  # ms, as last set by put or release
+    grp: str | None = None  # its group (a list query's rows leave it out)
 
 
 class ClaimRow(NamedTuple):
@@ -72,6 +73,7 @@ class ClaimRow(NamedTuple):
     unique_key: str | None
     delay: int  # ms, as last set by put or release
     trace: str | None  # the producer's W3C trace context (sqlq/tracing.py), or None
+    grp: str | None = None  # its group (sqlq/groups.py), or None
 
 
 class LeaseVerbs(StepVerbs, Protocol):
@@ -124,7 +126,8 @@ class Job(Durable):
     Attributes: ``id``, ``tube``, ``body`` (bytes), ``priority``, ``ttr`` (seconds),
     ``state`` (``ready``, ``delayed``, ``reserved``, ``buried``; ``deleted`` after
     this handle deleted it), the counters ``reserves``, ``timeouts``, ``releases``,
-    ``buries``, ``kicks``, ``lease``, ``bury_reason``, ``unique_key``, and the times
+    ``buries``, ``kicks``, ``lease``, ``bury_reason``, ``unique_key``, ``group`` (the
+    job's group, a str, or None: see ``put``'s ``group``), and the times
     ``created_at``, ``delay_until``, ``reserved_until`` (ms since the epoch),
     ``delay`` (seconds: the delay last given by put or release, 0 for none), and
     ``trace``: the W3C trace context its put stored under a recording OpenTelemetry
@@ -140,7 +143,8 @@ class Job(Durable):
 
     __slots__ = ("_queue", "id", "tube", "body", "priority", "ttr", "state", "reserves",
                  "timeouts", "releases", "buries", "kicks", "lease", "created_at",
-                 "delay_until", "reserved_until", "bury_reason", "unique_key", "delay", "trace")
+                 "delay_until", "reserved_until", "bury_reason", "unique_key", "delay", "trace",
+                 "group")
     _queue: Settles
 
     def __init__(self, queue: Settles, *, id: int, tube: str, body: bytes, priority: int,
@@ -149,7 +153,7 @@ class Job(Durable):
                  created_at: int = 0, delay_until: int | None = None,
                  reserved_until: int | None = None, bury_reason: str | None = None,
                  unique_key: str | None = None, delay_ms: int = 0,
-                 trace: str | None = None) -> None:
+                 trace: str | None = None, group: str | None = None) -> None:
         self._queue = queue
         self.id = id
         self.tube = tube
@@ -172,6 +176,7 @@ class Job(Durable):
         self.trace = trace
         self._done = None
         self._snoozed = False
+        self.group = group
 
     @classmethod
     def from_claim(cls, queue: Settles, row: ClaimRow) -> Job:
@@ -202,6 +207,7 @@ class Job(Durable):
         job.trace = row.trace
         job._done = None
         job._snoozed = False
+        job.group = row.grp
         return job
 
     @classmethod
@@ -211,7 +217,7 @@ class Job(Durable):
                    timeouts=row.timeouts, releases=row.releases, buries=row.buries,
                    kicks=row.kicks, created_at=row.created_at, delay_until=row.delay_until,
                    reserved_until=row.reserved_until, bury_reason=row.bury_reason,
-                   unique_key=row.unique_key, delay_ms=row.delay)
+                   unique_key=row.unique_key, delay_ms=row.delay, group=row.grp)
 
     def __repr__(self) -> str:
         return f"<Job {self.id} tube={self.tube!r} state={self.state} priority={self.priority}>"
@@ -518,6 +524,21 @@ def check_after(after: object) -> tuple[int, ...]:
     return tuple(dict.fromkeys(check_job_id(i) for i in ids))
 
 
+#: The longest group name (sqlq/groups.py).
+MAX_GROUP = 200
+
+
+def check_group(group: object) -> str | None:
+    """A put's group: None, or a non-empty str of at most MAX_GROUP characters."""
+    if group is None:
+        return None
+    if not isinstance(group, str):
+        raise TypeError(f"group must be a str or None, not {type(group).__name__}")
+    if not 1 <= len(group) <= MAX_GROUP:
+        raise ValueError(f"group must be 1 to {MAX_GROUP} characters, not {len(group)}")
+    return group
+
+
 def check_unique_key(key: object) -> str | None:
     if key is None or isinstance(key, str):
         return key
@@ -571,6 +592,8 @@ class Put(NamedTuple):
     #: changed in place (body, priority, delay from now, ttr); a reserved or buried one
     #: passes the key to a new job that waits for it (``Store.replace``).
     replace: bool = False
+    #: The group its jobs belong to: claims take a tube's groups in turn (groups.py).
+    group: str | None = None
 
 
 #: The checked Puts of plain puts (a tube and a priority, every other option at its
@@ -580,11 +603,15 @@ _PLAIN: dict[tuple[str, int], Put] = {}
 
 def describe_put(tube: object = DEFAULT_TUBE, priority: object = DEFAULT_PRIORITY,
                  delay: object = 0, ttr: object = DEFAULT_TTR, unique_key: object = None,
-                 after: object = None, on_conflict: object = KEEP, *,
+                 after: object = None, on_conflict: object = KEEP, group: object = None, *,
                  name: str = "tube") -> Put:
     """The put these options describe, each checked (TypeError, ValueError, InvalidTube
     naming the argument; JobNotFound for an ``after`` id no job can have). ``name``: what
-    the tube is called in messages (``"topic"`` for a publish)."""
+    the tube is called in messages (``"topic"`` for a publish); ``group``: the jobs' group."""
+    if group is not None:
+        checked_group = check_group(group)
+        return describe_put(tube, priority, delay, ttr, unique_key, after, on_conflict,
+                            name=name)._replace(group=checked_group)
     if delay.__class__ is int and delay == 0 and ttr.__class__ is float and ttr == DEFAULT_TTR \
             and unique_key is None and after is None and priority.__class__ is int \
             and tube.__class__ is str and 0 <= priority <= MAX_PRIORITY \

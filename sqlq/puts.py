@@ -37,7 +37,8 @@ class Puts:
     def put(self, body: bytes | str, *, tube: str = DEFAULT_TUBE,
             priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
             unique_key: str | None = None,
-            after: int | Iterable[int] | None = None, on_conflict: str = "keep") -> int:
+            after: int | Iterable[int] | None = None, on_conflict: str = "keep",
+            group: str | None = None) -> int:
         """Add a job and return its id (durable when this returns, in ``full`` mode).
 
         With ``unique_key``, while a job with that key is live in the tube, return
@@ -55,6 +56,11 @@ class Puts:
         already gone count as finished. A waiting job holds its ``unique_key``; a put
         whose key is held returns the holder's id and changes none of its parents.
 
+        With ``group``, the job belongs to that group of its tube: among a tube's ready
+        jobs of the same priority, claims take the groups in turn (the one served longest
+        ago first; jobs without a group count as one group), first in, first out within
+        a group, and :meth:`limit`'s ``group_concurrency`` and ``group_rate`` cap each group.
+
         Args:
             body: the job's bytes (a str is UTF-8 encoded).
             tube: the tube to put it in.
@@ -66,6 +72,7 @@ class Puts:
             on_conflict: ``"keep"`` (the live job with the key stays as it is) or
                 ``"replace"`` (it is replaced, see above; needs ``unique_key``, and
                 cannot be combined with ``after``).
+            group: the job's group: a non-empty str of at most 200 characters, or None.
 
         Raises:
             JobNotFound: an id of ``after`` was never issued (nothing is put).
@@ -82,21 +89,23 @@ class Puts:
             >>> q.put("welcome a@example.com", tube="emails", unique_key="welcome:a")
             2
             >>> q.put("reindex", unique_key="reindex:42", delay=5, on_conflict="replace")
+            >>> q.put(b"sync", tube="syncs", group="acct-42")
             3
         """
         if body.__class__ is not bytes or len(body) > self.max_job_size:
             body = check_body(body, self.max_job_size)
         return self.verbs.put(describe_put(tube, priority, delay, ttr, unique_key, after,
-                                           on_conflict), body)
+                                           on_conflict, group), body)
 
     def put_many(self, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TUBE,
                  priority: int = DEFAULT_PRIORITY, delay: float = 0,
                  ttr: float = DEFAULT_TTR,
-                 after: int | Iterable[int] | None = None) -> list[int]:
+                 after: int | Iterable[int] | None = None,
+                 group: str | None = None) -> list[int]:
         """Add many jobs in one transaction (all or none); return their ids in order.
 
-        With ``after``, every job of the batch waits for the same parents (see
-        :meth:`put`).
+        With ``after``, every job of the batch waits for the same parents; with
+        ``group``, every job is in that group (see :meth:`put`).
 
         Raises:
             JobNotFound: an id of ``after`` was never issued (nothing is put).
@@ -116,9 +125,9 @@ class Puts:
         except TypeError:
             raise TypeError(f"bodies must be an iterable of bodies, not {type(bodies).__name__}"
                             ) from None
+        put = describe_put(tube, priority, delay, ttr, None, after, group)
         checked = [check_body(b, self.max_job_size) for b in items]
-        return self.verbs.put_many(describe_put(tube, priority, delay, ttr, None, after),
-                                    checked)
+        return self.verbs.put_many(put, checked)
 
     def subscribe(self, topic: str, tube: str) -> None:
         """Have :meth:`publish` to ``topic`` put a copy into ``tube`` (idempotent).

@@ -53,7 +53,7 @@ def tube_doc(read: tuple[Any, ...], now: int, tube: str) -> dict[str, Any]:
     (The beanstalkd server keeps the protocol's NOT_FOUND for tubes it does not know.)
     """
     counts, pause, (puts, pauses), limits = read
-    _, cap, rate, rate_ms = limits[0] if limits else (tube, None, None, None)
+    _, cap, rate, rate_ms, *_ = limits[0] if limits else (tube, None, None, None)
     paused_until, pause_ms = pause if pause else (0, 0)
     paused = paused_until > now
     ready, urgent, reserved, delayed, buried, waiting = counts or [0, 0, 0, 0, 0, 0]
@@ -86,7 +86,7 @@ def job_doc(read: tuple[Any, ...], now: int, job_id: int) -> dict[str, Any]:
     ``last-error``, ``last-traceback``: sqlq/attempts.py), ``waiting-on``, the parents it
     still waits for (0 unless it is waiting), and its ``progress`` and
     ``progress-message`` (sqlq/control.py; ``""`` before any), its ``steps`` and
-    ``cursors`` (sqlq/steps.py)."""
+    ``cursors`` (sqlq/steps.py), and its ``group`` (None: none)."""
     row, last, waiting_on, progress, steps = read
     if row is None:
         raise JobNotFound(f"job {job_id} not found")
@@ -112,6 +112,7 @@ def job_doc(read: tuple[Any, ...], now: int, job_id: int) -> dict[str, Any]:
         "waiting-on": waiting_on,
         "progress": "" if value is None else value, "progress-message": message,
         **steps_doc(steps),
+        "group": row.grp,
     }
 
 

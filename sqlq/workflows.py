@@ -112,5 +112,5 @@ def _put(q: Queue, plan: list[_Put]) -> list[int]:
             ids.append(q.put(put.step.message(parents) if body is None else body,
                              tube=o.tube, priority=o.priority, delay=o.delay, ttr=o.ttr,
                              unique_key=o.unique_key, after=(*o.after, *parents) or None,
-                             on_conflict=o.on_conflict))
+                             on_conflict=o.on_conflict, group=o.group))
     return ids

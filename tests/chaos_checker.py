@@ -466,7 +466,7 @@ def read_links(db: str | Path) -> Links:
         conn.close()
 
 
-#: The counts migration 0002 keeps per (tube, state, urgent), and the same from the rows.
+#: The counts migration 0005 keeps per (tube, state, urgent), and the same from the rows.
 _KEPT_COUNTS = """SELECT tube, state, urgent, sum(n) FROM sqlq_job_counts
                    GROUP BY tube, state, urgent HAVING sum(n) <> 0"""
 _REAL_COUNTS = """SELECT tube, state, state = 0 AND priority < 1024, count(*) FROM sqlq_jobs
@@ -474,7 +474,7 @@ _REAL_COUNTS = """SELECT tube, state, state = 0 AND priority < 1024, count(*) FR
 
 
 def broken_job_counts(db: str | Path) -> list[str]:
-    """Where the kept counts of the quiet file (migration 0002) differ from a COUNT(*) of
+    """Where the kept counts of the quiet file (migration 0005) differ from a COUNT(*) of
     its rows, both read in one snapshot: each difference as a problem line."""
     if "://" in str(db):
         import psycopg

@@ -27,6 +27,8 @@ CREATE TABLE public.sqlq_jobs (
     capped boolean,
     again boolean DEFAULT false NOT NULL,
     steps integer DEFAULT 0 NOT NULL,
+    grp text,
+    turn bigint,
     CONSTRAINT sqlq_jobs_check CHECK (((state = 1) = (delay_until IS NOT NULL))),
     CONSTRAINT sqlq_jobs_check1 CHECK (((state = 2) = (reserved_until IS NOT NULL))),
     CONSTRAINT sqlq_jobs_priority_check CHECK (((priority >= 0) AND (priority <= '4294967295'::bigint))),
@@ -59,8 +61,8 @@ BEGIN
                 WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
                                    WHERE p.name = u.name
                                      AND (p.paused_until > p_now
-                                          OR (NOT p_capped AND coalesce(p.concurrency, p.rate)
-                                                               IS NOT NULL))))
+                                          OR (NOT p_capped AND coalesce(p.concurrency, p.rate,
+                                                               p.grouped) IS NOT NULL))))
            SELECT c.id
              FROM (SELECT f.id, f.priority
                      FROM unnest(p_scan_tube, p_scan_lo, p_scan_hi, p_scan_from)
@@ -214,12 +216,12 @@ BEGIN
     WITH gone AS (
         DELETE FROM sqlq_jobs
          WHERE id = p_id AND state + 0 = 2 AND lease = p_lease AND reserved_until > p_now
-        RETURNING id, tube, owner, reserved_until - ttr AS began, reserves, created_at,
+        RETURNING id, tube, grp, owner, reserved_until - ttr AS began, reserves, created_at,
                   unique_key, substr(body, 1, 256) AS head, dependents, capped),
     kept AS (
-        INSERT INTO sqlq_finished (id, tube, outcome, ended_at, worker, ran, attempts,
+        INSERT INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran, attempts,
                                    created_at, unique_key, body)
-        SELECT id, tube, 'done', p_now, owner, p_now - began, reserves, created_at,
+        SELECT id, tube, grp, 'done', p_now, owner, p_now - began, reserves, created_at,
                unique_key, head
           FROM gone
         ON CONFLICT (id) DO UPDATE
@@ -259,13 +261,13 @@ BEGIN
             DELETE FROM sqlq_jobs AS j USING unnest(p_ids, p_leases) AS k(id, lease)
              WHERE j.id = k.id AND j.lease = k.lease AND j.state + 0 = 2  -- as above
                AND j.reserved_until > p_now
-            RETURNING j.id, j.lease, j.dependents, j.capped, j.tube, j.owner,
+            RETURNING j.id, j.lease, j.dependents, j.capped, j.tube, j.grp, j.owner,
                       j.reserved_until - j.ttr AS began, j.reserves, j.created_at,
                       j.unique_key, substr(j.body, 1, 256) AS head),
         kept AS (
-            INSERT INTO sqlq_finished (id, tube, outcome, ended_at, worker, ran, attempts,
+            INSERT INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran, attempts,
                                        created_at, unique_key, body)
-            SELECT id, tube, 'done', p_now, owner, p_now - began, reserves, created_at,
+            SELECT id, tube, grp, 'done', p_now, owner, p_now - began, reserves, created_at,
                    unique_key, head
               FROM gone
             ON CONFLICT (id) DO UPDATE
@@ -451,6 +453,12 @@ CREATE TABLE public.sqlq_finished (
     body bytea NOT NULL
 )
 WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000');
+CREATE TABLE public.sqlq_groups (
+    tube text NOT NULL,
+    grp text NOT NULL,
+    turn bigint NOT NULL,
+    rate_at double precision
+);
 CREATE TABLE public.sqlq_job_counts (
     tube text NOT NULL,
     state smallint NOT NULL,
@@ -530,7 +538,11 @@ CREATE TABLE public.sqlq_tubes (
     concurrency integer,
     rate integer,
     rate_ms bigint,
-    rate_at double precision
+    rate_at double precision,
+    grouped smallint,
+    group_concurrency integer,
+    group_rate integer,
+    group_rate_ms bigint
 );
 CREATE TABLE public.sqlq_workers (
     token text NOT NULL,
@@ -554,6 +566,8 @@ ALTER TABLE ONLY public.sqlq_edges
     ADD CONSTRAINT sqlq_edges_pkey PRIMARY KEY (parent, child);
 ALTER TABLE ONLY public.sqlq_finished
     ADD CONSTRAINT sqlq_finished_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY public.sqlq_groups
+    ADD CONSTRAINT sqlq_groups_pkey PRIMARY KEY (tube, grp);
 ALTER TABLE ONLY public.sqlq_job_counts
     ADD CONSTRAINT sqlq_job_counts_pkey PRIMARY KEY (tube, state, urgent, slot);
 ALTER TABLE ONLY public.sqlq_jobs
@@ -585,11 +599,13 @@ ALTER TABLE ONLY public.sqlq_workers
 CREATE INDEX sqlq_cancelled_until ON public.sqlq_cancelled USING btree (until);
 CREATE INDEX sqlq_edges_child ON public.sqlq_edges USING btree (child);
 CREATE INDEX sqlq_finished_list ON public.sqlq_finished USING btree (tube, outcome, ended_at, id);
+CREATE INDEX sqlq_groups_turn ON public.sqlq_groups USING btree (tube, turn);
 CREATE INDEX sqlq_jobs_again ON public.sqlq_jobs USING btree (tube, priority, id) WHERE ((state = 0) AND again);
 CREATE INDEX sqlq_jobs_buried ON public.sqlq_jobs USING btree (tube, id) WHERE (state = 3);
 CREATE INDEX sqlq_jobs_delayed ON public.sqlq_jobs USING btree (tube, delay_until) WHERE (state = 1);
 CREATE INDEX sqlq_jobs_ready ON public.sqlq_jobs USING btree (tube, priority, id) WHERE (state = 0);
 CREATE INDEX sqlq_jobs_reserved ON public.sqlq_jobs USING btree (reserved_until) WHERE (state = 2);
+CREATE INDEX sqlq_jobs_turns ON public.sqlq_jobs USING btree (tube, priority, turn, id) WHERE ((state = 0) AND (turn IS NOT NULL));
 CREATE UNIQUE INDEX sqlq_jobs_unique ON public.sqlq_jobs USING btree (tube, unique_key) WHERE (unique_key IS NOT NULL);
 CREATE INDEX sqlq_results_expires ON public.sqlq_results USING btree (expires_at);
 CREATE TRIGGER sqlq_count_deleted AFTER DELETE ON public.sqlq_jobs FOR EACH ROW WHEN ((old.state = ANY (ARRAY[0, 1, 3]))) EXECUTE FUNCTION public.sqlq_count_deleted();

@@ -155,6 +155,15 @@ CREATE TABLE sqlq_finished (
     body       BLOB    NOT NULL       -- its first 256 bytes: what a search reads
 );
 
+-- table sqlq_groups
+CREATE TABLE sqlq_groups (
+    tube    TEXT    NOT NULL,
+    grp     TEXT    NOT NULL,
+    turn    INTEGER NOT NULL,
+    rate_at REAL,
+    PRIMARY KEY (tube, grp)
+) WITHOUT ROWID;
+
 -- table sqlq_job_counts
 CREATE TABLE sqlq_job_counts (
     tube   TEXT    NOT NULL,
@@ -191,7 +200,7 @@ CREATE TABLE sqlq_jobs (
     trace            TEXT,                     -- W3C traceparent (\n tracestate) of its put
     progress         TEXT,                     -- JSON: a float 0-1 or a count; NULL unset
     progress_message TEXT
-, steps INTEGER NOT NULL DEFAULT 0);
+, steps INTEGER NOT NULL DEFAULT 0, grp TEXT, turn INTEGER);
 
 -- table sqlq_last_id
 CREATE TABLE sqlq_last_id (
@@ -269,7 +278,7 @@ CREATE TABLE sqlq_tubes (
     rate         INTEGER,
     rate_ms      INTEGER,
     rate_at      REAL
-) WITHOUT ROWID;
+, grouped INTEGER, group_concurrency INTEGER, group_rate INTEGER, group_rate_ms INTEGER) WITHOUT ROWID;
 
 -- table sqlq_workers
 CREATE TABLE sqlq_workers (
@@ -292,6 +301,9 @@ CREATE INDEX sqlq_edges_child ON sqlq_edges (child);
 -- index sqlq_finished_list
 CREATE INDEX sqlq_finished_list ON sqlq_finished (tube, outcome, ended_at);
 
+-- index sqlq_groups_turn
+CREATE INDEX sqlq_groups_turn ON sqlq_groups (tube, turn);
+
 -- index sqlq_jobs_buried
 CREATE INDEX sqlq_jobs_buried   ON sqlq_jobs (tube, id)            WHERE state = 3;
 
@@ -303,6 +315,10 @@ CREATE INDEX sqlq_jobs_ready    ON sqlq_jobs (tube, priority, id)  WHERE state =
 
 -- index sqlq_jobs_reserved
 CREATE INDEX sqlq_jobs_reserved ON sqlq_jobs (reserved_until)      WHERE state = 2;
+
+-- index sqlq_jobs_turns
+CREATE INDEX sqlq_jobs_turns ON sqlq_jobs (tube, priority, turn, id)
+    WHERE state = 0 AND turn IS NOT NULL;
 
 -- index sqlq_jobs_unique
 CREATE UNIQUE INDEX sqlq_jobs_unique ON sqlq_jobs (tube, unique_key)
@@ -351,6 +367,10 @@ CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
 -- column sqlq_finished: (9, 'created_at', 'INTEGER', 1, None, 0, 0)
 -- column sqlq_finished: (10, 'unique_key', 'TEXT', 0, None, 0, 0)
 -- column sqlq_finished: (11, 'body', 'BLOB', 1, None, 0, 0)
+-- column sqlq_groups: (0, 'tube', 'TEXT', 1, None, 1, 0)
+-- column sqlq_groups: (1, 'grp', 'TEXT', 1, None, 2, 0)
+-- column sqlq_groups: (2, 'turn', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_groups: (3, 'rate_at', 'REAL', 0, None, 0, 0)
 -- column sqlq_job_counts: (0, 'tube', 'TEXT', 1, None, 1, 0)
 -- column sqlq_job_counts: (1, 'state', 'INTEGER', 1, None, 2, 0)
 -- column sqlq_job_counts: (2, 'urgent', 'INTEGER', 1, None, 3, 0)
@@ -381,6 +401,8 @@ CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
 -- column sqlq_jobs: (23, 'progress', 'TEXT', 0, None, 0, 0)
 -- column sqlq_jobs: (24, 'progress_message', 'TEXT', 0, None, 0, 0)
 -- column sqlq_jobs: (25, 'steps', 'INTEGER', 1, '0', 0, 0)
+-- column sqlq_jobs: (26, 'grp', 'TEXT', 0, None, 0, 0)
+-- column sqlq_jobs: (27, 'turn', 'INTEGER', 0, None, 0, 0)
 -- column sqlq_last_id: (0, 'one', 'INTEGER', 0, None, 1, 0)
 -- column sqlq_last_id: (1, 'id', 'INTEGER', 1, None, 0, 0)
 -- row sqlq_last_id: (1, 0)
@@ -416,6 +438,10 @@ CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
 -- column sqlq_tubes: (4, 'rate', 'INTEGER', 0, None, 0, 0)
 -- column sqlq_tubes: (5, 'rate_ms', 'INTEGER', 0, None, 0, 0)
 -- column sqlq_tubes: (6, 'rate_at', 'REAL', 0, None, 0, 0)
+-- column sqlq_tubes: (7, 'grouped', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_tubes: (8, 'group_concurrency', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_tubes: (9, 'group_rate', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_tubes: (10, 'group_rate_ms', 'INTEGER', 0, None, 0, 0)
 -- column sqlq_workers: (0, 'token', 'TEXT', 1, None, 1, 0)
 -- column sqlq_workers: (1, 'host', 'TEXT', 1, None, 0, 0)
 -- column sqlq_workers: (2, 'pid', 'INTEGER', 1, None, 0, 0)

@@ -17,6 +17,7 @@ from .options import (
     TUBE,
     after_option,
     delay_option,
+    group_option,
     input_size,
     job_id_argument,
     json_option,
@@ -47,11 +48,12 @@ def _after(groups: Sequence[tuple[int, ...]]) -> list[int] | None:
 @click.option("--unique-key", "-u", help="Insert nothing if a live job in the tube has this key.")
 @replace_option
 @after_option
+@group_option
 @json_option
 @click.pass_context
 def put(ctx: click.Context, body: str | None, tube: str, priority: int, delay: float,
         ttr: float, unique_key: str | None, replace: bool, after: Sequence[tuple[int, ...]],
-        as_json: bool) -> None:
+        group: str | None, as_json: bool) -> None:
     """Put a job into a tube and print its id.
 
     BODY is the job's body; '-' (or no BODY with a pipe on stdin) reads it from stdin,
@@ -68,10 +70,11 @@ def put(ctx: click.Context, body: str | None, tube: str, priority: int, delay: f
         gzip -c report.csv | sqlq put - --tube reports
         sqlq put '{"report": 7}' --tube mail --after 41 --after 42
         sqlq put '{"account": 42}' --tube sync --unique-key sync:42 --replace --delay 5
+        sqlq put '{"account": 42}' --tube syncs --group acct-42
     """
     jid = queue_from_ctx(ctx).put(read_body(body), tube=tube, priority=priority, delay=delay,
                                   ttr=ttr, unique_key=unique_key, after=_after(after),
-                                  on_conflict=on_conflict(replace))
+                                  on_conflict=on_conflict(replace), group=group)
     emit({"id": jid}, as_json, text=str(jid))
 
 
@@ -81,11 +84,13 @@ def put(ctx: click.Context, body: str | None, tube: str, priority: int, delay: f
 @click.option("--null", "-0", "null", is_flag=True,
               help="Bodies end with NUL instead of newline (as with find -print0).")
 @after_option
+@group_option
 @quiet_option
 @json_option
 @click.pass_context
 def put_many(ctx: click.Context, file: IO[bytes], tube: str, priority: int, delay: float,
-             ttr: float, null: bool, after: Sequence[tuple[int, ...]], quiet: bool,
+             ttr: float, null: bool, after: Sequence[tuple[int, ...]], group: str | None,
+             quiet: bool,
              as_json: bool) -> None:
     """Put one job per line of FILE (or stdin) at once; print the ids.
 
@@ -112,10 +117,11 @@ def put_many(ctx: click.Context, file: IO[bytes], tube: str, priority: int, dela
         for bodies, read in read_bodies(file, b"\0" if null else b"\n", queue.max_job_size):
             if bodies:
                 ids.extend(tx.put_many(bodies, tube=tube, priority=priority, delay=delay,
-                                       ttr=ttr, after=parents))
+                                       ttr=ttr, after=parents, group=group))
             shown(len(ids), read / size if size else None)
         if not ids:  # no bodies: the options are still checked, as put_many checks them
-            tx.put_many([], tube=tube, priority=priority, delay=delay, ttr=ttr, after=parents)
+            tx.put_many([], tube=tube, priority=priority, delay=delay, ttr=ttr, after=parents,
+                        group=group)
     emit_ids(ids, as_json)
 
 

@@ -131,6 +131,12 @@ def on_conflict(replace: bool) -> str:
     return "replace" if replace else "keep"
 
 
+group_option = click.option(
+    "--group", "group", default=None,
+    help="The jobs' group: claims take a tube's groups in turn, and sqlq limit "
+         "--group-concurrency/--group-rate cap each (1 to 200 characters).")
+
+
 def priority_option(default: int | None) -> Callable[[F], F]:
     """``--priority N``; a None default means "keep the job's own" (release, bury)."""
     return click.option("--priority", "-p", type=click.IntRange(0, 2**32 - 1), default=default,

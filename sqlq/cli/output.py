@@ -21,7 +21,7 @@ from sqlq.durations import format_duration, now_ms
 
 _JOB_FIELDS = ("id", "tube", "state", "priority", "ttr", "reserves", "timeouts", "releases",
                "buries", "kicks", "created_at", "delay_until", "reserved_until", "bury_reason",
-               "unique_key")
+               "unique_key", "group")
 
 
 def job_record(job: sqlq.Job) -> dict[str, Any]:
@@ -79,6 +79,8 @@ def _job_rows(job: sqlq.Job, extra: Iterable[tuple[str, str]] = ()
         yield "reason", display_text(job.bury_reason)
     if job.unique_key:
         yield "unique key", display_text(job.unique_key)
+    if job.group is not None:
+        yield "group", display_text(job.group)
     yield from extra
     binary = job_record(job)["body_encoding"] != "utf-8"
     yield "body", f"({len(job.body)} bytes{', binary' if binary else ''})"

@@ -36,6 +36,8 @@ from .security import COOKIE, AccessDenied, Guard
 from .traces import TraceRef, trace_ref
 
 PAGE = 50
+#: Groups listed on a tube's page (the busiest; /metrics has none per group).
+GROUPS = 10
 #: Parents or children of a job its page links to (a parent may have thousands).
 SHOWN_LINKS = 100
 #: Jobs of a failed-jobs group retried or deleted per request, at most.
@@ -275,6 +277,7 @@ class Dashboard:
                            outcomes=OUTCOMES, query=text,
                            more=more, paged=after is not None, note=req.arg("note"),
                            now=now_ms(), limits=self.queue.limits().get(name),
+                           groups=self.queue.views.tube_groups(name, limit=GROUPS),
                            format_rate=flow.format_rate)
 
     def job(self, req: Request) -> Response:

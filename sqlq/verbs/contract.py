@@ -75,7 +75,7 @@ class Verbs:
 
     def put(self, put: Put, body: bytes) -> int:
         """Insert one job as ``put`` says; its id (with a unique key held: the holder's)."""
-        if put.unique_key is not None or put.parents:
+        if put.unique_key is not None or put.parents or put.group is not None:
             ids: list[int] = self.dispatch.run(PUT_CHECKED, self.store.put, put, (body,))
         else:
             ids = self.dispatch.run_batched(PUT, self._puts, self.store.put, put, (body,))
@@ -85,9 +85,13 @@ class Verbs:
                      ) -> list[list[int]]:
         """The plain puts of several threads sharing one commit (each its ``put``'s
         arguments), in one call; each put's value as ``Store.put`` gives it."""
-        ids = self.store.jobs.insert_puts(conn, self.dispatch.clock(), [
+        now = self.dispatch.clock()
+        ids = self.store.jobs.insert_puts(conn, now, [
             (put.tube, put.priority, put.delay_ms, put.ttr_ms, bodies[0])
             for put, bodies in items])
+        if now >= self.store.groups.look_at:  # puts into grouped tubes get turns
+            for (put, _), job_id in zip(items, ids, strict=True):
+                self.store.grouped(conn, now, put.tube, None, [job_id])
         return [[job_id] for job_id in ids]
 
     def put_many(self, put: Put, bodies: Sequence[bytes]) -> list[int]:

@@ -125,6 +125,9 @@ class Engine:
         #: each limited claim's own read, and once "no limits" is LIMITS_STALE old (a
         #: list whose other tubes keep giving jobs would never find nothing).
         self._limited: dict[object, bool] = {}
+        #: Per list that is one grouped tube without limits at the last limited claim:
+        #: that tube, claimed by _claim_fair (whose statement checks the tube's row).
+        self._fair_alone: dict[object, str] = {}
         #: Per list known to have no limits: until when (monotonic s) the plain claim
         #: may be made without reading again (absent: read first).
         self._plain_until: dict[object, float] = {}
@@ -187,6 +190,12 @@ class Engine:
         if now_s >= self._reap_at:
             self._reap()
         if self._plain_until.get(key, 0.0) <= now_s and self._limited_now(tubes, key):
+            tube = self._fair_alone.get(key)
+            if tube is not None:  # a grouped tube without limits: its claim alone
+                job = self._claim_fair(tubes, tube, owner, delete)
+                if job is not None:
+                    return job
+                delete = None  # deleted; claim_limited reads the tube's row again
             return _first(self._claim_limited(tubes, owner, 1, [] if delete is None else [delete]))
         if delete is None:
             row = self.dispatch.run(self._reserve, self.store.claims.claim, tubes, owner)
@@ -274,6 +283,7 @@ class Engine:
         self._limited.clear()
         self._plain_until.clear()
         self._stamps.clear()
+        self._fair_alone.clear()
 
     def _claim_limited(self, tubes: TubesParam, owner: str | None, n: int,
                        done: list[Job]) -> list[Job]:
@@ -283,9 +293,27 @@ class Engine:
         lost, rows, limited = self.dispatch.run(verb, self.store.settle_and_claim_limited,
                                                 _leases(done), tubes, owner, n)
         self._remember_limits(tubes, limited)
+        alone = self.store.limits.fair_alone()
+        key = tubes if tubes.__class__ is str else tuple(tubes)
+        if alone is None:
+            self._fair_alone.pop(key, None)
+        elif len(self._fair_alone) < 256:
+            self._fair_alone[key] = alone
         if done:
             _deleted(done, lost, claimed=True)
         return [self._make_job(row) for row in rows]
+
+    def _claim_fair(self, tubes: TubesParam, tube: str, owner: str | None,
+                    delete: Job | None) -> Job | None:
+        """One commit: delete ``delete`` if given, and claim the next job of the grouped
+        ``tube`` watched alone, last seen without limits (groups.py); None if it has none
+        now, or has limits or a pause (the caller then claims through claim_limited)."""
+        verb = SETTLE_AND_RESERVE_LIMITED if delete is not None else RESERVE_LIMITED
+        row = self.dispatch.run(verb, self.store.settle_and_claim_fair,
+                                [] if delete is None else _leases([delete]), tubes, tube, owner)
+        if delete is not None:
+            delete.state = "deleted"
+        return None if row is None else self._make_job(row)
 
     def claim_by_id(self, job_id: int, owner: str | None) -> Job:
         """Reserve one job by id, whatever its state unless reserved (JobNotFound)."""

@@ -113,27 +113,33 @@ class Operations:
 
     # -- a tube's flow (sqlq/limits.py) ---------------------------------------------------------
 
-    def limit(self, tube: str, concurrency: Any, rate: Any) -> dict[str, Any]:
+    def limit(self, tube: str, concurrency: Any, rate: Any, group_concurrency: Any,
+              group_rate: Any) -> dict[str, Any]:
         """Set (or with None remove) the tube's limits; an argument left as
         ``limits.KEEP`` stays as it is. The tube's limits after, as :meth:`limits` gives
-        them. Checked whole before anything is written."""
+        them (the group limits too if one was given). Checked whole before anything is
+        written."""
         from .. import limits
 
         check_tube(tube)
-        keep_cap, keep_rate = concurrency is limits.KEEP, rate is limits.KEEP
-        cap = None if keep_cap else limits.check_concurrency(concurrency)
-        pace = None if keep_rate else limits.check_rate(rate)
-        rows = self.dispatch.run(LIMIT, self.store.limits.change_limits, tube, cap, pace,
-                                 keep_cap, keep_rate)
-        return limits.limits_doc(*rows[0][1:]) if rows else limits.limits_doc(None, None, None)
+        given = {"concurrency": concurrency, "rate": rate,
+                 "group_concurrency": group_concurrency, "group_rate": group_rate}
+        new = {name: (limits.check_concurrency(value, name) if "concurrency" in name
+                      else limits.check_rate(value, name))
+               for name, value in given.items() if value is not limits.KEEP}
+        rows = self.dispatch.run(LIMIT, self.store.limits.change_limits, tube, new)
+        groups = "group_concurrency" in new or "group_rate" in new
+        return limits.limits_doc(*rows[0][1:], groups=groups) if rows \
+            else limits.limits_doc(None, None, None, groups=groups)
 
     def limits(self, tube: str | None = None) -> dict[str, dict[str, Any]]:
-        """tube -> {"concurrency": K or None, "rate": (N, seconds) or None}, for every tube
-        with limits (or only ``tube``)."""
+        """tube -> {"concurrency": K or None, "rate": (N, seconds) or None}, and
+        ``group_concurrency`` and ``group_rate`` where a group limit is set, for every
+        tube with limits (or only ``tube``)."""
         from ..limits import limits_doc
 
         rows = self.dispatch.run(LIMITS, self.store.limits.list_limits, tube)
-        return {name: limits_doc(cap, n, ms) for name, cap, n, ms in rows}
+        return {row[0]: limits_doc(*row[1:]) for row in rows}
 
     def retention(self, tube: str, max_age_ms: int | None, max_count: int | None) -> None:
         """Set how long a tube's finished records are kept ('' every tube's; both None:

@@ -65,12 +65,13 @@ FAILED_GROUP_JOBS = _read("failed_group_jobs", timed=False)
 FINISHED = _read("finished", single=True)
 FINISHED_PAGE = _read("finished_page", timed=False)
 SEARCH_FINISHED = _read("search_finished", timed=False)
+TUBE_GROUPS = _read("tube_groups", timed=False)
 
 #: Every record, for tests and docs: one name, one meaning.
 READS = (PEEK, PEEK_STATE, LINKS, TUBES, STATS, STATS_TUBE, STATS_JOB, STEPS, NEXT_CHANGE,
          CHANGE_TOKEN, OVERVIEW, TUBE_SUMMARY, JOB_PAGE, SEARCH, WORKERS, PERIODIC_SLOTS,
          KEPT_RESULT, JOB_TRACE, DURATIONS, FAILED_GROUPS, FAILED_GROUP_JOBS, FINISHED,
-         FINISHED_PAGE, SEARCH_FINISHED)
+         FINISHED_PAGE, SEARCH_FINISHED, TUBE_GROUPS)
 
 
 class Views:
@@ -314,6 +315,14 @@ class Views:
         rows = self.dispatch.run(SEARCH_FINISHED, self.store.finished.search, tube, outcome,
                                  text, SEARCH_DEPTH, limit)
         return [Finished.from_row(r) for r in rows]
+
+    def tube_groups(self, tube: str, *, limit: int = 10) -> list[tuple[str, int, int]]:
+        """The groups of ``tube`` (``put(group=)``) with the most ready and reserved jobs:
+        (group, ready, reserved), the busiest first, at most ``limit`` (the dashboard's)."""
+        check_tube(tube)
+        groups: list[tuple[str, int, int]] = self.dispatch.run(
+            TUBE_GROUPS, self.store.groups.busiest, self.dispatch.clock(), tube, limit)
+        return groups
 
     def horizon(self) -> Horizon:
         """What holds back the cleanup of deleted jobs (``Queue.horizon``): the backend's

@@ -31,6 +31,7 @@ from ..model import (
     DEFAULT_TTR,
     DEFAULT_TUBE,
     check_after,
+    check_group,
     check_on_conflict,
     check_priority,
     check_tube,
@@ -253,19 +254,21 @@ class Task(Generic[P, R, Id]):
     def options(self, *, delay: float = 0, priority: int | None = None,
                 ttr: float | None = None, unique_key: str | None = None,
                 tube: str | None = None, after: int | Iterable[int] | None = None,
-                on_conflict: str = "keep") -> TaskOptions[P, Id]:
+                on_conflict: str = "keep", group: str | None = None) -> TaskOptions[P, Id]:
         """The same task with other put options for one call: ``.options(delay=30).put(...)``.
 
         ``after``: a job id or an iterable of ids the call waits for (see
         :meth:`sqlq.Queue.put`); ``delay`` then counts from the moment the last of
-        them is gone. It needs the task's queue to be a :class:`sqlq.Queue`.
-        ``on_conflict="replace"`` with ``unique_key``: debounce, as :meth:`sqlq.Queue.put`.
+        them is gone. ``on_conflict="replace"`` with ``unique_key``: debounce, and
+        ``group``: the call's group, as :meth:`sqlq.Queue.put`. These need the task's queue
+        to be a :class:`sqlq.Queue`.
         """
         check_on_conflict(on_conflict, unique_key, after)
         return TaskOptions(self, delay=delay, unique_key=unique_key, on_conflict=on_conflict,
                            priority=self.priority if priority is None else priority,
                            ttr=self.ttr if ttr is None else ttr,
-                           tube=self.tube if tube is None else tube, after=check_after(after))
+                           tube=self.tube if tube is None else tube, after=check_after(after),
+                           group=check_group(group))
 
     def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
         """This call, not put yet: a step of :func:`sqlq.chain` or :func:`sqlq.chord`
@@ -278,12 +281,14 @@ class TaskOptions(Generic[P, Id]):
 
     def __init__(self, task: Task[P, Any, Id], *, delay: float, priority: int, ttr: float,
                  unique_key: str | None, tube: str, after: tuple[int, ...] = (),
-                 on_conflict: str = "keep") -> None:
+                 on_conflict: str = "keep", group: str | None = None) -> None:
         self.task = task
         self.delay, self.priority, self.ttr = delay, priority, ttr
         self.unique_key, self.tube, self.on_conflict = unique_key, tube, on_conflict
         #: The jobs the call waits for (checked ids, in order, each once).
         self.after = after
+        #: The call's group (checked), or None.
+        self.group = group
 
     def put(self, *args: P.args, **kwargs: P.kwargs) -> Id:
         """Enqueue a call with these arguments and the bound options; return the job id
@@ -296,17 +301,19 @@ class TaskOptions(Generic[P, Id]):
         """
         body = self.task.message(*args, **kwargs)
         queue = self.task.queue
-        if not self.after:
+        if not self.after and self.group is None:
             return queue.put(body, tube=self.tube, priority=self.priority, delay=self.delay,
                              ttr=self.ttr, unique_key=self.unique_key,
                              on_conflict=self.on_conflict)
         from ..puts import Puts  # not at import: a worker imports tasks before the Queue
 
         if not isinstance(queue, Puts):
-            raise TypeError(f"{self.task.name}: after= needs a sqlq.Queue; "
-                            f"{type(queue).__name__} puts without it")
+            raise TypeError(f"{self.task.name}: {'after' if self.after else 'group'}= needs "
+                            f"a sqlq.Queue; {type(queue).__name__} puts without it")
         job_id: Id = queue.put(body, tube=self.tube, priority=self.priority, delay=self.delay,
-                               ttr=self.ttr, unique_key=self.unique_key, after=self.after)
+                               ttr=self.ttr, unique_key=self.unique_key,
+                               after=self.after or None, on_conflict=self.on_conflict,
+                               group=self.group)
         return job_id
 
     def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:

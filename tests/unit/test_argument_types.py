@@ -22,9 +22,9 @@ Call = Callable[[sqlq.Queue, dict[str, Any]], object]
 VERBS: dict[str, tuple[Call, tuple[str, ...]]] = {
     "put": (lambda q, kw: q.put(**{"body": b"x", **kw}),
             ("body", "tube", "priority", "delay", "ttr", "unique_key", "after",
-             "on_conflict")),
+             "on_conflict", "group")),
     "put_many": (lambda q, kw: q.put_many(**{"bodies": [b"x"], **kw}),
-                 ("bodies", "tube", "priority", "delay", "ttr", "after")),
+                 ("bodies", "tube", "priority", "delay", "ttr", "after", "group")),
     "reserve": (lambda q, kw: q.reserve(**{"timeout": 0, **kw}),
                 ("tubes", "timeout", "delete", "detach")),
     "reserve_many": (lambda q, kw: q.reserve_many(**{"n": 2, "timeout": 0, **kw}),
@@ -51,7 +51,7 @@ VERBS: dict[str, tuple[Call, tuple[str, ...]]] = {
     "pause_tube": (lambda q, kw: q.pause_tube(**{"tube": "t", "seconds": 0, **kw}),
                    ("tube", "seconds")),
     "limit": (lambda q, kw: q.limit(**{"tube": "t", "concurrency": 2, **kw}),
-              ("tube", "concurrency", "rate")),
+              ("tube", "concurrency", "rate", "group_concurrency", "group_rate")),
     "subscribe": (lambda q, kw: q.subscribe(**{"topic": "o", "tube": "t", **kw}),
                   ("topic", "tube")),
     "publish": (lambda q, kw: q.publish(**{"topic": "o", "body": b"x", **kw}),
@@ -73,6 +73,7 @@ VALID: dict[str, set[str]] = {  # argument -> the WRONG keys that are in fact ri
     "after": {"none", "negative"},  # -1: an id no job can have (JobNotFound)
     "on_progress": {"none"}, "value": {"float"}, "message": {"str", "none"},
     "concurrency": {"none"}, "rate": {"none"},  # None removes a limit
+    "group_concurrency": {"none"}, "group_rate": {"none"}, "group": {"str", "none"},
 }
 # Arguments that may be None where None means "unchanged" (release/bury's priority only).
 NONE_OK_ONLY_IN = {"priority": {"release", "bury"}}

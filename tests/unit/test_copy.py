@@ -109,7 +109,7 @@ def test_cli_copy_and_maintain(tmp_path: Any, db_url: str) -> None:
     r = runner.invoke(cli, ["copy", source, db_url, "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output) == {"job": 3, "edge": 0, "tube": 0, "result": 0, "subscription": 0,
-                                    "periodic": 0, "step": 0, "total-jobs": 3}
+                                    "periodic": 0, "step": 0, "group": 0, "total-jobs": 3}
     r = runner.invoke(cli, ["--db", db_url, "maintain", "--json"])
     assert r.exit_code == 0, r.output
     report = json.loads(r.output)

@@ -365,7 +365,7 @@ def test_sqlite_delete_without_dependents_costs_what_it_did(db_path: str) -> Non
             delete()
             # (The sqlite3 driver reads changes() with a statement; apsw calls it.) A
             # trigger's own statements are traced too (they name the row as old.): the
-            # count of a ready job's delete (migration 0004) runs inside
+            # count of a ready job's delete (migration 0005) runs inside
             # sqlq_forget_attempts, no trigger more.
             statements = [t for t in traced if not (_is_trigger(t) or "old." in t)
                           and t.strip() not in (finish, "SELECT changes()")]

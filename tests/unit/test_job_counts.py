@@ -1,4 +1,4 @@
-"""The counts kept per tube and state (migration 0002, issue 39) stay exact through every
+"""The counts kept per tube and state (migration 0005, issue 39) stay exact through every
 verb that moves a job: after a randomized run of all of them, the kept counts equal a real
 COUNT(*) of the rows, and stats/stats_tube (which read the kept counts plus what is due as
 of now) equal the counts worked out from the rows themselves."""
@@ -326,7 +326,7 @@ def empty_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> I
     yield from empty_database(backend, tmp_path, request)
 
 
-def test_migration_0004_counts_the_jobs_already_there(empty_url: str, clock: FakeClock) -> None:
+def test_migration_0005_counts_the_jobs_already_there(empty_url: str, clock: FakeClock) -> None:
     """A store made by 0.1.0 holding jobs of every state: opened by this sqlq, its jobs
     are counted once by the migration, and stats read them right, as of now."""
     db_url = empty_url

@@ -307,7 +307,8 @@ def test_stats_values(fq: Queue, clock: FakeClock) -> None:
                     "delay": 5, "ttr": 60, "time-left": 4, "file": 0, "reserves": 0,
                     "timeouts": 0, "releases": 0, "buries": 0, "kicks": 0,
                     "failures": 0, "last-error": "", "last-traceback": "", "waiting-on": 0,
-                    "progress": "", "progress-message": "", "steps": [], "cursors": []}
+                    "progress": "", "progress-message": "", "steps": [], "cursors": [],
+                    "group": None}
     assert fq.tubes() == ["default", "t2"]
     with pytest.raises(sqlq.JobNotFound):
         fq.stats_job(99)

@@ -92,14 +92,14 @@ c AS MATERIALIZED (
                              (SELECT expired_from FROM f)))
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
-       c.trace, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
+       c.trace, c.grp, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
   FROM c, f
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL,
        EXISTS (SELECT 1 FROM sqlq_tubes
                 WHERE name = ANY(%(tubes)s::text[])
-                  AND coalesce(concurrency, rate) IS NOT NULL),
+                  AND coalesce(concurrency, rate, grouped) IS NOT NULL),
        f.status, f.expired_from, f.xmax::text
   FROM f
  WHERE NOT EXISTS (SELECT 1 FROM c);
@@ -115,7 +115,7 @@ WITH f AS MATERIALIZED (
                               %(expired_from)s::bigint, %(expired_check)s::boolean))
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
-       c.trace, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
+       c.trace, c.grp, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
   FROM f, sqlq_delete_and_claim(%(id)s::bigint, %(lease)s::bigint, %(now)s::bigint,
                                 %(tubes)s::text[], %(owner)s::text, %(scan_tube)s::text[],
                                 %(scan_lo)s::bigint[], %(scan_hi)s::bigint[], f.scan_from,
@@ -131,10 +131,11 @@ UPDATE sqlq_jobs
        lease = floor(random() * 9007199254740991)::bigint + 1, owner = %(owner)s,
        delay_until = NULL, timeouts = timeouts + (state = 2)::int,
        capped = EXISTS (SELECT 1 FROM sqlq_tubes AS l
-                         WHERE l.name = sqlq_jobs.tube AND l.concurrency IS NOT NULL)
+                         WHERE l.name = sqlq_jobs.tube
+                           AND coalesce(l.concurrency, l.group_concurrency) IS NOT NULL)
  WHERE id = %(id)s AND NOT (state = 2 AND reserved_until > %(now)s) AND state <> 4
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay, trace;
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
 -- name: has_ready_job
 -- A read a waiting worker makes before it claims (which takes row locks). A tube with
@@ -172,7 +173,9 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
        (SELECT min(paused_until) FROM sqlq_tubes
          WHERE paused_until > %(now)s AND name = ANY(%(tubes)s::text[])),
        (SELECT min(rate_at) FROM sqlq_tubes
-         WHERE rate_at > %(now)s AND name = ANY(%(tubes)s::text[]));
+         WHERE rate_at > %(now)s AND name = ANY(%(tubes)s::text[])),
+       (SELECT min(rate_at) FROM sqlq_groups
+         WHERE rate_at > %(now)s AND tube = ANY(%(tubes)s::text[]));
 
 -- name: delete_job
 -- dialect: pg_notify, so a waiting result() learns of the delete; the tube through the CTE.
@@ -180,11 +183,11 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
 -- dependency edges is left to delete_linked_job (migration 0011).
 -- The job's record (issue 39) in the same statement: a data-modifying CTE.
 WITH job AS (DELETE FROM sqlq_jobs WHERE id = %(id)s AND dependents = 0 AND waiting_on = 0
-             RETURNING id, tube, state, owner, reserved_until - ttr AS began, reserves,
+             RETURNING id, tube, grp, state, owner, reserved_until - ttr AS began, reserves,
                        created_at, unique_key, substr(body, 1, 256) AS head),
-kept AS (INSERT INTO sqlq_finished (id, tube, outcome, ended_at, worker, actor, ran,
+kept AS (INSERT INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, actor, ran,
                                     attempts, created_at, unique_key, body)
-         SELECT id, tube, %(outcome)s, %(now)s, CASE WHEN state = 2 THEN owner END,
+         SELECT id, tube, grp, %(outcome)s, %(now)s, CASE WHEN state = 2 THEN owner END,
                 %(actor)s, CASE WHEN state = 2 THEN %(now)s - began END, reserves,
                 created_at, unique_key, head
            FROM job
@@ -213,11 +216,11 @@ WITH job AS (
     DELETE FROM sqlq_jobs
      WHERE id = %s AND state + 0 = 2 AND lease = %s AND reserved_until > %s
        AND dependents = 0
-    RETURNING id, tube, owner, reserved_until - ttr AS began, reserves, created_at,
+    RETURNING id, tube, grp, owner, reserved_until - ttr AS began, reserves, created_at,
               unique_key, substr(body, 1, 256) AS head, capped),
-kept AS (INSERT INTO sqlq_finished (id, tube, outcome, ended_at, worker, ran, attempts,
+kept AS (INSERT INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran, attempts,
                                     created_at, unique_key, body)
-         SELECT id, tube, 'done', t.now, owner, t.now - began, reserves, created_at,
+         SELECT id, tube, grp, 'done', t.now, owner, t.now - began, reserves, created_at,
                 unique_key, head
            FROM job, (SELECT %s::bigint AS now) AS t
          ON CONFLICT (id) DO UPDATE
@@ -375,7 +378,7 @@ SELECT id, tube, priority,
        timeouts + (state = 2 AND reserved_until <= %(now)s)::int, releases, buries, kicks,
        CASE WHEN state = 1 AND delay_until > %(now)s THEN delay_until END,
        CASE WHEN state = 2 AND reserved_until > %(now)s THEN reserved_until END,
-       bury_reason, unique_key, delay
+       bury_reason, unique_key, delay, grp
   FROM sqlq_jobs WHERE id = %(id)s;
 
 -- name: peek_ready_id
@@ -401,7 +404,7 @@ SELECT id FROM sqlq_jobs WHERE state = 3 AND tube = %(tube)s ORDER BY id LIMIT 1
 
 -- name: count_jobs
 -- dialect: the kept counts' slots summed; a typed NULL test of the tube.
--- Jobs per tube and state as of now, for stats, from the kept counts (migration 0004) and
+-- Jobs per tube and state as of now, for stats, from the kept counts (migration 0005) and
 -- the ranges of what "as of now" changes (SQLite's count_jobs says which).
 SELECT tube, sum(ready)::bigint, sum(urgent)::bigint, sum(held)::bigint,
        sum(delayed)::bigint, sum(buried)::bigint, sum(waiting)::bigint
@@ -456,7 +459,7 @@ SELECT pg_current_snapshot()::text;
 -- name: list_tubes
 -- dialect: the kept counts' slots summed; the waiting jobs joined from their edges (the
 --   planner scanned every job for "id IN (SELECT child ...)").
--- Tubes with jobs from the kept counts (migration 0004), the reserved index and the
+-- Tubes with jobs from the kept counts (migration 0005), the reserved index and the
 -- waiting jobs' edges: no walk of every job.
 SELECT tube FROM sqlq_job_counts GROUP BY tube HAVING sum(n) > 0
 UNION
@@ -666,7 +669,7 @@ SELECT (SELECT count(*) FROM sqlq_jobs) + (SELECT count(*) FROM sqlq_tubes)
 -- name: export_job
 SELECT id, tube, priority, CASE WHEN state = 2 THEN 0 ELSE state END, delay_until, ttr,
        body, created_at, reserves, timeouts, releases, buries, kicks, bury_reason,
-       unique_key, delay, waiting_on, dependents, trace, steps
+       unique_key, delay, waiting_on, dependents, trace, steps, grp, turn
   FROM sqlq_jobs WHERE id > %(after)s ORDER BY id LIMIT %(limit)s;
 
 -- name: import_job
@@ -677,7 +680,7 @@ SELECT id, tube, priority, CASE WHEN state = 2 THEN 0 ELSE state END, delay_unti
 -- statement, 6 s). OVERRIDING SYSTEM VALUE: the id is an identity column.
 INSERT INTO sqlq_jobs (id, tube, priority, state, delay_until, ttr, body, created_at,
                        reserves, timeouts, releases, buries, kicks, bury_reason, unique_key,
-                       delay, waiting_on, dependents, trace, steps, again)
+                       delay, waiting_on, dependents, trace, steps, grp, turn, again)
 OVERRIDING SYSTEM VALUE
 SELECT j.*, true
   FROM unnest(%(id)s::bigint[], %(tube)s::text[], %(priority)s::bigint[],
@@ -686,18 +689,28 @@ SELECT j.*, true
               %(timeouts)s::integer[], %(releases)s::integer[], %(buries)s::integer[],
               %(kicks)s::integer[], %(bury_reason)s::text[], %(unique_key)s::text[],
               %(delay)s::bigint[], %(waiting_on)s::integer[], %(dependents)s::integer[],
-              %(trace)s::text[], %(steps)s::integer[])
+              %(trace)s::text[], %(steps)s::integer[], %(grp)s::text[], %(turn)s::bigint[])
        AS j(id, tube, priority, state, delay_until, ttr, body, created_at, reserves,
             timeouts, releases, buries, kicks, bury_reason, unique_key, delay, waiting_on,
-            dependents, trace, steps)
+            dependents, trace, steps, grp, turn)
  ORDER BY j.id;
 
 -- name: export_tube
-SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms FROM sqlq_tubes ORDER BY name;
+SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms, grouped, group_concurrency,
+       group_rate, group_rate_ms
+  FROM sqlq_tubes ORDER BY name;
 
 -- name: import_tube
-INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms)
-VALUES (%(name)s, %(paused_until)s, %(pause_ms)s, %(concurrency)s, %(rate)s, %(rate_ms)s);
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms, grouped,
+                        group_concurrency, group_rate, group_rate_ms)
+VALUES (%(name)s, %(paused_until)s, %(pause_ms)s, %(concurrency)s, %(rate)s, %(rate_ms)s,
+        %(grouped)s, %(group_concurrency)s, %(group_rate)s, %(group_rate_ms)s);
+
+-- name: export_group
+SELECT tube, grp, turn FROM sqlq_groups ORDER BY tube, grp;
+
+-- name: import_group
+INSERT INTO sqlq_groups (tube, grp, turn) VALUES (%(tube)s, %(grp)s, %(turn)s);
 
 -- name: export_result
 SELECT job_id, result, expires_at FROM sqlq_results WHERE job_id > %(after)s ORDER BY job_id
@@ -824,7 +837,7 @@ UNION SELECT DISTINCT tube FROM sqlq_durations;
 
 -- name: tube_counts
 -- dialect: count(*) FILTER: a boolean does not sum; the kept counts' slots summed.
--- As SQLite's: the kept counts (migration 0004), the ranges of what is due, the oldest
+-- As SQLite's: the kept counts (migration 0005), the ranges of what is due, the oldest
 -- ready job found by a hop from one priority to the next in sqlq_jobs_ready.
 WITH RECURSIVE
   kept AS (SELECT coalesce(sum(n) FILTER (WHERE state = 0), 0) AS ready,
@@ -945,7 +958,7 @@ WITH f AS MATERIALIZED (
                               %(expired_from)s::bigint, %(expired_check)s::boolean))
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
-       c.trace, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
+       c.trace, c.grp, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
   FROM f, sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, %(n)s::integer,
                      false, %(scan_tube)s::text[], %(scan_lo)s::bigint[], %(scan_hi)s::bigint[],
                      f.scan_from, f.expired_from) AS c;
@@ -961,7 +974,7 @@ WITH f AS MATERIALIZED (
                               %(expired_from)s::bigint, %(expired_check)s::boolean))
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
-       c.trace, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
+       c.trace, c.grp, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
   FROM f, sqlq_delete_and_claim_many(%(ids)s::bigint[], %(leases)s::bigint[], %(now)s::bigint,
                                      %(tubes)s::text[], %(owner)s::text, %(n)s::integer,
                                      %(scan_tube)s::text[], %(scan_lo)s::bigint[],
@@ -1060,11 +1073,11 @@ WITH job AS (
      WHERE id = %(id)s
        AND (%(lease)s::bigint IS NULL
             OR (state = 2 AND lease = %(lease)s AND reserved_until > %(now)s))
-    RETURNING id, tube, dependents, waiting_on, state, owner, reserved_until - ttr AS began,
+    RETURNING id, tube, grp, dependents, waiting_on, state, owner, reserved_until - ttr AS began,
               reserves, created_at, unique_key, substr(body, 1, 256) AS head),
-kept AS (INSERT INTO sqlq_finished (id, tube, outcome, ended_at, worker, actor, ran,
+kept AS (INSERT INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, actor, ran,
                                     attempts, created_at, unique_key, body)
-         SELECT id, tube, %(outcome)s, %(now)s, CASE WHEN state = 2 THEN owner END,
+         SELECT id, tube, grp, %(outcome)s, %(now)s, CASE WHEN state = 2 THEN owner END,
                 %(actor)s, CASE WHEN state = 2 THEN %(now)s - began END, reserves,
                 created_at, unique_key, head
            FROM job
@@ -1241,13 +1254,15 @@ SELECT progress, progress_message FROM sqlq_jobs WHERE id = %(id)s;
 -- name: limited_tubes
 -- dialect: tubes are text[].
 SELECT 1 FROM sqlq_tubes
- WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate) IS NOT NULL
+ WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate, grouped) IS NOT NULL
  LIMIT 1;
 
 -- name: lock_limits
 -- dialect: FOR UPDATE: the row lock serialises the claims of a limited tube.
-SELECT name, concurrency, rate, rate_ms, rate_at FROM sqlq_tubes
- WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate) IS NOT NULL
+SELECT name, concurrency, rate, rate_ms, rate_at, grouped, group_concurrency,
+       group_rate, group_rate_ms, paused_until
+  FROM sqlq_tubes
+ WHERE name = ANY(%(tubes)s::text[]) AND coalesce(concurrency, rate, grouped) IS NOT NULL
  ORDER BY name
    FOR UPDATE;
 
@@ -1274,21 +1289,38 @@ UPDATE sqlq_tubes SET rate_at = %(rate_at)s WHERE name = %(tube)s;
 -- (delete_leased_job). One range of the reserved index; an operator's act, not a claim.
 WITH held AS (
     UPDATE sqlq_jobs SET capped = true
-     WHERE state = 2 AND tube = %(tube)s AND %(concurrency)s::integer IS NOT NULL)
-INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms)
-VALUES (%(tube)s, 0, 0, %(concurrency)s, %(rate)s, %(rate_ms)s)
+     WHERE state = 2 AND tube = %(tube)s
+       AND coalesce(%(concurrency)s::integer, %(group_concurrency)s::integer) IS NOT NULL)
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms,
+                        group_concurrency, group_rate, group_rate_ms)
+VALUES (%(tube)s, 0, 0, %(concurrency)s, %(rate)s, %(rate_ms)s, %(group_concurrency)s,
+        %(group_rate)s, %(group_rate_ms)s)
 ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
-                                 rate_ms = excluded.rate_ms, rate_at = NULL
+                                 rate_ms = excluded.rate_ms,
+                                 rate_at = CASE WHEN excluded.rate IS NOT DISTINCT FROM
+                                                     sqlq_tubes.rate
+                                                 AND excluded.rate_ms IS NOT DISTINCT FROM
+                                                     sqlq_tubes.rate_ms
+                                                THEN sqlq_tubes.rate_at END,
+                                 group_concurrency = excluded.group_concurrency,
+                                 group_rate = excluded.group_rate,
+                                 group_rate_ms = excluded.group_rate_ms
 RETURNING pg_notify('sqlq', %(tube)s);
+
+-- name: forget_group_rates
+UPDATE sqlq_groups SET rate_at = NULL WHERE tube = %(tube)s AND rate_at IS NOT NULL;
 
 -- name: drop_limits_row
 DELETE FROM sqlq_tubes
- WHERE name = %(tube)s AND paused_until = 0 AND concurrency IS NULL AND rate IS NULL;
+ WHERE name = %(tube)s AND paused_until = 0 AND concurrency IS NULL AND rate IS NULL
+   AND group_concurrency IS NULL AND group_rate IS NULL AND grouped IS NULL;
 
 -- name: list_limits
 -- dialect: a NULL parameter needs a type.
-SELECT name, concurrency, rate, rate_ms FROM sqlq_tubes
- WHERE coalesce(concurrency, rate) IS NOT NULL AND (%(tube)s::text IS NULL OR name = %(tube)s)
+SELECT name, concurrency, rate, rate_ms, group_concurrency, group_rate, group_rate_ms
+  FROM sqlq_tubes
+ WHERE coalesce(concurrency, rate, group_concurrency, group_rate) IS NOT NULL
+   AND (%(tube)s::text IS NULL OR name = %(tube)s)
  ORDER BY name;
 
 -- ---------------------------------------------------------------------------------------------
@@ -1338,7 +1370,7 @@ SELECT job_id, kind, name, value, done_at FROM sqlq_steps
 INSERT INTO sqlq_steps (job_id, kind, name, value, done_at)
 VALUES (%(job_id)s, %(kind)s, %(name)s, %(value)s, %(done_at)s);
 
--- The record of finished jobs (migration 0003, issue 39): written by the deletes above, read
+-- The record of finished jobs (migration 0004, issue 39): written by the deletes above, read
 -- by Queue.finished and the dashboard's lists, pruned by sqlq/retention.py.
 
 -- name: finished_job
@@ -1407,3 +1439,138 @@ DELETE FROM sqlq_retention WHERE tube = %(tube)s;
 
 -- name: list_retention
 SELECT tube, max_age, max_count FROM sqlq_retention ORDER BY tube;
+
+-- Groups (migration 0003_groups): see the SQLite file. The fair claim runs after
+-- lock_limits took the grouped tube's row FOR UPDATE: the claims of a grouped tube are
+-- serialised across sessions, as a limited tube's.
+
+-- name: grouped_tubes
+-- The tubes claimed fairly: a put without a group into one gives its jobs turns.
+SELECT name FROM sqlq_tubes WHERE grouped IS NOT NULL;
+
+-- name: tube_grouped
+SELECT grouped FROM sqlq_tubes WHERE name = %(tube)s;
+
+-- name: group_tube
+-- A tube's first grouped put: from now on it is claimed fairly (its row made if need be,
+-- without a pause: paused_until 0 is not counted as one).
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, grouped) VALUES (%(tube)s, 0, 0, 1)
+ON CONFLICT (name) DO UPDATE SET grouped = 1;
+
+-- name: group_turns
+-- dialect: greatest(), not max(); no WHERE needed before ON CONFLICT.
+-- The turns of :n jobs put in a group: one past the later of the group's last turn and
+-- the tube's round, then one each; the last is kept and returned. The round: the turn
+-- before the tube's next claim (its first ready job in claim order, sqlq_jobs_turns),
+-- or with none ready, the last turn given (sqlq_groups_turn): one probe each.
+INSERT INTO sqlq_groups (tube, grp, turn)
+SELECT %(tube)s, %(grp)s, coalesce(
+           (SELECT turn - 1 FROM sqlq_jobs
+             WHERE state = 0 AND turn IS NOT NULL AND tube = %(tube)s
+             ORDER BY priority, turn, id LIMIT 1),
+           (SELECT max(turn) FROM sqlq_groups WHERE tube = %(tube)s), 0) + %(n)s
+ON CONFLICT (tube, grp) DO UPDATE
+   SET turn = greatest(sqlq_groups.turn, excluded.turn - %(n)s) + %(n)s
+RETURNING turn;
+
+-- name: set_group
+-- dialect: ids are not consecutive (an identity column): each id's rank in the array.
+UPDATE sqlq_jobs AS j SET grp = %(grp)s, turn = %(first_turn)s + k.n - 1
+  FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS k(id, n)
+ WHERE j.id = k.id;
+
+-- name: promote_grouped
+-- PostgreSQL's plain claim folds due jobs in itself (sqlq_claim); the fair claim writes
+-- them down first, as SQLite's promote_due does, in the grouped tubes only (again: made
+-- ready with its old id; timeouts: an expired reservation).
+UPDATE sqlq_jobs
+   SET state = 0, delay_until = NULL, reserved_until = NULL, lease = NULL, owner = NULL,
+       timeouts = timeouts + (state = 2)::int, again = true
+ WHERE id IN (SELECT id FROM sqlq_jobs
+               WHERE state = 1 AND tube = ANY(%(tubes)s::text[]) AND delay_until <= %(now)s
+              UNION ALL
+              SELECT id FROM sqlq_jobs
+               WHERE state = 2 AND reserved_until <= %(now)s
+                 AND tube = ANY(%(tubes)s::text[]));
+
+-- name: ready_head
+-- The best ready job of a tube in claim order (sqlq_jobs_ready): a job put without a
+-- group before its put knew the tube grouped (turn NULL) is taken when it heads it.
+SELECT id, priority, turn FROM sqlq_jobs
+ WHERE state = 0 AND tube = %(tube)s
+ ORDER BY priority, id LIMIT 1;
+
+-- name: fair_heads
+-- dialect: no (SELECT) needed around parameters; a row value needs its types.
+-- A grouped tube's ready jobs in claim order (priority, turn, id: sqlq_jobs_turns) after
+-- (:priority, :turn, :id), with their group's rate time (a job without a group: none):
+-- the fair claim takes the first whose group is not capped. One range of the index, a
+-- primary-key probe of sqlq_groups a row.
+SELECT j.priority, j.id, j.grp, j.turn, g.rate_at
+  FROM sqlq_jobs AS j LEFT JOIN sqlq_groups AS g ON g.tube = j.tube AND g.grp = j.grp
+ WHERE j.state = 0 AND j.turn IS NOT NULL AND j.tube = %(tube)s
+   AND (j.priority, j.turn, j.id) > (%(priority)s::bigint, %(turn)s::bigint, %(id)s::bigint)
+ ORDER BY j.priority, j.turn, j.id LIMIT %(n)s;
+
+-- name: claim_fair_head
+-- dialect: a 53-bit random lease in a bigint; no (SELECT) needed around parameters.
+-- The fair claim of a grouped tube without group limits, in one statement: its first
+-- ready job in claim order (priority, turn, id: one probe of sqlq_jobs_turns), or
+-- before it the head of sqlq_jobs_ready if that has no turn (put by a process that did
+-- not know the tube grouped yet: taken in its place in id order). Unless
+-- :checked (claim_limited read the tube's row), nothing while the tube is paused or has
+-- limits, in the same probe of its row as the plain claims': the engine's fast path for
+-- a grouped tube it saw without limits (Engine._claim_fair) then falls back.
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = %(now)s + ttr, reserves = reserves + 1,
+       lease = floor(random() * 9007199254740991)::bigint + 1, owner = %(owner)s
+ WHERE id = (SELECT c.id FROM (
+                  SELECT h.id, 0 AS k FROM (SELECT id, turn FROM sqlq_jobs
+                                             WHERE state = 0 AND tube = %(tube)s
+                                             ORDER BY priority, id LIMIT 1) AS h
+                   WHERE h.turn IS NULL
+                  UNION ALL
+                  SELECT f.id, 1 FROM (SELECT id FROM sqlq_jobs
+                                        WHERE state = 0 AND turn IS NOT NULL
+                                          AND tube = %(tube)s
+                                        ORDER BY priority, turn, id LIMIT 1) AS f) AS c
+              ORDER BY c.k LIMIT 1)
+   AND state = 0
+   AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
+                    WHERE name = %(tube)s AND %(checked)s::int = 0
+                      AND (paused_until > %(now)s
+                           OR coalesce(concurrency, rate, group_concurrency, group_rate)
+                              IS NOT NULL))
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
+
+-- name: claim_ready_job
+-- dialect: a 53-bit random lease in a bigint.
+-- The job the fair claim chose, if still ready.
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = %(now)s + ttr, reserves = reserves + 1,
+       lease = floor(random() * 9007199254740991)::bigint + 1, owner = %(owner)s
+ WHERE id = %(id)s AND state = 0
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
+
+-- name: group_live
+SELECT grp, count(*) FROM sqlq_jobs
+ WHERE state = 2 AND reserved_until > %(now)s AND tube = %(tube)s AND grp IS NOT NULL
+ GROUP BY grp;
+
+-- name: spend_group_rate
+-- dialect: typed parameters (a NULL's type is not inferred here).
+UPDATE sqlq_groups SET rate_at = %(rate_at)s::double precision
+ WHERE tube = %(tube)s::text AND grp = %(grp)s::text;
+
+-- name: busiest_groups
+-- dialect: a subquery in FROM needs a name.
+SELECT grp, sum(ready), sum(held) FROM (
+       SELECT grp, 1 AS ready, 0 AS held FROM sqlq_jobs
+        WHERE state = 0 AND turn IS NOT NULL AND tube = %(tube)s AND grp IS NOT NULL
+       UNION ALL
+       SELECT grp, 0, 1 FROM sqlq_jobs
+        WHERE state = 2 AND reserved_until > %(now)s AND tube = %(tube)s
+          AND grp IS NOT NULL) AS g
+ GROUP BY grp ORDER BY sum(ready) + sum(held) DESC, grp LIMIT %(limit)s;

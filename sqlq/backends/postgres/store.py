@@ -24,6 +24,8 @@ from ...errors import JobLost
 from ...model import DELAYED, READY, ClaimRow
 from ..sql import load_queries, one
 from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
+from ..store.claims import FAIR_PROMOTE_EVERY_MS
+from ..store.groups import FairClaim, Pick
 from .floors import CLAIM_COLUMNS, LIMITED, NO_SCAN, ClaimFloors
 
 Q = load_queries(Path(__file__).with_name("queries.sql"))
@@ -135,6 +137,8 @@ class PostgresClaims(ClaimStore):
     """One statement per claim, read from this process's floors (floors.py), each noted
     in the connection's claim ledger (db.ClaimLedger)."""
 
+    FAIR_PROMOTE_EVERY_MS = FAIR_PROMOTE_EVERY_MS
+
     LOOK_BEFORE_CLAIM = False
     ONE_STATEMENT_CLAIM = True
     CLAIM_OUTSIDE_TRANSACTION = True
@@ -212,6 +216,20 @@ class PostgresClaims(ClaimStore):
         rows = [_claim_row(r[:CLAIM_COLUMNS]) for r in found]
         _claimed(conn, entry, rows)
         return sorted(rows, key=_CLAIM_ORDER)
+
+    def claim_fair_head(self, conn: Any, now: int, tube: str, owner: str | None,
+                        checked: bool) -> ClaimRow | None:
+        entry = _claiming(conn, owner, now)
+        row = super().claim_fair_head(conn, now, tube, owner, checked)
+        _claimed(conn, entry, [] if row is None else [row])
+        return row
+
+    def claim_fair(self, conn: Any, now: int, fair: FairClaim, pick: Pick,
+                   owner: str | None) -> ClaimRow | None:
+        entry = _claiming(conn, owner, now)
+        row = super().claim_fair(conn, now, fair, pick, owner)
+        _claimed(conn, entry, [] if row is None else [row])
+        return row
 
     def claim_by_id(self, conn: Any, now: int, job_id: int, owner: str | None) -> ClaimRow:
         entry = _claiming(conn, owner, now)

@@ -144,7 +144,7 @@ class SQLiteBackend(Backend):
         """``PRAGMA incremental_vacuum`` 500 pages a write, while a quarter of the file or
         more (and at least :data:`RECLAIM_FROM` pages) is free: after a big drain, the
         file shrinks back; under churn, the free pages stay for the next jobs. A file made
-        before migration 0003 (auto_vacuum NONE) is left as it is."""
+        before migration 0004 (auto_vacuum NONE) is left as it is."""
         import time
 
         store = self.store

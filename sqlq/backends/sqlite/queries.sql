@@ -101,12 +101,12 @@ UPDATE sqlq_jobs
         WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
                            WHERE p.name = t.value
                              AND (p.paused_until > :now
-                                  OR NOT :capped AND coalesce(p.concurrency, p.rate)
+                                  OR NOT :capped AND coalesce(p.concurrency, p.rate, p.grouped)
                                                      IS NOT NULL))
         ORDER BY j.priority, j.id
         LIMIT 1)
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay, trace;
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
 -- name: claim_job_in_tube
 -- claim_job for the common reserve that watches one tube: the same job (the tube's best
@@ -124,9 +124,9 @@ UPDATE sqlq_jobs
               ORDER BY priority, id LIMIT 1)
    AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
                     WHERE name = (SELECT ?3)
-                      AND (paused_until > ?1 OR coalesce(concurrency, rate) IS NOT NULL))
+                      AND (paused_until > ?1 OR coalesce(concurrency, rate, grouped) IS NOT NULL))
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay, trace;
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
 -- name: claim_job_by_id
 -- beanstalkd's reserve-job: any job that is not reserved under a live lease, nor waiting.
@@ -136,7 +136,7 @@ UPDATE sqlq_jobs
        timeouts = timeouts + (state = 2)
  WHERE id = :id AND NOT (state = 2 AND reserved_until > :now) AND state <> 4
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay, trace;
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
 -- name: look_ready
 -- A waiting worker's look, a read before it asks for the write lock: whether a claim
@@ -195,22 +195,24 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
        (SELECT min(paused_until) FROM sqlq_tubes
          WHERE paused_until > (SELECT :now) AND name IN (SELECT value FROM json_each(:tubes))),
        (SELECT min(rate_at) FROM sqlq_tubes
-         WHERE rate_at > (SELECT :now) AND name IN (SELECT value FROM json_each(:tubes)));
+         WHERE rate_at > (SELECT :now) AND name IN (SELECT value FROM json_each(:tubes))),
+       (SELECT min(rate_at) FROM sqlq_groups
+         WHERE rate_at > (SELECT :now) AND tube IN (SELECT value FROM json_each(:tubes)));
 
 -- name: delete_job
 -- Any job without dependency edges (migration 0010): a job that is a parent or waits
 -- for one is left to delete_linked_job, which moves its edges in the same transaction.
 -- Two more column tests on the row the delete reads anyway: a trigger would cost every
 -- delete a trigger program (measured: a quarter more instructions a delete).
--- dialect: the job's record is inserted and sqlq_finish_job (migration 0003) deletes the
+-- dialect: the job's record is inserted and sqlq_finish_job (migration 0004) deletes the
 --   job, so the verb stays one statement (one autocommit write); PostgreSQL deletes and
 --   inserts the record in one statement with a data-modifying CTE.
 -- The job's record (issue 39): its outcome (deleted or cancelled) and who asked (:actor);
 -- the holder and the run's time only if it was reserved. REPLACE: a stale record of the
 -- same id (a copied job's) gives way, and the insert, so the delete, still happens.
-INSERT OR REPLACE INTO sqlq_finished (id, tube, outcome, ended_at, worker, actor, ran,
+INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, actor, ran,
                                       attempts, created_at, unique_key, body)
-SELECT id, tube, :outcome, :now, CASE WHEN state = 2 THEN owner END, :actor,
+SELECT id, tube, grp, :outcome, :now, CASE WHEN state = 2 THEN owner END, :actor,
        CASE WHEN state = 2 THEN :now - (reserved_until - ttr) END, reserves, created_at,
        unique_key, substr(body, 1, 256)
   FROM sqlq_jobs
@@ -228,9 +230,9 @@ RETURNING tube;
 -- reservation's start (reserved_until - ttr: a touch restarts it). No RETURNING: SQLite
 -- keeps returned rows in a temporary table, measured at 15k instructions a delete (a
 -- quarter of the record's cost); conn.changes() says whether the job was there.
-INSERT OR REPLACE INTO sqlq_finished (id, tube, outcome, ended_at, worker, ran, attempts,
-                                      created_at, unique_key, body)
-SELECT id, tube, 'done', ?3, owner, ?3 - (reserved_until - ttr), reserves, created_at,
+INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran,
+                                      attempts, created_at, unique_key, body)
+SELECT id, tube, grp, 'done', ?3, owner, ?3 - (reserved_until - ttr), reserves, created_at,
        unique_key, substr(body, 1, 256)
   FROM sqlq_jobs
  WHERE id = ?1 AND state = 2 AND lease = ?2 AND reserved_until > ?3 AND dependents = 0;
@@ -238,9 +240,9 @@ SELECT id, tube, 'done', ?3, owner, ?3 - (reserved_until - ttr), reserves, creat
 -- name: insert_finished
 -- The record of a job delete_linked_job took (it returns what this needs). Its trigger's
 -- delete finds nothing: the job is gone already.
-INSERT OR REPLACE INTO sqlq_finished (id, tube, outcome, ended_at, worker, actor, ran,
+INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, actor, ran,
                                       attempts, created_at, unique_key, body)
-VALUES (:id, :tube, :outcome, :now, :worker, :actor, :ran, :attempts, :created_at,
+VALUES (:id, :tube, :grp, :outcome, :now, :worker, :actor, :ran, :attempts, :created_at,
         :unique_key, :body);
 
 -- name: lease_state
@@ -346,7 +348,7 @@ SELECT id, tube, priority,
        timeouts + (state = 2 AND reserved_until <= :now), releases, buries, kicks,
        CASE WHEN state = 1 AND delay_until > :now THEN delay_until END,
        CASE WHEN state = 2 AND reserved_until > :now THEN reserved_until END,
-       bury_reason, unique_key, delay
+       bury_reason, unique_key, delay, grp
   FROM sqlq_jobs WHERE id = :id;
 
 -- name: peek_ready_id
@@ -374,7 +376,7 @@ SELECT id FROM sqlq_jobs WHERE state = 3 AND tube = (SELECT :tube) ORDER BY id L
 
 -- name: count_jobs
 -- Jobs per tube and state as of now, for stats, in time that grows with the tubes and what
--- is due, never with the backlog (issue 39): the kept counts (migration 0004) plus what
+-- is due, never with the backlog (issue 39): the kept counts (migration 0005) plus what
 -- "as of now" changes without a write, each an index range: delayed jobs come due (a
 -- range per tube of sqlq_jobs_delayed), reservations (sqlq_jobs_reserved: one per
 -- running worker), waiting jobs (their edges, as count_waiting). A tube with no job is
@@ -418,7 +420,7 @@ SELECT data_version, total_changes() FROM pragma_data_version;
 
 -- name: list_tubes
 -- A tube subscribed to a topic is listed even while empty: publish fills it. Tubes with
--- jobs from the kept counts (migration 0004), the reserved index and the waiting jobs'
+-- jobs from the kept counts (migration 0005), the reserved index and the waiting jobs'
 -- edges: no walk of every job.
 SELECT tube FROM sqlq_job_counts WHERE n > 0
 UNION
@@ -519,24 +521,35 @@ SELECT (SELECT count(*) FROM sqlq_jobs) + (SELECT count(*) FROM sqlq_tubes)
 -- ready: its holder works on the source, and cannot acknowledge it in the target.
 SELECT id, tube, priority, CASE WHEN state = 2 THEN 0 ELSE state END, delay_until, ttr,
        body, created_at, reserves, timeouts, releases, buries, kicks, bury_reason,
-       unique_key, delay, waiting_on, dependents, trace, steps
+       unique_key, delay, waiting_on, dependents, trace, steps, grp, turn
   FROM sqlq_jobs WHERE id > :after ORDER BY id LIMIT (SELECT :limit);
 
 -- name: import_job
 INSERT INTO sqlq_jobs (id, tube, priority, state, delay_until, ttr, body, created_at,
                        reserves, timeouts, releases, buries, kicks, bury_reason, unique_key,
-                       delay, waiting_on, dependents, trace, steps)
+                       delay, waiting_on, dependents, trace, steps, grp, turn)
 VALUES (:id, :tube, :priority, :state, :delay_until, :ttr, :body, :created_at, :reserves,
         :timeouts, :releases, :buries, :kicks, :bury_reason, :unique_key, :delay, :waiting_on,
-        :dependents, :trace, :steps);
+        :dependents, :trace, :steps, :grp, :turn);
 
 -- name: export_tube
--- A tube's pause and limits (a rate's tokens start full on the copy).
-SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms FROM sqlq_tubes ORDER BY name;
+-- A tube's pause, limits and whether it is grouped (a rate's tokens start full on the copy).
+SELECT name, paused_until, pause_ms, concurrency, rate, rate_ms, grouped, group_concurrency,
+       group_rate, group_rate_ms
+  FROM sqlq_tubes ORDER BY name;
 
 -- name: import_tube
-INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms)
-VALUES (:name, :paused_until, :pause_ms, :concurrency, :rate, :rate_ms);
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms, grouped,
+                        group_concurrency, group_rate, group_rate_ms)
+VALUES (:name, :paused_until, :pause_ms, :concurrency, :rate, :rate_ms, :grouped,
+        :group_concurrency, :group_rate, :group_rate_ms);
+
+-- name: export_group
+-- A tube's groups and their last turns (a group's rate starts full on the copy).
+SELECT tube, grp, turn FROM sqlq_groups ORDER BY tube, grp;
+
+-- name: import_group
+INSERT INTO sqlq_groups (tube, grp, turn) VALUES (:tube, :grp, :turn);
 
 -- name: export_result
 -- A page at a time past :after, as export_job (a result is up to the max job size).
@@ -599,7 +612,7 @@ PRAGMA integrity_check(1);
 
 -- name: free_pages
 -- A prune's look (Backend.reclaim): the file's auto_vacuum mode (2: incremental, every file
--- made since migration 0003), its pages and its free pages.
+-- made since migration 0004), its pages and its free pages.
 SELECT (SELECT auto_vacuum FROM pragma_auto_vacuum),
        (SELECT page_count FROM pragma_page_count),
        (SELECT freelist_count FROM pragma_freelist_count);
@@ -664,7 +677,7 @@ UNION SELECT name FROM sqlq_tubes
 UNION SELECT DISTINCT tube FROM sqlq_durations;
 
 -- name: tube_counts
--- One tube's jobs by state as of now (as count_jobs: the kept counts of migration 0004
+-- One tube's jobs by state as of now (as count_jobs: the kept counts of migration 0005
 -- and the ranges of what is due), the oldest ready job and the pause. The oldest ready
 -- job is the least id of each priority's first entry in sqlq_jobs_ready: a hop from one
 -- priority to the next (O(priorities x log n)), not a walk of the tube's ready jobs.
@@ -804,12 +817,12 @@ UPDATE sqlq_jobs
                         ORDER BY r.priority, r.id LIMIT (SELECT :n))
         WHERE NOT EXISTS (SELECT 1 FROM sqlq_tubes AS p
                            WHERE p.name = t.value
-                             AND (p.paused_until > :now OR coalesce(p.concurrency, p.rate)
+                             AND (p.paused_until > :now OR coalesce(p.concurrency, p.rate, p.grouped)
                                                            IS NOT NULL))
         ORDER BY j.priority, j.id
         LIMIT (SELECT :n))
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay, trace;
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
 -- name: claim_jobs_in_tube
 -- claim_jobs for a reserve_many that watches one tube (claim_job_in_tube's reason): the
@@ -824,9 +837,9 @@ UPDATE sqlq_jobs
                ORDER BY priority, id LIMIT (SELECT ?4))
    AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
                     WHERE name = (SELECT ?3)
-                      AND (paused_until > ?1 OR coalesce(concurrency, rate) IS NOT NULL))
+                      AND (paused_until > ?1 OR coalesce(concurrency, rate, grouped) IS NOT NULL))
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
-          kicks, lease, reserved_until, unique_key, delay, trace;
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
 -- name: delete_leased_jobs
 -- delete_leased_job for many: :jobs is a JSON array of [id, lease] pairs (each id once:
@@ -834,9 +847,9 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
 -- name the jobs whose lease was lost. One primary-key probe per pair. json_extract, not
 -- ->>: the sqlite3 driver's system SQLite may be older than 3.38. As delete_leased_job:
 -- the records are inserted, their trigger deletes the jobs.
-INSERT OR REPLACE INTO sqlq_finished (id, tube, outcome, ended_at, worker, ran, attempts,
-                                      created_at, unique_key, body)
-SELECT id, tube, 'done', :now, owner, :now - (reserved_until - ttr), reserves, created_at,
+INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran,
+                                      attempts, created_at, unique_key, body)
+SELECT id, tube, grp, 'done', :now, owner, :now - (reserved_until - ttr), reserves, created_at,
        unique_key, substr(body, 1, 256)
   FROM sqlq_jobs
  WHERE (id, lease) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
@@ -935,7 +948,7 @@ DELETE FROM sqlq_jobs
  WHERE id = :id
    AND (:lease IS NULL OR (state = 2 AND lease = :lease AND reserved_until > :now))
 RETURNING tube, dependents, waiting_on, state, owner, reserved_until - ttr, reserves,
-          created_at, unique_key, substr(body, 1, 256);
+          created_at, unique_key, substr(body, 1, 256), grp;
 
 -- name: release_children
 -- A finished parent's children, one less parent each (an edge is unique): a child
@@ -1132,14 +1145,16 @@ SELECT progress, progress_message FROM sqlq_jobs WHERE id = :id;
 -- Whether any of these tubes has limits: the engine asks once per list of tubes, and
 -- again when a claim without limits found nothing (a limit set by another process).
 SELECT 1 FROM sqlq_tubes
- WHERE name IN (SELECT value FROM json_each(:tubes)) AND coalesce(concurrency, rate) IS NOT NULL
+ WHERE name IN (SELECT value FROM json_each(:tubes)) AND coalesce(concurrency, rate, grouped) IS NOT NULL
  LIMIT 1;
 
 -- name: lock_limits
 -- The limits of those of these tubes that have some, inside claim_limited's transaction
 -- (SQLite's write lock is held: nobody else claims meanwhile).
-SELECT name, concurrency, rate, rate_ms, rate_at FROM sqlq_tubes
- WHERE name IN (SELECT value FROM json_each(:tubes)) AND coalesce(concurrency, rate) IS NOT NULL
+SELECT name, concurrency, rate, rate_ms, rate_at, grouped, group_concurrency,
+       group_rate, group_rate_ms, paused_until
+  FROM sqlq_tubes
+ WHERE name IN (SELECT value FROM json_each(:tubes)) AND coalesce(concurrency, rate, grouped) IS NOT NULL
  ORDER BY name;
 
 -- name: live_reservations
@@ -1155,21 +1170,37 @@ UPDATE sqlq_tubes SET rate_at = :rate_at WHERE name = :tube;
 
 -- name: set_limits
 -- A tube's limits, whole (NULL: none); a row made for them has no pause (paused_until 0,
--- not counted as a pause: migration 0014). A rate changed or removed starts afresh.
-INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms)
-VALUES (:tube, 0, 0, :concurrency, :rate, :rate_ms)
+-- not counted as a pause: migration 0014). A rate changed or removed starts afresh; a
+-- group rate too (its groups' next claims forgotten: set_group_limits).
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, concurrency, rate, rate_ms,
+                        group_concurrency, group_rate, group_rate_ms)
+VALUES (:tube, 0, 0, :concurrency, :rate, :rate_ms, :group_concurrency, :group_rate,
+        :group_rate_ms)
 ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
-                                 rate_ms = excluded.rate_ms, rate_at = NULL;
+                                 rate_ms = excluded.rate_ms,
+                                 rate_at = CASE WHEN excluded.rate IS rate
+                                                 AND excluded.rate_ms IS rate_ms
+                                                THEN rate_at END,
+                                 group_concurrency = excluded.group_concurrency,
+                                 group_rate = excluded.group_rate,
+                                 group_rate_ms = excluded.group_rate_ms;
+
+-- name: forget_group_rates
+-- A group rate changed or removed: each group's bucket starts full.
+UPDATE sqlq_groups SET rate_at = NULL WHERE tube = :tube AND rate_at IS NOT NULL;
 
 -- name: drop_limits_row
 -- A row made for limits alone, once they are gone (a paused tube's row stays).
 DELETE FROM sqlq_tubes
- WHERE name = :tube AND paused_until = 0 AND concurrency IS NULL AND rate IS NULL;
+ WHERE name = :tube AND paused_until = 0 AND concurrency IS NULL AND rate IS NULL
+   AND group_concurrency IS NULL AND group_rate IS NULL AND grouped IS NULL;
 
 -- name: list_limits
 -- Every tube with limits, or the one tube :tube (NULL: all).
-SELECT name, concurrency, rate, rate_ms FROM sqlq_tubes
- WHERE coalesce(concurrency, rate) IS NOT NULL AND (:tube IS NULL OR name = :tube)
+SELECT name, concurrency, rate, rate_ms, group_concurrency, group_rate, group_rate_ms
+  FROM sqlq_tubes
+ WHERE coalesce(concurrency, rate, group_concurrency, group_rate) IS NOT NULL
+   AND (:tube IS NULL OR name = :tube)
  ORDER BY name;
 
 -- ---------------------------------------------------------------------------------------------
@@ -1222,7 +1253,7 @@ SELECT job_id, kind, name, value, done_at FROM sqlq_steps
 INSERT INTO sqlq_steps (job_id, kind, name, value, done_at)
 VALUES (:job_id, :kind, :name, :value, :done_at);
 
--- The record of finished jobs (migration 0003, issue 39): written by the deletes above, read
+-- The record of finished jobs (migration 0004, issue 39): written by the deletes above, read
 -- by Queue.finished and the dashboard's lists, pruned by sqlq/retention.py.
 
 -- name: finished_job
@@ -1289,3 +1320,123 @@ DELETE FROM sqlq_retention WHERE tube = :tube;
 
 -- name: list_retention
 SELECT tube, max_age, max_count FROM sqlq_retention ORDER BY tube;
+
+-- Groups (migration 0003_groups, sqlq/groups.py): a tube that has held a grouped job is
+-- claimed fairly by claim_limited (store/groups.py), in its write transaction; the plain
+-- claims skip it (sqlq_tubes.turn set). A put without a group costs nothing here.
+
+-- name: grouped_tubes
+-- The tubes claimed fairly: a put without a group into one gives its jobs turns.
+SELECT name FROM sqlq_tubes WHERE grouped IS NOT NULL;
+
+-- name: tube_grouped
+SELECT grouped FROM sqlq_tubes WHERE name = :tube;
+
+-- name: group_tube
+-- A tube's first grouped put: from now on it is claimed fairly (its row made if need be,
+-- without a pause: paused_until 0 is not counted as one).
+INSERT INTO sqlq_tubes (name, paused_until, pause_ms, grouped) VALUES (:tube, 0, 0, 1)
+ON CONFLICT (name) DO UPDATE SET grouped = 1;
+
+-- name: group_turns
+-- The turns of :n jobs put in a group: one past the later of the group's last turn and
+-- the tube's round, then one each; the last is kept and returned. The round: the turn
+-- before the tube's next claim (its first ready job in claim order, sqlq_jobs_turns),
+-- or with none ready, the last turn given (sqlq_groups_turn): one probe each.
+INSERT INTO sqlq_groups (tube, grp, turn)
+SELECT :tube, :grp, coalesce(
+           (SELECT turn - 1 FROM sqlq_jobs
+             WHERE state = 0 AND turn IS NOT NULL AND tube = (SELECT :tube)
+             ORDER BY priority, turn, id LIMIT 1),
+           (SELECT max(turn) FROM sqlq_groups WHERE tube = (SELECT :tube)), 0) + :n
+WHERE true
+ON CONFLICT (tube, grp) DO UPDATE
+   SET turn = max(turn, excluded.turn - :n) + :n
+RETURNING turn;
+
+-- name: set_group
+-- A put's jobs in their group (NULL: the tube's jobs without a group), with their turns
+-- in id order (a put numbers its ids consecutively under the write lock).
+UPDATE sqlq_jobs SET grp = :grp, turn = :first_turn + id - :first_id
+ WHERE id BETWEEN :first_id AND :last_id;
+
+-- name: ready_head
+-- The best ready job of a tube in claim order (sqlq_jobs_ready): a job put without a
+-- group before its put knew the tube grouped (turn NULL) is taken when it heads it.
+SELECT id, priority, turn FROM sqlq_jobs
+ WHERE state = 0 AND tube = (SELECT :tube)
+ ORDER BY priority, id LIMIT 1;
+
+-- name: fair_heads
+-- A grouped tube's ready jobs in claim order (priority, turn, id: sqlq_jobs_turns) after
+-- (:priority, :turn, :id), with their group's rate time (a job without a group: none):
+-- the fair claim takes the first whose group is not capped. One range of the index, a
+-- primary-key probe of sqlq_groups a row.
+SELECT j.priority, j.id, j.grp, j.turn, g.rate_at
+  FROM sqlq_jobs AS j LEFT JOIN sqlq_groups AS g ON g.tube = j.tube AND g.grp = j.grp
+ WHERE j.state = 0 AND j.turn IS NOT NULL AND j.tube = (SELECT :tube)
+   AND (j.priority, j.turn, j.id) > ((SELECT :priority), (SELECT :turn), (SELECT :id))
+ ORDER BY j.priority, j.turn, j.id LIMIT (SELECT :n);
+
+-- name: claim_fair_head
+-- The fair claim of a grouped tube without group limits, in one statement: its first
+-- ready job in claim order (priority, turn, id: one probe of sqlq_jobs_turns), or
+-- before it the head of sqlq_jobs_ready if that has no turn (put by a process that did
+-- not know the tube grouped yet: taken in its place in id order). Unless
+-- :checked (claim_limited read the tube's row), nothing while the tube is paused or has
+-- limits, in the same probe of its row as the plain claims': the engine's fast path for
+-- a grouped tube it saw without limits (Engine._claim_fair) then falls back.
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
+       lease = abs(random()), owner = :owner
+ WHERE id = (SELECT c.id FROM (
+                  SELECT h.id, 0 AS k FROM (SELECT id, turn FROM sqlq_jobs
+                                             WHERE state = 0 AND tube = (SELECT :tube)
+                                             ORDER BY priority, id LIMIT 1) AS h
+                   WHERE h.turn IS NULL
+                  UNION ALL
+                  SELECT f.id, 1 FROM (SELECT id FROM sqlq_jobs
+                                        WHERE state = 0 AND turn IS NOT NULL
+                                          AND tube = (SELECT :tube)
+                                        ORDER BY priority, turn, id LIMIT 1) AS f) AS c
+              ORDER BY c.k LIMIT 1)
+   AND state = 0
+   AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
+                    WHERE name = (SELECT :tube) AND NOT :checked
+                      AND (paused_until > :now
+                           OR coalesce(concurrency, rate, group_concurrency, group_rate)
+                              IS NOT NULL))
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
+
+-- name: claim_ready_job
+-- The job the fair claim chose, if still ready.
+UPDATE sqlq_jobs
+   SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
+       lease = abs(random()), owner = :owner
+ WHERE id = :id AND state = 0
+RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
+          kicks, lease, reserved_until, unique_key, delay, trace, grp;
+
+-- name: group_live
+-- Jobs reserved under live leases per group of a tube (a range of sqlq_jobs_reserved
+-- from :now, as live_reservations).
+SELECT grp, count(*) FROM sqlq_jobs
+ WHERE state = 2 AND reserved_until > :now AND tube = :tube AND grp IS NOT NULL
+ GROUP BY grp;
+
+-- name: spend_group_rate
+UPDATE sqlq_groups SET rate_at = :rate_at WHERE tube = :tube AND grp = :grp;
+
+-- name: busiest_groups
+-- The dashboard's groups of a tube: ready and reserved jobs per group, the busiest
+-- first, capped at :limit groups. A walk of the tube's entries of sqlq_jobs_turns and of
+-- the live reservations (an operator's read, as tube_counts).
+SELECT grp, sum(ready), sum(held) FROM (
+       SELECT grp, 1 AS ready, 0 AS held FROM sqlq_jobs
+        WHERE state = 0 AND turn IS NOT NULL AND tube = (SELECT :tube) AND grp IS NOT NULL
+       UNION ALL
+       SELECT grp, 0, 1 FROM sqlq_jobs
+        WHERE state = 2 AND reserved_until > (SELECT :now) AND tube = (SELECT :tube)
+          AND grp IS NOT NULL)
+ GROUP BY grp ORDER BY sum(ready) + sum(held) DESC, grp LIMIT (SELECT :limit);

@@ -30,6 +30,7 @@ from typing import Any
 from ...model import DELAYED, READY, ClaimRow, Put
 from ..sql import load_queries, one
 from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
+from ..store.groups import FairClaim, Pick
 from .drivers import triggers_off
 
 Q = load_queries(os.path.join(os.path.dirname(__file__), "queries.sql"))
@@ -180,10 +181,10 @@ class SQLiteJobs(JobStore):
 
     def finished(self, conn: Any, now: int, job_id: int, tube: str, outcome: str,
                  actor: str | None, row: Sequence[Any]) -> None:
-        state, owner, began, reserves, created_at, unique_key, head = row
+        state, owner, began, reserves, created_at, unique_key, head, group = row
         reserved = state == 2
         conn.execute(self.Q["insert_finished"], {
-            "id": job_id, "tube": tube, "outcome": outcome, "now": now,
+            "id": job_id, "tube": tube, "grp": group, "outcome": outcome, "now": now,
             "worker": owner if reserved else None, "actor": actor,
             "ran": now - began if reserved else None, "attempts": reserves,
             "created_at": created_at, "unique_key": unique_key, "body": head})
@@ -322,6 +323,23 @@ class SQLiteClaims(ClaimStore):
     def has_ready_job(self, conn: Any, now: int, tubes: Any) -> bool:
         return self.due.look(conn, now, tubes)
 
+    def promote_fair(self, conn: Any, now: int, tubes: Any) -> None:
+        self._promote(conn, now, tubes)
+
+    def claim_fair_head(self, conn: Any, now: int, tube: str, owner: str | None,
+                        checked: bool) -> ClaimRow | None:
+        row = super().claim_fair_head(conn, now, tube, owner, checked)
+        if row is not None:
+            self.due.lower(row.reserved_until)  # the reservation ends then
+        return row
+
+    def claim_fair(self, conn: Any, now: int, fair: FairClaim, pick: Pick,
+                   owner: str | None) -> ClaimRow | None:
+        row = super().claim_fair(conn, now, fair, pick, owner)
+        if row is not None:
+            self.due.lower(row.reserved_until)  # the reservation ends then
+        return row
+
     def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> ClaimRow | None:
         self._promote(conn, now, tubes)
         tube = self._one_tube.get(tubes)
@@ -378,6 +396,7 @@ class SQLiteLimits(LimitStore):
     def __init__(self, Q: dict[str, str], claims: SQLiteClaims, due: DueCache) -> None:
         super().__init__(Q, claims)
         self.due = due
+        self._names: dict[str, list[str]] = {}
 
     def limits_stamp(self) -> object:
         # The PRAGMA data_version every claim's _promote read (DueCache.nothing_due): it
@@ -385,9 +404,15 @@ class SQLiteLimits(LimitStore):
         return self.due.version
 
     def tubes_of(self, tubes: Any) -> list[str]:
-        import json
+        # A worker's claims ask for the same few lists (a grouped tube's, every claim).
+        names = self._names.get(tubes)
+        if names is None:
+            import json
 
-        return list(json.loads(tubes))
+            if len(self._names) >= DUE_CACHE_SIZE:
+                self._names.clear()
+            names = self._names[tubes] = list(json.loads(tubes))
+        return names
 
 
 class SQLiteCopying(CopyStore):
@@ -424,7 +449,11 @@ class SQLiteStore(Store):
         # The common put (one body, ready now, no key, parents or trace) without the calls
         # of Store.put and JobStore.insert_job, whose first branch this is.
         if put.delay_ms == 0 and put.unique_key is None and put.trace is None \
-                and not put.parents and len(bodies) == 1:
+                and not put.parents and put.group is None and len(bodies) == 1:
             conn.execute(_INSERT_READY_JOB, (put.tube, put.priority, put.ttr_ms, bodies[0], now))
-            return [conn.last_insert_rowid()]
+            if now < self.groups.look_at:  # no tube known grouped (groups.py)
+                return [conn.last_insert_rowid()]
+            ids = [conn.last_insert_rowid()]
+            self.groups.plain_puts(conn, now, put.tube, ids, self.jobs.ids_param)
+            return ids
         return super().put(conn, now, put, bodies)

@@ -33,6 +33,7 @@ from .control import ControlStore
 from .copying import COPIED, PAGED, CopyStore
 from .deps import DependencyStore
 from .finished import FinishedStore
+from .groups import GroupStore
 from .history import HistoryStore
 from .jobs import JobStore
 from .limits import LimitStore
@@ -50,8 +51,8 @@ if TYPE_CHECKING:
     from ..conn import Conn
 
 __all__ = ["ClaimStore", "ControlStore", "CopyStore", "DependencyStore", "FinishedStore",
-           "HistoryStore", "JobStore", "LimitStore", "ResultStore", "StepStore", "Store",
-           "TopicStore", "ViewStore", "WorkerStore"]
+           "GroupStore", "HistoryStore", "JobStore", "LimitStore", "ResultStore", "StepStore",
+           "Store", "TopicStore", "ViewStore", "WorkerStore"]
 
 
 class Store:
@@ -75,6 +76,7 @@ class Store:
         self.workers = WorkerStore(Q)
         self.views = ViewStore(Q)
         self.finished = FinishedStore(Q)
+        self.groups = GroupStore(Q)
 
     # -- verbs across nouns: each one call of the verb contract (sqlq/verbs/) ---------------
 
@@ -90,7 +92,7 @@ class Store:
                 jobs.set_trace(conn, ids, put.trace)
             return ids
         held = None
-        if put.trace is not None and put.unique_key is not None:
+        if (put.trace is not None or put.group is not None) and put.unique_key is not None:
             held = jobs.unique_job_id(conn, put.tube, put.unique_key)
         if put.parents:
             ids = self.deps.insert_after(conn, now, put.tube, put.priority, put.delay_ms,
@@ -103,7 +105,19 @@ class Store:
                                    put.ttr_ms, bodies)
         if put.trace is not None and held is None and ids:
             jobs.set_trace(conn, ids, put.trace)
+        if held is None and ids:
+            self.grouped(conn, now, put.tube, put.group, ids)
         return ids
+
+    def grouped(self, conn: Conn, now: int, tube: str, group: str | None,
+                ids: Sequence[int]) -> None:
+        """Jobs just inserted into ``tube``: into ``group`` with their turns, or, without
+        one, marked as the jobs without a group if the tube is grouped (groups.py)."""
+        groups = self.groups
+        if group is not None:
+            groups.put_in_group(conn, tube, group, ids, self.jobs.ids_param)
+        elif now >= groups.look_at:
+            groups.plain_puts(conn, now, tube, ids, self.jobs.ids_param)
 
     def publish(self, conn: Conn, now: int, put: Put, body: bytes) -> list[tuple[str, int]]:
         """One copy of body in each tube subscribed to the topic ``put.tube``, as ``put``
@@ -207,6 +221,15 @@ class Store:
                 return lost, [], True
         rows, limited = self.limits.claim_limited(conn, now, tubes, owner, n)
         return [], rows, limited
+
+    def settle_and_claim_fair(self, conn: Conn, now: int, done: Sequence[tuple[int, int]],
+                              tubes: Any, tube: str, owner: str | None) -> ClaimRow | None:
+        """Delete the (id, lease) job of ``done`` (JobLost undoes the whole transaction)
+        and claim the grouped ``tube``'s next job in claim order, if it is still without
+        limits or pause (``ClaimStore.claim_fair_alone``; groups.py)."""
+        if done:
+            self.jobs.delete(conn, now, done[0][0], done[0][1])
+        return self.claims.claim_fair_alone(conn, now, tubes, tube, owner)
 
     def end_attempt(self, conn: Conn, now: int, job_id: int, lease: int | None,
                     attempt: dict[str, Any], kept: int, delay_ms: int | None,

@@ -18,7 +18,12 @@ from ..sql import one
 
 if TYPE_CHECKING:
     from ..conn import Conn
+    from .groups import FairClaim, Pick
     from .jobs import JobStore
+
+
+#: The longest FAIR_PROMOTE_EVERY_MS of any backend.
+FAIR_PROMOTE_EVERY_MS = 250
 
 
 class ClaimStore(abc.ABC):
@@ -37,9 +42,16 @@ class ClaimStore(abc.ABC):
     #: database consistent (SQLite: a promotion of due jobs, then the claim).
     CLAIM_OUTSIDE_TRANSACTION = False
 
+    #: How often (ms) the fast fair claim writes down a grouped tube's due jobs: 0, every
+    #: claim (SQLite's DueCache skips it while nothing can be due); PostgreSQL's is a
+    #: statement of its own (a due delayed job is then claimed up to this late while the
+    #: tube is busy, as an expired reservation in sqlq_claim).
+    FAIR_PROMOTE_EVERY_MS = 0
+
     def __init__(self, Q: dict[str, str], jobs: JobStore) -> None:
         self.Q = Q
         self.jobs = jobs
+        self._promoted: dict[str, int] = {}  # grouped tube -> the fast path's last promotion
 
     @abc.abstractmethod
     def tubes_param(self, tubes: Sequence[str]) -> Any:
@@ -69,6 +81,42 @@ class ClaimStore(abc.ABC):
         """Delete each (id, lease) job under its live lease; return the (id, lease) pairs
         that were lost (the others are deleted all the same: an acknowledgement is never
         dropped). The caller raises JobLost for them once the transaction commits."""
+
+    def promote_fair(self, conn: Conn, now: int, tubes: Any) -> None:
+        """Before a fair claim (groups.py): write down the grouped tubes' due delayed jobs
+        and expired reservations as ready, so their turns count."""
+        conn.execute(self.Q["promote_grouped"], {"tubes": tubes, "now": now})
+
+    def claim_fair_head(self, conn: Conn, now: int, tube: str, owner: str | None,
+                        checked: bool) -> ClaimRow | None:
+        """A grouped tube's first ready job in claim order (no group limits); unless
+        ``checked`` (its limits were read), nothing while it is paused or has limits."""
+        row = one(conn, self.Q["claim_fair_head"],
+                  {"tube": tube, "now": now, "owner": owner, "checked": checked})
+        return None if row is None else ClaimRow._make(row)
+
+    def claim_fair(self, conn: Conn, now: int, fair: FairClaim, pick: Pick,
+                   owner: str | None) -> ClaimRow | None:
+        """Claim the job a grouped tube's FairClaim picked (None: taken meanwhile, by a
+        reserve_job)."""
+        row = one(conn, self.Q["claim_ready_job"], {"id": pick[1], "now": now, "owner": owner})
+        if row is None:
+            return None
+        fair.took(pick)
+        return ClaimRow._make(row)
+
+    def claim_fair_alone(self, conn: Conn, now: int, tubes: Any, tube: str,
+                         owner: str | None) -> ClaimRow | None:
+        """The engine's fast path for one grouped tube seen without limits: its due jobs
+        written down (at most every FAIR_PROMOTE_EVERY_MS: a claim that finds nothing
+        falls back on claim_limited, which always does), then :meth:`claim_fair_head`
+        with the tube's row probed."""
+        if now - self._promoted.get(tube, -FAIR_PROMOTE_EVERY_MS) >= self.FAIR_PROMOTE_EVERY_MS:
+            self.promote_fair(conn, now, tubes)
+            if len(self._promoted) >= 256:
+                self._promoted.clear()
+            self._promoted[tube] = now
+        return self.claim_fair_head(conn, now, tube, owner, False)
 
     def delete_and_claim(self, conn: Conn, now: int, job_id: int, lease: int, tubes: Any,
                          owner: str | None) -> ClaimRow | None:

@@ -13,9 +13,11 @@ if TYPE_CHECKING:
 COPIED: dict[str, tuple[str, ...]] = {
     "job": ("id", "tube", "priority", "state", "delay_until", "ttr", "body", "created_at",
             "reserves", "timeouts", "releases", "buries", "kicks", "bury_reason", "unique_key",
-            "delay", "waiting_on", "dependents", "trace", "steps"),
+            "delay", "waiting_on", "dependents", "trace", "steps", "grp", "turn"),
     "edge": ("parent", "child"),
-    "tube": ("name", "paused_until", "pause_ms", "concurrency", "rate", "rate_ms"),
+    "tube": ("name", "paused_until", "pause_ms", "concurrency", "rate", "rate_ms", "grouped",
+             "group_concurrency", "group_rate", "group_rate_ms"),
+    "group": ("tube", "grp", "turn"),
     "result": ("job_id", "result", "expires_at"),
     "subscription": ("topic", "tube"),
     "periodic": ("name", "last_slot", "enqueued_at"),

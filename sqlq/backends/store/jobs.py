@@ -155,7 +155,8 @@ class JobStore(abc.ABC):
     def finished(self, conn: Conn, now: int, job_id: int, tube: str, outcome: str,
                  actor: str | None, row: Sequence[Any]) -> None:
         """Write the record of a job delete_linked_job just took, from what it returned
-        (state, owner, reservation start, reserves, created_at, unique_key, body's head):
+        (state, owner, reservation start, reserves, created_at, unique_key, body's head,
+        group):
         nothing for a backend whose statement writes it itself."""
         return None
 

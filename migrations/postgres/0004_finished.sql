@@ -54,12 +54,12 @@ BEGIN
     WITH gone AS (
         DELETE FROM sqlq_jobs
          WHERE id = p_id AND state + 0 = 2 AND lease = p_lease AND reserved_until > p_now
-        RETURNING id, tube, owner, reserved_until - ttr AS began, reserves, created_at,
+        RETURNING id, tube, grp, owner, reserved_until - ttr AS began, reserves, created_at,
                   unique_key, substr(body, 1, 256) AS head, dependents, capped),
     kept AS (
-        INSERT INTO sqlq_finished (id, tube, outcome, ended_at, worker, ran, attempts,
+        INSERT INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran, attempts,
                                    created_at, unique_key, body)
-        SELECT id, tube, 'done', p_now, owner, p_now - began, reserves, created_at,
+        SELECT id, tube, grp, 'done', p_now, owner, p_now - began, reserves, created_at,
                unique_key, head
           FROM gone
         ON CONFLICT (id) DO UPDATE
@@ -105,13 +105,13 @@ BEGIN
             DELETE FROM sqlq_jobs AS j USING unnest(p_ids, p_leases) AS k(id, lease)
              WHERE j.id = k.id AND j.lease = k.lease AND j.state + 0 = 2  -- as above
                AND j.reserved_until > p_now
-            RETURNING j.id, j.lease, j.dependents, j.capped, j.tube, j.owner,
+            RETURNING j.id, j.lease, j.dependents, j.capped, j.tube, j.grp, j.owner,
                       j.reserved_until - j.ttr AS began, j.reserves, j.created_at,
                       j.unique_key, substr(j.body, 1, 256) AS head),
         kept AS (
-            INSERT INTO sqlq_finished (id, tube, outcome, ended_at, worker, ran, attempts,
+            INSERT INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran, attempts,
                                        created_at, unique_key, body)
-            SELECT id, tube, 'done', p_now, owner, p_now - began, reserves, created_at,
+            SELECT id, tube, grp, 'done', p_now, owner, p_now - began, reserves, created_at,
                    unique_key, head
               FROM gone
             ON CONFLICT (id) DO UPDATE

@@ -1,4 +1,4 @@
--- sqlq schema 4 (SQLite): jobs counted per tube and stored state, kept by triggers, so
+-- sqlq schema 5 (SQLite): jobs counted per tube and stored state, kept by triggers, so
 -- stats, stats-tube, the dashboard and /metrics read a few rows instead of walking every
 -- job (issue 39: 268 ms at 500k ready jobs, seconds at 10M).
 --

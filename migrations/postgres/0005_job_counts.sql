@@ -1,5 +1,5 @@
--- sqlq schema 4 on PostgreSQL: jobs counted per tube and stored state, kept by triggers
--- (the SQLite file's 0004 says what is counted and why). What PostgreSQL does otherwise:
+-- sqlq schema 5 on PostgreSQL: jobs counted per tube and stored state, kept by triggers
+-- (the SQLite file's 0005 says what is counted and why). What PostgreSQL does otherwise:
 -- one counter row per (tube, state) would be a hot row, every put and claim of every
 -- process waiting on its lock; as sqlq_tube_puts, each key has up to 64 rows, one per
 -- slot, a session writing the slot of its backend pid (pg_backend_pid() % 64). A count is
