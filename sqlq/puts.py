@@ -125,7 +125,7 @@ class Puts:
         except TypeError:
             raise TypeError(f"bodies must be an iterable of bodies, not {type(bodies).__name__}"
                             ) from None
-        put = describe_put(tube, priority, delay, ttr, None, after, group)
+        put = describe_put(tube, priority, delay, ttr, None, after, group=group)
         checked = [check_body(b, self.max_job_size) for b in items]
         return self.verbs.put_many(put, checked)
 
