@@ -1,6 +1,6 @@
--- sqlq schema 5 on PostgreSQL: counts written by a long transaction stay linear.
+-- sqlq schema 6 on PostgreSQL: counts written by a long transaction stay linear.
 --
--- The problem. The kept counts (sqlq_tube_puts, sqlq_job_counts: migrations 0001, 0004)
+-- The problem. The kept counts (sqlq_tube_puts, sqlq_job_counts: migrations 0001, 0005)
 -- are upserted by triggers, once per statement (puts) or per row (moves, deletes). An
 -- upsert of a row the same transaction already wrote makes one more version of it, and
 -- no version written by a transaction still running can be pruned: each next upsert of
@@ -29,7 +29,7 @@
 --   own rows (the fold's DELETE sees no other transaction's delta: none ever commits).
 -- - Every statement writing deltas: a plain put would pay an insert, a deferred event,
 --   a delete and the upsert instead of the upsert alone.
--- Sessions still write their own slot (pg_backend_pid() % 64), as in 0004: no new wait.
+-- Sessions still write their own slot (pg_backend_pid() % 64), as in 0005: no new wait.
 -- The table is UNLOGGED: its rows never outlive their transaction, so they need no WAL.
 CREATE UNLOGGED TABLE sqlq_count_deltas (
     tube   text     NOT NULL,
@@ -80,7 +80,7 @@ $body$;
 CREATE CONSTRAINT TRIGGER sqlq_fold_counts AFTER INSERT ON sqlq_count_deltas
 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION sqlq_fold_counts();
 
--- The three counting triggers' functions of 0004, each with its delta branch.
+-- The three counting triggers' functions of 0005, each with its delta branch.
 CREATE OR REPLACE FUNCTION sqlq_count_puts() RETURNS trigger LANGUAGE plpgsql AS $body$
 BEGIN
     IF sqlq_count_later() THEN

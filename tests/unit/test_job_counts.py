@@ -228,7 +228,7 @@ def test_postgres_puts_in_one_transaction_rewrite_no_counter_row(db_url: str,
     """N puts in one transaction cost O(N): the counter rows are written by the first
     counting statement alone (each later upsert made one more version of the same row,
     which the next one walked: 20,000 puts took 15 s), the rest go to deltas folded at
-    commit (migration 0005). Counted rightly through a rolled-back savepoint, a rolled
+    commit (migration 0006). Counted rightly through a rolled-back savepoint, a rolled
     back transaction and a kick of many jobs in one statement."""
     with sqlq.Queue(db_url, durability="normal", clock=clock) as q:
         q.put(b"first", tube="a")  # the slot's rows exist: later writes would be updates
