@@ -104,6 +104,11 @@ CREATE FUNCTION public.sqlq_count_deleted() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
+    IF sqlq_count_later() THEN
+        INSERT INTO sqlq_count_deltas (tube, state, urgent, n)
+        VALUES (OLD.tube, OLD.state, OLD.state = 0 AND OLD.priority < 1024, -1);
+        RETURN NULL;
+    END IF;
     INSERT INTO sqlq_job_counts AS c (tube, state, urgent, slot, n)
     VALUES (OLD.tube, OLD.state, OLD.state = 0 AND OLD.priority < 1024,
             pg_backend_pid() % 64, -1)
@@ -124,10 +129,35 @@ BEGIN
     RETURN NULL;
 END
 $$;
+CREATE FUNCTION public.sqlq_count_later() RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_mark text := current_setting('sqlq.counts', true);
+BEGIN
+    IF v_mark = 'd' THEN
+        RETURN true;
+    ELSIF v_mark = 'c' THEN
+        PERFORM set_config('sqlq.counts', 'd', true);
+        RETURN true;
+    END IF;
+    PERFORM set_config('sqlq.counts', 'c', true);
+    RETURN false;
+END
+$$;
 CREATE FUNCTION public.sqlq_count_moved() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
+    IF sqlq_count_later() THEN
+        INSERT INTO sqlq_count_deltas (tube, state, urgent, n)
+        SELECT k.tube, k.state, k.urgent, k.d
+          FROM (VALUES (OLD.tube, OLD.state, OLD.state = 0 AND OLD.priority < 1024, -1),
+                       (NEW.tube, NEW.state, NEW.state = 0 AND NEW.priority < 1024, 1))
+               AS k (tube, state, urgent, d)
+         WHERE k.state IN (0, 1, 3);
+        RETURN NULL;
+    END IF;
     INSERT INTO sqlq_job_counts AS c (tube, state, urgent, slot, n)
     SELECT k.tube, k.state, k.urgent, pg_backend_pid() % 64, sum(k.d)
       FROM (VALUES (OLD.tube, OLD.state, OLD.state = 0 AND OLD.priority < 1024, -1),
@@ -152,6 +182,14 @@ CREATE FUNCTION public.sqlq_count_puts() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
+    IF sqlq_count_later() THEN
+        INSERT INTO sqlq_count_deltas (tube, state, urgent, n)
+        SELECT tube, NULL, false, count(*) FROM sqlq_new_jobs GROUP BY tube
+        UNION ALL
+        SELECT tube, state, state = 0 AND priority < 1024, count(*)
+          FROM sqlq_new_jobs WHERE state IN (0, 1, 3) GROUP BY 1, 2, 3;
+        RETURN NULL;
+    END IF;
     INSERT INTO sqlq_tube_puts AS p (tube, slot, puts)
     SELECT tube, pg_backend_pid() % 64, count(*) FROM sqlq_new_jobs GROUP BY tube ORDER BY tube
     ON CONFLICT (tube, slot) DO UPDATE SET puts = p.puts + excluded.puts;
@@ -297,6 +335,27 @@ BEGIN
       INTO scan_from, status, expired_from, xmax;
 END
 $$;
+CREATE FUNCTION public.sqlq_fold_counts() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF current_setting('sqlq.counts', true) IS DISTINCT FROM 'd' THEN
+        RETURN NULL;
+    END IF;
+    PERFORM set_config('sqlq.counts', 'c', true);
+    WITH d AS (DELETE FROM sqlq_count_deltas WHERE state IS NULL RETURNING tube, n)
+    INSERT INTO sqlq_tube_puts AS p (tube, slot, puts)
+    SELECT tube, pg_backend_pid() % 64, sum(n) FROM d GROUP BY tube ORDER BY tube
+    ON CONFLICT (tube, slot) DO UPDATE SET puts = p.puts + excluded.puts;
+    WITH d AS (DELETE FROM sqlq_count_deltas WHERE state IS NOT NULL
+               RETURNING tube, state, urgent, n)
+    INSERT INTO sqlq_job_counts AS c (tube, state, urgent, slot, n)
+    SELECT tube, state, urgent, pg_backend_pid() % 64, sum(n)
+      FROM d GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+    ON CONFLICT (tube, state, urgent, slot) DO UPDATE SET n = c.n + excluded.n;
+    RETURN NULL;
+END
+$$;
 CREATE FUNCTION public.sqlq_forget_attempts() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -354,6 +413,12 @@ CREATE TABLE public.sqlq_cancelled (
     id bigint NOT NULL,
     lease bigint NOT NULL,
     until bigint NOT NULL
+);
+CREATE UNLOGGED TABLE public.sqlq_count_deltas (
+    tube text NOT NULL,
+    state smallint,
+    urgent boolean NOT NULL,
+    n bigint NOT NULL
 );
 CREATE TABLE public.sqlq_counters (
     tube text NOT NULL,
@@ -548,5 +613,6 @@ CREATE TRIGGER sqlq_count_events AFTER UPDATE OF buries, kicks, timeouts ON publ
 CREATE TRIGGER sqlq_count_moved AFTER UPDATE OF state, priority ON public.sqlq_jobs FOR EACH ROW WHEN ((((old.state = ANY (ARRAY[0, 1, 3])) OR (new.state = ANY (ARRAY[0, 1, 3]))) AND ((old.state <> new.state) OR ((old.state = 0) AND ((old.priority < 1024) <> (new.priority < 1024)))))) EXECUTE FUNCTION public.sqlq_count_moved();
 CREATE TRIGGER sqlq_count_pauses AFTER INSERT OR UPDATE OF paused_until, pause_ms ON public.sqlq_tubes FOR EACH ROW WHEN ((new.paused_until > 0)) EXECUTE FUNCTION public.sqlq_count_pauses();
 CREATE TRIGGER sqlq_count_puts AFTER INSERT ON public.sqlq_jobs REFERENCING NEW TABLE AS sqlq_new_jobs FOR EACH STATEMENT EXECUTE FUNCTION public.sqlq_count_puts();
+CREATE CONSTRAINT TRIGGER sqlq_fold_counts AFTER INSERT ON public.sqlq_count_deltas DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.sqlq_fold_counts();
 CREATE TRIGGER sqlq_forget_attempts AFTER DELETE ON public.sqlq_jobs FOR EACH ROW WHEN ((old.failures > 0)) EXECUTE FUNCTION public.sqlq_forget_attempts();
 CREATE TRIGGER sqlq_forget_steps AFTER DELETE ON public.sqlq_jobs FOR EACH ROW WHEN ((old.steps > 0)) EXECUTE FUNCTION public.sqlq_forget_steps();

@@ -213,6 +213,50 @@ def test_chaos_checker_finds_a_kept_count_off(db_url: str) -> None:
     assert problem.startswith("kept count of (") and problem.endswith("a', 1, 0) is 2, COUNT(*) 1")
 
 
+def _counter_writes(tx: Any) -> int:
+    """Rows inserted or updated in the counter tables, by this session's transactions
+    whose statistics are not sent yet (the current one and maybe some before it)."""
+    [(writes,)] = tx.execute(
+        "SELECT coalesce(sum(n_tup_ins + n_tup_upd), 0) FROM pg_stat_xact_user_tables"
+        " WHERE relname IN ('sqlq_job_counts', 'sqlq_tube_puts')")
+    return int(writes)
+
+
+@pytest.mark.postgres_only
+def test_postgres_puts_in_one_transaction_rewrite_no_counter_row(db_url: str,
+                                                                 clock: FakeClock) -> None:
+    """N puts in one transaction cost O(N): the counter rows are written by the first
+    counting statement alone (each later upsert made one more version of the same row,
+    which the next one walked: 20,000 puts took 15 s), the rest go to deltas folded at
+    commit (migration 0006). Counted rightly through a rolled-back savepoint, a rolled
+    back transaction and a kick of many jobs in one statement."""
+    with sqlq.Queue(db_url, durability="normal", clock=clock) as q:
+        q.put(b"first", tube="a")  # the slot's rows exist: later writes would be updates
+        q.put(b"first", tube="b", delay=60)
+        with q.transaction() as tx:
+            before = _counter_writes(tx)
+            for i in range(2000):
+                tx.put(b"x", tube="a", priority=2000 if i % 3 else 10)
+                if i % 10 == 0:
+                    tx.put(b"y", tube="b", delay=60)
+            tx.execute("SAVEPOINT s")
+            for _ in range(5):
+                tx.put(b"gone", tube="a")
+            tx.execute("ROLLBACK TO SAVEPOINT s")
+            writes = _counter_writes(tx) - before
+        assert writes <= 4, writes  # 4,400 before 0005: one per put per counter
+        with pytest.raises(RuntimeError), q.transaction() as tx:
+            for _ in range(3):
+                tx.put(b"rolled back", tube="a")
+            raise RuntimeError
+        assert (q.stats_tube("a")["total-jobs"], q.stats_tube("b")["total-jobs"]) == (2001, 201)
+        check_counts(db_url, clock(), q)
+        for job in q.reserve_many(300, "a", timeout=0):
+            q.bury(job.id)
+        assert q.kick(1000, "a") == 300  # one statement moving 300 jobs
+        check_counts(db_url, clock(), q)
+
+
 @pytest.mark.postgres_only
 def test_postgres_claim_is_never_jit_compiled(pg_url: str) -> None:
     """The claim functions run without JIT: with a big backlog their generic plan's cost
