@@ -20,8 +20,10 @@ or one); workers prune them once a minute (``Operations.prune``), in small batch
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from .steps import recorded_as_dicts
 
 #: How a job ended.
 DONE, DELETED, CANCELLED = "done", "deleted", "cancelled"
@@ -69,6 +71,10 @@ class Finished:
         unique_key: its unique key, or None.
         body: the first 256 bytes of its body.
         result: its result (``Job.complete``) while kept, else None.
+        steps: its durable steps (``job.step``) as ``stats_job`` gave them while it
+            lived: each one's ``name``, ``value`` and ``finished_at`` (ms since the
+            epoch), in the order they finished; empty for a job that had none.
+        cursors: its saved cursors likewise: ``name``, ``value``, ``saved_at``.
     """
 
     id: int
@@ -86,17 +92,20 @@ class Finished:
     unique_key: str | None
     body: bytes
     result: bytes | None
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    cursors: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> Finished:
         """From a ``finished_job`` or ``list_finished`` row."""
         (job_id, tube, group, outcome, ended_at, worker, actor, ran, attempts, created_at,
-         unique_key, body, result, host, pid) = row
+         unique_key, body, steps, result, host, pid) = row
+        done, cursors = recorded_as_dicts(steps)
         return cls(int(job_id), tube, group, outcome, int(ended_at), worker, host,
                    None if pid is None else int(pid), actor,
                    None if ran is None else max(0, ran) / 1000, int(attempts),
                    int(created_at), unique_key, bytes(body),
-                   None if result is None else bytes(result))
+                   None if result is None else bytes(result), done, cursors)
 
     def describe(self) -> str:
         """One line: ``done 2026-12-05 14:02:11 UTC after 3 attempts, 1.2 s``,

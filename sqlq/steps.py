@@ -77,9 +77,26 @@ def rows_as_dicts(rows: list[tuple[int, str, str, int]]
     step's ``name``, ``value`` and ``finished_at``, each cursor's ``name``, ``value`` and
     ``saved_at`` (ms since the epoch)."""
     import json
-    steps = [{"name": name, "value": json.loads(value), "finished_at": at}
+    return _as_dicts([(kind, name, json.loads(value), at) for kind, name, value, at in rows])
+
+
+def recorded_as_dicts(text: str | None
+                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A finished record's ``steps`` column (a JSON array of {kind, name, value, at}, or
+    NULL for a job that had none) as rows_as_dicts gives a live job's, in its order:
+    steps as they finished, then cursors."""
+    if text is None:
+        return [], []
+    import json
+    items = sorted(json.loads(text), key=lambda r: (r["kind"], r["at"], r["name"]))
+    return _as_dicts([(r["kind"], r["name"], r["value"], r["at"]) for r in items])
+
+
+def _as_dicts(rows: list[tuple[int, str, Any, int]]
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    steps = [{"name": name, "value": value, "finished_at": at}
              for kind, name, value, at in rows if kind == STEP]
-    cursors = [{"name": name, "value": json.loads(value), "saved_at": at}
+    cursors = [{"name": name, "value": value, "saved_at": at}
                for kind, name, value, at in rows if kind == CURSOR]
     return steps, cursors
 

@@ -14,7 +14,8 @@ CREATE TABLE sqlq_finished (
     attempts   integer NOT NULL,      -- its reserves
     created_at bigint  NOT NULL,
     unique_key text,
-    body       bytea   NOT NULL       -- its first 256 bytes: what a search reads
+    body       bytea   NOT NULL,      -- its first 256 bytes: what a search reads
+    steps      text                   -- its steps and cursors as JSON, or NULL: see SQLite's
 ) WITH (
     -- insert-only, then deleted by age in batches: vacuum early, as sqlq_jobs.
     autovacuum_vacuum_scale_factor = 0.01,
@@ -32,6 +33,16 @@ CREATE TABLE sqlq_retention (
     max_age   bigint,                 -- ms
     max_count bigint                  -- records kept per tube and outcome
 );
+
+-- A job's steps and cursors as its record keeps them (issue 40): a JSON array of {kind,
+-- name, value, at}. Called by the statement that deletes the job, for a job with
+-- steps > 0 only; STABLE, so it reads that statement's snapshot: sqlq_forget_steps, an
+-- AFTER trigger, deletes them at the statement's end, unseen.
+CREATE FUNCTION sqlq_job_steps(p_id bigint) RETURNS text LANGUAGE sql STABLE AS $body$
+    SELECT json_agg(json_build_object('kind', kind, 'name', name, 'value', value::json,
+                                      'at', done_at) ORDER BY kind, done_at, name)::text
+      FROM sqlq_steps WHERE job_id = p_id
+$body$;
 
 -- The worker's delete-and-claim functions (0001) write the record of the job they delete
 -- in their DELETE's statement.
@@ -55,19 +66,19 @@ BEGIN
         DELETE FROM sqlq_jobs
          WHERE id = p_id AND state + 0 = 2 AND lease = p_lease AND reserved_until > p_now
         RETURNING id, tube, grp, owner, reserved_until - ttr AS began, reserves, created_at,
-                  unique_key, substr(body, 1, 256) AS head, dependents, capped),
+                  unique_key, substr(body, 1, 256) AS head, dependents, capped, steps),
     kept AS (
         INSERT INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran, attempts,
-                                   created_at, unique_key, body)
+                                   created_at, unique_key, body, steps)
         SELECT id, tube, grp, 'done', p_now, owner, p_now - began, reserves, created_at,
-               unique_key, head
+               unique_key, head, CASE WHEN steps > 0 THEN sqlq_job_steps(id) END
           FROM gone
         ON CONFLICT (id) DO UPDATE
             SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
                 ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
                 ran = excluded.ran, attempts = excluded.attempts,
                 created_at = excluded.created_at, unique_key = excluded.unique_key,
-                body = excluded.body)
+                body = excluded.body, steps = excluded.steps)
     SELECT dependents, capped INTO v_dependents, v_capped FROM gone;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job %: lease lost', p_id USING ERRCODE = 'SQ001';
@@ -107,19 +118,19 @@ BEGIN
                AND j.reserved_until > p_now
             RETURNING j.id, j.lease, j.dependents, j.capped, j.tube, j.grp, j.owner,
                       j.reserved_until - j.ttr AS began, j.reserves, j.created_at,
-                      j.unique_key, substr(j.body, 1, 256) AS head),
+                      j.unique_key, substr(j.body, 1, 256) AS head, j.steps),
         kept AS (
             INSERT INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran, attempts,
-                                       created_at, unique_key, body)
+                                       created_at, unique_key, body, steps)
             SELECT id, tube, grp, 'done', p_now, owner, p_now - began, reserves, created_at,
-                   unique_key, head
+                   unique_key, head, CASE WHEN steps > 0 THEN sqlq_job_steps(id) END
               FROM gone
             ON CONFLICT (id) DO UPDATE
             SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
                 ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
                 ran = excluded.ran, attempts = excluded.attempts,
                 created_at = excluded.created_at, unique_key = excluded.unique_key,
-                body = excluded.body)
+                body = excluded.body, steps = excluded.steps)
         SELECT array_agg(k.id) FILTER (WHERE g.id IS NULL),
                array_agg(k.lease) FILTER (WHERE g.id IS NULL),
                array_agg(g.id) FILTER (WHERE g.dependents > 0),

@@ -217,19 +217,19 @@ BEGIN
         DELETE FROM sqlq_jobs
          WHERE id = p_id AND state + 0 = 2 AND lease = p_lease AND reserved_until > p_now
         RETURNING id, tube, grp, owner, reserved_until - ttr AS began, reserves, created_at,
-                  unique_key, substr(body, 1, 256) AS head, dependents, capped),
+                  unique_key, substr(body, 1, 256) AS head, dependents, capped, steps),
     kept AS (
         INSERT INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran, attempts,
-                                   created_at, unique_key, body)
+                                   created_at, unique_key, body, steps)
         SELECT id, tube, grp, 'done', p_now, owner, p_now - began, reserves, created_at,
-               unique_key, head
+               unique_key, head, CASE WHEN steps > 0 THEN sqlq_job_steps(id) END
           FROM gone
         ON CONFLICT (id) DO UPDATE
             SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
                 ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
                 ran = excluded.ran, attempts = excluded.attempts,
                 created_at = excluded.created_at, unique_key = excluded.unique_key,
-                body = excluded.body)
+                body = excluded.body, steps = excluded.steps)
     SELECT dependents, capped INTO v_dependents, v_capped FROM gone;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job %: lease lost', p_id USING ERRCODE = 'SQ001';
@@ -263,19 +263,19 @@ BEGIN
                AND j.reserved_until > p_now
             RETURNING j.id, j.lease, j.dependents, j.capped, j.tube, j.grp, j.owner,
                       j.reserved_until - j.ttr AS began, j.reserves, j.created_at,
-                      j.unique_key, substr(j.body, 1, 256) AS head),
+                      j.unique_key, substr(j.body, 1, 256) AS head, j.steps),
         kept AS (
             INSERT INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran, attempts,
-                                       created_at, unique_key, body)
+                                       created_at, unique_key, body, steps)
             SELECT id, tube, grp, 'done', p_now, owner, p_now - began, reserves, created_at,
-                   unique_key, head
+                   unique_key, head, CASE WHEN steps > 0 THEN sqlq_job_steps(id) END
               FROM gone
             ON CONFLICT (id) DO UPDATE
             SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
                 ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
                 ran = excluded.ran, attempts = excluded.attempts,
                 created_at = excluded.created_at, unique_key = excluded.unique_key,
-                body = excluded.body)
+                body = excluded.body, steps = excluded.steps)
         SELECT array_agg(k.id) FILTER (WHERE g.id IS NULL),
                array_agg(k.lease) FILTER (WHERE g.id IS NULL),
                array_agg(g.id) FILTER (WHERE g.dependents > 0),
@@ -372,6 +372,13 @@ BEGIN
     RETURN NULL;
 END
 $$;
+CREATE FUNCTION public.sqlq_job_steps(p_id bigint) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT json_agg(json_build_object('kind', kind, 'name', name, 'value', value::json,
+                                      'at', done_at) ORDER BY kind, done_at, name)::text
+      FROM sqlq_steps WHERE job_id = p_id
+$$;
 CREATE FUNCTION public.sqlq_release_children(p_parents bigint[], p_now bigint) RETURNS integer
     LANGUAGE plpgsql
     AS $$
@@ -450,7 +457,8 @@ CREATE TABLE public.sqlq_finished (
     attempts integer NOT NULL,
     created_at bigint NOT NULL,
     unique_key text,
-    body bytea NOT NULL
+    body bytea NOT NULL,
+    steps text
 )
 WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000');
 CREATE TABLE public.sqlq_groups (

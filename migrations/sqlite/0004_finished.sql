@@ -14,7 +14,11 @@ CREATE TABLE sqlq_finished (
     attempts   INTEGER NOT NULL,      -- its reserves
     created_at INTEGER NOT NULL,
     unique_key TEXT,
-    body       BLOB    NOT NULL       -- its first 256 bytes: what a search reads
+    body       BLOB    NOT NULL,      -- its first 256 bytes: what a search reads
+    -- Its durable steps and cursors (issue 40, sqlq_steps), read by the statement that
+    -- ends the job before sqlq_forget_steps deletes them: a JSON array of {kind, name,
+    -- value, at}. NULL for a job that had none (sqlq_jobs.steps = 0: no probe made).
+    steps      TEXT
 );
 
 -- The Done, Cancelled and Deleted lists of a tube (newest first) and retention, which

@@ -152,7 +152,11 @@ CREATE TABLE sqlq_finished (
     attempts   INTEGER NOT NULL,      -- its reserves
     created_at INTEGER NOT NULL,
     unique_key TEXT,
-    body       BLOB    NOT NULL       -- its first 256 bytes: what a search reads
+    body       BLOB    NOT NULL,      -- its first 256 bytes: what a search reads
+    -- Its durable steps and cursors (issue 40, sqlq_steps), read by the statement that
+    -- ends the job before sqlq_forget_steps deletes them: a JSON array of {kind, name,
+    -- value, at}. NULL for a job that had none (sqlq_jobs.steps = 0: no probe made).
+    steps      TEXT
 );
 
 -- table sqlq_groups
@@ -367,6 +371,7 @@ CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
 -- column sqlq_finished: (9, 'created_at', 'INTEGER', 1, None, 0, 0)
 -- column sqlq_finished: (10, 'unique_key', 'TEXT', 0, None, 0, 0)
 -- column sqlq_finished: (11, 'body', 'BLOB', 1, None, 0, 0)
+-- column sqlq_finished: (12, 'steps', 'TEXT', 0, None, 0, 0)
 -- column sqlq_groups: (0, 'tube', 'TEXT', 1, None, 1, 0)
 -- column sqlq_groups: (1, 'grp', 'TEXT', 1, None, 2, 0)
 -- column sqlq_groups: (2, 'turn', 'INTEGER', 1, None, 0, 0)

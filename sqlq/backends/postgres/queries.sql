@@ -181,22 +181,25 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
 -- dialect: pg_notify, so a waiting result() learns of the delete; the tube through the CTE.
 -- An administrator's delete; a result waiter learns of it from the NOTIFY. A job with
 -- dependency edges is left to delete_linked_job (migration 0011).
--- The job's record (issue 39) in the same statement: a data-modifying CTE.
+-- The job's record (issue 39) in the same statement: a data-modifying CTE. Its steps
+-- (sqlq_job_steps, migration 0004) are read in the statement's snapshot: the delete of
+-- sqlq_forget_steps, an AFTER trigger, runs at its end and is not seen.
 WITH job AS (DELETE FROM sqlq_jobs WHERE id = %(id)s AND dependents = 0 AND waiting_on = 0
              RETURNING id, tube, grp, state, owner, reserved_until - ttr AS began, reserves,
-                       created_at, unique_key, substr(body, 1, 256) AS head),
+                       created_at, unique_key, substr(body, 1, 256) AS head, steps),
 kept AS (INSERT INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, actor, ran,
-                                    attempts, created_at, unique_key, body)
+                                    attempts, created_at, unique_key, body, steps)
          SELECT id, tube, grp, %(outcome)s, %(now)s, CASE WHEN state = 2 THEN owner END,
                 %(actor)s, CASE WHEN state = 2 THEN %(now)s - began END, reserves,
-                created_at, unique_key, head
+                created_at, unique_key, head,
+                CASE WHEN steps > 0 THEN sqlq_job_steps(id) END
            FROM job
          ON CONFLICT (id) DO UPDATE
             SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
                 ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
                 ran = excluded.ran, attempts = excluded.attempts,
                 created_at = excluded.created_at, unique_key = excluded.unique_key,
-                body = excluded.body)
+                body = excluded.body, steps = excluded.steps)
 SELECT tube, pg_notify('sqlq', '') FROM job;
 
 -- name: delete_leased_job
@@ -217,18 +220,18 @@ WITH job AS (
      WHERE id = %s AND state + 0 = 2 AND lease = %s AND reserved_until > %s
        AND dependents = 0
     RETURNING id, tube, grp, owner, reserved_until - ttr AS began, reserves, created_at,
-              unique_key, substr(body, 1, 256) AS head, capped),
+              unique_key, substr(body, 1, 256) AS head, capped, steps),
 kept AS (INSERT INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran, attempts,
-                                    created_at, unique_key, body)
+                                    created_at, unique_key, body, steps)
          SELECT id, tube, grp, 'done', t.now, owner, t.now - began, reserves, created_at,
-                unique_key, head
+                unique_key, head, CASE WHEN steps > 0 THEN sqlq_job_steps(id) END
            FROM job, (SELECT %s::bigint AS now) AS t
          ON CONFLICT (id) DO UPDATE
             SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
                 ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
                 ran = excluded.ran, attempts = excluded.attempts,
                 created_at = excluded.created_at, unique_key = excluded.unique_key,
-                body = excluded.body)
+                body = excluded.body, steps = excluded.steps)
 SELECT tube, CASE WHEN capped THEN pg_notify('sqlq', tube) END FROM job;
 
 -- name: lease_state
@@ -1074,19 +1077,20 @@ WITH job AS (
        AND (%(lease)s::bigint IS NULL
             OR (state = 2 AND lease = %(lease)s AND reserved_until > %(now)s))
     RETURNING id, tube, grp, dependents, waiting_on, state, owner, reserved_until - ttr AS began,
-              reserves, created_at, unique_key, substr(body, 1, 256) AS head),
+              reserves, created_at, unique_key, substr(body, 1, 256) AS head, steps),
 kept AS (INSERT INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, actor, ran,
-                                    attempts, created_at, unique_key, body)
+                                    attempts, created_at, unique_key, body, steps)
          SELECT id, tube, grp, %(outcome)s, %(now)s, CASE WHEN state = 2 THEN owner END,
                 %(actor)s, CASE WHEN state = 2 THEN %(now)s - began END, reserves,
-                created_at, unique_key, head
+                created_at, unique_key, head,
+                CASE WHEN steps > 0 THEN sqlq_job_steps(id) END
            FROM job
          ON CONFLICT (id) DO UPDATE
             SET tube = excluded.tube, grp = excluded.grp, outcome = excluded.outcome,
                 ended_at = excluded.ended_at, worker = excluded.worker, actor = excluded.actor,
                 ran = excluded.ran, attempts = excluded.attempts,
                 created_at = excluded.created_at, unique_key = excluded.unique_key,
-                body = excluded.body)
+                body = excluded.body, steps = excluded.steps)
 SELECT tube, dependents, waiting_on, pg_notify('sqlq', '') FROM job;
 
 -- name: release_children
@@ -1379,7 +1383,7 @@ VALUES (%(job_id)s, %(kind)s, %(name)s, %(value)s, %(done_at)s);
 -- One record by primary key, its result if still kept, its worker's host and pid while
 -- its row is in the registry.
 SELECT f.id, f.tube, f.grp, f.outcome, f.ended_at, f.worker, f.actor, f.ran, f.attempts,
-       f.created_at, f.unique_key, f.body,
+       f.created_at, f.unique_key, f.body, f.steps,
        (SELECT result FROM sqlq_results WHERE job_id = f.id AND expires_at > %(now)s),
        w.host, w.pid
   FROM sqlq_finished AS f LEFT JOIN sqlq_workers AS w ON w.token = f.worker
@@ -1389,7 +1393,7 @@ SELECT f.id, f.tube, f.grp, f.outcome, f.ended_at, f.worker, f.actor, f.ran, f.a
 -- A page of a tube's records of one outcome, newest first, after the key (ended_at, id)
 -- of the last one shown: one range of sqlq_finished_list.
 SELECT id, tube, grp, outcome, ended_at, worker, actor, ran, attempts, created_at,
-       unique_key, body, NULL, NULL, NULL
+       unique_key, body, steps, NULL, NULL, NULL
   FROM sqlq_finished
  WHERE tube = %(tube)s AND outcome = %(outcome)s AND (ended_at, id) < (%(at)s, %(after)s)
  ORDER BY ended_at DESC, id DESC LIMIT %(limit)s;
@@ -1399,7 +1403,7 @@ SELECT id, tube, grp, outcome, ended_at, worker, actor, ran, attempts, created_a
 -- A tube's records of one outcome whose id, unique key or body's head contains :text,
 -- newest first, among its newest :depth only (a body search cannot use an index).
 SELECT id, tube, grp, outcome, ended_at, worker, actor, ran, attempts, created_at,
-       unique_key, body, NULL, NULL, NULL
+       unique_key, body, steps, NULL, NULL, NULL
   FROM (SELECT * FROM sqlq_finished WHERE tube = %(tube)s AND outcome = %(outcome)s
          ORDER BY ended_at DESC, id DESC LIMIT %(depth)s) AS f
  WHERE position(%(bytes)s::bytea IN body) > 0 OR strpos(unique_key, %(text)s) > 0

@@ -210,11 +210,17 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
 -- The job's record (issue 39): its outcome (deleted or cancelled) and who asked (:actor);
 -- the holder and the run's time only if it was reserved. REPLACE: a stale record of the
 -- same id (a copied job's) gives way, and the insert, so the delete, still happens.
+-- Its steps and cursors (issue 40) as JSON, read here, before the trigger's delete of the
+-- job fires sqlq_forget_steps; a job without any (steps = 0) pays one column test.
 INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, actor, ran,
-                                      attempts, created_at, unique_key, body)
+                                      attempts, created_at, unique_key, body, steps)
 SELECT id, tube, grp, :outcome, :now, CASE WHEN state = 2 THEN owner END, :actor,
        CASE WHEN state = 2 THEN :now - (reserved_until - ttr) END, reserves, created_at,
-       unique_key, substr(body, 1, 256)
+       unique_key, substr(body, 1, 256),
+       CASE WHEN steps > 0 THEN (
+           SELECT json_group_array(json_object('kind', s.kind, 'name', s.name,
+                                               'value', json(s.value), 'at', s.done_at))
+             FROM sqlq_steps AS s WHERE s.job_id = sqlq_jobs.id) END
   FROM sqlq_jobs
  WHERE id = :id AND dependents = 0 AND waiting_on = 0
 RETURNING tube;
@@ -231,9 +237,13 @@ RETURNING tube;
 -- keeps returned rows in a temporary table, measured at 15k instructions a delete (a
 -- quarter of the record's cost); conn.changes() says whether the job was there.
 INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran,
-                                      attempts, created_at, unique_key, body)
+                                      attempts, created_at, unique_key, body, steps)
 SELECT id, tube, grp, 'done', ?3, owner, ?3 - (reserved_until - ttr), reserves, created_at,
-       unique_key, substr(body, 1, 256)
+       unique_key, substr(body, 1, 256),
+       CASE WHEN steps > 0 THEN (
+           SELECT json_group_array(json_object('kind', s.kind, 'name', s.name,
+                                               'value', json(s.value), 'at', s.done_at))
+             FROM sqlq_steps AS s WHERE s.job_id = sqlq_jobs.id) END
   FROM sqlq_jobs
  WHERE id = ?1 AND state = 2 AND lease = ?2 AND reserved_until > ?3 AND dependents = 0;
 
@@ -241,9 +251,9 @@ SELECT id, tube, grp, 'done', ?3, owner, ?3 - (reserved_until - ttr), reserves, 
 -- The record of a job delete_linked_job took (it returns what this needs). Its trigger's
 -- delete finds nothing: the job is gone already.
 INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, actor, ran,
-                                      attempts, created_at, unique_key, body)
+                                      attempts, created_at, unique_key, body, steps)
 VALUES (:id, :tube, :grp, :outcome, :now, :worker, :actor, :ran, :attempts, :created_at,
-        :unique_key, :body);
+        :unique_key, :body, :steps);
 
 -- name: lease_state
 -- Why a leased operation changed nothing: the job is gone, or the lease is.
@@ -848,9 +858,13 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
 -- ->>: the sqlite3 driver's system SQLite may be older than 3.38. As delete_leased_job:
 -- the records are inserted, their trigger deletes the jobs.
 INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran,
-                                      attempts, created_at, unique_key, body)
+                                      attempts, created_at, unique_key, body, steps)
 SELECT id, tube, grp, 'done', :now, owner, :now - (reserved_until - ttr), reserves, created_at,
-       unique_key, substr(body, 1, 256)
+       unique_key, substr(body, 1, 256),
+       CASE WHEN steps > 0 THEN (
+           SELECT json_group_array(json_object('kind', s.kind, 'name', s.name,
+                                               'value', json(s.value), 'at', s.done_at))
+             FROM sqlq_steps AS s WHERE s.job_id = sqlq_jobs.id) END
   FROM sqlq_jobs
  WHERE (id, lease) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                          FROM json_each(:jobs))
@@ -943,12 +957,18 @@ SELECT dependents, waiting_on FROM sqlq_jobs WHERE id = :id;
 
 -- name: delete_linked_job
 -- A job with dependents or parents, by id (:lease NULL) or under its live lease, inside
--- a savepoint with the release of its children and the removal of its edges.
+-- a savepoint with the release of its children and the removal of its edges. Its steps
+-- as delete_job reads them: RETURNING's subquery runs before the AFTER DELETE trigger
+-- sqlq_forget_steps (tests/unit/test_finished_steps.py checks, on both drivers).
 DELETE FROM sqlq_jobs
  WHERE id = :id
    AND (:lease IS NULL OR (state = 2 AND lease = :lease AND reserved_until > :now))
 RETURNING tube, dependents, waiting_on, state, owner, reserved_until - ttr, reserves,
-          created_at, unique_key, substr(body, 1, 256), grp;
+          created_at, unique_key, substr(body, 1, 256), grp,
+          CASE WHEN steps > 0 THEN (
+               SELECT json_group_array(json_object('kind', s.kind, 'name', s.name,
+                                                   'value', json(s.value), 'at', s.done_at))
+                 FROM sqlq_steps AS s WHERE s.job_id = sqlq_jobs.id) END;
 
 -- name: release_children
 -- A finished parent's children, one less parent each (an edge is unique): a child
@@ -1260,7 +1280,7 @@ VALUES (:job_id, :kind, :name, :value, :done_at);
 -- One record by primary key, its result if still kept, its worker's host and pid while
 -- its row is in the registry.
 SELECT f.id, f.tube, f.grp, f.outcome, f.ended_at, f.worker, f.actor, f.ran, f.attempts,
-       f.created_at, f.unique_key, f.body,
+       f.created_at, f.unique_key, f.body, f.steps,
        (SELECT result FROM sqlq_results WHERE job_id = f.id AND expires_at > :now),
        w.host, w.pid
   FROM sqlq_finished AS f LEFT JOIN sqlq_workers AS w ON w.token = f.worker
@@ -1270,7 +1290,7 @@ SELECT f.id, f.tube, f.grp, f.outcome, f.ended_at, f.worker, f.actor, f.ran, f.a
 -- A page of a tube's records of one outcome, newest first, after the key (ended_at, id)
 -- of the last one shown: one range of sqlq_finished_list.
 SELECT id, tube, grp, outcome, ended_at, worker, actor, ran, attempts, created_at,
-       unique_key, body, NULL, NULL, NULL
+       unique_key, body, steps, NULL, NULL, NULL
   FROM sqlq_finished
  WHERE tube = (SELECT :tube) AND outcome = (SELECT :outcome) AND (ended_at, id) < ((SELECT :at), (SELECT :after))
  ORDER BY ended_at DESC, id DESC LIMIT (SELECT :limit);
@@ -1279,7 +1299,7 @@ SELECT id, tube, grp, outcome, ended_at, worker, actor, ran, attempts, created_a
 -- A tube's records of one outcome whose id, unique key or body's head contains :text,
 -- newest first, among its newest :depth only (a body search cannot use an index).
 SELECT id, tube, grp, outcome, ended_at, worker, actor, ran, attempts, created_at,
-       unique_key, body, NULL, NULL, NULL
+       unique_key, body, steps, NULL, NULL, NULL
   FROM (SELECT * FROM sqlq_finished WHERE tube = (SELECT :tube) AND outcome = (SELECT :outcome)
          ORDER BY ended_at DESC, id DESC LIMIT (SELECT :depth)) AS f
  WHERE instr(body, :bytes) > 0 OR instr(unique_key, :text) > 0 OR CAST(id AS TEXT) = :text

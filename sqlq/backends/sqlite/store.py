@@ -182,13 +182,14 @@ class SQLiteJobs(JobStore):
 
     def finished(self, conn: Any, now: int, job_id: int, tube: str, outcome: str,
                  actor: str | None, row: Sequence[Any]) -> None:
-        state, owner, began, reserves, created_at, unique_key, head, group = row
+        state, owner, began, reserves, created_at, unique_key, head, group, steps = row
         reserved = state == 2
         conn.execute(self.Q["insert_finished"], {
             "id": job_id, "tube": tube, "grp": group, "outcome": outcome, "now": now,
             "worker": owner if reserved else None, "actor": actor,
             "ran": now - began if reserved else None, "attempts": reserves,
-            "created_at": created_at, "unique_key": unique_key, "body": head})
+            "created_at": created_at, "unique_key": unique_key, "body": head,
+            "steps": steps})
 
     @contextlib.contextmanager
     def savepoint(self, conn: Any) -> Iterator[None]:

@@ -156,7 +156,7 @@ class JobStore(abc.ABC):
                  actor: str | None, row: Sequence[Any]) -> None:
         """Write the record of a job delete_linked_job just took, from what it returned
         (state, owner, reservation start, reserves, created_at, unique_key, body's head,
-        group):
+        group, steps and cursors as JSON):
         nothing for a backend whose statement writes it itself."""
         return None
 
