@@ -203,7 +203,7 @@ def peek(ctx: click.Context, job_id: int | None, which: str | None, tube: str | 
     sqlq step) each finished step and each saved cursor. A job that ended is not found
     (exit 3), and the message says how it ended ("done 2026-12-05 14:02:11 UTC after 3
     attempts, 1.2 s", "cancelled ... by the dashboard"; with --json its record on stdout)
-    while its record is kept.
+    while its record is kept; its steps and cursors, if it had any, on stdout.
 
     Example:
 
@@ -266,6 +266,10 @@ def finished_text(queue: sqlq.Queue, job_id: int, as_json: bool) -> str | None:
         return None
     if as_json:
         emit({"finished": record.as_dict()}, True)
+    elif record.steps or record.cursors:  # what its runs finished, kept on the record
+        from .steps import steps_lines
+
+        click.echo(steps_lines(record.steps, record.cursors))
     return f"job {job_id} not found: {record.describe()}"
 
 

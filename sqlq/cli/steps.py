@@ -79,6 +79,11 @@ def steps_record(rows: list[tuple[int, str, str, int]]) -> dict[str, Any]:
 def steps_text(rows: list[tuple[int, str, str, int]]) -> str:
     """``sqlq peek``'s lines for a job's steps and cursors ('' for none): each finished
     step with when it finished (UTC), each cursor with its value."""
+    return steps_lines(*rows_as_dicts(rows))
+
+
+def steps_lines(steps: list[dict[str, Any]], cursors: list[dict[str, Any]]) -> str:
+    """steps_text of steps and cursors as dicts (rows_as_dicts', a finished record's)."""
     import datetime
 
     from ..display import display_text
@@ -87,7 +92,6 @@ def steps_text(rows: list[tuple[int, str, str, int]]) -> str:
         at = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
         return at.strftime("%Y-%m-%d %H:%M:%S UTC")
 
-    steps, cursors = rows_as_dicts(rows)
     lines = [f"step {display_text(s['name'])}: done {when(s['finished_at'])}" for s in steps]
     lines += [f"cursor {display_text(c['name'])}: {display_text(json.dumps(c['value']))[:200]}"
               for c in cursors]

@@ -296,7 +296,8 @@ class Dashboard:
                            shown_links=SHOWN_LINKS,
                            progress=views.progress(self.queue, job_id) if job else None,
                            attempts=self.queue.attempts(job_id) if job else [],
-                           steps=views.steps(self.queue, job_id) if job else None,
+                           steps=views.steps(self.queue, job_id) if job else
+                           views.shown_steps(ended.steps, ended.cursors) if ended else None,
                            body=views.show_body(job.body) if job else None,
                            result=views.show_body(result) if result is not None else None,
                            now=now_ms())

@@ -197,11 +197,18 @@ def steps(queue: Any, job_id: int) -> tuple[list[dict[str, Any]], list[dict[str,
     text cut to a line's worth for the page."""
     from ..steps import rows_as_dicts
 
-    done, cursors = rows_as_dicts(queue.views.steps(job_id))
-    for row in (*done, *cursors):
+    return shown_steps(*rows_as_dicts(queue.views.steps(job_id)))
+
+
+def shown_steps(done: list[dict[str, Any]], cursors: list[dict[str, Any]]
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Steps and cursors (a live job's, a finished record's), copies with each value as
+    JSON text cut to a line's worth for the page."""
+    def shown(row: dict[str, Any]) -> dict[str, Any]:
         text = json.dumps(row["value"])
-        row["shown"] = text if len(text) <= 200 else text[:200] + " …"
-    return done, cursors
+        return {**row, "shown": text if len(text) <= 200 else text[:200] + " …"}
+
+    return [shown(r) for r in done], [shown(r) for r in cursors]
 
 
 def progress(queue: Any, job_id: int) -> Progress | None:

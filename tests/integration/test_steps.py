@@ -192,3 +192,33 @@ def test_a_step_through_djangos_connection(db_url: str) -> None:
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "['atomic', 'autocommit'] 2"
+
+
+@pytest.mark.slow
+def test_a_finished_jobs_page_and_peek_show_its_steps(q: sqlq.Queue, db_url: str) -> None:
+    from tests.dashboard_client import running
+
+    jid = q.put(b"x")
+    job = q.reserve(timeout=0)
+    assert job is not None
+    job.step("charge <card>", lambda: {"receipt": "r-1"})
+    job.save_cursor("row", 1234)
+    job.delete()
+    plain = q.put(b"y")
+    q.delete(plain)
+    with running(q) as client:
+        page = client.get(f"/job?id={jid}").text
+        other = client.get(f"/job?id={plain}").text
+    assert 'id="ended"' in page
+    steps = page[page.index('id="steps"'):]
+    assert "charge &lt;card&gt;" in steps and "{&#34;receipt&#34;: &#34;r-1&#34;}" in steps
+    assert "row <small class=\"muted\">cursor</small>" in steps and "1234" in steps
+    assert 'id="ended"' in other and 'id="steps"' not in other
+    peek = _sqlq(db_url, "peek", str(jid))
+    assert peek.returncode == 3 and f"job {jid} not found: done " in peek.stderr
+    assert "step charge <card>: done " in peek.stdout and "cursor row: 1234" in peek.stdout
+    record = json.loads(_sqlq(db_url, "peek", str(jid), "--json").stdout)["finished"]
+    assert [(s["name"], s["value"]) for s in record["steps"]] == [
+        ("charge <card>", {"receipt": "r-1"})]
+    assert [(c["name"], c["value"]) for c in record["cursors"]] == [("row", 1234)]
+    assert _sqlq(db_url, "peek", str(plain)).stdout == ""
