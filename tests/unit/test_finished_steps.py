@@ -98,7 +98,7 @@ def test_every_worker_path_keeps_the_steps(q: sqlq.Queue) -> None:
     assert len(batch) == 2
     lives.append(_work(q, batch[0], "c"))
     q.delete_many(batch)
-    for jid, live, tag in zip(ids[:3], lives, "abc"):
+    for jid, live, tag in zip(ids[:3], lives, "abc", strict=True):
         _assert_kept(_record(q, jid), live, tag)
     assert _record(q, ids[3]).steps == []  # the batch's other job: none of its own
 
