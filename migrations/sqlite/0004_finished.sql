@@ -15,9 +15,9 @@ CREATE TABLE sqlq_finished (
     created_at INTEGER NOT NULL,
     unique_key TEXT,
     body       BLOB    NOT NULL,      -- its first 256 bytes: what a search reads
-    -- Its durable steps and cursors (issue 40, sqlq_steps), read by the statement that
-    -- ends the job before sqlq_forget_steps deletes them: a JSON array of {kind, name,
-    -- value, at}. NULL for a job that had none (sqlq_jobs.steps = 0: no probe made).
+    -- Its durable steps and cursors (issue 40, sqlq_steps) when it ended, copied by
+    -- sqlq_forget_steps (below): a JSON array of {kind, name, value, at}. NULL for a
+    -- job that had none.
     steps      TEXT
 );
 
@@ -40,4 +40,21 @@ CREATE TABLE sqlq_retention (
 CREATE TRIGGER sqlq_finish_job AFTER INSERT ON sqlq_finished
 BEGIN
     DELETE FROM sqlq_jobs WHERE id = new.id;
+END;
+
+-- A job's steps and cursors go onto its record (issue 40) before they go with the job:
+-- sqlq_forget_steps (0002) again, copying them to the record first. The record is written
+-- before its trigger deletes the job, so it is there; a job without steps fires nothing
+-- (the WHEN), so the delete statements above cost what they did. A job deleted before
+-- its record (delete_linked_job) has none yet: its statement returns the steps itself.
+DROP TRIGGER sqlq_forget_steps;
+CREATE TRIGGER sqlq_forget_steps AFTER DELETE ON sqlq_jobs
+WHEN old.steps > 0
+BEGIN
+    UPDATE sqlq_finished
+       SET steps = (SELECT json_group_array(json_object('kind', kind, 'name', name,
+                                                        'value', json(value), 'at', done_at))
+                      FROM sqlq_steps WHERE job_id = old.id)
+     WHERE id = old.id;
+    DELETE FROM sqlq_steps WHERE job_id = old.id;
 END;

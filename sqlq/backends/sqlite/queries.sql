@@ -210,17 +210,14 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
 -- The job's record (issue 39): its outcome (deleted or cancelled) and who asked (:actor);
 -- the holder and the run's time only if it was reserved. REPLACE: a stale record of the
 -- same id (a copied job's) gives way, and the insert, so the delete, still happens.
--- Its steps and cursors (issue 40) as JSON, read here, before the trigger's delete of the
--- job fires sqlq_forget_steps; a job without any (steps = 0) pays one column test.
+-- A job's steps and cursors (issue 40) are copied onto its record by sqlq_forget_steps
+-- (migration 0004), fired by the job's delete only for a job that has some: nothing in
+-- these statements (the delete of a job without steps costs what it did).
 INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, actor, ran,
-                                      attempts, created_at, unique_key, body, steps)
+                                      attempts, created_at, unique_key, body)
 SELECT id, tube, grp, :outcome, :now, CASE WHEN state = 2 THEN owner END, :actor,
        CASE WHEN state = 2 THEN :now - (reserved_until - ttr) END, reserves, created_at,
-       unique_key, substr(body, 1, 256),
-       CASE WHEN steps > 0 THEN (
-           SELECT json_group_array(json_object('kind', s.kind, 'name', s.name,
-                                               'value', json(s.value), 'at', s.done_at))
-             FROM sqlq_steps AS s WHERE s.job_id = sqlq_jobs.id) END
+       unique_key, substr(body, 1, 256)
   FROM sqlq_jobs
  WHERE id = :id AND dependents = 0 AND waiting_on = 0
 RETURNING tube;
@@ -237,13 +234,9 @@ RETURNING tube;
 -- keeps returned rows in a temporary table, measured at 15k instructions a delete (a
 -- quarter of the record's cost); conn.changes() says whether the job was there.
 INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran,
-                                      attempts, created_at, unique_key, body, steps)
+                                      attempts, created_at, unique_key, body)
 SELECT id, tube, grp, 'done', ?3, owner, ?3 - (reserved_until - ttr), reserves, created_at,
-       unique_key, substr(body, 1, 256),
-       CASE WHEN steps > 0 THEN (
-           SELECT json_group_array(json_object('kind', s.kind, 'name', s.name,
-                                               'value', json(s.value), 'at', s.done_at))
-             FROM sqlq_steps AS s WHERE s.job_id = sqlq_jobs.id) END
+       unique_key, substr(body, 1, 256)
   FROM sqlq_jobs
  WHERE id = ?1 AND state = 2 AND lease = ?2 AND reserved_until > ?3 AND dependents = 0;
 
@@ -858,13 +851,9 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
 -- ->>: the sqlite3 driver's system SQLite may be older than 3.38. As delete_leased_job:
 -- the records are inserted, their trigger deletes the jobs.
 INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran,
-                                      attempts, created_at, unique_key, body, steps)
+                                      attempts, created_at, unique_key, body)
 SELECT id, tube, grp, 'done', :now, owner, :now - (reserved_until - ttr), reserves, created_at,
-       unique_key, substr(body, 1, 256),
-       CASE WHEN steps > 0 THEN (
-           SELECT json_group_array(json_object('kind', s.kind, 'name', s.name,
-                                               'value', json(s.value), 'at', s.done_at))
-             FROM sqlq_steps AS s WHERE s.job_id = sqlq_jobs.id) END
+       unique_key, substr(body, 1, 256)
   FROM sqlq_jobs
  WHERE (id, lease) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                          FROM json_each(:jobs))
@@ -958,8 +947,9 @@ SELECT dependents, waiting_on FROM sqlq_jobs WHERE id = :id;
 -- name: delete_linked_job
 -- A job with dependents or parents, by id (:lease NULL) or under its live lease, inside
 -- a savepoint with the release of its children and the removal of its edges. Its steps
--- as delete_job reads them: RETURNING's subquery runs before the AFTER DELETE trigger
--- sqlq_forget_steps (tests/unit/test_finished_steps.py checks, on both drivers).
+-- and cursors as JSON for its record (insert_finished, written after: sqlq_forget_steps
+-- finds no record to copy them to): RETURNING's subquery runs before the AFTER DELETE
+-- trigger deletes them (tests/unit/test_finished_steps.py checks, on both drivers).
 DELETE FROM sqlq_jobs
  WHERE id = :id
    AND (:lease IS NULL OR (state = 2 AND lease = :lease AND reserved_until > :now))
