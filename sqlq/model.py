@@ -241,7 +241,8 @@ class Job(Durable):
             ValueError: this Job was peeked, not reserved (use ``Queue.delete(id)``).
         """
         lease = self.lease
-        self._queue.verbs.delete(self.id, lease_of(self) if lease is None else lease)
+        self._queue.verbs.delete(self.id, lease_of(self) if lease is None else lease,
+                                 tube=self.tube)
         self.state = "deleted"
 
     def release(self, priority: int | None = None, delay: float = 0) -> None:
