@@ -100,9 +100,6 @@ def warn_if_network_filesystem(path: str, mounts: str = "/proc/mounts") -> str |
 
 # SQLite's primary result codes that get a message of their own.
 _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 8, 10, 11, 13, 14, 26
-#: SQLITE_IOERR_SHMSIZE: the -shm file (WAL mode's index) could not grow; the unix VFS
-#: says so, not SQLITE_FULL, when the disk has no room for it.
-_IOERR_SHMSIZE = _IOERR | 19 << 8
 
 
 def translate(path: str, error: Exception, driver: Driver = drivers.DRIVERS["apsw"]) -> Error:
@@ -112,7 +109,7 @@ def translate(path: str, error: Exception, driver: Driver = drivers.DRIVERS["aps
         return SchemaError(f"{path}: not a SQLite database")
     if code == _CORRUPT:
         return DatabaseError(f"{path}: the database file is corrupt ({error})")
-    if code == _FULL:
+    if code == _FULL or driver.extended_code(error) == drivers.SQLITE_IOERR_SHMSIZE:
         return DatabaseError(f"{path}: disk full, nothing was written")
     if code == _READONLY:
         return DatabaseError(f"{path}: read-only (check the file's and directory's permissions)")
@@ -125,9 +122,6 @@ def translate(path: str, error: Exception, driver: Driver = drivers.DRIVERS["aps
     if code == drivers.SQLITE_BUSY:
         return Locked(f"{path}: database is locked by another process for too long")
     if code == _IOERR:
-        if driver.extended_code(error) == _IOERR_SHMSIZE:
-            return DatabaseError(f"{path}: disk full (no room for the -shm file SQLite's WAL "
-                                 "mode keeps beside it), nothing was written")
         return DatabaseError(f"{path}: I/O error ({error})")
     return DatabaseError(f"{path}: {error}")
 
@@ -169,9 +163,7 @@ def _create_file(path: str, now_ms: int, vfs: str | None = None,
             if mode != "wal":
                 raise DatabaseError(f"{path}: cannot create the database in WAL mode "
                                     f"(journal mode {mode})")
-            # A read in WAL mode makes the -shm: a disk with room for the file but not
-            # for it fails here, where nothing is left behind, not at the first open.
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+            conn.execute("SELECT 1 FROM sqlite_master").fetchall()  # the -shm: no room fails here
         finally:
             conn.close()
         try:

@@ -30,6 +30,9 @@ T = TypeVar("T")
 
 #: SQLite's primary result code for "another connection holds the lock".
 SQLITE_BUSY = 5
+#: The -shm file (WAL mode's index) could not grow: the unix VFS's word for a disk with
+#: no room for it (not SQLITE_FULL); db.translate says the disk is full.
+SQLITE_IOERR_SHMSIZE = 10 | 19 << 8
 #: RETURNING, which queries.sql uses, arrived in SQLite 3.35.
 MIN_SQLITE = (3, 35, 0)
 
