@@ -210,11 +210,12 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
 -- The job's record (issue 39): its outcome (deleted or cancelled) and who asked (:actor);
 -- the holder and the run's time only if it was reserved. REPLACE: a stale record of the
 -- same id (a copied job's) gives way, and the insert, so the delete, still happens.
+-- coalesce: SQLite's substr of an empty blob is NULL, not X'' (here and below).
 INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, actor, ran,
                                       attempts, created_at, unique_key, body)
 SELECT id, tube, grp, :outcome, :now, CASE WHEN state = 2 THEN owner END, :actor,
        CASE WHEN state = 2 THEN :now - (reserved_until - ttr) END, reserves, created_at,
-       unique_key, substr(body, 1, 256)
+       unique_key, coalesce(substr(body, 1, 256), X'')
   FROM sqlq_jobs
  WHERE id = :id AND dependents = 0 AND waiting_on = 0
 RETURNING tube;
@@ -233,7 +234,7 @@ RETURNING tube;
 INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran,
                                       attempts, created_at, unique_key, body)
 SELECT id, tube, grp, 'done', ?3, owner, ?3 - (reserved_until - ttr), reserves, created_at,
-       unique_key, substr(body, 1, 256)
+       unique_key, coalesce(substr(body, 1, 256), X'')
   FROM sqlq_jobs
  WHERE id = ?1 AND state = 2 AND lease = ?2 AND reserved_until > ?3 AND dependents = 0;
 
@@ -850,7 +851,7 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
 INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran,
                                       attempts, created_at, unique_key, body)
 SELECT id, tube, grp, 'done', :now, owner, :now - (reserved_until - ttr), reserves, created_at,
-       unique_key, substr(body, 1, 256)
+       unique_key, coalesce(substr(body, 1, 256), X'')
   FROM sqlq_jobs
  WHERE (id, lease) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                          FROM json_each(:jobs))
@@ -948,7 +949,7 @@ DELETE FROM sqlq_jobs
  WHERE id = :id
    AND (:lease IS NULL OR (state = 2 AND lease = :lease AND reserved_until > :now))
 RETURNING tube, dependents, waiting_on, state, owner, reserved_until - ttr, reserves,
-          created_at, unique_key, substr(body, 1, 256), grp;
+          created_at, unique_key, coalesce(substr(body, 1, 256), X''), grp;
 
 -- name: release_children
 -- A finished parent's children, one less parent each (an edge is unique): a child
