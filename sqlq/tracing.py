@@ -165,13 +165,14 @@ _KINDS = {"send": "PRODUCER", "receive": "CLIENT", "settle": "CLIENT"}
 
 def operation(verb: V, args: tuple[Any, ...],
               run: Callable[[V, Callable[..., Any], tuple[Any, ...]], T],
-              fn: Callable[..., Any]) -> T:
+              fn: Callable[..., Any], tube: str | None = None) -> T:
     """``run(verb, fn, args)`` under ``verb``'s span: ``send TUBE`` (PRODUCER) around a put,
     put_many or publish (``args[0]`` its :class:`~sqlq.putting.Put`, whose trace context is
     stored with every job it inserts: a worker's run of it is a child of this span),
     ``receive TUBE`` around a claim, ``settle TUBE`` around a delete, release, bury, touch
     or complete, and a span named by the verb around the others. The job's id and tube
-    are set from the arguments or, once known, the verb's value."""
+    are set from the arguments (``tube``: the job's, known to its handle) or, once
+    known, the verb's value."""
     from opentelemetry.trace import SpanKind
 
     assert _tracer is not None  # the caller tested active()
@@ -180,7 +181,7 @@ def operation(verb: V, args: tuple[Any, ...],
     if op is not None:
         attributes[OPERATION_TYPE] = op
     first: Any = args[0] if args else None
-    destination = None
+    destination = tube
     if op == "send":
         destination = first.tube
         attributes[PRIORITY] = first.priority
@@ -225,7 +226,7 @@ def _described(span: Span, prefix: str, destination: str | None, value: Any) -> 
         tube = value
     elif tube is not None:
         span.set_attribute(MESSAGE_ID, str(value.id))
-    if destination is None and isinstance(tube, str):
+    if destination is None and isinstance(tube, str) and tube:  # '': not said
         span.set_attribute(DESTINATION, tube)
         span.update_name(f"{prefix} {tube}")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
+from typing import IO
 
 import sqlq
 
@@ -114,10 +115,12 @@ def _ledger(path: str, tx: sqlq.Transaction, job_id: int, name: str, pause: floa
 
 
 @q.task(tube="chaos", retries=1000, backoff=0.01, ttr=60)
-def import_rows(path: str, rows: int, every: int) -> None:
+def import_rows(path: str, rows: int, every: int, gate: str = "") -> None:
     """An import of ``rows`` rows resuming at its cursor: each row processed appends its
     line ("<n>;"), in batches of ``every``: a batch is written (fsync'ed) before the
-    cursor that passes it is saved."""
+    cursor that passes it is saved. With ``gate`` (a file naming a row), the import stops
+    before that row until the file names a later one or is removed: a test's SIGKILLs
+    then land while it is under way however late the test gets a core."""
     job = _job()
     start = job.cursor("row", 0)
     with open(path, "a+") as out:
@@ -127,8 +130,33 @@ def import_rows(path: str, rows: int, every: int) -> None:
                 out.write("\n")
         for first in range(start, rows, every):
             last = min(first + every, rows)
-            out.write("".join(f"{n};\n" for n in range(first, last)))
+            n = first
+            while n < last:  # the whole batch, unless the gate is inside it
+                upto = min(last, _gate(gate, n, rows, out))
+                out.write("".join(f"{i};\n" for i in range(n, upto)))
+                n = upto
             out.flush()
             os.fsync(out.fileno())
             job.save_cursor("row", last)
     Path(path + ".done").write_text(str(job.id))
+
+
+def _gate(gate: str, n: int, rows: int, out: IO[str]) -> int:
+    """The row an import at row ``n`` may go up to (excluded): ``rows`` without a gate,
+    else the gate's row once it is past ``n`` (the rows written so far fsync'ed first:
+    a kill while it waits repeats them)."""
+    import time
+
+    waited = False
+    while True:
+        try:
+            limit = int(Path(gate).read_text()) if gate else rows
+        except FileNotFoundError:
+            return rows
+        if limit > n:
+            return limit
+        if not waited:
+            out.flush()
+            os.fsync(out.fileno())
+            waited = True
+        time.sleep(0.01)

@@ -84,7 +84,9 @@ def pause(ctx: click.Context, tube: str, duration: float, as_json: bool) -> None
 @json_option
 @click.pass_context
 def maintain(ctx: click.Context, quiet: bool, as_json: bool) -> None:
-    """Housekeeping, and what holds it back: on a file, checkpoint the WAL and check
+    """Housekeeping, and what holds it back: prune the finished records and results
+    past their retention (as workers do once a minute: for a queue worked without
+    `sqlq work`, run this from cron); then on a file, checkpoint the WAL and check
     the file; on PostgreSQL, vacuum the jobs table and report dead rows and the
     oldest snapshot holding the database's horizon (a transaction, a prepared one, a
     replication slot or a standby: it keeps deleted jobs around). On a terminal,
@@ -95,10 +97,12 @@ def maintain(ctx: click.Context, quiet: bool, as_json: bool) -> None:
     \b
         sqlq --db postgresql://app@db/app maintain
     """
-    backend = queue_from_ctx(ctx, create=False).backend
+    queue = queue_from_ctx(ctx, create=False)
     with bar("maintaining", "steps", quiet=quiet, done="maintained", rate=False) as shown:
-        report = backend.maintain(shown)
-    emit(report, as_json)
+        pruned = queue.prune()  # first: the checkpoint or vacuum after it sees the space
+        report = queue.backend.maintain(shown)
+    emit({"pruned-finished": pruned["finished"], "pruned-results": pruned["results"],
+          **report}, as_json)
 
 
 @cli.command("copy")

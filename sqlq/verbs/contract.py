@@ -110,14 +110,19 @@ class Verbs:
 
     # -- settling a reservation (``lease`` None: an operator's, by id) -------------------------
 
-    def delete(self, job_id: int, lease: int | None, by: str | None = None) -> str:
+    def delete(self, job_id: int, lease: int | None, by: str | None = None, *,
+               tube: str | None = None) -> str:
         """Delete a job (a reserved one under ``lease``; without one, ``by`` is who asked,
-        kept in its record); its tube."""
+        kept in its record); its tube ('' where the backend's worker's delete does not
+        say: SQLite's). ``tube``: the job's, if the caller knows it (a Job handle), for
+        the span, which then needs nothing back from the delete."""
         if by is None:  # the worker's ack: no argument more than it had
-            tube: str = self.dispatch.run(DELETE, self.store.jobs.delete, job_id, lease)
+            gone: str = self.dispatch.run(DELETE, self.store.jobs.delete, job_id, lease,
+                                          tube=tube)
         else:
-            tube = self.dispatch.run(DELETE, self.store.jobs.delete, job_id, lease, by)
-        return tube
+            gone = self.dispatch.run(DELETE, self.store.jobs.delete, job_id, lease, by,
+                                     tube=tube)
+        return gone
 
     def release(self, job_id: int, lease: int | None, priority: int | None,
                 delay_ms: int) -> None:

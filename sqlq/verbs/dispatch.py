@@ -88,11 +88,14 @@ class Dispatcher:
         self.clock = clock
         self._read, self._write, self._shared = backend.runners()
 
-    def run(self, verb: Verb, fn: Callable[..., Any], *args: Any) -> Any:
+    def run(self, verb: Verb, fn: Callable[..., Any], *args: Any,
+            tube: str | None = None) -> Any:
         """``fn(conn, now, *args)`` (``fn(conn, *args)`` for a verb that is not timed) in
-        ``verb``'s transaction, span and lost-connection rule; its value."""
+        ``verb``'s transaction, span and lost-connection rule; its value. ``tube``: the
+        job's, when the caller knows it, for the span's name (SQLite's worker's delete
+        returns no tube: RETURNING costs every delete, traced or not)."""
         if verb.span and traced():
-            return tracing.operation(verb, args, self._call, fn)
+            return tracing.operation(verb, args, self._call, fn, tube)
         return self._call(verb, fn, args)
 
     def run_batched(self, verb: Verb, batch: Batch, fn: Callable[..., Any],

@@ -141,6 +141,13 @@ class AsyncWorker:
         if self._blocked is not None:
             self._blocked.cancel()  # a cancelled reserve leaves no lease behind
 
+    def install_signal_handlers(self) -> None:
+        """SIGTERM and SIGINT request a stop from now on, before the loop runs: a signal
+        between the worker's "watching" line and :meth:`main`'s own handlers (which
+        replace these) stops it cleanly, exit 0, instead of killing the process."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda _signum, _frame: self.request_stop())
+
     def close(self) -> None:
         """Record the last waits and runs (nothing else is held between runs)."""
         self.handling.close()

@@ -196,7 +196,7 @@ def run_worker(config: WorkConfig, db: str, tubes: Sequence[str]) -> int:
     else:
         worker = Worker(queue, job_runner, tubes, burst=config.burst, grace=config.grace,
                         prefetch=config.prefetch)
-        worker.install_signal_handlers()
+    worker.install_signal_handlers()  # before the "watching" line: a SIGTERM now stops it
     scheduler = None if config.burst else start_scheduler(queue, REGISTRY.values())
     log.info("worker %d watching %s on %s%s", os.getpid(), ", ".join(worker.tubes),
              queue.backend.location,

@@ -128,7 +128,8 @@ def test_a_dead_workers_job_comes_back_at_once(db_url: str) -> None:
 
 @pytest.mark.sqlite_only
 def test_a_quiet_claim_is_one_statement(db_path: str) -> None:
-    """The one-at-a-time drain: data_version, the claim, the delete; no BEGIN, no
+    """The one-at-a-time drain: data_version, the claim, the delete (the INSERT of the
+    job's record, whose trigger deletes it); no BEGIN, no
     promote_due while nothing can be due."""
     with sqlq.Queue(db_path, durability="normal") as q:
         q.put_many([b"x"] * 20)
@@ -138,7 +139,7 @@ def test_a_quiet_claim_is_one_statement(db_path: str) -> None:
             assert job is not None
             job.delete()
 
-        assert statements(q, cycle) == ["PRAGMA", "UPDATE", "DELETE"] * 10
+        assert statements(q, cycle) == ["PRAGMA", "UPDATE", "INSERT"] * 10
 
 
 @pytest.mark.sqlite_only
@@ -154,7 +155,7 @@ def test_the_workers_delete_and_claim_skips_promote_due_too(db_path: str) -> Non
             held.append(q.reserve(timeout=0, delete=held.pop()))
             assert held[-1] is not None
 
-        assert statements(q, cycle) == ["BEGIN", "DELETE", "PRAGMA", "UPDATE", "COMMIT"] * 10
+        assert statements(q, cycle) == ["BEGIN", "INSERT", "PRAGMA", "UPDATE", "COMMIT"] * 10
 
 
 def statements(q: sqlq.Queue, cycle: Any) -> list[str]:

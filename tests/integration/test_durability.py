@@ -108,19 +108,29 @@ def test_lock_held_past_the_busy_timeout_is_retried(db_path: str,
 @pytest.mark.slow
 def test_file_stays_bounded_under_churn(db_path: str) -> None:
     """Deleted jobs' pages are reused and the WAL is checkpointed: churn does not grow
-    the file without limit."""
+    the file without limit. Every job leaves a record (sqlq/finished.py), kept up to the
+    retention's count: once that many are kept, pruning (a worker's beat, once a
+    minute; here once a round) makes room for as many as each round adds, and the file
+    stops growing. A small count, so the plateau comes within the test."""
     import os
     body = b"x" * 500
+    kept = 2000
     with Queue(db_path, durability="normal") as q:
-        sizes = []
+        q.retention(max_count=kept)
+        sizes, pruned = [], []
         for _ in range(30):
             ids = q.put_many([body] * 1000)
             job = q.reserve(timeout=0)
             while job is not None:
                 job = q.reserve(timeout=0, delete=job)
             assert q.stats()["total-jobs"] == ids[-1]
+            pruned.append(q.prune()["finished"])
             sizes.append(os.path.getsize(db_path) + os.path.getsize(db_path + "-wal"))
-    # 1000 live jobs of 500 bytes need about 1 MB; 30 000 jobs went through.
+        records = q.backend.db.conn.execute(  # type: ignore[attr-defined]
+            "SELECT count(*) FROM sqlq_finished").fetchall()[0][0]
+    assert records == kept and pruned[2:] == [1000] * 28, pruned
+    # 1000 live jobs of 500 bytes and 2000 records of a 256-byte head need about 1.7 MB;
+    # 30 000 jobs went through.
     assert max(sizes[10:]) <= max(sizes[:10]) * 1.5, sizes
     assert os.path.getsize(db_path) < 4 * 1024 * 1024
 

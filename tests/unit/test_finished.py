@@ -150,6 +150,23 @@ def test_the_body_is_kept_to_its_head(q: sqlq.Queue) -> None:
     assert _record(q, jid).body == b"y" * BODY_HEAD
 
 
+def test_an_empty_body_leaves_an_empty_head(q: sqlq.Queue) -> None:
+    """SQLite's substr of an empty blob is NULL: every way a job ends keeps b"" instead."""
+    by_id, held, claimed, batched, parent = q.put_many([b""] * 5)
+    child = q.put(b"", after=[parent])
+    q.delete(by_id)
+    first = _reserve(q)  # held
+    second = q.reserve(timeout=0, delete=first)  # claimed, by the delete-and-claim
+    assert second is not None
+    third = q.reserve(timeout=0, delete=second)  # batched
+    assert third is not None
+    q.delete_many([third])
+    _reserve(q).delete()  # the parent, with its dependent: the linked delete
+    q.delete(child)
+    for jid in (by_id, held, claimed, batched, parent, child):
+        assert _record(q, jid).body == b""
+
+
 def test_deletes_sharing_one_commit_each_leave_their_record(db_url: str) -> None:
     """Group commit: threads' deletes in one transaction, each with its record."""
     queue = sqlq.Queue(db_url)

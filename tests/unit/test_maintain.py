@@ -29,3 +29,21 @@ def test_maintain_checkpoints_the_wal_and_reports_the_file(db_path: str) -> None
     out = CliRunner().invoke(cli, ["--db", db_path, "maintain", "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["quick-check"] == "ok"
+
+
+def test_maintain_prunes_the_finished_records_past_retention(db_path: str) -> None:
+    """A queue worked without ``sqlq work`` (whose workers prune once a minute): ``sqlq
+    maintain`` from cron prunes its finished records down to the retention's count."""
+    with sqlq.Queue(db_path) as q:
+        q.retention(max_count=5)
+        for _ in range(12):
+            job = q.reserve_job(q.put(b"x", tube="t"))
+            job.delete()
+        first = q.put(b"first", tube="t")
+        q.delete(first)
+    out = CliRunner().invoke(cli, ["--db", db_path, "maintain", "--json"])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert report["pruned-finished"] == 12 - 5 and report["quick-check"] == "ok"  # per outcome
+    with sqlq.Queue(db_path) as q:
+        assert q.finished(first) is not None and q.finished(1) is None  # newest kept

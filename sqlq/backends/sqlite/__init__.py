@@ -116,16 +116,19 @@ class SQLiteBackend(Backend):
     # -- operations --------------------------------------------------------------------------
 
     def maintain(self, progress: OnProgress | None = None) -> dict[str, Any]:
-        """Checkpoint the WAL into the file (and truncate it), check the file, and report
-        its size: deleted jobs' pages are reused, so the file stays bounded under churn.
-        ``progress(steps done, fraction)`` after each of the three steps."""
+        """Refresh the planner's statistics, checkpoint the WAL into the file (and
+        truncate it), check the file, and report its size: deleted jobs' pages are
+        reused, so the file stays bounded under churn. The checkpoint comes after
+        ``PRAGMA optimize``, which may write (an ANALYZE of the finished records): the
+        WAL is left empty. ``progress(steps done, fraction)`` after each of the three
+        steps."""
         store = self.store
         step = progress or (lambda done, fraction: None)
 
         def look(c: Conn) -> dict[str, Any]:
-            busy, _, moved = c.execute(store.Q["checkpoint"]).fetchall()[0]
-            step(1, 1 / 3)
             c.execute(store.Q["optimize"]).fetchall()
+            step(1, 1 / 3)
+            busy, _, moved = c.execute(store.Q["checkpoint"]).fetchall()[0]
             step(2, 2 / 3)
             page_size, pages, free, check = c.execute(store.Q["file_health"]).fetchall()[0]
             step(3, 1.0)

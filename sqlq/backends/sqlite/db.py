@@ -109,7 +109,7 @@ def translate(path: str, error: Exception, driver: Driver = drivers.DRIVERS["aps
         return SchemaError(f"{path}: not a SQLite database")
     if code == _CORRUPT:
         return DatabaseError(f"{path}: the database file is corrupt ({error})")
-    if code == _FULL:
+    if code == _FULL or driver.extended_code(error) == drivers.SQLITE_IOERR_SHMSIZE:
         return DatabaseError(f"{path}: disk full, nothing was written")
     if code == _READONLY:
         return DatabaseError(f"{path}: read-only (check the file's and directory's permissions)")
@@ -163,6 +163,7 @@ def _create_file(path: str, now_ms: int, vfs: str | None = None,
             if mode != "wal":
                 raise DatabaseError(f"{path}: cannot create the database in WAL mode "
                                     f"(journal mode {mode})")
+            conn.execute("SELECT 1 FROM sqlite_master").fetchall()  # the -shm: no room fails here
         finally:
             conn.close()
         try:

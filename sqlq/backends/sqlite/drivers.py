@@ -30,6 +30,9 @@ T = TypeVar("T")
 
 #: SQLite's primary result code for "another connection holds the lock".
 SQLITE_BUSY = 5
+#: The -shm file (WAL mode's index) could not grow: the unix VFS's word for a disk with
+#: no room for it (not SQLITE_FULL); db.translate says the disk is full.
+SQLITE_IOERR_SHMSIZE = 10 | 19 << 8
 #: RETURNING, which queries.sql uses, arrived in SQLite 3.35.
 MIN_SQLITE = (3, 35, 0)
 
@@ -46,6 +49,12 @@ class Driver:
 
     def code(self, error: BaseException) -> int:
         """The primary SQLite result code of one of the library's errors, -1 if none."""
+        code = self.extended_code(error)
+        return -1 if code < 0 else code & 0xFF
+
+    def extended_code(self, error: BaseException) -> int:
+        """Its extended result code (the primary one where the library has no other),
+        -1 if none: what says, of an I/O error, which one (db.translate)."""
         raise NotImplementedError
 
     def busy(self, error: BaseException) -> bool:
@@ -60,9 +69,11 @@ class Apsw(Driver):
         flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
         return apsw.Connection(path, flags=flags, vfs=vfs)
 
-    def code(self, error: BaseException) -> int:
-        code = getattr(error, "result", -1)
-        return -1 if code < 0 else int(code) & 0xFF
+    def extended_code(self, error: BaseException) -> int:
+        code = getattr(error, "extendedresult", -1)
+        if code is None or code < 0:
+            code = getattr(error, "result", -1)
+        return -1 if code is None or code < 0 else int(code)
 
 
 class _Sqlite3Error:
@@ -92,12 +103,12 @@ class Sqlite3(Driver):
                                check_same_thread=False)
         return Connection(conn)
 
-    def code(self, error: BaseException) -> int:
-        code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    def extended_code(self, error: BaseException) -> int:
+        code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+: extended
         if code is None:  # Python 3.10, or an error not from SQLite (misuse)
             message = str(error)
             return next((c for text, c in _ERRSTR.items() if message.startswith(text)), -1)
-        return int(code) & 0xFF
+        return int(code)
 
 
 #: sqlite3_errstr()'s messages of the codes db.translate() names, for Python 3.10,

@@ -210,6 +210,7 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
 -- The job's record (issue 39): its outcome (deleted or cancelled) and who asked (:actor);
 -- the holder and the run's time only if it was reserved. REPLACE: a stale record of the
 -- same id (a copied job's) gives way, and the insert, so the delete, still happens.
+-- coalesce: SQLite's substr of an empty blob is NULL, not X'' (here and below).
 -- A job's steps and cursors (issue 40) are copied onto its record by sqlq_forget_steps
 -- (migration 0004), fired by the job's delete only for a job that has some: nothing in
 -- these statements (the delete of a job without steps costs what it did).
@@ -217,7 +218,7 @@ INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, 
                                       attempts, created_at, unique_key, body)
 SELECT id, tube, grp, :outcome, :now, CASE WHEN state = 2 THEN owner END, :actor,
        CASE WHEN state = 2 THEN :now - (reserved_until - ttr) END, reserves, created_at,
-       unique_key, substr(body, 1, 256)
+       unique_key, coalesce(substr(body, 1, 256), X'')
   FROM sqlq_jobs
  WHERE id = :id AND dependents = 0 AND waiting_on = 0
 RETURNING tube;
@@ -236,7 +237,7 @@ RETURNING tube;
 INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran,
                                       attempts, created_at, unique_key, body)
 SELECT id, tube, grp, 'done', ?3, owner, ?3 - (reserved_until - ttr), reserves, created_at,
-       unique_key, substr(body, 1, 256)
+       unique_key, coalesce(substr(body, 1, 256), X'')
   FROM sqlq_jobs
  WHERE id = ?1 AND state = 2 AND lease = ?2 AND reserved_until > ?3 AND dependents = 0;
 
@@ -853,7 +854,7 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
 INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran,
                                       attempts, created_at, unique_key, body)
 SELECT id, tube, grp, 'done', :now, owner, :now - (reserved_until - ttr), reserves, created_at,
-       unique_key, substr(body, 1, 256)
+       unique_key, coalesce(substr(body, 1, 256), X'')
   FROM sqlq_jobs
  WHERE (id, lease) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                          FROM json_each(:jobs))
@@ -954,7 +955,7 @@ DELETE FROM sqlq_jobs
  WHERE id = :id
    AND (:lease IS NULL OR (state = 2 AND lease = :lease AND reserved_until > :now))
 RETURNING tube, dependents, waiting_on, state, owner, reserved_until - ttr, reserves,
-          created_at, unique_key, substr(body, 1, 256), grp,
+          created_at, unique_key, coalesce(substr(body, 1, 256), X''), grp,
           CASE WHEN steps > 0 THEN (
                SELECT json_group_array(json_object('kind', s.kind, 'name', s.name,
                                                    'value', json(s.value), 'at', s.done_at))
