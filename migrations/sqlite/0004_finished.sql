@@ -44,8 +44,10 @@ END;
 
 -- A job's steps and cursors go onto its record (issue 40) before they go with the job:
 -- sqlq_forget_steps (0002) again, copying them to the record first. The record is written
--- before its trigger deletes the job, so it is there; a job without steps fires nothing
--- (the WHEN), so the delete statements above cost what they did. A job deleted before
+-- before its trigger deletes the job, so it is there; a job without steps skips the body
+-- (the WHEN) and the delete statements are unchanged, but the bigger trigger program's
+-- frame costs every delete ~3k instructions (about 1%: bench_callgrind.py fast; a CASE
+-- in each delete statement cost ~4k, a BEFORE trigger ~5k). A job deleted before
 -- its record (delete_linked_job) has none yet: its statement returns the steps itself.
 DROP TRIGGER sqlq_forget_steps;
 CREATE TRIGGER sqlq_forget_steps AFTER DELETE ON sqlq_jobs
