@@ -84,13 +84,15 @@ def pause(ctx: click.Context, tube: str, duration: float, as_json: bool) -> None
 @json_option
 @click.pass_context
 def maintain(ctx: click.Context, quiet: bool, as_json: bool) -> None:
-    """Housekeeping, and what holds it back: prune the finished records and results
-    past their retention (as workers do once a minute: for a queue worked without
-    `sqlq work`, run this from cron); then on a file, checkpoint the WAL and check
-    the file; on PostgreSQL, vacuum the jobs table and report dead rows and the
-    oldest snapshot holding the database's horizon (a transaction, a prepared one, a
-    replication slot or a standby: it keeps deleted jobs around). On a terminal,
-    stderr shows its steps as a bar, unless --quiet.
+    """Housekeeping, and what holds it back: prune what retention lets go, then on a
+    file, checkpoint the WAL and check the file; on PostgreSQL, vacuum the jobs table
+    and report dead rows and the oldest snapshot holding the database's horizon (a
+    transaction, a prepared one, a replication slot or a standby: it keeps deleted
+    jobs around).
+
+    The prune deletes the finished records and results past their retention, as
+    workers do once a minute: a queue worked without `sqlq work` runs this from cron.
+    On a terminal, stderr shows its steps as a bar, unless --quiet.
 
     Example:
 

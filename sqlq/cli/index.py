@@ -27,8 +27,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Set, remove or show a tube's concurrency cap and rate, and its groups'; with no "
         "TUBE, list them all."),
     "maintain": ("admin",
-        "Housekeeping, and what holds it back: on a file, checkpoint the WAL and check "
-        "the file; on PostgreSQL, vacuum the jobs table and report dead rows and the "
+        "Housekeeping, and what holds it back: prune what retention lets go, then on a "
+        "file, checkpoint the WAL and check the file; on PostgreSQL, vacuum the jobs "
+        "table and report dead rows and the "
         "oldest snapshot holding the database's horizon (a transaction, a prepared one, a"
         " replication slot or a standby: it keeps deleted jobs around)."),
     "metrics": ("serve", "Print the queue's metrics once, in Prometheus' text format."),

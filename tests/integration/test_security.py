@@ -32,6 +32,7 @@ from sqlq.server.flags import parse_flags
 from sqlq.server.net import bind
 from tests import sqlscan
 from tests.servers import BeanstalkdProcess, rss_kib
+from tests.timing import soon
 
 PACKAGE = Path(sqlq.__file__).parent
 ROOT = PACKAGE.parent
@@ -398,7 +399,7 @@ def test_server_survives_a_client_that_never_reads(beanstalkd: BeanstalkdProcess
         except BlockingIOError:
             time.sleep(0.01)  # the server stopped reading us: what we want
     assert beanstalkd.alive()
-    assert round_trip(good) < 1.0
+    assert round_trip(good) < soon(1.0)  # served beside the deaf one (a busy machine: slack)
     grown = rss_kib(beanstalkd.proc.pid) - rss_before
     assert grown < 30_000, f"the server grew by {grown} KiB for a client that never reads"
     deaf.close()

@@ -52,7 +52,7 @@ def test_a_put_on_a_file_imports_what_a_put_uses_and_nothing_else(tmp_path: Path
     code, modules = run("--db", db, "put", "x", "--tube", "emails")
     assert code == 0
     assert unwanted(modules, NOT_FOR_A_PUT) == []
-    assert "sqlq.cli.jobs" in modules and "apsw" in modules  # it did run the put
+    assert "sqlq.cli.puts" in modules and "apsw" in modules  # it did run the put
 
 
 def test_help_lists_every_command_without_importing_one() -> None:
