@@ -328,3 +328,16 @@ def test_sqlq_put_through_the_applications_connection_replaces(db_url: str) -> N
         job = q.peek(jid)
         assert job is not None and job.body == b"new" and job.state == "ready"
 
+
+
+def test_a_replace_moves_the_held_job_to_the_puts_group(q: sqlq.Queue) -> None:
+    """The group is one of the options a replace changes in place (None: no group)."""
+    first = q.put(b"v1", unique_key="k", group="a")
+    assert q.put(b"v2", unique_key="k", on_conflict="replace", group="b") == first
+    assert q.stats_job(first)["group"] == "b"
+    assert q.put(b"v3", unique_key="k", on_conflict="replace") == first
+    assert q.stats_job(first)["group"] is None
+    running = q.reserve(timeout=0)
+    assert running is not None and running.id == first
+    follow = q.put(b"v4", unique_key="k", on_conflict="replace", group="c")
+    assert follow != first and q.stats_job(follow)["group"] == "c"  # the follow-up's

@@ -145,7 +145,7 @@ class Store:
         """The job of a put with ``on_conflict="replace"`` in ``tube``; its id.
 
         The ready, delayed or waiting job holding the key takes the put's body, priority,
-        ttr and delay (from now; a waiting job's from its release) in place. A reserved or
+        ttr, delay (from now; a waiting job's from its release) and group in place. A reserved or
         buried holder is never changed: the key passes to a new job that waits for it as
         ``after=`` does (``deps.insert_after``), which later replaces then change. No
         holder: the job is put. Each step is one statement that re-checks under the row's
@@ -156,14 +156,15 @@ class Store:
         key = put.unique_key or ""
         for _ in range(REPLACE_TRIES):
             job_id = jobs.replace_job(conn, now, tube, put, body, insert=False)
+            if job_id is None and (holder := jobs.pass_key(conn, tube, key)) is not None:
+                job_id = self.deps.insert_after(conn, now, tube, put.priority, put.delay_ms,
+                                                put.ttr_ms, (body,), key, (holder,))[0]
+            if job_id is None:
+                job_id = jobs.replace_job(conn, now, tube, put, body, insert=True)
             if job_id is not None:
-                return job_id
-            holder = jobs.pass_key(conn, tube, key)
-            if holder is not None:
-                return self.deps.insert_after(conn, now, tube, put.priority, put.delay_ms,
-                                              put.ttr_ms, (body,), key, (holder,))[0]
-            job_id = jobs.replace_job(conn, now, tube, put, body, insert=True)
-            if job_id is not None:
+                # Its group is the put's too (None: none), with a turn from now: a
+                # replaced job takes its place in its group's round as a new put would.
+                self.grouped(conn, now, tube, put.group, (job_id,))
                 return job_id
         raise DatabaseError(f"unique key {key!r} in tube {tube!r}: its job changed "
                             f"{REPLACE_TRIES} times during one replace; nothing put")
