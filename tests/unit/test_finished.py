@@ -286,3 +286,24 @@ def test_a_bad_by_is_refused(q: sqlq.Queue, by: object, error: type[Exception]) 
     with pytest.raises(error):
         q.cancel(jid, by=by)  # type: ignore[arg-type]
     assert q.peek(jid) is not None
+
+
+def test_the_record_keeps_the_jobs_group_on_every_end(fq: sqlq.Queue) -> None:
+    """The group (issue 38) is on the record whichever statement ended the job: the
+    worker's delete, delete-and-claim, a batch delete, a delete by id, a cancel, and a
+    parent's linked delete."""
+    ids = fq.put_many([b"x"] * 6, tube="g", group="acct-1")
+    first = fq.reserve("g", timeout=0)
+    assert first is not None
+    second = fq.reserve("g", timeout=0, delete=first)  # delete-and-claim
+    assert second is not None
+    second.delete()  # the worker's delete
+    batch = fq.reserve_many(2, "g", timeout=0)
+    fq.delete_many(batch)  # a batch delete
+    fq.delete(ids[4])  # by id
+    fq.cancel(ids[5])
+    parent = fq.put(b"p", tube="g", group="acct-2")
+    fq.put(b"c", tube="g", after=parent)
+    fq.delete(parent)  # a job with dependents: the linked delete
+    assert [_record(fq, i).group for i in ids] == ["acct-1"] * 6
+    assert _record(fq, parent).group == "acct-2"
