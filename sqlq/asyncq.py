@@ -301,7 +301,7 @@ class AsyncQueue:
             key = ("reserve", tuple(check_tubes(tubes)), owner)
             job = await self._waiting.wait(Waiter(
                 key, lambda events: q.engine.look(tubes_param, owner, events),
-                lambda: q.engine.due(tubes_param)), deadline)
+                functools.partial(q.engine.due, tubes_param)), deadline)
         return None if job is None else AsyncJob(self, job)
 
     async def reserve_many(self, n: int, tubes: str | Sequence[str] | None = None,
@@ -331,7 +331,7 @@ class AsyncQueue:
             key = ("reserve_many", count, tuple(check_tubes(tubes)), owner)
             jobs = await self._waiting.wait(Waiter(
                 key, lambda events: q.engine.look_many(tubes_param, count, events),
-                lambda: q.engine.due(tubes_param)), deadline) or []
+                functools.partial(q.engine.due, tubes_param)), deadline) or []
         return [AsyncJob(self, job) for job in jobs]
 
     async def delete_many(self, jobs: Iterable[AsyncJob | Job]) -> None:

@@ -66,7 +66,7 @@ class Waiter:
     __slots__ = ("key", "look", "due", "future")
 
     def __init__(self, key: Hashable, look: Callable[[Events], Any],
-                 due: Callable[[], int | None] | None = None) -> None:
+                 due: Callable[[int], int | None] | None = None) -> None:
         self.key = key    # waiters with equal keys find the same thing: one empty look
         self.look = look  # serves them all; run in the AsyncQueue's thread. A Job it finds
         self.due = due    # for a waiter gone meanwhile goes to the next one, or back
@@ -252,6 +252,7 @@ class Waiters:
         q = self._aq.queue
         self._lost = None
         looked = False
+        since = q.engine.clock()  # what comes due after the looks began counts (Engine.due)
         found: list[tuple[Waiter, Any, BaseException | None]] = []
         empty: set[Hashable] = set()
         due_ms: int | None = None
@@ -277,7 +278,7 @@ class Waiters:
             empty.add(waiter.key)
             if waiter.due is not None:
                 try:
-                    due = waiter.due()
+                    due = waiter.due(since)
                 except Disconnected as exc:  # a lost connection, as in a look (W4)
                     if self._lost is None:
                         self._lost = self._outage.lost(exc)

@@ -237,7 +237,7 @@ class Queue(Puts, Reads, FlowControl):
             return job
         owner = None if detach else ""  # "": a token each look fetches (and confirms)
         return engine.wait(lambda events: engine.look(tubes_param, owner, events),
-                           deadline, lambda: engine.due(tubes_param), linger=True)
+                           deadline, functools.partial(engine.due, tubes_param), linger=True)
 
     def reserve_many(self, n: int, tubes: str | Sequence[str] | None = None,
                      timeout: float | None = None, *,
@@ -285,7 +285,7 @@ class Queue(Puts, Reads, FlowControl):
             engine.stop_lingering()
             return jobs
         found = engine.wait(lambda events: engine.look_many(tubes_param, count, events),
-                            deadline, lambda: engine.due(tubes_param), linger=True)
+                            deadline, functools.partial(engine.due, tubes_param), linger=True)
         return found or []
 
     def delete_many(self, jobs: Iterable[Job]) -> None:

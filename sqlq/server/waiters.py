@@ -112,6 +112,7 @@ class Waiters:
         self._capped_watch: frozenset[str] = frozenset()
         self._recheck_at: float | None = None  # the pacer's next look (monotonic)
         self._last_pass = 0.0
+        self._looked_ms: int | None = None  # when the last pass's looks began (Engine.due)
         # reserves of this round claimed together at its end (flush), in arrival order
         self.deferred: dict[Conn, int | None] = {}
         self.claimed_together = 0  # jobs handed out by flush's shared claims
@@ -375,7 +376,7 @@ class Waiters:
         self._heard_commit = self._heard_owner = False
         self._dirty = self._poked = False
         now, mono = now_ms(), time.monotonic()
-        self._last_pass = mono
+        self._last_pass, self._looked_ms = mono, now
         empty: set[frozenset[str]] = set()
         for conn, wait in list(self.waiting.items()):
             if conn not in self.waiting:
@@ -417,8 +418,10 @@ class Waiters:
         if self._recheck_at is not None:
             delay = min(delay, self._recheck_at - mono)
         for key in {frozenset(w.tubes) for w in self.waiting.values()}:
-            due = engine.due(engine.tubes(sorted(key)))  # a rate's next claim included: a
-            if due is not None:                          # waiter it holds back wakes then
+            # a rate's next claim included (a waiter it holds back wakes then), counted from
+            # the last pass's looks: what came due since is served at once
+            due = engine.due(engine.tubes(sorted(key)), self._looked_ms)
+            if due is not None:
                 delay = min(delay, (due - now) / 1000)
         # Learnt by the waiter's own claim, under its list in watch order (_claim's).
         self._capped_watch = frozenset(

@@ -74,7 +74,7 @@ RETRY = Verb("retry", SETTLE, WRITE, durable=False, ack=True)
 BURY_FAILED = Verb("bury", SETTLE, SHARED, ack=True)
 KEEP_ATTEMPT = Verb("keep_attempt", None, WRITE, durable=False, timed=False)
 HAS_READY = Verb("has_ready", None, READ, single=True, span=False)
-NEXT_DUE = Verb("next_due", None, READ, span=False)
+NEXT_DUE = Verb("next_due", None, READ, span=False, timed=False)  # since the look
 HOLDERS = Verb("holders", None, READ, span=False)
 LIMITED_TUBES = Verb("limited_tubes", None, READ, single=True, timed=False, span=False)
 #: The engine's records (its plain claims' are made per backend, from the store's flags:
@@ -416,16 +416,20 @@ class Engine:
         """Whether a claim on ``tubes`` would find a job now; a read, no write lock."""
         return bool(self.dispatch.run(HAS_READY, self.store.claims.has_ready_job, tubes))
 
-    def _next_due(self, tubes: TubesParam) -> int | None:
-        """When (ms) a delayed job, a TTR or a pause may make a job ready in ``tubes``."""
-        due: int | None = self.dispatch.run(NEXT_DUE, self.store.claims.next_due, tubes)
-        return due
-
-    def due(self, tubes: TubesParam) -> int | None:
+    def due(self, tubes: TubesParam, since: int | None = None) -> int | None:
         """When (ms) something may make a job ready in ``tubes`` without a commit: the
-        next due time, or sooner a backend's liveness poll while others hold jobs."""
+        next due time after ``since`` (the clock when the look this follows began; now
+        by default), or sooner a backend's liveness poll while others hold jobs.
+
+        Counted from the look, not from now: a time that came between the two (a rate's
+        next claim, a delayed job) held that look back, and the read after it would no
+        longer count it: the waiter would sleep past it, to its deadline (a rate test
+        in CI saw four claimers stall 8 s so). Such a time is due at once: one more look.
+        """
         poll = self.backend.liveness_poll
-        due_ms = self._next_due(tubes)
+        due_ms: int | None = self.dispatch.run(
+            NEXT_DUE, self.store.claims.next_due, self.clock() if since is None else since,
+            tubes)
         if poll is not None and self._others_hold:
             # A backend that cannot signal a holder's death is asked again soon.
             check_ms = self.clock() + int(poll * 1000)
@@ -446,7 +450,7 @@ class Engine:
     # -- waiting -----------------------------------------------------------------------------
 
     def wait(self, look: Callable[[Events], T | None], deadline: float | None,
-             due: Callable[[], int | None] | None = None, *, linger: bool = False
+             due: Callable[[int], int | None] | None = None, *, linger: bool = False
              ) -> T | None:
         """Block this thread until ``look`` finds something or the deadline passes (the
         loop and its policy: waiting.py).

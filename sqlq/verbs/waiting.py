@@ -118,11 +118,13 @@ class Outage:
 
 
 def wait_for(notifier: Notifier, look: Callable[[Events], T | None], deadline: float | None,
-             clock: Callable[[], int], due: Callable[[], int | None] | None = None) -> T | None:
+             clock: Callable[[], int], due: Callable[[int], int | None] | None = None
+             ) -> T | None:
     """Sleep on ``notifier`` until ``look(events)`` finds something or the deadline passes.
 
-    ``due()`` gives the time (ms, on ``clock``) at which something may change without
-    a commit. The notifier must be watching (see :class:`Pacer` for the first look).
+    ``due(since)`` gives the time (ms, on ``clock``) after ``since`` (when the look
+    began) at which something may change without a commit. The notifier must be
+    watching (see :class:`Pacer` for the first look).
     """
     pacer = Pacer(notifier)
     # What the watch heard before this wait (a watch left up by the last one: our own
@@ -132,8 +134,9 @@ def wait_for(notifier: Notifier, look: Callable[[Events], T | None], deadline: f
     outage = Outage()
     while True:
         try:
+            looked = clock()
             found = look(events)
-            due_ms = None if due is None or found is not None else due()
+            due_ms = None if due is None or found is not None else due(looked)
         except Disconnected as e:
             # The server restarted or dropped us: a look is safe to make again (a claim
             # cut off may have committed; its job comes back: db.ClaimLedger). An

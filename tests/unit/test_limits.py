@@ -10,6 +10,7 @@ the 10-second rate run are in tests/integration/test_limits.py.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -144,7 +145,7 @@ def test_rate_is_a_token_bucket_of_n(fq: sqlq.Queue, clock: FakeClock) -> None:
     fq.limit("a", rate=(4, 2))  # 4 tokens, one more every 0.5 s
     assert len(fq.reserve_many(10, "a", timeout=0)) == 4  # the burst: a full bucket
     assert fq.reserve("a", timeout=0) is None
-    assert fq.engine._next_due(fq.engine.tubes("a")) == clock.now + 500
+    assert fq.engine.due(fq.engine.tubes("a")) == clock.now + 500
     clock.advance(0.499)
     assert fq.reserve("a", timeout=0) is None
     clock.advance(0.001)
@@ -152,6 +153,35 @@ def test_rate_is_a_token_bucket_of_n(fq: sqlq.Queue, clock: FakeClock) -> None:
     assert fq.reserve("a", timeout=0) is None
     clock.advance(10)  # idle: the bucket fills to 4, no more
     assert len(fq.reserve_many(10, "a", timeout=0)) == 4
+
+
+def test_a_token_due_while_the_look_ran_wakes_the_waiter(fq: sqlq.Queue,
+                                                          clock: FakeClock) -> None:
+    """The look finds the bucket empty; its next token comes due before the waiter asks
+    when to look again. Counted from now, that time is past and no longer counts: the
+    waiter slept to its deadline (four claimers stalled 8 s in CI). Counted from the look
+    (Engine.due's ``since``), it is due at once: one more look, and the job."""
+    fill(fq, "a", 3)
+    fq.limit("a", rate=(1, 1))
+    assert fq.reserve("a", timeout=0) is not None  # the bucket is empty for a second
+    tubes = fq.engine.tubes("a")
+    timer_wakes = []
+    start = time.monotonic()
+
+    def look(events: Any) -> sqlq.Job | None:
+        found = fq.engine.look(tubes, None, events)
+        # Woken by the token's time (a second on; not a commit, nor a quick re-check of
+        # one), the look finds the clock not there yet: the token comes due before the
+        # next read, as on a loaded machine.
+        if found is None and not events.commit and time.monotonic() - start > 0.5:
+            timer_wakes.append(clock.now)
+            clock.advance(1)
+        return found
+
+    job = fq.engine.wait(look, start + soon(30), functools.partial(fq.engine.due, tubes))
+    took = time.monotonic() - start
+    assert job is not None and timer_wakes
+    assert took < soon(3), f"slept {took:.1f} s: past the token, to the deadline"
 
 
 def test_rate_and_cap_together(fq: sqlq.Queue, clock: FakeClock) -> None:
