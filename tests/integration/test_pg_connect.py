@@ -177,11 +177,11 @@ def test_an_async_wait_goes_on_when_the_server_goes_between_its_look_and_due_tim
             real_due = engine.due
             went: list[float] = []
 
-            def due(tubes: Any) -> int | None:
+            def due(tubes: Any, since: int | None = None) -> int | None:
                 if not went:
                     pg_server.stop("immediate")
                     went.append(time.monotonic())
-                return real_due(tubes)
+                return real_due(tubes, since)
 
             engine.due = due  # type: ignore[method-assign]
             waiter = asyncio.ensure_future(aq.reserve("t", timeout=None))

@@ -144,7 +144,7 @@ def test_group_rate_is_a_token_bucket_per_group(fq: sqlq.Queue, clock: FakeClock
     batch = fq.reserve_many(10, "t", timeout=0)
     assert sorted(j.group for j in batch) == ["A", "A", "B", "B"]
     assert fq.reserve("t", timeout=0) is None
-    assert fq.engine._next_due(fq.engine.tubes("t")) == clock.now + 500
+    assert fq.engine.due(fq.engine.tubes("t")) == clock.now + 500
     clock.advance(0.5)
     assert sorted(j.group for j in fq.reserve_many(10, "t", timeout=0)) == ["A", "B"]
     fq.limit("t", group_rate=None)
