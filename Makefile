@@ -49,12 +49,22 @@ demo:  ## producers and workers in several processes on demo/demo.db (its own sm
 # the cores half idle) and 5 workers 5m05s (2e41288), all green.
 TEST_WORKERS ?= 5
 
+# The suite starts a few thousand Python processes (workers, the CLI, servers). On a
+# machine that sets PYTHONDONTWRITEBYTECODE each would compile sqlq anew (60-300 ms of CPU
+# each: a quarter of the CPU of the CLI tests) and each test process would rewrite every
+# test module's asserts anew (7 s each): bytecode is cached for what make runs.
+unexport PYTHONDONTWRITEBYTECODE
+# One collection first writes the rewritten test modules, which the test processes then
+# read (5 processes rewriting at once cost ~40 s of CPU); its errors show in the run.
+PREWARM = $(BIN)/python -m pytest -q -p no:cacheprovider --collect-only >/dev/null 2>&1
+
 # Runs a command and prints how long it took (wall clock), keeping its exit status.
 TIMED = .ci/timed
 
 test: $(STAMP)  ## the whole suite (short chaos and power-cut runs included), timed; installs Debian test deps as root
 	@.ci/install-test-deps
-	$(TIMED) "make test ($(TEST_WORKERS) workers)" $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --durations=25
+	$(TIMED) "make test ($(TEST_WORKERS) workers)" sh -c '$(PREWARM); \
+		exec $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --durations=25' 
 
 test-unit: $(STAMP)  ## in-process tests on real databases (tests/unit, ~1 min on idle cores)
 	$(TIMED) "make test-unit" $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/unit
