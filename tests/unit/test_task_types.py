@@ -1,6 +1,7 @@
 """What mypy --strict sees a task's ``put`` return: the job's id of a ``@q.task``, and
 ``int | None`` for a task of sqlq.contrib's, whose put waits for the application's
-commit when its queue is a separate database (and then has no id to give)."""
+commit when its queue is a separate database (and then has no id to give); and what it
+checks of a workflow's steps and a chord's final task."""
 
 from __future__ import annotations
 
@@ -59,20 +60,6 @@ django_bare.put(1)
 '''
 
 
-@pytest.mark.slow
-def test_contrib_task_put_is_typed_int_or_none(tmp_path: Path) -> None:
-    """The types tell the truth: ``jid: int = f.put(...)`` passes only for a task whose
-    put always returns an id; a contrib task's arguments are still checked."""
-    source = tmp_path / "snippet.py"
-    source.write_text(SNIPPET)
-    out, err, _ = api.run(["--strict", "--ignore-missing-imports", "--cache-dir", str(CACHE),
-                           str(source)])
-    revealed = re.findall(r'Revealed type is "([^"]+)"', out)
-    assert revealed == ["int"] * 2 + ["int | None"] * 7, out + err
-    errors = [line for line in out.splitlines() if ": error:" in line]
-    assert len(errors) == 1 and 'Argument 1 to "put" of "Task"' in errors[0], out
-
-
 WORKFLOW = '''
 import sqlq
 
@@ -93,16 +80,30 @@ sqlq.chord(q, [count.s("a")], count, "x")
 '''
 
 
+
 @pytest.mark.slow
-def test_workflow_steps_and_final_calls_are_typed(tmp_path: Path) -> None:
-    """``task.s(...)`` checks its arguments as ``put`` does, and a chord's final task must
-    take the parents' ids (a list of ints) first, then the arguments given."""
-    source = tmp_path / "workflow.py"
-    source.write_text(WORKFLOW)
+def test_task_puts_and_workflow_calls_are_typed(tmp_path: Path) -> None:
+    """One mypy run over two snippets (a cold run costs 5-15 s: one, not one a test).
+
+    Tasks: ``jid: int = f.put(...)`` passes only for a task whose put always returns an
+    id; a contrib task's arguments are still checked. Workflows: ``task.s(...)`` checks
+    its arguments as ``put`` does, and a chord's final task must take the parents' ids
+    (a list of ints) first, then the arguments given."""
+    (tmp_path / "snippet.py").write_text(SNIPPET)
+    (tmp_path / "workflow.py").write_text(WORKFLOW)
     out, err, _ = api.run(["--strict", "--ignore-missing-imports", "--cache-dir", str(CACHE),
-                           str(source)])
-    revealed = re.findall(r'Revealed type is "([^"]+)"', out)
+                           str(tmp_path / "snippet.py"), str(tmp_path / "workflow.py")])
+    lines = out.splitlines()
+    tasks = "\n".join(line for line in lines if "snippet.py:" in line)
+    flows = "\n".join(line for line in lines if "workflow.py:" in line)
+
+    revealed = re.findall(r'Revealed type is "([^"]+)"', tasks)
+    assert revealed == ["int"] * 2 + ["int | None"] * 7, out + err
+    errors = [line for line in tasks.splitlines() if ": error:" in line]
+    assert len(errors) == 1 and 'Argument 1 to "put" of "Task"' in errors[0], out
+
+    revealed = re.findall(r'Revealed type is "([^"]+)"', flows)
     assert revealed == ["sqlq.work.tasks.Signature"] + ["list[int]"] * 3, out + err
-    errors = [line for line in out.splitlines() if ": error:" in line]
+    errors = [line for line in flows.splitlines() if ": error:" in line]
     # the three bad calls, each refused (the last both as too many arguments and its type)
     assert sorted({int(line.split(":")[1]) for line in errors}) == [15, 16, 17], out
