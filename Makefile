@@ -58,26 +58,31 @@ unexport PYTHONDONTWRITEBYTECODE
 # read (5 processes rewriting at once cost ~40 s of CPU); its errors show in the run.
 PREWARM = $(BIN)/python -m pytest -q -p no:cacheprovider --collect-only >/dev/null 2>&1
 
+# Tests go to the processes one at a time as each finishes one, the slow ones first
+# (tests/conftest.py): xdist's default hands each process a quarter of its share at once,
+# in collection order, and a process handed the slow ones ran them alone for minutes.
+SCHEDULE = --maxschedchunk=1
+
 # Runs a command and prints how long it took (wall clock), keeping its exit status.
 TIMED = .ci/timed
 
 test: $(STAMP)  ## the whole suite (short chaos and power-cut runs included), timed; installs Debian test deps as root
 	@.ci/install-test-deps
 	$(TIMED) "make test ($(TEST_WORKERS) workers)" sh -c '$(PREWARM); \
-		exec $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --durations=25' 
+		exec $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) $(SCHEDULE) --durations=25' 
 
 test-unit: $(STAMP)  ## in-process tests on real databases (tests/unit, ~1 min on idle cores)
-	$(TIMED) "make test-unit" $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/unit
+	$(TIMED) "make test-unit" $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) $(SCHEDULE) tests/unit
 
 test-integration: $(STAMP)  ## real processes, sockets and servers (tests/integration)
-	$(TIMED) "make test-integration" $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/integration
+	$(TIMED) "make test-integration" $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) $(SCHEDULE) tests/integration
 
 test-system: $(STAMP)  ## the product as users run it: chaos, power cuts, browser, examples (tests/system)
 	@.ci/install-test-deps
-	$(TIMED) "make test-system" $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/system
+	$(TIMED) "make test-system" $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) $(SCHEDULE) tests/system
 
 test-fast: $(STAMP)  ## the suite without the tests marked slow (over ~2 s each): about half the time of make test
-	$(TIMED) "make test-fast" $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) -m "not slow"
+	$(TIMED) "make test-fast" $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) $(SCHEDULE) -m "not slow"
 
 # The fast, in-process tests, chosen by module name (-k matches modules wherever they live).
 MIN_TESTS := test_lifecycle or test_tasks or test_topics or test_results or test_transactions \
@@ -94,7 +99,7 @@ test-min:  ## the fast tests with every dependency at its lowest allowed version
 
 # PostgreSQL's semantics tests and its chaos run through Debian's PgBouncer, in each pool mode
 # (tests/conftest.py: SQLQ_TEST_PG_POOL sends every PostgreSQL db_url through it).
-POOLED_TESTS := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/unit \
+POOLED_TESTS := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) $(SCHEDULE) tests/unit \
 	tests/system/test_chaos.py -k "postgres"
 
 test-pooled: $(STAMP)  ## PostgreSQL's unit tests and chaos run through PgBouncer, transaction then session mode

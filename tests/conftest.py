@@ -325,10 +325,11 @@ _RECLONED: list[str] = []
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests marked slow first, each group in its own order. xdist hands tests out in
-    collection order: a run whose longest tests come last (tests/unit's hypothesis and
-    randomized runs sort after tests/system) ends with one process running them while
-    the others wait (a tail of about a minute and a half in make test)."""
+    """The tests marked slow first, each group in its own order: handed out one at a
+    time (make test's --maxschedchunk=1), the longest start first and the short ones fill
+    the gaps, where a run whose longest tests came last (tests/unit's hypothesis and
+    randomized runs sort after tests/system) ended with one process running them while
+    the others waited."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
