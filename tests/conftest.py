@@ -326,7 +326,7 @@ _RECLONED: list[str] = []
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests marked slow first, each group in its own order: handed out one at a
-    time (make test's --maxschedchunk=1), the longest start first and the short ones fill
+    time (make test's --dist loadgroup), the longest start first and the short ones fill
     the gaps, where a run whose longest tests came last (tests/unit's hypothesis and
     randomized runs sort after tests/system) ended with one process running them while
     the others waited."""

@@ -26,7 +26,8 @@ from sqlq.durations import now_ms
 from sqlq.histograms import Tally
 from tests.conftest import ROOT, spawn
 
-pytestmark = pytest.mark.slow  # a browser per module, a dashboard process
+pytestmark = [pytest.mark.slow,  # a browser per module, a dashboard process
+              pytest.mark.xdist_group("browser")]  # one process launches Chromium
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",

@@ -14,7 +14,8 @@ import pytest
 import sqlq
 from tests.system.test_dashboard_browser import _shot, _start, _stop, browser, page
 
-pytestmark = pytest.mark.slow  # a browser, a dashboard process
+pytestmark = [pytest.mark.slow,  # a browser, a dashboard process
+              pytest.mark.xdist_group("browser")]  # one process launches Chromium
 
 __all__ = ["browser", "page"]  # the fixtures, used by name
 

@@ -24,7 +24,8 @@ from tests.workers import Work, wait_for
 browser = shared.browser
 page = shared.page
 
-pytestmark = pytest.mark.slow  # a browser per module, dashboard and worker processes
+pytestmark = [pytest.mark.slow,  # a browser per module, dashboard and worker processes
+              pytest.mark.xdist_group("browser")]  # one process launches Chromium
 
 HOSTILE = "<script>alert(1)</script>"
 

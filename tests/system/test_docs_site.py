@@ -25,6 +25,8 @@ import sqlq
 from sqlq.cli import cli
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.xdist_group("docs-site")  # one process builds the site
+
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
