@@ -478,3 +478,43 @@ def test_a_keeper_starved_by_a_call_holding_the_gil_warns_once(pg_url: str) -> N
     warnings = [line for line in log if "could not run" in line]
     assert len(warnings) == 1, log
     assert "held the GIL" in warnings[0] and "--processes" in warnings[0]
+
+
+@pytest.mark.slow
+def test_a_holder_registered_just_before_a_crash_keeps_its_row() -> None:
+    """A holder at normal durability on a server with synchronous_commit off (its WAL
+    writer made slow here, so that what is not flushed stays so until the crash): the
+    holder's row is committed durably all the same, so a crash right after cannot undo it while the
+    holder goes on (a chaos run saw a crash undo one, and the holder's jobs handed out)."""
+    with PgServer(settings={"synchronous_commit": "off", "wal_writer_delay": "10s"}) as pg:
+        pg.create_database("app")
+        with sqlq.Queue(pg.url_for("app"), init=True) as q:
+            q.put(b"x", tube="t", ttr=300)  # durable: a full put waits for its flush
+        # normal durability: the claim's commit waits for no flush (nor would one of a
+        # full queue's flush the row first, were it made after the claim)
+        with sqlq.Queue(pg.url_for("app"), durability="normal") as q:
+            assert q.reserve("t", timeout=10) is not None  # registers this process
+            token = q.backend.owner_token()
+            pg.restart("immediate")
+            rows = pg.psql(f"SELECT count(*) FROM sqlq_owners WHERE token = '{token}'", "app")
+    assert rows.strip() == "1", "the crash undid the holder's registration"
+
+
+@pytest.mark.slow
+def test_a_token_without_its_row_gets_the_grace_after_a_crash(pg_url: str) -> None:
+    """A holder whose row a crash undid anyway (or forgot) and whose lock is free: after
+    the crash, its jobs come back once the grace has run from the first reaper's look,
+    not at once: its keeper may be about to take its lock again."""
+    with sqlq.Queue(pg_url) as q:
+        job_id = q.put(b"x", tube="t", ttr=300)
+        conn: Any = q.backend.db._conn  # type: ignore[attr-defined]
+        # A holder elsewhere, its registration gone; the crash emptied the epoch table.
+        conn.execute("UPDATE sqlq_jobs SET state = 2, owner = 'elsewhere-1-norow', lease = 7,"
+                     " reserved_until = (extract(epoch from now()) * 1000)::bigint + 300000"
+                     " WHERE id = %s", (job_id,))
+        conn.execute("DELETE FROM sqlq_server_epoch")
+        started = time.monotonic()
+        job = q.reserve("t", timeout=GRACE_S + 30)
+        took = time.monotonic() - started
+    assert job is not None and job.id == job_id
+    assert took > GRACE_S - 1.5, f"handed out after {took:.1f} s, not after the grace"

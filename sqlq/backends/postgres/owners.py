@@ -198,7 +198,7 @@ class Holder:
                 assert self._conn is not None
                 if self._store.owner_heartbeat(self._conn, self.token):
                     self._confirm(started)
-                else:  # our row was forgotten (an older sqlq's reaper): register again
+                else:  # our row was forgotten (forget_silent_owners): register again
                     self._store.register_owner(self._conn, self.token, self.host, self.pid,
                                                self.place)
                     self._confirm(started)
@@ -215,7 +215,7 @@ class Holder:
         """Say what a keeper that took its lock again found: whether its reservations
         stand, checked, not presumed."""
         where = f"the owner session of {self._location} is back after {after:.1f} s"
-        if handed is None:  # no row: forgotten, or reaped by an older sqlq
+        if handed is None:  # no row: forgotten, or undone by a crash
             log.warning("%s; its registration was gone: %d reservations "
                         "stand, any others were handed out (JobLost when finished)",
                         where, held)
