@@ -215,7 +215,7 @@ class Holder:
         """Say what a keeper that took its lock again found: whether its reservations
         stand, checked, not presumed."""
         where = f"the owner session of {self._location} is back after {after:.1f} s"
-        if handed is None:  # no row: forgotten, or undone by a crash
+        if handed is None:  # no row: forgotten (forget_silent_owners)
             log.warning("%s; its registration was gone: %d reservations "
                         "stand, any others were handed out (JobLost when finished)",
                         where, held)
