@@ -25,13 +25,15 @@ WHEN (old.state <> 2 AND old.state <> 4 OR new.state <> 2 AND new.state <> 4)
  AND (old.state <> new.state
       OR old.state = 0 AND (old.priority < 1024) <> (new.priority < 1024))
 BEGIN
-    UPDATE sqlq_job_counts SET n = n - 1
+    UPDATE OR IGNORE sqlq_job_counts SET n = n - 1
      WHERE old.state <> 2 AND old.state <> 4 AND tube = old.tube AND state = old.state
        AND urgent = (old.state = 0 AND old.priority < 1024);
-    INSERT INTO sqlq_job_counts (tube, state, urgent, n)
-    SELECT new.tube, new.state, new.state = 0 AND new.priority < 1024, 1
-     WHERE new.state <> 2 AND new.state <> 4
-    ON CONFLICT (tube, state, urgent) DO UPDATE SET n = n + 1;
+    INSERT OR IGNORE INTO sqlq_job_counts (tube, state, urgent, n)
+    SELECT new.tube, new.state, new.state = 0 AND new.priority < 1024, 0
+     WHERE new.state <> 2 AND new.state <> 4;
+    UPDATE OR IGNORE sqlq_job_counts SET n = n + 1
+     WHERE new.state <> 2 AND new.state <> 4 AND tube = new.tube AND state = new.state
+       AND urgent = (new.state = 0 AND new.priority < 1024);
 END;
 
 -- trigger sqlq_count_pauses
