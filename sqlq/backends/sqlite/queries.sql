@@ -89,7 +89,7 @@ UPDATE sqlq_jobs
 -- :capped (1: LimitStore.claim_limited, which passes only tubes that may give a job now;
 -- migration 0014, sqlq/limits.py).
 -- OR IGNORE and the lease bound (:lease, drawn by store.py), not abs(random()): nothing
--- in the statement or its trigger (sqlq_count_moved, migration 0006) can then abort
+-- in the statement or its triggers (sqlq_count_moved, migration 0006) can then abort
 -- (the claim sets no column NULL and no unique key), so inside a transaction (the
 -- worker's delete-and-claim) SQLite keeps no statement journal for it: a copy of every
 -- page it changes, about 10k instructions a claim (bench_callgrind.py fast).
