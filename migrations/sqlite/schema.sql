@@ -1,3 +1,16 @@
+-- trigger sqlq_count_entered
+CREATE TRIGGER sqlq_count_entered AFTER UPDATE OF state, priority ON sqlq_jobs
+WHEN new.state <> 2 AND new.state <> 4
+ AND (old.state <> new.state
+      OR old.state = 0 AND (old.priority < 1024) <> (new.priority < 1024))
+BEGIN
+    INSERT OR IGNORE INTO sqlq_job_counts (tube, state, urgent, n)
+    VALUES (new.tube, new.state, new.state = 0 AND new.priority < 1024, 0);
+    UPDATE OR IGNORE sqlq_job_counts SET n = n + 1
+     WHERE tube = new.tube AND state = new.state
+       AND urgent = (new.state = 0 AND new.priority < 1024);
+END;
+
 -- trigger sqlq_count_events
 CREATE TRIGGER sqlq_count_events AFTER UPDATE OF buries, kicks, timeouts ON sqlq_jobs
 WHEN new.buries > old.buries OR new.kicks > old.kicks OR new.timeouts > old.timeouts
@@ -21,17 +34,13 @@ END;
 
 -- trigger sqlq_count_moved
 CREATE TRIGGER sqlq_count_moved AFTER UPDATE OF state, priority ON sqlq_jobs
-WHEN (old.state <> 2 AND old.state <> 4 OR new.state <> 2 AND new.state <> 4)
+WHEN old.state <> 2 AND old.state <> 4
  AND (old.state <> new.state
       OR old.state = 0 AND (old.priority < 1024) <> (new.priority < 1024))
 BEGIN
-    UPDATE sqlq_job_counts SET n = n - 1
-     WHERE old.state <> 2 AND old.state <> 4 AND tube = old.tube AND state = old.state
+    UPDATE OR IGNORE sqlq_job_counts SET n = n - 1
+     WHERE tube = old.tube AND state = old.state
        AND urgent = (old.state = 0 AND old.priority < 1024);
-    INSERT INTO sqlq_job_counts (tube, state, urgent, n)
-    SELECT new.tube, new.state, new.state = 0 AND new.priority < 1024, 1
-     WHERE new.state <> 2 AND new.state <> 4
-    ON CONFLICT (tube, state, urgent) DO UPDATE SET n = n + 1;
 END;
 
 -- trigger sqlq_count_pauses

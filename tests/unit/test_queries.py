@@ -190,8 +190,9 @@ def test_the_one_tube_claim_takes_the_jobs_the_general_claim_takes(fq: Queue, cl
     now = clock.now  # type: ignore[attr-defined]
     for tube in ("a", "b", "empty"):
         general = _claims(conn, SQLiteStore.Q["claim_job"],
-                          {"tubes": f'["{tube}"]', "now": now, "owner": "o", "capped": 0})
-        one_tube = _claims(conn, SQLiteStore.Q["claim_job_in_tube"], (now, "o", tube))
+                          {"tubes": f'["{tube}"]', "now": now, "owner": "o", "capped": 0,
+                           "lease": 7})
+        one_tube = _claims(conn, SQLiteStore.Q["claim_job_in_tube"], (now, "o", tube, 7))
         assert one_tube == general
         if tube == "a":
             assert [row[2] for row in one_tube] == sorted(row[2] for row in one_tube)
@@ -199,9 +200,10 @@ def test_the_one_tube_claim_takes_the_jobs_the_general_claim_takes(fq: Queue, cl
         else:
             assert one_tube == []
     later = now + 31_000  # the pause is over
-    assert (_claims(conn, SQLiteStore.Q["claim_job_in_tube"], (later, "o", "b"))
+    assert (_claims(conn, SQLiteStore.Q["claim_job_in_tube"], (later, "o", "b", 7))
             == _claims(conn, SQLiteStore.Q["claim_job"], {"tubes": '["b"]', "now": later,
-                                                          "owner": "o", "capped": 0}))
+                                                          "owner": "o", "capped": 0,
+                                                          "lease": 7}))
 
 
 @pytest.mark.sqlite_only
@@ -320,7 +322,7 @@ NO_REPREPARE = ("claim_job_in_tube", "look_ready", "peek_ready_id", "peek_delaye
                 "claim_jobs_in_tube")
 
 #: The statements of NO_REPREPARE bound by number, from a tuple: their values in order.
-POSITIONAL = {"claim_job_in_tube": ("now", "owner", "tube"),
+POSITIONAL = {"claim_job_in_tube": ("now", "owner", "tube", "lease"),
               "claim_jobs_in_tube": ("now", "owner", "tube", "limit")}
 
 
@@ -337,7 +339,8 @@ def test_statements_are_not_prepared_again_on_every_run_after_analyze(q: Queue) 
     conn.execute("ANALYZE")
     assert conn.execute("SELECT count(*) FROM sqlite_stat4").fetchone()[0] > 0
     values = {"tube": "a", "tubes": '["a"]', "now": 1, "owner": "o", "bound": 0, "limit": 10,
-              "key": 0, "after": 0, "min_id": 0, "bytes": b"x", "text": "x", "capped": 0}
+              "key": 0, "after": 0, "min_id": 0, "bytes": b"x", "text": "x", "capped": 0,
+              "lease": 7}
     compiled = 0
 
     def count(*_: object) -> int:

@@ -88,9 +88,14 @@ UPDATE sqlq_jobs
 -- with limits is skipped as a paused one, in the same probe of its sqlq_tubes row, unless
 -- :capped (1: LimitStore.claim_limited, which passes only tubes that may give a job now;
 -- migration 0014, sqlq/limits.py).
-UPDATE sqlq_jobs
+-- OR IGNORE and the lease bound (:lease, drawn by store.py), not abs(random()): nothing
+-- in the statement or its triggers (sqlq_count_moved, migration 0006) can then abort
+-- (the claim sets no column NULL and no unique key), so inside a transaction (the
+-- worker's delete-and-claim) SQLite keeps no statement journal for it: a copy of every
+-- page it changes, about 10k instructions a claim (bench_callgrind.py fast).
+UPDATE OR IGNORE sqlq_jobs
    SET state = 2, reserved_until = :now + ttr, reserves = reserves + 1,
-       lease = abs(random()), owner = :owner
+       lease = :lease, owner = :owner
  WHERE id = (
        SELECT j.id
          FROM json_each(:tubes) AS t
@@ -115,10 +120,11 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
 -- with STAT4 (apsw's is) prepares a statement again on every run when a bound value is
 -- compared with an indexed column (25 us a claim); a subquery hides it from the planner.
 -- Parameters by number, bound from a tuple (0.2 us a claim less than a dict's names):
--- ?1 now, ?2 owner, ?3 tube.
-UPDATE sqlq_jobs
+-- ?1 now, ?2 owner, ?3 tube, ?4 the lease (OR IGNORE and a bound lease: claim_job's
+-- reason).
+UPDATE OR IGNORE sqlq_jobs
    SET state = 2, reserved_until = ?1 + ttr, reserves = reserves + 1,
-       lease = abs(random()), owner = ?2
+       lease = ?4, owner = ?2
  WHERE id = (SELECT id FROM sqlq_jobs
               WHERE state = 0 AND tube = (SELECT ?3)
               ORDER BY priority, id LIMIT 1)

@@ -22,8 +22,10 @@ every statement of ``queries.sql`` that writes those columns and checks its verb
 from __future__ import annotations
 
 import contextlib
+import functools
 import operator
 import os
+import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -55,6 +57,9 @@ _CLAIM_ORDER = operator.attrgetter("priority", "id")
 #: ClaimRow._make without its length check (every claim's RETURNING is checked against
 #: ClaimRow's fields by tests/unit/test_claim_row.py): 0.5 us less a claim.
 _new = tuple.__new__
+#: A claim's lease (claim_job, claim_job_in_tube bind it: queries.sql says why), as SQLite's
+#: abs(random()) made it: 63 random bits (the random module reseeds in a forked child).
+_lease = functools.partial(random.getrandbits, 63)
 #: The most tube lists DueCache remembers (a worker watches one list; the server a few).
 DUE_CACHE_SIZE = 64
 
@@ -300,7 +305,8 @@ class SQLiteClaims(ClaimStore):
     def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None
                      ) -> ClaimRow | None:
         self._promote(conn, now, tubes)
-        row = one(conn, _CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner, "capped": 1})
+        row = one(conn, _CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner, "capped": 1,
+                                     "lease": _lease()})
         if row is None:
             return None
         self.due.lower(row[12])  # reserved_until: the reservation ends then
@@ -346,10 +352,10 @@ class SQLiteClaims(ClaimStore):
         self._promote(conn, now, tubes)
         tube = self._one_tube.get(tubes)
         if tube is not None:
-            rows = conn.execute(_CLAIM_JOB_IN_TUBE, (now, owner, tube)).fetchall()
+            rows = conn.execute(_CLAIM_JOB_IN_TUBE, (now, owner, tube, _lease())).fetchall()
         else:
             rows = conn.execute(_CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner,
-                                             "capped": 0}).fetchall()
+                                             "capped": 0, "lease": _lease()}).fetchall()
         if not rows:
             return None
         row = _new(ClaimRow, rows[0])
