@@ -4,6 +4,7 @@ throwaway PostgreSQL server with a fresh database per test."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -26,7 +27,19 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> str:
+    """Where this test's file goes; nothing is there yet (the tests of a new file's
+    creation and migration use it as it is)."""
     return str(tmp_path / "q.db")
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A file migrated once per test process, that ``db_url`` copies: a fresh file for
+    2 ms instead of the 40 ms that creating and migrating one takes (as ``pg_template``
+    does for PostgreSQL)."""
+    path = str(tmp_path_factory.mktemp("template") / "template.db")
+    sqlq.Queue(path).close()
+    return path
 
 
 @pytest.fixture
@@ -120,14 +133,17 @@ def open_queue(api: str, db_url: str, **options: object) -> sqlq.Queue:
 
 @pytest.fixture
 def db_url(backend: str, request: pytest.FixtureRequest) -> str:
-    """A fresh database of this test's backend: a file path, or a PostgreSQL URL (through
+    """A fresh, migrated database of this test's backend: a file path (a copy of
+    ``sqlite_template``), or a PostgreSQL URL (through
     PgBouncer in the pool mode SQLQ_TEST_PG_POOL names, if set: the semantics through a
     pooler, with nothing added to its URL)."""
     if is_postgres(backend):
         url = str(request.getfixturevalue(PG_URLS[backend]))
         pool = os.environ.get("SQLQ_TEST_PG_POOL")
         return request.getfixturevalue("pgbouncer")(pool).through(url) if pool else url
-    return str(request.getfixturevalue("db_path"))
+    path = str(request.getfixturevalue("db_path"))
+    shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+    return path
 
 
 @pytest.fixture

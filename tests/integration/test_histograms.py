@@ -18,7 +18,7 @@ from tests import jobs
 from tests.unit.test_histograms import Samples, count, scrape
 from tests.workers import Work, wait_for
 
-pytestmark = [pytest.mark.timeout(90), pytest.mark.sql_ascii]
+pytestmark = pytest.mark.timeout(90)
 
 
 def enqueue(q: sqlq.Queue, task: Any, *args: Any, delay: float = 0.0) -> int:
@@ -35,6 +35,7 @@ def total(samples: Samples, metric: str, tube: str) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.sql_ascii
 def test_two_workers_add_up_waits_and_runs(q: sqlq.Queue, db_url: str,
                                            tmp_path: Path) -> None:
     workers = [Work(db_url, "--import", "tests.jobs", "--log-format", "json")
@@ -86,7 +87,7 @@ def test_two_workers_add_up_waits_and_runs(q: sqlq.Queue, db_url: str,
         assert values == sorted(values) and values[-1] == count(samples, metric, tube)
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # not on SQL_ASCII as well: a wait on the clock, no text read back
 def test_a_running_worker_flushes_within_ten_seconds(q: sqlq.Queue, db_url: str) -> None:
     with Work(db_url, "--import", "tests.jobs") as w:
         w.wait_log("watching")
@@ -101,6 +102,7 @@ def test_a_running_worker_flushes_within_ten_seconds(q: sqlq.Queue, db_url: str)
     assert count(scrape(q)[0], "run", "default") == 1  # the last flush added nothing twice
 
 
+@pytest.mark.sql_ascii
 def test_a_command_worker_records_too(q: sqlq.Queue, db_url: str) -> None:
     for _ in range(2):
         q.put(b"x", tube="cmd")
@@ -111,6 +113,7 @@ def test_a_command_worker_records_too(q: sqlq.Queue, db_url: str) -> None:
     assert bucket(samples, "run", "cmd", "0.25") == 0 and bucket(samples, "run", "cmd", "5.0") == 2
 
 
+@pytest.mark.sql_ascii
 def test_an_async_worker_records_too(q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     from tests import ajobs
 
