@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import limits
-from .model import check_tube, seconds_to_ms
+from .durations import seconds_to_ms
+from .model import check_tube
 
 if TYPE_CHECKING:
     from .finished import Retention

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 from . import control
 from .backends import Backend, open_backend
 from .backends.base import Durability
-from .durations import now_ms
+from .durations import check_seconds, now_ms, seconds_to_ms
 from .errors import Error
 from .flow import FlowControl
 from .model import (
@@ -34,9 +34,7 @@ from .model import (
     check_job_id,
     check_lease,
     check_priority,
-    check_seconds,
     check_tube,
-    seconds_to_ms,
 )
 from .puts import Puts, Transaction
 from .putting import describe_put
