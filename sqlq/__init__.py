@@ -38,11 +38,11 @@ if TYPE_CHECKING:
     from .puts import Transaction
     from .queue import Queue
     from .reads import Links
-    from .work.tasks import Signature
+    from .tasks.task import Signature
     from .workflows import chain, chord
 
 _LAZY = {"AsyncJob": ".asynchandles", "AsyncQueue": ".asyncq", "Attempt": ".attempts",
-         "Job": ".model", "Links": ".reads", "Queue": ".queue", "Signature": ".work.tasks",
+         "Job": ".model", "Links": ".reads", "Queue": ".queue", "Signature": ".tasks.task",
          "Transaction": ".puts", "chain": ".workflows", "chord": ".workflows",
          "current_job": ".control", "put": ".enqueue", "put_many": ".enqueue"}
 

@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from .backup import Backup
     from .histograms import Tally
     from .model import OnProgress
-    from .work.retry import Backoff
-    from .work.tasks import Task
+    from .tasks.retry import Backoff
+    from .tasks.task import Task
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -505,7 +505,7 @@ class Queue(Puts, Reads, FlowControl):
 
         return backup(self._backend, dest, force=force, clock=self._clock, progress=progress)
 
-    # -- tasks (logic in work/tasks.py, work/periodic.py; run by `sqlq work`) -----------------
+    # -- tasks (logic in tasks/task.py, tasks/periodic.py; run by `sqlq work`) -----------------
 
     def record_durations(self, tally: Tally) -> None:
         """Add a worker's observations to the database's histograms in one short write
@@ -541,7 +541,7 @@ class Queue(Puts, Reads, FlowControl):
                 ``sqlq.current_job()`` raise :class:`sqlq.Timeout` (Python cannot stop a
                 thread); the run fails (``timed out``) and is retried or buried.
         """
-        from .work.tasks import decorator
+        from .tasks.task import decorator
 
         return decorator(self, fn, **options)
 
@@ -550,8 +550,8 @@ class Queue(Puts, Reads, FlowControl):
         """A task without arguments that workers enqueue once per slot: ``every`` seconds
         or on a ``cron`` expression (local time), however many workers share the file.
         Other options are :meth:`task`'s."""
-        from .work.periodic import Schedule
-        from .work.tasks import decorator
+        from .tasks.periodic import Schedule
+        from .tasks.task import decorator
 
         return decorator(self, fn, periodic=Schedule(every, cron), **options)
 

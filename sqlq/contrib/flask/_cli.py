@@ -102,7 +102,7 @@ def make_command(ext: Sqlq) -> click.Command:
     def sqlq_command(ctx: click.Context, args: tuple[str, ...]) -> None:
         """sqlq's commands (work, top, dashboard, stats...) on this app's queue."""
         from ...cli import cli, exit_code_for
-        from ...work.tasks import REGISTRY
+        from ...tasks.task import REGISTRY
 
         info = ctx.ensure_object(ScriptInfo)
         app = info.load_app()

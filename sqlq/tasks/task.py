@@ -13,7 +13,7 @@ fix them, not when a worker runs them hours later.
 
 This is the task as its producers see it (the faces' ``@q.task``, ``task.put``,
 workflows), below the Queue; the worker's side, which decodes a body, finds the
-function and calls it, is ``taskrun.py``.
+function and calls it, is ``work/taskrun.py``.
 """
 
 from __future__ import annotations
