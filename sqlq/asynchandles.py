@@ -11,8 +11,8 @@ import operator
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
+from .facade.puts import Transaction
 from .model import JOB_FIELDS, Job
-from .puts import Transaction
 from .steps import MISSING, STEP, check_name, lease_of
 
 P = ParamSpec("P")

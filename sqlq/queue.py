@@ -3,8 +3,9 @@
 The Queue checks arguments and shapes results. Reserving and waiting are the
 reservation engine's (``verbs/engine.py``); every read and write goes to its backend
 (``backends/``), which it never asks which one it is. Its producing verbs are in
-``puts.py`` and its read-only ones in ``reads.py``, both inherited; this module holds
-its life, the reserves and the verbs that change a job.
+``facade/puts.py``, its read-only ones in ``facade/reads.py`` and a tube's flow in
+``facade/flow.py``, all inherited; this module holds its life, the reserves and the
+verbs that change a job.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from .backends import Backend, open_backend
 from .backends.base import Durability
 from .durations import check_seconds, now_ms, seconds_to_ms
 from .errors import Error
-from .flow import FlowControl
+from .facade.flow import FlowControl
+from .facade.puts import Puts, Transaction
+from .facade.reads import Reads
 from .model import (
     DEFAULT_MAX_JOB_SIZE,
     DEFAULT_PRIORITY,
@@ -36,9 +39,7 @@ from .model import (
     check_priority,
     check_tube,
 )
-from .puts import Puts, Transaction
 from .putting import describe_put
-from .reads import Reads
 from .verbs import Dispatcher, Operations, Verbs, Views
 from .verbs.engine import Engine
 from .verbs.waiting import timeout_deadline

@@ -297,7 +297,7 @@ class TaskOptions(Generic[P, Id]):
             return queue.put(body, tube=self.tube, priority=self.priority, delay=self.delay,
                              ttr=self.ttr, unique_key=self.unique_key,
                              on_conflict=self.on_conflict)
-        from ..puts import Puts  # not at import: a worker imports tasks before the Queue
+        from ..facade.puts import Puts  # not at import: a worker imports tasks before the Queue
 
         if not isinstance(queue, Puts):
             raise TypeError(f"{self.task.name}: {'after' if self.after else 'group'}= needs "

@@ -12,14 +12,14 @@ import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from .enqueue import dbapi_connection, verbs_on
-from .model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, check_body
-from .putting import describe_put
+from ..enqueue import dbapi_connection, verbs_on
+from ..model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, check_body
+from ..putting import describe_put
 
 if TYPE_CHECKING:
-    from .backends import Backend
-    from .backends.base import Conn
-    from .verbs import Operations, Verbs
+    from ..backends import Backend
+    from ..backends.base import Conn
+    from ..verbs import Operations, Verbs
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
