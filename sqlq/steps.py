@@ -135,7 +135,9 @@ class StepsQueue(Protocol):
     @property
     def views(self) -> StepViews: ...
 
-    def verbs_in(self, conn: Any) -> StepVerbs: ...
+    def verbs_in(self, conn: Any) -> StepVerbs:
+        """``step(conn=)``'s verbs: those that write in ``conn``'s transaction (a
+        ``sqlq.Transaction`` or the application's connection, which only the faces know)."""
 
 
 class Durable:
