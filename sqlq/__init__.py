@@ -34,16 +34,16 @@ if TYPE_CHECKING:
     from .attempts import Attempt
     from .control import current_job
     from .enqueue import put, put_many
+    from .facade.puts import Transaction
+    from .facade.reads import Links
     from .model import Job
-    from .puts import Transaction
     from .queue import Queue
-    from .reads import Links
-    from .work.tasks import Signature
+    from .tasks.task import Signature
     from .workflows import chain, chord
 
 _LAZY = {"AsyncJob": ".asynchandles", "AsyncQueue": ".asyncq", "Attempt": ".attempts",
-         "Job": ".model", "Links": ".reads", "Queue": ".queue", "Signature": ".work.tasks",
-         "Transaction": ".puts", "chain": ".workflows", "chord": ".workflows",
+         "Job": ".model", "Links": ".facade.reads", "Queue": ".queue", "Signature": ".tasks.task",
+         "Transaction": ".facade.puts", "chain": ".workflows", "chord": ".workflows",
          "current_job": ".control", "put": ".enqueue", "put_many": ".enqueue"}
 
 

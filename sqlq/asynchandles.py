@@ -11,9 +11,9 @@ import operator
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from .model import JOB_FIELDS, Job, lease_of
-from .puts import Transaction
-from .steps import MISSING, STEP, check_name
+from .facade.puts import Transaction
+from .model import JOB_FIELDS, Job
+from .steps import MISSING, STEP, check_name, lease_of
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -44,7 +44,7 @@ from .verbs.views import Views
 from .verbs.waiting import timeout_deadline
 
 if TYPE_CHECKING:
-    from .work.tasks import Task, TaskOptions
+    from .tasks.task import Task, TaskOptions
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -260,7 +260,7 @@ class AsyncQueue:
                        **kwargs: Any) -> int:
         """Enqueue a call of a ``@q.task`` (or ``task.options(...)``) in this queue's
         database: ``await aq.put_task(send_email, "a@example.com")``; the job's id."""
-        from .work.tasks import TaskOptions
+        from .tasks.task import TaskOptions
 
         options = task if isinstance(task, TaskOptions) else task.options()
         body = options.task.message(*args, **kwargs)

@@ -11,7 +11,8 @@ import math
 import re
 import time
 
-__all__ = ["MAX_SECONDS", "UNITS", "format_duration", "now_ms", "parse_duration"]
+__all__ = ["MAX_SECONDS", "UNITS", "check_seconds", "format_duration", "now_ms", "parse_duration",
+           "seconds_to_ms"]
 
 #: Seconds per unit suffix. A bare number means seconds, as in beanstalkd.
 UNITS: dict[str, float] = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -91,3 +92,20 @@ def format_duration(seconds: float) -> str:
         return f"{hours}h{minutes:02d}m"
     days, hours = divmod(hours, 24)
     return f"{days}d{hours}h"
+
+
+def check_seconds(value: object, name: str) -> float:
+    """A length of time in seconds, 0 to MAX_SECONDS (every delay, TTR, pause and
+    timeout); TypeError or ValueError naming the argument otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    if math.isnan(value) or value < 0 or value > MAX_SECONDS:
+        raise ValueError(f"{name} must be between 0 and {MAX_SECONDS} seconds, not {value}")
+    return value
+
+
+def seconds_to_ms(value: object, name: str, *, minimum: float = 0.0) -> int:
+    """Seconds (int or float) to whole milliseconds, rejecting what no queue could mean."""
+    if value.__class__ is int and 0 <= value <= MAX_SECONDS:  # the hot path: put's delay=0
+        return max(value * 1000, int(minimum * 1000))
+    return max(math.ceil(check_seconds(value, name) * 1000), int(minimum * 1000))

@@ -26,6 +26,18 @@ def verbs_on(conn: Any) -> Verbs:
     return Verbs(OnConnection(functools.partial(driver.run, conn), now_ms), driver.STORE)
 
 
+def dbapi_connection(conn: Any) -> Any:
+    """The DB-API connection under a framework's: Django's ``connection`` (a
+    DatabaseWrapper), an SQLAlchemy ``Connection`` or ``Session``; else ``conn``."""
+    if hasattr(conn, "ensure_connection") and hasattr(conn, "vendor"):  # Django
+        conn.ensure_connection()
+        return conn.connection
+    if hasattr(conn, "get_bind") and callable(getattr(conn, "connection", None)):
+        conn = conn.connection()  # an SQLAlchemy Session: its Connection
+    raw = getattr(getattr(conn, "connection", None), "dbapi_connection", None)
+    return conn if raw is None else raw
+
+
 def put(conn: Any, body: bytes | str, *, tube: str = DEFAULT_TUBE,
         priority: int = DEFAULT_PRIORITY, delay: float = 0, ttr: float = DEFAULT_TTR,
         unique_key: str | None = None, max_job_size: int = DEFAULT_MAX_JOB_SIZE,
@@ -72,4 +84,4 @@ def put_many(conn: Any, bodies: Iterable[bytes | str], *, tube: str = DEFAULT_TU
     return verbs.put_many(described, data)
 
 
-__all__ = ["put", "put_many", "verbs_on"]
+__all__ = ["dbapi_connection", "put", "put_many", "verbs_on"]

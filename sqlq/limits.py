@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .model import check_seconds
+from .durations import check_seconds
 
 
 class _Keep:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
-from .durations import MAX_SECONDS
+from .durations import seconds_to_ms
 from .errors import InvalidTube, JobNotFound, JobTooBig
-from .steps import Durable, StepsQueue, StepVerbs
+from .steps import Durable, StepsQueue, StepVerbs, lease_of
 
 READY, DELAYED, RESERVED, BURIED, WAITING = 0, 1, 2, 3, 4
 #: A job's state by its number; waiting (4): put with ``after=`` parents not yet gone.
@@ -341,14 +340,6 @@ def cap_reason(reason: str | None) -> str | None:
 JOB_FIELDS = tuple(name for name in Job.__slots__ if not name.startswith("_"))
 
 
-def lease_of(job: Job) -> int:
-    """The lease a reserved Job carries; ValueError for a peeked one (it has none)."""
-    if job.lease is None:
-        raise ValueError(f"job {job.id} is not reserved through this handle; "
-                         "use the Queue's by-id verbs")
-    return job.lease
-
-
 # -- argument rules ----------------------------------------------------------------------------
 
 #: The most jobs one reserve_many claims (PostgreSQL's LIMIT takes an integer).
@@ -453,23 +444,6 @@ def check_priority(priority: object, name: str = "priority") -> int:
     if not 0 <= priority <= MAX_PRIORITY:
         raise ValueError(f"{name} must be between 0 and {MAX_PRIORITY}, not {priority}")
     return priority
-
-
-def check_seconds(value: object, name: str) -> float:
-    """A length of time in seconds, 0 to MAX_SECONDS (every delay, TTR, pause and
-    timeout); TypeError or ValueError naming the argument otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
-    if math.isnan(value) or value < 0 or value > MAX_SECONDS:
-        raise ValueError(f"{name} must be between 0 and {MAX_SECONDS} seconds, not {value}")
-    return value
-
-
-def seconds_to_ms(value: object, name: str, *, minimum: float = 0.0) -> int:
-    """Seconds (int or float) to whole milliseconds, rejecting what no queue could mean."""
-    if value.__class__ is int and 0 <= value <= MAX_SECONDS:  # the hot path: put's delay=0
-        return max(value * 1000, int(minimum * 1000))
-    return max(math.ceil(check_seconds(value, name) * 1000), int(minimum * 1000))
 
 
 def check_ttr(ttr: object) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from .durations import seconds_to_ms
 from .model import (
     DEFAULT_PRIORITY,
     DEFAULT_TTR,
@@ -18,7 +19,6 @@ from .model import (
     check_priority,
     check_ttr,
     check_tube,
-    seconds_to_ms,
 )
 
 

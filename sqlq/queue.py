@@ -3,8 +3,9 @@
 The Queue checks arguments and shapes results. Reserving and waiting are the
 reservation engine's (``verbs/engine.py``); every read and write goes to its backend
 (``backends/``), which it never asks which one it is. Its producing verbs are in
-``puts.py`` and its read-only ones in ``reads.py``, both inherited; this module holds
-its life, the reserves and the verbs that change a job.
+``facade/puts.py``, its read-only ones in ``facade/reads.py`` and a tube's flow in
+``facade/flow.py``, all inherited; this module holds its life, the reserves and the
+verbs that change a job.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 from . import control
 from .backends import Backend, open_backend
 from .backends.base import Durability
-from .durations import now_ms
+from .durations import check_seconds, now_ms, seconds_to_ms
 from .errors import Error
-from .flow import FlowControl
+from .facade.flow import FlowControl
+from .facade.puts import Puts, Transaction
+from .facade.reads import Reads
 from .model import (
     DEFAULT_MAX_JOB_SIZE,
     DEFAULT_PRIORITY,
@@ -34,13 +37,9 @@ from .model import (
     check_job_id,
     check_lease,
     check_priority,
-    check_seconds,
     check_tube,
-    seconds_to_ms,
 )
-from .puts import Puts, Transaction
 from .putting import describe_put
-from .reads import Reads
 from .verbs import Dispatcher, Operations, Verbs, Views
 from .verbs.engine import Engine
 from .verbs.waiting import timeout_deadline
@@ -49,8 +48,8 @@ if TYPE_CHECKING:
     from .backup import Backup
     from .histograms import Tally
     from .model import OnProgress
-    from .work.retry import Backoff
-    from .work.tasks import Task
+    from .tasks.retry import Backoff
+    from .tasks.task import Task
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -507,7 +506,7 @@ class Queue(Puts, Reads, FlowControl):
 
         return backup(self._backend, dest, force=force, clock=self._clock, progress=progress)
 
-    # -- tasks (logic in work/tasks.py, work/periodic.py; run by `sqlq work`) -----------------
+    # -- tasks (logic in tasks/task.py, tasks/periodic.py; run by `sqlq work`) -----------------
 
     def record_durations(self, tally: Tally) -> None:
         """Add a worker's observations to the database's histograms in one short write
@@ -543,7 +542,7 @@ class Queue(Puts, Reads, FlowControl):
                 ``sqlq.current_job()`` raise :class:`sqlq.Timeout` (Python cannot stop a
                 thread); the run fails (``timed out``) and is retried or buried.
         """
-        from .work.tasks import decorator
+        from .tasks.task import decorator
 
         return decorator(self, fn, **options)
 
@@ -552,8 +551,8 @@ class Queue(Puts, Reads, FlowControl):
         """A task without arguments that workers enqueue once per slot: ``every`` seconds
         or on a ``cron`` expression (local time), however many workers share the file.
         Other options are :meth:`task`'s."""
-        from .work.periodic import Schedule
-        from .work.tasks import decorator
+        from .tasks.periodic import Schedule
+        from .tasks.task import decorator
 
         return decorator(self, fn, periodic=Schedule(every, cron), **options)
 

@@ -20,11 +20,9 @@ its connection close (from another machine: then within the keeper's 5 s grace);
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .backends import Backend
+from typing import Any
 
 #: How often a worker writes its row, busy or idle: its heartbeat and the runs it ended
 #: are as of then (the job it runs is written within about a second of its start, see
@@ -53,8 +51,9 @@ class Registered:
                    int(jobs_done))
 
 
-def alive(backend: Backend, rows: list[Registered]) -> list[Registered]:
-    """Those of ``rows`` whose worker is alive now (its owner token's registration holds),
-    in order: what the Workers page shows, and what the sweep keeps."""
-    live = set(backend.live_owners([r.token for r in rows])) if rows else set()
-    return [r for r in rows if r.token in live]
+def alive(rows: list[Registered], live: Iterable[str]) -> list[Registered]:
+    """Those of ``rows`` whose owner token is in ``live`` (the backend's answer: its
+    registration holds), in order: what the Workers page shows, and what the sweep keeps.
+    A function of the rows alone: the verbs ask the backend, this module stands below it."""
+    held = set(live)
+    return [r for r in rows if r.token in held]

@@ -33,6 +33,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
+from .durations import seconds_to_ms
 from .errors import JobTooBig
 
 T = TypeVar("T")
@@ -134,6 +135,10 @@ class StepsQueue(Protocol):
     @property
     def views(self) -> StepViews: ...
 
+    def verbs_in(self, conn: Any) -> StepVerbs:
+        """``step(conn=)``'s verbs: those that write in ``conn``'s transaction (a
+        ``sqlq.Transaction`` or the application's connection, which only the faces know)."""
+
 
 class Durable:
     """A :class:`~sqlq.Job`'s steps, cursors and snooze (see the module docstring). A
@@ -205,7 +210,7 @@ class Durable:
         def work() -> str:
             return encode(fn(*args, **kwargs), name)
 
-        kept, _, _ = verbs_of(conn).run_step(self.id, lease, name, work, MAX_STEPS)
+        kept, _, _ = self._queue.verbs_in(conn).run_step(self.id, lease, name, work, MAX_STEPS)
         self._done = None  # read again: the caller's transaction may yet roll back
         return json.loads(kept)
 
@@ -248,8 +253,6 @@ class Durable:
         Examples:
             >>> if not report_ready(): job.snooze(60); return
         """
-        from .model import seconds_to_ms
-
         lease = self._lease()
         delay_ms = seconds_to_ms(seconds, "seconds")
         self._queue.verbs.snooze(self.id, lease, delay_ms)
@@ -268,9 +271,7 @@ class Durable:
     # -- the handle's copy of its job's rows --------------------------------------------------
 
     def _lease(self) -> int:
-        from .model import lease_of
-
-        return lease_of(self)  # type: ignore[arg-type]
+        return lease_of(self)
 
     def _loaded(self) -> dict[tuple[int, str], tuple[str, int]]:
         done = self._done
@@ -302,37 +303,13 @@ class Durable:
         return json.loads(kept)
 
 
-def verbs_of(conn: Any) -> StepVerbs:
-    """The verbs that write in ``conn``'s transaction: a ``sqlq.Transaction``'s Queue (its
-    calls on this thread join it), or the application's own connection (as ``sqlq.put``:
-    Django's and SQLAlchemy's unwrapped to their DB-API connection)."""
-    from .puts import Transaction
-
-    sync = getattr(conn, "sync", None)  # an AsyncTransaction
-    if isinstance(sync, Transaction):
-        conn = sync
-    if isinstance(conn, Transaction):
-        return conn.queue.verbs
-    from .enqueue import verbs_on
-
-    try:
-        return verbs_on(dbapi_connection(conn))
-    except TypeError:
-        raise TypeError("conn must be a sqlq.Transaction, or a sqlite3, psycopg, Django or "
-                        f"SQLAlchemy connection, not {type(conn).__name__}") from None
-
-
-def dbapi_connection(conn: Any) -> Any:
-    """The DB-API connection under a framework's: Django's ``connection`` (a
-    DatabaseWrapper), an SQLAlchemy ``Connection`` or ``Session``; else ``conn``."""
-    if hasattr(conn, "ensure_connection") and hasattr(conn, "vendor"):  # Django
-        conn.ensure_connection()
-        return conn.connection
-    if hasattr(conn, "get_bind") and callable(getattr(conn, "connection", None)):
-        conn = conn.connection()  # an SQLAlchemy Session: its Connection
-    raw = getattr(getattr(conn, "connection", None), "dbapi_connection", None)
-    return conn if raw is None else raw
+def lease_of(job: Durable) -> int:
+    """The lease a reserved Job carries; ValueError for a peeked one (it has none)."""
+    if job.lease is None:
+        raise ValueError(f"job {job.id} is not reserved through this handle; "
+                         "use the Queue's by-id verbs")
+    return job.lease
 
 
 __all__ = ["CURSOR", "MAX_NAME", "MAX_STEPS", "MAX_VALUE", "STEP", "Durable", "check_name",
-           "encode", "rows_as_dicts", "snoozed"]
+           "encode", "lease_of", "rows_as_dicts", "snoozed"]

@@ -8,7 +8,7 @@ worker that crashes mid-workflow loses nothing (the step it held is reserved aga
 its TTR, as any job).
 
 A step is a call written as its task's ``.s(...)``: ``resize.s("a.jpg")``, a
-:class:`~sqlq.work.tasks.Signature`. A chord's final task gets its parents' ids as its
+:class:`~sqlq.tasks.task.Signature`. A chord's final task gets its parents' ids as its
 first argument and reads their results with :meth:`sqlq.Queue.result`; a chain
 passes nothing along (docs/workflows.md says why and what to write instead).
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec
 
-from .work.tasks import Signature, Task, TaskOptions
+from .tasks.task import Signature, Task, TaskOptions
 
 if TYPE_CHECKING:
     from .queue import Queue

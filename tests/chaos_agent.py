@@ -476,9 +476,9 @@ def aworker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
     """``sqlq work --concurrency``'s event-loop worker with prefetch, running async naps,
     logging what it claims (all of it passes through ``reserved``) and deletes (the
     JobHandling's ``claim`` and ``ack``, with their ``R`` lines left to ``reserved``)."""
+    from sqlq.tasks.task import Task
     from sqlq.work.aworker import AsyncWorker
     from sqlq.work.taskrun import TaskRun, TaskRunner
-    from sqlq.work.tasks import Task
 
     class Outcomes(_logged_handling(log, r_lines=False)):  # type: ignore[misc]
         def finish(self, job: sqlq.Job, name: str, outcome: Outcome,

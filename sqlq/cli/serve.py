@@ -144,7 +144,7 @@ def dashboard(ctx: click.Context, listen: str, read_only: bool, token: str | Non
     schedules: dict[str, Any] = {}
     tubes: dict[str, str] = {}
     if imports:
-        from sqlq.work.tasks import REGISTRY, import_modules
+        from sqlq.tasks.task import REGISTRY, import_modules
 
         import_modules(imports)
         schedules = {name: t.schedule for name, t in REGISTRY.items() if t.schedule}

@@ -36,8 +36,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..backends import Events, Notifier
+from ..durations import seconds_to_ms
 from ..errors import Disconnected, JobLost
-from ..model import Job, cap_reason, check_tubes, lease_of, seconds_to_ms
+from ..model import Job, cap_reason, check_tubes
+from ..steps import lease_of
 from .dispatch import READ, RECEIVE, SETTLE, SHARED, WRITE, Dispatcher, Verb
 from .waiting import wait_for
 

@@ -228,7 +228,9 @@ class Operations:
 
         rows = [Registered.from_row(r)
                 for r in self.dispatch.run(LIST_WORKERS, self.store.workers.list_workers)]
-        kept = {r.token for r in alive(self.dispatch.backend, rows)}
+        backend = self.dispatch.backend
+        kept = {r.token for r in alive(rows, backend.live_owners([r.token for r in rows])
+                                        if rows else ())}
         gone = [r.token for r in rows if r.token not in kept]
         if gone:
             self.forget_workers(gone)

@@ -220,7 +220,8 @@ class Views:
 
         rows, registered = self.dispatch.run(WORKERS, self.store.presence)
         backend = self.dispatch.backend
-        live = alive(backend, [Registered.from_row(r) for r in registered])
+        workers = [Registered.from_row(r) for r in registered]
+        live = alive(workers, backend.live_owners([w.token for w in workers]) if workers else ())
         tokens = {r.token for r in live}
         others = [r[0] for r in rows if r[0] is not None and r[0] not in tokens]
         dead = set(backend.dead_owners(others)) if others else set()

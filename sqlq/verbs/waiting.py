@@ -18,10 +18,9 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..backends import Events, Notifier
-from ..durations import MAX_SECONDS
+from ..durations import MAX_SECONDS, check_seconds
 from ..errors import Disconnected
 from ..logger import logger
-from ..model import check_seconds
 
 T = TypeVar("T")
 

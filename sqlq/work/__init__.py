@@ -17,10 +17,9 @@ which hands every job it reserves to a runner: a :class:`TaskRunner` or a
 ``watchdog.py``      the thread that heartbeats and keeps the grace period while a task runs
 ``prefetch.py``      ``--prefetch``: jobs per claim (adapted to run times), the batch a worker holds
 ``runner.py``        what the loop asks of a way to run jobs: ``Runner``, ``Running``, ``Outcome``
-``tasks.py``         ``@q.task``: ``Task``, the JSON call in a job's body, the registry, TaskRunner
+``taskrun.py``       ``TaskRunner``: a task's job decoded, its function found and called
+``scheduler.py``     ``Scheduler``: the thread that puts each periodic slot's job once
 ``shell.py``         ``ShellRunner``: ``-- COMMAND``, one child process per job, killed at the TTR
-``retry.py``         ``RetryPolicy``: how many runs, and the backoff between them (tenacity)
-``periodic.py``      ``@q.periodic``: ``Schedule`` and the thread that puts each slot's job once
 ``recorder.py``      ``Recorder``: the waits and runs for /metrics' histograms, flushed every 10 s
 ``presence.py``      ``Presence``: this process's row in the workers registry, written every 5 s
 ``horizon.py``       ``HorizonWatch``: what holds back cleanup, looked at every 30 s, warnings
@@ -28,8 +27,8 @@ which hands every job it reserves to a runner: a :class:`TaskRunner` or a
 ===================  ===========================================================================
 
 The names below are imported on first use, not with the package: an application
-that only declares tasks loads ``tasks.py`` and what it needs (``runner.py``,
-``retry.py``), not the worker, its threads and its subprocesses.
+that only declares tasks loads ``sqlq/tasks/`` (its ``Task``, ``RetryPolicy`` and
+``Schedule`` are named here too), not the worker, its threads and its subprocesses.
 """
 
 from __future__ import annotations
@@ -37,19 +36,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..tasks.periodic import Schedule
+    from ..tasks.retry import Backoff, RetryPolicy
+    from ..tasks.task import REGISTRY, Task
     from .command import run
     from .config import WorkConfig
-    from .periodic import Schedule
-    from .retry import Backoff, RetryPolicy
     from .shell import ShellRunner
     from .supervisor import Supervisor
     from .taskrun import TaskRunner
-    from .tasks import REGISTRY, Task
     from .worker import Worker
 
-_LAZY = {"WorkConfig": ".config", "run": ".command", "Schedule": ".periodic",
-         "Backoff": ".retry", "RetryPolicy": ".retry", "ShellRunner": ".shell",
-         "Supervisor": ".supervisor", "REGISTRY": ".tasks", "Task": ".tasks",
+_LAZY = {"WorkConfig": ".config", "run": ".command", "Schedule": "..tasks.periodic",
+         "Backoff": "..tasks.retry", "RetryPolicy": "..tasks.retry", "ShellRunner": ".shell",
+         "Supervisor": ".supervisor", "REGISTRY": "..tasks.task", "Task": "..tasks.task",
          "TaskRunner": ".taskrun", "Worker": ".worker"}
 
 

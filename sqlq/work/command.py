@@ -23,9 +23,9 @@ from ..backends.base import Durability
 from ..errors import Disconnected, Error
 from ..horizon import Thresholds, check_every
 from ..queue import Queue
+from ..tasks.retry import RetryPolicy
 from . import logs, runner
 from .config import WorkConfig
-from .retry import RetryPolicy
 from .worker import Worker
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def resolve(config: WorkConfig) -> tuple[str, list[str]]:
     opened, so ``sqlq work --import app`` needs no path repeated. Without ``--tube`` it
     watches every tube its tasks use.
     """
-    from .tasks import REGISTRY
+    from ..tasks.task import REGISTRY
 
     queues = {identity(t.queue.path): t.queue.path for t in REGISTRY.values()}
     if config.db is not None:
@@ -80,7 +80,7 @@ def prepare(config: WorkConfig) -> tuple[str, list[str]]:
     Thresholds.from_env()  # a bad $SQLQ_WARN_... stops here, not in every restarted child
     check_every()
     if config.imports:
-        from .tasks import import_modules
+        from ..tasks.task import import_modules
 
         for module in config.imports:
             try:
@@ -170,10 +170,10 @@ def open_queue(db: str, durability: Durability, *, init: bool = False) -> Queue:
 
 def run_worker(config: WorkConfig, db: str, tubes: Sequence[str]) -> int:
     """Run one worker in this process until it is stopped; the exit status (0)."""
+    from ..tasks.task import REGISTRY
     from .scheduler import start_scheduler
     from .shell import GroupReport, ShellRunner
     from .taskrun import TaskRunner
-    from .tasks import REGISTRY
 
     queue = open_queue(db, "normal" if config.durability == "normal" else "full",
                        init=config.init)

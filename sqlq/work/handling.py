@@ -10,7 +10,7 @@ acknowledge and settle jobs the same way, through one :class:`JobHandling` each:
 * :meth:`JobHandling.finish` settles a run's :class:`~sqlq.work.runner.Outcome`: a
   success without a result waits (as a :class:`~sqlq.work.prefetch.Done`) for the
   next claim to delete it; a result is stored, a failure retried or buried under
-  the job's :class:`~sqlq.work.retry.RetryPolicy` and kept as an attempt, each its
+  the job's :class:`~sqlq.tasks.retry.RetryPolicy` and kept as an attempt, each its
   own commit at once; a lost lease is logged;
 * :meth:`JobHandling.give_back` releases a job its worker will not run after all.
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from ..model import Job
-from .retry import RetryPolicy
+from ..tasks.retry import RetryPolicy
 
 
 def kill_margin(ttr: float) -> float:

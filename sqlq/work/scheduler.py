@@ -1,5 +1,5 @@
 """The thread that enqueues periodic tasks at the start of their slots (see
-``periodic.py`` for the schedules, and for why exactly one try per slot succeeds).
+``tasks/periodic.py`` for the schedules, and for why exactly one try per slot succeeds).
 
 A worker's part, above the Queue it puts into: ``sqlq work`` starts one per process
 that imported periodic tasks.
@@ -12,11 +12,11 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from .periodic import local_time
+from ..tasks.periodic import local_time
 
 if TYPE_CHECKING:
     from ..queue import Queue
-    from .tasks import Task
+    from ..tasks.task import Task
 
 log = logging.getLogger("sqlq.periodic")
 

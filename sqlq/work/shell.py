@@ -35,8 +35,8 @@ from typing import IO
 from .. import tracing
 from ..attempts import TIMED_OUT, TRACEBACK_LIMIT
 from ..model import Job
+from ..tasks.retry import RetryPolicy
 from . import runner
-from .retry import RetryPolicy
 
 #: How long the reader thread may lag behind the child's exit (stderr held open by a
 #: grandchild must not hold the worker up).

@@ -1,5 +1,5 @@
 """The worker's side of ``@q.task``: :class:`TaskRunner` decodes a job's body (the JSON
-call of ``tasks.py``), finds the task in the registry and calls it, in the worker's
+call of ``tasks/task.py``), finds the task in the registry and calls it, in the worker's
 main thread while the worker's watchdog thread heartbeats and keeps the grace period
 (see watchdog.py), or on the async worker's loop (aworker.py).
 """
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import control
 from ..attempts import error_name, format_traceback, raised_at
+from ..tasks.task import REGISTRY, Task, decode_call
 from . import runner
-from .tasks import REGISTRY, Task, decode_call
 
 if TYPE_CHECKING:
     from ..model import Job
-    from .retry import RetryPolicy
+    from ..tasks.retry import RetryPolicy
 
 T = TypeVar("T")
 

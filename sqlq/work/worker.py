@@ -30,7 +30,7 @@ batch. Each job's outcome is handled as it would be one at a time (a result
 stored, a retry, a burial: each its own commit at once; a lost lease logged). A
 stopping worker runs the rest of its batch if it should take no more than
 :data:`FINISH_ON_STOP` (and the grace period), and otherwise releases it at once.
-Retry decisions belong to the job's :class:`~sqlq.work.retry.RetryPolicy`, not to this loop.
+Retry decisions belong to the job's :class:`~sqlq.tasks.retry.RetryPolicy`, not to this loop.
 """
 
 from __future__ import annotations

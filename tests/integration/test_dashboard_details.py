@@ -21,7 +21,7 @@ from sqlq.attempts import Attempt
 from sqlq.cli import EXIT_ERROR, cli
 from sqlq.dashboard import DashboardServer
 from sqlq.durations import now_ms
-from sqlq.work.periodic import Schedule
+from sqlq.tasks.periodic import Schedule
 from sqlq.work.presence import Presence
 from tests.conftest import ROOT
 from tests.dashboard_client import running

@@ -291,7 +291,7 @@ def test_bodies_are_shown_safely() -> None:
 
 
 def test_periodic_tasks_show_their_next_slot(q: sqlq.Queue) -> None:
-    from sqlq.work.periodic import Schedule
+    from sqlq.tasks.periodic import Schedule
 
     with running(q, schedules={"app.tick": Schedule(every=300)}) as c:
         html = c.get("/periodic").text

@@ -25,7 +25,7 @@ import pytest
 
 import sqlq
 from sqlq.backends.postgres import db as pg_db
-from sqlq.work.tasks import encode_call
+from sqlq.tasks.task import encode_call
 from tests.pgserver import PgServer
 from tests.timing import SLACK
 from tests.workers import Work, lines, wait_for

@@ -28,6 +28,7 @@ QUEUE_ONLY = {
     "engine": "the reservation engine, for sqlq's own faces",
     "verbs": "the verb contract (sqlq/verbs/), for sqlq's own faces",
     "operations": "the other verbs (sqlq/verbs/operations.py), for sqlq's own faces",
+    "verbs_in": "the verbs in a connection's transaction (Job.step(conn=)), for sqlq's own faces",
     "backend": "the storage backend, for tools built on sqlq (aq.queue.backend)",
     "path": "as given to the constructor (aq.queue.path)",
     "max_job_size": "as given to the constructor (aq.queue.max_job_size)",

@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 import sqlq
-from sqlq.work.periodic import Schedule
+from sqlq.tasks.periodic import Schedule
 from sqlq.work.scheduler import enqueue_slot, slot_key
 
 pytestmark = pytest.mark.timeout(60)

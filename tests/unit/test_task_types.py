@@ -103,7 +103,7 @@ def test_task_puts_and_workflow_calls_are_typed(tmp_path: Path) -> None:
     assert len(errors) == 1 and 'Argument 1 to "put" of "Task"' in errors[0], out
 
     revealed = re.findall(r'Revealed type is "([^"]+)"', flows)
-    assert revealed == ["sqlq.work.tasks.Signature"] + ["list[int]"] * 3, out + err
+    assert revealed == ["sqlq.tasks.task.Signature"] + ["list[int]"] * 3, out + err
     errors = [line for line in flows.splitlines() if ": error:" in line]
     # the three bad calls, each refused (the last both as too many arguments and its type)
     assert sorted({int(line.split(":")[1]) for line in errors}) == [15, 16, 17], out

@@ -13,8 +13,8 @@ import pytest
 import tenacity
 
 import sqlq
+from sqlq.tasks.task import BIND_SHAPES, _loads, decode_call, encode_call
 from sqlq.work import REGISTRY, RetryPolicy, TaskRunner, Worker
-from sqlq.work.tasks import BIND_SHAPES, _loads, decode_call, encode_call
 
 
 def test_a_task_still_runs_when_called(q: sqlq.Queue) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import sqlq
-from sqlq.work.tasks import Task
+from sqlq.tasks.task import Task
 
 from ..timing import FakeClock
 

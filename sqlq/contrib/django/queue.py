@@ -28,7 +28,7 @@ from .. import _shared
 from . import conf
 
 if TYPE_CHECKING:
-    from ...work.tasks import Task
+    from ...tasks.task import Task
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -131,7 +131,7 @@ class DjangoQueue:
     def task(self, fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
         """``@task``: :meth:`sqlq.Queue.task` on this queue, usable at import time. The
         task's ``put`` is :meth:`put`: the job's id, or None while it waits for the commit."""
-        from ...work.tasks import decorator
+        from ...tasks.task import decorator
 
         return decorator(self, fn, **options)
 
@@ -145,8 +145,8 @@ class DjangoQueue:
     def periodic(self, fn: Callable[[], R] | None = None, /, *, every: float | None = None,
                  cron: str | None = None, **options: Any) -> Any:
         """``@periodic``: :meth:`sqlq.Queue.periodic` on this queue, at import time."""
-        from ...work.periodic import Schedule
-        from ...work.tasks import decorator
+        from ...tasks.periodic import Schedule
+        from ...tasks.task import decorator
 
         return decorator(self, fn, periodic=Schedule(every, cron), **options)
 

@@ -54,7 +54,7 @@ from ._session import dbapi_connection, defer, session_in_transaction
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from ...work.tasks import Task
+    from ...tasks.task import Task
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
@@ -232,13 +232,13 @@ class Sqlq:
     def periodic(self, fn: Callable[..., Any] | None = None, /, *, every: float | None = None,
                  cron: str | None = None, **options: Any) -> Any:
         """``@jobs.periodic(every=300)``: ``Queue.periodic``, before the app exists."""
-        from ...work.periodic import Schedule
+        from ...tasks.periodic import Schedule
 
         return self._decorate(fn, options, Schedule(every, cron))
 
     def _decorate(self, fn: Callable[..., Any] | None, options: dict[str, Any],
                   schedule: Any = None) -> Any:
-        from ...work.tasks import decorator
+        from ...tasks.task import decorator
 
         def make(f: Callable[..., Any]) -> Task[Any, Any, int | None]:
             made = decorator(self.tasks_queue, _in_app_context(self, f), periodic=schedule,

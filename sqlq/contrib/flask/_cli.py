@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import click
 from flask import g, has_app_context
@@ -26,7 +26,10 @@ from ...backends import exists
 from ...errors import Error
 
 if TYPE_CHECKING:
-    from . import Sqlq
+    from flask import Flask
+
+    from ...queue import Queue
+    from ._database import Settings
 
 #: Set on ``g`` by ``flask sqlq``: the context Flask's CLI pushed for the whole command,
 #: which a worker's jobs must not share (each gets its own, see ``__init__.py``).
@@ -92,7 +95,19 @@ def with_init(args: Sequence[str]) -> list[str]:
     return [*args[:at + 1], "--init", *rest]
 
 
-def make_command(ext: Sqlq) -> click.Command:
+class Extension(Protocol):
+    """What the command asks of the extension (``Sqlq``: a protocol here, so this module
+    stands below the package that imports it)."""
+
+    @property
+    def tasks_queue(self) -> object: ...
+
+    def settings(self, app: Flask | None = None) -> Settings: ...
+
+    def queue_of(self, app: Flask) -> Queue: ...
+
+
+def make_command(ext: Extension) -> click.Command:
     """The ``sqlq`` command of ``app.cli`` for this extension."""
 
     @click.command("sqlq", add_help_option=False, context_settings={
@@ -102,7 +117,7 @@ def make_command(ext: Sqlq) -> click.Command:
     def sqlq_command(ctx: click.Context, args: tuple[str, ...]) -> None:
         """sqlq's commands (work, top, dashboard, stats...) on this app's queue."""
         from ...cli import cli, exit_code_for
-        from ...work.tasks import REGISTRY
+        from ...tasks.task import REGISTRY
 
         info = ctx.ensure_object(ScriptInfo)
         app = info.load_app()

@@ -12,13 +12,14 @@ import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from .model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, check_body
-from .putting import describe_put
+from ..enqueue import dbapi_connection, verbs_on
+from ..model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, check_body
+from ..putting import describe_put
 
 if TYPE_CHECKING:
-    from .backends import Backend
-    from .backends.base import Conn
-    from .verbs import Operations, Verbs
+    from ..backends import Backend
+    from ..backends.base import Conn
+    from ..verbs import Operations, Verbs
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -166,6 +167,24 @@ class Puts:
                            name="topic")
         copies = self.verbs.publish(put, check_body(body, self.max_job_size))
         return [job_id for _, job_id in copies]
+
+    # -- the verbs of a transaction -------------------------------------------------------------
+
+    def verbs_in(self, conn: Any) -> Verbs:
+        """The verbs that write in ``conn``'s transaction, for ``Job.step(conn=)`` (sqlq's
+        own faces, not applications): a ``sqlq.Transaction``'s (its Queue's calls on this
+        thread join it), else those on the application's own connection (as ``sqlq.put``;
+        Django's and SQLAlchemy's unwrapped to their DB-API connection)."""
+        sync = getattr(conn, "sync", None)  # an AsyncTransaction
+        if isinstance(sync, Transaction):
+            conn = sync
+        if isinstance(conn, Transaction):
+            return conn.queue.verbs
+        try:
+            return verbs_on(dbapi_connection(conn))
+        except TypeError:
+            raise TypeError("conn must be a sqlq.Transaction, or a sqlite3, psycopg, Django or "
+                            f"SQLAlchemy connection, not {type(conn).__name__}") from None
 
 
 def _in_transaction(verb: Callable[Concatenate[Puts, _P], _R]

@@ -8,7 +8,7 @@ of its slot; the body is an ordinary task call with no arguments, run by whichev
 worker watches the task's tube.
 
 Who enqueues: every worker process that imported periodic tasks runs one
-``Scheduler`` thread (``scheduler.py``; this module is the schedule alone, below the
+``Scheduler`` thread (``work/scheduler.py``; this module is the schedule alone, below the
 Queue whose ``@q.periodic`` makes one), which sleeps until the next slot starts (no polling) and
 then tries to enqueue it. Exactly one try succeeds, because the put and a forward-only
 move of ``sqlq_periodic.last_slot`` happen in one transaction (migration 0003): a

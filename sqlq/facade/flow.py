@@ -2,20 +2,21 @@
 the records of its finished jobs are kept (retention, sqlq/finished.py).
 
 A mixin of :class:`~sqlq.Queue`, as ``Puts`` and ``Reads`` are (the logic of the limits
-is in limits.py); see the Queue for the class's docs.
+is in sqlq/limits.py); see the Queue for the class's docs.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import limits
-from .model import check_tube, seconds_to_ms
+from .. import limits
+from ..durations import seconds_to_ms
+from ..model import check_tube
 
 if TYPE_CHECKING:
-    from .finished import Retention
-    from .verbs.engine import Engine
-    from .verbs.operations import Operations
+    from ..finished import Retention
+    from ..verbs.engine import Engine
+    from ..verbs.operations import Operations
 
 
 class FlowControl:
@@ -108,7 +109,7 @@ class FlowControl:
             >>> q.retention(max_age=86400)  # a day, for every tube
             >>> q.retention("payments", max_age=30 * 86400, max_count=100_000)
         """
-        from .model import check_int
+        from ..model import check_int
 
         name = "" if tube is None else check_tube(tube)
         age_ms = None

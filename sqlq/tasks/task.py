@@ -13,7 +13,7 @@ fix them, not when a worker runs them hours later.
 
 This is the task as its producers see it (the faces' ``@q.task``, ``task.put``,
 workflows), below the Queue; the worker's side, which decodes a body, finds the
-function and calls it, is ``taskrun.py``.
+function and calls it, is ``work/taskrun.py``.
 """
 
 from __future__ import annotations
@@ -297,7 +297,7 @@ class TaskOptions(Generic[P, Id]):
             return queue.put(body, tube=self.tube, priority=self.priority, delay=self.delay,
                              ttr=self.ttr, unique_key=self.unique_key,
                              on_conflict=self.on_conflict)
-        from ..puts import Puts  # not at import: a worker imports tasks before the Queue
+        from ..facade.puts import Puts  # not at import: a worker imports tasks before the Queue
 
         if not isinstance(queue, Puts):
             raise TypeError(f"{self.task.name}: {'after' if self.after else 'group'}= needs "

@@ -13,24 +13,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .backends import Events
-from .errors import JobNotFound, Timeout
-from .model import DEFAULT_TUBE, Job, check_job_id, job_id_in_range
-from .verbs.operations import ProgressWatch
-from .verbs.waiting import timeout_deadline
+from ..backends import Events
+from ..errors import JobNotFound, Timeout
+from ..model import DEFAULT_TUBE, Job, check_job_id, job_id_in_range
+from ..verbs.operations import ProgressWatch
+from ..verbs.waiting import timeout_deadline
 
 # The modules behind the reads load on first use, not with the Queue: a process that
 # only puts (a `sqlq put` in a shell loop) does not pay for the dashboard's views.
 if TYPE_CHECKING:
-    from . import control, observe, throughput
-    from .attempts import Attempt
-    from .backends import Backend
-    from .failures import FailedGroup
-    from .finished import Finished
-    from .horizon import Horizon
-    from .verbs.engine import Engine
-    from .verbs.operations import Operations
-    from .verbs.views import Views
+    from .. import control, observe, throughput
+    from ..attempts import Attempt
+    from ..backends import Backend
+    from ..failures import FailedGroup
+    from ..finished import Finished
+    from ..horizon import Horizon
+    from ..verbs.engine import Engine
+    from ..verbs.operations import Operations
+    from ..verbs.views import Views
 
 
 class Links(NamedTuple):
@@ -75,7 +75,7 @@ class Reads:
         """
         check_job_id(job_id)
         deadline = timeout_deadline(timeout)
-        from . import control
+        from .. import control
 
         control.check_callback(on_progress)
         watch = None if on_progress is None else \
