@@ -6,7 +6,6 @@ main thread while the worker's watchdog thread heartbeats and keeps the grace pe
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import inspect
 import json
@@ -63,6 +62,8 @@ class TaskRun:
         try:
             value = self.task.fn(*args, **kwargs)
             if value is not None and inspect.isawaitable(value):  # an async task, run here
+                import asyncio  # here: a worker of plain functions never loads it (25 ms)
+
                 value = asyncio.run(_awaited(value))
         except Exception as exc:  # noqa: BLE001 - a task's failure is data, not our crash
             return _failed(exc, self.task.policy)
@@ -80,6 +81,8 @@ class TaskRun:
                 else:
                     # In this task's context, as asyncio.to_thread: the run's span (tracing)
                     # and the application's context variables reach the function.
+                    import asyncio  # loaded already: this runs in the async worker's loop
+
                     context = contextvars.copy_context()
                     value = await asyncio.get_running_loop().run_in_executor(
                         None, lambda: context.run(self.task.fn, *args, **kwargs))
