@@ -159,6 +159,17 @@ class DueCache:
 _NO_TUBE = ("",)
 
 
+#: set_ready_run's urgency while an import writes: no run of ready puts.
+_SUSPENDED = -1
+
+
+def end_ready_run(conn: Any, urgent: int | None = None) -> None:
+    """Add the pending run of ready puts (migration 0007) to the kept counts and end it
+    (``urgent`` None; _SUSPENDED: no run starts until set_ready_run says so)."""
+    conn.execute(Q["fold_ready_run"])
+    conn.execute(Q["set_ready_run"], {"urgent": urgent})
+
+
 class SQLiteJobs(JobStore):
     """Ids from ``last_insert_rowid()`` and the highest id issued; a put or release with a
     delay, and children released at a delay, lower the DueCache."""
@@ -246,13 +257,14 @@ class SQLiteJobs(JobStore):
         if len(bodies) < QUIET_BATCH:
             conn.executemany(_INSERT_JOB_AT, rows)
         else:
+            end_ready_run(conn)  # its ids are the batch's from here on
             with triggers_off(conn) as off:
                 conn.executemany(_INSERT_JOB_AT, rows)
-            if off:  # the rows' tube total, counted once (sqlq_count_puts did not fire)
+            if off:  # the rows' tube total, counted once (sqlq_count_put did not fire)
                 run = {"tube": tube, "first": first}
                 conn.execute(Q["close_put_run"], run)
                 conn.execute(Q["open_put_run"], run)
-                conn.execute(Q["add_job_counts"], {  # nor sqlq_count_inserted
+                conn.execute(Q["add_job_counts"], {  # nor its job counts
                     "tube": tube, "state": row[2], "priority": priority, "n": len(bodies)})
         return list(range(first, first + len(bodies)))
 
@@ -432,7 +444,18 @@ class SQLiteCopying(CopyStore):
 
     def import_rows(self, conn: Any, kind: str, rows: Sequence[Sequence[Any]]) -> None:
         self.due.forget()
+        if kind != "job":
+            super().import_rows(conn, kind, rows)
+            return
+        # Imported ids are the source's, not the next ones: no run of ready puts
+        # (migration 0007) may count them by their ids.
+        end_ready_run(conn, _SUSPENDED)
         super().import_rows(conn, kind, rows)
+        conn.execute(Q["set_ready_run"], {"urgent": None})
+
+    def set_total_jobs(self, conn: Any, total: int) -> None:
+        end_ready_run(conn)  # the next id jumps: the run's length would with it
+        super().set_total_jobs(conn, total)
 
 
 class SQLiteStore(Store):
