@@ -49,6 +49,8 @@ _PROMOTE_DUE = Q["promote_due"]
 _CLAIM_JOB = Q["claim_job"]
 _CLAIM_JOB_IN_TUBE = Q["claim_job_in_tube"]
 _CLAIM_JOBS_IN_TUBE = Q["claim_jobs_in_tube"]
+_PICK_JOB_IN_TUBE = Q["pick_job_in_tube"]
+_CLAIM_PICKED_JOB = Q["claim_picked_job"]
 _LOOK_READY = Q["look_ready"]
 #: Later than any time in ms: "nothing will ever be due" in DueCache.
 NEVER = 2**63 - 1
@@ -364,7 +366,13 @@ class SQLiteClaims(ClaimStore):
         self._promote(conn, now, tubes)
         tube = self._one_tube.get(tubes)
         if tube is not None:
-            rows = conn.execute(_CLAIM_JOB_IN_TUBE, (now, owner, tube, _lease())).fetchall()
+            if conn.get_autocommit():  # one statement, its own transaction
+                rows = conn.execute(_CLAIM_JOB_IN_TUBE, (now, owner, tube, _lease())).fetchall()
+            else:  # under the write lock: no RETURNING (queries.sql pick_job_in_tube)
+                args = (now, owner, tube, _lease())
+                rows = conn.execute(_PICK_JOB_IN_TUBE, args).fetchall()
+                if rows:
+                    conn.execute(_CLAIM_PICKED_JOB, (now, owner, rows[0][0], args[3]))
         else:
             rows = conn.execute(_CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner,
                                              "capped": 0, "lease": _lease()}).fetchall()
