@@ -1,12 +1,23 @@
+-- view sqlq_job_counts
+CREATE VIEW sqlq_job_counts (tube, state, urgent, n) AS
+SELECT tube, state, urgent, sum(n) FROM (
+    SELECT tube, state, urgent, n FROM sqlq_job_counts_kept
+    UNION ALL
+    SELECT tube, 0, urgent,
+           max(coalesce((SELECT max(id) FROM sqlq_jobs), 0),
+               coalesce((SELECT id FROM sqlq_last_id), 0)) + 1 - ready_from
+      FROM sqlq_tube_run WHERE urgent >= 0)
+ GROUP BY tube, state, urgent;
+
 -- trigger sqlq_count_entered
 CREATE TRIGGER sqlq_count_entered AFTER UPDATE OF state, priority ON sqlq_jobs
 WHEN new.state <> 2 AND new.state <> 4
  AND (old.state <> new.state
       OR old.state = 0 AND (old.priority < 1024) <> (new.priority < 1024))
 BEGIN
-    INSERT OR IGNORE INTO sqlq_job_counts (tube, state, urgent, n)
+    INSERT OR IGNORE INTO "sqlq_job_counts_kept" (tube, state, urgent, n)
     VALUES (new.tube, new.state, new.state = 0 AND new.priority < 1024, 0);
-    UPDATE OR IGNORE sqlq_job_counts SET n = n + 1
+    UPDATE OR IGNORE "sqlq_job_counts_kept" SET n = n + 1
      WHERE tube = new.tube AND state = new.state
        AND urgent = (new.state = 0 AND new.priority < 1024);
 END;
@@ -23,22 +34,13 @@ BEGIN
                                      timeouts = timeouts + excluded.timeouts;
 END;
 
--- trigger sqlq_count_inserted
-CREATE TRIGGER sqlq_count_inserted AFTER INSERT ON sqlq_jobs
-WHEN new.state <> 2 AND new.state <> 4
-BEGIN
-    INSERT INTO sqlq_job_counts (tube, state, urgent, n)
-    VALUES (new.tube, new.state, new.state = 0 AND new.priority < 1024, 1)
-    ON CONFLICT (tube, state, urgent) DO UPDATE SET n = n + 1;
-END;
-
 -- trigger sqlq_count_moved
 CREATE TRIGGER sqlq_count_moved AFTER UPDATE OF state, priority ON sqlq_jobs
 WHEN old.state <> 2 AND old.state <> 4
  AND (old.state <> new.state
       OR old.state = 0 AND (old.priority < 1024) <> (new.priority < 1024))
 BEGIN
-    UPDATE OR IGNORE sqlq_job_counts SET n = n - 1
+    UPDATE OR IGNORE "sqlq_job_counts_kept" SET n = n - 1
      WHERE tube = old.tube AND state = old.state
        AND urgent = (old.state = 0 AND old.priority < 1024);
 END;
@@ -50,14 +52,20 @@ BEGIN
     ON CONFLICT (tube) DO UPDATE SET pauses = pauses + 1;
 END;
 
--- trigger sqlq_count_puts
-CREATE TRIGGER sqlq_count_puts AFTER INSERT ON sqlq_jobs
-WHEN new.tube IS NOT (SELECT tube FROM sqlq_tube_run)
+-- trigger sqlq_count_put
+CREATE TRIGGER sqlq_count_put AFTER INSERT ON sqlq_jobs
+WHEN new.state <> 0
+  OR NOT coalesce((SELECT tube = new.tube AND urgent = (new.priority < 1024)
+                     FROM sqlq_tube_run), 0)
 BEGIN
-    INSERT INTO sqlq_counters (tube, puts)
-    SELECT tube, new.id - start FROM sqlq_tube_run WHERE tube IS NOT NULL
-    ON CONFLICT (tube) DO UPDATE SET puts = puts + excluded.puts;
-    UPDATE sqlq_tube_run SET tube = new.tube, start = new.id;
+    UPDATE sqlq_tube_run
+       SET start = CASE WHEN tube IS new.tube THEN start ELSE new.id END, tube = new.tube,
+           urgent = CASE WHEN urgent = -1 THEN -1
+                         WHEN new.state = 0 THEN new.priority < 1024 END,
+           state = new.state,
+           counted = CASE WHEN new.state <> 2 AND new.state <> 4
+                          THEN new.state = 0 AND new.priority < 1024 END,
+           ready_from = new.id + 1;
 END;
 
 -- trigger sqlq_count_repauses
@@ -65,6 +73,21 @@ CREATE TRIGGER sqlq_count_repauses AFTER UPDATE OF paused_until, pause_ms ON sql
 BEGIN
     INSERT INTO sqlq_counters (tube, pauses) VALUES (new.name, 1)
     ON CONFLICT (tube) DO UPDATE SET pauses = pauses + 1;
+END;
+
+-- trigger sqlq_count_run
+CREATE TRIGGER sqlq_count_run AFTER UPDATE OF ready_from ON sqlq_tube_run
+BEGIN
+    INSERT INTO sqlq_counters (tube, puts)
+    SELECT old.tube, new.ready_from - 1 - old.start
+     WHERE old.tube IS NOT NULL AND old.tube IS NOT new.tube
+    ON CONFLICT (tube) DO UPDATE SET puts = puts + excluded.puts;
+    INSERT INTO sqlq_job_counts_kept (tube, state, urgent, n)
+    SELECT old.tube, 0, old.urgent, new.ready_from - 1 - old.ready_from WHERE old.urgent >= 0
+    ON CONFLICT (tube, state, urgent) DO UPDATE SET n = n + excluded.n;
+    INSERT INTO sqlq_job_counts_kept (tube, state, urgent, n)
+    SELECT new.tube, new.state, new.counted, 1 WHERE new.counted IS NOT NULL
+    ON CONFLICT (tube, state, urgent) DO UPDATE SET n = n + 1;
 END;
 
 -- trigger sqlq_finish_job
@@ -78,7 +101,7 @@ CREATE TRIGGER sqlq_forget_attempts AFTER DELETE ON sqlq_jobs
 WHEN old.failures > 0 OR old.state <> 2 AND old.state <> 4
 BEGIN
     DELETE FROM sqlq_attempts WHERE old.failures > 0 AND job_id = old.id;
-    UPDATE sqlq_job_counts SET n = n - 1
+    UPDATE "sqlq_job_counts_kept" SET n = n - 1
      WHERE old.state <> 2 AND old.state <> 4 AND tube = old.tube AND state = old.state
        AND urgent = (old.state = 0 AND old.priority < 1024);
 END;
@@ -182,8 +205,8 @@ CREATE TABLE sqlq_groups (
     PRIMARY KEY (tube, grp)
 ) WITHOUT ROWID;
 
--- table sqlq_job_counts
-CREATE TABLE sqlq_job_counts (
+-- table sqlq_job_counts_kept
+CREATE TABLE "sqlq_job_counts_kept" (
     tube   TEXT    NOT NULL,
     state  INTEGER NOT NULL,   -- 0 ready, 1 delayed, 3 buried
     urgent INTEGER NOT NULL,   -- 1: ready with priority < 1024; 0 otherwise
@@ -285,7 +308,7 @@ CREATE TABLE sqlq_tube_run (
     one   INTEGER PRIMARY KEY CHECK (one = 1),  -- a single row
     tube  TEXT,                                 -- the tube of the latest put; NULL: none
     start INTEGER NOT NULL                      -- the first id of the latest run
-);
+, urgent INTEGER, ready_from INTEGER, state INTEGER, counted INTEGER);
 
 -- table sqlq_tubes
 CREATE TABLE sqlq_tubes (
@@ -390,10 +413,10 @@ CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
 -- column sqlq_groups: (1, 'grp', 'TEXT', 1, None, 2, 0)
 -- column sqlq_groups: (2, 'turn', 'INTEGER', 1, None, 0, 0)
 -- column sqlq_groups: (3, 'rate_at', 'REAL', 0, None, 0, 0)
--- column sqlq_job_counts: (0, 'tube', 'TEXT', 1, None, 1, 0)
--- column sqlq_job_counts: (1, 'state', 'INTEGER', 1, None, 2, 0)
--- column sqlq_job_counts: (2, 'urgent', 'INTEGER', 1, None, 3, 0)
--- column sqlq_job_counts: (3, 'n', 'INTEGER', 1, None, 0, 0)
+-- column sqlq_job_counts_kept: (0, 'tube', 'TEXT', 1, None, 1, 0)
+-- column sqlq_job_counts_kept: (1, 'state', 'INTEGER', 1, None, 2, 0)
+-- column sqlq_job_counts_kept: (2, 'urgent', 'INTEGER', 1, None, 3, 0)
+-- column sqlq_job_counts_kept: (3, 'n', 'INTEGER', 1, None, 0, 0)
 -- column sqlq_jobs: (0, 'id', 'INTEGER', 0, None, 1, 0)
 -- column sqlq_jobs: (1, 'tube', 'TEXT', 1, None, 0, 0)
 -- column sqlq_jobs: (2, 'priority', 'INTEGER', 1, None, 0, 0)
@@ -449,7 +472,11 @@ CREATE INDEX sqlq_results_expires ON sqlq_results (expires_at);
 -- column sqlq_tube_run: (0, 'one', 'INTEGER', 0, None, 1, 0)
 -- column sqlq_tube_run: (1, 'tube', 'TEXT', 0, None, 0, 0)
 -- column sqlq_tube_run: (2, 'start', 'INTEGER', 1, None, 0, 0)
--- row sqlq_tube_run: (1, None, 1)
+-- column sqlq_tube_run: (3, 'urgent', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_tube_run: (4, 'ready_from', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_tube_run: (5, 'state', 'INTEGER', 0, None, 0, 0)
+-- column sqlq_tube_run: (6, 'counted', 'INTEGER', 0, None, 0, 0)
+-- row sqlq_tube_run: (1, None, 1, None, None, None, None)
 -- column sqlq_tubes: (0, 'name', 'TEXT', 1, None, 1, 0)
 -- column sqlq_tubes: (1, 'paused_until', 'INTEGER', 1, None, 0, 0)
 -- column sqlq_tubes: (2, 'pause_ms', 'INTEGER', 1, None, 0, 0)

@@ -207,6 +207,46 @@ def test_the_one_tube_claim_takes_the_jobs_the_general_claim_takes(fq: Queue, cl
 
 
 @pytest.mark.sqlite_only
+def test_the_claim_by_a_read_and_an_update_is_the_one_tube_claim(fq: Queue, clock: object
+                                                                 ) -> None:
+    """Under the write lock, pick_job_in_tube then claim_picked_job (a claim without
+    RETURNING's table) take the jobs claim_job_in_tube takes, in the same order, return
+    its rows column for column and leave every job as it leaves them."""
+    fq.put(b"held", tube="a")
+    assert fq.reserve("a", timeout=0) is not None
+    for i, priority in enumerate([5, 1, 5, 0, 2**32 - 1, 1, 5, 3]):
+        fq.put(f"a{i}", tube="a", priority=priority, ttr=10 + i)
+        fq.put(f"b{i}", tube="b", priority=priority)
+    fq.put(b"later", tube="a", priority=0, delay=60)
+    fq.pause_tube("b", 30)
+    conn = fq.backend.db.conn  # type: ignore[attr-defined]
+    now = clock.now  # type: ignore[attr-defined]
+    state = "SELECT * FROM sqlq_jobs ORDER BY id"
+    for tube in ("a", "b", "empty"):
+        args = (now, "o", tube, 7)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            returned = []
+            while rows := conn.execute(SQLiteStore.Q["claim_job_in_tube"], args).fetchall():
+                returned.append(rows[0])
+            after_returning = conn.execute(state).fetchall()
+        finally:
+            conn.execute("ROLLBACK")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            picked = []
+            while rows := conn.execute(SQLiteStore.Q["pick_job_in_tube"], args).fetchall():
+                conn.execute(SQLiteStore.Q["claim_picked_job"], (now, "o", rows[0][0], 7))
+                picked.append(rows[0])
+            after_picks = conn.execute(state).fetchall()
+        finally:
+            conn.execute("ROLLBACK")
+        assert picked == returned
+        assert after_picks == after_returning
+        assert len(picked) == (8 if tube == "a" else 0)
+
+
+@pytest.mark.sqlite_only
 def test_a_reserve_of_one_tube_runs_the_one_tube_claim(q: Queue) -> None:
     """Queue.reserve("t") goes through claim_job_in_tube, a reserve of several tubes
     through claim_job, and each takes the right job."""
@@ -319,10 +359,11 @@ NO_REPREPARE = ("claim_job_in_tube", "look_ready", "peek_ready_id", "peek_delaye
                 "peek_buried_id", "kick_buried", "kick_delayed", "tube_counts", "list_ready_jobs",
                 "list_delayed_jobs", "list_reserved_jobs", "list_buried_jobs", "search_jobs",
                 "export_job", "promote_due", "next_due", "purge_results", "claim_job",
-                "claim_jobs_in_tube")
+                "claim_jobs_in_tube", "pick_job_in_tube")
 
 #: The statements of NO_REPREPARE bound by number, from a tuple: their values in order.
 POSITIONAL = {"claim_job_in_tube": ("now", "owner", "tube", "lease"),
+              "pick_job_in_tube": ("now", "owner", "tube", "lease"),
               "claim_jobs_in_tube": ("now", "owner", "tube", "limit")}
 
 

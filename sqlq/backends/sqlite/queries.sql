@@ -37,7 +37,7 @@ VALUES ((SELECT max(coalesce((SELECT max(id) FROM sqlq_jobs), 0), id) + 1 FROM s
 
 -- name: close_put_run
 -- A put_many made with the triggers off (drivers.triggers_off) does once what
--- sqlq_count_puts (migration 0009) does for a row: if the latest run of puts was
+-- sqlq_count_put (migration 0007) does for a row: if the latest run of puts was
 -- another tube's, add its length to that tube's total (this statement), and start a
 -- run of this tube at the batch's first id (open_put_run).
 INSERT INTO sqlq_counters (tube, puts)
@@ -48,11 +48,24 @@ ON CONFLICT (tube) DO UPDATE SET puts = puts + excluded.puts;
 UPDATE sqlq_tube_run SET tube = :tube, start = :first WHERE tube IS NOT :tube;
 
 -- name: add_job_counts
--- A put_many made with the triggers off does once what sqlq_count_inserted (migration
--- 0002) does for a row: :n more jobs in (:tube, :state), ready ones by urgency.
-INSERT INTO sqlq_job_counts (tube, state, urgent, n)
+-- A put_many made with the triggers off does once what sqlq_count_put (migration 0007)
+-- does for a row: :n more jobs in (:tube, :state), ready ones by urgency.
+INSERT INTO sqlq_job_counts_kept (tube, state, urgent, n)
 VALUES (:tube, :state, :state = 0 AND :priority < 1024, :n)
 ON CONFLICT (tube, state, urgent) DO UPDATE SET n = n + excluded.n;
+
+-- name: fold_ready_run
+-- The pending run of ready puts (migration 0007) into its kept row, before a write the
+-- run cannot follow: a put_many with the triggers off, an import, the copy's next id.
+-- set_ready_run then ends the run (:urgent NULL) or suspends the runs (-1, an import).
+INSERT INTO sqlq_job_counts_kept (tube, state, urgent, n)
+SELECT tube, 0, urgent, max(coalesce((SELECT max(id) FROM sqlq_jobs), 0),
+                            coalesce((SELECT id FROM sqlq_last_id), 0)) + 1 - ready_from
+  FROM sqlq_tube_run WHERE urgent >= 0
+ON CONFLICT (tube, state, urgent) DO UPDATE SET n = n + excluded.n;
+
+-- name: set_ready_run
+UPDATE sqlq_tube_run SET urgent = :urgent;
 
 -- name: insert_job_at
 -- insert_job with the id given: put_many, under the write lock, reads the highest id
@@ -133,6 +146,29 @@ UPDATE OR IGNORE sqlq_jobs
                       AND (paused_until > ?1 OR coalesce(concurrency, rate, grouped) IS NOT NULL))
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay, trace, grp;
+
+-- name: pick_job_in_tube
+-- claim_job_in_tube inside a transaction that holds the write lock (the worker's
+-- delete-and-claim): the job it would claim, read with the values its RETURNING gives,
+-- then claimed by id (claim_picked_job). RETURNING keeps its rows in a temporary table
+-- (opened, its first page zeroed, closed: about 9k instructions a claim), which a read
+-- and an update by id spare; nothing can change the job in between. Parameters as
+-- claim_job_in_tube's (?2 unused).
+SELECT id, tube, priority, ttr, body, created_at, reserves + 1, timeouts, releases, buries,
+       kicks, ?4, ?1 + ttr, unique_key, delay, trace, grp
+  FROM sqlq_jobs
+ WHERE id = (SELECT id FROM sqlq_jobs
+              WHERE state = 0 AND tube = (SELECT ?3)
+              ORDER BY priority, id LIMIT 1)
+   AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
+                    WHERE name = (SELECT ?3)
+                      AND (paused_until > ?1 OR coalesce(concurrency, rate, grouped) IS NOT NULL));
+
+-- name: claim_picked_job
+-- ?1 now, ?2 owner, ?3 the id pick_job_in_tube read, ?4 the lease.
+UPDATE OR IGNORE sqlq_jobs
+   SET state = 2, reserved_until = ?1 + ttr, reserves = reserves + 1, lease = ?4, owner = ?2
+ WHERE id = ?3;
 
 -- name: claim_job_by_id
 -- beanstalkd's reserve-job: any job that is not reserved under a live lease, nor waiting.

@@ -49,6 +49,8 @@ _PROMOTE_DUE = Q["promote_due"]
 _CLAIM_JOB = Q["claim_job"]
 _CLAIM_JOB_IN_TUBE = Q["claim_job_in_tube"]
 _CLAIM_JOBS_IN_TUBE = Q["claim_jobs_in_tube"]
+_PICK_JOB_IN_TUBE = Q["pick_job_in_tube"]
+_CLAIM_PICKED_JOB = Q["claim_picked_job"]
 _LOOK_READY = Q["look_ready"]
 #: Later than any time in ms: "nothing will ever be due" in DueCache.
 NEVER = 2**63 - 1
@@ -159,6 +161,17 @@ class DueCache:
 _NO_TUBE = ("",)
 
 
+#: set_ready_run's urgency while an import writes: no run of ready puts.
+_SUSPENDED = -1
+
+
+def end_ready_run(conn: Any, urgent: int | None = None) -> None:
+    """Add the pending run of ready puts (migration 0007) to the kept counts and end it
+    (``urgent`` None; _SUSPENDED: no run starts until set_ready_run says so)."""
+    conn.execute(Q["fold_ready_run"])
+    conn.execute(Q["set_ready_run"], {"urgent": urgent})
+
+
 class SQLiteJobs(JobStore):
     """Ids from ``last_insert_rowid()`` and the highest id issued; a put or release with a
     delay, and children released at a delay, lower the DueCache."""
@@ -246,13 +259,14 @@ class SQLiteJobs(JobStore):
         if len(bodies) < QUIET_BATCH:
             conn.executemany(_INSERT_JOB_AT, rows)
         else:
+            end_ready_run(conn)  # its ids are the batch's from here on
             with triggers_off(conn) as off:
                 conn.executemany(_INSERT_JOB_AT, rows)
-            if off:  # the rows' tube total, counted once (sqlq_count_puts did not fire)
+            if off:  # the rows' tube total, counted once (sqlq_count_put did not fire)
                 run = {"tube": tube, "first": first}
                 conn.execute(Q["close_put_run"], run)
                 conn.execute(Q["open_put_run"], run)
-                conn.execute(Q["add_job_counts"], {  # nor sqlq_count_inserted
+                conn.execute(Q["add_job_counts"], {  # nor its job counts
                     "tube": tube, "state": row[2], "priority": priority, "n": len(bodies)})
         return list(range(first, first + len(bodies)))
 
@@ -352,7 +366,13 @@ class SQLiteClaims(ClaimStore):
         self._promote(conn, now, tubes)
         tube = self._one_tube.get(tubes)
         if tube is not None:
-            rows = conn.execute(_CLAIM_JOB_IN_TUBE, (now, owner, tube, _lease())).fetchall()
+            if conn.get_autocommit():  # one statement, its own transaction
+                rows = conn.execute(_CLAIM_JOB_IN_TUBE, (now, owner, tube, _lease())).fetchall()
+            else:  # under the write lock: no RETURNING (queries.sql pick_job_in_tube)
+                args = (now, owner, tube, _lease())
+                rows = conn.execute(_PICK_JOB_IN_TUBE, args).fetchall()
+                if rows:
+                    conn.execute(_CLAIM_PICKED_JOB, (now, owner, rows[0][0], args[3]))
         else:
             rows = conn.execute(_CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner,
                                              "capped": 0, "lease": _lease()}).fetchall()
@@ -432,7 +452,18 @@ class SQLiteCopying(CopyStore):
 
     def import_rows(self, conn: Any, kind: str, rows: Sequence[Sequence[Any]]) -> None:
         self.due.forget()
+        if kind != "job":
+            super().import_rows(conn, kind, rows)
+            return
+        # Imported ids are the source's, not the next ones: no run of ready puts
+        # (migration 0007) may count them by their ids.
+        end_ready_run(conn, _SUSPENDED)
         super().import_rows(conn, kind, rows)
+        conn.execute(Q["set_ready_run"], {"urgent": None})
+
+    def set_total_jobs(self, conn: Any, total: int) -> None:
+        end_ready_run(conn)  # the next id jumps: the run's length would with it
+        super().set_total_jobs(conn, total)
 
 
 class SQLiteStore(Store):
@@ -455,13 +486,15 @@ class SQLiteStore(Store):
 
     def put(self, conn: Any, now: int, put: Put, bodies: Sequence[bytes]) -> list[int]:
         # The common put (one body, ready now, no key, parents or trace) without the calls
-        # of Store.put and JobStore.insert_job, whose first branch this is.
-        if put.delay_ms == 0 and put.unique_key is None and put.trace is None \
-                and not put.parents and put.group is None and len(bodies) == 1:
-            conn.execute(_INSERT_READY_JOB, (put.tube, put.priority, put.ttr_ms, bodies[0], now))
+        # of Store.put and JobStore.insert_job, whose first branch this is. One unpacking,
+        # not eight attribute reads (Python 3.11 does not specialise a NamedTuple's fields).
+        tube, priority, delay_ms, ttr_ms, unique_key, parents, trace, _, group = put
+        if delay_ms == 0 and unique_key is None and trace is None and not parents \
+                and group is None and len(bodies) == 1:
+            conn.execute(_INSERT_READY_JOB, (tube, priority, ttr_ms, bodies[0], now))
             if now < self.groups.look_at:  # no tube known grouped (groups.py)
                 return [conn.last_insert_rowid()]
             ids = [conn.last_insert_rowid()]
-            self.groups.plain_puts(conn, now, put.tube, ids, self.jobs.ids_param)
+            self.groups.plain_puts(conn, now, tube, ids, self.jobs.ids_param)
             return ids
         return super().put(conn, now, put, bodies)
