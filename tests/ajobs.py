@@ -42,7 +42,7 @@ async def overrun(path: str) -> None:
     await nap.fn(path, 30)
 
 
-@q.task(tube="async", ttr=1, keepalive=True)
+@q.task(tube="async", ttr=2, keepalive=True)
 async def kept(path: str, seconds: float) -> None:
     """Runs past its TTR, kept alive by the worker's touches."""
     await nap.fn(path, seconds)

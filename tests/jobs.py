@@ -65,7 +65,7 @@ def slow(path: str, seconds: float) -> None:
     _append(path, f"end {os.getpid()}")
 
 
-@q.task(tube="slow", ttr=1, retries=0, keepalive=True)
+@q.task(tube="slow", ttr=2, retries=0, keepalive=True)
 def slow_alive(path: str, seconds: float) -> None:
     """Run longer than the TTR, kept alive by the worker's heartbeat."""
     _append(path, f"start {os.getpid()}")

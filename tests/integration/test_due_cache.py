@@ -155,7 +155,9 @@ def test_the_workers_delete_and_claim_skips_promote_due_too(db_path: str) -> Non
             held.append(q.reserve(timeout=0, delete=held.pop()))
             assert held[-1] is not None
 
-        assert statements(q, cycle) == ["BEGIN", "INSERT", "PRAGMA", "UPDATE", "COMMIT"] * 10
+        # The claim under the write lock: the job read, then claimed by id (no RETURNING).
+        assert statements(q, cycle) == ["BEGIN", "INSERT", "PRAGMA", "SELECT", "UPDATE",
+                                        "COMMIT"] * 10
 
 
 def statements(q: sqlq.Queue, cycle: Any) -> list[str]:

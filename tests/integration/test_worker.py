@@ -87,7 +87,7 @@ def test_unknown_task_and_bad_bodies_are_buried_with_the_reason(q: sqlq.Queue,
 def test_heartbeat_keeps_a_long_job_from_running_twice(q: sqlq.Queue, db_url: str,
                                                        tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    kept = enqueue(q, jobs.slow_alive, str(runs), 2.5)  # ttr=1, touched every 0.8 s
+    kept = enqueue(q, jobs.slow_alive, str(runs), 3.5)  # ttr=2, touched every 1.6 s
     with Work(db_url, "--import", "tests.jobs", "--processes", "2") as w:
         wait_for(lambda: q.peek(kept) is None, timeout=20, what="the long job to finish")
         assert w.stop() == 0
