@@ -123,7 +123,10 @@ def test_idle_blocked_reserve_uses_almost_no_cpu(q: Queue) -> None:
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     print(f"\nidle CPU over 2 s: {cpu * 1000:.2f} ms")
-    assert cpu < 0.02  # target 0.01 s per 10 s; generous for a noisy machine
+    # Target 0.01 s per 10 s. RUSAGE_SELF counts the process's other threads too (xdist's
+    # channel, PostgreSQL's LISTEN reader): 31 ms in a loaded run of make test. A poll
+    # every 10 ms costs ten times that.
+    assert cpu < 0.05
 
 
 @pytest.mark.parametrize("other", ["expired reservation", "due job in a paused tube"])
