@@ -213,7 +213,7 @@ class Waiters:
     async def _serve_while_waited(self, notifier: Notifier, wake: asyncio.Event,
                                   polling: bool) -> None:
         pacer = Pacer(notifier)
-        events = Events(commit=True)
+        events = Events(commit=True, owner=True)  # the first look's (Pacer)
         self._events = Events()
         while self._waiters:
             wake.clear()

@@ -48,9 +48,10 @@ def timeout_deadline(timeout: float | None) -> float | None:
 class Pacer:
     """When to look again, after a look that found nothing.
 
-    Begin a wait with a look that counts as a commit event (``Events(commit=True)``):
-    the caller's last look ran before the watch began, so a commit written then may
-    still be unpublished and its event is gone.
+    Begin a wait with a look that counts as a commit and an owner event
+    (``Events(commit=True, owner=True)``): the caller's last look ran before the watch
+    began, so a commit written then may still be unpublished, and a holder that died
+    then has closed its owner file unheard: both events are gone.
     """
 
     def __init__(self, notifier: Notifier) -> None:
@@ -129,7 +130,7 @@ def wait_for(notifier: Notifier, look: Callable[[Events], T | None], deadline: f
     # What the watch heard before this wait (a watch left up by the last one: our own
     # commits since, or a holder's exit) counts with the first look, which covers it.
     events = notifier.drain()
-    events.commit = True
+    events.commit = events.owner = True  # the first look's (Pacer)
     outage = Outage()
     while True:
         try:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import signal
 import time
+from typing import Any
 
 import pytest
 
 import sqlq
 from sqlq import Queue
+from sqlq.verbs.engine import Engine
 from tests.conftest import spawn
 from tests.timing import soon
 from tests.workers import drain_exactly_once
@@ -84,6 +86,31 @@ def test_blocked_reserver_notices_a_holder_dying(db_url: str) -> None:
         assert int(got) == jid
         assert float(woke_at) - killed_at < 1.0
         waiter.wait(5)
+
+
+def test_a_holder_dying_as_the_wait_begins_gives_its_job_back_at_once(
+        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The holder dies after the reserve's first claim looked for dead holders and
+    before its wait's watch began: no event tells of that death, so the wait's first
+    look must look for dead holders itself (test_sidecar met it one run in five: the
+    job came back only at its TTR)."""
+    with Queue(db_url, durability="normal") as q:
+        jid = q.put(b"x", ttr=60)
+        holder = spawn(HOLDER, db_url)
+        assert int(holder.stdout.readline()) == jid
+        claim_first = Engine.claim_first
+
+        def then_the_holder_dies(engine: Engine, *args: Any) -> sqlq.Job | None:
+            found = claim_first(engine, *args)
+            holder.kill()
+            holder.wait(5)  # dead, its owner file closed, before the watch begins
+            return found
+
+        monkeypatch.setattr(Engine, "claim_first", then_the_holder_dies)
+        start = time.monotonic()
+        job = q.reserve(timeout=10)
+        assert job is not None and job.id == jid
+        assert time.monotonic() - start < soon()
 
 
 @pytest.mark.sql_ascii

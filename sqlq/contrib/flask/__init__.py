@@ -43,13 +43,14 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
 
 from flask import Flask, current_app, g, has_app_context
 
+from ...enqueue import dbapi_connection
 from ...errors import Error
 from ...model import DEFAULT_MAX_JOB_SIZE, DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE
 from ...queue import Queue
 from .. import _shared as shared
 from ._cli import COMMAND_CONTEXT, make_command
 from ._database import Settings, resolve
-from ._session import dbapi_connection, defer, session_in_transaction
+from ._session import defer, session_in_transaction
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session

@@ -45,11 +45,6 @@ def session_in_transaction(extensions: dict[str, Any]) -> Session | None:
     return session if session.in_transaction() else None
 
 
-def dbapi_connection(session: Session) -> Any:
-    """The session's DB-API connection (``sqlite3``, psycopg), inside its transaction."""
-    return session.connection().connection.dbapi_connection
-
-
 def defer(session: Session, queue: Queue, fn: Callable[[], object]) -> None:
     """Run ``fn()`` (a put into ``queue``) when the session's outermost transaction
     commits; never if the transaction, or the savepoint open now, rolls back. The
@@ -110,4 +105,4 @@ def _listen() -> None:
         _listening = True
 
 
-__all__ = ["PENDING", "dbapi_connection", "defer", "session_in_transaction"]
+__all__ = ["PENDING", "defer", "session_in_transaction"]
