@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -221,10 +222,29 @@ LOOK_READY = SQLITE_Q["look_ready"].split()
 
 
 @pytest.mark.sqlite_only
-def test_a_woken_claim_skips_promote_due(db_path: str) -> None:
+def test_a_woken_claim_skips_promote_due(tmp_path: Path) -> None:
     """Another connection's put changes data_version, which used to cost the woken
-    claim a promote_due; the wake's look reads the next due time in the same snapshot
-    as data_version, so the claim after it is data_version and the claim alone."""
+    claim a promote_due; the wake's look reads the next due time after data_version,
+    so the claim after it is data_version and the claim alone.
+
+    The look's data_version and its read are two statements: a put committing between
+    them (its INSERT began before, as a loaded run of make test showed) leaves the look
+    an older version than what it saw, and the claim then promotes once more: safe (a
+    newer one could hide a job come due) and only a statement. So the run is made up to
+    three times and one must show the claim alone."""
+    runs = []
+    for attempt in range(3):
+        seen = _woken_claim(str(tmp_path / f"q{attempt}.db"))
+        last_look = max(i for i, word in enumerate(seen) if word == "LOOK")
+        if seen[last_look:] == ["LOOK", "PRAGMA", "UPDATE"]:
+            return
+        runs.append(" ".join(seen))
+    pytest.fail("the woken claim promoted in each of 3 runs:\n" + "\n".join(runs))
+
+
+def _woken_claim(db_path: str) -> list[str]:
+    """The statements of a waiting consumer's connection, from its reserve to the claim
+    of the job another connection put while it waited."""
     with sqlq.Queue(db_path, durability="normal") as consumer, \
             sqlq.Queue(db_path, durability="normal") as producer:
         seen: list[str] = []
@@ -248,8 +268,7 @@ def test_a_woken_claim_skips_promote_due(db_path: str) -> None:
         waiter.join(PATIENCE)
         conn.set_exec_trace(None)
         assert got and got[0] is not None and got[0].id == jid
-        last_look = max(i for i, word in enumerate(seen) if word == "LOOK")
-        assert seen[last_look:] == ["LOOK", "PRAGMA", "UPDATE"], " ".join(seen)
+        return seen
 
 
 def test_a_look_in_a_transaction_rolled_back_keeps_no_time(fq: sqlq.Queue,
