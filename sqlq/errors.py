@@ -26,11 +26,16 @@ class JobLost(Error):
 
     ``job_ids`` names the jobs whose lease was lost (one, or several after
     ``delete_many`` or ``reserve_many(delete=...)``; empty when raised bare).
+    ``cut_off`` is true when the acknowledgement was cut off by a lost connection and
+    made once more: its first attempt may have committed, so a job it finds gone may
+    well have been removed by it (done, not lost).
     """
 
-    def __init__(self, message: str | None = None, *, job_ids: Sequence[int] = ()) -> None:
+    def __init__(self, message: str | None = None, *, job_ids: Sequence[int] = (),
+                 cut_off: bool = False) -> None:
         super().__init__(message)
         self.job_ids: tuple[int, ...] = tuple(job_ids)
+        self.cut_off = cut_off
 
 
 class JobCancelled(JobLost):

@@ -299,8 +299,12 @@ def worker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
                     emit(log, "E", "progress")
                 time.sleep(took / 2)
         except sqlq.JobLost as e:  # never JobNotFound: a stale lease is JobLost (F3)
-            # A one-second TTR can run out on a loaded machine (or the job was cancelled).
-            emit(log, "F", job.id, lease, *why(e))
+            if e.cut_off and verb != "work":  # made again after a cut: as DatabaseError's
+                emit(log, "U", job.id, lease, verb, *([before] if before else []))
+            else:
+                # A one-second TTR can run out on a loaded machine (or the job was
+                # cancelled; or a touch, cut off and made again, found it so).
+                emit(log, "F", job.id, lease, *why(e))
             continue
         except sqlq.DatabaseError:
             # A release or bury cut off by a lost connection: it may have committed.
@@ -317,7 +321,9 @@ def worker(db: str, log: TextIO, rng: random.Random, durability: str) -> None:
                 job.delete()  # made again by sqlq if the connection was lost
             emit(log, "C", job.id, lease, now_ms())
         except sqlq.JobLost as e:  # never JobNotFound: a stale lease is JobLost (F3)
-            emit(log, "F", job.id, lease, *why(e))
+            # Cut off and made again, it may have been what deleted the job: as below.
+            emit(log, *(("U", job.id, lease, "delete") if e.cut_off
+                        else ("F", job.id, lease, *why(e))))
         except sqlq.DatabaseError:
             emit(log, "U", job.id, lease, "delete")
 
@@ -447,7 +453,9 @@ def _logged_handling(log: TextIO, r_lines: bool = True) -> type[Any]:
             at = now_ms()
             for done in acks:
                 if done.job.id in lost:
-                    emit(log, "F", done.job.id, done.job.lease)
+                    # Cut off (and made again): its first commit may have deleted it.
+                    emit(log, "U" if cut_off else "F", done.job.id, done.job.lease,
+                         *(["delete"] if cut_off else []))
                 else:
                     emit(log, "C", done.job.id, done.job.lease, at)
 

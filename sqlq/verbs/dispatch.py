@@ -14,8 +14,10 @@ all of them, as Oban's engine runs every callback through one ``with_span``:
   costs one attribute read (and, with the API installed, a clock read);
 * **the lost-connection rule**: an acknowledgement (``Verb.ack``) cut off by a lost
   connection may have committed, so it runs once more on a new connection, and if
-  the job is gone by then, its JobLost or JobNotFound says that the first attempt may
-  have been what removed it. Anything else raises :class:`~sqlq.Disconnected`: a put
+  the job is gone by then, its JobLost (``cut_off`` true) or JobNotFound says that the
+  first attempt may have been what removed it; a batch's lost leases, returned rather
+  than raised (the other deletes stand), come back as :class:`CutOff` for its caller
+  to say the same. Anything else raises :class:`~sqlq.Disconnected`: a put
   is never repeated (it could put twice); a claim's caller waits through the outage
   (``waiting.py``). The backend itself runs a read, or a transaction lost before its
   COMMIT, once more (``backends/postgres/db.py``): those cannot have committed.
@@ -42,7 +44,15 @@ READ, WRITE, SHARED = 0, 1, 2
 
 _modules = sys.modules
 _OTEL = "opentelemetry.trace"
-_CUT_OFF = " (or by this call's first attempt, cut off by a lost connection)"
+#: What a JobLost or JobNotFound of an acknowledgement made once more adds.
+CUT_OFF = " (or by this call's first attempt, cut off by a lost connection)"
+
+
+class CutOff(list):  # type: ignore[type-arg]
+    """The (id, lease) pairs a batch acknowledgement (``Verb.lost``) made once more
+    found lost: its first attempt may have removed those jobs."""
+
+    __slots__ = ()
 
 
 class Verb(NamedTuple):
@@ -67,6 +77,9 @@ class Verb(NamedTuple):
     #: Whether it has a span: not the engine's own looks, which a waiter makes on every
     #: wake (is anything ready, when is something due).
     span: bool = True
+    #: Its value is the (id, lease) pairs it found lost (a batch's: the other deletes
+    #: stand, so they are not raised); made once more, they come back as CutOff.
+    lost: bool = False
 
 
 def traced() -> bool:
@@ -128,12 +141,14 @@ class Dispatcher:
         # Once more: the acknowledgement may have committed before the cut.
         try:
             if tx == SHARED:
-                return self._shared(call, verb.single)
-            return self._write(call, durable=verb.durable, single=verb.single)
+                value = self._shared(call, verb.single)
+            else:
+                value = self._write(call, durable=verb.durable, single=verb.single)
         except JobLost as e:
-            raise type(e)(f"{e}{_CUT_OFF}", job_ids=e.job_ids) from None
+            raise type(e)(f"{e}{CUT_OFF}", job_ids=e.job_ids, cut_off=True) from None
         except JobNotFound as e:
-            raise JobNotFound(f"{e}{_CUT_OFF}") from None
+            raise JobNotFound(f"{e}{CUT_OFF}") from None
+        return CutOff(value) if verb.lost and value else value
 
 
 class OnConnection(Dispatcher):

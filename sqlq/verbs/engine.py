@@ -40,7 +40,7 @@ from ..durations import seconds_to_ms
 from ..errors import Disconnected, JobLost
 from ..model import Job, cap_reason, check_tubes
 from ..steps import lease_of
-from .dispatch import READ, RECEIVE, SETTLE, SHARED, WRITE, Dispatcher, Verb
+from .dispatch import CUT_OFF, READ, RECEIVE, SETTLE, SHARED, WRITE, CutOff, Dispatcher, Verb
 from .waiting import wait_for
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ RESERVE_JOB = Verb("reserve_job", RECEIVE, WRITE, durable=False)
 RESERVE_LIMITED = Verb("reserve", RECEIVE, WRITE, durable=False)
 #: A batch's acknowledgement, and the claim after it, in one durable commit.
 SETTLE_AND_RESERVE_LIMITED = Verb("reserve", RECEIVE, WRITE)
-DELETE_MANY = Verb("delete_many", SETTLE, SHARED, single=True, ack=True)
+DELETE_MANY = Verb("delete_many", SETTLE, SHARED, single=True, ack=True, lost=True)
 #: A failed run's end: released to run again (a lost commit: the job comes back anyway),
 #: or buried (durable), with the attempt kept.
 RETRY = Verb("retry", SETTLE, WRITE, durable=False, ack=True)
@@ -524,5 +524,7 @@ def _deleted(done: list[Job], lost: list[tuple[int, int]], claimed: bool) -> Non
         ids = list(dict.fromkeys(job_id for job_id, _ in lost))
         named = ", ".join(str(i) for i in ids)
         tail = "; nothing was claimed" if claimed else ""
-        raise JobLost(f"job {named}: lease lost (TTR expired or reserved again); "
-                      f"the other {kept} deleted{tail}", job_ids=ids)
+        cut_off = isinstance(lost, CutOff)
+        raise JobLost(f"job {named}: lease lost (TTR expired or reserved again)"
+                      f"{CUT_OFF if cut_off else ''}; the other {kept} deleted{tail}",
+                      job_ids=ids, cut_off=cut_off)

@@ -106,7 +106,7 @@ class JobHandling:
             else:
                 jobs = self.queue.reserve_many(size, self.tubes, timeout, delete=delete or None)
         except JobLost as exc:
-            self.acked(acks, exc.job_ids or [job.id for job in delete])
+            self.acked(acks, exc.job_ids or [job.id for job in delete], cut_off=exc.cut_off)
             return []
         except Disconnected as exc:
             if not acks:
@@ -133,7 +133,8 @@ class JobHandling:
             else:
                 self.queue.delete_many([done.job for done in acks])
         except JobLost as exc:
-            self.acked(acks, exc.job_ids or [done.job.id for done in acks])
+            self.acked(acks, exc.job_ids or [done.job.id for done in acks],
+                       cut_off=exc.cut_off)
             return
         except Disconnected as exc:
             log.warning("%s; acknowledging %d finished job(s) again", exc, len(acks))
@@ -173,14 +174,7 @@ class JobHandling:
             if done.job.id not in lost:
                 self.log_done(done)
             elif cut_off:
-                # Most likely the first acknowledgement committed unseen: not "its TTR
-                # ran out", which the reliability run found said after a restart.
-                job = done.job
-                log.warning("job %d %s done in %s; its acknowledgement was cut off by a lost "
-                            "connection and the job is gone: deleted by that acknowledgement, "
-                            "or by another worker if its lease was lost meanwhile", job.id,
-                            done.name, _ms(done.duration),
-                            extra=fields(job, done.name, done.duration, "done"))
+                self.cut_off(done.job, done.name, done.duration)
             else:
                 self.lost(done.job, done.name, done.duration)
 
@@ -257,7 +251,10 @@ class JobHandling:
             log.warning("%s; the outcome of job %d %s (%s) is not recorded: it runs again",
                         exc, job.id, name, outcome.status,
                         extra=fields(job, name, duration, "lost", reason=str(exc)))
-        except JobLost:
+        except JobLost as exc:
+            if exc.cut_off:
+                self.cut_off(job, name, duration, outcome)
+                return None
             if outcome.status != "done":
                 # The failure is still worth keeping, beside the job's next run.
                 self.queue.engine.keep_attempt(self._attempt(job, outcome, duration, LOST))
@@ -287,6 +284,18 @@ class JobHandling:
         log.info("job %d %s done in %s (tube %s, attempt %d)", done.job.id, done.name,
                  _ms(done.duration), done.job.tube, done.job.reserves,
                  extra=fields(done.job, done.name, done.duration, "done"))
+
+    def cut_off(self, job: Job, name: str, duration: float,
+                outcome: runner.Outcome | None = None) -> None:
+        """Log a run whose acknowledgement (delete, complete, release, bury) was cut off
+        by a lost connection and, made again, found the lease gone. Most likely the first
+        one committed unseen: not "its TTR ran out", which the reliability run found said
+        after a restart."""
+        status = "done" if outcome is None else outcome.status
+        log.warning("job %d %s %s in %s; its acknowledgement was cut off by a lost "
+                    "connection and the lease is gone: settled by that acknowledgement, "
+                    "or taken by another worker if its lease ran out meanwhile", job.id,
+                    name, status, _ms(duration), extra=fields(job, name, duration, status))
 
     def lost(self, job: Job, name: str, duration: float,
              outcome: runner.Outcome | None = None) -> None:

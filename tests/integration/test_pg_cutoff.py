@@ -1,0 +1,91 @@
+"""An acknowledgement whose reply is lost after its commit (a pooler restarting, a link
+dropped: tests/cutproxy.py) is made once more, finds its jobs gone, and says it may
+have been what removed them (``JobLost.cut_off``), in every face that acknowledges: a
+handle's delete, ``delete_many``, and the worker that logs what it acknowledged.
+
+Before: ``delete_many``'s lost leases, returned rather than raised, became a plain
+JobLost, and the prefetching worker logged each such job as lost to a TTR (the chaos
+run's ``jobs-lost=2``, seed 2708736320 behind PgBouncer in session mode).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+import sqlq
+from sqlq.work.handling import JobHandling
+from sqlq.work.prefetch import Done
+from tests.cutproxy import CutProxy, cut_proxy
+from tests.pgserver import PgServer
+
+
+@pytest.fixture
+def proxy(pg_server: PgServer) -> Iterator[CutProxy]:
+    with cut_proxy("127.0.0.1", pg_server.port) as relay:
+        yield relay
+
+
+def _held(q: sqlq.Queue, n: int) -> list[sqlq.Job]:
+    q.put_many([b"x"] * n, tube="t")
+    jobs = q.reserve_many(n, "t", timeout=0)
+    assert len(jobs) == n
+    return jobs
+
+
+def test_a_batch_delete_whose_reply_is_lost_says_it_was_cut_off(
+        pg_server: PgServer, pg_url: str, proxy: CutProxy) -> None:
+    with sqlq.Queue(proxy.url(pg_url, pg_server.port)) as q:
+        jobs = _held(q, 3)
+        proxy.cut_after(b"sqlq_delete_and_claim_many")
+        with pytest.raises(sqlq.JobLost) as info:
+            q.delete_many(jobs)
+        assert proxy.cuts == 1  # the first attempt committed, unseen
+        assert info.value.cut_off  # before: False (a plain JobLost)
+        assert sorted(info.value.job_ids) == sorted(j.id for j in jobs)
+        assert "first attempt" in str(info.value)
+        assert q.stats()["current-jobs-reserved"] == 0
+        assert all(q.peek(j.id) is None for j in jobs)
+
+
+def test_a_delete_whose_reply_is_lost_says_it_was_cut_off(
+        pg_server: PgServer, pg_url: str, proxy: CutProxy) -> None:
+    with sqlq.Queue(proxy.url(pg_url, pg_server.port)) as q:
+        [job] = _held(q, 1)
+        proxy.cut_after(b"sqlq_jobs")  # the one statement of the delete
+        with pytest.raises(sqlq.JobLost) as info:
+            job.delete()
+        assert proxy.cuts == 1
+        assert info.value.cut_off and info.value.job_ids == (job.id,)
+        assert q.peek(job.id) is None
+
+
+def test_a_lease_lost_without_a_cut_is_not_called_cut_off(pg_url: str) -> None:
+    with sqlq.Queue(pg_url) as q:
+        jobs = _held(q, 2)
+        q.release(jobs[0].id)  # by id: the handle's lease is gone
+        with pytest.raises(sqlq.JobLost) as info:
+            q.delete_many(jobs)
+        assert not info.value.cut_off and info.value.job_ids == (jobs[0].id,)
+
+
+def test_the_worker_logs_a_cut_off_acknowledgement_as_done_not_lost(
+        pg_server: PgServer, pg_url: str, proxy: CutProxy,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The prefetching worker's batch acknowledgement: before, each job was logged as
+    "finished after its reservation was lost (TTR ran out) ... it runs again"."""
+    with sqlq.Queue(proxy.url(pg_url, pg_server.port)) as q:
+        jobs = _held(q, 2)
+        handling = JobHandling(q, ["t"], prefetch=2)
+        for job in jobs:
+            handling.holding.finished(Done(job, "noop", 0.01, 0.0))
+        proxy.cut_after(b"sqlq_delete_and_claim_many")
+        with caplog.at_level(logging.INFO, logger="sqlq"):
+            handling.ack()
+        assert proxy.cuts == 1
+        text = "\n".join(r.getMessage() for r in caplog.records)
+        assert text.count("acknowledgement was cut off") == 2, text
+        assert "reservation was lost" not in text
+        assert q.stats()["current-jobs-reserved"] == 0
