@@ -63,15 +63,21 @@ def _prctl() -> Callable[..., int] | None:
 _PRCTL = _prctl()
 
 
-def _die_with(parent: int) -> None:
-    """In the child, before exec: SIGKILL when the thread that forked us ends.
+def _die_with(parent: int, report: GroupReport | None) -> None:
+    """In the child, before exec: tell the supervisor (if any) our group, then SIGKILL
+    when the thread that forked us ends.
 
-    The kernel ties the signal to the *thread* that forked, hence only commands started
-    from the main thread, which lives as long as the worker, are tied. If the worker
-    died between the fork and this call, the child is already an orphan and the
-    signal will never come: it kills itself instead of running the job.
+    The report is the child's own, before the command runs: the worker's, after Popen
+    returns, came too late when the worker was killed as the command began, and what
+    the command had started outlived it (test_shell_worker, under load). The kernel
+    ties the signal to the *thread* that forked, hence only commands started from the
+    main thread, which lives as long as the worker, are tied. If the worker died
+    between the fork and this call, the child is already an orphan and the signal will
+    never come: it kills itself instead of running the job.
     """
     assert _PRCTL is not None
+    if report is not None:
+        report.running(os.getpid(), parent)  # its own session: its pid is its group
     _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -103,10 +109,11 @@ class GroupReport:
             return None
         return cls(fd)
 
-    def running(self, pgid: int) -> None:
-        """Tell the supervisor the command in process group ``pgid`` runs (0: none)."""
+    def running(self, pgid: int, worker: int | None = None) -> None:
+        """Tell the supervisor the command in process group ``pgid`` runs (0: none), for
+        this worker (``worker``: its pid, when the command's child says it itself)."""
         with contextlib.suppress(OSError):
-            os.write(self.fd, f"{os.getpid()} {pgid}\n".encode())
+            os.write(self.fd, f"{worker or os.getpid()} {pgid}\n".encode())
 
 
 def describe_status(code: int) -> str:
@@ -268,7 +275,7 @@ class ShellRunner:
         parent = os.getpid()
         tie = None
         if _PRCTL is not None and threading.current_thread() is threading.main_thread():
-            tie = lambda: _die_with(parent)  # noqa: E731
+            tie = lambda: _die_with(parent, self.report)  # noqa: E731
         try:
             proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
                                     env=env, start_new_session=True, close_fds=True,
@@ -278,7 +285,7 @@ class ShellRunner:
             reason = f"cannot run {self.command[0]}: {exc.strerror or exc}"
             return runner.Finished(runner.failed(reason, self.policy, error=type(exc).__name__),
                                    name=self.name)
-        if self.report is not None:
+        if self.report is not None and tie is None:  # else the child said so itself
             self.report.running(proc.pid)  # its own session: its pid is its group
         return _ShellRun(proc, job, self.name, self.policy, self.keepalive, self.report)
 
