@@ -48,6 +48,10 @@ def test_a_batch_delete_whose_reply_is_lost_says_it_was_cut_off(
         assert "first attempt" in str(info.value)
         assert q.stats()["current-jobs-reserved"] == 0
         assert all(q.peek(j.id) is None for j in jobs)
+        for job in jobs:  # how a caller tells that this reservation deleted it
+            record = q.finished(job.id)
+            assert record is not None and record.outcome == "done"
+            assert record.attempts == job.reserves
 
 
 def test_a_delete_whose_reply_is_lost_says_it_was_cut_off(
