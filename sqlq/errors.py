@@ -28,8 +28,9 @@ class JobLost(Error):
     ``delete_many`` or ``reserve_many(delete=...)``; empty when raised bare).
     ``cut_off`` is true when the acknowledgement was cut off by a lost connection and
     made once more: its first attempt may have committed, so a job it finds gone may
-    well have been removed by it (done, not lost): ``Queue.finished(id)`` with outcome
-    ``done`` and ``attempts`` equal to the handle's ``reserves`` says it was.
+    well have been removed by it (done, not lost). A delete settles that itself from the
+    job's finished record (``Queue.finished``: outcome ``done``, ``attempts`` equal to
+    the handle's ``reserves``) and raises nothing when the record says so.
     """
 
     def __init__(self, message: str | None = None, *, job_ids: Sequence[int] = (),

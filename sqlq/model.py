@@ -79,7 +79,8 @@ class LeaseVerbs(StepVerbs, Protocol):
     """The verbs a reserved :class:`Job` settles through with its (valid) id and lease,
     skipping the Queue's argument checks (``verbs/contract.py``'s ``Verbs``)."""
 
-    def delete(self, job_id: int, lease: int | None, *, tube: str | None = None) -> str: ...
+    def delete(self, job_id: int, lease: int | None, *, tube: str | None = None,
+               reserves: int | None = None) -> str: ...
 
     def release(self, job_id: int, lease: int | None, priority: int | None,
                 delay_ms: int) -> None: ...
@@ -246,7 +247,7 @@ class Job(Durable):
         """
         lease = self.lease
         self._queue.verbs.delete(self.id, lease_of(self) if lease is None else lease,
-                                 tube=self.tube)
+                                 tube=self.tube, reserves=self.reserves)
         self.state = "deleted"
 
     def release(self, priority: int | None = None, delay: float = 0) -> None:

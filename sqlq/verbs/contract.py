@@ -20,8 +20,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..backends.group import Batch
+from ..errors import JobLost
 from ..putting import Put
-from .dispatch import SEND, SETTLE, SHARED, WRITE, Dispatcher, Verb
+from .dispatch import READ, SEND, SETTLE, SHARED, WRITE, Dispatcher, Verb
 
 if TYPE_CHECKING:
     from ..backends.base import Conn
@@ -54,10 +55,14 @@ RECORD_STEP = Verb("record_step", None, SHARED)
 RUN_STEP = Verb("run_step", None, WRITE)
 #: A reserved job given back for a while, its claim not counted (``job.snooze``).
 SNOOZE = Verb("snooze", SETTLE, WRITE, durable=False, ack=True)
+#: After a delete cut off by a lost connection found its job gone: did its first attempt
+#: delete it? (the finished records; see :func:`done_under`).
+DONE_UNDER = Verb("done_under", None, READ, span=False)
 
 #: Every record, for tests and docs: one name, one meaning.
 VERBS = (PUT, PUT_CHECKED, PUT_MANY, PUBLISH, DELETE, RELEASE, BURY, TOUCH, COMPLETE,
-         PROGRESS, CANCEL, KICK, KICK_JOB, POSTPONE, GIVE_BACK, RECORD_STEP, RUN_STEP, SNOOZE)
+         PROGRESS, CANCEL, KICK, KICK_JOB, POSTPONE, GIVE_BACK, RECORD_STEP, RUN_STEP, SNOOZE,
+         DONE_UNDER)
 
 
 class Verbs:
@@ -111,14 +116,22 @@ class Verbs:
     # -- settling a reservation (``lease`` None: an operator's, by id) -------------------------
 
     def delete(self, job_id: int, lease: int | None, by: str | None = None, *,
-               tube: str | None = None) -> str:
+               tube: str | None = None, reserves: int | None = None) -> str:
         """Delete a job (a reserved one under ``lease``; without one, ``by`` is who asked,
         kept in its record); its tube ('' where the backend's worker's delete does not
         say: SQLite's). ``tube``: the job's, if the caller knows it (a Job handle), for
-        the span, which then needs nothing back from the delete."""
+        the span, which then needs nothing back from the delete. ``reserves``: the
+        handle's, to tell a delete cut off by a lost connection that committed
+        (:func:`done_under`: then it returns as if it had not been cut off)."""
         if by is None:  # the worker's ack: no argument more than it had
-            gone: str = self.dispatch.run(DELETE, self.store.jobs.delete, job_id, lease,
-                                          tube=tube)
+            try:
+                gone: str = self.dispatch.run(DELETE, self.store.jobs.delete, job_id, lease,
+                                              tube=tube)
+            except JobLost as e:
+                if not (e.cut_off and reserves is not None
+                        and done_under(self.dispatch, self.store, [(job_id, reserves)])):
+                    raise
+                gone = tube or ""
         else:
             gone = self.dispatch.run(DELETE, self.store.jobs.delete, job_id, lease, by,
                                      tube=tube)
@@ -200,3 +213,14 @@ class Verbs:
         """Every reservation ``owner`` holds made ready again (a Queue closing)."""
         released: int = self.dispatch.run(GIVE_BACK, self.store.claims.release_owner, owner)
         return released
+
+
+def done_under(dispatch: Dispatcher, store: Store, reservations: Sequence[tuple[int, int]]
+               ) -> set[int]:
+    """The lost-connection rule's last word on a delete: made once more after a cut, it
+    found these jobs gone, (id, the handle's reserves); which of them its first attempt
+    deleted, as their finished records say (``FinishedStore.done_under``). A record
+    pruned meanwhile says nothing: that job stays in doubt (``JobLost.cut_off``)."""
+    if not reservations:
+        return set()
+    return set(dispatch.run(DONE_UNDER, store.finished.done_under, reservations))

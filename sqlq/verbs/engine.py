@@ -40,6 +40,7 @@ from ..durations import seconds_to_ms
 from ..errors import Disconnected, JobLost
 from ..model import Job, cap_reason, check_tubes
 from ..steps import lease_of
+from .contract import done_under
 from .dispatch import CUT_OFF, READ, RECEIVE, SETTLE, SHARED, WRITE, CutOff, Dispatcher, Verb
 from .waiting import wait_for
 
@@ -354,6 +355,11 @@ class Engine:
         """Delete reserved jobs in one commit: those whose lease holds always; then
         JobLost names the others (see Queue.delete_many)."""
         lost = self.dispatch.run(DELETE_MANY, self.store.claims.delete_many, _leases(done))
+        if isinstance(lost, CutOff):  # those its first attempt deleted are done
+            gone = set(lost)
+            first = done_under(self.dispatch, self.store, [
+                (job.id, job.reserves) for job in done if (job.id, job.lease) in gone])
+            lost = CutOff(pair for pair in lost if pair[0] not in first)
         _deleted(done, lost, claimed=False)
 
     def end_attempt(self, job: Job, attempt: Attempt, delay: float | None) -> None:

@@ -1,7 +1,9 @@
 """An acknowledgement whose reply is lost after its commit (a pooler restarting, a link
-dropped: tests/cutproxy.py) is made once more, finds its jobs gone, and says it may
-have been what removed them (``JobLost.cut_off``), in every face that acknowledges: a
-handle's delete, ``delete_many``, and the worker that logs what it acknowledged.
+dropped: tests/cutproxy.py) is made once more and finds its jobs gone. A delete then
+asks the finished records whether its first attempt deleted them (outcome done under
+the handle's reserves) and, if so, returns as if nothing had been cut off; what no
+record settles raises ``JobLost`` with ``cut_off`` true. In every face that
+acknowledges: a handle's delete, ``delete_many``, and the worker that logs them.
 
 Before: ``delete_many``'s lost leases, returned rather than raised, became a plain
 JobLost, and the prefetching worker logged each such job as lost to a TTR (the chaos
@@ -35,35 +37,46 @@ def _held(q: sqlq.Queue, n: int) -> list[sqlq.Job]:
     return jobs
 
 
-def test_a_batch_delete_whose_reply_is_lost_says_it_was_cut_off(
+def _done_by(q: sqlq.Queue, job: sqlq.Job) -> bool:
+    record = q.finished(job.id)
+    return record is not None and record.outcome == "done" and record.attempts == job.reserves
+
+
+def test_a_batch_delete_whose_reply_is_lost_is_done(
         pg_server: PgServer, pg_url: str, proxy: CutProxy) -> None:
     with sqlq.Queue(proxy.url(pg_url, pg_server.port)) as q:
         jobs = _held(q, 3)
         proxy.cut_after(b"sqlq_delete_and_claim_many")
-        with pytest.raises(sqlq.JobLost) as info:
-            q.delete_many(jobs)
+        q.delete_many(jobs)  # before: JobLost naming all three
         assert proxy.cuts == 1  # the first attempt committed, unseen
-        assert info.value.cut_off  # before: False (a plain JobLost)
-        assert sorted(info.value.job_ids) == sorted(j.id for j in jobs)
-        assert "first attempt" in str(info.value)
+        assert all(j.state == "deleted" and q.peek(j.id) is None and _done_by(q, j)
+                   for j in jobs)
         assert q.stats()["current-jobs-reserved"] == 0
-        assert all(q.peek(j.id) is None for j in jobs)
-        for job in jobs:  # how a caller tells that this reservation deleted it
-            record = q.finished(job.id)
-            assert record is not None and record.outcome == "done"
-            assert record.attempts == job.reserves
 
 
-def test_a_delete_whose_reply_is_lost_says_it_was_cut_off(
+def test_a_delete_whose_reply_is_lost_is_done(
         pg_server: PgServer, pg_url: str, proxy: CutProxy) -> None:
     with sqlq.Queue(proxy.url(pg_url, pg_server.port)) as q:
         [job] = _held(q, 1)
         proxy.cut_after(b"sqlq_jobs")  # the one statement of the delete
+        job.delete()  # before: JobLost
+        assert proxy.cuts == 1
+        assert job.state == "deleted" and q.peek(job.id) is None and _done_by(q, job)
+
+
+def test_an_acknowledgement_no_record_settles_says_it_was_cut_off(
+        pg_server: PgServer, pg_url: str, proxy: CutProxy) -> None:
+    """A complete keeps no record to ask (its result, maybe): its JobLost says the
+    first attempt may have been what removed the job."""
+    with sqlq.Queue(proxy.url(pg_url, pg_server.port)) as q:
+        [job] = _held(q, 1)
+        proxy.cut_after(b"sqlq_jobs")
         with pytest.raises(sqlq.JobLost) as info:
-            job.delete()
+            job.complete(b"result")
         assert proxy.cuts == 1
         assert info.value.cut_off and info.value.job_ids == (job.id,)
-        assert q.peek(job.id) is None
+        assert "first attempt" in str(info.value)
+        assert q.result(job.id, timeout=0) == b"result"  # it had committed
 
 
 def test_a_lease_lost_without_a_cut_is_not_called_cut_off(pg_url: str) -> None:
@@ -90,6 +103,6 @@ def test_the_worker_logs_a_cut_off_acknowledgement_as_done_not_lost(
             handling.ack()
         assert proxy.cuts == 1
         text = "\n".join(r.getMessage() for r in caplog.records)
-        assert text.count("acknowledgement was cut off") == 2, text
-        assert "reservation was lost" not in text
+        assert text.count(" noop done in ") == 2, text
+        assert "reservation was lost" not in text and "cut off" not in text
         assert q.stats()["current-jobs-reserved"] == 0

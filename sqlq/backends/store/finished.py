@@ -8,6 +8,7 @@ statements, which sqlq/retention.py runs in short transactions of its own.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..sql import one
@@ -26,6 +27,19 @@ class FinishedStore:
         """The job's record (with its kept result, its worker's host and pid), or None."""
         row = one(conn, self.Q["finished_job"], {"id": job_id, "now": now})
         return None if row is None else tuple(row)
+
+    def done_under(self, conn: Conn, now: int, reservations: Sequence[tuple[int, int]]
+                   ) -> list[int]:
+        """The ids among (id, reserves) pairs whose record says that reservation deleted
+        the job: outcome ``done``, attempts (its reserves then) the same. Each claim
+        counts one more reserve, so no other reservation's end matches. For an
+        acknowledgement cut off by a lost connection: a rare path, one read a job."""
+        done = []
+        for job_id, reserves in reservations:
+            row = one(conn, self.Q["finished_job"], {"id": job_id, "now": now})
+            if row is not None and row[3] == "done" and int(row[8]) == reserves:
+                done.append(job_id)
+        return done
 
     def page(self, conn: Conn, tube: str, outcome: str, at: int, after: int, limit: int
              ) -> list[tuple[Any, ...]]:
