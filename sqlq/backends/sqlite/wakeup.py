@@ -57,6 +57,8 @@ RECHECK_DELAYS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.
 FIRST_RECHECKS = 6
 #: Even with no event at all, a sleeper looks once in this many seconds.
 MAX_SLEEP = 30.0
+#: select() takes descriptors below FD_SETSIZE only (Linux: 1024); poll() any.
+SELECT_FD_LIMIT = 1024
 #: Bytes asked of the inotify fd per read, and the largest event it can hold
 #: (struct inotify_event, 16 bytes, then a name of up to NAME_MAX bytes and its NUL).
 READ_SIZE = 65536
@@ -262,9 +264,17 @@ class Notifier:
         unwatched = not self._rewatch_owners()
         if unwatched:  # no owners watch now: look for exited owners by polling
             timeout = min(timeout, POLL_INTERVAL)
-        poller = select.poll()
-        poller.register(self._inotify.fileno(), select.POLLIN)
-        events = self.drain() if poller.poll(timeout * 1000) else Events()
+        fd = self._inotify.fileno()
+        if timeout < 0.001 and fd < SELECT_FD_LIMIT:
+            # poll() counts whole milliseconds and CPython rounds up: the re-checks of
+            # RECHECK_DELAYS under one (0.2 and 0.5 ms) waited 1.1 ms each. select()
+            # counts microseconds, for descriptors below FD_SETSIZE only.
+            ready = bool(select.select((fd,), (), (), timeout)[0])
+        else:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            ready = bool(poller.poll(timeout * 1000))
+        events = self.drain() if ready else Events()
         events.owner = events.owner or unwatched
         if events.commit and self._check is not None and not self._wal_proved:
             self._check()
