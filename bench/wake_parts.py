@@ -87,14 +87,19 @@ def instrument() -> None:
     wrap(pgdb.Database, "_commit_mode", "setmode")
     wrap(queue.Queue, "_look", "look")
     wrap(queue.Queue, "_claim", "claim")
-    from sqlq.verbs import engine
-    wrap(engine.Engine, "look", "look")
-    wrap(engine.Engine, "_claim", "claim")
+    try:  # the reservation engine (sqlq/verbs since the verb contract)
+        from sqlq.verbs import engine
+    except ImportError:
+        pass
+    else:
+        wrap(engine.Engine, "look", "look")
+        wrap(engine.Engine, "_claim", "claim")
     wrap(queue.Queue, "has_ready", "has_ready")
     if os.environ.get("WAKE_PARTS_FINE"):
         from sqlq.backends.sqlite import store
-        wrap(store.SQLiteClaims, "_promote", "promote")
-        wrap(store.SQLiteClaims, "has_ready_job", "has_ready_job")
+        claims = getattr(store, "SQLiteClaims", None) or store.SQLiteStore  # before the split
+        wrap(claims, "_promote", "promote")
+        wrap(claims, "has_ready_job", "has_ready_job")
         wrap(wakeup.Notifier, "pause", "pause")
         wrap(wakeup.Notifier, "resume", "resume")
 
