@@ -74,13 +74,16 @@ def wrap(owner: Any, name: str, label: str, after_only: bool = False) -> None:
 
 def instrument() -> None:
     import sqlq.queue as queue
-    from sqlq.backends.postgres import wakeup as listen
     from sqlq.backends.sqlite import db, wakeup
 
     wrap(db.Database, "_published", "published")
     wrap(db.Database, "check_wal", "check_wal")
     wrap(db.Database, "_check_wal_dir", "check_wal_dir")
     wrap(wakeup.Notifier, "drain", "drain")
+    try:  # backends/postgres/wakeup.py was listen.py before the backend folders lined up
+        from sqlq.backends.postgres import wakeup as listen
+    except ImportError:
+        from sqlq.backends.postgres import listen  # type: ignore[no-redef]
     wrap(listen.PgNotifier, "drain", "drain")
     wrap(listen.Listener, "_wake_all", "listener")
     from sqlq.backends.postgres import db as pgdb
