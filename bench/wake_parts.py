@@ -16,13 +16,18 @@ and how many looks a wake took. ``--row`` stamps the bench row's own run instead
 (targets.py group "8": ``workloads.run_wake`` on ``sqlq-normal``, forked children,
 its payload, its clock read in the body), and prints the row's p50 and p99 with it.
 ``--floor`` also measures what no queue can beat on
-this machine at this moment: a pipe ping-pong and an inotify ping-pong between two
-processes, timed the same way (send → the other side's read returning).
+this machine at this moment: sqlq's own put and claim statements on bare apsw, woken
+by a bare inotify watch on the notify file (what the kernel and SQLite cost a wake,
+without sqlq's Python), a pipe ping-pong and an inotify ping-pong between two
+processes, timed the same way (send → the other side's read returning), and what the
+first bit of work after a sleep costs against the same work warm (both processes of a
+wake have just slept: the producer between puts, the consumer in its wait).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import os
 import pickle
@@ -69,24 +74,35 @@ def wrap(owner: Any, name: str, label: str, after_only: bool = False) -> None:
 
 def instrument() -> None:
     import sqlq.queue as queue
-    from sqlq.backends.postgres import wakeup as listen
     from sqlq.backends.sqlite import db, wakeup
 
     wrap(db.Database, "_published", "published")
     wrap(db.Database, "check_wal", "check_wal")
     wrap(db.Database, "_check_wal_dir", "check_wal_dir")
     wrap(wakeup.Notifier, "drain", "drain")
+    try:  # backends/postgres/wakeup.py was listen.py before the backend folders lined up
+        from sqlq.backends.postgres import wakeup as listen
+    except ImportError:
+        from sqlq.backends.postgres import listen  # type: ignore[no-redef]
     wrap(listen.PgNotifier, "drain", "drain")
     wrap(listen.Listener, "_wake_all", "listener")
     from sqlq.backends.postgres import db as pgdb
     wrap(pgdb.Database, "_commit_mode", "setmode")
     wrap(queue.Queue, "_look", "look")
     wrap(queue.Queue, "_claim", "claim")
+    try:  # the reservation engine (sqlq/verbs since the verb contract)
+        from sqlq.verbs import engine
+    except ImportError:
+        pass
+    else:
+        wrap(engine.Engine, "look", "look")
+        wrap(engine.Engine, "_claim", "claim")
     wrap(queue.Queue, "has_ready", "has_ready")
     if os.environ.get("WAKE_PARTS_FINE"):
         from sqlq.backends.sqlite import store
-        wrap(store.SQLiteClaims, "_promote", "promote")
-        wrap(store.SQLiteClaims, "has_ready_job", "has_ready_job")
+        claims = getattr(store, "SQLiteClaims", None) or store.SQLiteStore  # before the split
+        wrap(claims, "_promote", "promote")
+        wrap(claims, "has_ready_job", "has_ready_job")
         wrap(wakeup.Notifier, "pause", "pause")
         wrap(wakeup.Notifier, "resume", "resume")
 
@@ -261,8 +277,119 @@ def pong_inotify(directory: str, w: int, n: int) -> list[int]:
     return out
 
 
+def _bare_conn(path: str) -> Any:
+    import apsw
+
+    conn = apsw.Connection(path)
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.setbusytimeout(1000)
+    return conn
+
+
+def bare_consumer(path: str, owners: str, w: int, n: int, wal: bool = False
+                  ) -> list[tuple[int, int]]:
+    """sqlq's own claim statement on bare apsw, woken by a bare inotify watch on the
+    notify file's reads (db.Database._published: the commit is visible): what the
+    kernel and SQLite cost a wake, without sqlq's Python."""
+    from inotify_simple import INotify, flags
+
+    from sqlq.backends.sqlite.store import _CLAIM_JOB_IN_TUBE, _lease
+
+    conn = _bare_conn(path)
+    ino = INotify(nonblocking=True)
+    ino.add_watch(owners, flags.ACCESS | flags.CLOSE_WRITE)
+    if wal:  # the -wal's writes too, as wakeup.Notifier watches (a read looks first)
+        ino.add_watch(os.path.dirname(path), flags.MODIFY)
+    poller = select.poll()
+    poller.register(ino.fileno(), select.POLLIN)
+    os.write(w, b"r")
+    out = []
+    woke = []
+    while len(out) < n:
+        poller.poll(1000)
+        woke.append(time.monotonic_ns())
+        with contextlib.suppress(BlockingIOError):
+            os.read(ino.fileno(), 65536)
+        now = time.time_ns() // 1_000_000
+        if wal and not conn.execute(_READY, (TUBE,)).fetchall()[0][0]:
+            continue
+        rows = conn.execute(_CLAIM_JOB_IN_TUBE, (now, None, TUBE, _lease())).fetchall()
+        if rows:
+            out.append((woke[-1], time.monotonic_ns()))
+            conn.execute("DELETE FROM sqlq_jobs WHERE id = ?", (rows[0][0],))
+            os.write(w, b"k")
+    return out
+
+
+_READY = "SELECT EXISTS (SELECT 1 FROM sqlq_jobs WHERE state = 0 AND tube = (SELECT ?))"
+
+
+def bare_floor(n: int, rnd: random.Random, wal: bool = False) -> None:
+    import sqlq
+    from sqlq.backends.sqlite.store import _INSERT_READY_JOB
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "q.db")
+        sqlq.Queue(path, durability="normal").close()
+        owners = path + "-sqlq"
+        r2, w2 = os.pipe()
+        p, out = run(bare_consumer, path, owners, w2, n, wal, ctx=FORK)
+        os.read(r2, 1)
+        conn = _bare_conn(path)
+        fd = os.open(os.path.join(owners, "notify"), os.O_RDONLY)
+        sent, done = [], []
+        for _ in range(n):
+            time.sleep(rnd.uniform(0.010, 0.020))
+            sent.append(time.monotonic_ns())
+            conn.execute(_INSERT_READY_JOB, (TUBE, 1024, 60_000, b"x" * 100,
+                                             time.time_ns() // 1_000_000))
+            os.pread(fd, 1, 0)
+            done.append(time.monotonic_ns())
+            os.read(r2, 1)
+        got = out.recv()
+        p.join()
+        os.close(fd)
+    lat = [(g - s) / 1e6 for s, (_, g) in zip(sent, got, strict=True)]
+    woke = [(w - s) / 1e6 for s, (w, _) in zip(sent, got, strict=True)]
+    claim = [(g - w) / 1e6 for w, g in got]
+    put = [(e - s) / 1e6 for s, e in zip(sent, done, strict=True)]
+    kind = " (+ -wal watch)" if wal else ""
+    print(f"floor, sqlq's SQL on bare apsw+inotify{kind}: p50 {statistics.median(lat):.3f} ms, "
+          f"p90 {pct(lat, 0.9):.3f}, p99 {pct(lat, 0.99):.3f} (n={n}); p50s: put and "
+          f"notify {statistics.median(put):.3f} ms, consumer woke at "
+          f"{statistics.median(woke):.3f}, claimed {statistics.median(claim):.3f} after")
+
+
+def _spin(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+
+
+def cold_floor(n: int, rnd: random.Random) -> None:
+    """The same few instructions timed first thing after a 10-20 ms sleep and warm: on
+    a virtual machine whose idle CPU halts, the first work after a wake pays for
+    caches and TLBs refilled (every step of a wake's first microseconds pays it)."""
+    pc = time.perf_counter_ns
+    cold, warm = [], []
+    for _ in range(n):
+        time.sleep(rnd.uniform(0.010, 0.020))
+        t0 = pc()
+        _spin(10)
+        t1 = pc()
+        _spin(10)
+        t2 = pc()
+        cold.append((t1 - t0) / 1e3)
+        warm.append((t2 - t1) / 1e3)
+    print(f"floor, 10 loop turns first thing after a sleep: p50 {statistics.median(cold):.1f} "
+          f"us, the same turns right after: {statistics.median(warm):.1f} us (n={n})")
+
+
 def floor(n: int) -> None:
     rnd = random.Random(3)
+    cold_floor(n, rnd)
+    bare_floor(n, rnd)
     for kind in ("pipe", "inotify"):
         r1, w1 = os.pipe()
         r2, w2 = os.pipe()

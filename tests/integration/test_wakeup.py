@@ -456,3 +456,25 @@ def test_a_watch_that_saw_no_wal_change_spares_the_wakes_its_check(
         woken.join(30)
         assert len(got) == 6 and all(job is not None for job in got)
         assert len(checks) <= 2
+
+
+@pytest.mark.sqlite_only
+def test_a_recheck_under_a_millisecond_waits_its_own_time(q: Queue) -> None:
+    """The first re-checks of a commit event that found nothing come 0.2 and 0.5 ms
+    after it (RECHECK_DELAYS), not a whole millisecond: poll() counts milliseconds, and
+    CPython rounds 0.2 ms up to one (1.1 ms measured, every time). The quickest of many
+    waits, as a busy machine may stretch any one of them."""
+    from sqlq.backends.sqlite import sidecar
+    from sqlq.backends.sqlite.wakeup import RECHECK_DELAYS, Notifier
+
+    notifier = Notifier(q.path, sidecar.ensure(q.path, sidecar.real_path(q.path)))
+    try:
+        notifier.drain()
+        waited = []
+        for _ in range(50):
+            start = time.perf_counter()
+            assert not notifier.wait(RECHECK_DELAYS[0])  # nothing happened meanwhile
+            waited.append(time.perf_counter() - start)
+    finally:
+        notifier.close()
+    assert RECHECK_DELAYS[0] <= min(waited) < 0.0009
