@@ -48,7 +48,7 @@ _OTEL = "opentelemetry.trace"
 CUT_OFF = " (or by this call's first attempt, cut off by a lost connection)"
 
 
-class CutOff(list):  # type: ignore[type-arg]
+class CutOff(list[tuple[int, int]]):
     """The (id, lease) pairs a batch acknowledgement (``Verb.lost``) made once more
     found lost: its first attempt may have removed those jobs."""
 
