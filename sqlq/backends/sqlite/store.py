@@ -36,7 +36,7 @@ from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
 from ..store.groups import FairClaim, Pick
 from .drivers import triggers_off
 
-Q = load_queries(os.path.join(os.path.dirname(__file__), "queries.sql"))
+Q = load_queries(os.path.join(os.path.dirname(__file__), "queries.sql"), tight=True)
 # The hot path's statements, looked up once.
 _INSERT_JOB = Q["insert_job"]
 _INSERT_READY_JOB = Q["insert_ready_job"]
