@@ -12,8 +12,8 @@ import pytest
 
 from sqlq import Queue
 from sqlq.backends import store as shared_store
-from sqlq.backends.sql import compact, load_queries
 from sqlq.backends.postgres.store import PostgresStore
+from sqlq.backends.sql import compact, load_queries
 from sqlq.backends.sqlite import store
 from sqlq.backends.sqlite.store import SQLiteStore
 
