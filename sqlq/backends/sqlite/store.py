@@ -41,6 +41,9 @@ Q = load_queries(os.path.join(os.path.dirname(__file__), "queries.sql"), tight=T
 _INSERT_JOB = Q["insert_job"]
 _INSERT_READY_JOB = Q["insert_ready_job"]
 _INSERT_JOB_AT = Q["insert_job_at"]
+_INSERT_JOBS_AT = Q["insert_jobs_at"]
+#: The rows of insert_jobs_at.
+ROWS_AT_ONCE = 16
 #: A put_many of at least this many jobs runs with the triggers off and counts its
 #: tube's total itself (drivers.triggers_off): below it, statements prepared again
 #: after the switch would cost more than the triggers' firings spared.
@@ -255,13 +258,30 @@ class SQLiteJobs(JobStore):
         if delay_ms:
             self.due.lower(now + delay_ms)
         first = self.total_jobs(conn) + 1
-        rows = ((first + i, *row, body, now, None) for i, body in enumerate(bodies))
+        # ROWS_AT_ONCE rows a statement (queries.sql insert_jobs_at), the rest one by one.
+        shared = (*row, now)
+        whole = len(bodies) - len(bodies) % ROWS_AT_ONCE
+        pairs: list[Any] = [None] * (2 * ROWS_AT_ONCE)
+
+        def chunks() -> Iterator[tuple[Any, ...]]:
+            for start in range(0, whole, ROWS_AT_ONCE):
+                pairs[0::2] = range(first + start, first + start + ROWS_AT_ONCE)
+                pairs[1::2] = bodies[start:start + ROWS_AT_ONCE]
+                yield (*shared, *pairs)
+
+        def insert() -> None:
+            if whole:
+                conn.executemany(_INSERT_JOBS_AT, chunks())
+            if whole < len(bodies):
+                conn.executemany(_INSERT_JOB_AT, ((first + i, *row, bodies[i], now, None)
+                                                  for i in range(whole, len(bodies))))
+
         if len(bodies) < QUIET_BATCH:
-            conn.executemany(_INSERT_JOB_AT, rows)
+            insert()
         else:
             end_ready_run(conn)  # its ids are the batch's from here on
             with triggers_off(conn) as off:
-                conn.executemany(_INSERT_JOB_AT, rows)
+                insert()
             if off:  # the rows' tube total, counted once (sqlq_count_put did not fire)
                 run = {"tube": tube, "first": first}
                 conn.execute(Q["close_put_run"], run)
