@@ -71,3 +71,21 @@ def test_total_jobs_after_a_rolled_back_put(q: sqlq.Queue, backend: str) -> None
         raise RuntimeError("the application's transaction fails")
     third = q.put(b"kept too")
     assert q.stats()["total-jobs"] == third == (2 if backend == "sqlite" else 3)
+
+
+@pytest.mark.parametrize("n", [15, 16, 17, 63, 64, 65, 100])
+def test_put_many_numbers_its_bodies_in_order(q: sqlq.Queue, n: int) -> None:
+    """SQLite inserts a batch 16 rows a statement and the rest one by one (queries.sql
+    insert_jobs_at): every body gets the next id, in order, with the batch's options."""
+    first = q.put(b"before")
+    bodies = [f"body {i}".encode() for i in range(n)]
+    ids = q.put_many(bodies, tube="nums", priority=7, delay=n % 2)
+    assert ids == list(range(first + 1, first + 1 + n))
+    for job_id, body in zip(ids, bodies, strict=True):
+        job = q.peek(job_id)
+        assert job is not None
+        assert (job.body, job.tube, job.priority) == (body, "nums", 7)
+        assert job.state == ("delayed" if n % 2 else "ready")
+    state = "delayed" if n % 2 else "ready"
+    assert q.stats_tube("nums")[f"current-jobs-{state}"] == n
+    assert q.put(b"after") == first + n + 1

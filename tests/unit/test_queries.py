@@ -13,6 +13,7 @@ import pytest
 from sqlq import Queue
 from sqlq.backends import store as shared_store
 from sqlq.backends.postgres.store import PostgresStore
+from sqlq.backends.sql import compact, load_queries
 from sqlq.backends.sqlite import store
 from sqlq.backends.sqlite.store import SQLiteStore
 
@@ -41,6 +42,33 @@ def test_query_plan_uses_indexes(q: Queue, name: str) -> None:
              and "INDEX sqlq_jobs_reserved" not in step and "INDEX sqlq_jobs_buried" not in step]
     if name not in MAY_SCAN:
         assert not scans, f"{name} scans the jobs table: {plan}"
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("name", sorted(SQLiteStore.Q))
+def test_compact_statement_is_the_same_program(q: Queue, name: str) -> None:
+    """The statements sqlq runs (sql.compact's) compile to the program their text in
+    queries.sql compiles to, opcode for opcode."""
+    written = load_queries(store.__file__.replace("store.py", "queries.sql"))[name]
+    run = SQLiteStore.Q[name]
+    assert len(run) <= len(written)
+    names = set(re.findall(r":(\w+)", re.sub(r"'[^']*'", "", written)))
+    numbered = [int(n) for n in re.findall(r"\?(\d+)", written)]
+    params: dict[str, None] | tuple[None, ...] = (
+        dict.fromkeys(names) if names
+        else (None,) * (max(numbered) if numbered else written.count("?")))
+    conn = q.backend.db.conn
+
+    def program(sql: str) -> list[tuple[object, ...]]:
+        return [row[1:7] for row in conn.execute("EXPLAIN " + sql, params) if row[1] != "Init"]
+
+    assert program(run) == program(written)
+
+
+def test_compact_keeps_quoted_text() -> None:
+    sql = """SELECT 'a  --  b', "odd  name" -- a comment, 'quoted'
+               FROM t  WHERE x = 'it''s'  AND y <= - -1 -- the end"""
+    assert compact(sql) == """SELECT 'a  --  b',"odd  name" FROM t WHERE x='it''s' AND y <=- -1"""
 
 
 #: PostgreSQL statements EXPLAIN cannot take (VACUUM) or that read catalogs, not jobs.

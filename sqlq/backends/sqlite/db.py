@@ -405,6 +405,9 @@ class Database:
                     return result
             except self.driver.Error as e:
                 raise translate(self.path, e, self.driver) from e
+            except BaseException:  # between a statement and its rows (KeyboardInterrupt)
+                drivers.end_hot(conn)
+                raise
 
     def _transaction(self, fn: Callable[[Any], T], durable: bool,
                      single: bool = False) -> T:
@@ -420,10 +423,11 @@ class Database:
         # transaction, once a job, and the context manager cost 3k instructions more
         # (callgrind, about 1% of the cycle).
         self.began()
-        conn.execute("BEGIN IMMEDIATE")
+        hot = conn.hot  # drivers.ApswConnection: BEGIN and COMMIT make no cursor
+        hot.execute("BEGIN IMMEDIATE")
         try:
             result = fn(conn)
-            conn.execute("COMMIT")
+            hot.execute("COMMIT")
         except BaseException:
             if not conn.get_autocommit():
                 conn.execute("ROLLBACK")

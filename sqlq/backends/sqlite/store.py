@@ -36,11 +36,14 @@ from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
 from ..store.groups import FairClaim, Pick
 from .drivers import triggers_off
 
-Q = load_queries(os.path.join(os.path.dirname(__file__), "queries.sql"))
+Q = load_queries(os.path.join(os.path.dirname(__file__), "queries.sql"), tight=True)
 # The hot path's statements, looked up once.
 _INSERT_JOB = Q["insert_job"]
 _INSERT_READY_JOB = Q["insert_ready_job"]
 _INSERT_JOB_AT = Q["insert_job_at"]
+_INSERT_JOBS_AT = Q["insert_jobs_at"]
+#: The rows of insert_jobs_at.
+ROWS_AT_ONCE = 16
 #: A put_many of at least this many jobs runs with the triggers off and counts its
 #: tube's total itself (drivers.triggers_off): below it, statements prepared again
 #: after the switch would cost more than the triggers' firings spared.
@@ -102,7 +105,7 @@ class DueCache:
         """True if promote_due would find nothing in tubes now; else False, or None when
         another connection committed since the last look (so a time read now could be
         stale by the next claim: not worth reading)."""
-        version = conn.execute("PRAGMA data_version").fetchall()[0][0]
+        version = conn.hot.execute("PRAGMA data_version").fetchall()[0][0]
         if version != self.version:
             self.version = version
             self.due.clear()
@@ -195,7 +198,7 @@ class SQLiteJobs(JobStore):
                       ) -> Sequence[Any] | None:
         # The worker's ack, on every job: one statement that returns nothing (its tube is
         # '': no caller of a leased delete reads it), changes() whether it found the job.
-        conn.execute(self.Q["delete_leased_job"], (job_id, lease, now))
+        conn.hot.execute(self.Q["delete_leased_job"], (job_id, lease, now))
         return _NO_TUBE if conn.changes() else None
 
     def finished(self, conn: Any, now: int, job_id: int, tube: str, outcome: str,
@@ -255,13 +258,30 @@ class SQLiteJobs(JobStore):
         if delay_ms:
             self.due.lower(now + delay_ms)
         first = self.total_jobs(conn) + 1
-        rows = ((first + i, *row, body, now, None) for i, body in enumerate(bodies))
+        # ROWS_AT_ONCE rows a statement (queries.sql insert_jobs_at), the rest one by one.
+        shared = (*row, now)
+        whole = len(bodies) - len(bodies) % ROWS_AT_ONCE
+        pairs: list[Any] = [None] * (2 * ROWS_AT_ONCE)
+
+        def chunks() -> Iterator[tuple[Any, ...]]:
+            for start in range(0, whole, ROWS_AT_ONCE):
+                pairs[0::2] = range(first + start, first + start + ROWS_AT_ONCE)
+                pairs[1::2] = bodies[start:start + ROWS_AT_ONCE]
+                yield (*shared, *pairs)
+
+        def insert() -> None:
+            if whole:
+                conn.executemany(_INSERT_JOBS_AT, chunks())
+            if whole < len(bodies):
+                conn.executemany(_INSERT_JOB_AT, ((first + i, *row, bodies[i], now, None)
+                                                  for i in range(whole, len(bodies))))
+
         if len(bodies) < QUIET_BATCH:
-            conn.executemany(_INSERT_JOB_AT, rows)
+            insert()
         else:
             end_ready_run(conn)  # its ids are the batch's from here on
             with triggers_off(conn) as off:
-                conn.executemany(_INSERT_JOB_AT, rows)
+                insert()
             if off:  # the rows' tube total, counted once (sqlq_count_put did not fire)
                 run = {"tube": tube, "first": first}
                 conn.execute(Q["close_put_run"], run)
@@ -366,13 +386,14 @@ class SQLiteClaims(ClaimStore):
         self._promote(conn, now, tubes)
         tube = self._one_tube.get(tubes)
         if tube is not None:
+            hot = conn.hot  # drivers.ApswConnection: rows read at once
             if conn.get_autocommit():  # one statement, its own transaction
-                rows = conn.execute(_CLAIM_JOB_IN_TUBE, (now, owner, tube, _lease())).fetchall()
+                rows = hot.execute(_CLAIM_JOB_IN_TUBE, (now, owner, tube, _lease())).fetchall()
             else:  # under the write lock: no RETURNING (queries.sql pick_job_in_tube)
                 args = (now, owner, tube, _lease())
-                rows = conn.execute(_PICK_JOB_IN_TUBE, args).fetchall()
+                rows = hot.execute(_PICK_JOB_IN_TUBE, args).fetchall()
                 if rows:
-                    conn.execute(_CLAIM_PICKED_JOB, (now, owner, rows[0][0], args[3]))
+                    hot.execute(_CLAIM_PICKED_JOB, (now, owner, rows[0][0], args[3]))
         else:
             rows = conn.execute(_CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner,
                                              "capped": 0, "lease": _lease()}).fetchall()
@@ -387,7 +408,7 @@ class SQLiteClaims(ClaimStore):
         self._promote(conn, now, tubes)
         tube = self._one_tube.get(tubes)
         if tube is not None:
-            found = conn.execute(_CLAIM_JOBS_IN_TUBE, (now, owner, tube, n))
+            found = conn.hot.execute(_CLAIM_JOBS_IN_TUBE, (now, owner, tube, n))
         else:
             found = conn.execute(self.Q["claim_jobs"],
                                  {"tubes": tubes, "now": now, "owner": owner, "n": n})
@@ -409,7 +430,7 @@ class SQLiteClaims(ClaimStore):
         # pair-by-pair path below, which tells a live lease from a lost one.
         leased = dict(leases)
         pairs = "[" + ",".join(f"[{job_id:d},{lease:d}]" for job_id, lease in leased.items()) + "]"
-        gone = {(r[0], leased[r[0]]) for r in conn.execute(
+        gone = {(r[0], leased[r[0]]) for r in conn.hot.execute(
             self.Q["delete_leased_jobs"], {"jobs": pairs, "now": now})}
         # Lost leases, or parents (the statement skips jobs with dependents): each of
         # those deleted once with its release (a pair named twice as well), the others lost.
@@ -491,7 +512,8 @@ class SQLiteStore(Store):
         tube, priority, delay_ms, ttr_ms, unique_key, parents, trace, _, group = put
         if delay_ms == 0 and unique_key is None and trace is None and not parents \
                 and group is None and len(bodies) == 1:
-            conn.execute(_INSERT_READY_JOB, (tube, priority, ttr_ms, bodies[0], now))
+            # drivers.ApswConnection's kept cursor (sqlq.put(conn)'s sqlite3 adapter has one)
+            conn.hot.execute(_INSERT_READY_JOB, (tube, priority, ttr_ms, bodies[0], now))
             if now < self.groups.look_at:  # no tube known grouped (groups.py)
                 return [conn.last_insert_rowid()]
             ids = [conn.last_insert_rowid()]
