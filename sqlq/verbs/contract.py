@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..backends.group import Batch
-from ..putting import Put
+from ..core.putting import Put
 from .dispatch import SEND, SETTLE, SHARED, WRITE, Dispatcher, Verb
 
 if TYPE_CHECKING:

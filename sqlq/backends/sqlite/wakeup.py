@@ -38,8 +38,8 @@ import select
 import sys
 from collections.abc import Callable, Sequence
 
+from ...core.logger import logger
 from ...errors import Error
-from ...logger import logger
 from ..base import Events
 from . import sidecar
 
