@@ -1,4 +1,4 @@
-"""What flow control (sqlq/limits.py) costs a worker's loop: one process draining a tube
+"""What flow control (sqlq/core/limits.py) costs a worker's loop: one process draining a tube
 with ``reserve(delete=job)`` (the worker's one commit per job), the tube
 
 * ``uncapped``: no limits (what every user without limits runs: must not change);

@@ -26,11 +26,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
 
-from . import control, tracing
+from . import control
 from .asynchandles import AsyncJob, AsyncTransaction
 from .asyncwait import Waiter, Waiters
 from .backends import Events
 from .backends.base import Durability
+from .core import tracing
 from .errors import Disconnected, Error, JobLost, JobNotFound, Timeout
 from .model import (
     Job,

@@ -23,7 +23,7 @@ import traceback as tb
 from dataclasses import dataclass, replace
 from typing import Any
 
-from . import tracing
+from .core import tracing
 from .model import MESSAGE_LIMIT as MESSAGE_LIMIT  # re-exported: the bound of each message
 from .model import cap as cap
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .backends import Backend, exists, identity, open_backend
-from .durations import now_ms
+from .core.durations import now_ms
 from .errors import Error
 from .model import OnProgress
 from .verbs import operations

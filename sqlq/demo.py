@@ -50,7 +50,7 @@ def worker(path: str, name: str, seconds: float, produced: mp.synchronize.Event)
                 if produced.is_set() and drained(q):
                     break
                 continue
-            waited = (sqlq.durations.now_ms() - job.created_at) / 1000
+            waited = (sqlq.core.durations.now_ms() - job.created_at) / 1000
             if job.body.endswith(b"FAIL"):
                 job.bury(reason="demo: this one always fails")
                 print(f"    {name:<9} bury #{job.id:<3} {job.tube:<10} (reason kept for peek)",

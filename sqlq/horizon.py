@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
 
-from .durations import format_duration, parse_duration
+from .core.durations import format_duration, parse_duration
 from .errors import Error
 
 #: The operations page on long transactions (docs/long-transactions.md).

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
-from .durations import seconds_to_ms
+from .core.durations import seconds_to_ms
 from .errors import InvalidTube, JobNotFound, JobTooBig
 from .steps import Durable, StepsQueue, StepVerbs, lease_of
 
@@ -71,7 +71,7 @@ class ClaimRow(NamedTuple):
     reserved_until: int
     unique_key: str | None
     delay: int  # ms, as last set by put or release
-    trace: str | None  # the producer's W3C trace context (sqlq/tracing.py), or None
+    trace: str | None  # the producer's W3C trace context (sqlq/core/tracing.py), or None
     grp: str | None = None  # its group (sqlq/groups.py), or None
 
 

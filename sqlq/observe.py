@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .model import STATE_NAMES, JobRow
 
 if TYPE_CHECKING:
-    from .registry import Registered
+    from .core.registry import Registered
 
 #: A body search looks at this many of the most recent job ids, at most: bodies have no
 #: index, and a search must stay fast on a file of millions of jobs.
@@ -103,7 +103,7 @@ class JobSummary:
 
 @dataclass(frozen=True)
 class Worker:
-    """A running ``sqlq work`` process (registered, idle or not: sqlq/registry.py), or
+    """A running ``sqlq work`` process (registered, idle or not: sqlq/core/registry.py), or
     another process holding reservations (reserving registers it with the backend)."""
 
     token: str | None  # None: reservations made detached (``sqlq reserve``)

@@ -73,7 +73,7 @@ def tube_doc(read: tuple[Any, ...], now: int, tube: str) -> dict[str, Any]:
         "cmd-pause-tube": pauses,
         "pause": pause_ms // 1000 if paused else 0,
         "pause-time-left": max(0, (paused_until - now) // 1000) if paused else 0,
-        # sqlq's flow control (sqlq/limits.py); 0: no such limit.
+        # sqlq's flow control (sqlq/core/limits.py); 0: no such limit.
         "limit-concurrency": cap or 0,
         "limit-rate": rate or 0,
         "limit-rate-seconds": rate_ms / 1000 if rate_ms else 0,

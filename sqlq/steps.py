@@ -33,7 +33,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
-from .durations import seconds_to_ms
+from .core.durations import seconds_to_ms
 from .errors import JobTooBig
 
 T = TypeVar("T")

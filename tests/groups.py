@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import sqlq
-from sqlq.durations import now_ms
+from sqlq.core.durations import now_ms
 from tests.timing import PATIENCE
 
 #: How long a test waits for threads to line up (tests/timing.py).

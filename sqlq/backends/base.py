@@ -212,7 +212,7 @@ class Backend(abc.ABC):
 
     def live_owners(self, tokens: Sequence[str]) -> list[str]:
         """The tokens whose process is alive now, for people (the workers registry:
-        sqlq/registry.py); by default those :meth:`dead_owners` does not find dead. A
+        sqlq/core/registry.py); by default those :meth:`dead_owners` does not find dead. A
         backend that can tell a missing registration from a live one says so here:
         counting a dead worker is the error to avoid, not the reverse."""
         dead = set(self.dead_owners(tokens))

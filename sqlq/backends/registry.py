@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from ..core.extras import install_hint
 from ..errors import DatabaseError
-from ..extras import install_hint
 from .base import Backend, Durability
 from .locations import check_scheme, is_url
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from sqlq.backends import redact
-from sqlq.durations import format_duration
+from sqlq.core.durations import format_duration
 
 from .group import cli
 from .options import DURATION, TUBE, json_option, queue_from_ctx

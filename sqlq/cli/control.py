@@ -10,7 +10,7 @@ import click
 import sqlq
 from sqlq.control import Progress, check_progress
 
-from ..display import display_text
+from ..core.display import display_text
 from .group import cli
 from .options import Checked, job_id_argument, json_option, queue_from_ctx
 from .output import emit

@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 import click
 
 import sqlq
-from sqlq.durations import format_duration
+from sqlq.core.durations import format_duration
 
-from ..display import display_text
+from ..core.display import display_text
 from .group import cli
 from .options import (
     DURATION,

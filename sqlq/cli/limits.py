@@ -1,4 +1,4 @@
-"""``sqlq limit``: a tube's flow control (Queue.limit, Queue.limits; sqlq/limits.py)."""
+"""``sqlq limit``: a tube's flow control (Queue.limit, Queue.limits; sqlq/core/limits.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from sqlq import limits as flow
+from sqlq.core import limits as flow
 
 from .group import cli
 from .options import TUBE, Checked, json_option, queue_from_ctx

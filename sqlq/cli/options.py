@@ -16,7 +16,7 @@ import click
 
 import sqlq
 from sqlq import backends
-from sqlq.durations import parse_duration
+from sqlq.core.durations import parse_duration
 from sqlq.errors import JobTooBig
 from sqlq.model import check_tube
 

@@ -16,8 +16,8 @@ from typing import IO, Any
 import click
 
 import sqlq
-from sqlq.display import display_text
-from sqlq.durations import format_duration, now_ms
+from sqlq.core.display import display_text
+from sqlq.core.durations import format_duration, now_ms
 
 _JOB_FIELDS = ("id", "tube", "state", "priority", "ttr", "reserves", "timeouts", "releases",
                "buries", "kicks", "created_at", "delay_until", "reserved_until", "bury_reason",

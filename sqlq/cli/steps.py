@@ -86,7 +86,7 @@ def steps_lines(steps: list[dict[str, Any]], cursors: list[dict[str, Any]]) -> s
     """steps_text of steps and cursors as dicts (rows_as_dicts', a finished record's)."""
     import datetime
 
-    from ..display import display_text
+    from ..core.display import display_text
 
     def when(ms: int) -> str:
         at = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
-from sqlq.durations import format_duration
+from sqlq.core.durations import format_duration
 
 __all__ = ["Sample", "rates", "render", "run_top", "take_sample"]
 

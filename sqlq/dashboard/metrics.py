@@ -35,8 +35,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from sqlq.core.extras import install_hint
 from sqlq.errors import Error
-from sqlq.extras import install_hint
 from sqlq.horizon import HOLDER_KINDS, Horizon
 
 try:

@@ -23,8 +23,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from sqlq import failures
-from sqlq import limits as flow
-from sqlq.durations import format_duration, now_ms, parse_duration
+from sqlq.core import limits as flow
+from sqlq.core.durations import format_duration, now_ms, parse_duration
 from sqlq.errors import Error, JobNotFound
 from sqlq.finished import OUTCOMES, Finished
 from sqlq.horizon import DOCS_PAGE, Thresholds, alarms, format_size

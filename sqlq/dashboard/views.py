@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode
 
 import jinja2
 
-from sqlq.durations import format_duration
+from sqlq.core.durations import format_duration
 from sqlq.errors import JobNotFound
 from sqlq.histograms import Histogram
 from sqlq.throughput import Minute

@@ -2,15 +2,15 @@
 the records of its finished jobs are kept (retention, sqlq/finished.py).
 
 A mixin of :class:`~sqlq.Queue`, as ``Puts`` and ``Reads`` are (the logic of the limits
-is in sqlq/limits.py); see the Queue for the class's docs.
+is in sqlq/core/limits.py); see the Queue for the class's docs.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import limits
-from ..durations import seconds_to_ms
+from ..core import limits
+from ..core.durations import seconds_to_ms
 from ..model import check_tube
 
 if TYPE_CHECKING:

@@ -260,7 +260,7 @@ class Reads:
         second of its start; jobs done as of its last heartbeat), then any other process
         holding reservations (pid, host, jobs held, since
         when). A worker that stops leaves the list; one that dies (SIGKILL too) leaves
-        it as soon as its owner registration is seen to end (sqlq/registry.py)."""
+        it as soon as its owner registration is seen to end (sqlq/core/registry.py)."""
         return self.views.workers()
 
     def throughput(self, minutes: int = 24 * 60) -> list[throughput.Minute]:

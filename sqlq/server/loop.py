@@ -26,7 +26,7 @@ import socket
 import time
 from collections.abc import Callable
 
-from sqlq.logger import logger
+from sqlq.core.logger import logger
 
 # No typing or logging at import time: sqlq-beanstalkd imports this before it listens.
 TYPE_CHECKING = False
@@ -41,7 +41,7 @@ def log() -> logging.Logger:
 
 def now_ms() -> int:
     """Wall-clock milliseconds, the Queue's time base (``durations.now_ms``, which this
-    copies: importing sqlq.durations, and ``re`` with it, costs sqlq-beanstalkd about 3 ms
+    copies: importing sqlq.core.durations, and ``re`` with it, costs sqlq-beanstalkd about 3 ms
     before it listens; test_server_module_does_not_import_the_queue_before_it_listens)."""
     return time.time_ns() // 1_000_000
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
-from ..durations import format_duration
+from ..core.durations import format_duration
 
 
 class Schedule:

@@ -7,7 +7,7 @@ all of them, as Oban's engine runs every callback through one ``with_span``:
 * **the transaction** the record asks for: a read, a write (durable or not, one
   statement or several), or a durable write whose commit other threads' writes may
   share (group commit, ``backends/group.py``); the time (ms) is read inside it;
-* **the span**, when OpenTelemetry is set up (:mod:`sqlq.tracing`): ``send`` for puts,
+* **the span**, when OpenTelemetry is set up (:mod:`sqlq.core.tracing`): ``send`` for puts,
   ``receive`` for claims, ``settle`` for acknowledgements, following the messaging
   conventions (``process`` for a worker's run: ``Operations.processing``, on the same
   test, :func:`traced`); a put's trace context is stored with its jobs. Without a tracer it
@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .. import tracing
+from ..core import tracing
 from ..errors import Disconnected, JobLost, JobNotFound
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..backends import Events, Notifier
-from ..durations import seconds_to_ms
+from ..core.durations import seconds_to_ms
 from ..errors import Disconnected, JobLost
 from ..model import Job, cap_reason, check_tubes
 from ..steps import lease_of
@@ -121,7 +121,7 @@ class Engine:
         self._tubes_cache: dict[object, TubesParam] = {}
         #: Whether, at the last look, other processes held reservations (see due).
         self._others_hold = False
-        #: Per list of watched tubes: whether one has limits (sqlq/limits.py), so its
+        #: Per list of watched tubes: whether one has limits (sqlq/core/limits.py), so its
         #: claims go through Store.claim_limited. Learned on first use, again whenever a
         #: plain claim finds nothing (a limit another process set: the plain claims skip
         #: a limited tube, so a list wrongly thought unlimited only finds less), from
@@ -233,7 +233,7 @@ class Engine:
             return self._claim_limited(tubes, owner, n, [])
         return [self._make_job(row) for row in rows]
 
-    # -- limits (sqlq/limits.py) -------------------------------------------------------------
+    # -- limits (sqlq/core/limits.py) -------------------------------------------------------------
 
     def _limited_now(self, tubes: TubesParam, key: object) -> bool:
         """Whether claims on ``tubes`` (``key``: their dict key) go through claim_limited,

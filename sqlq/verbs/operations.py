@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
-from .. import tracing
-from ..durations import now_ms
+from ..core import tracing
+from ..core.durations import now_ms
 from ..model import DEFAULT_TUBE, check_tube
 from .dispatch import READ, SEND, WRITE, Dispatcher, Verb, traced
 from .views import OVERVIEW
@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from ..backends import Backend
     from ..backends.store import Store
     from ..control import Progress
+    from ..core.putting import Put
     from ..finished import Retention
     from ..model import Job, OnProgress
-    from ..putting import Put
     from ..throughput import Minute
 
 _NO_SPAN: AbstractContextManager[None] = nullcontext()
@@ -112,7 +112,7 @@ class Operations:
             SUBSCRIPTIONS, self.store.topics.list_subscriptions, topic)
         return pairs
 
-    # -- a tube's flow (sqlq/limits.py) ---------------------------------------------------------
+    # -- a tube's flow (sqlq/core/limits.py) ---------------------------------------------------------
 
     def limit(self, tube: str, concurrency: Any, rate: Any, group_concurrency: Any,
               group_rate: Any) -> dict[str, Any]:
@@ -120,7 +120,7 @@ class Operations:
         ``limits.KEEP`` stays as it is. The tube's limits after, as :meth:`limits` gives
         them (the group limits too if one was given). Checked whole before anything is
         written."""
-        from .. import limits
+        from ..core import limits
 
         check_tube(tube)
         given = {"concurrency": concurrency, "rate": rate,
@@ -137,7 +137,7 @@ class Operations:
         """tube -> {"concurrency": K or None, "rate": (N, seconds) or None}, and
         ``group_concurrency`` and ``group_rate`` where a group limit is set, for every
         tube with limits (or only ``tube``)."""
-        from ..limits import limits_doc
+        from ..core.limits import limits_doc
 
         rows = self.dispatch.run(LIMITS, self.store.limits.list_limits, tube)
         return {row[0]: limits_doc(*row[1:]) for row in rows}
@@ -214,7 +214,7 @@ class Operations:
         self.dispatch.run(RECORD_DURATIONS, self.store.history.add_durations, rows)
 
     def beat_worker(self, params: dict[str, Any]) -> None:
-        """Write a worker's row (registering it if it has none): sqlq/registry.py."""
+        """Write a worker's row (registering it if it has none): sqlq/core/registry.py."""
         self.dispatch.run(BEAT_WORKER, self.store.workers.beat_worker, params)
 
     def forget_workers(self, tokens: list[str]) -> None:
@@ -224,7 +224,7 @@ class Operations:
     def sweep_workers(self) -> int:
         """Delete the rows of workers that are not alive (``Views.workers`` skips them);
         how many."""
-        from ..registry import Registered, alive
+        from ..core.registry import Registered, alive
 
         rows = [Registered.from_row(r)
                 for r in self.dispatch.run(LIST_WORKERS, self.store.workers.list_workers)]
@@ -273,7 +273,7 @@ class Operations:
 
     def last_trace(self, job_id: int) -> str | None:
         """The traceparent of the job's latest failed run that kept one (a traced run), or
-        None: what the span of its next run links (sqlq/tracing.py)."""
+        None: what the span of its next run links (sqlq/core/tracing.py)."""
         trace: str | None = self.dispatch.run(LAST_TRACE, self.store.history.attempt_trace,
                                               job_id)
         return trace
@@ -306,8 +306,8 @@ class Operations:
 
     def look_result(self, job_id: int) -> bytes | None:
         """The job's result, or None while it is pending; JobBuried or JobNotFound when it
-        will never have one (sqlq/results.py)."""
-        from ..results import decide
+        will never have one (sqlq/core/results.py)."""
+        from ..core.results import decide
 
         outcome, issued = self.dispatch.run(LOOK_RESULT, self.store.results.look, job_id)
         return decide(job_id, outcome, issued)

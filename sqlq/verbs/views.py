@@ -216,7 +216,7 @@ class Views:
         """The running ``sqlq work`` processes, idle ones too, oldest first, then any other
         process holding reservations (``Queue.workers``)."""
         from .. import observe
-        from ..registry import Registered, alive
+        from ..core.registry import Registered, alive
 
         rows, registered = self.dispatch.run(WORKERS, self.store.presence)
         backend = self.dispatch.backend

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..backends import Events, Notifier
-from ..durations import MAX_SECONDS, check_seconds
+from ..core.durations import MAX_SECONDS, check_seconds
+from ..core.logger import logger
 from ..errors import Disconnected
-from ..logger import logger
 
 T = TypeVar("T")
 

@@ -33,7 +33,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
-from ..durations import now_ms
+from ..core.durations import now_ms
 from ..errors import Disconnected, JobLost
 from ..model import MAX_BATCH, Job
 from .heartbeat import HEARTBEAT, Clock

@@ -1,11 +1,11 @@
-"""A worker process's row in the workers registry (:mod:`sqlq.registry`).
+"""A worker process's row in the workers registry (:mod:`sqlq.core.registry`).
 
 The loop tells :class:`Presence` which jobs start and end (in memory: a dict entry
 and a counter, no write), and calls :meth:`Presence.beat_if_due` once per turn; so
 does whatever already wakes while a job runs (the watchdog thread watching a task, the
 loop watching a command, the async worker's tasks), so that the row stays fresh while
 the worker is busy. The row is written when the worker starts, then at most every
-:data:`~sqlq.registry.BEAT_S` seconds with its heartbeat, the job it runs and the runs
+:data:`~sqlq.core.registry.BEAT_S` seconds with its heartbeat, the job it runs and the runs
 it ended, and also as soon as it misstates what runs: a job running for
 :data:`SHOW_AFTER` that the row does not name, or a job it names that ended that long
 ago with none running since. A stream of short jobs therefore writes nothing more than
@@ -24,7 +24,8 @@ import os
 import time
 from collections.abc import Sequence
 
-from .. import registry, throughput
+from .. import throughput
+from ..core import registry
 from ..errors import Error
 from ..queue import Queue
 

@@ -32,8 +32,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import IO
 
-from .. import tracing
 from ..attempts import TIMED_OUT, TRACEBACK_LIMIT
+from ..core import tracing
 from ..model import Job
 from ..tasks.retry import RetryPolicy
 from . import runner

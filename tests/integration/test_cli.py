@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 
 import sqlq
 from sqlq.cli import cli
-from sqlq.display import display_text
-from sqlq.durations import MAX_SECONDS, format_duration, parse_duration
+from sqlq.core.display import display_text
+from sqlq.core.durations import MAX_SECONDS, format_duration, parse_duration
 from tests.conftest import ROOT
 from tests.workers import wait_for
 

@@ -19,8 +19,8 @@ from click.testing import CliRunner
 import sqlq
 from sqlq.attempts import Attempt
 from sqlq.cli import EXIT_ERROR, cli
+from sqlq.core.durations import now_ms
 from sqlq.dashboard import DashboardServer
-from sqlq.durations import now_ms
 from sqlq.tasks.periodic import Schedule
 from sqlq.work.presence import Presence
 from tests.conftest import ROOT

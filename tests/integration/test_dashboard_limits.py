@@ -1,4 +1,4 @@
-"""The dashboard's tube page shows a tube's limits and sets them (sqlq/limits.py)."""
+"""The dashboard's tube page shows a tube's limits and sets them (sqlq/core/limits.py)."""
 
 from __future__ import annotations
 

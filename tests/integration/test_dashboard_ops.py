@@ -13,8 +13,8 @@ import pytest
 
 import sqlq
 from sqlq.attempts import MESSAGE_LIMIT, Attempt
+from sqlq.core.durations import now_ms
 from sqlq.dashboard.views import group_key
-from sqlq.durations import now_ms
 from tests.dashboard_client import Client, running
 from tests.workers import ROOT
 

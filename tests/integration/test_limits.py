@@ -1,5 +1,5 @@
 """Limits under real concurrency: 8 processes hammering a tube capped at 2, a rate over
-10 seconds, and the beanstalkd server obeying a cap (sqlq/limits.py; the rules one by
+10 seconds, and the beanstalkd server obeying a cap (sqlq/core/limits.py; the rules one by
 one are in tests/unit/test_limits.py)."""
 
 from __future__ import annotations

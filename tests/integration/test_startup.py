@@ -26,7 +26,7 @@ print(repr({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
 # and stdlib modules a put does not use.
 NOT_FOR_A_PUT = (
     "sqlq.dashboard", "sqlq.server", "sqlq.work", "sqlq.asyncq", "sqlq.observe",
-    "sqlq.failures", "sqlq.histograms", "sqlq.registry", "sqlq.stats", "sqlq.horizon",
+    "sqlq.failures", "sqlq.histograms", "sqlq.core.registry", "sqlq.stats", "sqlq.horizon",
     "sqlq.attempts", "sqlq.throughput", "sqlq.backends.postgres", "sqlq.cli.admin",
     "sqlq.cli.serve", "sqlq.cli.work", "sqlq.cli.topics", "sqlq.cli.limits", "sqlq.cli.backup",
     "sqlq.cli.top", "sqlq.cli.control",

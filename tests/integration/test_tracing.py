@@ -230,12 +230,12 @@ def test_without_opentelemetry_nothing_is_imported_and_nothing_stored(db_url: st
     code = """
     import sys
     sys.modules["opentelemetry"] = None  # as if opentelemetry-api were not installed
-    import sqlq, sqlq.tracing
+    import sqlq, sqlq.core.tracing
     with sqlq.Queue(sys.argv[1]) as q:
         q.put(b"a", tube="t")
         q.put_many([b"b"], tube="t")
         jobs = q.reserve_many(2, "t", timeout=0)
-    assert not sqlq.tracing.INSTALLED
+    assert not sqlq.core.tracing.INSTALLED
     assert [j.trace for j in jobs] == [None, None], jobs
     assert [m for m in sys.modules if m.startswith("opentelemetry.")] == []
     print("ok")
@@ -249,12 +249,12 @@ def test_with_the_api_but_no_provider_nothing_is_imported_and_nothing_stored(
         db_url: str) -> None:
     code = """
     import sys
-    import sqlq, sqlq.tracing
+    import sqlq, sqlq.core.tracing
     with sqlq.Queue(sys.argv[1]) as q:
         q.put(b"a", tube="t")
         q.put_many([b"b"], tube="t")
         jobs = q.reserve_many(2, "t", timeout=0)
-    assert sqlq.tracing.INSTALLED and not sqlq.tracing.active()
+    assert sqlq.core.tracing.INSTALLED and not sqlq.core.tracing.active()
     assert [j.trace for j in jobs] == [None, None], jobs
     assert "opentelemetry.trace" not in sys.modules  # nothing imported, nothing paid
     print("ok")

@@ -14,7 +14,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import sqlq
-from sqlq import registry, throughput
+from sqlq import throughput
+from sqlq.core import registry
 from sqlq.work.presence import SHOW_AFTER, Presence
 from tests.conftest import FakeClock
 from tests.dashboard_client import running

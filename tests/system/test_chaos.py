@@ -62,7 +62,7 @@ import apsw
 import pytest
 
 import sqlq
-from sqlq.durations import now_ms
+from sqlq.core.durations import now_ms
 from tests import chaos_checker
 from tests.chaos_agent import PARENT, TUBES
 from tests.pgserver import PgServer

@@ -22,7 +22,7 @@ import pytest
 
 import sqlq
 from sqlq.attempts import Attempt
-from sqlq.durations import now_ms
+from sqlq.core.durations import now_ms
 from sqlq.histograms import Tally
 from tests.conftest import ROOT, spawn
 
@@ -47,7 +47,7 @@ FAILED_TRACEBACK = f"""Traceback (most recent call last):
   File "/srv/app/imports.py", line 17, in import_csv
     customer = customers[row["customer"]]
 KeyError: '{HOSTILE}'"""
-#: The traceparent of a traced failed run (sqlq/tracing.py), as its attempt keeps it.
+#: The traceparent of a traced failed run (sqlq/core/tracing.py), as its attempt keeps it.
 FAILED_TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import sqlq
 from sqlq.attempts import Attempt
-from sqlq.durations import now_ms
+from sqlq.core.durations import now_ms
 from tests.system import test_dashboard_browser as shared
 from tests.system.test_dashboard_browser import DEADLINE, _start, _stop
 from tests.workers import Work, wait_for

@@ -48,7 +48,7 @@ def _fill(q: sqlq.Queue, clock: FakeClock) -> dict[str, int]:
     done.complete(b"the result")
     q.delete(q.put(b"gone", tube="a"))  # an id issued and gone: the counter must keep it
     q.pause_tube("a", 120)
-    q.limit("a", concurrency=3)  # limits go too (sqlq/limits.py)
+    q.limit("a", concurrency=3)  # limits go too (sqlq/core/limits.py)
     q.limit("limited", concurrency=2, rate=(20, 1))
     q.subscribe("orders", "b")
     q.subscribe("orders", "c")
@@ -123,7 +123,7 @@ def test_cli_copy_and_maintain(tmp_path: Any, db_url: str) -> None:
 
 
 def test_copy_carries_a_jobs_trace_context(tmp_path: Any, pg_url: str) -> None:
-    """A job's trace (sqlq/tracing.py) survives sqlq copy, SQLite to PostgreSQL and back:
+    """A job's trace (sqlq/core/tracing.py) survives sqlq copy, SQLite to PostgreSQL and back:
     the worker that reserves the copy still joins the producer's trace."""
     source, back = str(tmp_path / "a.db"), str(tmp_path / "b.db")
     header = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\nvendor=x"

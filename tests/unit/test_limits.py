@@ -1,4 +1,4 @@
-"""Flow control (sqlq/limits.py): a tube's concurrency cap and rate, enforced in the claim.
+"""Flow control (sqlq/core/limits.py): a tube's concurrency cap and rate, enforced in the claim.
 
 Each rule on both backends: the cap counts live leases only, several Queues (as several
 processes would) share it, a limited tube never blocks the others a reserve watches,
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import sqlq
-from sqlq import limits
+from sqlq.core import limits
 
 from ..timing import FakeClock, soon
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 import sqlq
-from sqlq import tracing
+from sqlq.core import tracing
 
 pytestmark = pytest.mark.both_apis
 

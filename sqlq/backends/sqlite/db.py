@@ -18,8 +18,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from ...core.logger import logger
 from ...errors import DatabaseError, Error, Locked, SchemaError
-from ...logger import logger
 from ..base import Durability
 from . import drivers, migrate, sidecar
 from .drivers import Driver, immediate

@@ -39,8 +39,8 @@ import struct
 import sys
 from collections.abc import Callable, Sequence
 
+from ...core.logger import logger
 from ...errors import Error
-from ...logger import logger
 from ..base import Events
 from . import sidecar
 

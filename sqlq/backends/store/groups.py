@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...allowance import allowance, spent_rate_at
+from ...core.allowance import allowance, spent_rate_at
 from ..sql import one
 
 if TYPE_CHECKING:

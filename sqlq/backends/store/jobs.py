@@ -18,7 +18,7 @@ from ...model import JobRow, cap_reason
 from ..sql import one
 
 if TYPE_CHECKING:
-    from ...putting import Put
+    from ...core.putting import Put
     from ..conn import Conn
 
 
@@ -249,5 +249,5 @@ class JobStore(abc.ABC):
         return tuple(one(conn, self.Q["change_token"]))
 
     def set_trace(self, conn: Conn, ids: Sequence[int], trace: str) -> None:
-        """Store a traced put's trace context on the jobs it just inserted (tracing.py)."""
+        """Store a traced put's trace context on the jobs it just inserted (core/tracing.py)."""
         conn.execute(self.Q["set_job_trace"], {"ids": self.ids_param(ids), "trace": trace})

@@ -1,4 +1,4 @@
-"""Limits (sqlq/limits.py): a tube's concurrency cap and rate, the claim that honours
+"""Limits (sqlq/core/limits.py): a tube's concurrency cap and rate, the claim that honours
 them, and a tube's pause."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import abc
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ...allowance import allowance, spent_rate_at
+from ...core.allowance import allowance, spent_rate_at
 from ...model import ClaimRow
 from ..sql import one
 from .groups import FairClaim

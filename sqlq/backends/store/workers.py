@@ -1,4 +1,4 @@
-"""The workers registry (sqlq/registry.py) and who holds reservations now."""
+"""The workers registry (sqlq/core/registry.py) and who holds reservations now."""
 
 from __future__ import annotations
 

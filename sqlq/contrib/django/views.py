@@ -15,7 +15,7 @@ from typing import Any
 from django.contrib.admin.views.decorators import staff_member_required
 from django.shortcuts import render
 
-from ...display import display_text  # the CLI's escaping of bodies, shared
+from ...core.display import display_text  # the CLI's escaping of bodies, shared
 from .queue import queue
 
 #: Buried jobs shown per tube (the oldest first).

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from .durations import seconds_to_ms
-from .model import (
+from ..model import (
     DEFAULT_PRIORITY,
     DEFAULT_TTR,
     DEFAULT_TTR_MS,
@@ -20,6 +19,7 @@ from .model import (
     check_ttr,
     check_tube,
 )
+from .durations import seconds_to_ms
 
 
 def check_put_options(priority: object, delay: object, ttr: object,

@@ -1,6 +1,6 @@
 """OpenTelemetry spans of what sqlq puts and runs, and the trace a job carries between.
 
-With ``opentelemetry-api`` installed (the ``otel`` extra: :mod:`sqlq.extras`) and a tracer
+With ``opentelemetry-api`` installed (the ``otel`` extra: :mod:`sqlq.core.extras`) and a tracer
 provider configured (the SDK set up by the application, by ``opentelemetry-instrument``,
 or in a module ``sqlq work --import`` loads), sqlq makes spans through the global
 provider, following OpenTelemetry's messaging conventions:
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, SpanContext, Tracer
 
-    from .model import Job
+    from ..model import Job
 
 T = TypeVar("T")
 V = TypeVar("V", bound="Operation")
@@ -99,7 +99,7 @@ def _configure() -> bool:
     if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
         _next_look = time.monotonic() + LOOK_EVERY
         return False
-    from .version import __version__
+    from ..version import __version__
 
     _tracer = provider.get_tracer("sqlq", __version__)
     return True
@@ -167,7 +167,7 @@ def operation(verb: V, args: tuple[Any, ...],
               run: Callable[[V, Callable[..., Any], tuple[Any, ...]], T],
               fn: Callable[..., Any], tube: str | None = None) -> T:
     """``run(verb, fn, args)`` under ``verb``'s span: ``send TUBE`` (PRODUCER) around a put,
-    put_many or publish (``args[0]`` its :class:`~sqlq.putting.Put`, whose trace context is
+    put_many or publish (``args[0]`` its :class:`~sqlq.core.putting.Put`, whose trace context is
     stored with every job it inserts: a worker's run of it is a child of this span),
     ``receive TUBE`` around a claim, ``settle TUBE`` around a delete, release, bury, touch
     or complete, and a span named by the verb around the others. The job's id and tube
