@@ -14,8 +14,8 @@ from typing import Any
 
 from .backends import for_connection
 from .core.durations import now_ms
-from .core.putting import describe_put
 from .model import DEFAULT_MAX_JOB_SIZE, DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, check_body
+from .putting import describe_put
 from .verbs import Verbs
 from .verbs.dispatch import OnConnection
 

@@ -20,7 +20,6 @@ from . import control
 from .backends import Backend, open_backend
 from .backends.base import Durability
 from .core.durations import check_seconds, now_ms, seconds_to_ms
-from .core.putting import describe_put
 from .errors import Error
 from .facade.flow import FlowControl
 from .facade.puts import Puts, Transaction
@@ -40,6 +39,7 @@ from .model import (
     check_priority,
     check_tube,
 )
+from .putting import describe_put
 from .verbs import Dispatcher, Operations, Verbs, Views
 from .verbs.engine import Engine
 from .verbs.waiting import timeout_deadline
@@ -465,7 +465,7 @@ class Queue(Puts, Reads, FlowControl):
         check_job_id(job_id)
         self.verbs.postpone(job_id, seconds_to_ms(delay, "delay"))
 
-    # -- results (logic in core/results.py) -------------------------------------------------------
+    # -- results (logic in results.py) -------------------------------------------------------
 
     def complete(self, job_id: int, result: bytes | str = b"", *,
                  lease: int | None = None) -> None:

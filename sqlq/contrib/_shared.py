@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..backends import for_connection
-from ..core.putting import describe_put
 from ..model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, check_body
+from ..putting import describe_put
 
 if TYPE_CHECKING:
     from ..queue import Queue

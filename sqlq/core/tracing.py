@@ -37,10 +37,21 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, SpanContext, Tracer
 
-    from ..model import Job
-
 T = TypeVar("T")
 V = TypeVar("V", bound="Operation")
+
+
+class Processed(Protocol):
+    """What a run's span reads of its reserved job (a :class:`sqlq.Job`; named here so
+    that the ground floor imports nothing of the job model above it)."""
+
+    id: int
+    tube: str
+    reserves: int
+    priority: int
+    body: bytes
+    trace: str | None
+    state: str
 
 
 def _installed() -> bool:
@@ -167,7 +178,7 @@ def operation(verb: V, args: tuple[Any, ...],
               run: Callable[[V, Callable[..., Any], tuple[Any, ...]], T],
               fn: Callable[..., Any], tube: str | None = None) -> T:
     """``run(verb, fn, args)`` under ``verb``'s span: ``send TUBE`` (PRODUCER) around a put,
-    put_many or publish (``args[0]`` its :class:`~sqlq.core.putting.Put`, whose trace context is
+    put_many or publish (``args[0]`` its :class:`~sqlq.putting.Put`, whose trace context is
     stored with every job it inserts: a worker's run of it is a child of this span),
     ``receive TUBE`` around a claim, ``settle TUBE`` around a delete, release, bury, touch
     or complete, and a span named by the verb around the others. The job's id and tube
@@ -256,7 +267,7 @@ _running: contextvars.ContextVar[_Run | None] = contextvars.ContextVar("sqlq_run
 
 
 @contextlib.contextmanager
-def processing(job: Job, earlier: str | None) -> Iterator[None]:
+def processing(job: Processed, earlier: str | None) -> Iterator[None]:
     """A CONSUMER span ``process TUBE`` around a worker's run of ``job`` (reserved): a child
     of the context the job's put stored, linked to it and to ``earlier``, the span of its
     previous failed run (``Operations.last_trace``). At its end the span says what became

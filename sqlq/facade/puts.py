@@ -12,9 +12,9 @@ import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from ..core.putting import describe_put
 from ..enqueue import dbapi_connection, verbs_on
 from ..model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, check_body
+from ..putting import describe_put
 
 if TYPE_CHECKING:
     from ..backends import Backend

@@ -26,8 +26,8 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
-from ..core.putting import check_after, check_group, check_on_conflict
 from ..model import DEFAULT_PRIORITY, DEFAULT_TTR, DEFAULT_TUBE, check_priority, check_tube
+from ..putting import check_after, check_group, check_on_conflict
 from .retry import DEFAULT_BACKOFF, DEFAULT_RETRIES, Backoff, RetryPolicy
 
 if sys.version_info >= (3, 13):

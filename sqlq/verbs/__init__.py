@@ -11,7 +11,7 @@
   (``waiting.py``), through the same dispatcher.
 
 :data:`ALL` is the one list of every verb's record. A put is described once, checked, by
-:func:`sqlq.core.putting.describe_put`.
+:func:`sqlq.putting.describe_put`.
 """
 
 from .contract import VERBS, Verbs

@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..backends.group import Batch
-from ..core.putting import Put
 from ..errors import JobLost
+from ..putting import Put
 from .dispatch import READ, SEND, SETTLE, SHARED, WRITE, Dispatcher, Verb
 
 if TYPE_CHECKING:

@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from ..backends import Backend
     from ..backends.store import Store
     from ..control import Progress
-    from ..core.putting import Put
     from ..finished import Retention
     from ..model import Job, OnProgress
+    from ..putting import Put
     from ..throughput import Minute
 
 _NO_SPAN: AbstractContextManager[None] = nullcontext()
@@ -112,7 +112,7 @@ class Operations:
             SUBSCRIPTIONS, self.store.topics.list_subscriptions, topic)
         return pairs
 
-    # -- a tube's flow (sqlq/core/limits.py) ---------------------------------------------------------
+    # -- a tube's flow (sqlq/core/limits.py) -----------------------------------------------
 
     def limit(self, tube: str, concurrency: Any, rate: Any, group_concurrency: Any,
               group_rate: Any) -> dict[str, Any]:
@@ -306,8 +306,8 @@ class Operations:
 
     def look_result(self, job_id: int) -> bytes | None:
         """The job's result, or None while it is pending; JobBuried or JobNotFound when it
-        will never have one (sqlq/core/results.py)."""
-        from ..core.results import decide
+        will never have one (sqlq/results.py)."""
+        from ..results import decide
 
         outcome, issued = self.dispatch.run(LOOK_RESULT, self.store.results.look, job_id)
         return decide(job_id, outcome, issued)

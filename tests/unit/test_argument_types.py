@@ -135,7 +135,7 @@ def test_the_put_options_hot_path_refuses_what_the_checks_refuse(
         expected: type[Exception] | tuple[int, int]) -> None:
     """check_put_options tests the defaults in one condition before its checks: nothing
     the checks refuse may slip through it, and what it accepts gives what they give."""
-    from sqlq.core.putting import check_put_options
+    from sqlq.putting import check_put_options
 
     if isinstance(expected, tuple):
         assert check_put_options(priority, delay, ttr, unique_key) == expected

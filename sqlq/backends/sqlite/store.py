@@ -29,8 +29,8 @@ import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ...core.putting import Put
 from ...model import DELAYED, READY, ClaimRow
+from ...putting import Put
 from ..sql import load_queries, one
 from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
 from ..store.groups import FairClaim, Pick

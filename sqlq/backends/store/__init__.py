@@ -47,8 +47,8 @@ from .workers import WorkerStore
 REPLACE_TRIES = 10
 
 if TYPE_CHECKING:
-    from ...core.putting import Put
     from ...model import ClaimRow, JobRow, OnProgress
+    from ...putting import Put
     from ..conn import Conn
 
 __all__ = ["ClaimStore", "ControlStore", "CopyStore", "DependencyStore", "FinishedStore",
@@ -82,7 +82,7 @@ class Store:
     # -- verbs across nouns: each one call of the verb contract (sqlq/verbs/) ---------------
 
     def put(self, conn: Conn, now: int, put: Put, bodies: Sequence[bytes]) -> list[int]:
-        """Insert one job per body as ``put`` describes (:func:`sqlq.core.putting.describe_put`):
+        """Insert one job per body as ``put`` describes (:func:`sqlq.putting.describe_put`):
         the one call every put makes; their ids, in order (a unique key held: the holder's
         id, the job unchanged; ``put.replace``: the job it replaced or put, :meth:`replace`).
         The put's trace, if any, goes on each job it inserted or replaced."""

@@ -18,7 +18,7 @@ from ...model import JobRow, cap_reason
 from ..sql import one
 
 if TYPE_CHECKING:
-    from ...core.putting import Put
+    from ...putting import Put
     from ..conn import Conn
 
 

@@ -49,7 +49,7 @@ class ResultStore:
     def look(self, conn: Conn, now: int, job_id: int
              ) -> tuple[tuple[bytes | None, int | None, str | None], int]:
         """(:meth:`result_outcome`, the ids issued so far: ``job_id`` itself when it is
-        known), from one snapshot: what ``Queue.result`` decides from (sqlq/core/results.py)."""
+        known), from one snapshot: what ``Queue.result`` decides from (sqlq/results.py)."""
         outcome = self.result_outcome(conn, now, job_id)
         issued = self.jobs.total_jobs(conn) if outcome == (None, None, None) else job_id
         return outcome, issued

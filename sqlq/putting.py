@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from ..model import (
+from .core.durations import seconds_to_ms
+from .model import (
     DEFAULT_PRIORITY,
     DEFAULT_TTR,
     DEFAULT_TTR_MS,
@@ -19,7 +20,6 @@ from ..model import (
     check_ttr,
     check_tube,
 )
-from .durations import seconds_to_ms
 
 
 def check_put_options(priority: object, delay: object, ttr: object,

@@ -11,8 +11,8 @@ the same notifier as ``reserve`` in between.
 
 from __future__ import annotations
 
-from ..errors import JobBuried, JobNotFound
-from ..model import BURIED
+from .errors import JobBuried, JobNotFound
+from .model import BURIED
 
 
 def decide(job_id: int, outcome: tuple[bytes | None, int | None, str | None],
