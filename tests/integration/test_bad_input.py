@@ -35,7 +35,7 @@ import apsw
 import pytest
 
 import sqlq
-from sqlq.backends.sqlite import db as sqlq_db
+from sqlq.backends.sqlite import mounts as sqlq_mounts
 from tests.conftest import ROOT
 from tests.groups import GateClock, run_as_group
 
@@ -543,7 +543,7 @@ tmpfs /mnt/nfsdata tmpfs rw 0 0
 def test_network_filesystem_detection(tmp_path: Path, path: str, expected: str | None) -> None:
     table = tmp_path / "mounts"
     table.write_text(MOUNTS)
-    assert sqlq_db.network_filesystem(path, str(table)) == expected
+    assert sqlq_mounts.network_filesystem(path, str(table)) == expected
 
 
 def test_network_filesystem_is_warned_once(tmp_path: Path, caplog: pytest.LogCaptureFixture,
@@ -552,16 +552,16 @@ def test_network_filesystem_is_warned_once(tmp_path: Path, caplog: pytest.LogCap
     table.write_text(MOUNTS + f"server:/q {tmp_path} nfs rw 0 0\n")
     path = tmp_path / "q.db"
     with caplog.at_level(logging.WARNING, logger="sqlq"):
-        assert sqlq_db.warn_if_network_filesystem(str(path), str(table)) == "nfs"
-        assert sqlq_db.warn_if_network_filesystem(str(path), str(table)) == "nfs"
+        assert sqlq_mounts.warn_if_network_filesystem(str(path), str(table)) == "nfs"
+        assert sqlq_mounts.warn_if_network_filesystem(str(path), str(table)) == "nfs"
     warnings = [r for r in caplog.records if "network filesystem" in r.getMessage()]
     assert len(warnings) == 1 and str(path) in warnings[0].getMessage()
-    assert sqlq_db.network_filesystem(str(path), str(tmp_path / "no-such-table")) is None
+    assert sqlq_mounts.network_filesystem(str(path), str(tmp_path / "no-such-table")) is None
 
     # Opening a Queue there warns and still works (the warning is advice, not a refusal).
     caplog.clear()
-    real = sqlq_db.network_filesystem
-    monkeypatch.setattr(sqlq_db, "network_filesystem",
+    real = sqlq_mounts.network_filesystem
+    monkeypatch.setattr(sqlq_mounts, "network_filesystem",
                         lambda p, mounts="/proc/mounts": real(p, str(table)))
     other = tmp_path / "other.db"
     with caplog.at_level(logging.WARNING, logger="sqlq"), sqlq.Queue(str(other)) as q:
@@ -570,8 +570,8 @@ def test_network_filesystem_is_warned_once(tmp_path: Path, caplog: pytest.LogCap
 
 
 def test_this_machine_local_tmp_is_not_network(tmp_path: Path) -> None:
-    fstype = sqlq_db.network_filesystem(str(tmp_path / "q.db"))
-    assert fstype is None or fstype in sqlq_db.NETWORK_FILESYSTEMS
+    fstype = sqlq_mounts.network_filesystem(str(tmp_path / "q.db"))
+    assert fstype is None or fstype in sqlq_mounts.NETWORK_FILESYSTEMS
 
 
 # -- bodies and arguments ----------------------------------------------------------------------

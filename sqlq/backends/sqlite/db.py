@@ -11,17 +11,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from ...core.logger import logger
 from ...errors import DatabaseError, Error, Locked, SchemaError
 from ..base import Durability
-from . import drivers, migrate, sidecar
+from . import drivers, migrate, mounts, sidecar
 from .drivers import Driver, immediate
 from .wakeup import NOTIFY_NAME
 
@@ -40,62 +38,12 @@ WAL_CHECK_EVERY = 64
 #: change gets a later time stamp, even from the kernel's coarse (per-tick) clock, so an
 #: unchanged (mtime, ctime) proves no entry was removed or replaced since (``_check_wal_dir``).
 DIR_SETTLED_NS = 50_000_000
-#: Filesystem types on which SQLite's WAL (shared memory, POSIX locks) is not safe.
-NETWORK_FILESYSTEMS = frozenset({
-    "nfs", "nfs4", "cifs", "smb", "smb3", "smbfs", "fuse.sshfs", "sshfs", "afs", "ceph",
-    "glusterfs", "fuse.glusterfs", "lustre", "gpfs", "9p", "ncpfs", "davfs", "fuse.rclone",
-})
 
 _pread = os.pread  # looked up once: _published runs on every durable commit
-_warned_network: set[str] = set()
 
 
 def _nothing() -> None:
     """Database.began/committed until the backend sets them."""
-
-
-def _unescape_mount(field: str) -> str:
-    # /proc/mounts writes space, tab, newline and backslash as octal escapes.
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
-def network_filesystem(path: str, mounts: str = "/proc/mounts") -> str | None:
-    """The filesystem type holding path if it is a network filesystem, else None.
-
-    SQLite's WAL mode needs the -shm file mapped by every process and working
-    POSIX locks; neither holds across machines on NFS, SMB or sshfs, where the
-    file can be corrupted. The longest mount point that contains path wins, as
-    the kernel resolves it. Without a readable mount table (macOS, BSD) we
-    cannot tell and say nothing.
-    """
-    try:
-        with open(mounts, encoding="utf-8", errors="replace") as f:
-            table = f.read().splitlines()
-    except OSError:
-        return None
-    target = os.path.realpath(os.path.dirname(os.path.abspath(path)))
-    best, best_type = "", ""
-    for line in table:
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        point, fstype = _unescape_mount(fields[1]), fields[2]
-        inside = target == point or target.startswith(point.rstrip("/") + "/")
-        if inside and len(point) >= len(best):
-            best, best_type = point, fstype
-    return best_type if best_type in NETWORK_FILESYSTEMS else None
-
-
-def warn_if_network_filesystem(path: str, mounts: str = "/proc/mounts") -> str | None:
-    """Log a warning (once per file per process) when path is on a network filesystem."""
-    fstype = network_filesystem(path, mounts)
-    key = os.path.abspath(path)
-    if fstype is not None and key not in _warned_network:
-        _warned_network.add(key)
-        logger().warning("%s is on a network filesystem (%s): SQLite's WAL mode needs a local "
-                    "disk, the file may be corrupted; keep it on a local filesystem",
-                    path, fstype)
-    return fstype
 
 
 # SQLite's primary result codes that get a message of their own.
@@ -273,7 +221,7 @@ class Database:
         self.began = self.committed = _nothing
         with translate_errors(path, self.driver):
             self._check_file(init)
-            warn_if_network_filesystem(path)
+            mounts.warn_if_network_filesystem(path)
             if not os.path.exists(path):
                 _create_file(path, clock(), vfs, self.driver)
             # Resolved once, as SQLite resolves it: the sidecar and the watched -wal
