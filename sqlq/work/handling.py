@@ -143,9 +143,9 @@ class JobHandling:
         self.acked(acks)
 
     def ack_each(self, acks: list[Done]) -> None:
-        """Acknowledge each job again after a commit of them all was cut off. A job
-        gone by then is logged as lost: that commit may have deleted it, or another
-        worker may have (no one can tell), and "done" must never be said falsely."""
+        """Acknowledge each job again after a commit of them all was cut off. A job that
+        commit deleted is done (``Job.delete`` asks its finished record); one gone
+        otherwise is logged as cut off: "done" must never be said falsely."""
         lost = []
         for at, done in enumerate(acks):
             try:
