@@ -137,6 +137,13 @@ class Verbs:
                                      tube=tube)
         return gone
 
+    def deleted_by(self, reservations: Sequence[tuple[int, int]]) -> set[int]:
+        """Of jobs found gone after a commit that deleted them was cut off, (id, the
+        handle's reserves): those that commit deleted (:func:`done_under`). For a face
+        that makes each acknowledgement again itself (a worker whose delete-and-claim
+        was cut off: a claim is never made twice)."""
+        return done_under(self.dispatch, self.store, reservations)
+
     def release(self, job_id: int, lease: int | None, priority: int | None,
                 delay_ms: int) -> None:
         """Put a reserved job back: ready, or delayed by ``delay_ms``."""

@@ -19,6 +19,7 @@ The asynchronous worker calls these in its AsyncQueue's thread: they block.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -144,9 +145,9 @@ class JobHandling:
 
     def ack_each(self, acks: list[Done]) -> None:
         """Acknowledge each job again after a commit of them all was cut off. A job that
-        commit deleted is done (``Job.delete`` asks its finished record); one gone
-        otherwise is logged as cut off: "done" must never be said falsely."""
-        lost = []
+        commit deleted is done (its finished record says so: ``Verbs.deleted_by``); one
+        gone otherwise is logged as cut off: "done" must never be said falsely."""
+        lost: list[int] = []
         for at, done in enumerate(acks):
             try:
                 done.job.delete()
@@ -162,6 +163,11 @@ class JobHandling:
                     self.holding.finished(held)
                 acks = acks[:at]
                 break
+        if lost:
+            with contextlib.suppress(Disconnected):  # away again: they stay in doubt
+                first = self.queue.verbs.deleted_by(
+                    [(done.job.id, done.job.reserves) for done in acks if done.job.id in lost])
+                lost = [job_id for job_id in lost if job_id not in first]
         self.acked(acks, lost, cut_off=True)
 
     def acked(self, acks: list[Done], lost: Sequence[int] = (), *,

@@ -106,3 +106,25 @@ def test_the_worker_logs_a_cut_off_acknowledgement_as_done_not_lost(
         assert text.count(" noop done in ") == 2, text
         assert "reservation was lost" not in text and "cut off" not in text
         assert q.stats()["current-jobs-reserved"] == 0
+
+
+def test_the_worker_whose_delete_and_claim_is_cut_off_logs_its_jobs_done(
+        pg_server: PgServer, pg_url: str, proxy: CutProxy,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The worker's one commit a batch (its finished jobs deleted, the next claimed): cut
+    off, it is not made again (a claim never is), and the worker deletes each job again.
+    Those the cut commit had deleted are done, as their records say: before, each was
+    logged as cut off, "deleted by that acknowledgement, or by another worker"."""
+    with sqlq.Queue(proxy.url(pg_url, pg_server.port)) as q:
+        jobs = _held(q, 2)
+        q.put_many([b"next"] * 2, tube="t")
+        handling = JobHandling(q, ["t"], prefetch=2)
+        acks = [Done(job, "noop", 0.01, 0.0) for job in jobs]
+        proxy.cut_after(b"sqlq_delete_and_claim_many")
+        with caplog.at_level(logging.INFO, logger="sqlq"):
+            assert handling.claim(2, 0, acks) == []  # the claim is lost with the cut
+        assert proxy.cuts == 1
+        text = "\n".join(r.getMessage() for r in caplog.records)
+        assert text.count(" noop done in ") == 2, text
+        assert "cut off by a lost connection and the lease is gone" not in text, text
+        assert all(_done_by(q, j) for j in jobs)
