@@ -152,6 +152,11 @@ def main() -> None:
             for tree in args.trees:
                 tree = str(Path(tree).resolve())
                 label = re.sub(r"\W+", "-", tree.strip("/"))
+                # Once outside valgrind first: a tree whose modules have no .pyc yet (a
+                # fresh `git archive`, a file just edited) compiles them in its first run,
+                # which then counts millions more and makes the figure wrong, even negative.
+                subprocess.run([sys.executable, str(HERE), "--child", workload, "10", tree],
+                               check=True, capture_output=True)
                 counts = [total(tree, workload, n, where / f"{label}.{workload}.{n}.out")
                           for n in sizes]
                 per_job = [f"{(c2 - c1) / (n2 - n1) / 1000:.1f}k ({n1}->{n2})"
