@@ -282,6 +282,8 @@ class ShellRunner:
                                     preexec_fn=tie)
         except OSError as exc:
             # Maybe a deploy in progress: a failure like any other, retried then buried.
+            if self.report is not None and tie is not None:
+                self.report.running(0)  # the child said its group, then failed to exec
             reason = f"cannot run {self.command[0]}: {exc.strerror or exc}"
             return runner.Finished(runner.failed(reason, self.policy, error=type(exc).__name__),
                                    name=self.name)
