@@ -6,7 +6,7 @@ last."""
 from __future__ import annotations
 
 import json
-import time
+import subprocess
 
 import pytest
 
@@ -14,27 +14,31 @@ import sqlq
 from tests.conftest import spawn
 from tests.timing import PATIENCE, soon
 
-#: A producer: waits for the common start time, then replaces the key N times.
+#: A producer: opens its queue, says "ready" and waits for a line on stdin (every
+#: process is open by then, however slow the machine), then replaces the key N times.
 PRODUCER = """
-import sys, time
+import sys
 import sqlq
-url, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-start, delay = float(sys.argv[4]), float(sys.argv[5])
+url, name, n, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 with sqlq.Queue(url, durability="normal") as q:
     q.stats()
-    time.sleep(max(0.0, start - time.time()))
+    print("ready", flush=True)
+    sys.stdin.readline()
     ids = {q.put(f"{name}-{i}", tube="t", unique_key="k", delay=delay, on_conflict="replace")
            for i in range(n)}
 print(len(ids))
 """
 
 #: A worker: runs the tube's jobs (each for a few ms), printing one JSON line per run
-#: (body, start and end on the system's monotonic clock), until the tube stays empty.
+#: (body, start and end on the system's monotonic clock), until the tube stays empty;
+#: says "ready" once its queue is open.
 WORKER = """
 import json, sys, time
 import sqlq
 url, quiet = sys.argv[1], float(sys.argv[2])
 with sqlq.Queue(url, durability="normal") as q:
+    q.stats()
+    print("ready", flush=True)
     idle_since = time.monotonic()
     while time.monotonic() - idle_since < quiet:
         job = q.reserve(tubes="t", timeout=0.2)
@@ -49,12 +53,25 @@ with sqlq.Queue(url, durability="normal") as q:
 """
 
 
+def _start(producers: list[subprocess.Popen[str]],
+           others: tuple[subprocess.Popen[str], ...] | list[subprocess.Popen[str]] = ()) -> None:
+    """Wait until every process has its queue open, then let the producers go: the
+    replaces meet one another (and the workers) whatever the machine's load."""
+    for proc in (*others, *producers):
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ready\n", proc.communicate(timeout=PATIENCE)
+    for proc in producers:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+
+
 def _finish(procs: list, timeout: float) -> list[str]:  # type: ignore[type-arg]
     outs = []
     for proc in procs:
         out, err = proc.communicate(timeout=timeout)
         assert proc.returncode == 0, err
-        outs.append(out)
+        outs.append(out.removeprefix("ready\n"))
     return outs
 
 
@@ -62,9 +79,9 @@ def _finish(procs: list, timeout: float) -> list[str]:  # type: ignore[type-arg]
 def test_replaces_from_several_processes_leave_one_job(db_url: str) -> None:
     with sqlq.Queue(db_url, durability="normal") as q:
         q.stats()
-        start = time.time() + 1.5  # every process open and waiting by then
-        producers = [spawn(PRODUCER, db_url, f"p{n}", "100", str(start), "30")
+        producers = [spawn(PRODUCER, db_url, f"p{n}", "100", "30", stdin=subprocess.PIPE)
                      for n in range(4)]
+        _start(producers)
         outs = _finish(producers, PATIENCE)
         assert all(out.split() == ["1"] for out in outs), outs  # one id each, all along
         stats = q.stats_tube("t")
@@ -83,10 +100,10 @@ def test_replaces_while_workers_run_the_key_never_overlap(db_url: str) -> None:
     producers stop, the last run carries the body of a producer's last put."""
     with sqlq.Queue(db_url, durability="normal") as q:
         q.stats()
-        start = time.time() + 1.5
         workers = [spawn(WORKER, db_url, str(soon(3))) for _ in range(2)]
-        producers = [spawn(PRODUCER, db_url, f"p{n}", "150", str(start), "0")
+        producers = [spawn(PRODUCER, db_url, f"p{n}", "150", "0", stdin=subprocess.PIPE)
                      for n in range(3)]
+        _start(producers, workers)
         _finish(producers, PATIENCE)
         runs = sorted(tuple(json.loads(line)) for out in _finish(workers, PATIENCE)
                       for line in out.splitlines())
