@@ -276,8 +276,9 @@ def test_the_claim_by_a_read_and_an_update_is_the_one_tube_claim(fq: Queue, cloc
 
 @pytest.mark.sqlite_only
 def test_a_reserve_of_one_tube_runs_the_one_tube_claim(q: Queue) -> None:
-    """Queue.reserve("t") goes through claim_job_in_tube, a reserve of several tubes
-    through claim_job, and each takes the right job."""
+    """Queue.reserve("t") goes through the one-tube claim (inside its BEGIN IMMEDIATE:
+    pick_job_in_tube, then claim_picked_job), a reserve of several tubes through
+    claim_job, and each takes the right job."""
     statements: list[str] = []
     conn = q.backend.db.conn  # type: ignore[attr-defined]
 
@@ -295,7 +296,8 @@ def test_a_reserve_of_one_tube_runs_the_one_tube_claim(q: Queue) -> None:
         conn.set_exec_trace(None)
     assert one_job is not None and one_job.body == b"x"
     assert both is not None and both.body == b"y"
-    assert SQLiteStore.Q["claim_job_in_tube"] in statements
+    assert SQLiteStore.Q["pick_job_in_tube"] in statements
+    assert SQLiteStore.Q["claim_picked_job"] in statements
     assert SQLiteStore.Q["claim_job"] in statements
 
 

@@ -315,9 +315,13 @@ class SQLiteClaims(ClaimStore):
     """promote_due before a claim (skipped while the DueCache proves nothing due), tube
     lists as JSON for ``json_each``, and the claim of one tube without it."""
 
-    #: A claim outside a transaction commits promote_due (when it runs) on its own, then
-    #: the claim: each leaves the file consistent, so no BEGIN/COMMIT is needed.
-    CLAIM_OUTSIDE_TRANSACTION = True
+    #: A claim_many outside a transaction commits promote_due (when it runs) on its own,
+    #: then the claim: each leaves the file consistent, so no BEGIN/COMMIT is needed. A
+    #: claim of one job runs inside BEGIN IMMEDIATE all the same: there it is a read and
+    #: an update by id (queries.sql pick_job_in_tube), not an UPDATE whose RETURNING row
+    #: SQLite keeps in a temporary table, opened and closed on every claim: 4-5k
+    #: instructions a claim less, BEGIN and COMMIT included (bench_callgrind.py cycle).
+    CLAIM_MANY_OUTSIDE_TRANSACTION = True
 
     def __init__(self, Q: dict[str, str], jobs: SQLiteJobs, due: DueCache) -> None:
         super().__init__(Q, jobs)
@@ -387,9 +391,9 @@ class SQLiteClaims(ClaimStore):
         tube = self._one_tube.get(tubes)
         if tube is not None:
             hot = conn.hot  # drivers.ApswConnection: rows read at once
-            if conn.get_autocommit():  # one statement, its own transaction
+            if conn.get_autocommit():  # one statement, its own transaction (no caller in sqlq)
                 rows = hot.execute(_CLAIM_JOB_IN_TUBE, (now, owner, tube, _lease())).fetchall()
-            else:  # under the write lock: no RETURNING (queries.sql pick_job_in_tube)
+            else:  # under the write lock (the engine's claims): no RETURNING (pick_job_in_tube)
                 args = (now, owner, tube, _lease())
                 rows = hot.execute(_PICK_JOB_IN_TUBE, args).fetchall()
                 if rows:
