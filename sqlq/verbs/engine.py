@@ -81,7 +81,7 @@ NEXT_DUE = Verb("next_due", None, READ, span=False, timed=False)  # since the lo
 HOLDERS = Verb("holders", None, READ, span=False)
 LIMITED_TUBES = Verb("limited_tubes", None, READ, single=True, timed=False, span=False)
 #: The engine's records (its plain claims' are made per backend, from the store's flags:
-#: ``Engine._reserve``, ``_reserve_many``, ``_settle_and_reserve``, all named "reserve").
+#: ``Engine._reserve``, ``Engine._settle_and_reserve``, both named "reserve").
 CLAIMS = (RESERVE_JOB, RESERVE_LIMITED, SETTLE_AND_RESERVE_LIMITED, DELETE_MANY, RETRY,
           BURY_FAILED, KEEP_ATTEMPT, HAS_READY, NEXT_DUE, HOLDERS, LIMITED_TUBES)
 
@@ -111,8 +111,6 @@ class Engine:
         # Whether a claim is one statement depends on the backend (Store's flags).
         self._reserve = Verb("reserve", RECEIVE, WRITE, durable=False,
                              single=store.claims.CLAIM_OUTSIDE_TRANSACTION)
-        self._reserve_many = Verb("reserve", RECEIVE, WRITE, durable=False,
-                                  single=store.claims.CLAIM_MANY_OUTSIDE_TRANSACTION)
         #: The worker's fast path: a delete and the next claim in one durable commit.
         self._settle_and_reserve = Verb("reserve", RECEIVE, WRITE,
                                         single=store.claims.ONE_STATEMENT_CLAIM)
@@ -225,8 +223,7 @@ class Engine:
         if self._plain_until.get(key, 0.0) <= now_s and self._limited_now(tubes, key):
             return self._claim_limited(tubes, owner, n, done)
         if not done:
-            rows = self.dispatch.run(self._reserve_many, self.store.claims.claim_many, tubes,
-                                     owner, n)
+            rows = self.dispatch.run(self._reserve, self.store.claims.claim_many, tubes, owner, n)
         else:
             lost, rows = self.dispatch.run(self._settle_and_reserve,
                                            self.store.claims.delete_and_claim_many, _leases(done),

@@ -142,7 +142,6 @@ class PostgresClaims(ClaimStore):
     LOOK_BEFORE_CLAIM = False
     ONE_STATEMENT_CLAIM = True
     CLAIM_OUTSIDE_TRANSACTION = True
-    CLAIM_MANY_OUTSIDE_TRANSACTION = True
 
     def __init__(self, Q: dict[str, str], jobs: JobStore, empty: _EmptyClaim) -> None:
         super().__init__(Q, jobs)

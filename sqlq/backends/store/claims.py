@@ -41,10 +41,6 @@ class ClaimStore(abc.ABC):
     #: (``Backend.write(single=True)``): each commit they make on their own leaves the
     #: database consistent (SQLite: a promotion of due jobs, then the claim).
     CLAIM_OUTSIDE_TRANSACTION = False
-    #: Whether claim_many may, even where claim does not (SQLite's claim of one job is
-    #: cheaper as a read and an update by id inside BEGIN IMMEDIATE than as one UPDATE
-    #: whose RETURNING row needs a temporary table: SQLiteClaims.claim).
-    CLAIM_MANY_OUTSIDE_TRANSACTION = False
 
     #: How often (ms) the fast fair claim writes down a grouped tube's due jobs: 0, every
     #: claim (SQLite's DueCache skips it while nothing can be due); PostgreSQL's is a
