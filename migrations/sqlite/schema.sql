@@ -110,11 +110,6 @@ END;
 CREATE TRIGGER sqlq_forget_steps AFTER DELETE ON sqlq_jobs
 WHEN old.steps > 0
 BEGIN
-    UPDATE sqlq_finished
-       SET steps = (SELECT json_group_array(json_object('kind', kind, 'name', name,
-                                                        'value', json(value), 'at', done_at))
-                      FROM sqlq_steps WHERE job_id = old.id)
-     WHERE id = old.id;
     DELETE FROM sqlq_steps WHERE job_id = old.id;
 END;
 
@@ -123,6 +118,17 @@ CREATE TRIGGER sqlq_keep_last_id AFTER DELETE ON sqlq_jobs
 WHEN NOT EXISTS (SELECT 1 FROM sqlq_jobs WHERE id > old.id)
 BEGIN
     UPDATE sqlq_last_id SET id = old.id WHERE id < old.id;
+END;
+
+-- trigger sqlq_keep_steps
+CREATE TRIGGER sqlq_keep_steps BEFORE DELETE ON sqlq_steps
+WHEN NOT EXISTS (SELECT 1 FROM sqlq_jobs WHERE id = old.job_id)
+BEGIN
+    UPDATE sqlq_finished
+       SET steps = (SELECT json_group_array(json_object('kind', kind, 'name', name,
+                                                        'value', json(value), 'at', done_at))
+                      FROM sqlq_steps WHERE job_id = old.job_id)
+     WHERE id = old.job_id AND steps IS NULL;
 END;
 
 -- table sqlq_attempts

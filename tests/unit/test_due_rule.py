@@ -27,7 +27,8 @@ QUERIES = sqlite_store.Q
 #: Statements that may make a job due earlier than anything cached: their verb calls
 #: ``self.due.lower``/``forget`` (directly or through ``_claimed``).
 LOWERS = {"insert_job", "insert_job_at", "insert_jobs_at", "claim_job", "claim_job_in_tube",
-          "claim_picked_job", "claim_job_by_id", "claim_jobs", "claim_jobs_in_tube", "release_job",
+          "claim_picked_job", "claim_picked_range", "claim_picked_jobs", "claim_job_by_id",
+          "claim_jobs", "claim_jobs_in_tube", "release_job",
           "import_job", "release_children", "postpone_job", "replace_job", "upsert_unique_job",
           "claim_ready_job", "claim_fair_head"}
 #: Statements that write those columns but never make a job due earlier, and why.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
 import re
 
@@ -16,6 +17,7 @@ from sqlq.backends.postgres.store import PostgresStore
 from sqlq.backends.sql import compact, load_queries
 from sqlq.backends.sqlite import store
 from sqlq.backends.sqlite.store import SQLiteStore
+from sqlq.model import ClaimRow
 
 # Stats, the tube list and sqlq copy's emptiness check read every job once; they are for
 # people and monitors, not the hot path.
@@ -276,8 +278,9 @@ def test_the_claim_by_a_read_and_an_update_is_the_one_tube_claim(fq: Queue, cloc
 
 @pytest.mark.sqlite_only
 def test_a_reserve_of_one_tube_runs_the_one_tube_claim(q: Queue) -> None:
-    """Queue.reserve("t") goes through claim_job_in_tube, a reserve of several tubes
-    through claim_job, and each takes the right job."""
+    """Queue.reserve("t") goes through the one-tube claim (inside its BEGIN IMMEDIATE:
+    pick_job_in_tube, then claim_picked_job), a reserve of several tubes through
+    claim_job, and each takes the right job."""
     statements: list[str] = []
     conn = q.backend.db.conn  # type: ignore[attr-defined]
 
@@ -295,7 +298,8 @@ def test_a_reserve_of_one_tube_runs_the_one_tube_claim(q: Queue) -> None:
         conn.set_exec_trace(None)
     assert one_job is not None and one_job.body == b"x"
     assert both is not None and both.body == b"y"
-    assert SQLiteStore.Q["claim_job_in_tube"] in statements
+    assert SQLiteStore.Q["pick_job_in_tube"] in statements
+    assert SQLiteStore.Q["claim_picked_job"] in statements
     assert SQLiteStore.Q["claim_job"] in statements
 
 
@@ -353,9 +357,71 @@ def test_the_one_tube_batch_claim_takes_the_jobs_the_general_batch_claim_takes(
 
 
 @pytest.mark.sqlite_only
+@pytest.mark.parametrize("priorities", [[5, 1, 5, 0, 2**32 - 1, 1, 5, 3, 1, 0, 7], [4] * 11],
+                         ids=["mixed", "one-priority"])
+def test_the_batch_claim_by_a_read_and_an_update_is_the_one_tube_batch_claim(
+        fq: Queue, clock: object, priorities: list[int]) -> None:
+    """Under the write lock, pick_jobs_in_tube then claim_picked_range (the picked jobs
+    share a priority) or claim_picked_jobs (they do not) take the jobs
+    claim_jobs_in_tube takes, batch after batch, return its rows column for column (a
+    lease aside: base + id, not random()) and leave every job as it leaves them."""
+    fq.put(b"held", tube="a", priority=4)
+    assert fq.reserve("a", timeout=0) is not None
+    for i, priority in enumerate(priorities):
+        fq.put(f"a{i}", tube="a", priority=priority, ttr=10 + i)
+        fq.put(f"b{i}", tube="b", priority=priority)
+    fq.put(b"later", tube="a", priority=0, delay=60)
+    fq.pause_tube("b", 30)
+    conn = fq.backend.db.conn  # type: ignore[attr-defined]
+    now = clock.now  # type: ignore[attr-defined]
+    lease = ClaimRow._fields.index("lease")
+    state = ("SELECT id, tube, priority, state, reserved_until, reserves, owner, "
+             "lease IS NOT NULL FROM sqlq_jobs ORDER BY id")
+    ranges = 0
+    for tube in ("a", "b", "empty"):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            returned = []
+            while rows := conn.execute(SQLiteStore.Q["claim_jobs_in_tube"],
+                                       (now, "o", tube, 3)).fetchall():
+                returned.append(sorted(rows, key=lambda r: (r[2], r[0])))
+            after_returning = conn.execute(state).fetchall()
+        finally:
+            conn.execute("ROLLBACK")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            picked = []
+            while rows := conn.execute(SQLiteStore.Q["pick_jobs_in_tube"],
+                                       (now, "o", tube, 1000, 3)).fetchall():
+                if rows[0][2] == rows[-1][2]:
+                    ranges += 1
+                    conn.execute(SQLiteStore.Q["claim_picked_range"],
+                                 (now, "o", tube, 1000, rows[0][2], rows[0][0], rows[-1][0]))
+                else:
+                    conn.execute(SQLiteStore.Q["claim_picked_jobs"],
+                                 (now, "o", json.dumps([r[0] for r in rows]), 1000))
+                assert conn.changes() == len(rows)
+                assert all(r[lease] == 1000 + r[0] for r in rows)
+                assert conn.execute(f"SELECT count(*) FROM sqlq_jobs WHERE lease = 1000 + id "
+                                    f"AND id IN ({','.join(str(r[0]) for r in rows)})"
+                                    ).fetchall()[0][0] == len(rows)
+                picked.append(rows)
+            after_picks = conn.execute(state).fetchall()
+        finally:
+            conn.execute("ROLLBACK")
+        assert [[r[:lease] + r[lease + 1:] for r in batch] for batch in picked] \
+            == [[r[:lease] + r[lease + 1:] for r in batch] for batch in returned]
+        assert after_picks == after_returning
+        assert [len(batch) for batch in picked] == ([3, 3, 3, 2] if tube == "a" else [])
+    assert ranges >= (4 if priorities[0] == priorities[1] else 1)
+
+
+@pytest.mark.sqlite_only
 def test_a_reserve_many_of_one_tube_runs_the_one_tube_batch_claim(q: Queue) -> None:
-    """Queue.reserve_many(n, "t") goes through claim_jobs_in_tube, of several tubes
-    through claim_jobs, and each returns its jobs in claim order."""
+    """Queue.reserve_many(n, "t") goes through the one-tube batch claim (inside its BEGIN
+    IMMEDIATE: pick_jobs_in_tube, then claim_picked_jobs for jobs of several priorities,
+    claim_picked_range for one), of several tubes through claim_jobs, and each returns
+    its jobs in claim order."""
     statements: list[str] = []
     conn = q.backend.db.conn  # type: ignore[attr-defined]
 
@@ -374,8 +440,19 @@ def test_a_reserve_many_of_one_tube_runs_the_one_tube_batch_claim(q: Queue) -> N
         conn.set_exec_trace(None)
     assert [(job.priority, job.id) for job in one_tube] == [(1, 2), (1, 4), (2, 3)]
     assert [job.body for job in both] == [b"u", b"t3"]
-    assert SQLiteStore.Q["claim_jobs_in_tube"] in statements
+    assert SQLiteStore.Q["pick_jobs_in_tube"] in statements
+    assert SQLiteStore.Q["claim_picked_jobs"] in statements
     assert SQLiteStore.Q["claim_jobs"] in statements
+    q.put_many([b"v"] * 3, tube="v", priority=9)
+    statements.clear()
+    conn.set_exec_trace(trace)
+    try:
+        same = q.reserve_many(5, "v", timeout=0)
+    finally:
+        conn.set_exec_trace(None)
+    assert [job.body for job in same] == [b"v"] * 3
+    assert len({job.lease for job in same}) == 3
+    assert SQLiteStore.Q["claim_picked_range"] in statements
 
 
 #: Statements that bind a tube, a time or a LIMIT where the planner would read it, run
@@ -387,12 +464,16 @@ NO_REPREPARE = ("claim_job_in_tube", "look_ready", "peek_ready_id", "peek_delaye
                 "peek_buried_id", "kick_buried", "kick_delayed", "tube_counts", "list_ready_jobs",
                 "list_delayed_jobs", "list_reserved_jobs", "list_buried_jobs", "search_jobs",
                 "export_job", "promote_due", "next_due", "purge_results", "claim_job",
-                "claim_jobs_in_tube", "pick_job_in_tube")
+                "claim_jobs_in_tube", "pick_job_in_tube", "pick_jobs_in_tube",
+                "claim_picked_range")
 
 #: The statements of NO_REPREPARE bound by number, from a tuple: their values in order.
 POSITIONAL = {"claim_job_in_tube": ("now", "owner", "tube", "lease"),
               "pick_job_in_tube": ("now", "owner", "tube", "lease"),
-              "claim_jobs_in_tube": ("now", "owner", "tube", "limit")}
+              "claim_jobs_in_tube": ("now", "owner", "tube", "limit"),
+              "pick_jobs_in_tube": ("now", "owner", "tube", "lease", "limit"),
+              "claim_picked_range": ("now", "owner", "tube", "lease", "bound", "min_id",
+                                     "after")}
 
 
 @pytest.mark.sqlite_only

@@ -153,6 +153,8 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
           kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
 -- name: claim_job_in_tube
+-- (Outside a transaction only: the engine's claims run inside BEGIN IMMEDIATE, where
+-- pick_job_in_tube and claim_picked_job do this without RETURNING's temporary table.)
 -- claim_job for the common reserve that watches one tube: the same job (the tube's best
 -- ready job, unless the tube is paused) without json_each, the join and the sort of one
 -- row: 5.5 us a statement against 6.8. (SELECT ?3), never a bare ?3: SQLite built
@@ -897,6 +899,7 @@ RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, release
           kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
 -- name: claim_jobs_in_tube
+-- (Outside a transaction only: inside one, pick_jobs_in_tube and claim_picked_range.)
 -- claim_jobs for a reserve_many that watches one tube (claim_job_in_tube's reason): the
 -- same :n jobs without json_each, the join, the second index range per job and the
 -- sort, 0.45 us a job less in a batch of 10 (of about 3.5). The caller sorts the rows,
@@ -913,20 +916,62 @@ UPDATE sqlq_jobs
 RETURNING id, tube, priority, ttr, body, created_at, reserves, timeouts, releases, buries,
           kicks, lease, reserved_until, unique_key, delay, trace, grp;
 
+-- name: pick_jobs_in_tube
+-- claim_jobs_in_tube inside a transaction that holds the write lock (every reserve_many
+-- of one tube: the engine's claims run in BEGIN IMMEDIATE on SQLite): the jobs it would
+-- claim, in claim order, read with the values its RETURNING gives, then claimed by
+-- claim_picked_range (or claim_picked_jobs): no RETURNING (a temporary table) and no
+-- "id IN (SELECT ...)" (an ephemeral index), about 4k instructions a job less in a
+-- batch of 10. Each job's lease is ?4 + its id (?4: 62 random bits, drawn per batch by
+-- store.py), computed alike here and in the UPDATE: a lease of its own per job, and no
+-- random() that Python would have to read back. ?1 now, ?2 owner (unused here),
+-- ?3 tube, ?4 the leases' base, ?5 n.
+SELECT id, tube, priority, ttr, body, created_at, reserves + 1, timeouts, releases, buries,
+       kicks, ?4 + id, ?1 + ttr, unique_key, delay, trace, grp
+  FROM sqlq_jobs
+ WHERE state = 0 AND tube = (SELECT ?3)
+   AND NOT EXISTS (SELECT 1 FROM sqlq_tubes
+                    WHERE name = (SELECT ?3)
+                      AND (paused_until > ?1 OR coalesce(concurrency, rate, grouped) IS NOT NULL))
+ ORDER BY priority, id LIMIT (SELECT ?5);
+
+-- name: claim_picked_range
+-- The jobs pick_jobs_in_tube read when they share one priority (nearly always): then
+-- they are exactly the tube's ready jobs of that priority with ids from the first
+-- picked to the last (any other such job would sort among them, so it was picked), one
+-- range of sqlq_jobs_ready. Nothing changed them since: the caller holds the write lock.
+-- ?1 now, ?2 owner, ?3 tube, ?4 the leases' base, ?5 the priority, ?6 the first id,
+-- ?7 the last.
+UPDATE OR IGNORE sqlq_jobs
+   SET state = 2, reserved_until = ?1 + ttr, reserves = reserves + 1, lease = ?4 + id,
+       owner = ?2
+ WHERE state = 0 AND tube = (SELECT ?3) AND priority = (SELECT ?5)
+   AND id BETWEEN (SELECT ?6) AND (SELECT ?7);
+
+-- name: claim_picked_jobs
+-- The jobs pick_jobs_in_tube read, of several priorities: by id (a JSON array).
+-- ?1 now, ?2 owner, ?3 the ids, ?4 the leases' base.
+UPDATE OR IGNORE sqlq_jobs
+   SET state = 2, reserved_until = ?1 + ttr, reserves = reserves + 1, lease = ?4 + id,
+       owner = ?2
+ WHERE id IN (SELECT value FROM json_each(?3));
+
 -- name: delete_leased_jobs
 -- delete_leased_job for many: :jobs is a JSON array of [id, lease] pairs (each id once:
 -- SQLiteClaims.delete_many); the ids of the jobs deleted come back, so the caller can
--- name the jobs whose lease was lost. One primary-key probe per pair. json_extract, not
--- ->>: the sqlite3 driver's system SQLite may be older than 3.38. As delete_leased_job:
--- the records are inserted, their trigger deletes the jobs.
+-- name the jobs whose lease was lost. One primary-key probe per pair, driven by the
+-- pairs (a join): "(id, lease) IN (SELECT ...)" built an ephemeral index of the pairs
+-- first, about 10k instructions a job more in a batch of 10 (bench_callgrind.py batch).
+-- json_extract, not ->>: the sqlite3 driver's system SQLite may be older than 3.38. As
+-- delete_leased_job: the records are inserted, their trigger deletes the jobs.
 INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran,
                                       attempts, created_at, unique_key, body)
-SELECT id, tube, grp, 'done', :now, owner, :now - (reserved_until - ttr), reserves, created_at,
-       unique_key, coalesce(substr(body, 1, 256), X'')
-  FROM sqlq_jobs
- WHERE (id, lease) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
-                         FROM json_each(:jobs))
-   AND state = 2 AND reserved_until > :now AND dependents = 0
+SELECT j.id, j.tube, j.grp, 'done', :now, j.owner, :now - (j.reserved_until - j.ttr),
+       j.reserves, j.created_at, j.unique_key, coalesce(substr(j.body, 1, 256), X'')
+  FROM json_each(:jobs) AS p
+  JOIN sqlq_jobs AS j ON j.id = json_extract(p.value, '$[0]')
+ WHERE j.lease = json_extract(p.value, '$[1]')
+   AND j.state = 2 AND j.reserved_until > :now AND j.dependents = 0
 RETURNING id;
 
 -- ---------------------------------------------------------------------------------------------

@@ -54,6 +54,9 @@ _CLAIM_JOB_IN_TUBE = Q["claim_job_in_tube"]
 _CLAIM_JOBS_IN_TUBE = Q["claim_jobs_in_tube"]
 _PICK_JOB_IN_TUBE = Q["pick_job_in_tube"]
 _CLAIM_PICKED_JOB = Q["claim_picked_job"]
+_PICK_JOBS_IN_TUBE = Q["pick_jobs_in_tube"]
+_CLAIM_PICKED_RANGE = Q["claim_picked_range"]
+_CLAIM_PICKED_JOBS = Q["claim_picked_jobs"]
 _LOOK_READY = Q["look_ready"]
 #: Later than any time in ms: "nothing will ever be due" in DueCache.
 NEVER = 2**63 - 1
@@ -65,6 +68,9 @@ _new = tuple.__new__
 #: A claim's lease (claim_job, claim_job_in_tube bind it: queries.sql says why), as SQLite's
 #: abs(random()) made it: 63 random bits (the random module reseeds in a forked child).
 _lease = functools.partial(random.getrandbits, 63)
+#: The base of a batch's leases (queries.sql pick_jobs_in_tube: each job's is base + id):
+#: 62 bits, so that the sum stays below 2**63.
+_lease_base = functools.partial(random.getrandbits, 62)
 #: The most tube lists DueCache remembers (a worker watches one list; the server a few).
 DUE_CACHE_SIZE = 64
 
@@ -315,9 +321,15 @@ class SQLiteClaims(ClaimStore):
     """promote_due before a claim (skipped while the DueCache proves nothing due), tube
     lists as JSON for ``json_each``, and the claim of one tube without it."""
 
-    #: A claim outside a transaction commits promote_due (when it runs) on its own, then
-    #: the claim: each leaves the file consistent, so no BEGIN/COMMIT is needed.
-    CLAIM_OUTSIDE_TRANSACTION = True
+    #: A claim outside a transaction would commit promote_due (when it runs) on its own,
+    #: then the claim, each leaving the file consistent; but the engine's claims run
+    #: inside BEGIN IMMEDIATE all the same (CLAIM_OUTSIDE_TRANSACTION False): there a
+    #: claim is a read and an update by id or by one index range (queries.sql
+    #: pick_job_in_tube, pick_jobs_in_tube), not an UPDATE whose RETURNING rows SQLite
+    #: keeps in a temporary table opened and closed on every claim (and, for a batch,
+    #: whose "id IN (SELECT ...)" builds an ephemeral index): 4-5k instructions a claim
+    #: less, BEGIN and COMMIT included (bench_callgrind.py cycle, batch).
+    CLAIM_OUTSIDE_TRANSACTION = False
 
     def __init__(self, Q: dict[str, str], jobs: SQLiteJobs, due: DueCache) -> None:
         super().__init__(Q, jobs)
@@ -387,9 +399,9 @@ class SQLiteClaims(ClaimStore):
         tube = self._one_tube.get(tubes)
         if tube is not None:
             hot = conn.hot  # drivers.ApswConnection: rows read at once
-            if conn.get_autocommit():  # one statement, its own transaction
+            if conn.get_autocommit():  # one statement, its own transaction (no caller in sqlq)
                 rows = hot.execute(_CLAIM_JOB_IN_TUBE, (now, owner, tube, _lease())).fetchall()
-            else:  # under the write lock: no RETURNING (queries.sql pick_job_in_tube)
+            else:  # under the write lock (the engine's claims): no RETURNING (pick_job_in_tube)
                 args = (now, owner, tube, _lease())
                 rows = hot.execute(_PICK_JOB_IN_TUBE, args).fetchall()
                 if rows:
@@ -407,7 +419,25 @@ class SQLiteClaims(ClaimStore):
                    ) -> list[ClaimRow]:
         self._promote(conn, now, tubes)
         tube = self._one_tube.get(tubes)
-        if tube is not None:
+        if tube is not None and not conn.get_autocommit():
+            # Under the write lock (the engine's claims): read, then claim what was read
+            # (queries.sql pick_jobs_in_tube), already in claim order.
+            hot = conn.hot
+            base = _lease_base()
+            picked = hot.execute(_PICK_JOBS_IN_TUBE, (now, owner, tube, base, n)).fetchall()
+            if not picked:
+                return []
+            first, last = picked[0], picked[-1]
+            if first[2] == last[2]:  # one priority: an id range of it
+                hot.execute(_CLAIM_PICKED_RANGE, (now, owner, tube, base, last[2], first[0],
+                                                  last[0]))
+            else:
+                hot.execute(_CLAIM_PICKED_JOBS, (now, owner, self.jobs.ids_param(
+                    [r[0] for r in picked]), base))
+            rows = [_new(ClaimRow, r) for r in picked]
+            self._claimed(rows)
+            return rows
+        if tube is not None:  # one statement, its own transaction (no caller in sqlq)
             found = conn.hot.execute(_CLAIM_JOBS_IN_TUBE, (now, owner, tube, n))
         else:
             found = conn.execute(self.Q["claim_jobs"],
