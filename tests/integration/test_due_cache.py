@@ -128,10 +128,11 @@ def test_a_dead_workers_job_comes_back_at_once(db_url: str) -> None:
 
 
 @pytest.mark.sqlite_only
-def test_a_quiet_claim_is_one_statement(db_path: str) -> None:
-    """The one-at-a-time drain: data_version, the claim, the delete (the INSERT of the
-    job's record, whose trigger deletes it); no BEGIN, no
-    promote_due while nothing can be due."""
+def test_a_quiet_claim_reads_and_claims_without_promote_due(db_path: str) -> None:
+    """The one-at-a-time drain: the claim's transaction (data_version, the job read, then
+    claimed by id: no RETURNING, whose temporary table costs more than BEGIN and
+    COMMIT), then the delete (the INSERT of the job's record, whose trigger deletes it);
+    no promote_due while nothing can be due."""
     with sqlq.Queue(db_path, durability="normal") as q:
         q.put_many([b"x"] * 20)
 
@@ -140,7 +141,8 @@ def test_a_quiet_claim_is_one_statement(db_path: str) -> None:
             assert job is not None
             job.delete()
 
-        assert statements(q, cycle) == ["PRAGMA", "UPDATE", "INSERT"] * 10
+        assert statements(q, cycle) == ["BEGIN", "PRAGMA", "SELECT", "UPDATE", "COMMIT",
+                                        "INSERT"] * 10
 
 
 @pytest.mark.sqlite_only
@@ -225,7 +227,8 @@ LOOK_READY = SQLITE_Q["look_ready"].split()
 def test_a_woken_claim_skips_promote_due(tmp_path: Path) -> None:
     """Another connection's put changes data_version, which used to cost the woken
     claim a promote_due; the wake's look reads the next due time after data_version,
-    so the claim after it is data_version and the claim alone.
+    so the claim after it is data_version and the claim alone (the job read, then
+    claimed by id, in one transaction).
 
     The look's data_version and its read are two statements: a put committing between
     them (its INSERT began before, as a loaded run of make test showed) leaves the look
@@ -236,7 +239,7 @@ def test_a_woken_claim_skips_promote_due(tmp_path: Path) -> None:
     for attempt in range(3):
         seen = _woken_claim(str(tmp_path / f"q{attempt}.db"))
         last_look = max(i for i, word in enumerate(seen) if word == "LOOK")
-        if seen[last_look:] == ["LOOK", "PRAGMA", "UPDATE"]:
+        if seen[last_look:] == ["LOOK", "BEGIN", "PRAGMA", "SELECT", "UPDATE", "COMMIT"]:
             return
         runs.append(" ".join(seen))
     pytest.fail("the woken claim promoted in each of 3 runs:\n" + "\n".join(runs))
