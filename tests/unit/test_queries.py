@@ -236,6 +236,16 @@ def test_the_one_tube_claim_takes_the_jobs_the_general_claim_takes(fq: Queue, cl
                                                           "lease": 7}))
 
 
+def _fill_a_and_paused_b(fq: Queue, priorities: list[int]) -> None:
+    """Jobs of these priorities in tube "a" (TTRs of their own) and in tube "b" (paused
+    for 30 s), and one delayed job in "a": what the one-tube claims are compared on."""
+    for i, priority in enumerate(priorities):
+        fq.put(f"a{i}", tube="a", priority=priority, ttr=10 + i)
+        fq.put(f"b{i}", tube="b", priority=priority)
+    fq.put(b"later", tube="a", priority=0, delay=60)
+    fq.pause_tube("b", 30)
+
+
 @pytest.mark.sqlite_only
 def test_the_claim_by_a_read_and_an_update_is_the_one_tube_claim(fq: Queue, clock: object
                                                                  ) -> None:
@@ -244,11 +254,7 @@ def test_the_claim_by_a_read_and_an_update_is_the_one_tube_claim(fq: Queue, cloc
     its rows column for column and leave every job as it leaves them."""
     fq.put(b"held", tube="a")
     assert fq.reserve("a", timeout=0) is not None
-    for i, priority in enumerate([5, 1, 5, 0, 2**32 - 1, 1, 5, 3]):
-        fq.put(f"a{i}", tube="a", priority=priority, ttr=10 + i)
-        fq.put(f"b{i}", tube="b", priority=priority)
-    fq.put(b"later", tube="a", priority=0, delay=60)
-    fq.pause_tube("b", 30)
+    _fill_a_and_paused_b(fq, [5, 1, 5, 0, 2**32 - 1, 1, 5, 3])
     conn = fq.backend.db.conn  # type: ignore[attr-defined]
     now = clock.now  # type: ignore[attr-defined]
     state = "SELECT * FROM sqlq_jobs ORDER BY id"
@@ -367,11 +373,7 @@ def test_the_batch_claim_by_a_read_and_an_update_is_the_one_tube_batch_claim(
     lease aside: base + id, not random()) and leave every job as it leaves them."""
     fq.put(b"held", tube="a", priority=4)
     assert fq.reserve("a", timeout=0) is not None
-    for i, priority in enumerate(priorities):
-        fq.put(f"a{i}", tube="a", priority=priority, ttr=10 + i)
-        fq.put(f"b{i}", tube="b", priority=priority)
-    fq.put(b"later", tube="a", priority=0, delay=60)
-    fq.pause_tube("b", 30)
+    _fill_a_and_paused_b(fq, priorities)
     conn = fq.backend.db.conn  # type: ignore[attr-defined]
     now = clock.now  # type: ignore[attr-defined]
     lease = ClaimRow._fields.index("lease")
