@@ -182,7 +182,10 @@ def test_floors_keep_a_claim_cheap_under_a_held_snapshot(q: sqlq.Queue, pg_url: 
             whole = _pages(probe, {**scan.params, "scan_from": [0] * len(
                 scan.params["scan_from"]), "scan_cand": [None] * len(scan.params["scan_cand"])})
         holder.execute("ROLLBACK")
-    assert with_floors < 60 and whole > 3 * with_floors, (with_floors, whole)
+    # The pages the floors spare (the dead jobs' ~90), not a ratio: a loaded run read 18
+    # pages more in both probes alike (52 and 144 against 34 and 126), which a ratio of 3
+    # refused though the floors spared exactly as many.
+    assert with_floors < 60 and whole - with_floors > 60, (with_floors, whole)
 
 
 def _pages(conn: psycopg.Connection, params: dict[str, object]) -> int:
