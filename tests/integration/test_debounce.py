@@ -16,16 +16,27 @@ from tests.timing import PATIENCE, soon
 
 #: A producer: opens its queue, says "ready" and waits for a line on stdin (every
 #: process is open by then, however slow the machine), then replaces the key N times.
+#: With a gate, half-way it waits until a worker has run one of the key's jobs: the
+#: later replaces then meet runs whatever the scheduling (on a loaded machine the three
+#: producers could finish before a worker had claimed anything: one run in all).
 PRODUCER = """
-import sys
+import sys, time
 import sqlq
 url, name, n, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+gate = len(sys.argv) > 5
 with sqlq.Queue(url, durability="normal") as q:
     q.stats()
     print("ready", flush=True)
     sys.stdin.readline()
-    ids = {q.put(f"{name}-{i}", tube="t", unique_key="k", delay=delay, on_conflict="replace")
-           for i in range(n)}
+    ids = set()
+    for i in range(n):
+        if gate and i == n // 2:
+            deadline = time.monotonic() + 60
+            while q.stats_tube("t")["cmd-delete"] == 0:
+                assert time.monotonic() < deadline, "no run of the key's job in 60 s"
+                time.sleep(0.01)
+        ids.add(q.put(f"{name}-{i}", tube="t", unique_key="k", delay=delay,
+                      on_conflict="replace"))
 print(len(ids))
 """
 
@@ -101,7 +112,7 @@ def test_replaces_while_workers_run_the_key_never_overlap(db_url: str) -> None:
     with sqlq.Queue(db_url, durability="normal") as q:
         q.stats()
         workers = [spawn(WORKER, db_url, str(soon(3))) for _ in range(2)]
-        producers = [spawn(PRODUCER, db_url, f"p{n}", "150", "0", stdin=subprocess.PIPE)
+        producers = [spawn(PRODUCER, db_url, f"p{n}", "150", "0", "gate", stdin=subprocess.PIPE)
                      for n in range(3)]
         _start(producers, workers)
         _finish(producers, PATIENCE)
