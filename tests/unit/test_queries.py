@@ -6,6 +6,8 @@ import importlib
 import json
 import pkgutil
 import re
+from collections.abc import Callable
+from typing import Any
 
 import apsw
 import psycopg
@@ -236,6 +238,61 @@ def test_the_one_tube_claim_takes_the_jobs_the_general_claim_takes(fq: Queue, cl
                                                           "lease": 7}))
 
 
+def _claimed_until_empty(conn: Any, state: str, claim: Callable[..., Any], *args: Any
+                         ) -> tuple[list[Any], list[Any]]:
+    """Run ``claim(conn, *args)`` in one write transaction, rolled back after, until it
+    claims nothing: what each claim returned, and the jobs' table (``state``) as it left
+    it."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        got = []
+        while found := claim(conn, *args):
+            got.append(found)
+        return got, conn.execute(state).fetchall()
+    finally:
+        conn.execute("ROLLBACK")
+
+
+def _one_by_returning(conn: Any, args: tuple[Any, ...]) -> Any:
+    rows = conn.execute(SQLiteStore.Q["claim_job_in_tube"], args).fetchall()
+    return rows[0] if rows else None
+
+
+def _one_by_pick(conn: Any, args: tuple[Any, ...]) -> Any:
+    rows = conn.execute(SQLiteStore.Q["pick_job_in_tube"], args).fetchall()
+    if rows:
+        now, owner, _, lease = args
+        conn.execute(SQLiteStore.Q["claim_picked_job"], (now, owner, rows[0][0], lease))
+    return rows[0] if rows else None
+
+
+def _batch_by_returning(conn: Any, now: int, tube: str) -> list[Any]:
+    rows = conn.execute(SQLiteStore.Q["claim_jobs_in_tube"], (now, "o", tube, 3)).fetchall()
+    return sorted(rows, key=lambda r: (r[2], r[0]))
+
+
+def _batch_by_pick(conn: Any, now: int, tube: str) -> list[Any]:
+    """pick_jobs_in_tube, then the range claim (one priority) or the claim by ids, with
+    leases base (1000) + id, checked in the table."""
+    rows = conn.execute(SQLiteStore.Q["pick_jobs_in_tube"], (now, "o", tube, 1000, 3)
+                        ).fetchall()
+    if not rows:
+        return rows
+    if rows[0][2] == rows[-1][2]:
+        conn.execute(SQLiteStore.Q["claim_picked_range"],
+                     (now, "o", tube, 1000, rows[0][2], rows[0][0], rows[-1][0]))
+    else:
+        conn.execute(SQLiteStore.Q["claim_picked_jobs"],
+                     (now, "o", json.dumps([r[0] for r in rows]), 1000))
+    assert conn.changes() == len(rows)
+    lease = ClaimRow._fields.index("lease")
+    assert all(r[lease] == 1000 + r[0] for r in rows)
+    assert conn.execute(f"SELECT count(*) FROM sqlq_jobs WHERE lease = 1000 + id "
+                        f"AND id IN ({','.join(str(r[0]) for r in rows)})"
+                        ).fetchall()[0][0] == len(rows)
+    return rows
+
+
 def _fill_a_and_paused_b(fq: Queue, priorities: list[int]) -> None:
     """Jobs of these priorities in tube "a" (TTRs of their own) and in tube "b" (paused
     for 30 s), and one delayed job in "a": what the one-tube claims are compared on."""
@@ -260,23 +317,8 @@ def test_the_claim_by_a_read_and_an_update_is_the_one_tube_claim(fq: Queue, cloc
     state = "SELECT * FROM sqlq_jobs ORDER BY id"
     for tube in ("a", "b", "empty"):
         args = (now, "o", tube, 7)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            returned = []
-            while rows := conn.execute(SQLiteStore.Q["claim_job_in_tube"], args).fetchall():
-                returned.append(rows[0])
-            after_returning = conn.execute(state).fetchall()
-        finally:
-            conn.execute("ROLLBACK")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            picked = []
-            while rows := conn.execute(SQLiteStore.Q["pick_job_in_tube"], args).fetchall():
-                conn.execute(SQLiteStore.Q["claim_picked_job"], (now, "o", rows[0][0], 7))
-                picked.append(rows[0])
-            after_picks = conn.execute(state).fetchall()
-        finally:
-            conn.execute("ROLLBACK")
+        returned, after_returning = _claimed_until_empty(conn, state, _one_by_returning, args)
+        picked, after_picks = _claimed_until_empty(conn, state, _one_by_pick, args)
         assert picked == returned
         assert after_picks == after_returning
         assert len(picked) == (8 if tube == "a" else 0)
@@ -381,36 +423,10 @@ def test_the_batch_claim_by_a_read_and_an_update_is_the_one_tube_batch_claim(
              "lease IS NOT NULL FROM sqlq_jobs ORDER BY id")
     ranges = 0
     for tube in ("a", "b", "empty"):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            returned = []
-            while rows := conn.execute(SQLiteStore.Q["claim_jobs_in_tube"],
-                                       (now, "o", tube, 3)).fetchall():
-                returned.append(sorted(rows, key=lambda r: (r[2], r[0])))
-            after_returning = conn.execute(state).fetchall()
-        finally:
-            conn.execute("ROLLBACK")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            picked = []
-            while rows := conn.execute(SQLiteStore.Q["pick_jobs_in_tube"],
-                                       (now, "o", tube, 1000, 3)).fetchall():
-                if rows[0][2] == rows[-1][2]:
-                    ranges += 1
-                    conn.execute(SQLiteStore.Q["claim_picked_range"],
-                                 (now, "o", tube, 1000, rows[0][2], rows[0][0], rows[-1][0]))
-                else:
-                    conn.execute(SQLiteStore.Q["claim_picked_jobs"],
-                                 (now, "o", json.dumps([r[0] for r in rows]), 1000))
-                assert conn.changes() == len(rows)
-                assert all(r[lease] == 1000 + r[0] for r in rows)
-                assert conn.execute(f"SELECT count(*) FROM sqlq_jobs WHERE lease = 1000 + id "
-                                    f"AND id IN ({','.join(str(r[0]) for r in rows)})"
-                                    ).fetchall()[0][0] == len(rows)
-                picked.append(rows)
-            after_picks = conn.execute(state).fetchall()
-        finally:
-            conn.execute("ROLLBACK")
+        returned, after_returning = _claimed_until_empty(conn, state, _batch_by_returning,
+                                                         now, tube)
+        picked, after_picks = _claimed_until_empty(conn, state, _batch_by_pick, now, tube)
+        ranges += sum(batch[0][2] == batch[-1][2] for batch in picked)
         assert [[r[:lease] + r[lease + 1:] for r in batch] for batch in picked] \
             == [[r[:lease] + r[lease + 1:] for r in batch] for batch in returned]
         assert after_picks == after_returning
