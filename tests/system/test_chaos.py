@@ -528,6 +528,25 @@ def test_checker_excuses_only_what_an_immediate_restart_may_undo(tmp_path: Path)
     assert verdict.undone_by_crash == {"puts": 1, "claims": 1, "deletes": 0}, verdict
 
 
+def test_checker_keeps_the_later_put_of_an_id_a_crash_issued_twice(tmp_path: Path) -> None:
+    """An immediate restart undid a normal put, and the id went out again to a put
+    acknowledged after the server came back but before the restart's end: both puts are
+    in the crash's window, the later is the job (ci: "job 859 in the file has body
+    p13600-269, put as p13600-267"). Its reservation is read before the producer's log."""
+    db = tmp_path / "c.db"
+    with sqlq.Queue(str(db), durability="normal") as q:
+        job_id = q.put(b"p1-1 again", tube="chaos-a")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "agents.txt").write_text("b-p.log producer normal\na-w.log worker full\n")
+    (logs / "restarts.txt").write_text("immediate 10000 10600\n")
+    (logs / "b-p.log").write_text(f"P {job_id} p1-0 10050\nP {job_id} p1-1 10400\n")
+    (logs / "a-w.log").write_text(f"R {job_id} 1 p1-1 90000 10500\n")
+    verdict = chaos_checker.check(db, logs)
+    assert verdict.problems == [] and verdict.lost == [], verdict
+    assert verdict.undone_by_crash["ids"] == 1, verdict
+
+
 def test_checker_measures_how_soon_a_killed_holders_jobs_run_elsewhere(tmp_path: Path) -> None:
     db, ids, logs = _four_jobs(tmp_path)
     held, expired, finished, late = ids
