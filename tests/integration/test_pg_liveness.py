@@ -209,7 +209,9 @@ def _after_a_beat(pg_url: str, job_id: int) -> None:
     it on a loaded machine (ci42: taken back 2.2 s after the kill, the grace being 5 s)."""
     import psycopg
 
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+    # prepare_threshold None: pg_url may lead through a transaction pool, where a statement
+    # psycopg prepares on its fifth run is gone on the next server connection
+    with psycopg.connect(pg_url, autocommit=True, prepare_threshold=None) as conn:
         def seen() -> Any:
             row = conn.execute("SELECT o.seen_at FROM sqlq_owners AS o JOIN sqlq_jobs AS j"
                                " ON j.owner = o.token WHERE j.id = %s", (job_id,)).fetchone()
