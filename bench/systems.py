@@ -333,26 +333,29 @@ def _fine_busy(tries: int) -> bool:
 class DirWatch:
     """Wake on any write in a directory (inotify), for the raw loop's blocking take.
 
-    Falls back to a 5 ms poll where inotify_simple is missing.
+    Falls back to a 5 ms poll where there is no inotify.
     """
 
     def __init__(self, directory: Path) -> None:
+        from sqlq.backends.sqlite.inotify import Flags, INotify
+
         try:
-            import inotify_simple as ino
-        except ImportError:
+            self.ino: INotify | None = INotify()
+        except OSError:
             self.ino = None
             return
-        self.ino = ino.INotify()
-        mask = ino.flags.MODIFY | ino.flags.CREATE | ino.flags.MOVED_TO | ino.flags.CLOSE_WRITE
-        self.ino.add_watch(str(directory), mask)
+        self.ino.add_watch(str(directory), Flags.MODIFY | Flags.CREATE | Flags.MOVED_TO
+                           | Flags.CLOSE_WRITE)
 
     def wait(self, timeout: float) -> None:
         if self.ino is None:
             time.sleep(min(timeout, 0.005))
             return
-        r, _, _ = select.select([self.ino], [], [], max(0.0, timeout))
+        r, _, _ = select.select([self.ino.fileno()], [], [], max(0.0, timeout))
         if r:
-            self.ino.read(timeout=0)
+            with contextlib.suppress(BlockingIOError):
+                while len(os.read(self.ino.fileno(), 65536)) > 65536 - 272:
+                    pass  # full: read on
 
     def close(self) -> None:
         if self.ino is not None:

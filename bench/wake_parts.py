@@ -263,15 +263,15 @@ def pong_pipe(r: int, w: int, n: int) -> list[int]:
 
 
 def pong_inotify(directory: str, w: int, n: int) -> list[int]:
-    from inotify_simple import INotify, flags
+    from sqlq.backends.sqlite.inotify import Flags, INotify
 
     ino = INotify()
-    ino.add_watch(directory, flags.ACCESS)
+    ino.add_watch(directory, Flags.ACCESS)
     os.write(w, b"r")
     out = []
     for _ in range(n):
         select.select([ino.fileno()], [], [])
-        ino.read(timeout=0)
+        os.read(ino.fileno(), 65536)
         out.append(time.monotonic_ns())
         os.write(w, b"k")
     return out
@@ -291,12 +291,12 @@ def bare_consumer(path: str, owners: str, w: int, n: int, wal: bool = False
     """sqlq's own claim statement on bare apsw, woken by a bare inotify watch on the
     notify file's reads (db.Database._published: the commit is visible): what the
     kernel and SQLite cost a wake, without sqlq's Python."""
-    from inotify_simple import INotify, flags
-
+    from sqlq.backends.sqlite.inotify import Flags as flags
+    from sqlq.backends.sqlite.inotify import INotify
     from sqlq.backends.sqlite.store import _CLAIM_JOB_IN_TUBE, _lease
 
     conn = _bare_conn(path)
-    ino = INotify(nonblocking=True)
+    ino = INotify()
     ino.add_watch(owners, flags.ACCESS | flags.CLOSE_WRITE)
     if wal:  # the -wal's writes too, as wakeup.Notifier watches (a read looks first)
         ino.add_watch(os.path.dirname(path), flags.MODIFY)

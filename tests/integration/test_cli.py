@@ -553,7 +553,7 @@ def test_subprocess_full_disk(db: Path) -> None:
 
 
 #: What ``python -m sqlq`` imports: sqlq and its dependencies (pyproject.toml).
-_RUNTIME = ("sqlq", "apsw", "click", "tenacity", "inotify_simple", "cronsim", "typing_extensions")
+_RUNTIME = ("sqlq", "apsw", "click", "tenacity", "cronsim", "typing_extensions")
 
 
 def _readable_by_anyone() -> Path:
@@ -570,7 +570,7 @@ def _readable_by_anyone() -> Path:
     for name in _RUNTIME:
         try:
             module = importlib.import_module(name)
-        except ImportError:  # an optional one (inotify-simple off Linux, typing-extensions)
+        except ImportError:  # an optional one (typing-extensions from Python 3.13)
             continue
         source = Path(str(module.__file__))
         if source.stem.split(".")[0] == "__init__":

@@ -386,7 +386,7 @@ def test_own_commits_heard_by_a_lingering_watch_do_not_prolong_the_next_wait(
 @pytest.mark.sqlite_only
 def test_draining_while_events_arrive_never_fails(q: Queue) -> None:
     """A drain that meets an event arriving mid-read takes it or leaves it for the next,
-    never raising: inotify_simple 1.3 (the floor) read the byte count first and then
+    never raising: inotify-simple 1.3 (sqlq's floor of it then) read the byte count first and then
     exactly that many bytes, which turned an event arriving in between into EINVAL
     (found by make test-min, in a worker whose watch lingered over its own commits)."""
     import threading

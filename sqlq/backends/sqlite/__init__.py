@@ -10,7 +10,8 @@ The same files as ``postgres/``, each concern under the same name, and two of it
   checkpoint and checks included);
 * ``owners.py``: liveness of reservation holders, by ``flock``'ed files beside the
   database (the kernel releases them when a process dies);
-* ``wakeup.py``: inotify on the database directory, or polling where there is none;
+* ``wakeup.py``: inotify on the database directory, or polling where there is none
+  (``inotify.py``: the kernel's three calls, through ctypes);
 * ``horizon.py``: the -wal file's size and checkpoint starvation (:mod:`sqlq.horizon`);
 * ``sqlite3_put.py``: ``sqlq.put(conn)`` through Python's own ``sqlite3`` module;
 * ``drivers.py`` (SQLite only): the library it goes through, apsw (the only apsw

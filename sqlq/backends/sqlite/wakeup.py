@@ -80,7 +80,8 @@ class Notifier:
 
     def __init__(self, db_path: str, owners_dir: str,
                  check: Callable[[], None] | None = None) -> None:
-        from inotify_simple import INotify, flags
+        from .inotify import Flags as flags  # ctypes: only for a process that waits
+        from .inotify import INotify
 
         self._flags = flags
         # The masks drain tests, as plain ints: an IntFlag's & makes an enum member each
@@ -98,7 +99,7 @@ class Notifier:
         # Names as the kernel gives them (bytes): drain compares them undecoded.
         self._wal_name = os.fsencode(os.path.basename(real) + "-wal")
         self._sidecar_name = os.fsencode(os.path.basename(owners_dir))
-        self._inotify = INotify(nonblocking=True)
+        self._inotify = INotify()
         self._db_dir = os.path.dirname(real)
         self._owners_dir = owners_dir
         self._db_wd = self._owners_wd = -1
@@ -209,11 +210,10 @@ class Notifier:
     def _read_pending(self) -> bytes:
         """Every whole event queued now, without blocking.
 
-        Read here rather than by ``INotify.read``: inotify_simple before 2.0 asks the
-        kernel how many bytes are queued and then reads exactly that many, so an event
-        that arrives in between (our own commits do, while a watch lingers) turns a
-        zero-byte read into EINVAL. A read into a large buffer takes whole events only
-        and stops early only when the queue is empty.
+        A read into a large buffer takes whole events only and stops early only when the
+        queue is empty (asking the kernel how many bytes are queued and reading exactly
+        that many, as inotify-simple before 2.0 did, turns an event that arrives in
+        between, as our own commits do while a watch lingers, into EINVAL).
         """
         fd = self._inotify.fileno()
         chunks = []
@@ -346,7 +346,7 @@ def make_notifier(db_path: str, owners_dir: str, check: Callable[[], None] | Non
         try:
             return Notifier(db_path, owners_dir, check)
         except ImportError:
-            pass
+            pass  # a Python built without ctypes
         except OSError as e:
             logger().warning("%s: cannot watch %s for changes (%s); polling instead",
                         db_path, os.path.dirname(db_path), e.strerror or e)
