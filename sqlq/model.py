@@ -82,6 +82,9 @@ class LeaseVerbs(StepVerbs, Protocol):
     def delete(self, job_id: int, lease: int | None, *, tube: str | None = None,
                reserves: int | None = None) -> str: ...
 
+    def complete(self, job_id: int, lease: int | None, result: bytes, ttl_ms: int, *,
+                 reserves: int | None = None) -> str: ...
+
     def release(self, job_id: int, lease: int | None, priority: int | None,
                 delay_ms: int) -> None: ...
 
@@ -96,6 +99,9 @@ class Settles(StepsQueue, Protocol):
     @property
     def verbs(self) -> LeaseVerbs: ...
 
+    max_job_size: int
+    result_ttl_ms: int
+
     def delete(self, job_id: int, *, lease: int | None = None) -> None: ...
 
     def release(self, job_id: int, *, priority: int | None = None, delay: float = 0,
@@ -107,9 +113,6 @@ class Settles(StepsQueue, Protocol):
     def touch(self, job_id: int, *, lease: int | None = None) -> int: ...
 
     def progress(self, job_id: int, value: float, message: str | None = None, *,
-                 lease: int | None = None) -> None: ...
-
-    def complete(self, job_id: int, result: bytes | str = b"", *,
                  lease: int | None = None) -> None: ...
 
 
@@ -316,7 +319,10 @@ class Job(Durable):
         Examples:
             >>> job.complete(b'{"square": 49}')
         """
-        self._queue.complete(self.id, result, lease=lease_of(self))
+        queue, lease = self._queue, self.lease
+        queue.verbs.complete(self.id, lease_of(self) if lease is None else lease,
+                             check_body(result, queue.max_job_size, "result"),
+                             queue.result_ttl_ms, reserves=self.reserves)
         self.state = "deleted"
 
 

@@ -128,8 +128,7 @@ class Verbs:
                 gone: str = self.dispatch.run(DELETE, self.store.jobs.delete, job_id, lease,
                                               tube=tube)
             except JobLost as e:
-                if not (e.cut_off and reserves is not None
-                        and done_under(self.dispatch, self.store, [(job_id, reserves)])):
+                if not self._ended_by_cut(e, job_id, reserves):
                     raise
                 gone = tube or ""
         else:
@@ -164,11 +163,25 @@ class Verbs:
         deadline: int = self.dispatch.run(TOUCH, self.store.jobs.touch, job_id, lease)
         return deadline
 
-    def complete(self, job_id: int, lease: int | None, result: bytes, ttl_ms: int) -> str:
-        """Delete the job and keep ``result`` for ``ttl_ms``; its tube."""
-        tube: str = self.dispatch.run(COMPLETE, self.store.results.complete, job_id, lease, result,
-                                      ttl_ms)
+    def complete(self, job_id: int, lease: int | None, result: bytes, ttl_ms: int, *,
+                 reserves: int | None = None) -> str:
+        """Delete the job and keep ``result`` for ``ttl_ms``; its tube ('' when a cut-off
+        first attempt was found to have done it). ``reserves``: as :meth:`delete`'s (the
+        result was committed with the job's record)."""
+        try:
+            tube: str = self.dispatch.run(COMPLETE, self.store.results.complete, job_id, lease,
+                                          result, ttl_ms)
+        except JobLost as e:
+            if not self._ended_by_cut(e, job_id, reserves):
+                raise
+            tube = ""
         return tube
+
+    def _ended_by_cut(self, lost: JobLost, job_id: int, reserves: int | None) -> bool:
+        """Whether an acknowledgement that found its lease gone when made again after a
+        lost connection had ended the job itself at its first attempt (:func:`done_under`)."""
+        return lost.cut_off and reserves is not None and bool(
+            done_under(self.dispatch, self.store, [(job_id, reserves)]))
 
     def progress(self, job_id: int, lease: int | None, value: str,
                  message: str | None) -> None:

@@ -1,9 +1,10 @@
 """An acknowledgement whose reply is lost after its commit (a pooler restarting, a link
-dropped: tests/cutproxy.py) is made once more and finds its jobs gone. A delete then
-asks the finished records whether its first attempt deleted them (outcome done under
-the handle's reserves) and, if so, returns as if nothing had been cut off; what no
-record settles raises ``JobLost`` with ``cut_off`` true. In every face that
-acknowledges: a handle's delete, ``delete_many``, and the worker that logs them.
+dropped: tests/cutproxy.py) is made once more and finds its jobs gone. A delete (or a
+complete) then asks the finished records whether its first attempt deleted them
+(outcome done under the handle's reserves) and, if so, returns as if nothing had been
+cut off; what no record settles raises ``JobLost`` with ``cut_off`` true. In every face
+that acknowledges: a handle's delete and complete, ``delete_many``, and the worker that
+logs them.
 
 Before: ``delete_many``'s lost leases, returned rather than raised, became a plain
 JobLost, and the prefetching worker logged each such job as lost to a TTR (the chaos
@@ -64,19 +65,32 @@ def test_a_delete_whose_reply_is_lost_is_done(
         assert job.state == "deleted" and q.peek(job.id) is None and _done_by(q, job)
 
 
+def test_a_complete_whose_reply_is_lost_is_done(
+        pg_server: PgServer, pg_url: str, proxy: CutProxy) -> None:
+    """A complete deletes its job with the same record as a delete, in the transaction
+    that keeps the result: the record settles it as it settles a delete."""
+    with sqlq.Queue(proxy.url(pg_url, pg_server.port)) as q:
+        [job] = _held(q, 1)
+        proxy.cut_after(b"sqlq_jobs")
+        job.complete(b"result")  # before: JobLost, cut_off
+        assert proxy.cuts == 1
+        assert job.state == "deleted" and _done_by(q, job)
+        assert q.result(job.id, timeout=0) == b"result"
+
+
 def test_an_acknowledgement_no_record_settles_says_it_was_cut_off(
         pg_server: PgServer, pg_url: str, proxy: CutProxy) -> None:
-    """A complete keeps no record to ask (its result, maybe): its JobLost says the
-    first attempt may have been what removed the job."""
+    """A release keeps no record to ask (the job lives on, ready again, perhaps taken
+    already): its JobLost says the first attempt may have been what ended the lease."""
     with sqlq.Queue(proxy.url(pg_url, pg_server.port)) as q:
         [job] = _held(q, 1)
         proxy.cut_after(b"sqlq_jobs")
         with pytest.raises(sqlq.JobLost) as info:
-            job.complete(b"result")
+            job.release()
         assert proxy.cuts == 1
         assert info.value.cut_off and info.value.job_ids == (job.id,)
         assert "first attempt" in str(info.value)
-        assert q.result(job.id, timeout=0) == b"result"  # it had committed
+        assert q.stats_job(job.id)["state"] == "ready"  # it had committed
 
 
 def test_a_lease_lost_without_a_cut_is_not_called_cut_off(pg_url: str) -> None:
