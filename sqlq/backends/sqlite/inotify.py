@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import errno as errno_module
+import io
 import os
 from enum import IntFlag
 
@@ -31,7 +32,6 @@ class Flags(IntFlag):
     DELETE_SELF = 0x00000400
     MOVE_SELF = 0x00000800
     Q_OVERFLOW = 0x00004000
-    IGNORED = 0x00008000
 
 
 _libc: ctypes.CDLL | None = None
@@ -54,22 +54,23 @@ def _call(name: str, *args: object) -> int:
 
 
 class INotify:
-    """One inotify instance: a descriptor (non-blocking, close-on-exec) and its watches."""
+    """One inotify instance: a descriptor (non-blocking, close-on-exec) and its watches.
+    The descriptor is held by a file object, so that an instance nobody closed closes it
+    when collected."""
 
     def __init__(self) -> None:
-        self._fd = _call("inotify_init1", os.O_NONBLOCK | os.O_CLOEXEC)
+        self._file = io.FileIO(_call("inotify_init1", os.O_NONBLOCK | os.O_CLOEXEC), "rb")
 
     def fileno(self) -> int:
-        return self._fd
+        return self._file.fileno()
 
     def add_watch(self, path: str | bytes, mask: int) -> int:
         """Watch path for the events in mask; the watch descriptor events name."""
-        return _call("inotify_add_watch", self._fd, os.fsencode(path), ctypes.c_uint32(mask))
+        return _call("inotify_add_watch", self.fileno(), os.fsencode(path),
+                     ctypes.c_uint32(mask))
 
     def rm_watch(self, wd: int) -> None:
-        _call("inotify_rm_watch", self._fd, wd)
+        _call("inotify_rm_watch", self.fileno(), wd)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._file.close()
