@@ -595,6 +595,7 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
     durability = read_durabilities(log_dir)
     acked: dict[int, str] = {}
     reserved_tags: list[tuple[str, int, str]] = []  # (log, id, body tag) of every R
+    put_tags: dict[int, set[str]] = {}  # id -> the tag of every put acknowledged with it
     acked_at: dict[int, int | None] = {}  # id -> when the put acked[id] names was acknowledged
     fragile_puts: set[int] = set()  # normal puts an immediate restart may have undone
     put_at: dict[int, int] = {}  # id -> when its put was acknowledged (P, ms)
@@ -625,6 +626,7 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                 fragile = normal and crashes.crash_after(_at(rec, 3)) is not None
                 if len(rec) > 3:
                     put_at.setdefault(job_id, int(rec[3]))
+                put_tags.setdefault(job_id, set()).add(tag)
                 if acked.get(job_id, tag) == tag:
                     acked[job_id] = tag
                     acked_at.setdefault(job_id, _at(rec, 3))
@@ -707,9 +709,10 @@ def check(db: str | Path, log_dir: Path) -> Verdict:
                 dangling.add(int(rec[1]))
 
     # P lines are read from every log before tags are compared (a reissued id's later
-    # put may be in a log read after the reservation's).
+    # put may be in a log read after the reservation's). A reservation may have been of
+    # either put of a reissued id (of the first, before the crash undid it).
     for name, job_id, tag in reserved_tags:
-        if job_id in acked and acked[job_id] != tag:
+        if job_id in acked and tag not in put_tags[job_id]:
             verdict.problems.append(f"{name}: job {job_id} has body {tag}, "
                                     f"put as {acked[job_id]}")
     for job_id, tag in in_file.items():

@@ -541,10 +541,13 @@ def test_checker_keeps_the_later_put_of_an_id_a_crash_issued_twice(tmp_path: Pat
     (logs / "agents.txt").write_text("b-p.log producer normal\na-w.log worker full\n")
     (logs / "restarts.txt").write_text("immediate 10000 10600\n")
     (logs / "b-p.log").write_text(f"P {job_id} p1-0 10050\nP {job_id} p1-1 10400\n")
-    (logs / "a-w.log").write_text(f"R {job_id} 1 p1-1 90000 10500\n")
+    (logs / "a-w.log").write_text(f"R {job_id} 1 p1-0 90000 10060\n"  # before the crash
+                                  f"R {job_id} 2 p1-1 90000 10500\n")
     verdict = chaos_checker.check(db, logs)
     assert verdict.problems == [] and verdict.lost == [], verdict
     assert verdict.undone_by_crash["ids"] == 1, verdict
+    (logs / "a-w.log").write_text(f"R {job_id} 3 p1-7 90000 10500\n")  # no such put
+    assert any("has body p1-7" in p for p in chaos_checker.check(db, logs).problems)
 
 
 def test_checker_measures_how_soon_a_killed_holders_jobs_run_elsewhere(tmp_path: Path) -> None:
