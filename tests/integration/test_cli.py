@@ -520,7 +520,9 @@ def test_subprocess_ctrl_c_while_waiting(db: Path) -> None:
     wait_for(lambda: waiting_for_jobs(str(db)), what="sqlq reserve to wait")
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)
-    assert proc.returncode == 130
+    # What it said, if it ended otherwise: once (ci, 2026-12) it died of the SIGINT itself
+    # (-2), which only a process already exiting (its handler reset) would: why, unknown.
+    assert proc.returncode == 130, (proc.returncode, out.decode()[-500:], err.decode()[-1500:])
     assert_one_line_error(err.decode())
 
 
