@@ -319,10 +319,9 @@ class Job(Durable):
         Examples:
             >>> job.complete(b'{"square": 49}')
         """
-        queue, lease = self._queue, self.lease
-        queue.verbs.complete(self.id, lease_of(self) if lease is None else lease,
-                             check_body(result, queue.max_job_size, "result"),
-                             queue.result_ttl_ms, reserves=self.reserves)
+        queue, lease = self._queue, lease_of(self)
+        data = check_body(result, queue.max_job_size, "result")
+        queue.verbs.complete(self.id, lease, data, queue.result_ttl_ms, reserves=self.reserves)
         self.state = "deleted"
 
 
