@@ -28,6 +28,7 @@ from __future__ import annotations
 import abc
 import contextlib
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from .conn import Conn, Cursor, Rows
@@ -128,10 +129,14 @@ class Backend(abc.ABC):
     def write(self, fn: Callable[[Conn], T], *, durable: bool = True,
               single: bool = False) -> T:
         """Run ``fn(conn)`` in one write transaction and commit it; retried whole on a
-        transient conflict. ``durable=False``: the commit may be lost on power loss
-        (a claim, a touch: the job simply comes back). ``single=True``: fn writes with
-        one statement, which a backend may run as its own autocommit transaction.
-        Inside :meth:`transaction` on the same thread, fn joins it."""
+        transient conflict. fn is a verb's storage call (the dispatcher's) or a named
+        store function with its arguments bound by ``functools.partial``, never a lambda
+        over a face's state: a reader (or a tool) follows the call down to the SQL, and
+        the hot path calls fn without unpacking arguments. ``durable=False``: the commit
+        may be lost on power loss (a claim, a touch: the job simply comes back).
+        ``single=True``: fn writes with one statement, which a backend may run as its
+        own autocommit transaction. Inside :meth:`transaction` on the same thread, fn
+        joins it."""
 
     def write_shared(self, fn: Callable[[Conn], T], *, single: bool = False,
                      batch: Batch | None = None, item: Any = None) -> T:
@@ -225,7 +230,7 @@ class Backend(abc.ABC):
         dead = self.dead_owners(tokens)
         if not dead:
             return 0
-        released = self.write(lambda c: sum(self.store.claims.release_owner(c, t) for t in dead),
+        released = self.write(partial(self.store.claims.release_owners, owners=dead),
                               durable=False)
         for token in dead:
             self.forget_owner(token)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from ..errors import DatabaseError
@@ -47,15 +48,21 @@ T = TypeVar("T")
 MAX_GROUP = 64
 
 
+class BatchRun(Protocol):
+    """A kind's ``run``: the writes of items, in one call, their results in order."""
+
+    def __call__(self, conn: Conn, items: list[Any]) -> list[Any]: ...
+
+
 class Batch(NamedTuple):
-    """How writes of one kind may run together: ``run(conn, items)`` does the writes of
+    """How writes of one kind may run together: ``run(conn, items=...)`` does the writes of
     every item (each write's ``item``) and returns their results in order (writes are of
     a kind when their ``run`` is equal); ``single``: in one statement that checks nothing
     of its own (only the database can fail it). Made once per kind; a write's own
     function stays what runs it alone, and under a savepoint when a write of the group
     fails."""
 
-    run: Callable[[Conn, list[Any]], list[Any]]
+    run: BatchRun
     single: bool = False
 
 
@@ -220,10 +227,10 @@ class GroupCommit:
                 # (a lost connection), so no write runs again; each caller gets the error,
                 # as from a failed COMMIT (below).
                 assert first is not None
-                values = backend.write(lambda conn: first.run(conn, [
-                    w.item for w in group if w.batch is not None]), single=True)
+                items = [w.item for w in group if w.batch is not None]
+                values = backend.write(partial(first.run, items=items), single=True)
             else:
-                values = backend.write(lambda conn: self._together(conn, group))
+                values = backend.write(partial(self._together, group=group))
         except _WriteFailed:
             pass
         except Exception as e:  # noqa: BLE001 - BEGIN or COMMIT failed: every write did
@@ -235,7 +242,7 @@ class GroupCommit:
                 w.settle(value)
             return
         try:
-            failed = backend.write(lambda conn: self._apart(conn, group))
+            failed = backend.write(partial(self._apart, group=group))
         except _Aborted:
             failed = group
         except Exception as e:  # noqa: BLE001 - BEGIN or COMMIT failed: every write did

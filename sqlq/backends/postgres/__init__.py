@@ -29,6 +29,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any, TypeVar, cast
 
 from ...horizon import Horizon
@@ -145,7 +146,7 @@ class PostgresBackend(Backend):
         return self.db.read(look)
 
     def horizon(self, now: int) -> Horizon:
-        return self.db.read(lambda c: self._xmin.look(c, now))
+        return self.db.read(partial(self._xmin.look, now=now))
 
     # -- waiting -----------------------------------------------------------------------------
 

@@ -51,7 +51,8 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -305,8 +306,8 @@ class Owners:
         ledger, store = self._db.ledger, self._store
         unseen = ledger.take_unseen()
         try:
-            self._db.write(lambda c: sum(store.claims.release_unseen_claim(c, owner, now, known)
-                                         for owner, now, known in unseen), durable=False)
+            self._db.write(partial(store.claims.release_unseen_claims, unseen=unseen),
+                           durable=False)
         except BaseException:
             ledger.put_back(unseen)
             raise
@@ -318,7 +319,7 @@ class Owners:
         """The dead of tokens; a reaper (``reaping``) that finds nobody has looked at the
         server as it runs now writes that it did: the grace runs from there."""
         store = self._owners
-        rows = self._db.read(lambda c: store.dead_owners(c, tokens, GRACE_S))
+        rows = self._db.read(partial(store.dead_owners, tokens=tokens, grace_s=GRACE_S))
         if reaping and any(silent is None for *_, silent in rows):
             self._db.write(store.note_server_epoch, durable=False)
         return judge(rows, self._place)
@@ -332,10 +333,8 @@ class Owners:
         dead = self._judge(tokens, reaping=True)
         if not dead:
             return 0
-        store = self._owners
-        return self._db.write(lambda c: sum(
-            store.release_dead_owner(c, token, gone, GRACE_S) for token, gone in dead),
-            durable=False)
+        return self._db.write(partial(self._owners.release_dead_owners, dead=dead,
+                                      grace_s=GRACE_S), durable=False)
 
     @staticmethod
     def info(token: str) -> tuple[str, int | None]:
@@ -372,6 +371,11 @@ class OwnerStore:
         """Give back owner's reservations if, under its lock, it is still dead; how many."""
         return len(conn.execute(self.Q["release_dead_owner"],
                                 {"owner": owner, "gone": gone, "grace": grace_s}).fetchall())
+
+    def release_dead_owners(self, conn: Any, dead: Iterable[tuple[str, bool]],
+                            grace_s: float) -> int:
+        """:meth:`release_dead_owner` for each (owner, gone) of dead; how many in all."""
+        return sum(self.release_dead_owner(conn, owner, gone, grace_s) for owner, gone in dead)
 
     def try_lock_owner(self, conn: Any, token: str) -> bool:
         """Take token's session lock on conn, held for as long as the session lives."""

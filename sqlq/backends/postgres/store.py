@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -241,6 +241,11 @@ class PostgresClaims(ClaimStore):
         """Give back the jobs a claim cut off by a lost connection may have taken."""
         return len(conn.execute(Q["release_unseen_claim"],
                                 {"owner": owner, "now": now, "known": known}).fetchall())
+
+    def release_unseen_claims(self, conn: Any,
+                              unseen: Iterable[tuple[str, int, list[int]]]) -> int:
+        """:meth:`release_unseen_claim` for each (owner, now, known) of a ledger's take."""
+        return sum(self.release_unseen_claim(conn, *claim) for claim in unseen)
 
     def delete_and_claim_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]],
                               tubes: Any, owner: str | None, n: int

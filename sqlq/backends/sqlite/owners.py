@@ -30,6 +30,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from ...errors import DatabaseError, Error
 from . import sidecar
@@ -275,10 +276,11 @@ class Owners:
         dead = self.dead([t for t in registered(self.directory) if t != me])
         if not dead:
             return
-        holding = set(self._db.read(lambda c: store.claims.reserving_owners(c, self._clock(), me)))
+        holding = set(self._db.read(partial(store.claims.reserving_owners,
+                                            now=self._clock(), me=me)))
         if holding.intersection(dead):
-            self._db.write(lambda c: sum(store.claims.release_owner(c, t) for t in dead
-                                         if t in holding), durable=False)
+            self._db.write(partial(store.claims.release_owners,
+                                   owners=[t for t in dead if t in holding]), durable=False)
         for token in dead:
             forget(self.directory, token)
 

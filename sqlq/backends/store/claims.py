@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import JobNotFound
@@ -163,3 +163,7 @@ class ClaimStore(abc.ABC):
     def release_owner(self, conn: Conn, owner: str) -> int:
         """Give back every reservation of owner (it died or closed); how many."""
         return len(conn.execute(self.Q["release_owner"], {"owner": owner}).fetchall())
+
+    def release_owners(self, conn: Conn, owners: Iterable[str]) -> int:
+        """:meth:`release_owner` for each of owners, in one transaction; how many."""
+        return sum(self.release_owner(conn, owner) for owner in owners)
