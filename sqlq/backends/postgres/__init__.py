@@ -126,24 +126,15 @@ class PostgresBackend(Backend):
         database's horizon, which keeps deleted jobs from being cleaned up (docs:
         long-transactions). ``progress(steps done, fraction)`` after each of the two
         steps (the vacuum, the look)."""
-        store = self.store
         step = progress or (lambda done, fraction: None)
-
-        def look(c: Conn) -> dict[str, Any]:
-            c.execute(store.Q["vacuum_jobs"])  # autocommit: VACUUM runs outside a transaction
-            step(1, 1 / 2)
-            report: dict[str, Any] = {"db": self.location}
-            for table, live, dead, vacuumed in c.execute(store.Q["table_health"]):
-                report[f"{table}-rows"] = live
-                report[f"{table}-dead-rows"] = dead
-                report[f"{table}-vacuumed-at"] = vacuumed
-            holder = self._xmin.look(c, self._clock()).holder
-            report["oldest-transaction"] = None if holder is None else (
-                f"{holder.seconds:.1f} s, {holder.name} ({holder.kind}), {holder.detail}")
-            step(2, 1.0)
-            return report
-
-        return self.db.read(look)
+        # Each its own autocommit statement: VACUUM runs outside a transaction.
+        report = {"db": self.location, **self.db.read(self.store.vacuum_jobs)}
+        step(1, 1 / 2)
+        holder = self.horizon(self._clock()).holder
+        report["oldest-transaction"] = None if holder is None else (
+            f"{holder.seconds:.1f} s, {holder.name} ({holder.kind}), {holder.detail}")
+        step(2, 1.0)
+        return report
 
     def horizon(self, now: int) -> Horizon:
         return self.db.read(partial(self._xmin.look, now=now))

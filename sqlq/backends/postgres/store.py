@@ -320,3 +320,14 @@ class PostgresStore(Store):
         claims = PostgresClaims(Q, jobs, empty)
         super().__init__(Q, jobs, claims, PostgresLimits(Q, claims, empty),
                          PostgresCopying(Q))
+
+    def vacuum_jobs(self, conn: Any) -> dict[str, Any]:
+        """VACUUM the hot table (outside a transaction: autocommit), then each table's
+        live and dead rows and when it was last vacuumed (PostgresBackend.maintain)."""
+        conn.execute(self.Q["vacuum_jobs"])
+        report: dict[str, Any] = {}
+        for table, live, dead, vacuumed in conn.execute(self.Q["table_health"]):
+            report[f"{table}-rows"] = live
+            report[f"{table}-dead-rows"] = dead
+            report[f"{table}-vacuumed-at"] = vacuumed
+        return report

@@ -28,6 +28,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..base import Backend, Conn, Durability, Notifier
@@ -123,26 +124,9 @@ class SQLiteBackend(Backend):
         ``PRAGMA optimize``, which may write (an ANALYZE of the finished records): the
         WAL is left empty. ``progress(steps done, fraction)`` after each of the three
         steps."""
-        store = self.store
         step = progress or (lambda done, fraction: None)
-
-        def look(c: Conn) -> dict[str, Any]:
-            c.execute(store.Q["optimize"]).fetchall()
-            step(1, 1 / 3)
-            busy, _, moved = c.execute(store.Q["checkpoint"]).fetchall()[0]
-            step(2, 2 / 3)
-            page_size, pages, free, check = c.execute(store.Q["file_health"]).fetchall()[0]
-            step(3, 1.0)
-            return {
-                "checkpoint": "done" if not busy else "partial (readers were active)",
-                "wal-frames-checkpointed": moved,
-                "page-size": page_size,
-                "pages": pages,
-                "free-pages": free,
-                "quick-check": check,
-            }
-
-        return {"db": self.location, **self.db.outside_transaction(look)}
+        return {"db": self.location,
+                **self.db.outside_transaction(partial(self.store.maintain, step=step))}
 
     def reclaim(self, stop: float | None = None) -> int:
         """``PRAGMA incremental_vacuum`` 500 pages a write, while a quarter of the file or
@@ -151,17 +135,9 @@ class SQLiteBackend(Backend):
         before migration 0004 (auto_vacuum NONE) is left as it is."""
         import time
 
-        store = self.store
-
-        def step(c: Conn) -> int:
-            mode, pages, free = c.execute(store.Q["free_pages"]).fetchall()[0]
-            if mode != 2 or free < RECLAIM_FROM or free * 4 < pages:
-                return 0
-            c.execute(store.Q["incremental_vacuum"]).fetchall()
-            return int(min(free, 500))
-
+        some = partial(self.store.reclaim_some, from_pages=RECLAIM_FROM)
         done = 0
-        while (n := self.db.write(step, durable=False)):
+        while (n := self.db.write(some, durable=False)):
             done += n
             if stop is not None and time.monotonic() > stop:
                 break

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .db import Database
 from .store import SQLiteStore
@@ -53,14 +53,7 @@ class WalWatch:
         if self.db.in_transaction():  # a checkpoint cannot run inside one
             return Horizon("sqlite", now, wal_bytes=wal_bytes)
 
-        store = self.store
-
-        def checkpoint(c: Any) -> tuple[int, int, int]:
-            _, frames, copied = c.execute(store.Q["checkpoint_passive"]).fetchall()[0]
-            size = c.execute(store.Q["wal_frame_size"]).fetchall()[0][0]
-            return int(frames), int(copied), int(size)
-
-        frames, copied, frame_size = self.db.outside_transaction(checkpoint)
+        frames, copied, frame_size = self.db.outside_transaction(self.store.checkpoint_passive)
         with self._lock:
             if frames < 0:  # another process was checkpointing: nothing learnt
                 return Horizon("sqlite", now, self._age(now), wal_bytes=wal_bytes)

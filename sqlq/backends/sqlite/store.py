@@ -27,7 +27,7 @@ import operator
 import os
 import random
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...model import DELAYED, READY, ClaimRow
 from ...putting import Put
@@ -35,6 +35,9 @@ from ..sql import load_queries, one
 from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
 from ..store.groups import FairClaim, Pick
 from .drivers import triggers_off
+
+if TYPE_CHECKING:
+    from ...model import OnProgress
 
 Q = load_queries(os.path.join(os.path.dirname(__file__), "queries.sql"), tight=True)
 # The hot path's statements, looked up once.
@@ -550,3 +553,40 @@ class SQLiteStore(Store):
             self.groups.plain_puts(conn, now, tube, ids, self.jobs.ids_param)
             return ids
         return super().put(conn, now, put, bodies)
+
+    # -- the file's upkeep (SQLiteBackend.maintain, reclaim; horizon.WalWatch) --------------
+
+    def maintain(self, conn: Any, step: OnProgress) -> dict[str, Any]:
+        """Refresh the planner's statistics, checkpoint the WAL into the file and truncate
+        it, check the file; ``step(done, fraction)`` after each of the three."""
+        conn.execute(self.Q["optimize"]).fetchall()
+        step(1, 1 / 3)
+        busy, _, moved = conn.execute(self.Q["checkpoint"]).fetchall()[0]
+        step(2, 2 / 3)
+        page_size, pages, free, check = conn.execute(self.Q["file_health"]).fetchall()[0]
+        step(3, 1.0)
+        return {
+            "checkpoint": "done" if not busy else "partial (readers were active)",
+            "wal-frames-checkpointed": moved,
+            "page-size": page_size,
+            "pages": pages,
+            "free-pages": free,
+            "quick-check": check,
+        }
+
+    def reclaim_some(self, conn: Any, from_pages: int) -> int:
+        """Give up to 500 free pages (queries.sql incremental_vacuum) back to the file
+        system if a quarter of the file or more, and at least ``from_pages`` pages, is
+        free; how many (0: none)."""
+        mode, pages, free = conn.execute(self.Q["free_pages"]).fetchall()[0]
+        if mode != 2 or free < from_pages or free * 4 < pages:
+            return 0
+        conn.execute(self.Q["incremental_vacuum"]).fetchall()
+        return int(min(free, 500))
+
+    def checkpoint_passive(self, conn: Any) -> tuple[int, int, int]:
+        """A passive checkpoint: (frames in the WAL, frames copied, a frame's bytes);
+        frames is negative when another process was checkpointing."""
+        _, frames, copied = conn.execute(self.Q["checkpoint_passive"]).fetchall()[0]
+        size = conn.execute(self.Q["wal_frame_size"]).fetchall()[0][0]
+        return int(frames), int(copied), int(size)
