@@ -296,3 +296,39 @@ def test_sqlq_work_never_logs_a_password(pg_url: str) -> None:
     assert run.returncode == 0, run.stderr
     assert "1 worker on postgresql://postgres:***@" in run.stderr
     assert "s3cret" not in run.stderr + run.stdout
+
+
+def test_a_login_ended_as_it_began_is_a_server_away(pg_server: PgServer, pg_url: str) -> None:
+    """A new session ended mid-login ("terminating connection due to administrator
+    command": a fast shutdown or pg_terminate_backend reaching it before the login is
+    done; a chaos run under load saw an agent's Queue() raise DatabaseError and exit) is
+    a server away for a while, Disconnected, which ``sqlq work`` and every reconnect wait
+    through. The login is held on a lock of pg_database, then its backend terminated."""
+    from sqlq.backends.postgres.db import connect
+    from tests.workers import wait_for
+
+    database = pg_url.rsplit("/", 1)[1]
+    with psycopg.connect(pg_server.url, autocommit=True) as holder:
+        holder.execute("BEGIN")
+        holder.execute("LOCK TABLE pg_database IN ACCESS EXCLUSIVE MODE")
+        errors: list[BaseException] = []
+
+        def log_in() -> None:
+            try:
+                connect(pg_url, "the test's database").close()
+            except BaseException as e:  # noqa: BLE001 - the test reads it
+                errors.append(e)
+
+        login = threading.Thread(target=log_in)
+        login.start()
+        # Not yet in pg_stat_activity (a backend shows there once its login is done).
+        pid = wait_for(lambda: holder.execute(
+            "SELECT pid FROM pg_locks WHERE NOT granted "
+            "AND relation = 'pg_database'::regclass").fetchone(),
+            what=f"a login to {database} held on the lock")[0]
+        assert holder.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
+        holder.execute("ROLLBACK")
+        login.join(timeout=30)
+    assert len(errors) == 1, errors
+    assert isinstance(errors[0], sqlq.Disconnected), repr(errors[0])
+    assert "terminating connection" in str(errors[0])

@@ -67,12 +67,16 @@ def translate(location: str, error: psycopg.Error, conn: psycopg.Connection[Any]
 
 
 #: What a server (or PgBouncer) says when it turns a login away for a while: it is
-#: starting, stopping or recovering, full, or the pooler cannot reach it yet. libpq
-#: gives no SQLSTATE for a failed login, only the text (English unless lc_messages
-#: says otherwise; a refusal in another language is waited for, as before).
+#: starting, stopping or recovering, full, or the pooler cannot reach it yet; or the
+#: new session was ended as it began ("terminating connection due to administrator
+#: command": a fast shutdown, or pg_terminate_backend, reached it mid-login; "because of
+#: crash of another server process"). libpq gives no SQLSTATE for a failed login, only
+#: the text (English unless lc_messages says otherwise; a refusal in another language is
+#: waited for, as before).
 _BUSY_LOGIN = ("starting up", "shutting down", "in recovery mode", "accepting connections",
                "too many clients", "connection slots", "cannot connect to server",
-               "server login has been failing", "no more connections allowed")
+               "server login has been failing", "no more connections allowed",
+               "terminating connection")
 
 
 #: What PgBouncer says (08P01) when the server session under a client's statement went
