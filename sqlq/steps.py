@@ -83,14 +83,20 @@ def rows_as_dicts(rows: list[tuple[int, str, str, int]]
 
 def recorded_as_dicts(text: str | None
                       ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A finished record's ``steps`` column (a JSON array of {kind, name, value, at}, or
-    NULL for a job that had none) as rows_as_dicts gives a live job's, in its order:
-    steps as they finished, then cursors."""
+    """A finished record's ``steps`` column (NULL for a job that had none) as rows_as_dicts
+    gives a live job's, in its order: steps as they finished, then cursors. Two forms: a
+    JSON array of {kind, name, value, at} (PostgreSQL's, and SQLite's records before
+    migration 0009), or the four arrays [kinds, names, values, times] SQLite's trigger
+    builds without calling a scalar function (migration 0009 says why)."""
     if text is None:
         return [], []
     import json
-    items = sorted(json.loads(text), key=lambda r: (r["kind"], r["at"], r["name"]))
-    return _as_dicts([(r["kind"], r["name"], r["value"], r["at"]) for r in items])
+    found = json.loads(text)
+    if found and isinstance(found[0], list):
+        rows = list(zip(*found, strict=True))
+    else:
+        rows = [(r["kind"], r["name"], r["value"], r["at"]) for r in found]
+    return _as_dicts(sorted(rows, key=lambda r: (r[0], r[3], r[1])))
 
 
 def _as_dicts(rows: list[tuple[int, str, Any, int]]

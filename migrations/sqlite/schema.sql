@@ -90,18 +90,12 @@ BEGIN
     ON CONFLICT (tube, state, urgent) DO UPDATE SET n = n + 1;
 END;
 
--- trigger sqlq_finish_job
-CREATE TRIGGER sqlq_finish_job AFTER INSERT ON sqlq_finished
-BEGIN
-    DELETE FROM sqlq_jobs WHERE id = new.id;
-END;
-
 -- trigger sqlq_forget_attempts
 CREATE TRIGGER sqlq_forget_attempts AFTER DELETE ON sqlq_jobs
 WHEN old.failures > 0 OR old.state <> 2 AND old.state <> 4
 BEGIN
     DELETE FROM sqlq_attempts WHERE old.failures > 0 AND job_id = old.id;
-    UPDATE "sqlq_job_counts_kept" SET n = n - 1
+    UPDATE OR IGNORE "sqlq_job_counts_kept" SET n = n - 1
      WHERE old.state <> 2 AND old.state <> 4 AND tube = old.tube AND state = old.state
        AND urgent = (old.state = 0 AND old.priority < 1024);
 END;
@@ -117,7 +111,7 @@ END;
 CREATE TRIGGER sqlq_keep_last_id AFTER DELETE ON sqlq_jobs
 WHEN NOT EXISTS (SELECT 1 FROM sqlq_jobs WHERE id > old.id)
 BEGIN
-    UPDATE sqlq_last_id SET id = old.id WHERE id < old.id;
+    UPDATE OR IGNORE sqlq_last_id SET id = old.id WHERE id < old.id;
 END;
 
 -- trigger sqlq_keep_steps
@@ -125,8 +119,9 @@ CREATE TRIGGER sqlq_keep_steps BEFORE DELETE ON sqlq_steps
 WHEN NOT EXISTS (SELECT 1 FROM sqlq_jobs WHERE id = old.job_id)
 BEGIN
     UPDATE sqlq_finished
-       SET steps = (SELECT json_group_array(json_object('kind', kind, 'name', name,
-                                                        'value', json(value), 'at', done_at))
+       SET steps = (SELECT '[' || json_group_array(kind) || ',' || json_group_array(name)
+                           || ',[' || group_concat(value, ',') || '],'
+                           || json_group_array(done_at) || ']'
                       FROM sqlq_steps WHERE job_id = old.job_id)
      WHERE id = old.job_id AND steps IS NULL;
 END;

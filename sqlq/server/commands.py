@@ -54,9 +54,9 @@ _WRITES = frozenset(v.value for v in (
 _DURABLE = frozenset(v.value for v in (
     Verb.PUT, Verb.DELETE, Verb.BURY, Verb.KICK, Verb.KICK_JOB, Verb.PAUSE_TUBE))
 # The writes of one statement (batch.py runs them without a savepoint where it may): a
-# put; a delete, whose statement changes nothing when it fails, and whose fallback (a
-# job held by nobody: claimed, then deleted) leaves it held if the delete fails.
-_SINGLE = frozenset(v.value for v in (Verb.PUT, Verb.DELETE))
+# put. Not a delete: SQLite's writes the job's record, then deletes the job (migration
+# 0009), and a failure between the two must take back the record.
+_SINGLE = frozenset(v.value for v in (Verb.PUT,))
 
 
 class Commands:

@@ -37,6 +37,8 @@ PUT = Verb("put", SEND, SHARED, single=True)
 PUT_CHECKED = Verb("put", SEND, SHARED)
 PUT_MANY = Verb("put_many", SEND, SHARED)
 PUBLISH = Verb("publish", SEND, SHARED)
+#: A delete: one statement where the store's is (``JobStore.ONE_STATEMENT_DELETE``; each
+#: Verbs makes its own record with ``single`` set so).
 DELETE = Verb("delete", SETTLE, SHARED, single=True, ack=True)
 RELEASE = Verb("release", SETTLE, WRITE, durable=False, single=True, ack=True)
 BURY = Verb("bury", SETTLE, SHARED, single=True, ack=True)
@@ -68,11 +70,12 @@ VERBS = (PUT, PUT_CHECKED, PUT_MANY, PUBLISH, DELETE, RELEASE, BURY, TOUCH, COMP
 class Verbs:
     """The verbs of one Queue's backend (``Queue._verbs``; the engine claims)."""
 
-    __slots__ = ("dispatch", "store", "_puts")
+    __slots__ = ("dispatch", "store", "_puts", "_delete")
 
     def __init__(self, dispatch: Dispatcher, store: Store) -> None:
         self.dispatch = dispatch
         self.store = store
+        self._delete = DELETE._replace(single=store.jobs.ONE_STATEMENT_DELETE)
         #: How plain puts of several threads sharing one commit go in together.
         self._puts = Batch(self._insert_puts, store.jobs.ONE_STATEMENT_PUTS)
 
@@ -125,14 +128,14 @@ class Verbs:
         (:func:`done_under`: then it returns as if it had not been cut off)."""
         if by is None:  # the worker's ack: no argument more than it had
             try:
-                gone: str = self.dispatch.run(DELETE, self.store.jobs.delete, job_id, lease,
+                gone: str = self.dispatch.run(self._delete, self.store.jobs.delete, job_id, lease,
                                               tube=tube)
             except JobLost as e:
                 if not self._ended_by_cut(e, job_id, reserves):
                     raise
                 gone = tube or ""
         else:
-            gone = self.dispatch.run(DELETE, self.store.jobs.delete, job_id, lease, by,
+            gone = self.dispatch.run(self._delete, self.store.jobs.delete, job_id, lease, by,
                                      tube=tube)
         return gone
 

@@ -70,6 +70,8 @@ RESERVE_JOB = Verb("reserve_job", RECEIVE, WRITE, durable=False)
 RESERVE_LIMITED = Verb("reserve", RECEIVE, WRITE, durable=False)
 #: A batch's acknowledgement, and the claim after it, in one durable commit.
 SETTLE_AND_RESERVE_LIMITED = Verb("reserve", RECEIVE, WRITE)
+#: One statement where the store's delete is (``JobStore.ONE_STATEMENT_DELETE``: the
+#: engine's own record says).
 DELETE_MANY = Verb("delete_many", SETTLE, SHARED, single=True, ack=True, lost=True)
 #: A failed run's end: released to run again (a lost commit: the job comes back anyway),
 #: or buried (durable), with the attempt kept.
@@ -114,6 +116,7 @@ class Engine:
         #: The worker's fast path: a delete and the next claim in one durable commit.
         self._settle_and_reserve = Verb("reserve", RECEIVE, WRITE,
                                         single=store.claims.ONE_STATEMENT_CLAIM)
+        self._delete_many = DELETE_MANY._replace(single=store.jobs.ONE_STATEMENT_DELETE)
         # One notifier per thread: threads waiting on a shared Queue must not
         # consume each other's events.
         self._notifiers = _PerThread()
@@ -354,7 +357,7 @@ class Engine:
     def delete_many(self, done: list[Job]) -> None:
         """Delete reserved jobs in one commit: those whose lease holds always; then
         JobLost names the others (see Queue.delete_many)."""
-        lost = self.dispatch.run(DELETE_MANY, self.store.claims.delete_many, _leases(done))
+        lost = self.dispatch.run(self._delete_many, self.store.claims.delete_many, _leases(done))
         if isinstance(lost, CutOff):  # those its first attempt deleted are done
             gone = set(lost)
             first = done_under(self.dispatch, self.store, [

@@ -131,8 +131,8 @@ def test_a_dead_workers_job_comes_back_at_once(db_url: str) -> None:
 def test_a_quiet_claim_reads_and_claims_without_promote_due(db_path: str) -> None:
     """The one-at-a-time drain: the claim's transaction (data_version, the job read, then
     claimed by id: no RETURNING, whose temporary table costs more than BEGIN and
-    COMMIT), then the delete (the INSERT of the job's record, whose trigger deletes it);
-    no promote_due while nothing can be due."""
+    COMMIT), then the delete's (the INSERT of the job's record, then the job's DELETE:
+    migration 0009); no promote_due while nothing can be due."""
     with sqlq.Queue(db_path, durability="normal") as q:
         q.put_many([b"x"] * 20)
 
@@ -142,7 +142,7 @@ def test_a_quiet_claim_reads_and_claims_without_promote_due(db_path: str) -> Non
             job.delete()
 
         assert statements(q, cycle) == ["BEGIN", "PRAGMA", "SELECT", "UPDATE", "COMMIT",
-                                        "INSERT"] * 10
+                                        "BEGIN", "INSERT", "DELETE", "COMMIT"] * 10
 
 
 @pytest.mark.sqlite_only
@@ -159,8 +159,8 @@ def test_the_workers_delete_and_claim_skips_promote_due_too(db_path: str) -> Non
             assert held[-1] is not None
 
         # The claim under the write lock: the job read, then claimed by id (no RETURNING).
-        assert statements(q, cycle) == ["BEGIN", "INSERT", "PRAGMA", "SELECT", "UPDATE",
-                                        "COMMIT"] * 10
+        assert statements(q, cycle) == ["BEGIN", "INSERT", "DELETE", "PRAGMA", "SELECT",
+                                        "UPDATE", "COMMIT"] * 10
 
 
 def statements(q: sqlq.Queue, cycle: Any) -> list[str]:

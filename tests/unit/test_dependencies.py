@@ -341,10 +341,10 @@ def _is_trigger(traced: str) -> bool:
 @pytest.mark.sqlite_only
 def test_sqlite_delete_without_dependents_costs_what_it_did(db_path: str) -> None:
     """SQLite's own trace (statements, and trigger programs as "TRIGGER name"): a delete
-    of a job without dependents, by each path, is the one statement it was, firing only
-    the triggers schema 9 had and, since the record of finished jobs (issue 39), the one
-    statement is the record's insert, whose trigger deletes the job; a parent's delete
-    runs its release on the side."""
+    of a job without dependents, by each path, is the record's insert (the record of
+    finished jobs, issue 39) and the jobs' DELETE by id in one transaction (migration
+    0009: a record no longer deletes its job through a trigger), firing only the triggers
+    schema 9 had; a parent's delete runs its release on the side."""
     with sqlq.Queue(db_path, durability="normal") as q:
         q.put_many([b"x"] * 10)
         conn: Any = q._backend.db.conn  # type: ignore[attr-defined]
@@ -356,9 +356,7 @@ def test_sqlite_delete_without_dependents_costs_what_it_did(db_path: str) -> Non
         else:  # Python's sqlite3
             conn.conn.set_trace_callback(traced.append)
         schema_9_triggers = {"TRIGGER sqlq_forget_attempts", "TRIGGER sqlq_keep_last_id",
-                             "TRIGGER sqlq_finish_job",
                              "TRIGGER sqlq_forget_steps"}  # its WHEN: no steps, no probe
-        finish = "DELETE FROM sqlq_jobs WHERE id = new.id"  # sqlq_finish_job's program
 
         def one_delete(delete: Callable[[], object]) -> None:
             traced.clear()
@@ -367,12 +365,15 @@ def test_sqlite_delete_without_dependents_costs_what_it_did(db_path: str) -> Non
             # trigger's own statements are traced too (they name the row as old.): the
             # count of a ready job's delete (migration 0005) runs inside
             # sqlq_forget_attempts, no trigger more.
-            statements = [t for t in traced if not (_is_trigger(t) or "old." in t)
-                          and t.strip() not in (finish, "SELECT changes()")]
-            assert len(statements) == 1, traced
-            assert statements[0].startswith("INSERT OR REPLACE INTO sqlq_finished")
-            assert statements[0].upper().count("SELECT") <= 2  # the jobs' row (and a JSON list)
-            assert finish in [t.strip() for t in traced]
+            statements = [t.strip() for t in traced if not (_is_trigger(t) or "old." in t)
+                          and t.strip() != "SELECT changes()"]
+            assert len(statements) == 4, traced
+            begin, record, delete_jobs, commit = statements
+            assert (begin, commit) == ("BEGIN IMMEDIATE", "COMMIT")
+            assert record.startswith("INSERT OR REPLACE INTO sqlq_finished")
+            assert record.upper().count("SELECT") <= 2  # the jobs' row (and a JSON list)
+            assert delete_jobs.startswith("DELETE FROM sqlq_jobs WHERE id")
+            assert "state" not in delete_jobs  # by id: the record's insert checked the lease
             assert {t.lstrip("- ") for t in traced if _is_trigger(t)} <= schema_9_triggers
 
         job = _reserve(q)

@@ -42,9 +42,9 @@ NEEDS_NOTHING = {
     "release_owner": "reserved to ready: clears reserved_until",
     "insert_waiting_job": "a waiting job has no due time (release_children writes it)",
     "set_progress": "writes the progress columns only (its WHERE reads reserved_until)",
-    "delete_job": "inserts a finished record (reads reserved_until), its trigger deletes a job",
-    "delete_leased_job": "inserts a finished record, its trigger deletes the job",
-    "delete_leased_jobs": "inserts finished records, their trigger deletes the jobs",
+    "delete_job": "inserts a finished record (reads reserved_until); the job is deleted next",
+    "delete_leased_job": "inserts a finished record; delete_ended_job deletes the job next",
+    "delete_leased_jobs": "inserts finished records; delete_ended_jobs deletes the jobs next",
 }
 CACHE_CALLS = ("self.due.lower(", "self.due.forget(", "self._claimed(")
 

@@ -120,3 +120,29 @@ def test_a_job_with_dependents_keeps_its_steps(q: sqlq.Queue) -> None:
     _assert_kept(_record(q, child), live, "child")
     q.delete(kid)  # by id, waiting on a parent: delete_linked_job
     assert _record(q, kid).steps == []
+
+
+def test_a_name_json_must_escape_is_kept(q: sqlq.Queue) -> None:
+    """SQLite's trigger quotes names with json_group_array (migration 0009): a quote, a
+    backslash, a tab and a non-ASCII letter come back as they went in."""
+    jid = q.put(b"x")
+    job = _reserve(q)
+    name = 'a "quoted"\\ name\twith é'
+    job.step(name, lambda: {"k": "v"})
+    job.delete()
+    assert [(s["name"], s["value"]) for s in _record(q, jid).steps] == [(name, {"k": "v"})]
+
+
+@pytest.mark.parametrize("text", [
+    # PostgreSQL's form, and SQLite's records written before migration 0009.
+    '[{"kind":1,"name":"row","value":{"at":2},"at":7},'
+    '{"kind":0,"name":"fetch","value":[1,null],"at":5}]',
+    # SQLite's trigger since migration 0009: [kinds, names, values, times].
+    '[[1,0],["row","fetch"],[{"at":2},[1,null]],[7,5]]',
+])
+def test_both_forms_of_a_record_read_the_same(text: str) -> None:
+    from sqlq.steps import recorded_as_dicts
+
+    assert recorded_as_dicts(text) == (
+        [{"name": "fetch", "value": [1, None], "finished_at": 5}],
+        [{"name": "row", "value": {"at": 2}, "saved_at": 7}])

@@ -274,16 +274,17 @@ SELECT (SELECT min((SELECT delay_until FROM sqlq_jobs
 -- for one is left to delete_linked_job, which moves its edges in the same transaction.
 -- Two more column tests on the row the delete reads anyway: a trigger would cost every
 -- delete a trigger program (measured: a quarter more instructions a delete).
--- dialect: the job's record is inserted and sqlq_finish_job (migration 0004) deletes the
---   job, so the verb stays one statement (one autocommit write); PostgreSQL deletes and
---   inserts the record in one statement with a data-modifying CTE.
+-- dialect: the job's record is inserted, then delete_ended_job deletes the job in the same
+--   transaction (migration 0009: an INSERT ... SELECT into a table with a trigger goes
+--   through a temporary table); PostgreSQL deletes and inserts the record in one statement
+--   with a data-modifying CTE.
 -- The job's record (issue 39): its outcome (deleted or cancelled) and who asked (:actor);
 -- the holder and the run's time only if it was reserved. REPLACE: a stale record of the
 -- same id (a copied job's) gives way, and the insert, so the delete, still happens.
 -- coalesce: SQLite's substr of an empty blob is NULL, not X'' (here and below).
--- A job's steps and cursors (issue 40) are copied onto its record by sqlq_forget_steps
--- (migration 0004), fired by the job's delete only for a job that has some: nothing in
--- these statements (the delete of a job without steps costs what it did).
+-- A job's steps and cursors (issue 40) are copied onto its record by sqlq_keep_steps
+-- (migrations 0008, 0009), fired by the job's delete only for a job that has some:
+-- nothing in these statements (the delete of a job without steps costs what it did).
 INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, actor, ran,
                                       attempts, created_at, unique_key, body)
 SELECT id, tube, grp, :outcome, :now, CASE WHEN state = 2 THEN owner END, :actor,
@@ -297,9 +298,9 @@ RETURNING tube;
 -- The worker's delete, every job's last statement: parameters by number (a tuple binds
 -- faster than a dict's names): ?1 id, ?2 lease, ?3 now. A job with dependents is left
 -- to delete_linked_job (a reserved job waits for nothing: waiting_on is 0).
--- dialect: one INSERT of the job's record whose trigger (sqlq_finish_job) deletes the job,
---   as delete_job: the worker's ack stays one autocommit statement, no data passes
---   through Python; PostgreSQL's is a DELETE with the INSERT in a CTE.
+-- dialect: the INSERT of the job's record, then (if it found the job) delete_ended_job, in
+--   one transaction, as delete_job: no data passes through Python; PostgreSQL's is one
+--   DELETE with the INSERT in a CTE.
 -- The record (issue 39): done, by its holder (owner), after the run timed from its
 -- reservation's start (reserved_until - ttr: a touch restarts it). No RETURNING: SQLite
 -- keeps returned rows in a temporary table, measured at 15k instructions a delete (a
@@ -311,9 +312,18 @@ SELECT id, tube, grp, 'done', ?3, owner, ?3 - (reserved_until - ttr), reserves, 
   FROM sqlq_jobs
  WHERE id = ?1 AND state = 2 AND lease = ?2 AND reserved_until > ?3 AND dependents = 0;
 
+-- name: delete_ended_job
+-- The job whose record the statement before wrote (delete_job, delete_leased_job), in the
+-- same transaction: ?1 its id.
+DELETE FROM sqlq_jobs WHERE id = ?1;
+
+-- name: delete_ended_jobs
+-- delete_ended_job for the jobs delete_leased_jobs found: ?1 a JSON array of their ids.
+DELETE FROM sqlq_jobs WHERE id IN (SELECT value FROM json_each(?1));
+
 -- name: insert_finished
--- The record of a job delete_linked_job took (it returns what this needs). Its trigger's
--- delete finds nothing: the job is gone already.
+-- The record of a job delete_linked_job took (it returns what this needs): the job is gone
+-- already.
 INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, actor, ran,
                                       attempts, created_at, unique_key, body, steps)
 VALUES (:id, :tube, :grp, :outcome, :now, :worker, :actor, :ran, :attempts, :created_at,
@@ -958,12 +968,13 @@ UPDATE OR IGNORE sqlq_jobs
 
 -- name: delete_leased_jobs
 -- delete_leased_job for many: :jobs is a JSON array of [id, lease] pairs (each id once:
--- SQLiteClaims.delete_many); the ids of the jobs deleted come back, so the caller can
--- name the jobs whose lease was lost. One primary-key probe per pair, driven by the
--- pairs (a join): "(id, lease) IN (SELECT ...)" built an ephemeral index of the pairs
--- first, about 10k instructions a job more in a batch of 10 (bench_callgrind.py batch).
--- json_extract, not ->>: the sqlite3 driver's system SQLite may be older than 3.38. As
--- delete_leased_job: the records are inserted, their trigger deletes the jobs.
+-- SQLiteClaims.delete_many). changes() tells whether every pair's job was found (then
+-- delete_ended_jobs deletes them all); if not, the caller goes pair by pair. No
+-- RETURNING: SQLite keeps returned rows in a temporary table. One primary-key probe per
+-- pair, driven by the pairs (a join): "(id, lease) IN (SELECT ...)" built an ephemeral
+-- index of the pairs first, about 10k instructions a job more in a batch of 10
+-- (bench_callgrind.py batch). json_extract, not ->>: the sqlite3 driver's system SQLite
+-- may be older than 3.38.
 INSERT OR REPLACE INTO sqlq_finished (id, tube, grp, outcome, ended_at, worker, ran,
                                       attempts, created_at, unique_key, body)
 SELECT j.id, j.tube, j.grp, 'done', :now, j.owner, :now - (j.reserved_until - j.ttr),
@@ -971,8 +982,7 @@ SELECT j.id, j.tube, j.grp, 'done', :now, j.owner, :now - (j.reserved_until - j.
   FROM json_each(:jobs) AS p
   JOIN sqlq_jobs AS j ON j.id = json_extract(p.value, '$[0]')
  WHERE j.lease = json_extract(p.value, '$[1]')
-   AND j.state = 2 AND j.reserved_until > :now AND j.dependents = 0
-RETURNING id;
+   AND j.state = 2 AND j.reserved_until > :now AND j.dependents = 0;
 
 -- ---------------------------------------------------------------------------------------------
 -- Failed attempts (migration 0008, sqlq/attempts.py). Written only when a run fails: the

@@ -203,12 +203,27 @@ class SQLiteJobs(JobStore):
             "tube": tube, "priority": priority, "delay": delay_ms, "ttr": ttr_ms,
             "body": body, "now": now, "unique_key": unique_key, "waiting_on": waiting_on})[0])
 
+    #: The record's INSERT ... SELECT and the job's DELETE: two statements (migration 0009).
+    ONE_STATEMENT_DELETE = False
+
+    def ended(self, conn: Any, job_ids: Sequence[int]) -> None:
+        hot = conn.hot
+        if len(job_ids) == 1:
+            hot.execute(self.Q["delete_ended_job"], (job_ids[0],))
+        elif job_ids:
+            hot.execute(self.Q["delete_ended_jobs"], (self.ids_param(job_ids),))
+
     def delete_leased(self, conn: Any, now: int, job_id: int, lease: int
                       ) -> Sequence[Any] | None:
-        # The worker's ack, on every job: one statement that returns nothing (its tube is
-        # '': no caller of a leased delete reads it), changes() whether it found the job.
-        conn.hot.execute(self.Q["delete_leased_job"], (job_id, lease, now))
-        return _NO_TUBE if conn.changes() else None
+        # The worker's ack, on every job: the record's insert returns nothing (its tube is
+        # '': no caller of a leased delete reads it), changes() says whether it found the
+        # job, and then the job's DELETE by id.
+        hot = conn.hot
+        hot.execute(self.Q["delete_leased_job"], (job_id, lease, now))
+        if not conn.changes():
+            return None
+        hot.execute(self.Q["delete_ended_job"], (job_id,))
+        return _NO_TUBE
 
     def finished(self, conn: Any, now: int, job_id: int, tube: str, outcome: str,
                  actor: str | None, row: Sequence[Any]) -> None:
@@ -457,14 +472,18 @@ class SQLiteClaims(ClaimStore):
     def delete_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]]
                     ) -> list[tuple[int, int]]:
         # The JSON array of pairs written directly, in a third of json.dumps' time (a
-        # batch's fixed cost). ``:d`` takes ints only, as the ids and leases are.
-        # The statement returns ids (the records' trigger deletes the jobs), so each id goes
-        # in once, with one of its leases: a pair left out is not "gone" and takes the
+        # batch's fixed cost). ``:d`` takes ints only, as the ids and leases are. Each id
+        # goes in once, with one of its leases: a pair left out is not "gone" and takes the
         # pair-by-pair path below, which tells a live lease from a lost one.
         leased = dict(leases)
         pairs = "[" + ",".join(f"[{job_id:d},{lease:d}]" for job_id, lease in leased.items()) + "]"
-        gone = {(r[0], leased[r[0]]) for r in conn.hot.execute(
-            self.Q["delete_leased_jobs"], {"jobs": pairs, "now": now})}
+        conn.hot.execute(self.Q["delete_leased_jobs"], {"jobs": pairs, "now": now})
+        if conn.changes() == len(leased):  # every job found under its lease: the usual case
+            self.jobs.ended(conn, list(leased))
+            gone = set(leased.items())
+        else:  # one at a time (a record written already is written again, the same)
+            gone = {pair for pair in leased.items()
+                    if self.jobs.delete_leased(conn, now, *pair) is not None}
         # Lost leases, or parents (the statement skips jobs with dependents): each of
         # those deleted once with its release (a pair named twice as well), the others lost.
         linked = {pair: self.jobs.delete_linked(conn, now, *pair) is not None

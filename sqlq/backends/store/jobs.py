@@ -28,6 +28,11 @@ class JobStore(abc.ABC):
     #: Whether insert_puts is one statement (group commit may then run it alone, without
     #: BEGIN and COMMIT around it).
     ONE_STATEMENT_PUTS = False
+    #: Whether a delete's statement (delete_job, delete_leased_job, delete_leased_jobs)
+    #: writes the records and removes the jobs both (PostgreSQL's data-modifying CTE), so
+    #: that the delete verbs may run as one autocommit statement; else it writes the
+    #: records and :meth:`ended` removes the jobs, in the same transaction.
+    ONE_STATEMENT_DELETE = True
 
     def __init__(self, Q: dict[str, str]) -> None:
         self.Q = Q
@@ -131,6 +136,8 @@ class JobStore(abc.ABC):
         if lease is None:
             row = one(conn, self.Q["delete_job"], {"id": job_id, "now": now,
                                                    "outcome": outcome, "actor": actor})
+            if row is not None:
+                self.ended(conn, [job_id])
         else:  # a worker's, on every job
             row = self.delete_leased(conn, now, job_id, lease)
         if row is not None:
@@ -145,6 +152,11 @@ class JobStore(abc.ABC):
         if lease is None:
             raise JobNotFound(f"job {job_id} not found")
         raise self.lease_failure(conn, job_id, lease)
+
+    def ended(self, conn: Conn, job_ids: Sequence[int]) -> None:
+        """Remove the jobs whose records the delete's statement just wrote, where that
+        statement does not (``ONE_STATEMENT_DELETE`` false)."""
+        return None
 
     @abc.abstractmethod
     def delete_leased(self, conn: Conn, now: int, job_id: int, lease: int
