@@ -16,7 +16,7 @@ import pytest
 
 import sqlq
 
-from .pgserver import PgServer, PgUnavailable
+from .pgserver import PgServer, PgUnavailable, server_parent_directory
 from .timing import FakeClock
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ def pg_server() -> Iterator[PgServer]:
     fault tests. When it cannot start, every test that uses it fails with the
     reason: a PostgreSQL suite that silently skips would hide a broken backend.
     """
-    server = PgServer()
+    server = PgServer(parent=server_parent_directory())
     try:
         server.start()
     except PgUnavailable as exc:

@@ -17,19 +17,21 @@ that waits for the end of a pipe only the owner holds, then stops the server and
 removes its directory. ``atexit`` and :meth:`PgServer.close` do the same on a
 normal exit, so the reaper usually finds nothing left to do.
 
-A test server (``durable=False``: fsync off) keeps its directory in memory, in
-``/dev/shm`` where that is a tmpfs with room, as nothing of it has to outlive the run.
-Its tests create and delete relation files all along (the per-test reset TRUNCATEs what
-a test wrote, and a TRUNCATE gives each table and index a new file), and a disk's
-filesystem makes that churn dear: on this machine's ext4, which has no journal, the
-inode allocator checks every inode freed in the last minutes before it reuses one, and
-`perf` put 24% of the servers' CPU in ``openat`` during ``tests/unit -k postgres``. A
-bench server (``durable=True``) stays on the disk, whose fsyncs it measures.
+The suite's server (``conftest.py``'s ``pg_server``, ``parent=server_parent_directory()``)
+keeps its directory in memory, in ``/dev/shm`` where that is a tmpfs with room: nothing
+of it has to outlive the run. Its tests create and delete relation files all along (the
+per-test reset TRUNCATEs what a test wrote, and a TRUNCATE gives each table and index a
+new file), and a disk's filesystem makes that churn dear: on this machine's ext4, which
+has no journal, the inode allocator checks every inode freed in the last minutes before
+it reuses one, and `perf` put 24% of the servers' CPU in ``openat`` during the
+PostgreSQL runs of ``tests/unit/test_lifecycle.py`` and ``test_limits.py``. Every other
+server (the bench's, whose fsyncs or sizes are measured, and the fault tests' own)
+stays in the default temporary directory.
 
 Environment:
     SQLQ_PG_BINDIR: the directory holding ``initdb``, ``pg_ctl`` and ``psql``, when
         the newest ``/usr/lib/postgresql/*/bin`` (or the one on PATH) is not wanted.
-    SQLQ_PG_TMPDIR: where a test server's directory goes instead of ``/dev/shm``.
+    SQLQ_PG_TMPDIR: where the suite's server makes its directory instead of ``/dev/shm``.
 """
 
 from __future__ import annotations
@@ -63,8 +65,8 @@ DURABLE_SETTINGS: dict[str, str] = {
 }
 SUPERUSER = "postgres"
 START_TIMEOUT_S = 60
-#: A test server's directory goes to /dev/shm only if this much is free there (a
-#: container's /dev/shm is often 64 MiB): the shared databases and a few clones.
+#: The suite's server goes to /dev/shm only if this much is free there (a container's
+#: /dev/shm is often 64 MiB): its shared databases and a few clones.
 RAM_NEEDED_BYTES = 1 << 30
 RAM = "/dev/shm"
 INSTALL_HINT = ("install Debian's `postgresql` package (apt-get install postgresql), or set "
@@ -123,9 +125,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def ram_directory() -> str | None:
-    """/dev/shm when it is a writable tmpfs with :data:`RAM_NEEDED_BYTES` free, or None
-    (the default temporary directory is used then)."""
+def server_parent_directory() -> str | None:
+    """Where the suite's server makes its directory: ``SQLQ_PG_TMPDIR``, else /dev/shm
+    when it is a writable tmpfs with :data:`RAM_NEEDED_BYTES` free, else None (the
+    default temporary directory)."""
     if os.environ.get("SQLQ_PG_TMPDIR"):
         return os.environ["SQLQ_PG_TMPDIR"]
     try:
@@ -164,18 +167,22 @@ class PgServer:
         durable: fsync and synchronous commit on (the bench) instead of off (tests).
         settings: more ``postgresql.conf`` settings, applied last.
         max_connections: the suite runs many processes against one server.
+        parent: the directory to make the server's directory in (None: the default
+            temporary directory).
     """
 
     _live: set[PgServer] = set()
     _counter = itertools.count(1)
 
     def __init__(self, *, durable: bool = False, settings: Mapping[str, str] | None = None,
-                 max_connections: int = 300, bindir: Path | None = None) -> None:
+                 max_connections: int = 300, bindir: Path | None = None,
+                 parent: str | None = None) -> None:
         self.settings = dict(DURABLE_SETTINGS if durable else FAST_SETTINGS)
         self.settings["max_connections"] = str(max_connections)
         self.settings.update(settings or {})
         self.durable = durable
         self.wanted_bindir = bindir
+        self.parent = parent
         self.bindir: Path | None = None
         self.root: Path | None = None
         self.port = 0
@@ -509,8 +516,7 @@ class PgServer:
     def _init(self) -> None:
         initdb = self._bin("initdb")
         prefix = self._as_owner()
-        root = Path(tempfile.mkdtemp(prefix="sqlq-pg-",
-                                     dir=None if self.durable else ram_directory()))
+        root = Path(tempfile.mkdtemp(prefix="sqlq-pg-", dir=self.parent))
         self.root = root
         PgServer._live.add(self)
         if prefix:
