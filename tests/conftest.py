@@ -91,6 +91,13 @@ def backends_of(definition: pytest.Function | pytest.Item) -> tuple[str, ...]:
     return backends
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("SQLQ_TEST_CPU"):  # where the suite's CPU goes (tests/cpu_report.py)
+        from .cpu_report import CpuReport
+
+        config.pluginmanager.register(CpuReport(os.environ["SQLQ_TEST_CPU"]), "sqlq-cpu")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     both_apis = ("api" in metafunc.fixturenames
                  and metafunc.definition.get_closest_marker("both_apis") is not None)
@@ -185,7 +192,7 @@ def spawn(code: str, *args: str, env: dict[str, str] | None = None,
 
 
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
+def pg_server(request: pytest.FixtureRequest) -> Iterator[PgServer]:
     """One throwaway PostgreSQL server for the session (tests/pgserver.py).
 
     Loopback only, fsync off. ``url``/``dsn``/``port`` address it; ``psql(sql)``,
@@ -200,6 +207,9 @@ def pg_server() -> Iterator[PgServer]:
         server.close()
         pytest.fail(f"the PostgreSQL tests need a server and none could be started: {exc}",
                     pytrace=False)
+    cpu = request.config.pluginmanager.get_plugin("sqlq-cpu")
+    if cpu is not None:
+        cpu.server = server  # its CPU, test by test (tests/cpu_report.py)
     yield server
     server.close()
 

@@ -456,6 +456,18 @@ class PgServer:
                     out.append(int(stat.parent.name))
         return out
 
+    def cpu_seconds(self) -> float:
+        """The CPU the server has used: the postmaster's own and that of every process it
+        forked, ended (reaped: the postmaster's children's times) or still running."""
+        top = self.postmaster_pid()
+        total = 0
+        for pid in self.pids():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                # utime, stime (fields 14, 15); for the postmaster cutime, cstime too
+                total += sum(int(f) for f in fields[11:15 if pid == top else 13])
+        return total / os.sysconf("SC_CLK_TCK")
+
     def major(self) -> int:
         """The major version of the server programs (15 for PostgreSQL 15.18)."""
         if self._major is None:
