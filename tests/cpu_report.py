@@ -44,6 +44,10 @@ class CpuReport:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, None, None]:
+        # Not to the processes tests start: a test that runs pytest itself (test_pgserver's)
+        # would add its inner run's lines. Only processes that run tests get here, so an
+        # xdist controller has already passed the variable on to its workers.
+        os.environ.pop("SQLQ_TEST_CPU", None)
         own, children = _rusage()
         server = self._server_cpu()
         started = time.perf_counter()
