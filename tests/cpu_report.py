@@ -48,8 +48,8 @@ class CpuReport:
         # would add its inner run's lines. Only processes that run tests get here, so an
         # xdist controller has already passed the variable on to its workers.
         os.environ.pop("SQLQ_TEST_CPU", None)
+        server = self._server_cpu()  # first and last: its own cost is not the test's
         own, children = _rusage()
-        server = self._server_cpu()
         started = time.perf_counter()
         yield
         own2, children2 = _rusage()

@@ -460,8 +460,15 @@ class PgServer:
         """The CPU the server has used: the postmaster's own and that of every process it
         forked, ended (reaped: the postmaster's children's times) or still running."""
         top = self.postmaster_pid()
+        if top is None:
+            return 0.0
+        try:  # its children, from the kernel's list (a scan of /proc costs ~10 ms a call)
+            pids = [top, *(int(p) for p in Path(f"/proc/{top}/task/{top}/children")
+                           .read_text().split())]
+        except OSError:
+            pids = self.pids()
         total = 0
-        for pid in self.pids():
+        for pid in pids:
             with contextlib.suppress(OSError, ValueError, IndexError):
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
                 # utime, stime (fields 14, 15); for the postmaster cutime, cstime too
