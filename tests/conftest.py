@@ -16,6 +16,7 @@ import pytest
 
 import sqlq
 
+from . import forkserver
 from .pgserver import PgServer, PgUnavailable, server_parent_directory
 from .timing import FakeClock
 
@@ -178,11 +179,14 @@ def fq(db_url: str, clock: FakeClock, api: str) -> Iterator[sqlq.Queue]:
     queue.close()
 
 
-def spawn(code: str, *args: str, env: dict[str, str] | None = None,
+def spawn(code: str, *args: str, env: dict[str, str] | None = None, cold: bool = False,
           **kwargs: object) -> subprocess.Popen[str]:
-    """Run a Python snippet in a new interpreter (a real, separate process)."""
+    """Run a Python snippet in a new process (a real, separate one: tests/forkserver.py);
+    ``cold``: in a new interpreter that has imported nothing yet (the tests of what a
+    process imports, or of what it does where a module is missing)."""
     env = dict(os.environ if env is None else env, PYTHONPATH=str(ROOT))
-    return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+    start = subprocess.Popen if cold else forkserver.Popen
+    return start(  # type: ignore[call-overload, no-any-return]
         [sys.executable, "-c", textwrap.dedent(code), *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kwargs,
     )

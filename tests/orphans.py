@@ -3,7 +3,9 @@ processes still running 50 minutes after the pytest that started them was killed
 
 On Linux a child asks the kernel for SIGKILL when its parent dies
 (``prctl(PR_SET_PDEATHSIG)``); a parent gone before the ask (the child then belongs to
-init or a subreaper) is caught by comparing the parent's pid with the one it was given.
+init or a subreaper) is caught by comparing the parent's pid with the one it was given
+(or, for a child of the test process's fork server, tests/forkserver.py, which dies with
+it, the parent's parent's).
 Elsewhere nothing is done. sqlq's own processes are unchanged for users: a test's
 ``sqlq work`` runs through this module::
 
@@ -28,8 +30,17 @@ def die_with_parent(parent: int) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
-    if os.getppid() != parent:
+    if parent not in (os.getppid(), _parent_of(os.getppid())):  # (or its fork server's)
         os._exit(1)
+
+
+def _parent_of(pid: int) -> int:
+    """The parent of process ``pid`` (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def command(*args: str) -> list[str]:

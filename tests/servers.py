@@ -21,6 +21,7 @@ import pytest
 
 import sqlq
 from sqlq.server import Server
+from tests import forkserver
 from tests.pgserver import PgServer, free_port
 from tests.timing import SLACK
 
@@ -83,7 +84,7 @@ class BeanstalkdProcess:
                 backing = str(directory) if directory is not None else location
                 args = ["-m", "sqlq.server", "-l", "127.0.0.1", "-p", str(self.port),
                         "-b", backing, *flags]
-            self.proc = subprocess.Popen([sys.executable, *args], cwd=ROOT,
+            self.proc = forkserver.Popen([sys.executable, *args], cwd=ROOT,
                                          stderr=subprocess.PIPE)
             if wait_listening(self.port, self.proc):  # type: ignore[arg-type]
                 return

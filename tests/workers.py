@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlq import Job, Queue
-from tests import orphans
+from tests import forkserver, orphans
 from tests.conftest import spawn
 from tests.timing import PATIENCE
 
@@ -104,7 +104,7 @@ class Work:
         self.log_path = log or logs / f"sqlq-work-{os.getpid()}-{time.monotonic_ns()}.log"
         full_env = dict(os.environ, SQLQ_DB=self.db, PYTHONPATH=str(ROOT), **(env or {}))
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in wait()
-        self.proc = subprocess.Popen(
+        self.proc = forkserver.Popen(
             orphans.command("-m", "sqlq", "--db", self.db, "work", *args),
             stdout=self._log, stderr=subprocess.STDOUT, env=full_env, cwd=cwd)
 

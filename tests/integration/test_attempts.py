@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 import sqlq
 from sqlq.attempts import KEPT, MESSAGE_LIMIT, TRACEBACK_LIMIT
 from sqlq.dashboard.views import group_key
-from tests import failing_jobs
+from tests import failing_jobs, forkserver
 from tests.dashboard_client import running
 from tests.workers import ROOT, Work, wait_for
 
@@ -193,7 +192,7 @@ def test_peek_shows_the_attempts_and_the_latest_traceback(q: sqlq.Queue, db_url:
         assert w.wait() == 0, w.text()
 
     def peek(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "sqlq", "--db", db_url, "peek", *args],
+        done = forkserver.run([sys.executable, "-m", "sqlq", "--db", db_url, "peek", *args],
                               capture_output=True, text=True, cwd=ROOT, timeout=60)
         assert done.returncode == 0, done.stderr
         return done.stdout

@@ -4,7 +4,6 @@ backup began is in the copy, and the copy passes SQLite's integrity check."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import apsw
 import pytest
 
 import sqlq
+from tests import forkserver
 from tests.conftest import ROOT, spawn
 from tests.workers import wait_for
 
@@ -51,7 +51,7 @@ def test_backups_under_a_writer_hold_every_acknowledged_job(db_url: str,
                 before = acknowledged(log)
                 dest = tmp_path / f"backup-{n}.db"
                 # Through the command, in its own process, as a cron job runs it.
-                done = subprocess.run([sys.executable, "-m", "sqlq", "--db", db_url, "backup",
+                done = forkserver.run([sys.executable, "-m", "sqlq", "--db", db_url, "backup",
                                        str(dest)], capture_output=True, text=True, check=False,
                                       env={**os.environ, "PYTHONPATH": str(ROOT)})
                 assert done.returncode == 0, done.stderr
@@ -132,7 +132,7 @@ def test_backup_force_onto_the_live_wal_is_refused_and_loses_nothing(db_path: st
         assert writer.stdout is not None
         acked = [int(i) for i in writer.stdout.readline().split(",")]
         assert len(acked) == 300 and os.path.getsize(db_path + "-wal") > 0
-        done = subprocess.run([sys.executable, "-m", "sqlq", "--db", db_path, "backup",
+        done = forkserver.run([sys.executable, "-m", "sqlq", "--db", db_path, "backup",
                                db_path + "-wal", "--force"], capture_output=True, text=True,
                               check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert (done.returncode, done.stdout) == (1, "")

@@ -36,6 +36,7 @@ import pytest
 
 import sqlq
 from sqlq.backends.sqlite import mounts as sqlq_mounts
+from tests import forkserver
 from tests.conftest import ROOT
 from tests.groups import GateClock, run_as_group
 
@@ -73,7 +74,7 @@ def one_line(message: str) -> str:
 
 def cli(db: Path, *args: str, input: bytes | None = None, code: int = 1) -> str:
     """Run the real ``sqlq`` console script; check its exit code and its one-line error."""
-    result = subprocess.run([SQLQ, "--db", str(db), *args], input=input, capture_output=True,
+    result = forkserver.run([SQLQ, "--db", str(db), *args], input=input, capture_output=True,
                             timeout=60)
     stderr = result.stderr.decode(errors="replace")
     assert result.returncode == code, (result.returncode, stderr)
@@ -809,7 +810,7 @@ def test_manage_py_sqlq_with_an_unusable_queue_is_one_line(tmp_path: Path) -> No
     env = dict(os.environ, PYTHONPATH=str(site.parents[1]),
                DJANGO_DATABASE_URL=str(tmp_path / "site.db"),
                SHOP_SQLQ_DB=str(tmp_path / "missing" / "jobs.db"))
-    run = subprocess.run([sys.executable, str(site / "manage.py"), "sqlq", "stats"], env=env,
+    run = forkserver.run([sys.executable, str(site / "manage.py"), "sqlq", "stats"], env=env,
                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert run.returncode == 1, run.stderr
     assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
@@ -831,7 +832,7 @@ def test_flask_sqlq_with_an_unusable_queue_is_one_line(tmp_path: Path) -> None:
             return {k: v for k, v in listing(tmp_path).items() if not k.startswith("words")}
 
         before = queue_files()
-        run = subprocess.run(
+        run = forkserver.run(
             [sys.executable, "-m", "flask", "--app", "flask_app", "sqlq", "stats"],
             env=dict(env, **config), cwd=tmp_path, capture_output=True, text=True, timeout=60)
         assert run.returncode == 1, run.stderr

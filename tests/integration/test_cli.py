@@ -31,6 +31,7 @@ import sqlq
 from sqlq.cli import cli
 from sqlq.core.display import display_text
 from sqlq.core.durations import MAX_SECONDS, format_duration, parse_duration
+from tests import forkserver
 from tests.conftest import ROOT
 from tests.workers import wait_for
 
@@ -455,7 +456,7 @@ def sqlq_command(how: str) -> list[str]:
 
 
 def spawn(command: list[str], db: Path, *args: str | bytes, **kwargs: Any) -> Any:
-    return subprocess.run([*command, "--db", str(db), *args], capture_output=True, timeout=60,
+    return forkserver.run([*command, "--db", str(db), *args], capture_output=True, timeout=60,
                           **kwargs)
 
 
@@ -463,7 +464,7 @@ def spawn(command: list[str], db: Path, *args: str | bytes, **kwargs: Any) -> An
 @pytest.mark.parametrize("how", ["script", "module"])
 def test_subprocess_round_trip(how: str, db: Path) -> None:
     command = sqlq_command(how)
-    help_text = subprocess.run([*command, "--help"], capture_output=True, text=True).stdout
+    help_text = forkserver.run([*command, "--help"], capture_output=True, text=True).stdout
     assert help_text.startswith("Usage: sqlq [OPTIONS] COMMAND")
     done = spawn(command, db, "put", "-", input=BINARY)
     assert done.returncode == 0 and done.stdout == b"1\n", done.stderr
@@ -511,7 +512,7 @@ def waiting_for_jobs(db: str) -> bool:
 def test_subprocess_ctrl_c_while_waiting(db: Path) -> None:
     # As from a terminal: SIGINT at its default, even where this run was started with it
     # ignored (a background job), which every child would inherit.
-    proc = subprocess.Popen([sys.executable, "-m", "sqlq", "--db", str(db), "reserve"],
+    proc = forkserver.Popen([sys.executable, "-m", "sqlq", "--db", str(db), "reserve"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # Wait until it is waiting (on a file, its queue has made the sidecar directory it
@@ -614,7 +615,7 @@ def test_subprocess_read_only_directory() -> None:
 
 def _work(cwd: Path, *args: str, env: dict[str, str] | None = None
           ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sqlq", *args], capture_output=True, text=True,
+    return forkserver.run([sys.executable, "-m", "sqlq", *args], capture_output=True, text=True,
                           timeout=60, cwd=cwd, env={**os.environ, **(env or {})})
 
 

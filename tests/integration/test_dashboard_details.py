@@ -23,6 +23,7 @@ from sqlq.core.durations import now_ms
 from sqlq.dashboard import DashboardServer
 from sqlq.tasks.periodic import Schedule
 from sqlq.work.presence import Presence
+from tests import forkserver
 from tests.conftest import ROOT
 from tests.dashboard_client import running
 
@@ -166,7 +167,7 @@ def test_the_served_dashboard_logs_stamped_requests_without_secrets(db_path: str
         _trace(q, job, PUT_TRACE)
     env = dict(os.environ, PYTHONPATH=str(ROOT), SQLQ_DB=db_path,
                SQLQ_DASHBOARD_TRACE_URL=TEMPLATE)
-    proc = subprocess.Popen([sys.executable, "-m", "sqlq", "--db", db_path, "dashboard",
+    proc = forkserver.Popen([sys.executable, "-m", "sqlq", "--db", db_path, "dashboard",
                              "--listen", "127.0.0.1:0", "--import", "tests.periodic_jobs"],
                             stderr=subprocess.PIPE, text=True, env=env)
     try:

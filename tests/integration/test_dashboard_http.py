@@ -16,6 +16,7 @@ import sqlq
 from sqlq.cli import cli
 from sqlq.dashboard import DashboardServer
 from sqlq.dashboard.views import show_body
+from tests import forkserver
 from tests.dashboard_client import Client, running
 from tests.servers import require
 
@@ -309,7 +310,7 @@ def test_idle_dashboard_uses_no_cpu(q: sqlq.Queue) -> None:
 
     from tests.conftest import ROOT
 
-    proc = subprocess.Popen([sys.executable, "-m", "sqlq", "--db", q.path, "dashboard",
+    proc = forkserver.Popen([sys.executable, "-m", "sqlq", "--db", q.path, "dashboard",
                              "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
     try:

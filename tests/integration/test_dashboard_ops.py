@@ -5,7 +5,6 @@ and login returning to the page asked for (never to another site)."""
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from urllib.parse import urlencode
 
@@ -15,6 +14,7 @@ import sqlq
 from sqlq.attempts import MESSAGE_LIMIT, Attempt
 from sqlq.core.durations import now_ms
 from sqlq.dashboard.views import group_key
+from tests import forkserver
 from tests.dashboard_client import Client, running
 from tests.workers import ROOT
 
@@ -202,7 +202,7 @@ def test_a_huge_bury_reason_is_capped_and_its_group_can_still_be_retried(
     job.bury(reason=huge)
     assert job.bury_reason is not None and len(job.bury_reason) <= MESSAGE_LIMIT
     assert q.reserve("big", timeout=0) is not None
-    cli = subprocess.run([sys.executable, "-m", "sqlq", "--db", db_url, "bury", str(by_cli),
+    cli = forkserver.run([sys.executable, "-m", "sqlq", "--db", db_url, "bury", str(by_cli),
                           "--reason", "y" * 100_000 + " END"],  # an argument's limit: 128 KiB
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert cli.returncode == 0, cli.stderr

@@ -15,6 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import sqlq
+from tests import forkserver
 from tests.dashboard_client import running
 from tests.pgserver import PgServer
 from tests.servers import require
@@ -133,7 +134,7 @@ def test_a_bad_threshold_stops_at_once_in_one_line(db_path: str, command: list[s
     worker is started and restarted) and sqlq dashboard with one line naming it."""
     sqlq.Queue(db_path).close()
     env = dict(os.environ, SQLQ_WARN_WAL_SIZE="12 parsecs", PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "sqlq", "--db", db_path, *command], env=env,
+    done = forkserver.run([sys.executable, "-m", "sqlq", "--db", db_path, *command], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert done.stderr == ("sqlq: $SQLQ_WARN_WAL_SIZE: '12 parsecs' is not a size (bytes, or "

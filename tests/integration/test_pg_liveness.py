@@ -31,6 +31,7 @@ import pytest
 import sqlq
 from sqlq.backends.postgres.owners import GRACE_S
 from sqlq.verbs.engine import REAP_EVERY_S
+from tests import forkserver
 from tests.conftest import ROOT, spawn
 from tests.pgserver import PgServer
 from tests.timing import SLACK
@@ -180,7 +181,7 @@ def _time_to_take_back(pg_url: str, holder_argv: list[str]) -> float:
     """Seconds from a holder's SIGKILL until a blocked worker got its job."""
     with sqlq.Queue(pg_url) as q:
         job_id = q.put(b"x", tube="t", ttr=300)
-        proc = subprocess.Popen([*holder_argv, sys.executable, "-c", HOLDER, pg_url],
+        proc = forkserver.Popen([*holder_argv, sys.executable, "-c", HOLDER, pg_url],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
                                 env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -279,7 +280,7 @@ def test_a_worker_started_while_the_server_is_down_runs_jobs_once_it_is_back(
     pg_server.stop()
     worker = None
     try:
-        worker = subprocess.Popen(
+        worker = forkserver.Popen(
             [sys.executable, "-m", "sqlq", "--db", pg_url, "work", "--tube", "t", "--",
              "sh", "-c", f"cat >> {out}"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

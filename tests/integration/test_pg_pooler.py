@@ -30,6 +30,7 @@ import pytest
 import sqlq
 from sqlq.backends.postgres import pooling
 from sqlq.backends.postgres.owners import GRACE_S
+from tests import forkserver
 from tests.conftest import ROOT, spawn
 from tests.integration.test_pg_liveness import HOLDER, _finish, _line, _no_thief, _time_to_take_back
 from tests.pgserver import PgServer
@@ -250,7 +251,7 @@ def test_limits_and_dependencies_are_exact_through_a_transaction_pool(
 
 
 def _sqlq(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sqlq", *args], capture_output=True,
+    return forkserver.run([sys.executable, "-m", "sqlq", *args], capture_output=True,
                           text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 

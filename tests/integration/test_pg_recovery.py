@@ -33,6 +33,7 @@ import pytest
 
 import sqlq
 from sqlq.backends.postgres.owners import GRACE_S
+from tests import forkserver
 from tests.conftest import ROOT
 from tests.integration.test_pg_liveness import HOLDER as LIVENESS_HOLDER
 from tests.pgserver import PgServer
@@ -142,7 +143,7 @@ def _other_host(code: str, *args: str) -> subprocess.Popen[str]:
     argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"] \
         if os.geteuid() == 0 else \
         ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child"]
-    return subprocess.Popen([*argv, sys.executable, "-c", code, *args],
+    return forkserver.Popen([*argv, sys.executable, "-c", code, *args],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -158,7 +159,7 @@ def _start_holder(pg: PgServer) -> tuple[int, subprocess.Popen[str]]:
     """A job put, and the HOLDER process (as role holder) that will reserve it."""
     with sqlq.Queue(pg.url_for("r")) as q:
         job_id = q.put(b"long", tube="t", ttr=300)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, _url(pg, "holder")],
+    holder = forkserver.Popen([sys.executable, "-c", HOLDER, _url(pg, "holder")],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True,
                               env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -177,7 +178,7 @@ def _note_the_epoch(pg: PgServer) -> None:
     outlive a crash (a table that is not UNLOGGED would)."""
     with sqlq.Queue(pg.url_for("r")) as q:
         dead_id = q.put(b"x", tube="u")
-        dies = subprocess.Popen([sys.executable, "-c", DIES, pg.url_for("r")],
+        dies = forkserver.Popen([sys.executable, "-c", DIES, pg.url_for("r")],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=dict(os.environ, PYTHONPATH=str(ROOT)))
         try:

@@ -20,6 +20,7 @@ import psycopg
 import pytest
 
 import sqlq
+from tests import forkserver
 from tests.conftest import ROOT, spawn
 from tests.pgserver import PgServer
 from tests.servers import BeanstalkdProcess
@@ -168,7 +169,7 @@ def test_connection_failures_are_one_line_exit_1(pg_server: PgServer, url: str,
                                                  says: str) -> None:
     host = pg_server.url.split("@", 1)[1].split("/", 1)[0]
     url = url.format(host=host)
-    out = subprocess.run([sys.executable, "-m", "sqlq", "--db", url, "stats"],
+    out = forkserver.run([sys.executable, "-m", "sqlq", "--db", url, "stats"],
                          capture_output=True, text=True, cwd=ROOT, timeout=60,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 1, out
@@ -222,7 +223,7 @@ def test_a_committed_put_in_another_connection_wakes_a_waiter(pg_url: str) -> No
 
 
 def _sqlq(url: str, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sqlq", "--db", url, *args], input=input,
+    return forkserver.run([sys.executable, "-m", "sqlq", "--db", url, *args], input=input,
                           capture_output=True, text=True, cwd=ROOT, timeout=60,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
@@ -290,7 +291,7 @@ def test_sqlq_work_never_logs_a_password(pg_url: str) -> None:
     """The supervisor's and the worker's first lines name the database without it."""
     url = pg_url.replace("postgresql://postgres@", "postgresql://postgres:s3cret@")
     assert "s3cret" in url  # trust authentication: any password is taken
-    run = subprocess.run([sys.executable, "-m", "sqlq", "--db", url, "work", "--tube", "t",
+    run = forkserver.run([sys.executable, "-m", "sqlq", "--db", url, "work", "--tube", "t",
                           "--burst", "--", "true"], capture_output=True, text=True,
                          timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert run.returncode == 0, run.stderr

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import sqlq
+from tests import forkserver
 from tests.timing import PATIENCE
 
 SQLQ = [sys.executable, "-m", "sqlq"]
@@ -39,7 +40,7 @@ def on_terminal(args: list[str], stdin: bytes | None = None) -> tuple[str, str, 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        child = subprocess.Popen([*SQLQ, *args], stdin=subprocess.PIPE,
+        child = forkserver.Popen([*SQLQ, *args], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, stderr=slave,
                                  env={**os.environ, "TERM": "xterm", "COLUMNS": "100"})
         os.close(slave)
@@ -51,7 +52,7 @@ def on_terminal(args: list[str], stdin: bytes | None = None) -> tuple[str, str, 
 
 
 def piped(args: list[str], stdin: bytes | None = None) -> tuple[str, str, int]:
-    done = subprocess.run([*SQLQ, *args], input=stdin or b"", capture_output=True,
+    done = forkserver.run([*SQLQ, *args], input=stdin or b"", capture_output=True,
                           timeout=PATIENCE, env={**os.environ, "TERM": "xterm"})
     return done.stdout.decode(), done.stderr.decode(), done.returncode
 
@@ -139,7 +140,7 @@ def test_put_many_from_a_slow_pipe_holds_no_transaction_while_it_reads(db_url: s
     """A pipe is read whole before the first put: while its writer is slow, other writers
     of the file go on (a put-many that put each chunk as it came would hold the file's
     write lock until the pipe closed)."""
-    child = subprocess.Popen([*SQLQ, "--db", db_url, "put-many", "--tube", "piped"],
+    child = forkserver.Popen([*SQLQ, "--db", db_url, "put-many", "--tube", "piped"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
     assert child.stdin is not None

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import sqlq
+from tests import forkserver
 from tests.conftest import ROOT, spawn
 
 pytestmark = [pytest.mark.both_apis, pytest.mark.sqlite3_driver, pytest.mark.sql_ascii]
@@ -67,7 +67,7 @@ def test_job_buried_in_another_process_wakes_result(db_url: str) -> None:
 @pytest.mark.slow
 def test_driver_worker_example_with_four_processes(tmp_path: Path) -> None:
     env = dict(os.environ, SQLQ_DB=str(tmp_path / "dw.db"), PYTHONPATH=str(ROOT))
-    run = subprocess.run([sys.executable, str(ROOT / "examples" / "driver_worker.py"), "1000",
+    run = forkserver.run([sys.executable, str(ROOT / "examples" / "driver_worker.py"), "1000",
                           "4"], env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "1000 tasks, 4 worker processes" in run.stdout

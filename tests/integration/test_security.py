@@ -30,7 +30,7 @@ import sqlq
 from sqlq.cli import cli as cli_group
 from sqlq.server.flags import parse_flags
 from sqlq.server.net import bind
-from tests import sqlscan
+from tests import forkserver, sqlscan
 from tests.servers import BeanstalkdProcess, rss_kib
 from tests.timing import soon
 
@@ -72,7 +72,7 @@ def test_files_are_private_even_under_umask_000(tmp_path: Path) -> None:
 
 def test_files_made_by_the_command_line_are_private(tmp_path: Path) -> None:
     path = tmp_path / "cli.db"
-    subprocess.run([str(Path(sys.executable).parent / "sqlq"), "--db", str(path), "put", "x"],
+    forkserver.run([str(Path(sys.executable).parent / "sqlq"), "--db", str(path), "put", "x"],
                    check=True, capture_output=True, preexec_fn=lambda: os.umask(0))
     assert mode(path) == 0o600
 
@@ -84,7 +84,7 @@ def test_a_unix_socket_is_private_even_under_umask_000(tmp_path: Path,
     """Reliability N2: connecting needs write permission on the socket, and the protocol
     has no authentication; under umask 000 the socket was 0777."""
     path = tmp_path / "bs.sock"
-    proc = subprocess.Popen([sys.executable, *command, f"unix:{path}"], cwd=tmp_path,
+    proc = forkserver.Popen([sys.executable, *command, f"unix:{path}"], cwd=tmp_path,
                             preexec_fn=lambda: os.umask(0), stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
@@ -116,7 +116,7 @@ def refused_sidecar(path: Path, match: str) -> str:
         sqlq.Queue(str(path))
     message = str(info.value)
     assert "\n" not in message and f"{path}-sqlq" in message, message
-    result = subprocess.run([str(Path(sys.executable).parent / "sqlq"), "--db", str(path),
+    result = forkserver.run([str(Path(sys.executable).parent / "sqlq"), "--db", str(path),
                              "put", "x"], capture_output=True, text=True)
     assert result.returncode == 1 and match.split()[0] in result.stderr, result.stderr
     return message

@@ -18,6 +18,7 @@ import pytest
 
 import sqlq
 from sqlq.server import waiters as waiters_module
+from tests import forkserver
 from tests.conftest import ROOT
 from tests.servers import BeanstalkdProcess, Raw, Running, free_port
 from tests.timing import soon
@@ -347,7 +348,7 @@ with sqlq.Queue(sys.argv[1], durability="normal") as q:
 def test_interop_with_library_users_in_another_process(srv: Running) -> None:
     with greenstalk.Client(srv.address, use="held", watch="shared") as c:
         held_id = c.put("to be held by the library")
-        user = subprocess.Popen(
+        user = forkserver.Popen(
             [sys.executable, "-c", _LIBRARY_USER, srv.path], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, text=True, cwd=ROOT)
         try:
@@ -406,7 +407,7 @@ print(" ".join(seen), flush=True)
 @pytest.mark.slow
 def test_protocol_clients_and_library_workers_share_a_tube_without_doubles(
         srv: Running) -> None:
-    library = subprocess.Popen([sys.executable, "-c", _LIBRARY_WORKER, srv.path],
+    library = forkserver.Popen([sys.executable, "-c", _LIBRARY_WORKER, srv.path],
                                stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert library.stdout is not None and library.stdout.readline() == "ready\n"
     seen: list[list[str]] = []
@@ -447,7 +448,7 @@ def test_protocol_clients_and_library_workers_share_a_tube_without_doubles(
 
 
 def _start(args: list[str], address: object) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-m", "sqlq.server", *args], cwd=ROOT)
+    proc = forkserver.Popen([sys.executable, "-m", "sqlq.server", *args], cwd=ROOT)
     for _ in range(500):
         try:
             family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
@@ -497,7 +498,7 @@ def test_beanstalkd_unix_socket_temp_dir_and_drain_on_sigusr1(tmp_path: Path) ->
 def test_commands_sent_while_the_file_opens_are_timed_from_their_arrival() -> None:
     """It listens before its file is open; a client that connects at once sees exact timers."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "sqlq.server", "-l", "127.0.0.1", "-p",
+    proc = forkserver.Popen([sys.executable, "-m", "sqlq.server", "-l", "127.0.0.1", "-p",
                              str(port)], cwd=ROOT)
     try:
         for _ in range(500):
@@ -525,7 +526,7 @@ def test_out_of_file_descriptors_pauses_accepting_instead_of_spinning() -> None:
     def few_fds() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
 
-    proc = subprocess.Popen([sys.executable, "-m", "sqlq.server", "-l", "127.0.0.1", "-p",
+    proc = forkserver.Popen([sys.executable, "-m", "sqlq.server", "-l", "127.0.0.1", "-p",
                              str(port)], cwd=ROOT, preexec_fn=few_fds, stderr=subprocess.PIPE)
     try:
         first = None
@@ -558,11 +559,11 @@ def test_out_of_file_descriptors_pauses_accepting_instead_of_spinning() -> None:
 
 def test_beanstalkd_help_version_and_bad_flags() -> None:
     run = [sys.executable, "-m", "sqlq.server"]
-    out = subprocess.run([*run, "-h"], capture_output=True, text=True, cwd=ROOT)
+    out = forkserver.run([*run, "-h"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0 and "no authentication" in out.stdout
-    out = subprocess.run([*run, "-v"], capture_output=True, text=True, cwd=ROOT)
+    out = forkserver.run([*run, "-v"], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout.startswith("beanstalkd 1.12")
-    out = subprocess.run([*run, "-x"], capture_output=True, text=True, cwd=ROOT)
+    out = forkserver.run([*run, "-x"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 5 and "unknown flag" in out.stderr
 
 
@@ -614,7 +615,7 @@ def test_a_write_lock_held_elsewhere_stalls_only_the_writes_that_need_it(
     holder = None
     try:
         assert writer.cmd(b"put 0 0 60 5\r\nfirst") == b"INSERTED 1\r\n"
-        holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(server.db)],
+        holder = forkserver.Popen([sys.executable, "-c", HOLD_LOCK, str(server.db)],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert holder.stdout is not None and holder.stdin is not None
         assert holder.stdout.readline() == b"locked\n"

@@ -23,6 +23,7 @@ import greenstalk
 import pytest
 
 import sqlq
+from tests import forkserver
 from tests.conftest import ROOT
 from tests.integration.test_server import (  # noqa: F401 - run here against two processes
     test_closed_connection_releases_its_jobs_at_once,
@@ -234,7 +235,7 @@ def test_the_processes_stop_when_the_parent_is_killed(group: Group) -> None:
 def test_beanstalkd_processes_flag_temp_dir_and_bad_counts(tmp_path: Path) -> None:
     port = free_port()
     env = dict(os.environ, TMPDIR=str(tmp_path))
-    proc = subprocess.Popen([sys.executable, "-m", "sqlq.server", "-l", "127.0.0.1", "-p",
+    proc = forkserver.Popen([sys.executable, "-m", "sqlq.server", "-l", "127.0.0.1", "-p",
                              str(port), "--processes=2"], cwd=ROOT, env=env)
     try:
         address = ("127.0.0.1", port)
@@ -249,13 +250,13 @@ def test_beanstalkd_processes_flag_temp_dir_and_bad_counts(tmp_path: Path) -> No
     assert list(tmp_path.iterdir()) == []  # removed at exit
     run = [sys.executable, "-m", "sqlq.server", "-P"]
     for bad in ("0", "x", "100000"):
-        out = subprocess.run([*run, bad], capture_output=True, text=True, cwd=ROOT)
+        out = forkserver.run([*run, bad], capture_output=True, text=True, cwd=ROOT)
         assert out.returncode == 5 and "-P" in out.stderr, out.stderr
 
 
 def test_beanstalkd_processes_on_a_unix_socket_share_one_listener(tmp_path: Path) -> None:
     path = str(tmp_path / "bs.sock")
-    proc = subprocess.Popen([sys.executable, "-m", "sqlq.server", "-l", f"unix:{path}", "-P",
+    proc = forkserver.Popen([sys.executable, "-m", "sqlq.server", "-l", f"unix:{path}", "-P",
                              "2", "-b", str(tmp_path)], cwd=ROOT)
     try:
         wait_for(lambda: _connects(path), timeout=soon(10))
@@ -274,7 +275,7 @@ def test_beanstalkd_processes_on_a_unix_socket_share_one_listener(tmp_path: Path
 def test_a_process_that_cannot_open_the_queue_stops_the_group(tmp_path: Path) -> None:
     (tmp_path / "sqlq.db").mkdir()  # the directory is fine; the file in it cannot open
     port = free_port()
-    out = subprocess.run([sys.executable, "-m", "sqlq.server", "-l", "127.0.0.1", "-p",
+    out = forkserver.run([sys.executable, "-m", "sqlq.server", "-l", "127.0.0.1", "-p",
                           str(port), "-P", "2", "-b", str(tmp_path)],
                          capture_output=True, text=True, cwd=ROOT, timeout=soon(30))
     assert out.returncode == 1, out.stderr

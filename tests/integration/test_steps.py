@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import sqlq
+from tests import forkserver
 from tests.step_jobs import awaiting, snoozing, twice_failing
 from tests.workers import ROOT, Work, lines, wait_for
 
@@ -26,7 +27,7 @@ def _enqueue(q: sqlq.Queue, task: Any, *args: Any) -> int:
 
 def _sqlq(db_url: str, *args: str, env: dict[str, str] | None = None
           ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sqlq", "--db", db_url, *args],
+    return forkserver.run([sys.executable, "-m", "sqlq", "--db", db_url, *args],
                           capture_output=True, text=True, cwd=ROOT, check=False,
                           env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
@@ -187,7 +188,7 @@ with connection.cursor() as c:
 @pytest.mark.slow
 @pytest.mark.pg_fresh  # it makes a table
 def test_a_step_through_djangos_connection(db_url: str) -> None:
-    run = subprocess.run([sys.executable, "-c", DJANGO_STEPS, db_url], capture_output=True,
+    run = forkserver.run([sys.executable, "-c", DJANGO_STEPS, db_url], capture_output=True,
                          text=True, cwd=ROOT, check=False, timeout=60,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert run.returncode == 0, run.stderr

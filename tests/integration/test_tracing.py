@@ -240,7 +240,7 @@ def test_without_opentelemetry_nothing_is_imported_and_nothing_stored(db_url: st
     assert [m for m in sys.modules if m.startswith("opentelemetry.")] == []
     print("ok")
     """
-    proc = spawn(code, db_url)
+    proc = spawn(code, db_url, cold=True)
     out, err = proc.communicate(timeout=60)
     assert (proc.returncode, out.strip()) == (0, "ok"), err
 
@@ -259,7 +259,7 @@ def test_with_the_api_but_no_provider_nothing_is_imported_and_nothing_stored(
     assert "opentelemetry.trace" not in sys.modules  # nothing imported, nothing paid
     print("ok")
     """
-    proc = spawn(code, db_url)
+    proc = spawn(code, db_url, cold=True)
     out, err = proc.communicate(timeout=60)
     assert (proc.returncode, out.strip()) == (0, "ok"), err
 

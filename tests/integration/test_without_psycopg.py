@@ -31,7 +31,7 @@ sys.meta_path.insert(0, NotInstalled())
 
 
 def _run(code: str, *args: str) -> tuple[int, str, str]:
-    proc = spawn(WITHOUT_PSYCOPG + code, *args)
+    proc = spawn(WITHOUT_PSYCOPG + code, *args, cold=True)
     out, err = proc.communicate(timeout=60)
     return proc.returncode, out, err
 

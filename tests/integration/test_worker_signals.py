@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import sqlq
+from tests import forkserver
 from tests.timing import PATIENCE
 
 TASKS = """
@@ -38,7 +39,7 @@ def test_sigterm_right_after_the_watching_line_exits_0(tmp_path: Path,
     (tmp_path / "sig_tasks.py").write_text(TASKS)
     env = dict(os.environ, SQLQ_DB=db, PYTHONPATH=str(tmp_path))
     for _ in range(5):  # the window is short: a few tries, each at once after the line
-        proc = subprocess.Popen(
+        proc = forkserver.Popen(
             [sys.executable, "-m", "sqlq", "work", "--in-process", "--import", "sig_tasks",
              "--concurrency", concurrency, "--tube", "sig"],
             env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True)

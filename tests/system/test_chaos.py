@@ -63,7 +63,7 @@ import pytest
 
 import sqlq
 from sqlq.core.durations import now_ms
-from tests import chaos_checker
+from tests import chaos_checker, forkserver
 from tests.chaos_agent import PARENT, TUBES
 from tests.pgserver import PgServer
 from tests.timing import PATIENCE
@@ -215,7 +215,7 @@ class Fleet:
         durability = self.rng.choice(["full", "normal"])
         with open(self.log_dir / "agents.txt", "a", encoding="utf-8") as agents:
             agents.write(f"{log.name} {role} {durability}\n")
-        proc = subprocess.Popen(
+        proc = forkserver.Popen(
             [sys.executable, str(AGENT), role, str(path), str(log),
              str(self.rng.getrandbits(32)), durability],
             env=dict(os.environ, PYTHONPATH=str(ROOT), **{PARENT: str(os.getpid())}),

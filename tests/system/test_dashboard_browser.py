@@ -24,6 +24,7 @@ import sqlq
 from sqlq.attempts import Attempt
 from sqlq.core.durations import now_ms
 from sqlq.histograms import Tally
+from tests import forkserver
 from tests.conftest import ROOT, spawn
 
 pytestmark = [pytest.mark.slow,  # a browser per module, a dashboard process
@@ -110,7 +111,7 @@ def _fill(db: str) -> dict[str, int]:
 def _start(db: str, *args: str) -> tuple[subprocess.Popen[str], str]:
     """``sqlq dashboard`` in its own process; its URL, read from its first line."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "sqlq", "--db", db, "dashboard",
+    proc = forkserver.Popen([sys.executable, "-m", "sqlq", "--db", db, "dashboard",
                              "--listen", "127.0.0.1:0", *args],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
                             env=env)

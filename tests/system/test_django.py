@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import forkserver
 from tests.workers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,11 +42,11 @@ class Site:
         self.procs: list[subprocess.Popen[str]] = []
 
     def manage(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, str(SITE / "manage.py"), *args], env=self.env,
+        return forkserver.run([sys.executable, str(SITE / "manage.py"), *args], env=self.env,
                               cwd=self.tmp, capture_output=True, text=True, timeout=60)
 
     def start(self, *args: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen([sys.executable, str(SITE / "manage.py"), *args], env=self.env,
+        proc = forkserver.Popen([sys.executable, str(SITE / "manage.py"), *args], env=self.env,
                                 cwd=self.tmp, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         self.procs.append(proc)
@@ -188,7 +189,7 @@ def test_settings_are_checked_with_one_line_errors(tmp_path: Path) -> None:
         "shared": {"DATABASE": "default"},
         "DB names the site's file": {"DB": site_db},
     }
-    result = subprocess.run([sys.executable, "-c", BAD_SETTINGS, site_db, jobs_db,
+    result = forkserver.run([sys.executable, "-c", BAD_SETTINGS, site_db, jobs_db,
                              json.dumps(cases)], capture_output=True, text=True, timeout=60,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert result.returncode == 0, result.stderr
@@ -246,7 +247,7 @@ ADMIN_PAGE = textwrap.dedent("""
 
 
 def test_admin_page_shows_tubes_and_buried_jobs_to_staff(tmp_path: Path) -> None:
-    result = subprocess.run(
+    result = forkserver.run(
         [sys.executable, "-c", ADMIN_PAGE, str(tmp_path / "site.db"), str(tmp_path / "j.db")],
         capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert result.returncode == 0, result.stderr

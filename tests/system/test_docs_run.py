@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import forkserver
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.timeout(120)
@@ -28,7 +29,7 @@ def test_the_own_transaction_snippets_run_one_after_another(tmp_path: Path) -> N
     snippets = [b for b in _blocks("python", "docs/transactions.md") if "orders" in b
                 and "async " not in b and "INSERT" in b]
     assert len(snippets) == 3, snippets
-    worker = subprocess.Popen(
+    worker = forkserver.Popen(
         [sys.executable, "-c", "import sqlq, time\n"
          "import os\n"
          "while not os.path.exists('app.db'): time.sleep(0.05)\n"
@@ -41,7 +42,7 @@ def test_the_own_transaction_snippets_run_one_after_another(tmp_path: Path) -> N
     try:
         program = "\n".join(snippets) + "\nprint('orders', db.execute(" \
             "'SELECT count(*) FROM orders').fetchone()[0])\n"
-        done = subprocess.run([sys.executable, "-c", program], cwd=tmp_path,
+        done = forkserver.run([sys.executable, "-c", program], cwd=tmp_path,
                               env={**os.environ, "PYTHONPATH": str(ROOT)},
                               capture_output=True, text=True, timeout=90)
     finally:
@@ -59,7 +60,7 @@ def test_getting_started_tasks_module_puts_nothing_on_import(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_make_demo_hints_run(tmp_path: Path) -> None:
-    demo = subprocess.run([sys.executable, "-m", "sqlq.demo", str(tmp_path / "demo.db")],
+    demo = forkserver.run([sys.executable, "-m", "sqlq.demo", str(tmp_path / "demo.db")],
                           cwd=ROOT, capture_output=True, text=True, timeout=90,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert demo.returncode == 0, demo.stderr

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests import forkserver
 from tests.conftest import ROOT
 from tests.servers import free_port
 from tests.workers import wait_for
@@ -25,11 +26,11 @@ def test_fastapi_app_enqueues_and_awaits_results(tmp_path: Path) -> None:
     env = dict(os.environ, SQLQ_DB=str(tmp_path / "app.db"),
                PYTHONPATH=f"{ROOT / 'examples'}{os.pathsep}{ROOT}")
     port = free_port()
-    web = subprocess.Popen(
+    web = forkserver.Popen(
         [sys.executable, "-m", "uvicorn", "fastapi_app:app", "--port", str(port),
          "--log-level", "info", "--no-access-log"], env=env, cwd=tmp_path,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    worker = subprocess.Popen(
+    worker = forkserver.Popen(
         [sys.executable, "-m", "sqlq", "work", "--import", "fastapi_app", "--concurrency", "20"],
         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"

@@ -20,6 +20,7 @@ from flask_sqlalchemy import SQLAlchemy
 import sqlq
 from sqlq.contrib.flask import Sqlq
 from sqlq.contrib.flask._cli import with_init, with_task_modules
+from tests import forkserver
 from tests.conftest import ASCII_BACKEND, ROOT, is_postgres
 from tests.workers import wait_for
 
@@ -96,7 +97,7 @@ def test_example_app_enqueues_in_the_request_transaction(
 
         # `flask sqlq work` (a supervisor and its worker process) runs the task.
         env = dict(os.environ, PYTHONPATH=f"{EXAMPLES}{os.pathsep}{ROOT}")
-        worker = subprocess.run(
+        worker = forkserver.run(
             [sys.executable, "-m", "flask", "--app", "flask_app", "sqlq", "work", "--burst"],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
         assert worker.returncode == 0, worker.stderr
@@ -120,7 +121,7 @@ def test_the_worker_started_first_on_a_fresh_database_runs_the_jobs(
     env = dict(os.environ, PYTHONPATH=f"{EXAMPLES}{os.pathsep}{ROOT}")
     log = tmp_path / "worker.log"
     with open(log, "wb") as out:
-        worker = subprocess.Popen(
+        worker = forkserver.Popen(
             [sys.executable, "-m", "flask", "--app", "flask_app", "sqlq", "work"],
             cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
