@@ -9,7 +9,10 @@ forks a child that sets up what a new interpreter would have (argv, sys.path, th
 environment, the working directory, a session of its own if asked, standard streams
 buffered as Python buffers them) and runs it. The child is a real, separate process: its
 own pid, signals, sockets and exit status. Its parent is the server, which relays its
-exit status; the object returned is a :class:`subprocess.Popen` in all else.
+exit status; the object returned is a :class:`subprocess.Popen` in all else. It ends as
+an interpreter ends (threads joined, atexit functions run, what it left open closed,
+streams flushed) but for the teardown of what the server imported, which would copy the
+server's whole heap: a CLI command costs 0.03 s of CPU this way, 0.2 s started cold.
 
 A child dies with the server and the server with the test process (``PR_SET_PDEATHSIG``,
 as :mod:`tests.orphans` does for the processes it wraps).
@@ -390,9 +393,57 @@ def main() -> None:
     # on write (0.25 s of CPU a child instead of 0.06: the saving, gone).
     gc.freeze()
     request, streams = serve(sock)
+    imported = set(sys.modules)
     become(request, streams, base_path)
     del sock
-    execute(request)
+    leave(run_as_main(request), imported)
+
+
+def run_as_main(request: dict[str, Any]) -> int:
+    """Run the command; its exit status, having printed what the interpreter prints when
+    a program ends with an exception (without this file's frames)."""
+    try:
+        execute(request)
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
+    except BaseException as exc:
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+            tb = tb.tb_next
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+        return -signal.SIGINT if isinstance(exc, KeyboardInterrupt) else 1
+    return 0
+
+
+def leave(code: int, imported: set[str]) -> None:
+    """End the child as the interpreter ends, but for the teardown of the modules the
+    server imported: it touches every object of them, copying the whole heap on write
+    (0.05 s of CPU, most of what is left of a child's start-up and exit). In the
+    interpreter's order: wait for the threads that are not daemons, run the atexit
+    functions, free what the program made (its ``__main__``, the modules it imported,
+    its garbage: the connections and files it left open are closed as at any exit),
+    flush the standard streams."""
+    import atexit
+    import gc
+
+    threading._shutdown()  # type: ignore[attr-defined]  # what the interpreter calls
+    atexit._run_exitfuncs()
+    sys.modules["__main__"].__dict__.clear()
+    for name in set(sys.modules) - imported:
+        del sys.modules[name]
+    gc.collect()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            code = code or 120  # as the interpreter, when flushing stdout fails
+    if code == -signal.SIGINT:  # how an interpreter ends on an uncaught ^C
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(code & 0xFF)
 
 
 if __name__ == "__main__":
