@@ -97,24 +97,23 @@ def test_sigkilled_holders_never_let_the_cap_be_passed(db_url: str, tmp_path: Pa
     with sqlq.Queue(db_url) as q:
         procs, _ = hammer(q, db_url, tmp_path, jobs)
         sampled = 0
-        killed = False
+        killed: list[subprocess.Popen[str]] = []
         while any(p.poll() is None for p in procs):
             stats = q.stats_tube("capped")
             sampled = max(sampled, stats["current-jobs-reserved"])
             if not killed and stats["cmd-delete"] >= jobs // 4:
-                for p in procs[:3]:
+                # three still running: one left waiting for a slot 5 s has ended by itself
+                killed = [p for p in procs if p.poll() is None][:3]
+                for p in killed:
                     p.send_signal(signal.SIGKILL)
-                killed = True
             time.sleep(0.005)
-        for p in procs[3:]:
+        for p in procs:
             _, err = p.communicate(timeout=PATIENCE)
-            assert p.returncode == 0, err
-        for p in procs[:3]:
-            p.communicate(timeout=PATIENCE)
-            assert p.returncode == -signal.SIGKILL  # killed, not finished first
+            # the killed ones killed, not finished first; the others finished
+            assert p.returncode == (-signal.SIGKILL if p in killed else 0), err
         stats = q.stats_tube("capped")
     print(f"\nmost reserved at once, sampled: {sampled}; after the kills: {stats}")
-    assert killed and sampled <= 2
+    assert len(killed) == 3 and sampled <= 2
     assert stats["current-jobs-ready"] == stats["current-jobs-reserved"] == 0
     assert stats["cmd-delete"] == jobs  # the dead holders' jobs came back and were done
 
