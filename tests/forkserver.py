@@ -1,8 +1,8 @@
 """The tests' Python processes, forked from a warm interpreter instead of started cold.
 
-``make test`` is bound by CPU, and a fifth of it was Python processes starting: a thousand
-of them (the CLI, ``sqlq work``, servers, snippets) each spent 0.1 s of CPU importing
-sqlq and click before doing anything, 0.3 s with psycopg. Each test process gets a fork
+``make test`` is bound by CPU, and much of it was Python processes starting: a thousand
+of them (the CLI, ``sqlq work``, servers, snippets) each spent 0.15 s of CPU importing
+sqlq and click and tearing them down, 0.35 s with psycopg, around what it did. Each test process gets a fork
 server instead, which imports those once; :func:`Popen` and :func:`run`, which take what
 :mod:`subprocess`'s do, hand it the command with the child's standard streams, and it
 forks a child that sets up what a new interpreter would have (argv, sys.path, the
