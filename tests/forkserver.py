@@ -1,21 +1,22 @@
 """The tests' Python processes, forked from a warm interpreter instead of started cold.
 
-``make test`` is bound by CPU, and much of it was Python processes starting: a thousand
-of them (the CLI, ``sqlq work``, servers, snippets) each spent 0.15 s of CPU importing
-sqlq and click and tearing them down, 0.35 s with psycopg, around what it did. Each test process gets a fork
-server instead, which imports those once; :func:`Popen` and :func:`run`, which take what
-:mod:`subprocess`'s do, hand it the command with the child's standard streams, and it
-forks a child that sets up what a new interpreter would have (argv, sys.path, the
-environment, the working directory, a session of its own if asked, standard streams
-buffered as Python buffers them) and runs it. The child is a real, separate process: its
-own pid, signals, sockets and exit status. Its parent is the server, which relays its
-exit status; the object returned is a :class:`subprocess.Popen` in all else. It ends as
-an interpreter ends (threads joined, atexit functions run, what it left open closed,
-streams flushed) but for the teardown of what the server imported, which would copy the
-server's whole heap: a CLI command costs 0.03 s of CPU this way, 0.2 s started cold.
+``make test`` is bound by CPU, and much of it was Python processes starting: a thousand of
+them (the CLI, ``sqlq work``, servers, snippets) each spent 0.15 s of CPU importing sqlq
+and click and tearing them down, 0.35 s with psycopg, around what it did. Each test
+process gets a fork server instead, which imports those once; :func:`Popen` and
+:func:`run`, which take what :mod:`subprocess`'s do, hand it the command with the child's
+standard streams, and it forks a child that sets up what a new interpreter would have
+(argv, sys.path, the environment, the working directory, a session of its own if asked,
+standard streams buffered as Python buffers them) and runs it. The child is a real,
+separate process: its own pid, signals, sockets and exit status. Its parent is the server,
+which relays its exit status; the object returned is a :class:`subprocess.Popen` in all
+else. It ends as an interpreter ends (threads joined, atexit functions run, what it left
+open closed, streams flushed) but for the teardown of what the server imported, which
+would copy the server's whole heap: a CLI command costs 0.03 s of CPU this way, 0.2 s
+started cold.
 
-A child dies with the server and the server with the test process (``PR_SET_PDEATHSIG``,
-as :mod:`tests.orphans` does for the processes it wraps).
+A child dies with the server and the server with the test process
+(:func:`tests.orphans.die_with_parent`).
 
 What a fork cannot give goes the usual way, through :mod:`subprocess`: another program or
 interpreter, options before ``-m``/``-c``, ``pass_fds``, ``preexec_fn``, ``user``,
@@ -26,7 +27,7 @@ the main thread's child, or it dies with the thread). The tests of start-up itse
 (``tests/integration/test_startup.py``) call :mod:`subprocess`. ``SQLQ_TEST_FORKSERVER=0``
 sends every command the usual way.
 
-Run as a script, this file is the server: ``python tests/forkserver.py FD``.
+Run as a script, this file is the server: ``python tests/forkserver.py FD TEST_PID``.
 """
 
 from __future__ import annotations
@@ -58,8 +59,6 @@ UNFORKABLE = ("executable", "preexec_fn", "pass_fds", "user", "group", "extra_gr
               "process_group", "startupinfo", "creationflags")
 #: How the server tells a child's end: its exit status as Popen gives it, its CPU seconds.
 STATUS = struct.Struct("<id")
-#: prctl(2)'s option: the signal sent to this process when its parent dies.
-PR_SET_PDEATHSIG = 1
 
 #: CPU seconds of the children that ended (tests/cpu_report.py adds them to the test's).
 children_cpu = 0.0
@@ -217,7 +216,8 @@ class _Server:
         self.env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         self.lock = threading.Lock()
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.proc = subprocess.Popen([sys.executable, str(HERE), str(theirs.fileno())],
+        self.proc = subprocess.Popen([sys.executable, str(HERE), str(theirs.fileno()),
+                                      str(self.owner)],
                                      pass_fds=[theirs.fileno()], env=self.env,
                                      stdin=subprocess.DEVNULL)
         theirs.close()
@@ -256,15 +256,6 @@ def _server() -> _Server | None:
 
 
 # ------------------------------------------------------------------ the server's side
-
-
-def _die_with_parent() -> None:
-    import ctypes
-
-    parent = os.getppid()
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 def serve(sock: socket.socket) -> tuple[dict[str, Any], list[int]]:
@@ -316,7 +307,6 @@ def become(request: dict[str, Any], streams: list[int], base_path: list[str]) ->
         os.dup2(fd, n)
     for fd in set(streams) - {0, 1, 2}:
         os.close(fd)
-    _die_with_parent()
     if request["new_session"]:
         os.setsid()
     os.chdir(request["cwd"])
@@ -380,9 +370,23 @@ def preload() -> None:
         importlib.import_module(name)
 
 
+def _orphans() -> Any:
+    """tests/orphans.py, loaded without its name in ``sys.modules``: a child that runs
+    ``-m tests.orphans`` must import it as a new interpreter would (the server is a
+    script, so that nothing of ``tests`` is imported before a child asks)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_orphans", HERE.with_name("orphans.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
-    _die_with_parent()
+    orphans = _orphans()
+    orphans.die_with_parent(int(sys.argv[2]))
     del sys.path[0]  # this file's folder: not on a child's path
     base_path = list(sys.path)
     preload()
@@ -392,7 +396,9 @@ def main() -> None:
     # collections and its exit walk every object of it, copying every page of the heap
     # on write (0.25 s of CPU a child instead of 0.06: the saving, gone).
     gc.freeze()
+    server = os.getpid()
     request, streams = serve(sock)
+    orphans.die_with_parent(server)
     imported = set(sys.modules)
     become(request, streams, base_path)
     del sock
