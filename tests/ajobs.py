@@ -66,9 +66,11 @@ def _reserved() -> int:
 
 
 @q.task(tube="batch")
-async def record(path: str, tag: str) -> None:
-    """Note its tag and how many jobs are reserved as it runs (a batch held counts)."""
-    _append(path, f"{tag} {_reserved()}")
+async def record(path: str, tag: str, count: bool = True) -> None:
+    """Note its tag and how many jobs are reserved as it runs (a batch held counts), or
+    ``-`` without ``count``: the count is a query of some milliseconds, which on a busy
+    machine makes every job look too long for the adaptive prefetch to batch."""
+    _append(path, f"{tag} {_reserved() if count else '-'}")
 
 
 @q.task(tube="batch", ttr=3)
