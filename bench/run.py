@@ -113,15 +113,17 @@ def main(argv: list[str]) -> int:
 
 
 def snapshot_sqlq() -> str:
-    """Copy sqlq/ to a temp dir first on sys.path; describe the source.
+    """Copy sqlq/ and migrations/ (read beside the package, as in a checkout) to a temp
+    dir first on sys.path; describe the source.
 
     The bench then measures one consistent version even while sqlq/ is being
     edited (forked workers and `sqlq work` subprocesses all import the copy).
     """
     snap = Path(tempfile.mkdtemp(prefix="sqlq-bench-src-"))
     atexit.register(shutil.rmtree, snap, True)
-    shutil.copytree(env.ROOT / "sqlq", snap / "sqlq",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for folder in ("sqlq", "migrations"):
+        shutil.copytree(env.ROOT / folder, snap / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     sys.path.insert(0, str(snap))
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(snap), os.environ.get("PYTHONPATH", "")) if p)
@@ -131,8 +133,8 @@ def snapshot_sqlq() -> str:
         return r.stdout.strip() if r.returncode == 0 else ""
 
     commit = git("rev-parse", "--short", "HEAD") or "no commit"
-    dirty = git("status", "--porcelain", "--", "sqlq")
-    return f"{commit}" + (" + uncommitted changes in sqlq/" if dirty else "")
+    dirty = git("status", "--porcelain", "--", "sqlq", "migrations")
+    return f"{commit}" + (" + uncommitted changes in sqlq/ or migrations/" if dirty else "")
 
 
 def bench(args: argparse.Namespace, argv: list[str]) -> int:

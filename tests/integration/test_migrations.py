@@ -95,3 +95,41 @@ def _recorded(url: str) -> list[tuple[object, ...]]:
     """sqlq_schema's rows (a SQL_ASCII database gives text to a plain client as bytes)."""
     return [(v, n.decode() if isinstance(n, bytes) else n) for v, n in
             _rows(url, "SELECT version, name FROM sqlq_schema ORDER BY version")]
+
+
+def test_a_package_without_its_migrations_says_so_and_writes_nothing(tmp_path: Path) -> None:
+    """sqlq's package copied without the top-level migrations/ (a hand-made vendoring, as
+    the bench's snapshot once was): opening a new SQLite file is a SchemaError naming the
+    missing directory, and the CLI's one line; the file gets no table (not a file without
+    tables that fails later with "no such table")."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+    shutil.copytree(ROOT / "sqlq", tmp_path / "lib" / "sqlq",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "lib"))
+    path = tmp_path / "q.db"
+    code = """
+import sys, sqlq
+try:
+    sqlq.Queue(sys.argv[1]).put(b"x")
+except sqlq.SchemaError as exc:
+    print(sqlq.__file__, exc, sep="\\n")
+"""
+    # subprocess, not spawn: a fork of the suite's warm interpreter has the checkout's sqlq
+    out = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True,
+                         text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    where, message = out.stdout.splitlines()
+    assert where.startswith(str(tmp_path / "lib")), where
+    assert message.startswith("sqlq is installed without its migrations directory ("), message
+    cli = subprocess.run([sys.executable, "-m", "sqlq", "--db", str(path), "put", "x"], env=env,
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert cli.returncode == 1, cli
+    assert cli.stderr.count("\n") == 1 and "without its migrations directory" in cli.stderr, \
+        cli.stderr
+    import apsw
+    conn = apsw.Connection(str(path))
+    assert conn.execute("SELECT count(*) FROM sqlite_master").fetchall() == [(0,)]

@@ -60,8 +60,11 @@ def schema_version(conn: Any, *, allow_foreign: bool = False) -> int:
 def migrate(conn: Any, now_ms: int, *, allow_foreign: bool = False) -> int:
     """Bring the schema up to date in one write transaction; return the version."""
     version = schema_version(conn, allow_foreign=allow_foreign)
-    if version == LATEST:
+    if version == LATEST and LATEST:
         return LATEST
+    # Before anything is written: a package without its migrations (LATEST 0) says so
+    # here rather than leaving a file without tables.
+    migrations = load_migrations()
     if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchall()[0][0] == 0:
         # A new file: its free pages can go back to the file system after a big drain
         # (Backend.reclaim, from the workers' prune). Set before the first table, or never
@@ -71,7 +74,7 @@ def migrate(conn: Any, now_ms: int, *, allow_foreign: bool = False) -> int:
         # Re-read under the write lock: another process may have migrated meanwhile.
         current = schema_version(conn, allow_foreign=allow_foreign)
         conn.execute(_CREATE_VERSION_TABLE)
-        for migration in load_migrations():
+        for migration in migrations:
             if migration.version > current:
                 conn.execute(migration.sql)
                 conn.execute(
