@@ -108,3 +108,23 @@ def test_k_clients_put_then_drain_sqlq_beanstalkd_exactly_once() -> None:
     put, drain = wl.run_clients(SqlqBeanstalkd("f50"), 120, 3)
     assert put.value and put.metric == "put, 3 clients"
     assert drain.value and drain.extra["dup"] == 0 and drain.extra["lost"] == 0, drain.notes
+
+
+def test_the_bench_measures_a_snapshot_that_opens_a_queue(tmp_path: Path) -> None:
+    """run.py measures a copy of the source (so that edits meanwhile do not mix versions):
+    the copy must be whole, migrations included, or every row fails (as it did once they
+    moved to the top level). A new interpreter, as the bench's own processes are."""
+    import subprocess
+    code = f"""
+import sys
+sys.path.insert(0, {str(BENCH)!r})
+import run
+run.snapshot_sqlq()
+import sqlq
+assert sqlq.__file__.startswith(sys.path[0]), (sqlq.__file__, sys.path[0])
+with sqlq.Queue(sys.argv[1]) as q:
+    print(q.put(b"x"), q.reserve(timeout=0).body.decode())
+"""
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "q.db")],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert (out.returncode, out.stdout.split()) == (0, ["1", "x"]), out.stderr
