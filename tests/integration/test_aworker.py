@@ -62,7 +62,7 @@ def test_a_task_past_its_ttr_is_cancelled_and_buried_with_the_reason(
 @pytest.mark.slow
 def test_keepalive_touches_a_long_task(q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    jid = enqueue(q, ajobs.kept, str(runs), 3.5)  # ttr=2: touched every 1.6 s
+    jid = enqueue(q, ajobs.kept, str(runs), 4.5)  # ttr=4: touched 3.2 s in
     with Work(db_url, "--import", "tests.ajobs", "--concurrency", "2", "--processes", "2") as w:
         wait_for(lambda: q.peek(jid) is None, timeout=20, what="the long job to finish")
         assert w.stop() == 0
