@@ -223,9 +223,15 @@ def test_limits_and_dependencies_are_exact_through_a_transaction_pool(
         for i in range(1, 10):
             chain.append(q.put(b"%d" % i, tube="chain", after=[chain[-1]]))
     held, most, order, lock = [0], [0], [], threading.Lock()
+    # All four sessions open before the first reserve, and the first capped job is held
+    # until a second one is (or 10 s pass): the cap is reached however busy the machine
+    # (one thread once drained the tube alone while the others were still connecting).
+    ready, two_held = threading.Barrier(4), threading.Event()
 
     def work() -> None:
         with sqlq.Queue(url) as w:
+            w.stats()  # connected through the pool
+            ready.wait(60)
             while True:
                 job = w.reserve(["capped", "chain"], timeout=1)
                 if job is None:
@@ -234,8 +240,12 @@ def test_limits_and_dependencies_are_exact_through_a_transaction_pool(
                     if job.tube == "capped":
                         held[0] += 1
                         most[0] = max(most[0], held[0])
+                        if held[0] == 2:
+                            two_held.set()
                     else:
                         order.append(job.id)
+                if job.tube == "capped":
+                    two_held.wait(10)
                 time.sleep(0.005)
                 with lock:
                     if job.tube == "capped":
