@@ -7,14 +7,15 @@ Each does only the waiting and the I/O; what to do and when, and the log lines
 that say so, are here:
 
 * :class:`Heartbeat`, one per run: a job with keepalive is touched when
-  :data:`HEARTBEAT` of its TTR has passed since it started or was last touched
-  (goqite's rule); one without keepalive that can be stopped (a child process, an
-  ``async def`` task) is stopped :func:`~sqlq.work.runner.kill_margin` before its
-  TTR runs out, so that the worker still holds it to retry or bury it; one that
-  cannot be stopped (a task in a thread) is reported once when its TTR has run
-  out, for it may run again elsewhere. A task's ``timeout=`` (an upper bound on the
-  run, whatever the heartbeat keeps alive) asks for a stop too when it passes; a run
-  that cannot be stopped is then told through ``sqlq.current_job()``.
+  :data:`HEARTBEAT` of its lease has passed: first measured from the lease it started
+  with, then from each touch (goqite's rule); one without keepalive that can be
+  stopped (a child process, an ``async def`` task) is stopped
+  :func:`~sqlq.work.runner.kill_margin` before its TTR runs out, so that the worker
+  still holds it to retry or bury it; one that cannot be stopped (a task in a thread)
+  is reported once when its TTR has run out, for it may run again elsewhere. A task's
+  ``timeout=`` (an upper bound on the run, whatever the heartbeat keeps alive) asks
+  for a stop too when it passes; a run that cannot be stopped is then told through
+  ``sqlq.current_job()``.
 * :class:`Grace`, one per worker: once a stop is requested the running jobs have
   ``grace`` seconds more, none after a second request (a hurry).
 
@@ -94,7 +95,12 @@ class Heartbeat:
         self.keepalive = keepalive
         self.stoppable = stoppable
         self.clock = clock
-        self.next_touch = now + HEARTBEAT * job.ttr
+        # The first touch 80% into the lease, not 80% of the TTR after the start: a job
+        # started a while after its claim (held in a batch, which may start it with 80%
+        # of its TTR left, or on a busy machine) has used part of its lease, and the
+        # later touch came as the lease ran out, when another worker could take the job.
+        self.next_touch = now + min(HEARTBEAT * job.ttr,
+                                    max(0.0, self._lease_left() - (1 - HEARTBEAT) * job.ttr))
         #: The task's execution timeout (seconds), and when it runs out (monotonic).
         self.timeout = timeout
         self.deadline = None if timeout is None else now + timeout

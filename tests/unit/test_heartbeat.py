@@ -60,6 +60,21 @@ def test_a_job_with_keepalive_is_touched_each_time_80_percent_of_its_ttr_passes(
     assert b.step(16.0) == TOUCH
 
 
+def test_the_first_touch_comes_80_percent_into_the_lease_of_a_job_started_late() -> None:
+    """A job started 2 s after its claim (held in a batch, or on a busy machine) is first
+    touched 8 s into its 10 s lease, 6 s into its run: 8 s into its run was as the lease
+    ran out, when another worker could take it (a keepalive test saw the job run twice)."""
+    job, clock = StubJob(10), Clock()
+    clock.now += 2000
+    b = beat(job, clock, keepalive=True)
+    assert b.wait(0.0) == pytest.approx(6.0)
+    assert b.step(5.9) is None and b.step(6.0) == TOUCH
+    assert b.wait(6.0) == pytest.approx(8.0)  # then 80% of the TTR after each touch
+    late, later = StubJob(10), Clock()
+    later.now += 9000  # started with a tenth of its lease left: touched at once
+    assert beat(late, later, keepalive=True).step(0.0) == TOUCH
+
+
 def test_a_lost_touch_ends_the_keepalive_and_a_disconnected_one_does_not(
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, "sqlq.worker")
