@@ -48,6 +48,14 @@ IDLE_CHECK = 1.0
 #: Seconds a stopping worker lets its running job finish, unless told otherwise.
 DEFAULT_GRACE = 30.0
 
+def touch_at(job: Job) -> float:
+    """Seconds on the queue's clock at which ``job`` should be touched: :data:`HEARTBEAT`
+    into its lease (a running job's first touch, a held one's every touch)."""
+    if job.reserved_until is None:
+        return float("inf")
+    return job.reserved_until / 1000 - (1 - HEARTBEAT) * job.ttr
+
+
 #: What :meth:`Heartbeat.step` asks of its driver.
 TOUCH: Final = "touch"
 STOP: Final = "stop"
@@ -100,7 +108,7 @@ class Heartbeat:
         # of its TTR left, or on a busy machine) has used part of its lease, and the
         # later touch came as the lease ran out, when another worker could take the job.
         self.next_touch = now + min(HEARTBEAT * job.ttr,
-                                    max(0.0, self._lease_left() - (1 - HEARTBEAT) * job.ttr))
+                                    max(0.0, touch_at(job) - clock() / 1000))
         #: The task's execution timeout (seconds), and when it runs out (monotonic).
         self.timeout = timeout
         self.deadline = None if timeout is None else now + timeout

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from ..core.durations import now_ms
 from ..errors import Disconnected, JobLost
 from ..model import MAX_BATCH, Job
-from .heartbeat import HEARTBEAT, Clock
+from .heartbeat import HEARTBEAT, Clock, touch_at
 
 log = logging.getLogger("sqlq.worker")
 
@@ -115,13 +115,6 @@ class Done:
     name: str
     duration: float
     finished: float  # time.monotonic() when it ended
-
-
-def touch_at(job: Job) -> float:
-    """Seconds on the queue's clock at which ``job`` should be touched: 80% into its lease."""
-    if job.reserved_until is None:
-        return float("inf")
-    return job.reserved_until / 1000 - (1 - HEARTBEAT) * job.ttr
 
 
 class Holding:

@@ -6,12 +6,17 @@ The tests that start other processes, moved from tests/unit/test_migrations.py
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import apsw
 import pytest
 
 import sqlq
+from tests.conftest import ROOT
 from tests.oldschema import OLD_JOBS, build_old, empty_database
 
 pytestmark = pytest.mark.sql_ascii  # as under tests/unit/: SQL_ASCII PostgreSQL too
@@ -102,11 +107,6 @@ def test_a_package_without_its_migrations_says_so_and_writes_nothing(tmp_path: P
     the bench's snapshot once was): opening a new SQLite file is a SchemaError naming the
     missing directory, and the CLI's one line; the file gets no table (not a file without
     tables that fails later with "no such table")."""
-    import shutil
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT
     shutil.copytree(ROOT / "sqlq", tmp_path / "lib" / "sqlq",
                     ignore=shutil.ignore_patterns("__pycache__"))
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "lib"))
@@ -130,6 +130,5 @@ except sqlq.SchemaError as exc:
     assert cli.returncode == 1, cli
     assert cli.stderr.count("\n") == 1 and "without its migrations directory" in cli.stderr, \
         cli.stderr
-    import apsw
     conn = apsw.Connection(str(path))
     assert conn.execute("SELECT count(*) FROM sqlite_master").fetchall() == [(0,)]
