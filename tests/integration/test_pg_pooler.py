@@ -229,8 +229,7 @@ def test_limits_and_dependencies_are_exact_through_a_transaction_pool(
     ready, two_held = threading.Barrier(4), threading.Event()
 
     def work() -> None:
-        with sqlq.Queue(url) as w:
-            w.stats()  # connected through the pool
+        with sqlq.Queue(url) as w:  # connected through the pool
             ready.wait(60)
             while True:
                 job = w.reserve(["capped", "chain"], timeout=1)
