@@ -232,6 +232,9 @@ BEGIN
                 body = excluded.body, steps = excluded.steps)
     SELECT dependents, capped INTO v_dependents, v_capped FROM gone;
     IF NOT FOUND THEN
+        IF EXISTS (SELECT 1 FROM sqlq_cancelled WHERE id = p_id AND lease = p_lease) THEN
+            RAISE EXCEPTION 'job %: cancelled', p_id USING ERRCODE = 'SQ002';
+        END IF;
         RAISE EXCEPTION 'job %: lease lost', p_id USING ERRCODE = 'SQ001';
     END IF;
     IF v_dependents > 0 THEN

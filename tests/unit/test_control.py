@@ -84,8 +84,14 @@ def test_cancel_frees_a_unique_key(q: sqlq.Queue) -> None:
 
 # -- cancel: a reserved job --------------------------------------------------------------------
 
-@pytest.mark.parametrize("verb", ["touch", "delete", "release", "bury", "complete", "progress"])
+@pytest.mark.parametrize("verb", ["touch", "delete", "release", "bury", "complete", "progress",
+                                  "reserve-delete", "reserve-delete-lock-wait"])
 def test_the_holder_of_a_cancelled_job_gets_job_cancelled(q: sqlq.Queue, verb: str) -> None:
+    """Also the worker's delete-and-claim (``reserve(delete=job)``), on PostgreSQL one
+    statement; with a lock wait set, through a transaction pool (SQLQ_TEST_PG_POOL), that
+    statement runs inside a transaction its failure aborts (migration 0007 says why)."""
+    if verb.endswith("lock-wait"):
+        q.lock_wait = 5
     other = q.put(b"other")
     jid = q.put(b"x", priority=1)
     job = _reserve(q)
@@ -94,7 +100,9 @@ def test_the_holder_of_a_cancelled_job_gets_job_cancelled(q: sqlq.Queue, verb: s
     assert q.peek(jid) is None
     call = {"touch": lambda: job.touch(), "delete": lambda: job.delete(),
             "release": lambda: job.release(), "bury": lambda: job.bury(reason="no"),
-            "complete": lambda: job.complete(b"r"), "progress": lambda: job.progress(0.5)}
+            "complete": lambda: job.complete(b"r"), "progress": lambda: job.progress(0.5),
+            "reserve-delete": lambda: q.reserve(timeout=0, delete=job),
+            "reserve-delete-lock-wait": lambda: q.reserve(timeout=0, delete=job)}
     with pytest.raises(sqlq.JobCancelled) as caught:
         call[verb]()
     assert isinstance(caught.value, sqlq.JobLost)

@@ -49,6 +49,7 @@ def test_a_refusal_is_said_at_once(text: str) -> None:
 @pytest.mark.parametrize(("state", "text", "waited"), [
     ("08P01", "server conn crashed?", True),
     ("08P01", "query_wait_timeout", True),
+    ("08P01", "invalid server parameter", True),
     ("08003", "connection does not exist", True),
     ("08006", "server closed the connection unexpectedly", True),
     ("57P01", "terminating connection due to administrator command", True),

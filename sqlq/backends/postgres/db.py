@@ -82,8 +82,12 @@ _BUSY_LOGIN = ("starting up", "shutting down", "in recovery mode", "accepting co
 #: What PgBouncer says (08P01) when the server session under a client's statement went
 #: (it then ends the client's connection too) or none can be had for a while; it says
 #: "transaction blocks not allowed in statement pooling mode" with the same code.
+#: "invalid server parameter" is its word for any error while it SETs a client's
+#: startup parameters on a server session (src/server.c), which a server going down
+#: gives as it ends that session; a parameter the server really refuses is said again
+#: on every try, so waiting for it ends with the same text.
 _POOLER_BUSY = (*_BUSY_LOGIN, "server conn crashed", "query_wait_timeout",
-                "server_login_retry")
+                "server_login_retry", "invalid server parameter")
 
 
 def _unreachable(error: psycopg.Error) -> bool:

@@ -18,19 +18,20 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg.pq import TransactionStatus
 
-from ...errors import JobLost
 from ...model import DELAYED, READY, ClaimRow
 from ..sql import load_queries, one
 from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
 from ..store.claims import FAIR_PROMOTE_EVERY_MS
 from ..store.groups import FairClaim, Pick
+from ..store.jobs import lease_lost
 from .floors import CLAIM_COLUMNS, LIMITED, NO_SCAN, ClaimFloors
 
 Q = load_queries(Path(__file__).with_name("queries.sql"))
 #: The SQLSTATE sqlq_delete_and_claim raises when the lease no longer holds.
 LEASE_LOST = "SQ001"
+#: ... and when the job was cancelled under that lease (migration 0007).
+CANCELLED = "SQ002"
 _claim_row = ClaimRow._make
 #: The statement that claims as each claim statement does, without its delete.
 _CLAIM_ALONE = {"claim_job": "claim_job", "delete_and_claim": "claim_job",
@@ -200,12 +201,10 @@ class PostgresClaims(ClaimStore):
             # that read every band, _claim_rows).
             row = rows[0] if rows and rows[0][0] is not None else None
         except psycopg.Error as e:
-            if e.sqlstate == LEASE_LOST:
-                if conn.info.transaction_status == TransactionStatus.INERROR:
-                    # Inside a transaction the error aborted it: no read can say why.
-                    raise JobLost(f"job {job_id}: lease lost (TTR expired, reserved again "
-                                  "or cancelled)", job_ids=(job_id,)) from None
-                raise self.jobs.lease_failure(conn, job_id, lease) from None
+            # The function says why (inside a transaction the error aborted it: no read
+            # after it could).
+            if e.sqlstate in (LEASE_LOST, CANCELLED):
+                raise lease_lost(job_id, cancelled=e.sqlstate == CANCELLED) from None
             raise
         return _claimed_one(conn, entry, row)
 

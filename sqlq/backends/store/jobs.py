@@ -22,6 +22,15 @@ if TYPE_CHECKING:
     from ..conn import Conn
 
 
+
+def lease_lost(job_id: int, cancelled: bool) -> JobLost:
+    """What a verb under a lease that no longer holds raises: JobCancelled if the job
+    was cancelled under it."""
+    if cancelled:
+        return JobCancelled(f"job {job_id} was cancelled", job_ids=(job_id,))
+    return JobLost(f"job {job_id}: lease lost (TTR expired or reserved again)",
+                   job_ids=(job_id,))
+
 class JobStore(abc.ABC):
     """A dialect's verbs on jobs. ``Q`` maps each query name to its statement."""
 
@@ -113,10 +122,7 @@ class JobStore(abc.ABC):
         failure path reads sqlq_cancelled.
         """
         if lease is not None:
-            if self.cancelled_lease(conn, job_id) == lease:
-                return JobCancelled(f"job {job_id} was cancelled", job_ids=(job_id,))
-            return JobLost(f"job {job_id}: lease lost (TTR expired or reserved again)",
-                           job_ids=(job_id,))
+            return lease_lost(job_id, cancelled=self.cancelled_lease(conn, job_id) == lease)
         if one(conn, self.Q["lease_state"], {"id": job_id}) is None:
             return JobNotFound(f"job {job_id} not found")
         return JobNotFound(f"job {job_id} is not reserved")
