@@ -8,7 +8,8 @@ that say so, are here:
 
 * :class:`Heartbeat`, one per run: a job with keepalive is touched when
   :data:`HEARTBEAT` of its lease has passed: first measured from the lease it started
-  with, then from each touch (goqite's rule); one without keepalive that can be
+  with, then from each touch (goqite's rule), and a touch cut off by a lost connection
+  is tried again within :data:`TOUCH_RETRY`; one without keepalive that can be
   stopped (a child process, an ``async def`` task) is stopped
   :func:`~sqlq.work.runner.kill_margin` before its TTR runs out, so that the worker
   still holds it to retry or bury it; one that cannot be stopped (a task in a thread)
@@ -48,12 +49,27 @@ IDLE_CHECK = 1.0
 #: Seconds a stopping worker lets its running job finish, unless told otherwise.
 DEFAULT_GRACE = 30.0
 
+#: A touch cut off by a lost connection is tried again this soon (seconds), or halfway
+#: to the lease's end if that is sooner: the lease stands until then, and the next
+#: heartbeat (80% of the TTR later) would come after it.
+TOUCH_RETRY = 1.0
+
+
 def touch_at(job: Job) -> float:
     """Seconds on the queue's clock at which ``job`` should be touched: :data:`HEARTBEAT`
     into its lease (a running job's first touch, a held one's every touch)."""
     if job.reserved_until is None:
         return float("inf")
     return job.reserved_until / 1000 - (1 - HEARTBEAT) * job.ttr
+
+
+def retry_touch_in(job: Job, now: float) -> float:
+    """Seconds until the next try of a touch of ``job`` cut off at ``now`` (seconds on
+    the queue's clock): :data:`TOUCH_RETRY`, or half the lease left if that is less."""
+    if job.reserved_until is None:
+        return TOUCH_RETRY
+    left = job.reserved_until / 1000 - now
+    return TOUCH_RETRY if left <= 0 else min(TOUCH_RETRY, left / 2)
 
 
 #: What :meth:`Heartbeat.step` asks of its driver.
@@ -94,7 +110,7 @@ class Heartbeat:
     """
 
     __slots__ = ("clock", "deadline", "job", "keepalive", "name", "next_touch", "stoppable",
-                 "timeout", "_reported")
+                 "timeout", "_reported", "_stepped")
 
     def __init__(self, job: Job, name: str, keepalive: bool, stoppable: bool, clock: Clock,
                  now: float, timeout: float | None = None) -> None:
@@ -113,6 +129,7 @@ class Heartbeat:
         self.timeout = timeout
         self.deadline = None if timeout is None else now + timeout
         self._reported = False  # the TTR ran out and the log said so: nothing more to do
+        self._stepped = now  # when step last asked for a touch
 
     def timed_out(self, now: float) -> bool:
         """Whether the run has outlived its task's ``timeout``."""
@@ -149,6 +166,7 @@ class Heartbeat:
             if now < self.next_touch:
                 return None
             self.next_touch = now + HEARTBEAT * self.job.ttr
+            self._stepped = now
             return TOUCH
         if self.stoppable:
             return STOP if self._lease_left() <= kill_margin(self.job.ttr) else None
@@ -176,9 +194,11 @@ class Heartbeat:
             self.keepalive = False
             log.warning("job %d %s lost its reservation while running; it may run again",
                         job.id, name, extra=fields(job, name, outcome="lost"))
-        except Disconnected as exc:  # the lease stands; the next heartbeat tries again
-            log.warning("job %d %s: could not touch it (%s)", job.id, name, exc,
-                        extra=fields(job, name))
+        except Disconnected as exc:  # the lease stands: try again before it runs out
+            retry = retry_touch_in(job, self.clock() / 1000)
+            self.next_touch = min(self.next_touch, self._stepped + retry)
+            log.warning("job %d %s: could not touch it (%s); trying again in %.2gs", job.id,
+                        name, exc, retry, extra=fields(job, name))
         else:
             log.debug("job %d touched", job.id, extra=fields(job, name))
 

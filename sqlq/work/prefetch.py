@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from ..core.durations import now_ms
 from ..errors import Disconnected, JobLost
 from ..model import MAX_BATCH, Job
-from .heartbeat import HEARTBEAT, Clock, touch_at
+from .heartbeat import HEARTBEAT, Clock, retry_touch_in, touch_at
 
 log = logging.getLogger("sqlq.worker")
 
@@ -212,8 +212,17 @@ class Holding:
             for done in [d for d in self.done if touch_at(d.job) <= now]:
                 if not keep(done.job, "finished, not yet acknowledged"):
                     self.done.remove(done)
-            self._earliest = min([touch_at(j) for j in self.waiting]
-                                 + [touch_at(d.job) for d in self.done], default=float("inf"))
+            # A touch cut off by a lost connection left its job due: tried again soon
+            # (retry_touch_in), not at once in a loop, nor a heartbeat later.
+            self._earliest = min([_next_touch(j, now) for j in self.waiting]
+                                 + [_next_touch(d.job, now) for d in self.done],
+                                 default=float("inf"))
+
+
+def _next_touch(job: Job, now: float) -> float:
+    """When a held job touched (or tried) at ``now`` is next due."""
+    due = touch_at(job)
+    return due if due > now else now + retry_touch_in(job, now)
 
 
 def keep(job: Job, what: str) -> bool:

@@ -89,6 +89,34 @@ def test_a_lost_touch_ends_the_keepalive_and_a_disconnected_one_does_not(
     assert [r.outcome for r in caplog.records if "lost" in r.getMessage()] == ["lost"]  # type: ignore[attr-defined]
 
 
+def test_a_touch_cut_off_by_a_lost_connection_is_tried_again_before_the_lease_ends() -> None:
+    """The lease stands while the database is away: the touch is tried again a second
+    later (halfway to the lease's end if that is sooner), not 80% of the TTR later,
+    after the lease has run out and another worker may have taken the job."""
+    job, clock = StubJob(10), Clock()
+    b = beat(job, clock, keepalive=True)
+    job.fail = Disconnected("the database went away")
+    clock.now += 8000
+    assert b.step(8.0) == TOUCH
+    b.touch()
+    assert b.wait(8.0) == pytest.approx(1.0)  # 2 s of lease left: a second later
+    assert b.step(8.9) is None and b.step(9.0) == TOUCH
+    clock.now += 1000
+    b.touch()  # 1 s left: halfway to the lease's end
+    assert b.wait(9.0) == pytest.approx(0.5)
+    job.fail = None
+    clock.now += 500
+    assert b.step(9.5) == TOUCH
+    b.touch()
+    assert job.touches == 1 and b.wait(9.5) == pytest.approx(HEARTBEAT * 10)
+    short, at = StubJob(2, Disconnected("gone")), Clock()
+    s = beat(short, at, keepalive=True)
+    at.now += 1600
+    assert s.step(1.6) == TOUCH
+    s.touch()
+    assert s.wait(1.6) == pytest.approx(0.2)  # 0.4 s of a 2 s TTR left
+
+
 def test_a_run_that_can_be_stopped_is_stopped_at_the_kill_margin_before_its_ttr() -> None:
     job, clock = StubJob(10), Clock()
     b = beat(job, clock, stoppable=True)
