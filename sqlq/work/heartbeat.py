@@ -49,9 +49,10 @@ IDLE_CHECK = 1.0
 #: Seconds a stopping worker lets its running job finish, unless told otherwise.
 DEFAULT_GRACE = 30.0
 
-#: A touch cut off by a lost connection is tried again this soon (seconds), or halfway
-#: to the lease's end if that is sooner: the lease stands until then, and the next
-#: heartbeat (80% of the TTR later) would come after it.
+#: A touch that failed with Disconnected (it waited for the server first: PostgreSQL's
+#: reconnect wait; or its connection was cut again as it was made once more) is tried
+#: again this soon (seconds), or halfway to the lease's end if that is sooner: the lease
+#: stands until then, and the next heartbeat (80% of the TTR later) would come after it.
 TOUCH_RETRY = 1.0
 
 
