@@ -50,12 +50,12 @@ from .exits import (
     exit_code_for,
 )
 from .group import cli
-from .options import DEFAULT_DB, queue_from_ctx
+from .options import DEFAULT_DB, OWN_PROCESS, queue_from_ctx
 
 
 def main() -> None:
     """The ``sqlq`` console script and ``python -m sqlq``."""
-    cli.main(prog_name="sqlq")
+    cli.main(prog_name="sqlq", obj={OWN_PROCESS: True})
 
 
 __all__ = ["DEFAULT_DB", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_NOT_FOUND",

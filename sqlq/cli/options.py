@@ -22,6 +22,11 @@ from sqlq.model import check_tube
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: ``ctx.obj`` key: the command runs as a process of its own (the console script,
+#: ``python -m sqlq``), not inside another program (``manage.py sqlq``, a test's
+#: CliRunner): ``sqlq work``'s supervisor may then fork its workers (work/supervisor.py).
+OWN_PROCESS = "own_process"
+
 DEFAULT_DB = "sqlq.db"
 
 

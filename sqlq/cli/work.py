@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .group import cli
-from .options import DURATION, PREFETCH, tubes_option
+from .options import DURATION, OWN_PROCESS, PREFETCH, tubes_option
 
 
 @cli.command(context_settings={"allow_interspersed_args": False})
@@ -85,5 +85,6 @@ def work(ctx: click.Context, imports: tuple[str, ...], tubes: tuple[str, ...], p
         burst=burst,
         retries=retries, backoff=backoff,
         grace=grace, keepalive=keepalive, log_level=log_level.upper(), log_format=log_format,
-        durability=durability, init=init, in_process=in_process)
+        durability=durability, init=init, in_process=in_process,
+        fork=bool(root.obj and root.obj.get(OWN_PROCESS)))
     ctx.exit(run(config))

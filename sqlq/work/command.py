@@ -3,16 +3,22 @@
 :func:`run` configures logging, imports the task modules (so a bad one fails at
 once, with one line), works out the database file and the tubes, then becomes the
 supervisor of ``--processes`` workers (default 1; a crashed one is restarted),
-each started with :meth:`WorkConfig.child_argv` (``config.py``), which runs
-:func:`run_worker`.
+each started with :meth:`WorkConfig.child_args` (``config.py``), which runs
+:func:`run_worker`. A supervisor that forks its workers (``WorkConfig.fork``) imports
+the task modules in a child of its own (:func:`resolve_apart`): a module that opens a
+Queue or starts a thread as it is imported must not be in the process the workers are
+forked from.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import json
 import logging
 import os
 import shutil
+import sys
 import time
 import traceback
 from collections.abc import Sequence
@@ -66,7 +72,15 @@ def resolve(config: WorkConfig) -> tuple[str, list[str]]:
 
 
 def prepare(config: WorkConfig) -> tuple[str, list[str]]:
-    """Configure logging and import the task modules; return the database and tubes."""
+    """Configure logging, check the options and import the task modules; return the
+    database and tubes."""
+    check(config)
+    import_tasks(config)
+    return resolve(config)
+
+
+def check(config: WorkConfig) -> None:
+    """Configure logging and check the options (no task module imported)."""
     logs.configure(config.log_level, config.log_format)
     if config.imports and config.command:
         raise Error("give task modules (--import) or a command (-- COMMAND), not both")
@@ -79,6 +93,10 @@ def prepare(config: WorkConfig) -> tuple[str, list[str]]:
         check_command(config.command[0])
     Thresholds.from_env()  # a bad $SQLQ_WARN_... stops here, not in every restarted child
     check_every()
+
+
+def import_tasks(config: WorkConfig) -> None:
+    """Import the task modules (``--import``), each failure said in one line."""
     if config.imports:
         from ..tasks.task import import_modules
 
@@ -87,7 +105,43 @@ def prepare(config: WorkConfig) -> tuple[str, list[str]]:
                 import_modules([module])
             except Exception as exc:
                 raise Error(import_failure(module, exc)) from exc
-    return resolve(config)
+
+
+def resolve_apart(config: WorkConfig) -> str:
+    """The database :func:`resolve` gives, with the task modules imported in a forked
+    child (a supervisor's: see the module docstring); a module that fails to import, or
+    tasks that do not say which database, raise its one-line Error here."""
+    if not config.imports:
+        return resolve(config)[0]
+    read, write = os.pipe()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: import, resolve, say what came of it, and leave
+        os.close(read)
+        try:
+            import_tasks(config)
+            said = {"db": resolve(config)[0]}
+        except Exception as exc:  # noqa: BLE001 - said to the supervisor, which raises it
+            if os.environ.get("SQLQ_DEBUG"):
+                traceback.print_exc()
+            said = {"error": str(exc) if isinstance(exc, Error) else
+                    f"{type(exc).__name__}: {exc}"}
+        with contextlib.suppress(Exception):
+            os.write(write, json.dumps(said).encode())
+            sys.stderr.flush()
+            sys.stdout.flush()
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    said = json.loads(data) if data else {
+        "error": f"the task modules ({', '.join(config.imports)}) ended their import with "
+                 f"status {os.waitstatus_to_exitcode(status)}"}
+    if "error" in said:
+        raise Error(said["error"])
+    return str(said["db"])
 
 
 def check_command(program: str) -> None:
@@ -131,7 +185,11 @@ def import_failure(module: str, exc: BaseException) -> str:
 
 def run(config: WorkConfig) -> int:
     """``sqlq work``: a supervisor of ``--processes`` workers, or (``--in-process``) one."""
-    db, tubes = prepare(config)
+    if config.in_process or not config.fork:
+        db, tubes = prepare(config)
+    else:  # the workers are forked from this process: no task module in it
+        check(config)
+        db = resolve_apart(config)
     if not config.init and not exists(db):
         # A worker on a new, empty file would wait for ever: most likely a typo.
         raise Error(f"no database at {db} (use --db PATH or $SQLQ_DB; --init starts a worker "

@@ -1,4 +1,4 @@
-"""``WorkConfig``: what ``sqlq work`` was told, and the command line of each child.
+"""``WorkConfig``: what ``sqlq work`` was told, and the arguments of each child.
 
 Its own module so that ``supervisor.py`` (which starts the children) and ``command.py``
 (which becomes the supervisor) both import it, and not each other.
@@ -6,7 +6,6 @@ Its own module so that ``supervisor.py`` (which starts the children) and ``comma
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 from .worker import DEFAULT_GRACE
@@ -33,10 +32,14 @@ class WorkConfig:
     durability: str = "full"
     init: bool = False  # create a missing file, or add sqlq's tables to another app's database
     in_process: bool = False  # be the worker, not a supervisor (a supervisor's children)
+    #: The supervisor forks its workers (supervisor.py); set by the ``sqlq`` command
+    #: only, whose process holds nothing else: run from another program, it starts
+    #: each as a new interpreter.
+    fork: bool = False
 
-    def child_argv(self, db: str) -> list[str]:
-        """The command line of one worker process with this configuration."""
-        argv = [sys.executable, "-m", "sqlq", "--db", db, "work", "--in-process",
+    def child_args(self, db: str) -> list[str]:
+        """The ``sqlq`` arguments of one worker process with this configuration."""
+        argv = ["--db", db, "work", "--in-process",
                 "--retries", str(self.retries), "--backoff", repr(self.backoff),
                 "--grace", repr(self.grace), "--concurrency", str(self.concurrency),
                 "--prefetch", "auto" if self.prefetch is None else str(self.prefetch),

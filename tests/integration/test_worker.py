@@ -84,6 +84,36 @@ def test_unknown_task_and_bad_bodies_are_buried_with_the_reason(q: sqlq.Queue,
 
 
 @pytest.mark.slow
+def test_the_supervisor_forks_its_workers_and_never_imports_a_task_module(
+        q: sqlq.Queue, db_url: str, tmp_path: Path) -> None:
+    """The workers are forked from the supervisor, which must hold nothing that may not
+    cross a fork: a task module (which opens a Queue, or may start a thread, as it is
+    imported) is imported by each worker, and by one child the supervisor checks it
+    in, never by the supervisor. A SIGKILLed worker is forked again."""
+    imported = tmp_path / "imported"
+    (tmp_path / "pidtasks.py").write_text(
+        "import os, sqlq\n"
+        f"with open({str(imported)!r}, 'a') as f:\n"
+        "    f.write(f'{os.getpid()} {os.getppid()}\\n')\n"
+        f"q = sqlq.Queue({db_url!r})\n"
+        "@q.task()\n"
+        "def noop():\n"
+        "    pass\n")
+    with Work(db_url, "--import", "pidtasks", "--processes", "2", cwd=tmp_path) as w:
+        w.wait_log("watching", count=2)
+        workers = children(w.pid)
+        assert len(workers) == 2, w.text()
+        pids = [tuple(map(int, line.split())) for line in lines(imported)]
+        assert len(pids) == 3 and all(parent == w.pid for _, parent in pids), (pids, w.pid)
+        assert set(workers) < {pid for pid, _ in pids}  # the workers, and the check
+        os.kill(workers[0], signal.SIGKILL)
+        w.wait_log("watching", count=3)
+        assert len(lines(imported)) == 4 and str(w.pid) not in \
+            [line.split()[0] for line in lines(imported)]
+        assert w.stop() == 0, w.text()
+
+
+@pytest.mark.slow
 def test_heartbeat_keeps_a_long_job_from_running_twice(q: sqlq.Queue, db_url: str,
                                                        tmp_path: Path) -> None:
     runs = tmp_path / "runs"
