@@ -117,21 +117,23 @@ def resolve_apart(config: WorkConfig) -> str:
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     pid = os.fork()
-    if pid == 0:  # the child: import, resolve, say what came of it, and leave
-        os.close(read)
-        try:
-            import_tasks(config)
-            said = {"db": resolve(config)[0]}
-        except Exception as exc:  # noqa: BLE001 - said to the supervisor, which raises it
-            if os.environ.get("SQLQ_DEBUG"):
-                traceback.print_exc()
-            said = {"error": str(exc) if isinstance(exc, Error) else
-                    f"{type(exc).__name__}: {exc}"}
-        with contextlib.suppress(Exception):
+    if pid == 0:  # the child: import, resolve, say what came of it, and leave (whatever
+        try:      # a module does: a sys.exit at import must not return into the supervisor)
+            os.close(read)
+            try:
+                import_tasks(config)
+                said = {"db": resolve(config)[0]}
+            except BaseException as exc:  # noqa: BLE001 - said to the supervisor, which raises it
+                if os.environ.get("SQLQ_DEBUG"):
+                    traceback.print_exc()
+                said = {"error": str(exc) if isinstance(exc, Error) else
+                        f"{type(exc).__name__}: {exc}"}
             os.write(write, json.dumps(said).encode())
-            sys.stderr.flush()
-            sys.stdout.flush()
-        os._exit(0)
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            os._exit(0)
     os.close(write)
     with os.fdopen(read, "rb") as pipe:
         data = pipe.read()

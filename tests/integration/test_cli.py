@@ -652,6 +652,13 @@ def test_work_names_a_task_module_that_fails_to_import(tmp_path: Path) -> None:
     assert_one_line_error(missing.stderr)
     assert "cannot import nosuchmodule" in missing.stderr
     assert str(tmp_path) in missing.stderr and "PYTHONPATH" in missing.stderr
+    # A module that leaves at import (checked in a child of the supervisor: it must not
+    # go on as a second supervisor) is said in one line too; no worker started.
+    (tmp_path / "quits.py").write_text("import sys\nsys.exit(3)\n")
+    quits = _work(tmp_path, "--db", "q.db", "work", "--import", "quits")
+    assert quits.returncode == 1, quits.stderr
+    assert_one_line_error(quits.stderr)
+    assert "SystemExit: 3" in quits.stderr and "watching" not in quits.stderr
 
 
 # --- the worker loop of docs/shell.md, run as written -------------------------------------------
