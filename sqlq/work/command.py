@@ -12,13 +12,11 @@ forked from.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
 import logging
 import os
 import shutil
-import sys
 import time
 import traceback
 from collections.abc import Sequence
@@ -113,9 +111,10 @@ def resolve_apart(config: WorkConfig) -> str:
     tasks that do not say which database, raise its one-line Error here."""
     if not config.imports:
         return resolve(config)[0]
+    from .supervisor import flush_output
+
     read, write = os.pipe()
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
+    flush_output()
     pid = os.fork()
     if pid == 0:  # the child: import, resolve, say what came of it, and leave (whatever
         try:      # a module does: a sys.exit at import must not return into the supervisor)
@@ -130,9 +129,7 @@ def resolve_apart(config: WorkConfig) -> str:
                         f"{type(exc).__name__}: {exc}"}
             os.write(write, json.dumps(said).encode())
         finally:
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(Exception):
-                    stream.flush()
+            flush_output()
             os._exit(0)
     os.close(write)
     with os.fdopen(read, "rb") as pipe:

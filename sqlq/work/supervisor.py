@@ -3,8 +3,8 @@
 Each worker runs ``sqlq work --in-process ...``: it imports the task modules and opens
 its Queue itself. Started by the ``sqlq`` command (``WorkConfig.fork``), the supervisor
 forks it: the supervisor holds nothing that must not cross a fork (it opens no Queue,
-runs no thread of its own, and never imports a task module: ``command.py`` checks them in a child
-of its own), so a worker starts in a few milliseconds instead of an interpreter's
+runs no thread of its own, and never imports a task module: ``command.py`` checks them
+in a child of its own), so a worker starts in a few milliseconds instead of an interpreter's
 start (0.2-0.35 s of CPU) and shares the supervisor's memory until it writes to it. A
 restarted worker then runs the sqlq the supervisor loaded (a task module is imported
 afresh by each worker). Run from another program (``manage.py sqlq work``, whose
@@ -63,6 +63,14 @@ RESTART_FIRST, RESTART_MAX, RESTART_RESET = 0.5, 30.0, 10.0
 KILL_SLACK = 5.0
 #: Set in children's environment: the supervisor's pid (see Worker's orphan check).
 SUPERVISOR_ENV = "SQLQ_SUPERVISOR_PID"
+
+
+def flush_output() -> None:
+    """Flush stdout and stderr before a fork (or the child would write what is buffered
+    again) and before a child's ``os._exit`` (which flushes nothing)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
 
 
 class _Forked:
@@ -228,9 +236,7 @@ class Supervisor:
                   extra={"pid": slot.proc.pid})
 
     def _fork(self, args: list[str]) -> _Forked:
-        for stream in (sys.stdout, sys.stderr):  # or the child would write them again
-            with contextlib.suppress(Exception):
-                stream.flush()
+        flush_output()
         pid = os.fork()
         if pid == 0:
             self._become_worker(args)
@@ -264,9 +270,7 @@ class Supervisor:
         except BaseException:  # noqa: BLE001 - the child's last word, then its exit
             traceback.print_exc()
         finally:
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(Exception):
-                    stream.flush()
+            flush_output()
             os._exit(code)
 
     def _reap(self) -> None:
