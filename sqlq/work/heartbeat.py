@@ -111,7 +111,7 @@ class Heartbeat:
     """
 
     __slots__ = ("clock", "deadline", "job", "keepalive", "name", "next_touch", "stoppable",
-                 "timeout", "_reported", "_stepped")
+                 "timeout", "_reported")
 
     def __init__(self, job: Job, name: str, keepalive: bool, stoppable: bool, clock: Clock,
                  now: float, timeout: float | None = None) -> None:
@@ -130,7 +130,6 @@ class Heartbeat:
         self.timeout = timeout
         self.deadline = None if timeout is None else now + timeout
         self._reported = False  # the TTR ran out and the log said so: nothing more to do
-        self._stepped = now  # when step last asked for a touch
 
     def timed_out(self, now: float) -> bool:
         """Whether the run has outlived its task's ``timeout``."""
@@ -167,7 +166,6 @@ class Heartbeat:
             if now < self.next_touch:
                 return None
             self.next_touch = now + HEARTBEAT * self.job.ttr
-            self._stepped = now
             return TOUCH
         if self.stoppable:
             return STOP if self._lease_left() <= kill_margin(self.job.ttr) else None
@@ -197,7 +195,10 @@ class Heartbeat:
                         job.id, name, extra=fields(job, name, outcome="lost"))
         except Disconnected as exc:  # the lease stands: try again before it runs out
             retry = retry_touch_in(job, self.clock() / 1000)
-            self.next_touch = min(self.next_touch, self._stepped + retry)
+            # step set the next touch a heartbeat after it asked for this one: the
+            # retry is counted from that ask instead.
+            asked = self.next_touch - HEARTBEAT * job.ttr
+            self.next_touch = min(self.next_touch, asked + retry)
             log.warning("job %d %s: could not touch it (%s); trying again in %.2gs", job.id,
                         name, exc, retry, extra=fields(job, name))
         else:

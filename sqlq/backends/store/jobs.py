@@ -3,7 +3,9 @@
 A delete releases the job's children in the same transaction (``release_children``,
 here because only a delete calls it); every lease-checked verb that changed nothing
 says why through :meth:`JobStore.lease_failure`, the one reader of the cancelled
-leases (so that no sibling noun is needed to explain a failure).
+leases (so that no sibling noun is needed to explain a failure), and :func:`lease_lost`
+words it (PostgreSQL's delete-and-claim, one statement whose error may abort its
+transaction, reads them itself: migration 0007).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ if TYPE_CHECKING:
     from ..conn import Conn
 
 
-
 def lease_lost(job_id: int, cancelled: bool) -> JobLost:
     """What a verb under a lease that no longer holds raises: JobCancelled if the job
     was cancelled under it."""
@@ -30,6 +31,7 @@ def lease_lost(job_id: int, cancelled: bool) -> JobLost:
         return JobCancelled(f"job {job_id} was cancelled", job_ids=(job_id,))
     return JobLost(f"job {job_id}: lease lost (TTR expired or reserved again)",
                    job_ids=(job_id,))
+
 
 class JobStore(abc.ABC):
     """A dialect's verbs on jobs. ``Q`` maps each query name to its statement."""
