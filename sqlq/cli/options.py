@@ -24,8 +24,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: ``ctx.obj`` key: the command runs as a process of its own (the console script,
 #: ``python -m sqlq``), not inside another program (``manage.py sqlq``, a test's
-#: CliRunner): ``sqlq work``'s supervisor may then fork its workers (work/supervisor.py).
+#: CliRunner): ``sqlq work``'s supervisor and ``sqlq serve --processes``' parent may then
+#: fork their children (core/forking.py).
 OWN_PROCESS = "own_process"
+
+
+def own_process(ctx: click.Context) -> bool:
+    """Whether this command runs as a process of its own (:data:`OWN_PROCESS`)."""
+    root = ctx.find_root()
+    return bool(root.obj and root.obj.get(OWN_PROCESS))
 
 DEFAULT_DB = "sqlq.db"
 

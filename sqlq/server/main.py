@@ -56,7 +56,10 @@ def beanstalkd_main(argv: list[str] | None = None) -> None:
 
     It listens first and opens the file in a thread meanwhile: clients may connect
     as soon as it is started (greenstalk's tests do, 100 ms after), and the imports
-    and the schema take longer than that on a small machine.
+    and the schema take longer than that on a small machine. Without ``argv`` it is
+    the program (the console script, ``python -m sqlq.server``), whose ``-P`` group
+    forks its processes; with ``argv``, called from another program, it starts them
+    as new interpreters.
     """
     try:
         flags = parse_flags(sys.argv[1:] if argv is None else argv)
@@ -72,7 +75,7 @@ def beanstalkd_main(argv: list[str] | None = None) -> None:
     if flags.processes > 1:
         from sqlq.server.processes import beanstalkd_group
 
-        sys.exit(beanstalkd_group(flags))
+        sys.exit(beanstalkd_group(flags, fork=argv is None))
     server = Server(None, max_job_size=flags.max_job_size)
     catch_signals(server)  # from the start: a SIGTERM must not leave a temporary directory
     try:

@@ -24,9 +24,12 @@ Not one acceptor handing sockets over (SCM_RIGHTS): that is a hop per connection
 one more process whose death stops every new connection; with SO_REUSEPORT the kernel
 is the acceptor.
 
-Children are fresh interpreters (``subprocess``), not forks: the parent of ``sqlq
-serve`` has opened the Queue (database connections, perhaps threads), which a fork
-would copy half-way. Each child reads one end of a pipe whose other end only the
+Run as a command of its own (``sqlq serve``, ``sqlq-beanstalkd``), the parent forks its
+children (``core/forking.py``): it has closed the Queue it opened to create or migrate
+the file, and holds no thread, so a child starts in milliseconds, not an interpreter's
+0.3-0.5 s of CPU, and shares the parent's memory. Run inside another program (the
+functions called from Python) it cannot vouch for that process, and starts each child
+as a fresh interpreter. Each child reads one end of a pipe whose other end only the
 parent holds: when the parent dies, SIGKILL included, the pipe reads end-of-file and
 the child stops as on SIGTERM, giving its reserved jobs back. A child that dies is
 started again, at once after a long life, after a growing pause (BACKOFF_FIRST,
@@ -49,6 +52,7 @@ import socket
 import sys
 import time
 
+from sqlq.core.forking import ChildExit, Forked, fork
 from sqlq.server.loop import log
 from sqlq.server.net import address_of, bind, shares_port, unlink_unix
 from sqlq.server.running import binlog_location, catch_signals, serve_opening, set_verbosity
@@ -81,7 +85,7 @@ class Child:
 
     def __init__(self, index: int) -> None:
         self.index = index
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | Forked | None = None
         self.pipe = -1  # the parent's end of the pipe the child watches
         self.started = 0.0
         self.failures = 0  # deaths in a row, each soon after its start
@@ -101,13 +105,16 @@ class Group:
             ``location``, ``queue`` (Queue keywords), ``max_job_size``,
             ``max_buffered``, ``verbose``.
         name: the program's name, for messages.
+        fork: fork the children (the caller's process holds nothing that must not cross
+            a fork) instead of starting new interpreters.
 
     Raises:
         ValueError, OSError: ``listen`` is not an address, or cannot be bound.
     """
 
-    def __init__(self, listen: str, count: int, spec: dict[str, Any], name: str) -> None:
-        self.count, self.spec, self.name = count, spec, name
+    def __init__(self, listen: str, count: int, spec: dict[str, Any], name: str, *,
+                 fork: bool = False) -> None:
+        self.count, self.spec, self.name, self.fork = count, spec, name, fork
         self.reuse_port = shares_port(listen)
         self.holder = bind(listen, reuse_port=self.reuse_port, listening=not self.reuse_port)
         self.address = address_of(self.holder)
@@ -118,6 +125,7 @@ class Group:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
+        self._previous: dict[int, Any] = {}  # the handlers before the parent's
 
     def run(self, ready: Callable[[str], Any] | None = None) -> int:
         """Start the children and supervise them until SIGTERM or SIGINT; the exit status."""
@@ -156,23 +164,18 @@ class Group:
             self.draining = True
             self._signal_all(signal.SIGUSR1)
 
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGUSR1, drain)
-        signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the wait
+        handlers = {signal.SIGTERM: stop, signal.SIGINT: stop, signal.SIGUSR1: drain,
+                    signal.SIGCHLD: lambda *_: None}  # SIGCHLD only wakes the wait
+        self._previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
 
     def _start(self, child: Child) -> None:
         """Start ``child`` with its socket and its end of the parent's pipe."""
-        import json
-        import subprocess
-
         sock = (bind(self.address, reuse_port=True) if self.reuse_port else self.holder)
         watch, pipe = os.pipe()
         spec = dict(self.spec, fd=sock.fileno(), watch=watch,
                     shared=not self.reuse_port, draining=self.draining)
-        try:  # the spec on stdin, not in argv, where ps would show a URL's password
-            proc = subprocess.Popen([sys.executable, "-c", _CHILD],
-                                    pass_fds=(sock.fileno(), watch), stdin=subprocess.PIPE)
+        try:
+            child.proc = self._fork(spec, pipe) if self.fork else self._spawn(spec)
         except BaseException:
             os.close(pipe)
             raise
@@ -180,15 +183,51 @@ class Group:
             os.close(watch)
             if sock is not self.holder:
                 sock.close()  # the child's now
-        child.proc, child.pipe = proc, pipe
+        child.pipe = pipe
+        child.started = time.monotonic()
+        child.restart_at = None
+
+    def _spawn(self, spec: dict[str, Any]) -> subprocess.Popen[bytes]:
+        """A new interpreter running :func:`child_main`, given ``spec`` on its stdin (not
+        in argv, where ps would show a URL's password)."""
+        import json
+        import subprocess
+
+        proc = subprocess.Popen([sys.executable, "-c", _CHILD],
+                                pass_fds=(spec["fd"], spec["watch"]), stdin=subprocess.PIPE)
         assert proc.stdin is not None
         try:
             with proc.stdin as stdin:
                 stdin.write(json.dumps(spec).encode())
         except BrokenPipeError:
             pass  # it died at once: reaped, and started again, as any death
-        child.started = time.monotonic()
-        child.restart_at = None
+        return proc
+
+    def _fork(self, spec: dict[str, Any], pipe: int) -> Forked:
+        pid = fork()
+        if pid == 0:
+            with ChildExit():
+                self._become_child(spec, pipe)
+        return Forked(pid)
+
+    def _become_child(self, spec: dict[str, Any], pipe: int) -> None:
+        """In a forked child: give back what is the parent's (its signal handlers, its
+        wake-up socket, the port it holds, its ends of the children's pipes: the pipe must
+        read end-of-file when the parent dies), take /dev/null for stdin as a started
+        child's reads its spec to the end, and serve."""
+        signal.set_wakeup_fd(-1)
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._wake_r.close()
+        self._wake_w.close()
+        if self.reuse_port:
+            self.holder.close()  # the child listens on a socket of its own
+        for fd in (pipe, *(c.pipe for c in self.children if c.proc is not None)):
+            os.close(fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        serve_child(spec)
 
     def _wait(self) -> None:
         """Sleep until a signal (a child's death is one) or the next restart is due."""
@@ -262,21 +301,22 @@ class Group:
 def serve_processes(location: str, listen: str, count: int, *, queue: dict[str, Any],
                     max_job_size: int, max_buffered: int | None = None, verbose: int = 0,
                     ready: Callable[[str], Any] | None = None,
-                    name: str = "sqlq serve") -> int:
+                    name: str = "sqlq serve", fork: bool = False) -> int:
     """Serve the queue at ``location`` from ``count`` processes sharing ``listen``, until
     SIGTERM or SIGINT; the exit status (1: a process could not open the queue).
 
-    ``queue``: the keywords each process opens ``sqlq.Queue(location, **queue)`` with.
+    ``queue``: the keywords each process opens ``sqlq.Queue(location, **queue)`` with;
+    ``fork``: fork them (see the module docstring), for a caller run as a command.
 
     Raises:
         ValueError, OSError: ``listen`` is not an address, or cannot be bound.
     """
     spec = {"location": location, "queue": queue, "max_job_size": max_job_size,
             "max_buffered": max_buffered, "verbose": verbose, "name": name}
-    return Group(listen, count, spec, name).run(ready)
+    return Group(listen, count, spec, name, fork=fork).run(ready)
 
 
-def beanstalkd_group(flags: Flags) -> int:
+def beanstalkd_group(flags: Flags, *, fork: bool = False) -> int:
     """``sqlq-beanstalkd -P N``: the drop-in binary's flags, served from N processes.
 
     It binds first, as one process does (clients connect 100 ms after exec); without
@@ -287,7 +327,8 @@ def beanstalkd_group(flags: Flags) -> int:
         group = Group(flags.listen, flags.processes, {
             "queue": {"durability": flags.durability, "max_job_size": flags.max_job_size},
             "max_job_size": flags.max_job_size, "max_buffered": None,
-            "verbose": flags.verbose, "name": "sqlq-beanstalkd"}, "sqlq-beanstalkd")
+            "verbose": flags.verbose, "name": "sqlq-beanstalkd"}, "sqlq-beanstalkd",
+            fork=fork)
     except (OSError, ValueError) as e:
         sys.stderr.write(f"sqlq-beanstalkd: cannot listen on {flags.listen}: {e}\n")
         return 1
@@ -312,12 +353,18 @@ def beanstalkd_group(flags: Flags) -> int:
 
 
 def child_main() -> None:
-    """One process of the group, its spec on stdin (started by ``Group._start``)."""
+    """One process of the group, started as a new interpreter, its spec on stdin
+    (``Group._spawn``)."""
     import json
 
+    serve_child(json.loads(sys.stdin.buffer.read()))
+
+
+def serve_child(spec: dict[str, Any]) -> None:
+    """One process of the group: serve its socket until stopped, or until the parent's
+    pipe reads end-of-file; exit EXIT_CANNOT_OPEN when the queue cannot be opened."""
     from sqlq.server.core import Server
 
-    spec = json.loads(sys.stdin.buffer.read())
     set_verbosity(spec["verbose"])
     server = Server(None, max_job_size=spec["max_job_size"], max_buffered=spec["max_buffered"])
     server.draining = spec["draining"]

@@ -111,11 +111,10 @@ def resolve_apart(config: WorkConfig) -> str:
     tasks that do not say which database, raise its one-line Error here."""
     if not config.imports:
         return resolve(config)[0]
-    from .supervisor import flush_output
+    from ..core.forking import flush_output, fork
 
     read, write = os.pipe()
-    flush_output()
-    pid = os.fork()
+    pid = fork()
     if pid == 0:  # the child: import, resolve, say what came of it, and leave (whatever
         try:      # a module does: a sys.exit at import must not return into the supervisor)
             os.close(read)

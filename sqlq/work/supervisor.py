@@ -35,7 +35,6 @@ must not run twice at once. (The command itself also dies with its worker, throu
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import logging
 import os
@@ -44,14 +43,13 @@ import select
 import signal
 import subprocess
 import sys
-import threading
 import time
-import traceback
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, NoReturn
+from typing import Any
 
 from ..backends import is_url, redact
+from ..core.forking import ChildExit, Forked, fork
 from .config import WorkConfig
 from .shell import REPORT_FD_ENV, describe_status
 
@@ -65,43 +63,12 @@ KILL_SLACK = 5.0
 SUPERVISOR_ENV = "SQLQ_SUPERVISOR_PID"
 
 
-def flush_output() -> None:
-    """Flush stdout and stderr before a fork (or the child would write what is buffered
-    again) and before a child's ``os._exit`` (which flushes nothing)."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-
-
-class _Forked:
-    """A forked worker, with the part of :class:`subprocess.Popen` the supervisor uses."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        """Its exit status once it ended (reaped then), else None."""
-        if self.returncode is None:
-            try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:  # reaped elsewhere: its status is lost
-                pid, status = self.pid, 255 << 8
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def send_signal(self, sig: int) -> None:
-        if self.returncode is None:  # not reaped: the pid is still its own
-            os.kill(self.pid, sig)
-
-
 @dataclass
 class _Slot:
     """One of the N places for a worker process."""
 
     index: int
-    proc: subprocess.Popen[bytes] | _Forked | None = None
+    proc: subprocess.Popen[bytes] | Forked | None = None
     started: float = 0.0
     failures: int = 0
     restart_at: float | None = 0.0   # when to (re)start it; None: do not
@@ -235,43 +202,27 @@ class Supervisor:
         log.debug("worker %d started (pid %d)", slot.index, slot.proc.pid,
                   extra={"pid": slot.proc.pid})
 
-    def _fork(self, args: list[str]) -> _Forked:
-        flush_output()
-        pid = os.fork()
+    def _fork(self, args: list[str]) -> Forked:
+        pid = fork()
         if pid == 0:
-            self._become_worker(args)
-        return _Forked(pid)
+            with ChildExit():
+                self._become_worker(args)
+        return Forked(pid)
 
-    def _become_worker(self, args: list[str]) -> NoReturn:
+    def _become_worker(self, args: list[str]) -> None:
         """In a forked child: undo what is the supervisor's (its session, signal handlers,
         wake-up pipe and the reports' read end), then run ``python -m sqlq ARGS`` in this
-        process (the same entry a new interpreter runs: ``sqlq/__main__.py``), and exit
-        with its status, never returning into the supervisor."""
-        code = 1
-        try:
-            os.setsid()  # its own group: a Ctrl-C reaches it once, through the supervisor
-            signal.set_wakeup_fd(-1)
-            for sig, handler in self._previous.items():
-                signal.signal(sig, handler)
-            for fd in (*self._wake, self._report_r):
-                os.close(fd)
-            os.environ[SUPERVISOR_ENV] = str(os.getppid())
-            os.environ[REPORT_FD_ENV] = str(self._report_w)
-            sys.argv = ["sqlq", *args]
-            try:
-                runpy.run_module("sqlq", run_name="__main__", alter_sys=True)
-                code = 0
-            except SystemExit as e:  # the command's exit
-                code = e.code if isinstance(e.code, int) else int(e.code is not None)
-            # What the interpreter would do at its exit: wait for the threads that are
-            # not daemons, then run the atexit functions.
-            threading._shutdown()  # type: ignore[attr-defined]
-            atexit._run_exitfuncs()
-        except BaseException:  # noqa: BLE001 - the child's last word, then its exit
-            traceback.print_exc()
-        finally:
-            flush_output()
-            os._exit(code)
+        process (the same entry a new interpreter runs: ``sqlq/__main__.py``)."""
+        os.setsid()  # its own group: a Ctrl-C reaches it once, through the supervisor
+        signal.set_wakeup_fd(-1)
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        for fd in (*self._wake, self._report_r):
+            os.close(fd)
+        os.environ[SUPERVISOR_ENV] = str(os.getppid())
+        os.environ[REPORT_FD_ENV] = str(self._report_w)
+        sys.argv = ["sqlq", *args]
+        runpy.run_module("sqlq", run_name="__main__", alter_sys=True)
 
     def _reap(self) -> None:
         for slot in self.slots:

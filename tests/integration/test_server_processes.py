@@ -229,6 +229,58 @@ def test_the_processes_stop_when_the_parent_is_killed(group: Group) -> None:
     wait_for(lambda: all(gone(pid) for pid in pids), timeout=soon(5))
 
 
+def cmdline(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().decode().split("\0")[:-1]
+
+
+def test_run_as_the_command_the_parent_forks_its_processes(group: Group) -> None:
+    """A fork runs what its parent loaded: no new interpreter, so its command line is the
+    parent's; one started again after a death is forked too."""
+    by = one_in_each(group.address)
+    parent = cmdline(group.proc.pid)
+    for pid in map(int, by):
+        assert cmdline(pid) == parent, cmdline(pid)
+    victim = int(next(iter(by)))
+    os.kill(victim, signal.SIGKILL)
+    wait_for(lambda: gone(victim), timeout=soon(5))
+    again = one_in_each(group.address)
+    assert str(victim) not in again
+    assert all(cmdline(int(pid)) == parent for pid in again)
+    first, second = again.values()
+    job = put(first, b"x")
+    assert second.cmd(b"reserve-with-timeout 5") == b"RESERVED %d 1\r\nx\r\n" % job
+
+
+def test_run_inside_another_program_the_parent_starts_new_interpreters(db_url: str) -> None:
+    """Called from Python (here a program that calls ``sqlq.cli.cli``), the parent cannot
+    vouch for its process: each child is a new interpreter, and all else is the same."""
+    port = free_port()
+    proc = forkserver.Popen(
+        [sys.executable, "-c", "import sys; from sqlq.cli import cli; cli(sys.argv[1:])",
+         "--db", db_url, "serve", "--listen", f"127.0.0.1:{port}", "--processes", "2"],
+        cwd=ROOT, stderr=subprocess.PIPE)
+    try:
+        address = ("127.0.0.1", port)
+        wait_for(lambda: _connects(address), timeout=soon(10))
+        by = one_in_each(address)
+        for pid in map(int, by):
+            assert "child_main" in " ".join(cmdline(pid)), cmdline(pid)
+        first, second = by.values()
+        job = put(first, b"x")
+        assert second.cmd(b"reserve-with-timeout 5") == b"RESERVED %d 1\r\nx\r\n" % job
+        pids = list(map(int, by))
+        proc.kill()
+        proc.wait()
+        wait_for(lambda: all(gone(pid) for pid in pids), timeout=soon(5))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert proc.stderr is not None
+        proc.stderr.close()
+
+
 # ---- sqlq-beanstalkd -P -----------------------------------------------------------------------
 
 
