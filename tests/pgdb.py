@@ -8,14 +8,16 @@ marked ``pg_fresh``. After each test it is made to look as a fresh clone would:
 
 * every other session on it is terminated (the test's queues, the threads and
   processes it left): advisory locks, LISTEN channels and open transactions go with them;
-* if its catalogs changed (:data:`CATALOG_STAMP`) and its definitions now differ from
-  the template's (:data:`FINGERPRINT`: schema, functions, ``ALTER DATABASE … SET``...),
-  it is dropped and cloned again, and the test is named in the run's summary: it should
-  be marked ``pg_fresh``;
-* otherwise every table a row was ever written to (its file is not empty; the list
-  read from the catalog) is emptied in one ``TRUNCATE``, the template's rows (the
-  migration stamps) are put back, every sequence is set back, the planner's statistics
-  and the activity counters are cleared;
+* the activity counters (PostgreSQL 15 and later) say, without reading a table, whether
+  the catalogs of its definitions were written to and which tables were; where the
+  catalogs were written (or on an older server), its definitions are compared whole
+  with the template's (:data:`FINGERPRINT`: schema, functions, ``ALTER DATABASE …
+  SET``...). If they differ, it is dropped and cloned again, and the test is named in
+  the run's summary: it should be marked ``pg_fresh``;
+* otherwise every table a row was written to (by the counters; or its file is not
+  empty, or it holds other rows than the template's) is emptied in one ``TRUNCATE``,
+  the template's rows (the migration stamps) are put back, every sequence is set back,
+  the planner's statistics and the activity counters are cleared;
 * and it is renamed, so each test gets a database name of its own, as a clone had: a
   process a test leaked cannot reconnect into the next test's database.
 """
@@ -97,24 +99,33 @@ SELECT string_agg(d, E'\\n' ORDER BY d) FROM (
 ) s(d)
 """
 
-#: Changes with any DDL (new catalog rows, or new row versions), not with DML, ANALYZE or
-#: VACUUM (which update pg_class in place): the cheap test that spares most resets the
-#: :data:`FINGERPRINT`. A reset's own TRUNCATE changes it too, so it is read after each.
-CATALOG_STAMP = "SELECT " + " || ' ' || ".join([
-    *(f"(SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM {catalog})"
-      for catalog in ("pg_class", "pg_attribute", "pg_attrdef", "pg_constraint", "pg_index",
-                      "pg_proc", "pg_trigger", "pg_rewrite", "pg_type", "pg_namespace",
-                      "pg_sequence", "pg_extension", "pg_policy", "pg_statistic_ext",
-                      "pg_event_trigger", "pg_publication", "pg_enum", "pg_db_role_setting")),
-    # pg_database is shared: the other processes' renames write it all the time
-    "(SELECT concat_ws(':', datconnlimit, datallowconn, datistemplate, datacl)"
-    " FROM pg_database WHERE datname = current_database())",
-    "(SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database())"])
+#: The catalogs of the database's own definitions (those :data:`FINGERPRINT` reads; the
+#: shared ones, pg_database and pg_db_role_setting, are compared by :data:`SHARED` instead).
+CATALOGS = ("pg_class", "pg_attribute", "pg_attrdef", "pg_constraint", "pg_index", "pg_proc",
+            "pg_trigger", "pg_rewrite", "pg_type", "pg_namespace", "pg_sequence",
+            "pg_extension", "pg_policy", "pg_statistic_ext", "pg_event_trigger",
+            "pg_publication", "pg_enum")
+#: What a test may change of the database in the shared catalogs (where every other
+#: process's renames write too), and its prepared transactions.
+SHARED = """concat_ws(':',
+  (SELECT concat_ws(':', oid, datconnlimit, datallowconn, datistemplate, datacl)
+   FROM pg_database WHERE datname = current_database()),
+  (SELECT count(*) FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase
+   WHERE d.datname = current_database()),
+  (SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database()))"""
+#: A relation's rows written (inserted, updated or deleted, in transactions committed or
+#: not) since the last ``pg_stat_reset()``: from PostgreSQL 15 the counters live in
+#: shared memory, and a session adds its own there before it leaves pg_stat_activity.
+WRITES = ("pg_stat_get_tuples_inserted({0}) + pg_stat_get_tuples_updated({0})"
+          " + pg_stat_get_tuples_deleted({0})")
+#: The first server whose counters a reset can trust (above); an older one's reach the
+#: collector by UDP, some time after.
+COUNTERS_SINCE = 150000
 
 _TABLES = """
-SELECT c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+SELECT c.oid, c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-  AND n.nspname NOT LIKE 'pg\\_toast%' ORDER BY 1
+  AND n.nspname NOT LIKE 'pg\\_toast%' ORDER BY 2
 """
 #: How long a reset waits for a terminated session to end.
 PATIENCE_S = 30.0
@@ -138,7 +149,9 @@ class SharedDatabase:
         self.prefix = f"w_{worker}_{label}_"
         self.name: str | None = None
         self._fingerprint = ""
-        self._stamp = ""
+        self._shared = ""
+        self._quick: sql.Composable | None = None  # None: no counters to trust
+        self._tables: dict[int, str] = {}  # oid: name, of every table
         self._check = sql.SQL("")
         self._dirty_now: list[str] = []
         self._seeds: dict[str, sql.Composable] = {}
@@ -146,6 +159,8 @@ class SharedDatabase:
         self._admin_conn: psycopg.Connection[Any] | None = None
         #: milliseconds the last reset took (or the clone that replaced it)
         self.last_reset_ms = 0.0
+        #: resets that compared the definitions whole (the catalogs were written to)
+        self.compared_whole = 0
 
     @property
     def url(self) -> str:
@@ -202,35 +217,48 @@ class SharedDatabase:
 
     def _changed(self, conn: psycopg.Connection[Any]) -> str | None:
         """Why the database can no longer be reset (its definitions changed), or None;
-        reads which tables were written to on the way (one round trip when nothing
-        changed)."""
+        finds which tables were written to on the way.
+
+        The activity counters answer in one round trip, reading no table: nothing written
+        to the catalogs of definitions, the database's row and settings as they were, and
+        the tables whose rows were written to. Where the catalogs were written (a test's
+        DDL, a temporary table) or on a server older than 15, the definitions are
+        compared whole, and each table's file and rows with the template's."""
+        if self._quick is not None:
+            row = conn.execute(self._quick).fetchone()
+            assert row is not None
+            if row[0] == 0 and row[1] == self._shared:
+                self._dirty_now = [self._tables[oid] for oid in row[2]]
+                return None
+        self.compared_whole += 1
+        now = _value(conn, FINGERPRINT)
+        if now != self._fingerprint:
+            before, after = set(self._fingerprint.splitlines()), set(now.splitlines())
+            diff = ([f"-{d}" for d in sorted(before - after)]
+                    + [f"+{d}" for d in sorted(after - before)])
+            return "its definitions differ from the template's: " + "; ".join(diff[:3])[:300]
         row = conn.execute(self._check).fetchone()
         assert row is not None
-        stamp, self._dirty_now = str(row[0]), [str(t) for t in row[1]]
-        if stamp == self._stamp:
-            return None
-        now = _value(conn, FINGERPRINT)
-        if now == self._fingerprint:
-            return None  # catalogs were written, to the same effect (a TRUNCATE, a temp table)
-        before, after = set(self._fingerprint.splitlines()), set(now.splitlines())
-        diff = [f"-{d}" for d in sorted(before - after)] + [f"+{d}" for d in sorted(after - before)]
-        return "its definitions differ from the template's: " + "; ".join(diff[:3])[:300]
+        self._dirty_now = [str(t) for t in row[0]]
+        return None  # catalogs were written, to the same effect (a temporary table...)
 
     def _empty(self, conn: psycopg.Connection[Any]) -> None:
-        """Empty each table that was written to, put the template's rows back, set the
-        sequences back, clear what ANALYZE learnt and the activity counters; read the
-        catalogs' stamp that leaves (one round trip)."""
-        parts: list[sql.Composable] = [sql.SQL("BEGIN")]
+        """Empty each table that was written to and put the template's rows back; then set
+        the sequences back and clear what ANALYZE learnt and the activity counters.
+
+        Two round trips where one would do the work: the counters of the first's writes
+        (the TRUNCATE's new files in pg_class, the template's rows) reach shared memory
+        only once the session is idle, flushed then as asked, and must be cleared with
+        the test's."""
         if self._dirty_now:
-            parts.append(sql.SQL("TRUNCATE {}").format(
-                sql.SQL(", ").join(sql.SQL(t) for t in self._dirty_now)))
+            parts: list[sql.Composable] = [sql.SQL("BEGIN"), sql.SQL("TRUNCATE {}").format(
+                sql.SQL(", ").join(sql.SQL(t) for t in self._dirty_now))]
             parts.extend(self._seeds[t] for t in self._dirty_now if t in self._seeds)
-        parts += [self._restore, sql.SQL("COMMIT"), sql.SQL(CATALOG_STAMP)]
-        cursor = conn.execute(sql.SQL("; ").join(parts))
-        while cursor.nextset():
-            pass  # to the last statement's result
-        row = cursor.fetchone()
-        self._stamp = str(row[0]) if row else ""
+            parts.append(sql.SQL("COMMIT"))
+            if self._quick is not None:
+                parts.append(sql.SQL("SELECT pg_stat_force_next_flush()"))
+            _run(conn, sql.SQL("; ").join(parts))
+        _run(conn, self._restore)
 
     def _next_name(self) -> str:
         return f"{self.prefix}{next(SharedDatabase._counter)}"
@@ -241,14 +269,15 @@ class SharedDatabase:
         self.name = name
         with _connect(url) as conn:
             self._fingerprint = _value(conn, FINGERPRINT)
-            self._stamp = _value(conn, CATALOG_STAMP)
+            self._shared = _value(conn, "SELECT " + SHARED)
             self._read_template(conn)
 
     def _read_template(self, conn: psycopg.Connection[Any]) -> None:
-        """From a fresh clone: which tables a test wrote to (a file no longer empty, or
-        other rows than the template's), the statements that put the template's rows
-        back, and those that set sequences, statistics and counters back."""
-        tables = [str(r[0]) for r in conn.execute(_TABLES.encode())]
+        """From a fresh clone: which tables a test wrote to (by the counters; or a file no
+        longer empty, or other rows than the template's), the statements that put the
+        template's rows back, and those that set sequences, statistics and counters back."""
+        self._tables = {int(r[0]): str(r[1]) for r in conn.execute(_TABLES.encode())}
+        tables = list(self._tables.values())
         checks: list[sql.Composable] = []
         self._seeds = {}
         for table in tables:
@@ -267,7 +296,15 @@ class SharedDatabase:
             checks.append(sql.SQL("SELECT {} WHERE NOT {}").format(sql.Literal(table), same))
         dirty = (sql.SQL(" UNION ALL ").join(checks) if checks
                  else sql.SQL("SELECT '' WHERE false"))
-        self._check = sql.SQL("SELECT ({}), ARRAY({})").format(sql.SQL(CATALOG_STAMP), dirty)
+        self._check = sql.SQL("SELECT ARRAY({})").format(dirty)
+        self._quick = None
+        if conn.info.server_version >= COUNTERS_SINCE:
+            catalogs = sql.SQL(", ").join(sql.Literal(c) for c in CATALOGS)
+            self._quick = sql.SQL(
+                "SELECT (SELECT sum({0}) FROM unnest(ARRAY[{1}]::regclass[]::oid[]) AS c),"
+                " {2}, ARRAY(SELECT c FROM unnest({3}::oid[]) AS c WHERE {0} > 0)").format(
+                sql.SQL(WRITES.format("c")), catalogs, sql.SQL(SHARED),
+                sql.Literal(list(self._tables)))
         restore: list[sql.Composable] = [
             sql.SQL("SELECT setval({}, {}, {})").format(
                 sql.Literal(seq), sql.Literal(last), sql.Literal(called))
@@ -320,6 +357,13 @@ class SharedDatabase:
 def _connect(url: str) -> psycopg.Connection[Any]:
     # UTF8 on the SQL_ASCII databases too: names and rows as str, not bytes
     return psycopg.connect(url, autocommit=True, client_encoding="UTF8")
+
+
+def _run(conn: psycopg.Connection[Any], statements: sql.Composable) -> None:
+    """Run statements joined by ``;`` in one round trip, to the end of the last."""
+    cursor = conn.execute(statements)
+    while cursor.nextset():
+        pass
 
 
 def _value(conn: psycopg.Connection[Any], query: str) -> str:

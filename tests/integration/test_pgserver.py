@@ -88,6 +88,18 @@ def test_a_reset_database_is_as_fresh_as_a_clone(pg_server: PgServer, pg_templat
             psycopg.connect(used)  # the old name is gone
         with pytest.raises(psycopg.OperationalError):
             holder.execute("SELECT 1")  # cut
+        assert shared.compared_whole == 0  # told by the counters alone (PostgreSQL 15+)
+        with psycopg.connect(shared.url) as conn:
+            sqlq.put(conn, b"rolled back")  # rows only the pages and the counters show
+            conn.rollback()
+        assert shared.reset() is None
+        assert _state(shared.url) == fresh
+        with psycopg.connect(shared.url, autocommit=True) as conn:
+            conn.execute("CREATE TEMP TABLE scratch (x int)")  # catalogs written, and undone
+            sqlq.put(conn, b"kept")
+        assert shared.reset() is None
+        assert shared.compared_whole == 1
+        assert _state(shared.url) == fresh
         for change in ("CREATE TABLE orders (id int)",
                        "ALTER TABLE sqlq_jobs ADD COLUMN extra int",
                        "ALTER DATABASE {name} SET work_mem = '8MB'"):
