@@ -54,9 +54,11 @@ TEST_WORKERS ?= 5
 # each: a quarter of the CPU of the CLI tests) and each test process would rewrite every
 # test module's asserts anew (7 s each): bytecode is cached for what make runs.
 unexport PYTHONDONTWRITEBYTECODE
-# One collection first writes the rewritten test modules, which the test processes then
-# read (5 processes rewriting at once cost ~40 s of CPU); its errors show in the run.
-PREWARM = $(BIN)/python -m pytest -q -p no:cacheprovider --collect-only >/dev/null 2>&1
+# A collection first writes the rewritten test modules, which the test processes then
+# read (5 processes rewriting at once cost ~40 s of CPU); its errors show in the run. Two
+# collections, of halves of the suite, one per core: 5.0 s on a fresh clone, 8.4 s as one.
+COLLECT = $(BIN)/python -m pytest -q -p no:cacheprovider --collect-only
+PREWARM = { $(COLLECT) tests/unit & $(COLLECT) tests/integration tests/system; wait; } >/dev/null 2>&1
 
 # Tests go to the processes one at a time as each finishes one, the slow ones first
 # (tests/conftest.py): xdist's default hands each process a quarter of its share at once,
