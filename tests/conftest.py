@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 import sqlq
 
 from . import forkserver
-from .pgserver import PgServer, PgUnavailable, server_parent_directory
+from .pgserver import PRISTINE_ENV, PgServer, PgUnavailable, server_parent_directory
 from .timing import FakeClock
 
 if TYPE_CHECKING:
@@ -113,11 +114,27 @@ def backends_of(definition: pytest.Function | pytest.Item) -> tuple[str, ...]:
     return backends
 
 
+#: The run's pristine PostgreSQL cluster's directory, when this process made it.
+_PRISTINE: list[str] = []
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("SQLQ_TEST_CPU"):  # where the suite's CPU goes (tests/cpu_report.py)
         from .cpu_report import CpuReport
 
         config.pluginmanager.register(CpuReport(os.environ["SQLQ_TEST_CPU"]), "sqlq-cpu")
+    if not os.environ.get(PRISTINE_ENV):  # one initdb a run (pgserver.py); xdist's test
+        base = tempfile.mkdtemp(prefix="sqlq-pg-pristine-",  # processes inherit it
+                                dir=server_parent_directory())
+        os.chmod(base, 0o755)  # the postgres user copies from it
+        os.environ[PRISTINE_ENV] = base
+        _PRISTINE.append(base)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for base in _PRISTINE:
+        shutil.rmtree(base, ignore_errors=True)
+        os.environ.pop(PRISTINE_ENV, None)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
