@@ -29,10 +29,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 OWN_PROCESS = "own_process"
 
 
-def own_process(ctx: click.Context) -> bool:
-    """Whether this command runs as a process of its own (:data:`OWN_PROCESS`)."""
+def may_fork(ctx: click.Context) -> bool:
+    """Whether this command's children may be forks of its process: it runs as a process
+    of its own (:data:`OWN_PROCESS`), and no thread but the main one runs."""
+    from sqlq.core import forking
+
     root = ctx.find_root()
-    return bool(root.obj and root.obj.get(OWN_PROCESS))
+    return bool(root.obj and root.obj.get(OWN_PROCESS)) and forking.sound()
 
 DEFAULT_DB = "sqlq.db"
 

@@ -12,7 +12,7 @@ import click
 import sqlq
 
 from .group import cli
-from .options import DURATION, db_location, own_process, queue_from_ctx
+from .options import DURATION, db_location, may_fork, queue_from_ctx
 
 
 @cli.command()
@@ -85,7 +85,7 @@ def serve(ctx: click.Context, listen: str, max_job_size: int | None,
             code = serve_processes(db_location(ctx), listen, processes, queue=options,
                                    max_job_size=queue.max_job_size,
                                    max_buffered=max_buffered, ready=ready,
-                                   fork=own_process(ctx))
+                                   fork=may_fork(ctx))
             if code:
                 raise sqlq.Error("a server process could not open the queue")
             return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .group import cli
-from .options import DURATION, PREFETCH, own_process, tubes_option
+from .options import DURATION, PREFETCH, may_fork, tubes_option
 
 
 @cli.command(context_settings={"allow_interspersed_args": False})
@@ -86,5 +86,5 @@ def work(ctx: click.Context, imports: tuple[str, ...], tubes: tuple[str, ...], p
         retries=retries, backoff=backoff,
         grace=grace, keepalive=keepalive, log_level=log_level.upper(), log_format=log_format,
         durability=durability, init=init, in_process=in_process,
-        fork=own_process(ctx))
+        fork=may_fork(ctx))
     ctx.exit(run(config))

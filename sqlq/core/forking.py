@@ -5,10 +5,12 @@ memory; a fork costs milliseconds and shares the parent's pages until either wri
 them. It is sound only where the parent holds nothing that must not cross a fork: no
 thread, no open connection, no application module imported at its top level. The
 callers vouch for that (``sqlq work``'s supervisor and ``sqlq serve --processes``'
-parent, when they run as the ``sqlq`` command and not inside another program); each
-then undoes what is its own in the child (signal handlers, wake-up pipes) and runs what
-a new interpreter would have run. :class:`ChildExit` ends the child as an interpreter
-ends, and never lets it return into the parent's code.
+parent, when they run as the ``sqlq`` command and not inside another program, and
+:func:`sound` finds no other thread: one that an exporter or a sitecustomize started
+makes them start new interpreters instead); each then undoes what is its own in the
+child (signal handlers, wake-up pipes) and runs what a new interpreter would have run.
+:class:`ChildExit` ends the child as an interpreter ends, and never lets it return into
+the parent's code.
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ def flush_output() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+
+
+def sound() -> bool:
+    """Whether no thread but this one runs: a fork copies only the calling thread, with
+    the locks the others held (a tracer's exporter, a pool's keeper) held for ever."""
+    return threading.active_count() == 1
 
 
 def fork() -> int:

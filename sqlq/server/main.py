@@ -73,9 +73,10 @@ def beanstalkd_main(argv: list[str] | None = None) -> None:
         print(f"beanstalkd {version()} (sqlq {sqlq_version()})")
         return
     if flags.processes > 1:
+        from sqlq.core.forking import sound
         from sqlq.server.processes import beanstalkd_group
 
-        sys.exit(beanstalkd_group(flags, fork=argv is None))
+        sys.exit(beanstalkd_group(flags, fork=argv is None and sound()))
     server = Server(None, max_job_size=flags.max_job_size)
     catch_signals(server)  # from the start: a SIGTERM must not leave a temporary directory
     try:

@@ -252,14 +252,24 @@ def test_run_as_the_command_the_parent_forks_its_processes(group: Group) -> None
     assert second.cmd(b"reserve-with-timeout 5") == b"RESERVED %d 1\r\nx\r\n" % job
 
 
-def test_run_inside_another_program_the_parent_starts_new_interpreters(db_url: str) -> None:
-    """Called from Python (here a program that calls ``sqlq.cli.cli``), the parent cannot
-    vouch for its process: each child is a new interpreter, and all else is the same."""
+#: Programs whose parent cannot vouch for its process: one that calls ``sqlq.cli.cli``, and
+#: the ``sqlq`` command itself with a thread running (as an exporter's, started at import).
+NOT_ITS_OWN = {
+    "inside another program": "import sys; from sqlq.cli import cli; cli(sys.argv[1:])",
+    "with a thread running": "import sys, threading; threading.Thread(target=sys.stdin.read,"
+                             " daemon=True).start(); from sqlq.cli import main; main()",
+}
+
+
+@pytest.mark.parametrize("program", NOT_ITS_OWN)
+def test_where_the_parent_cannot_vouch_for_its_process_it_starts_new_interpreters(
+        db_url: str, program: str) -> None:
+    """Each child is then a new interpreter, and all else is the same."""
     port = free_port()
     proc = forkserver.Popen(
-        [sys.executable, "-c", "import sys; from sqlq.cli import cli; cli(sys.argv[1:])",
-         "--db", db_url, "serve", "--listen", f"127.0.0.1:{port}", "--processes", "2"],
-        cwd=ROOT, stderr=subprocess.PIPE)
+        [sys.executable, "-c", NOT_ITS_OWN[program], "--db", db_url, "serve", "--listen",
+         f"127.0.0.1:{port}", "--processes", "2"],
+        cwd=ROOT, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         address = ("127.0.0.1", port)
         wait_for(lambda: _connects(address), timeout=soon(10))
@@ -277,8 +287,9 @@ def test_run_inside_another_program_the_parent_starts_new_interpreters(db_url: s
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        assert proc.stderr is not None
-        proc.stderr.close()
+        for stream in (proc.stdin, proc.stderr):
+            assert stream is not None
+            stream.close()
 
 
 # ---- sqlq-beanstalkd -P -----------------------------------------------------------------------
