@@ -13,7 +13,7 @@ import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -113,6 +113,8 @@ def backends_of(definition: pytest.Function | pytest.Item) -> tuple[str, ...]:
         backends = (*backends, "sqlite3")
     return backends
 
+
+T = TypeVar("T")
 
 #: The run's pristine PostgreSQL cluster's directory, when this process made it.
 _PRISTINE: list[str] = []
@@ -393,12 +395,28 @@ _RECLONED: list[str] = []
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests marked slow first, each group in its own order: handed out one at a
-    time (make test's --dist loadgroup), the longest start first and the short ones fill
-    the gaps, where a run whose longest tests came last (tests/unit's hypothesis and
-    randomized runs sort after tests/system) ended with one process running them while
-    the others waited."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The tests marked slow first, taken from each module in turn; then the others in
+    their order. Handed out one at a time (make test's --dist loadgroup), the longest
+    start first and the short ones fill the gaps, where a run whose longest tests came
+    last (tests/unit's hypothesis and randomized runs sort after tests/system) ended with
+    one process running them while the others waited. In turn: a module's slow tests
+    tend to wait alike (test_pg_liveness's sleep through graces, a chaos run burns CPU),
+    and in a row five of them sleeping at once left both cores idle for a minute and a
+    half of a seven-minute run."""
+    slow: dict[str, list[pytest.Item]] = {}
+    rest: list[pytest.Item] = []
+    for item in items:
+        if item.get_closest_marker("slow"):
+            slow.setdefault(item.nodeid.partition("::")[0], []).append(item)
+        else:
+            rest.append(item)
+    items[:] = [*in_turn(list(slow.values())), *rest]
+
+
+def in_turn(groups: list[list[T]]) -> list[T]:
+    """One of each group in turn, in the groups' order, until all are taken."""
+    return [group[i] for i in range(max(map(len, groups), default=0))
+            for group in groups if i < len(group)]
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -2,7 +2,8 @@
 ``xdist_group`` run in one process, so a module-scoped fixture that is dear to start
 (Chromium, the docs site's build) starts once. pytest 9.2 with xdist 3.8 split every
 group without a word (each test went wherever a process was free) and the site was
-built in three processes at once: this runs a small suite the same way and fails then."""
+built in three processes at once: this runs a small suite the same way and fails then.
+And the slow tests come first, one module's after another's in turn (conftest.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from tests.conftest import in_turn
 
 GROUPED = '''
 import os
@@ -39,3 +44,20 @@ def test_an_xdist_group_runs_in_one_process(tmp_path: Path) -> None:
     pids = pids_file.read_text().split()
     assert len(pids) == 6, pids
     assert len(set(pids)) == 1, f"the group ran in {len(set(pids))} processes: {pids}"
+
+
+def test_slow_tests_are_taken_from_each_module_in_turn() -> None:
+    assert in_turn([["a1", "a2", "a3"], ["b1"], ["c1", "c2"]]) == [
+        "a1", "b1", "c1", "a2", "c2", "a3"]
+    assert in_turn([]) == []
+
+
+def test_this_run_begins_with_its_slow_tests_in_turn(request: pytest.FixtureRequest) -> None:
+    """As collected for this run (by each xdist process alike): every slow test before
+    the others, and as many modules as have slow tests, one each, at the start."""
+    items = request.session.items
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    assert items[:len(slow)] == slow
+    modules = {item.nodeid.partition("::")[0] for item in slow}
+    first = [item.nodeid.partition("::")[0] for item in slow[:len(modules)]]
+    assert sorted(first) == sorted(modules)
