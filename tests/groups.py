@@ -55,9 +55,9 @@ def queued(q: sqlq.Queue) -> int:
 
 def run_as_group(q: sqlq.Queue, clock: GateClock, ops: list[Callable[[], Any]]
                  ) -> tuple[Any, list[tuple[str, Any]]]:
-    """Hold the connection with one put, queue ``ops`` (a thread each) behind it, let go:
-    (the holder's id or error, each op's ("ok", value) or ("error", exception) in op
-    order)."""
+    """Hold the connection with one put, queue ``ops`` behind it (a thread each, in
+    order), let go: (the holder's id or error, each op's ("ok", value) or ("error",
+    exception) in op order)."""
     outcomes: list[tuple[str, Any]] = [("none", None)] * len(ops)
     held: list[Any] = []
 
@@ -78,9 +78,9 @@ def run_as_group(q: sqlq.Queue, clock: GateClock, ops: list[Callable[[], Any]]
     holder.start()
     assert clock.held.wait(WAIT_S)
     threads = [threading.Thread(target=run, args=(i,), name=f"op{i}") for i in range(len(ops))]
-    for t in threads:
-        t.start()
-    wait_until(lambda: queued(q) == len(ops), f"{len(ops)} queued writes")
+    for i, t in enumerate(threads, 1):  # one after another: queued in op order (started at
+        t.start()                       # once, a thread the OS put off came in later)
+        wait_until(lambda i=i: queued(q) == i, f"{i} queued writes")
     clock.gate.set()
     for t in [holder, *threads]:
         t.join(WAIT_S)
