@@ -395,14 +395,14 @@ _RECLONED: list[str] = []
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests marked slow first, taken from each module in turn; then the others in
-    their order. Handed out one at a time (make test's --dist loadgroup), the longest
-    start first and the short ones fill the gaps, where a run whose longest tests came
-    last (tests/unit's hypothesis and randomized runs sort after tests/system) ended with
-    one process running them while the others waited. In turn: a module's slow tests
-    tend to wait alike (test_pg_liveness's sleep through graces, a chaos run burns CPU),
-    and in a row five of them sleeping at once left both cores idle for a minute and a
-    half of a seven-minute run."""
+    """The tests marked slow first, each module's spread evenly among them
+    (:func:`in_turn`); then the others in their order. Handed out one at a time (make
+    test's --dist loadgroup), the longest start first and the short ones fill the gaps,
+    where a run whose longest tests came last (tests/unit's hypothesis and randomized
+    runs sort after tests/system) ended with one process running them while the others
+    waited. Spread: a module's slow tests tend to wait alike (test_pg_liveness's sleep
+    through graces, a chaos run burns CPU), and in a row five of them sleeping at once
+    left both cores idle for a minute and a half of a seven-minute run."""
     slow: dict[str, list[pytest.Item]] = {}
     rest: list[pytest.Item] = []
     for item in items:

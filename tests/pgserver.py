@@ -2,8 +2,9 @@
 
 Neither CI nor a developer's machine has a PostgreSQL we may use (Debian's own
 cluster belongs to the system, and there is no Docker here), so the suite makes
-its own: ``initdb`` into a fresh directory, ``pg_ctl start`` on a free loopback
-port, and ``pg_ctl stop`` plus ``rm -rf`` at the end. ``initdb`` refuses to run
+its own: ``initdb`` into a fresh directory (in a pytest session, a copy of the one
+cluster the run's first server made: :data:`PRISTINE_ENV`), ``pg_ctl start`` on a free
+loopback port, and ``pg_ctl stop`` plus ``rm -rf`` at the end. ``initdb`` refuses to run
 as root, so as root every server command runs as the ``postgres`` user (which
 Debian's package creates) through ``runuser``.
 
