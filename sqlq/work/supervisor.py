@@ -1,8 +1,9 @@
 """``sqlq work --processes N``: N worker processes under one supervisor (huey's consumer).
 
 Each worker runs ``sqlq work --in-process ...``: it imports the task modules and opens
-its Queue itself. Started by the ``sqlq`` command (``WorkConfig.fork``), the supervisor
-forks it: the supervisor holds nothing that must not cross a fork (it opens no Queue,
+its Queue itself. Started by the ``sqlq`` command with no other thread running
+(``WorkConfig.fork``: ``cli/options.may_fork``), the supervisor forks it
+(``core/forking.py``): the supervisor holds nothing that must not cross a fork (it opens no Queue,
 runs no thread of its own, and never imports a task module: ``command.py`` checks them
 in a child of its own), so a worker starts in a few milliseconds instead of an interpreter's
 start (0.2-0.35 s of CPU) and shares the supervisor's memory until it writes to it. A
