@@ -18,12 +18,14 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import signal
 import sys
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from types import TracebackType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 
 def flush_output() -> None:
@@ -38,6 +40,14 @@ def sound() -> bool:
     """Whether no thread but this one runs: a fork copies only the calling thread, with
     the locks the others held (a tracer's exporter, a pool's keeper) held for ever."""
     return threading.active_count() == 1
+
+
+def restore_signals(previous: Mapping[int, Any]) -> None:
+    """In a forked child: no wake-up descriptor, and the handlers its parent replaced
+    (``previous``, as ``signal.signal`` returned them) back in place."""
+    signal.set_wakeup_fd(-1)
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 def fork() -> int:
@@ -88,8 +98,6 @@ class Forked:
             os.kill(self.pid, sig)
 
     def kill(self) -> None:
-        import signal
-
         self.send_signal(signal.SIGKILL)
 
 

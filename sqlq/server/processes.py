@@ -52,7 +52,7 @@ import socket
 import sys
 import time
 
-from sqlq.core.forking import ChildExit, Forked, fork
+from sqlq.core.forking import ChildExit, Forked, fork, restore_signals
 from sqlq.server.loop import log
 from sqlq.server.net import address_of, bind, shares_port, unlink_unix
 from sqlq.server.running import binlog_location, catch_signals, serve_opening, set_verbosity
@@ -215,9 +215,7 @@ class Group:
         wake-up socket, the port it holds, its ends of the children's pipes: the pipe must
         read end-of-file when the parent dies), take /dev/null for stdin as a started
         child's reads its spec to the end, and serve."""
-        signal.set_wakeup_fd(-1)
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+        restore_signals(self._previous)
         self._wake_r.close()
         self._wake_w.close()
         if self.reuse_port:

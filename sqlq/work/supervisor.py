@@ -50,7 +50,7 @@ from types import FrameType
 from typing import Any
 
 from ..backends import is_url, redact
-from ..core.forking import ChildExit, Forked, fork
+from ..core.forking import ChildExit, Forked, fork, restore_signals
 from .config import WorkConfig
 from .shell import REPORT_FD_ENV, describe_status
 
@@ -215,9 +215,7 @@ class Supervisor:
         wake-up pipe and the reports' read end), then run ``python -m sqlq ARGS`` in this
         process (the same entry a new interpreter runs: ``sqlq/__main__.py``)."""
         os.setsid()  # its own group: a Ctrl-C reaches it once, through the supervisor
-        signal.set_wakeup_fd(-1)
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+        restore_signals(self._previous)
         for fd in (*self._wake, self._report_r):
             os.close(fd)
         os.environ[SUPERVISOR_ENV] = str(os.getppid())
