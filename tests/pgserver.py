@@ -136,6 +136,11 @@ def server_parent_directory() -> str | None:
     default temporary directory)."""
     if os.environ.get("SQLQ_PG_TMPDIR"):
         return os.environ["SQLQ_PG_TMPDIR"]
+    return ram_directory(RAM_NEEDED_BYTES)
+
+
+def ram_directory(needed: int) -> str | None:
+    """/dev/shm when it is a writable tmpfs with ``needed`` bytes free, else None."""
     try:
         with open("/proc/self/mounts", encoding="utf-8") as mounts:
             tmpfs = any(line.split()[1:3] == [RAM, "tmpfs"] for line in mounts)
@@ -143,7 +148,7 @@ def server_parent_directory() -> str | None:
         return None
     if not tmpfs or not os.access(RAM, os.W_OK):
         return None
-    return RAM if shutil.disk_usage(RAM).free >= RAM_NEEDED_BYTES else None
+    return RAM if shutil.disk_usage(RAM).free >= needed else None
 
 
 def _clean_env() -> dict[str, str]:

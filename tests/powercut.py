@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,10 +73,12 @@ class Recording:
 
 
 class RecordingFile(apsw.VFSFile):
-    def __init__(self, recording: Recording, key: str, base: str, name: Any, flags: Any) -> None:
+    def __init__(self, recording: Recording, key: str, base: str, name: Any, flags: Any,
+                 sync_s: float) -> None:
         super().__init__(base, name, flags)
         self._recording = recording
         self._key = key
+        self._sync_s = sync_s
 
     def xWrite(self, data: bytes, offset: int) -> None:
         self._recording.events.append((WRITE, self._key, offset, bytes(data)))
@@ -87,15 +90,22 @@ class RecordingFile(apsw.VFSFile):
 
     def xSync(self, flags: int) -> None:
         super().xSync(flags)
+        if self._sync_s:
+            time.sleep(self._sync_s)
         self._recording.events.append((SYNC, self._key))  # durable only once it returned
 
 
 class RecordingVFS(apsw.VFS):
-    """SQLite's default VFS, recording what happens to one database and its WAL."""
+    """SQLite's default VFS, recording what happens to one database and its WAL.
 
-    def __init__(self, name: str, recording: Recording) -> None:
+    ``sync_s``: each sync takes at least this long, as on a disk, wherever the files are
+    (the suite's are in RAM, where a sync returns at once): what shares commits needs
+    writers that wait for a sync."""
+
+    def __init__(self, name: str, recording: Recording, sync_s: float = 0.0) -> None:
         super().__init__(name, "")
         self.recording = recording
+        self.sync_s = sync_s
         self._keys = {recording.db_path: "db", recording.db_path + "-wal": "wal"}
 
     def _key(self, name: Any) -> str | None:
@@ -106,7 +116,7 @@ class RecordingVFS(apsw.VFS):
         key = self._key(name)
         if key is None:
             return apsw.VFSFile("", name, flags)
-        return RecordingFile(self.recording, key, "", name, flags)
+        return RecordingFile(self.recording, key, "", name, flags, self.sync_s)
 
     def xDelete(self, filename: str, syncdir: bool) -> None:
         key = self._key(filename)
