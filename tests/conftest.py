@@ -132,10 +132,11 @@ TMP_RAM_NEEDED_BYTES = 4 << 30
 @pytest.hookimpl(tryfirst=True)  # before pytest's tmp_path_factory looks for its root
 def pytest_configure(config: pytest.Config) -> None:
     if "TMPDIR" not in os.environ and (ram := ram_directory(TMP_RAM_NEEDED_BYTES)):
-        # Temporary files in RAM: the tests' databases, their sockets, the processes they
-        # start. On a disk, journaling and syncs took 10-15% of make test's CPU, for what
-        # no test checks (power cuts are tests/powercut.py's recording VFS: its syncs take
-        # a disk's time wherever the files are). TMPDIR set by the caller is kept.
+        # Temporary files in RAM: the tests' databases and sockets, and those of the
+        # processes they start. A test waiting for a disk's sync leaves its core idle
+        # (make test idled 56-63 core-s so, 71-82 on this machine's disk; the CPU used is
+        # the same), for what no test checks: power cuts are tests/powercut.py's recording
+        # VFS, whose syncs take a disk's time wherever the files are. TMPDIR set is kept.
         os.environ["TMPDIR"] = ram
         tempfile.tempdir = None  # gettempdir() looks again
     if os.environ.get("SQLQ_TEST_CPU"):  # where the suite's CPU goes (tests/cpu_report.py)

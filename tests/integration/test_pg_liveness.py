@@ -66,9 +66,22 @@ def _line(proc: subprocess.Popen[str], timeout: float = 60) -> str:
     reader = threading.Thread(target=lambda: box.append(proc.stdout.readline()))  # type: ignore[union-attr]
     reader.start()
     reader.join(timeout)
-    err = proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
-    assert box and box[0], f"no line from the process: {err}"
+    if not (box and box[0]):
+        # Only on failure: read after a line came, this took what a test reads once the
+        # process ended (a holder that prints its last line and exits: its keeper's words).
+        err = proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
+        raise AssertionError(f"no line from the process: {err}")
     return box[0].strip()
+
+
+def test_a_line_read_leaves_the_stderr_of_a_process_that_ended_to_the_test() -> None:
+    """A process that printed its last line and exited before it was read (a holder after
+    "deleted") keeps what it said on stderr for the test: test_pg_recovery once found its
+    keeper's words gone, read by _line."""
+    proc = spawn("import sys; print('said', file=sys.stderr, flush=True); print('done')")
+    proc.wait(timeout=60)
+    assert _line(proc) == "done"
+    assert proc.stderr is not None and proc.stderr.read() == "said\n"
 
 
 @pytest.fixture
