@@ -116,11 +116,15 @@ SHARED = """concat_ws(':',
 #: A relation's rows written (inserted, updated or deleted, in transactions committed or
 #: not) since the last ``pg_stat_reset()``: from PostgreSQL 15 the counters live in
 #: shared memory, and a session adds its own there before it leaves pg_stat_activity.
+#: A crash or an immediate shutdown discards them, and not the rows committed before it:
+#: after a restart (:data:`STARTED` changed) the reset does not trust them.
 WRITES = ("pg_stat_get_tuples_inserted({0}) + pg_stat_get_tuples_updated({0})"
           " + pg_stat_get_tuples_deleted({0})")
 #: The first server whose counters a reset can trust (above); an older one's reach the
 #: collector by UDP, some time after.
 COUNTERS_SINCE = 150000
+#: When the server last started.
+STARTED = "pg_postmaster_start_time()::text"
 
 _TABLES = """
 SELECT c.oid, c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -150,6 +154,7 @@ class SharedDatabase:
         self.name: str | None = None
         self._fingerprint = ""
         self._shared = ""
+        self._started = ""  # STARTED when the counters were last cleared
         self._quick: sql.Composable | None = None  # None: no counters to trust
         self._tables: dict[int, str] = {}  # oid: name, of every table
         self._check = sql.SQL("")
@@ -222,12 +227,14 @@ class SharedDatabase:
         The activity counters answer in one round trip, reading no table: nothing written
         to the catalogs of definitions, the database's row and settings as they were, and
         the tables whose rows were written to. Where the catalogs were written (a test's
-        DDL, a temporary table) or on a server older than 15, the definitions are
-        compared whole, and each table's file and rows with the template's."""
+        DDL, a temporary table), the server started again since (its counters may be
+        gone: :data:`WRITES`) or on a server older than 15, the definitions are compared
+        whole, and each table's file and rows with the template's."""
         if self._quick is not None:
             row = conn.execute(self._quick).fetchone()
             assert row is not None
-            if row[0] == 0 and row[1] == self._shared:
+            restarted, self._started = row[3] != self._started, row[3]
+            if row[0] == 0 and row[1] == self._shared and not restarted:
                 self._dirty_now = [self._tables[oid] for oid in row[2]]
                 return None
         self.compared_whole += 1
@@ -302,9 +309,10 @@ class SharedDatabase:
             catalogs = sql.SQL(", ").join(sql.Literal(c) for c in CATALOGS)
             self._quick = sql.SQL(
                 "SELECT (SELECT sum({0}) FROM unnest(ARRAY[{1}]::regclass[]::oid[]) AS c),"
-                " {2}, ARRAY(SELECT c FROM unnest({3}::oid[]) AS c WHERE {0} > 0)").format(
+                " {2}, ARRAY(SELECT c FROM unnest({3}::oid[]) AS c WHERE {0} > 0), {4}").format(
                 sql.SQL(WRITES.format("c")), catalogs, sql.SQL(SHARED),
-                sql.Literal(list(self._tables)))
+                sql.Literal(list(self._tables)), sql.SQL(STARTED))
+            self._started = _value(conn, "SELECT " + STARTED)
         restore: list[sql.Composable] = [
             sql.SQL("SELECT setval({}, {}, {})").format(
                 sql.Literal(seq), sql.Literal(last), sql.Literal(called))

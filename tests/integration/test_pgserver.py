@@ -115,6 +115,37 @@ def test_a_reset_database_is_as_fresh_as_a_clone(pg_server: PgServer, pg_templat
         shared.close()
 
 
+def test_a_reset_after_an_immediate_restart_compares_the_tables_whole(
+        pg_server: PgServer, pg_template: str) -> None:
+    """An immediate shutdown (or a crash) discards the activity counters but not the rows
+    committed before it: the next reset compares every table with the template's instead
+    of trusting them. (Trusted, they once left rows written before one of the suite's
+    immediate restarts to the next test, whose sqlq copy found the database not empty.)"""
+    from tests.pgdb import SharedDatabase
+
+    name, clone = pg_server.clone(pg_template)
+    try:
+        fresh = _state(clone)
+    finally:
+        pg_server.drop_database(name)
+    shared = SharedDatabase(pg_server, pg_template, "restart")
+    try:
+        with sqlq.Queue(shared.url) as q:
+            q.limit("t", concurrency=1)  # a row of sqlq_tubes, written once
+            q.put(b"x")
+        pg_server.psql("CHECKPOINT")  # on disk: the immediate stop keeps them
+        pg_server.restart("immediate")
+        assert shared.name is not None
+        assert pg_server.psql("SELECT count(*) FROM sqlq_tubes", shared.name) == "1"
+        assert shared.reset() is None
+        assert shared.compared_whole == 1
+        assert _state(shared.url) == fresh
+        assert shared.reset() is None  # counters cleared since the restart: trusted again
+        assert shared.compared_whole == 1
+    finally:
+        shared.close()
+
+
 def test_databases_are_copied_from_a_filled_template(pg_server: PgServer) -> None:
     def setup(url: str) -> None:
         with psycopg.connect(url, autocommit=True) as conn:
