@@ -55,6 +55,15 @@ def _state(url: str) -> dict[str, object]:
     return state
 
 
+def _fresh_state(pg_server: PgServer, template: str) -> dict[str, object]:
+    """What a clone of the template shows (:func:`_state`), on a clone made for it."""
+    name, clone = pg_server.clone(template)
+    try:
+        return _state(clone)
+    finally:
+        pg_server.drop_database(name)
+
+
 def test_a_reset_database_is_as_fresh_as_a_clone(pg_server: PgServer, pg_template: str) -> None:
     """What pg_url hands out (tests/pgdb.py): after a test wrote rows, learnt statistics,
     left sessions open and holding locks, the reset database shows what a clone shows,
@@ -62,11 +71,7 @@ def test_a_reset_database_is_as_fresh_as_a_clone(pg_server: PgServer, pg_templat
     definition gets a new clone."""
     from tests.pgdb import SharedDatabase
 
-    name, clone = pg_server.clone(pg_template)
-    try:
-        fresh = _state(clone)
-    finally:
-        pg_server.drop_database(name)
+    fresh = _fresh_state(pg_server, pg_template)
     shared = SharedDatabase(pg_server, pg_template, "check")
     try:
         used = shared.url
@@ -123,11 +128,7 @@ def test_a_reset_after_an_immediate_restart_compares_the_tables_whole(
     immediate restarts to the next test, whose sqlq copy found the database not empty.)"""
     from tests.pgdb import SharedDatabase
 
-    name, clone = pg_server.clone(pg_template)
-    try:
-        fresh = _state(clone)
-    finally:
-        pg_server.drop_database(name)
+    fresh = _fresh_state(pg_server, pg_template)
     shared = SharedDatabase(pg_server, pg_template, "restart")
     try:
         with sqlq.Queue(shared.url) as q:
