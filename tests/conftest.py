@@ -134,9 +134,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if "TMPDIR" not in os.environ and (ram := ram_directory(TMP_RAM_NEEDED_BYTES)):
         # Temporary files in RAM: the tests' databases and sockets, and those of the
         # processes they start. A test waiting for a disk's sync leaves its core idle
-        # (make test idled 56-63 core-s so, 71-82 on this machine's disk; the CPU used is
-        # the same), for what no test checks: power cuts are tests/powercut.py's recording
-        # VFS, whose syncs take a disk's time wherever the files are. TMPDIR set is kept.
+        # (make test idled 56-70 core-s in five runs so, 65-106 in six on this machine's
+        # disk; the CPU used was the same), for what no test checks: power cuts are
+        # tests/powercut.py's recording VFS, whose syncs take a disk's time wherever the
+        # files are. A TMPDIR the caller set is kept.
         os.environ["TMPDIR"] = ram
         tempfile.tempdir = None  # gettempdir() looks again
     if os.environ.get("SQLQ_TEST_CPU"):  # where the suite's CPU goes (tests/cpu_report.py)
