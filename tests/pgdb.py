@@ -116,15 +116,17 @@ SHARED = """concat_ws(':',
 #: A relation's rows written (inserted, updated or deleted, in transactions committed or
 #: not) since the last ``pg_stat_reset()``: from PostgreSQL 15 the counters live in
 #: shared memory, and a session adds its own there before it leaves pg_stat_activity.
-#: A crash or an immediate shutdown discards them, and not the rows committed before it:
-#: after a restart (:data:`STARTED` changed) the reset does not trust them.
+#: A crash (of the server or of one backend) or an immediate shutdown discards them, and
+#: not the rows committed before it: then the reset does not trust them (:data:`KEPT`).
 WRITES = ("pg_stat_get_tuples_inserted({0}) + pg_stat_get_tuples_updated({0})"
           " + pg_stat_get_tuples_deleted({0})")
 #: The first server whose counters a reset can trust (above); an older one's reach the
 #: collector by UDP, some time after.
 COUNTERS_SINCE = 150000
-#: When the server last started.
-STARTED = "pg_postmaster_start_time()::text"
+#: Whether the database's counters are those the last reset cleared: its clearing time,
+#: which each reset's ``pg_stat_reset()`` sets, is gone with them.
+KEPT = ("(SELECT pg_stat_get_db_stat_reset_time(oid) FROM pg_database"
+        " WHERE datname = current_database()) IS NOT NULL")
 
 _TABLES = """
 SELECT c.oid, c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -154,7 +156,6 @@ class SharedDatabase:
         self.name: str | None = None
         self._fingerprint = ""
         self._shared = ""
-        self._started = ""  # STARTED when the counters were last cleared
         self._quick: sql.Composable | None = None  # None: no counters to trust
         self._tables: dict[int, str] = {}  # oid: name, of every table
         self._check = sql.SQL("")
@@ -227,14 +228,13 @@ class SharedDatabase:
         The activity counters answer in one round trip, reading no table: nothing written
         to the catalogs of definitions, the database's row and settings as they were, and
         the tables whose rows were written to. Where the catalogs were written (a test's
-        DDL, a temporary table), the server started again since (its counters may be
-        gone: :data:`WRITES`) or on a server older than 15, the definitions are compared
-        whole, and each table's file and rows with the template's."""
+        DDL, a temporary table), the counters were discarded since (:data:`WRITES`) or
+        on a server older than 15, the definitions are compared whole, and each table's
+        file and rows with the template's."""
         if self._quick is not None:
             row = conn.execute(self._quick).fetchone()
             assert row is not None
-            restarted, self._started = row[3] != self._started, row[3]
-            if row[0] == 0 and row[1] == self._shared and not restarted:
+            if row[0] == 0 and row[1] == self._shared and row[3]:
                 self._dirty_now = [self._tables[oid] for oid in row[2]]
                 return None
         self.compared_whole += 1
@@ -311,8 +311,8 @@ class SharedDatabase:
                 "SELECT (SELECT sum({0}) FROM unnest(ARRAY[{1}]::regclass[]::oid[]) AS c),"
                 " {2}, ARRAY(SELECT c FROM unnest({3}::oid[]) AS c WHERE {0} > 0), {4}").format(
                 sql.SQL(WRITES.format("c")), catalogs, sql.SQL(SHARED),
-                sql.Literal(list(self._tables)), sql.SQL(STARTED))
-            self._started = _value(conn, "SELECT " + STARTED)
+                sql.Literal(list(self._tables)), sql.SQL(KEPT))
+            conn.execute("SELECT pg_stat_reset()")  # a clone's are new: KEPT from here
         restore: list[sql.Composable] = [
             sql.SQL("SELECT setval({}, {}, {})").format(
                 sql.Literal(seq), sql.Literal(last), sql.Literal(called))
