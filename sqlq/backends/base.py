@@ -103,7 +103,7 @@ class Backend(abc.ABC):
     location: str
     durability: Durability
     #: The SQL of every verb, for this backend's dialect, held by noun.
-    store: Store
+    store: Store[Any]
     #: Seconds between checks for dead holders while other processes hold
     #: reservations, for a backend whose notifier cannot signal a death; None when
     #: it can (SQLite: the kernel closes a dead process's owner file).

@@ -7,7 +7,7 @@ that holds them."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 
 class Rows(Protocol):
@@ -35,3 +35,10 @@ class Conn(Protocol):
     def execute(self, sql: str, params: Any = ..., /) -> Rows: ...
 
     def cursor(self) -> Cursor: ...
+
+
+#: A noun store's connection type (``store/``): ``Conn`` in the shared nouns, each
+#: dialect's own in its subclasses, so that mypy checks the dialect code against what
+#: its driver's connection really offers (``conn.hot``, ``conn.changes()``, psycopg's
+#: ``transaction()``), not against ``Any``.
+ConnT = TypeVar("ConnT", bound=Conn)

@@ -60,7 +60,7 @@ class ConnectionBackend(Protocol):
     ``postgres/psycopg_put.py``."""
 
     @property
-    def STORE(self) -> Store:
+    def STORE(self) -> Store[Any]:
         """The backend's verbs, run on the application's connection."""
 
     def run(self, conn: Any, fn: Callable[[Any], T]) -> T:

@@ -17,7 +17,7 @@ line per face (docs/internals.md, "Where a new verb goes").
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..backends.group import Batch
 from ..errors import JobLost
@@ -72,7 +72,7 @@ class Verbs:
 
     __slots__ = ("dispatch", "store", "_puts", "_delete")
 
-    def __init__(self, dispatch: Dispatcher, store: Store) -> None:
+    def __init__(self, dispatch: Dispatcher, store: Store[Any]) -> None:
         self.dispatch = dispatch
         self.store = store
         self._delete = DELETE._replace(single=store.jobs.ONE_STATEMENT_DELETE)
@@ -238,7 +238,7 @@ class Verbs:
         return released
 
 
-def done_under(dispatch: Dispatcher, store: Store, reservations: Sequence[tuple[int, int]]
+def done_under(dispatch: Dispatcher, store: Store[Any], reservations: Sequence[tuple[int, int]]
                ) -> set[int]:
     """The lost-connection rule's last word on a delete: made once more after a cut, it
     found these jobs gone, (id, the handle's reserves); which of them its first attempt

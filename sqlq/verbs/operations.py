@@ -85,7 +85,7 @@ class Operations:
 
     __slots__ = ("dispatch", "store")
 
-    def __init__(self, dispatch: Dispatcher, store: Store) -> None:
+    def __init__(self, dispatch: Dispatcher, store: Store[Any]) -> None:
         self.dispatch = dispatch
         self.store = store
 

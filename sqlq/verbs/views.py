@@ -79,8 +79,8 @@ class Views:
 
     __slots__ = ("dispatch", "store", "_job_from_row", "_max_job_size")
 
-    def __init__(self, dispatch: Dispatcher, store: Store, job_from_row: Callable[[JobRow], Job],
-                 max_job_size: int) -> None:
+    def __init__(self, dispatch: Dispatcher, store: Store[Any],
+                 job_from_row: Callable[[JobRow], Job], max_job_size: int) -> None:
         self.dispatch = dispatch
         self.store = store
         self._job_from_row = job_from_row

@@ -14,7 +14,7 @@ import select
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -113,6 +113,11 @@ class Connection(psycopg.Connection[Any]):
     ledger: ClaimLedger | None = None
 
 
+#: What the store's verbs are given: sqlq's own Connection, or an application's psycopg
+#: connection (``sqlq.put(conn)``, the contrib faces), which has no ledger.
+PgConn: TypeAlias = psycopg.Connection[Any]
+
+
 class ClaimLedger:
     """Claims whose commit this process could not see: the connection was lost while
     the claim, or the transaction holding it, was in flight. Such a claim may have
@@ -141,7 +146,9 @@ class ClaimLedger:
             self._pending.append(entry)
         return entry
 
-    def claimed(self, entry: list[Any] | None, ids: list[int]) -> None:
+    @staticmethod
+    def claimed(entry: list[Any] | None, ids: list[int]) -> None:
+        """The claim of ``entry`` (None: not noted) took these jobs."""
         if entry is not None:
             entry[2] = ids
 

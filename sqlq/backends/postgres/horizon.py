@@ -14,9 +14,9 @@ it counts from when this process first saw that holder at that xmin.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
 
 from ...horizon import FirstSeen, Holder, Horizon
+from .db import PgConn
 from .store import PostgresStore, Q
 
 
@@ -27,7 +27,7 @@ class XminWatch:
         self.store = store
         self._seen = FirstSeen()
 
-    def look(self, conn: Any, now: int) -> Horizon:
+    def look(self, conn: PgConn, now: int) -> Horizon:
         """The holders, oldest first, and the dead rows of sqlq's tables, as of ``now``."""
         holders = []
         keys: set[Hashable] = set()

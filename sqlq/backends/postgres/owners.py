@@ -53,13 +53,12 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import Any
 
 import psycopg
 
 from ...errors import DatabaseError, Disconnected
 from ..sql import one
-from .db import Connection, Database, closed_on_error, connect
+from .db import Connection, Database, PgConn, closed_on_error, connect
 from .store import PostgresStore
 
 log = logging.getLogger("sqlq")
@@ -355,7 +354,7 @@ class OwnerStore:
     def __init__(self, Q: dict[str, str]) -> None:
         self.Q = Q
 
-    def dead_owners(self, conn: Any, tokens: Sequence[str], grace_s: float
+    def dead_owners(self, conn: PgConn, tokens: Sequence[str], grace_s: float
                     ) -> list[tuple[str, str | None, int | None, bool | None]]:
         """(token, place, pid, silent) of each token whose session lock is free: its
         holder died, or its session ended under a live process re-making it. silent is
@@ -363,25 +362,25 @@ class OwnerStore:
         return [tuple(r) for r in conn.execute(
             self.Q["dead_owners"], {"tokens": list(tokens), "grace": grace_s})]
 
-    def note_server_epoch(self, conn: Any) -> None:
+    def note_server_epoch(self, conn: PgConn) -> None:
         """A reaper's first look at the server as it runs now: the grace runs from here."""
         conn.execute(self.Q["note_server_epoch"])
 
-    def release_dead_owner(self, conn: Any, owner: str, gone: bool, grace_s: float) -> int:
+    def release_dead_owner(self, conn: PgConn, owner: str, gone: bool, grace_s: float) -> int:
         """Give back owner's reservations if, under its lock, it is still dead; how many."""
         return len(conn.execute(self.Q["release_dead_owner"],
                                 {"owner": owner, "gone": gone, "grace": grace_s}).fetchall())
 
-    def release_dead_owners(self, conn: Any, dead: Iterable[tuple[str, bool]],
+    def release_dead_owners(self, conn: PgConn, dead: Iterable[tuple[str, bool]],
                             grace_s: float) -> int:
         """:meth:`release_dead_owner` for each (owner, gone) of dead; how many in all."""
         return sum(self.release_dead_owner(conn, owner, gone, grace_s) for owner, gone in dead)
 
-    def try_lock_owner(self, conn: Any, token: str) -> bool:
+    def try_lock_owner(self, conn: PgConn, token: str) -> bool:
         """Take token's session lock on conn, held for as long as the session lives."""
         return bool(one(conn, self.Q["try_lock_owner"], {"token": token})[0])
 
-    def register_owner(self, conn: Any, token: str, host: str, pid: int, place: str
+    def register_owner(self, conn: PgConn, token: str, host: str, pid: int, place: str
                        ) -> int | None:
         """Register token (under its lock); how many of its jobs reapers handed out since
         it last registered (None: it had no row)."""
@@ -389,16 +388,16 @@ class OwnerStore:
                      {"token": token, "host": host, "pid": pid, "place": place})[0]
         return None if handed is None else int(handed)
 
-    def owner_jobs(self, conn: Any, token: str) -> int:
+    def owner_jobs(self, conn: PgConn, token: str) -> int:
         """How many reservations token holds."""
         return int(one(conn, self.Q["owner_jobs"], {"token": token})[0])
 
-    def owner_heartbeat(self, conn: Any, token: str) -> bool:
+    def owner_heartbeat(self, conn: PgConn, token: str) -> bool:
         """Renew token's sign of life; False if a reaper forgot it (judged it dead)."""
         return conn.execute(self.Q["owner_heartbeat"], {"token": token}).fetchone() is not None
 
-    def unregister_owner(self, conn: Any, token: str) -> None:
+    def unregister_owner(self, conn: PgConn, token: str) -> None:
         conn.execute(self.Q["unregister_owner"], {"token": token})
 
-    def forget_silent_owners(self, conn: Any) -> None:
+    def forget_silent_owners(self, conn: PgConn) -> None:
         conn.execute(self.Q["forget_silent_owners"])

@@ -25,6 +25,7 @@ from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
 from ..store.claims import FAIR_PROMOTE_EVERY_MS
 from ..store.groups import FairClaim, Pick
 from ..store.jobs import lease_lost
+from .db import ClaimLedger, PgConn
 from .floors import CLAIM_COLUMNS, LIMITED, NO_SCAN, ClaimFloors
 
 Q = load_queries(Path(__file__).with_name("queries.sql"))
@@ -46,21 +47,21 @@ def _put_params(now: int, tube: str, priority: int, delay_ms: int, ttr_ms: int) 
             "delay_until": now + delay_ms if delay_ms else None, "ttr": ttr_ms}
 
 
-def _claiming(conn: Any, owner: str | None, now: int) -> list[Any] | None:
+def _claiming(conn: PgConn, owner: str | None, now: int) -> list[Any] | None:
     """Note a claim about to run in the connection's ledger (db.ClaimLedger)."""
     ledger = getattr(conn, "ledger", None)
     return None if ledger is None else ledger.claiming(owner, now)
 
 
-def _claimed(conn: Any, entry: list[Any] | None, rows: Sequence[ClaimRow]) -> None:
+def _claimed(entry: list[Any] | None, rows: Sequence[ClaimRow]) -> None:
     if entry is not None:
-        conn.ledger.claimed(entry, [r.id for r in rows])
+        ClaimLedger.claimed(entry, [r.id for r in rows])
 
 
-def _claimed_one(conn: Any, entry: list[Any] | None, row: Any) -> ClaimRow | None:
+def _claimed_one(entry: list[Any] | None, row: Any) -> ClaimRow | None:
     """The ClaimRow of a one-job claim's row (None: nothing claimed), noted in the ledger."""
     claimed = None if row is None else _claim_row(row[:CLAIM_COLUMNS])
-    _claimed(conn, entry, [] if claimed is None else [claimed])
+    _claimed(entry, [] if claimed is None else [claimed])
     return claimed
 
 
@@ -71,7 +72,7 @@ class _EmptyClaim(threading.local):
     limited: bool | None = None
 
 
-class PostgresJobs(JobStore):
+class PostgresJobs(JobStore[PgConn]):
     """Ids from ``RETURNING``; a unique key settled by the unique index."""
 
     ONE_STATEMENT_PUTS = True
@@ -79,7 +80,7 @@ class PostgresJobs(JobStore):
     def ids_param(self, ids: Sequence[int]) -> list[int]:
         return list(ids)
 
-    def insert_waiting_job(self, conn: Any, now: int, tube: str, priority: int,
+    def insert_waiting_job(self, conn: PgConn, now: int, tube: str, priority: int,
                            delay_ms: int, ttr_ms: int, body: bytes, unique_key: str | None,
                            waiting_on: int) -> int | None:
         row = one(conn, Q["insert_waiting_job"], {
@@ -87,16 +88,16 @@ class PostgresJobs(JobStore):
             "body": body, "now": now, "unique_key": unique_key, "waiting_on": waiting_on})
         return None if row is None else int(row[0])
 
-    def savepoint(self, conn: Any) -> contextlib.AbstractContextManager[None]:
-        return conn.transaction()  # type: ignore[no-any-return]
+    def savepoint(self, conn: PgConn) -> contextlib.AbstractContextManager[object]:
+        return conn.transaction()
 
-    def delete_leased(self, conn: Any, now: int, job_id: int, lease: int
+    def delete_leased(self, conn: PgConn, now: int, job_id: int, lease: int
                       ) -> Sequence[Any] | None:
         # now twice: the delete's test and the record's end (one statement, a CTE).
         rows = conn.execute(Q["delete_leased_job"], (job_id, lease, now, now)).fetchall()
         return rows[0] if rows else None
 
-    def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
+    def insert_job(self, conn: PgConn, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:
         params = _put_params(now, tube, priority, delay_ms, ttr_ms)
         params["body"] = body
@@ -112,7 +113,7 @@ class PostgresJobs(JobStore):
             row = one(conn, Q["find_unique_job"], {"tube": tube, "unique_key": unique_key})
         return int(row[0])
 
-    def insert_jobs(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
+    def insert_jobs(self, conn: PgConn, now: int, tube: str, priority: int, delay_ms: int,
                     ttr_ms: int, bodies: Sequence[bytes]) -> list[int]:
         if not bodies:
             return []
@@ -122,7 +123,7 @@ class PostgresJobs(JobStore):
         # the order of the bodies (another session's ids may fall between them).
         return sorted(int(r[0]) for r in conn.execute(Q["insert_jobs"], params).fetchall())
 
-    def insert_puts(self, conn: Any, now: int,
+    def insert_puts(self, conn: PgConn, now: int,
                     puts: Sequence[tuple[str, int, int, int, bytes]]) -> list[int]:
         tubes, priorities, delays, ttrs, bodies = (list(column) for column in zip(*puts,
                                                                                   strict=True))
@@ -130,11 +131,11 @@ class PostgresJobs(JobStore):
                   "ttrs": ttrs, "bodies": bodies}
         return sorted(int(r[0]) for r in conn.execute(Q["insert_puts"], params).fetchall())
 
-    def total_jobs(self, conn: Any) -> int:
+    def total_jobs(self, conn: PgConn) -> int:
         return int(one(conn, Q["total_jobs"])[0])
 
 
-class PostgresClaims(ClaimStore):
+class PostgresClaims(ClaimStore[PgConn]):
     """One statement per claim, read from this process's floors (floors.py), each noted
     in the connection's claim ledger (db.ClaimLedger)."""
 
@@ -144,7 +145,7 @@ class PostgresClaims(ClaimStore):
     ONE_STATEMENT_CLAIM = True
     CLAIM_OUTSIDE_TRANSACTION = True
 
-    def __init__(self, Q: dict[str, str], jobs: JobStore, empty: _EmptyClaim) -> None:
+    def __init__(self, Q: dict[str, str], jobs: JobStore[PgConn], empty: _EmptyClaim) -> None:
         super().__init__(Q, jobs)
         self._empty = empty
         self.floors = ClaimFloors()
@@ -152,20 +153,20 @@ class PostgresClaims(ClaimStore):
     def tubes_param(self, tubes: Sequence[str]) -> list[str]:
         return list(tubes)
 
-    def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None
+    def claim_capped(self, conn: PgConn, now: int, tubes: Any, owner: str | None
                      ) -> ClaimRow | None:
         entry = _claiming(conn, owner, now)
         rows = self._claim_rows(conn, "claim_job", now, tubes,
                                 {"owner": owner, "capped": True})
-        return _claimed_one(conn, entry, rows[0] if rows[0][0] is not None else None)
+        return _claimed_one(entry, rows[0] if rows[0][0] is not None else None)
 
-    def _claim_rows(self, conn: Any, name: str, now: int, tubes: Any,
+    def _claim_rows(self, conn: PgConn, name: str, now: int, tubes: Any,
                     params: dict[str, Any]) -> list[Any]:
         """Run the claim statement ``name`` from this process's floors (floors.py), and
         learn what it says of them; its rows."""
         if not tubes:  # a delete_many: no claim, nothing to learn
             params.update(NO_SCAN, tubes=tubes, now=now)
-            return conn.execute(Q[name], params).fetchall()  # type: ignore[no-any-return]
+            return conn.execute(Q[name], params).fetchall()
         scan = self.floors.scan(tubes, now)
         params.update(scan.params, tubes=tubes, now=now)
         rows = conn.execute(Q[name], params).fetchall()
@@ -180,18 +181,18 @@ class PostgresClaims(ClaimStore):
                 params.update(scan.params, capped=params.get("capped", False))
                 rows = conn.execute(Q[name], params).fetchall()
                 self.floors.learn(scan, rows, now)
-        return rows  # type: ignore[no-any-return]
+        return rows
 
-    def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> ClaimRow | None:
+    def claim(self, conn: PgConn, now: int, tubes: Any, owner: str | None) -> ClaimRow | None:
         entry = _claiming(conn, owner, now)
         row = self._claim_rows(conn, "claim_job", now, tubes,
                                {"owner": owner, "capped": False})[0]
         if row[0] is None:  # nothing claimed: whether a watched tube has limits
             self._empty.limited = bool(row[LIMITED])
             row = None
-        return _claimed_one(conn, entry, row)
+        return _claimed_one(entry, row)
 
-    def delete_and_claim(self, conn: Any, now: int, job_id: int, lease: int, tubes: Any,
+    def delete_and_claim(self, conn: PgConn, now: int, job_id: int, lease: int, tubes: Any,
                          owner: str | None) -> ClaimRow | None:
         params = {"id": job_id, "lease": lease, "owner": owner}
         entry = _claiming(conn, owner, now)
@@ -206,47 +207,47 @@ class PostgresClaims(ClaimStore):
             if e.sqlstate in (LEASE_LOST, CANCELLED):
                 raise lease_lost(job_id, cancelled=e.sqlstate == CANCELLED) from None
             raise
-        return _claimed_one(conn, entry, row)
+        return _claimed_one(entry, row)
 
-    def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
+    def claim_many(self, conn: PgConn, now: int, tubes: Any, owner: str | None, n: int
                    ) -> list[ClaimRow]:
         entry = _claiming(conn, owner, now)
         found = self._claim_rows(conn, "claim_jobs", now, tubes, {"owner": owner, "n": n})
         rows = [_claim_row(r[:CLAIM_COLUMNS]) for r in found]
-        _claimed(conn, entry, rows)
+        _claimed(entry, rows)
         return sorted(rows, key=_CLAIM_ORDER)
 
-    def claim_fair_head(self, conn: Any, now: int, tube: str, owner: str | None,
+    def claim_fair_head(self, conn: PgConn, now: int, tube: str, owner: str | None,
                         checked: bool) -> ClaimRow | None:
         entry = _claiming(conn, owner, now)
         row = super().claim_fair_head(conn, now, tube, owner, checked)
-        _claimed(conn, entry, [] if row is None else [row])
+        _claimed(entry, [] if row is None else [row])
         return row
 
-    def claim_fair(self, conn: Any, now: int, fair: FairClaim, pick: Pick,
+    def claim_fair(self, conn: PgConn, now: int, fair: FairClaim, pick: Pick,
                    owner: str | None) -> ClaimRow | None:
         entry = _claiming(conn, owner, now)
         row = super().claim_fair(conn, now, fair, pick, owner)
-        _claimed(conn, entry, [] if row is None else [row])
+        _claimed(entry, [] if row is None else [row])
         return row
 
-    def claim_by_id(self, conn: Any, now: int, job_id: int, owner: str | None) -> ClaimRow:
+    def claim_by_id(self, conn: PgConn, now: int, job_id: int, owner: str | None) -> ClaimRow:
         entry = _claiming(conn, owner, now)
         row = super().claim_by_id(conn, now, job_id, owner)
-        _claimed(conn, entry, [row])
+        _claimed(entry, [row])
         return row
 
-    def release_unseen_claim(self, conn: Any, owner: str, now: int, known: list[int]) -> int:
+    def release_unseen_claim(self, conn: PgConn, owner: str, now: int, known: list[int]) -> int:
         """Give back the jobs a claim cut off by a lost connection may have taken."""
         return len(conn.execute(Q["release_unseen_claim"],
                                 {"owner": owner, "now": now, "known": known}).fetchall())
 
-    def release_unseen_claims(self, conn: Any,
+    def release_unseen_claims(self, conn: PgConn,
                               unseen: Iterable[tuple[str, int, list[int]]]) -> int:
         """:meth:`release_unseen_claim` for each (owner, now, known) of a ledger's take."""
         return sum(self.release_unseen_claim(conn, *claim) for claim in unseen)
 
-    def delete_and_claim_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]],
+    def delete_and_claim_many(self, conn: PgConn, now: int, leases: Sequence[tuple[int, int]],
                               tubes: Any, owner: str | None, n: int
                               ) -> tuple[list[tuple[int, int]], list[ClaimRow]]:
         """One statement (sqlq_delete_and_claim_many): a row without a tube names a job
@@ -259,19 +260,19 @@ class PostgresClaims(ClaimStore):
         lost = [(r.id, r.lease) for r in rows if r.tube is None]
         if lost:
             return lost, []
-        _claimed(conn, entry, rows)
+        _claimed(entry, rows)
         return [], sorted(rows, key=_CLAIM_ORDER)
 
-    def delete_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]]
+    def delete_many(self, conn: PgConn, now: int, leases: Sequence[tuple[int, int]]
                     ) -> list[tuple[int, int]]:
         return self.delete_and_claim_many(conn, now, leases, [], None, 0)[0]
 
 
-class PostgresLimits(LimitStore):
+class PostgresLimits(LimitStore[PgConn]):
     """A plain claim that found nothing says itself whether a watched tube has limits
     (``_EmptyClaim``, shared with the claims); capped claims mark their jobs."""
 
-    def __init__(self, Q: dict[str, str], claims: ClaimStore, empty: _EmptyClaim) -> None:
+    def __init__(self, Q: dict[str, str], claims: ClaimStore[PgConn], empty: _EmptyClaim) -> None:
         super().__init__(Q, claims)
         self._empty = empty
 
@@ -282,20 +283,20 @@ class PostgresLimits(LimitStore):
         limited, self._empty.limited = self._empty.limited, None
         return limited
 
-    def mark_capped(self, conn: Any, ids: list[int]) -> None:
+    def mark_capped(self, conn: PgConn, ids: list[int]) -> None:
         """Their deletes send NOTIFY: a reserve may be blocked on the slot they free
         (migration 0016). The plain claim marks nothing."""
         conn.execute(Q["mark_capped"], {"ids": ids})
 
 
-class PostgresCopying(CopyStore):
+class PostgresCopying(CopyStore[PgConn]):
     """An export reads one snapshot only if its transaction asks for it; jobs are
     imported a page a statement (``import_job``: a statement trigger counts puts)."""
 
-    def begin_snapshot(self, conn: Any) -> None:
+    def begin_snapshot(self, conn: PgConn) -> None:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
 
-    def import_rows(self, conn: Any, kind: str, rows: Sequence[Sequence[Any]]) -> None:
+    def import_rows(self, conn: PgConn, kind: str, rows: Sequence[Sequence[Any]]) -> None:
         if kind != "job":
             super().import_rows(conn, kind, rows)
         elif rows:
@@ -304,7 +305,7 @@ class PostgresCopying(CopyStore):
                                                    strict=True)))
 
 
-class PostgresStore(Store):
+class PostgresStore(Store[PgConn]):
     """PostgreSQL's nouns; the claims and limits share what this thread's last empty
     claim said of limits."""
 
@@ -320,7 +321,7 @@ class PostgresStore(Store):
         super().__init__(Q, jobs, claims, PostgresLimits(Q, claims, empty),
                          PostgresCopying(Q))
 
-    def vacuum_jobs(self, conn: Any) -> dict[str, Any]:
+    def vacuum_jobs(self, conn: PgConn) -> dict[str, Any]:
         """VACUUM the hot table (outside a transaction: autocommit), then each table's
         live and dead rows and when it was last vacuumed (PostgresBackend.maintain)."""
         conn.execute(self.Q["vacuum_jobs"])

@@ -17,11 +17,13 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import apsw
 
 from ...errors import DatabaseError
+from ..conn import Conn
+from ..conn import Rows as ConnRows
 
 if TYPE_CHECKING:
     import sqlite3
@@ -338,13 +340,33 @@ def triggers_off(conn: Any) -> Iterator[bool]:
         conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, was)
 
 
-if TYPE_CHECKING:
-    from ..base import Conn
+class Statements(Protocol):
+    """Where ``SqliteConn.hot`` runs a statement: apsw's kept cursor, or the sqlite3
+    driver's connection itself."""
 
-    def _connections_are_conns(a: apsw.Connection, s: Connection) -> list[Conn]:
-        """mypy's proof that both drivers' connections offer what base.Conn says."""
+    def execute(self, sql: str, params: Any = ..., /) -> ConnRows: ...
+
+
+class SqliteConn(Conn, Protocol):
+    """What the SQLite store uses of either driver's connection, beyond ``Conn``."""
+
+    @property
+    def hot(self) -> Statements: ...
+
+    def executemany(self, sql: str, params: Iterable[Any], /) -> object: ...
+
+    def last_insert_rowid(self) -> int: ...
+
+    def changes(self) -> int: ...
+
+    def get_autocommit(self) -> bool: ...
+
+
+if TYPE_CHECKING:
+    def _connections_are_conns(a: ApswConnection, s: Connection) -> list[SqliteConn]:
+        """mypy's proof that both drivers' connections offer what SqliteConn says."""
         return [a, s]
 
 
 __all__ = ["DRIVERS", "MIN_SQLITE", "ApswConnection", "Connection", "Driver", "Rows",
-           "check_version", "end_hot", "get", "immediate", "triggers_off"]
+           "SqliteConn", "check_version", "end_hot", "get", "immediate", "triggers_off"]

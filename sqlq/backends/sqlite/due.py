@@ -4,9 +4,12 @@ says who keeps it true)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..sql import one
+
+if TYPE_CHECKING:
+    from .drivers import SqliteConn
 
 #: Later than any time in ms: "nothing will ever be due" in DueCache.
 NEVER = 2**63 - 1
@@ -47,7 +50,7 @@ class DueCache:
         #: (tubes, version, time) read inside the open transaction, kept at its commit.
         self.pending: tuple[str, int, int] | None = None
 
-    def nothing_due(self, conn: Any, now: int, tubes: str) -> bool | None:
+    def nothing_due(self, conn: SqliteConn, now: int, tubes: str) -> bool | None:
         """True if promote_due would find nothing in tubes now; else False, or None when
         another connection committed since the last look (so a time read now could be
         stale by the next claim: not worth reading)."""
@@ -59,7 +62,7 @@ class DueCache:
         due = self.due.get(tubes)
         return due is not None and now < due
 
-    def look(self, conn: Any, now: int, tubes: str) -> bool:
+    def look(self, conn: SqliteConn, now: int, tubes: str) -> bool:
         """Whether a claim in tubes would find a job now (one read); keeps when
         promote_due can next find something there, if no transaction is open."""
         # The version first: a commit after it, which the look may see, changes it

@@ -34,7 +34,7 @@ from ...putting import Put
 from ..sql import load_queries, one
 from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
 from ..store.groups import FairClaim, Pick
-from .drivers import triggers_off
+from .drivers import SqliteConn, triggers_off
 from .due import DUE_CACHE_SIZE, DueCache
 
 if TYPE_CHECKING:
@@ -80,14 +80,14 @@ _NO_TUBE = ("",)
 _SUSPENDED = -1
 
 
-def end_ready_run(conn: Any, urgent: int | None = None) -> None:
+def end_ready_run(conn: SqliteConn, urgent: int | None = None) -> None:
     """Add the pending run of ready puts (migration 0007) to the kept counts and end it
     (``urgent`` None; _SUSPENDED: no run starts until set_ready_run says so)."""
     conn.execute(Q["fold_ready_run"])
     conn.execute(Q["set_ready_run"], {"urgent": urgent})
 
 
-class SQLiteJobs(JobStore):
+class SQLiteJobs(JobStore[SqliteConn]):
     """Ids from ``last_insert_rowid()`` and the highest id issued; a put or release with a
     delay, and children released at a delay, lower the DueCache."""
 
@@ -98,7 +98,7 @@ class SQLiteJobs(JobStore):
     def ids_param(self, ids: Sequence[int]) -> str:
         return "[" + ",".join(f"{i:d}" for i in ids) + "]"
 
-    def insert_waiting_job(self, conn: Any, now: int, tube: str, priority: int,
+    def insert_waiting_job(self, conn: SqliteConn, now: int, tube: str, priority: int,
                            delay_ms: int, ttr_ms: int, body: bytes, unique_key: str | None,
                            waiting_on: int) -> int | None:
         # No due time is written: the release writes it (delete_linked lowers the cache).
@@ -109,14 +109,14 @@ class SQLiteJobs(JobStore):
     #: The record's INSERT ... SELECT and the job's DELETE: two statements (migration 0009).
     ONE_STATEMENT_DELETE = False
 
-    def ended(self, conn: Any, job_ids: Sequence[int]) -> None:
+    def ended(self, conn: SqliteConn, job_ids: Sequence[int]) -> None:
         hot = conn.hot
         if len(job_ids) == 1:
             hot.execute(self.Q["delete_ended_job"], (job_ids[0],))
         elif job_ids:
             hot.execute(self.Q["delete_ended_jobs"], (self.ids_param(job_ids),))
 
-    def delete_leased(self, conn: Any, now: int, job_id: int, lease: int
+    def delete_leased(self, conn: SqliteConn, now: int, job_id: int, lease: int
                       ) -> Sequence[Any] | None:
         # The worker's ack, on every job: the record's insert returns nothing (its tube is
         # '': no caller of a leased delete reads it), changes() says whether it found the
@@ -128,7 +128,7 @@ class SQLiteJobs(JobStore):
         hot.execute(self.Q["delete_ended_job"], (job_id,))
         return _NO_TUBE
 
-    def finished(self, conn: Any, now: int, job_id: int, tube: str, outcome: str,
+    def finished(self, conn: SqliteConn, now: int, job_id: int, tube: str, outcome: str,
                  actor: str | None, row: Sequence[Any]) -> None:
         state, owner, began, reserves, created_at, unique_key, head, group, steps = row
         reserved = state == 2
@@ -140,7 +140,7 @@ class SQLiteJobs(JobStore):
             "steps": steps})
 
     @contextlib.contextmanager
-    def savepoint(self, conn: Any) -> Iterator[None]:
+    def savepoint(self, conn: SqliteConn) -> Iterator[None]:
         conn.execute("SAVEPOINT sqlq_linked")
         try:
             yield
@@ -150,7 +150,7 @@ class SQLiteJobs(JobStore):
             raise
         conn.execute("RELEASE sqlq_linked")
 
-    def release_children(self, conn: Any, now: int, parent: int) -> None:
+    def release_children(self, conn: SqliteConn, now: int, parent: int) -> None:
         times = [r[0] for r in conn.execute(self.Q["release_children"],
                                             {"id": parent, "now": now}).fetchall()
                  if r[0] is not None]
@@ -158,7 +158,7 @@ class SQLiteJobs(JobStore):
             self.due.lower(min(times))
         conn.execute(self.Q["forget_parent_edges"], {"id": parent})
 
-    def insert_job(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
+    def insert_job(self, conn: SqliteConn, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:
         if unique_key is None and not delay_ms:  # the common put: ready now, no key
             conn.execute(_INSERT_READY_JOB, (tube, priority, ttr_ms, body, now))
@@ -176,7 +176,7 @@ class SQLiteJobs(JobStore):
                                         body, now, unique_key))
         return int(conn.last_insert_rowid())
 
-    def insert_jobs(self, conn: Any, now: int, tube: str, priority: int, delay_ms: int,
+    def insert_jobs(self, conn: SqliteConn, now: int, tube: str, priority: int, delay_ms: int,
                     ttr_ms: int, bodies: Sequence[bytes]) -> list[int]:
         """One prepared statement for all, numbered from the highest id issued: the
         caller holds the write lock, so no other put can take an id in between."""
@@ -217,28 +217,28 @@ class SQLiteJobs(JobStore):
                     "tube": tube, "state": row[2], "priority": priority, "n": len(bodies)})
         return list(range(first, first + len(bodies)))
 
-    def release(self, conn: Any, now: int, job_id: int, lease: int | None,
+    def release(self, conn: SqliteConn, now: int, job_id: int, lease: int | None,
                 priority: int | None, delay_ms: int) -> None:
         if delay_ms:
             self.due.lower(now + delay_ms)
         super().release(conn, now, job_id, lease, priority, delay_ms)
 
-    def postpone(self, conn: Any, now: int, job_id: int, delay_ms: int) -> None:
+    def postpone(self, conn: SqliteConn, now: int, job_id: int, delay_ms: int) -> None:
         if delay_ms:
             self.due.lower(now + delay_ms)
         super().postpone(conn, now, job_id, delay_ms)
 
-    def replace_job(self, conn: Any, now: int, tube: str, put: Put, body: bytes, *,
+    def replace_job(self, conn: SqliteConn, now: int, tube: str, put: Put, body: bytes, *,
                     insert: bool) -> int | None:
         if put.delay_ms:
             self.due.lower(now + put.delay_ms)
         return super().replace_job(conn, now, tube, put, body, insert=insert)
 
-    def total_jobs(self, conn: Any) -> int:
+    def total_jobs(self, conn: SqliteConn) -> int:
         return int(one(conn, self.Q["total_jobs"])[0])
 
 
-class SQLiteClaims(ClaimStore):
+class SQLiteClaims(ClaimStore[SqliteConn]):
     """promote_due before a claim (skipped while the DueCache proves nothing due), tube
     lists as JSON for ``json_each``, and the claim of one tube without it."""
 
@@ -269,7 +269,7 @@ class SQLiteClaims(ClaimStore):
             self._one_tube[param] = tubes[0]
         return param
 
-    def claim_capped(self, conn: Any, now: int, tubes: Any, owner: str | None
+    def claim_capped(self, conn: SqliteConn, now: int, tubes: Any, owner: str | None
                      ) -> ClaimRow | None:
         self._promote(conn, now, tubes)
         row = one(conn, _CLAIM_JOB, {"tubes": tubes, "now": now, "owner": owner, "capped": 1,
@@ -279,7 +279,7 @@ class SQLiteClaims(ClaimStore):
         self.due.lower(row[12])  # reserved_until: the reservation ends then
         return _new(ClaimRow, row)
 
-    def _promote(self, conn: Any, now: int, tubes: str) -> None:
+    def _promote(self, conn: SqliteConn, now: int, tubes: str) -> None:
         """Write down due delayed jobs and expired reservations as ready before a claim
         looks, so no separate reaper is needed; skipped while DueCache proves that
         nothing can be due."""
@@ -295,27 +295,27 @@ class SQLiteClaims(ClaimStore):
         if rows:
             self.due.lower(min(r.reserved_until for r in rows))
 
-    def has_ready_job(self, conn: Any, now: int, tubes: Any) -> bool:
+    def has_ready_job(self, conn: SqliteConn, now: int, tubes: Any) -> bool:
         return self.due.look(conn, now, tubes)
 
-    def promote_fair(self, conn: Any, now: int, tubes: Any) -> None:
+    def promote_fair(self, conn: SqliteConn, now: int, tubes: Any) -> None:
         self._promote(conn, now, tubes)
 
-    def claim_fair_head(self, conn: Any, now: int, tube: str, owner: str | None,
+    def claim_fair_head(self, conn: SqliteConn, now: int, tube: str, owner: str | None,
                         checked: bool) -> ClaimRow | None:
         row = super().claim_fair_head(conn, now, tube, owner, checked)
         if row is not None:
             self.due.lower(row.reserved_until)  # the reservation ends then
         return row
 
-    def claim_fair(self, conn: Any, now: int, fair: FairClaim, pick: Pick,
+    def claim_fair(self, conn: SqliteConn, now: int, fair: FairClaim, pick: Pick,
                    owner: str | None) -> ClaimRow | None:
         row = super().claim_fair(conn, now, fair, pick, owner)
         if row is not None:
             self.due.lower(row.reserved_until)  # the reservation ends then
         return row
 
-    def claim(self, conn: Any, now: int, tubes: Any, owner: str | None) -> ClaimRow | None:
+    def claim(self, conn: SqliteConn, now: int, tubes: Any, owner: str | None) -> ClaimRow | None:
         self._promote(conn, now, tubes)
         tube = self._one_tube.get(tubes)
         if tube is not None:
@@ -336,7 +336,7 @@ class SQLiteClaims(ClaimStore):
         self.due.lower(row.reserved_until)  # the reservation ends then
         return row
 
-    def claim_many(self, conn: Any, now: int, tubes: Any, owner: str | None, n: int
+    def claim_many(self, conn: SqliteConn, now: int, tubes: Any, owner: str | None, n: int
                    ) -> list[ClaimRow]:
         self._promote(conn, now, tubes)
         tube = self._one_tube.get(tubes)
@@ -367,12 +367,12 @@ class SQLiteClaims(ClaimStore):
         self._claimed(rows)
         return sorted(rows, key=_CLAIM_ORDER)
 
-    def claim_by_id(self, conn: Any, now: int, job_id: int, owner: str | None) -> ClaimRow:
+    def claim_by_id(self, conn: SqliteConn, now: int, job_id: int, owner: str | None) -> ClaimRow:
         row = super().claim_by_id(conn, now, job_id, owner)
         self._claimed((row,))
         return row
 
-    def delete_many(self, conn: Any, now: int, leases: Sequence[tuple[int, int]]
+    def delete_many(self, conn: SqliteConn, now: int, leases: Sequence[tuple[int, int]]
                     ) -> list[tuple[int, int]]:
         # The JSON array of pairs written directly, in a third of json.dumps' time (a
         # batch's fixed cost). ``:d`` takes ints only, as the ids and leases are. Each id
@@ -394,7 +394,7 @@ class SQLiteClaims(ClaimStore):
         return [pair for pair in leases if pair in linked and not linked[pair]]
 
 
-class SQLiteLimits(LimitStore):
+class SQLiteLimits(LimitStore[SqliteConn]):
     """Tube lists as JSON; the limits' stamp is the DueCache's data_version."""
 
     def __init__(self, Q: dict[str, str], claims: SQLiteClaims, due: DueCache) -> None:
@@ -419,14 +419,14 @@ class SQLiteLimits(LimitStore):
         return names
 
 
-class SQLiteCopying(CopyStore):
+class SQLiteCopying(CopyStore[SqliteConn]):
     """An import writes jobs the DueCache cannot follow: it forgets what it knew."""
 
     def __init__(self, Q: dict[str, str], due: DueCache) -> None:
         super().__init__(Q)
         self.due = due
 
-    def import_rows(self, conn: Any, kind: str, rows: Sequence[Sequence[Any]]) -> None:
+    def import_rows(self, conn: SqliteConn, kind: str, rows: Sequence[Sequence[Any]]) -> None:
         self.due.forget()
         if kind != "job":
             super().import_rows(conn, kind, rows)
@@ -437,12 +437,12 @@ class SQLiteCopying(CopyStore):
         super().import_rows(conn, kind, rows)
         conn.execute(Q["set_ready_run"], {"urgent": None})
 
-    def set_total_jobs(self, conn: Any, total: int) -> None:
+    def set_total_jobs(self, conn: SqliteConn, total: int) -> None:
         end_ready_run(conn)  # the next id jumps: the run's length would with it
         super().set_total_jobs(conn, total)
 
 
-class SQLiteStore(Store):
+class SQLiteStore(Store[SqliteConn]):
     """SQLite's nouns over one :class:`DueCache`: the connection's, shared by every noun
     that writes a due time (jobs, claims, copying) or reads the cache (limits), since a
     time any of them writes can make another's cached "nothing due" wrong."""
@@ -460,7 +460,7 @@ class SQLiteStore(Store):
         super().__init__(Q, jobs, claims, SQLiteLimits(Q, claims, self.due),
                          SQLiteCopying(Q, self.due))
 
-    def put(self, conn: Any, now: int, put: Put, bodies: Sequence[bytes]) -> list[int]:
+    def put(self, conn: SqliteConn, now: int, put: Put, bodies: Sequence[bytes]) -> list[int]:
         # The common put (one body, ready now, no key, parents or trace) without the calls
         # of Store.put and JobStore.insert_job, whose first branch this is. One unpacking,
         # not eight attribute reads (Python 3.11 does not specialise a NamedTuple's fields).
@@ -478,7 +478,7 @@ class SQLiteStore(Store):
 
     # -- the file's upkeep (SQLiteBackend.maintain, reclaim; horizon.WalWatch) --------------
 
-    def maintain(self, conn: Any, step: OnProgress) -> dict[str, Any]:
+    def maintain(self, conn: SqliteConn, step: OnProgress) -> dict[str, Any]:
         """Refresh the planner's statistics, checkpoint the WAL into the file and truncate
         it, check the file; ``step(done, fraction)`` after each of the three."""
         conn.execute(self.Q["optimize"]).fetchall()
@@ -496,7 +496,7 @@ class SQLiteStore(Store):
             "quick-check": check,
         }
 
-    def reclaim_some(self, conn: Any, from_pages: int) -> int:
+    def reclaim_some(self, conn: SqliteConn, from_pages: int) -> int:
         """Give up to 500 free pages (queries.sql incremental_vacuum) back to the file
         system if a quarter of the file or more, and at least ``from_pages`` pages, is
         free; how many (0: none)."""
@@ -506,7 +506,7 @@ class SQLiteStore(Store):
         conn.execute(self.Q["incremental_vacuum"]).fetchall()
         return int(min(free, 500))
 
-    def checkpoint_passive(self, conn: Any) -> tuple[int, int, int]:
+    def checkpoint_passive(self, conn: SqliteConn) -> tuple[int, int, int]:
         """A passive checkpoint: (frames in the WAL, frames copied, a frame's bytes);
         frames is negative when another process was checkpointing."""
         _, frames, copied = conn.execute(self.Q["checkpoint_passive"]).fetchall()[0]

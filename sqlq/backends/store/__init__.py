@@ -25,9 +25,10 @@ no job matches, JobLost when a lease was given and is no longer live.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
 
 from ...errors import DatabaseError
+from ..conn import ConnT
 from .claims import ClaimStore
 from .control import ControlStore
 from .copying import COPIED, PAGED, CopyStore
@@ -49,19 +50,18 @@ REPLACE_TRIES = 10
 if TYPE_CHECKING:
     from ...model import ClaimRow, JobRow, OnProgress
     from ...putting import Put
-    from ..conn import Conn
 
 __all__ = ["ClaimStore", "ControlStore", "CopyStore", "DependencyStore", "FinishedStore",
            "GroupStore", "HistoryStore", "JobStore", "LimitStore", "ResultStore", "StepStore",
            "Store", "TopicStore", "ViewStore", "WorkerStore"]
 
 
-class Store:
+class Store(Generic[ConnT]):
     """A backend's SQL verbs, one object per noun. The dialect gives the nouns it
     overrides; the others are built here, over the same statements."""
 
-    def __init__(self, Q: dict[str, str], jobs: JobStore, claims: ClaimStore,
-                 limits: LimitStore, copying: CopyStore) -> None:
+    def __init__(self, Q: dict[str, str], jobs: JobStore[ConnT], claims: ClaimStore[ConnT],
+                 limits: LimitStore[ConnT], copying: CopyStore[ConnT]) -> None:
         #: The dialect's statements by name (queries.sql), for the backend's own upkeep.
         self.Q = Q
         self.jobs = jobs
@@ -81,7 +81,7 @@ class Store:
 
     # -- verbs across nouns: each one call of the verb contract (sqlq/verbs/) ---------------
 
-    def put(self, conn: Conn, now: int, put: Put, bodies: Sequence[bytes]) -> list[int]:
+    def put(self, conn: ConnT, now: int, put: Put, bodies: Sequence[bytes]) -> list[int]:
         """Insert one job per body as ``put`` describes (:func:`sqlq.putting.describe_put`):
         the one call every put makes; their ids, in order (a unique key held: the holder's
         id, the job unchanged; ``put.replace``: the job it replaced or put, :meth:`replace`).
@@ -110,7 +110,7 @@ class Store:
             self.grouped(conn, now, put.tube, put.group, ids)
         return ids
 
-    def grouped(self, conn: Conn, now: int, tube: str, group: str | None,
+    def grouped(self, conn: ConnT, now: int, tube: str, group: str | None,
                 ids: Sequence[int]) -> None:
         """Jobs just inserted into ``tube``: into ``group`` with their turns, or, without
         one, marked as the jobs without a group if the tube is grouped (groups.py)."""
@@ -120,7 +120,7 @@ class Store:
         elif now >= groups.look_at:
             groups.plain_puts(conn, now, tube, ids, self.jobs.ids_param)
 
-    def publish(self, conn: Conn, now: int, put: Put, body: bytes) -> list[tuple[str, int]]:
+    def publish(self, conn: ConnT, now: int, put: Put, body: bytes) -> list[tuple[str, int]]:
         """One copy of body in each tube subscribed to the topic ``put.tube``, as ``put``
         says; (tube, id) in tube-name order (a tube holding a live job with the unique
         key gives that job's id, and that job keeps its own trace)."""
@@ -141,7 +141,7 @@ class Store:
             jobs.set_trace(conn, fresh, put.trace)
         return copies
 
-    def replace(self, conn: Conn, now: int, put: Put, tube: str, body: bytes) -> int:
+    def replace(self, conn: ConnT, now: int, put: Put, tube: str, body: bytes) -> int:
         """The job of a put with ``on_conflict="replace"`` in ``tube``; its id.
 
         The ready, delayed or waiting job holding the key takes the put's body, priority,
@@ -169,7 +169,7 @@ class Store:
         raise DatabaseError(f"unique key {key!r} in tube {tube!r}: its job changed "
                             f"{REPLACE_TRIES} times during one replace; nothing put")
 
-    def put_periodic(self, conn: Conn, now: int, put: Put, body: bytes, name: str,
+    def put_periodic(self, conn: ConnT, now: int, put: Put, body: bytes, name: str,
                      slot_ms: int) -> list[int]:
         """The job of periodic task ``name`` for the slot starting at ``slot_ms``, put as
         ``put`` says with the slot claimed in the same transaction: its id, or [] when
@@ -178,7 +178,7 @@ class Store:
             return []
         return self.put(conn, now, put, (body,))
 
-    def copy_from(self, conn: Conn, source: Store, source_conn: Conn, page: int,
+    def copy_from(self, conn: ConnT, source: Store[Any], source_conn: Any, page: int,
                   progress: OnProgress | None = None) -> tuple[dict[str, int], int] | None:
         """Copy every job and all queue state from ``source`` (read on ``source_conn``,
         inside its snapshot) into this empty database: (rows copied by kind, the id
@@ -208,7 +208,7 @@ class Store:
         self.copying.set_total_jobs(conn, total_jobs)
         return counts, total_jobs
 
-    def settle_and_claim_limited(self, conn: Conn, now: int, done: Sequence[tuple[int, int]],
+    def settle_and_claim_limited(self, conn: ConnT, now: int, done: Sequence[tuple[int, int]],
                                  tubes: Any, owner: str | None, n: int
                                  ) -> tuple[list[tuple[int, int]], list[ClaimRow], bool]:
         """Delete the (id, lease) jobs of ``done`` and claim up to n within the tubes'
@@ -224,7 +224,7 @@ class Store:
         rows, limited = self.limits.claim_limited(conn, now, tubes, owner, n)
         return [], rows, limited
 
-    def settle_and_claim_fair(self, conn: Conn, now: int, done: Sequence[tuple[int, int]],
+    def settle_and_claim_fair(self, conn: ConnT, now: int, done: Sequence[tuple[int, int]],
                               tubes: Any, tube: str, owner: str | None) -> ClaimRow | None:
         """Delete the (id, lease) job of ``done`` (JobLost undoes the whole transaction)
         and claim the grouped ``tube``'s next job in claim order, if it is still without
@@ -233,7 +233,7 @@ class Store:
             self.jobs.delete(conn, now, done[0][0], done[0][1])
         return self.claims.claim_fair_alone(conn, now, tubes, tube, owner)
 
-    def end_attempt(self, conn: Conn, now: int, job_id: int, lease: int | None,
+    def end_attempt(self, conn: ConnT, now: int, job_id: int, lease: int | None,
                     attempt: dict[str, Any], kept: int, delay_ms: int | None,
                     reason: str | None) -> None:
         """A failed run's end: the reserved job released to run again after ``delay_ms``
@@ -247,12 +247,12 @@ class Store:
 
     # -- reads across nouns: each one call of a read verb (sqlq/verbs/views.py) --------------
 
-    def peek(self, conn: Conn, now: int, which: str, tube: str) -> JobRow | None:
+    def peek(self, conn: ConnT, now: int, which: str, tube: str) -> JobRow | None:
         """The job a peek of ``which`` state (ready, delayed, buried) in ``tube`` shows."""
         job_id = self.jobs.peek_id(conn, now, which, tube)
         return None if job_id is None else self.jobs.select_job(conn, now, job_id)
 
-    def overview(self, conn: Conn, now: int, always: Sequence[str]) -> tuple[Any, ...]:
+    def overview(self, conn: ConnT, now: int, always: Sequence[str]) -> tuple[Any, ...]:
         """Every tube's counts from one snapshot: (tube -> (buries, kicks, timeouts),
         tube -> jobs waiting, [(tube, ViewStore.tube_counts)], ids ever issued). Known
         tubes and ``always`` stay listed at zero when drained: a busy tube whose workers
@@ -265,14 +265,14 @@ class Store:
         return (counters, waiting, [(name, views.tube_counts(conn, now, name)) for name in names],
                 self.jobs.total_jobs(conn))
 
-    def tube_overview(self, conn: Conn, now: int, tube: str) -> tuple[Any, ...]:
+    def tube_overview(self, conn: ConnT, now: int, tube: str) -> tuple[Any, ...]:
         """One tube's part of :meth:`overview`: (its tube_counts, its (buries, kicks,
         timeouts) or None, its jobs waiting)."""
         counters = self.views.event_counters(conn).get(tube)
         return (self.views.tube_counts(conn, now, tube), counters,
                 self.deps.count_waiting(conn, tube).get(tube, 0))
 
-    def search(self, conn: Conn, now: int, tube: str, text: str, depth: int,
+    def search(self, conn: ConnT, now: int, tube: str, text: str, depth: int,
                limit: int) -> list[tuple[Any, ...]]:
         """Jobs of ``tube`` whose id, unique key or body contains ``text`` (select_job's
         columns, the body cut to 160 bytes, then its size): an exact id or unique key at
@@ -287,14 +287,14 @@ class Store:
         return found + self.views.search_jobs(conn, tube, text, jobs.total_jobs(conn) - depth,
                                               limit)
 
-    def file_counts(self, conn: Conn, now: int) -> tuple[Any, ...]:
+    def file_counts(self, conn: ConnT, now: int) -> tuple[Any, ...]:
         """The whole database's counts: (ViewStore.count_jobs of every tube, ids ever
         issued, tubes listed, topics)."""
         views = self.views
         return (views.count_jobs(conn, now, None), self.jobs.total_jobs(conn),
                 views.list_tubes(conn, now), self.topics.count_topics(conn))
 
-    def tube_record(self, conn: Conn, now: int, tube: str) -> tuple[Any, ...]:
+    def tube_record(self, conn: ConnT, now: int, tube: str) -> tuple[Any, ...]:
         """One tube's counters: its [ready, urgent, reserved, delayed, buried, waiting]
         (None: no jobs), its last pause (paused_until, pause_ms) or None, its (puts,
         pauses) ever, and its limits (list_limits' rows: none or one)."""
@@ -302,7 +302,7 @@ class Store:
         return (views.count_jobs(conn, now, tube).get(tube), self.limits.tube_pause(conn, tube),
                 views.tube_totals(conn, tube), self.limits.list_limits(conn, tube))
 
-    def job_record(self, conn: Conn, now: int, job_id: int) -> tuple[Any, ...]:
+    def job_record(self, conn: ConnT, now: int, job_id: int) -> tuple[Any, ...]:
         """One job's record: (its row or None, its last attempt, the parents it waits
         for, its progress, its steps and cursors)."""
         row = self.jobs.select_job(conn, now, job_id)
@@ -311,14 +311,14 @@ class Store:
                 self.deps.waiting_on(conn, job_id), self.control.job_progress(conn, job_id),
                 steps)
 
-    def next_change(self, conn: Conn, now: int) -> int | None:
+    def next_change(self, conn: ConnT, now: int) -> int | None:
         """The earliest time (ms) after ``now`` at which counts change without a write (a
         delayed job due, a TTR out, a pause over); None if nothing is timed."""
         names = self.views.tube_names(conn, now)
         claims = self.claims
         return claims.next_due(conn, now, claims.tubes_param(names)) if names else None
 
-    def presence(self, conn: Conn, now: int) -> tuple[Any, ...]:
+    def presence(self, conn: ConnT, now: int) -> tuple[Any, ...]:
         """(WorkerStore.owner_reservations, the workers registry's rows): who holds
         reservations and who registered as a worker."""
         workers = self.workers

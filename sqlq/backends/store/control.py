@@ -7,7 +7,7 @@ failure path of every lease-checked verb needs it, and jobs need no control stor
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...errors import JobNotFound
 from ..sql import one
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class ControlStore:
     """Cancel and progress; ``jobs`` deletes a cancelled job and explains lost leases."""
 
-    def __init__(self, Q: dict[str, str], jobs: JobStore) -> None:
+    def __init__(self, Q: dict[str, str], jobs: JobStore[Any]) -> None:
         self.Q = Q
         self.jobs = jobs
 

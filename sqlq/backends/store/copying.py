@@ -4,10 +4,9 @@ snapshot and written as it was read, ids and counters included."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic
 
-if TYPE_CHECKING:
-    from ..conn import Conn
+from ..conn import ConnT
 
 #: What ``sqlq copy`` moves, table by table: the columns of each export_/import_ query.
 COPIED: dict[str, tuple[str, ...]] = {
@@ -32,7 +31,7 @@ PAGED: dict[str, tuple[str, ...]] = {"job": ("after",), "edge": ("parent", "chil
                                      "result": ("after",), "step": ("job_id", "kind", "name")}
 
 
-class CopyStore:
+class CopyStore(Generic[ConnT]):
     """Export and import of every kind of row (COPIED)."""
 
     #: The kinds of row, in the order an import needs them, with their columns.
@@ -41,11 +40,11 @@ class CopyStore:
     def __init__(self, Q: dict[str, str]) -> None:
         self.Q = Q
 
-    def begin_snapshot(self, conn: Conn) -> None:  # noqa: B027 - most dialects need nothing
+    def begin_snapshot(self, conn: ConnT) -> None:  # noqa: B027 - most dialects need nothing
         """Make the reads of the transaction just begun on conn see one snapshot (SQLite's
         transactions always do)."""
 
-    def export_rows(self, conn: Conn, kind: str, after: Sequence[Any] | None = None,
+    def export_rows(self, conn: ConnT, kind: str, after: Sequence[Any] | None = None,
                     limit: int = 500) -> list[tuple[Any, ...]]:
         """Rows of one kind of COPIED: of a PAGED kind, up to ``limit`` past the row whose
         key is ``after`` (None: from the first); of the others, all."""
@@ -56,12 +55,12 @@ class CopyStore:
         params["limit"] = limit
         return list(conn.execute(self.Q[f"export_{kind}"], params))
 
-    def import_rows(self, conn: Conn, kind: str, rows: Sequence[Sequence[Any]]) -> None:
+    def import_rows(self, conn: ConnT, kind: str, rows: Sequence[Sequence[Any]]) -> None:
         """Insert rows of one kind of COPIED, as export_rows gave them."""
         columns = COPIED[kind]
         conn.cursor().executemany(self.Q[f"import_{kind}"],
                                   [dict(zip(columns, row, strict=True)) for row in rows])
 
-    def set_total_jobs(self, conn: Conn, total: int) -> None:
+    def set_total_jobs(self, conn: ConnT, total: int) -> None:
         """Make the next id follow ``total`` (ids are never issued twice)."""
         conn.execute(self.Q["set_total_jobs"], {"total": total})

@@ -7,7 +7,7 @@ lives with the jobs, so that jobs need no dependency store and this one needs jo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...errors import JobNotFound
 from ..sql import one
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class DependencyStore:
     """A dialect's verbs on dependency edges; ``jobs`` inserts the jobs they link."""
 
-    def __init__(self, Q: dict[str, str], jobs: JobStore) -> None:
+    def __init__(self, Q: dict[str, str], jobs: JobStore[Any]) -> None:
         self.Q = Q
         self.jobs = jobs
 

@@ -13,15 +13,15 @@ from __future__ import annotations
 import abc
 import contextlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
 
 from ...errors import JobCancelled, JobLost, JobNotFound
 from ...model import JobRow, cap_reason
+from ..conn import ConnT
 from ..sql import one
 
 if TYPE_CHECKING:
     from ...putting import Put
-    from ..conn import Conn
 
 
 def lease_lost(job_id: int, cancelled: bool) -> JobLost:
@@ -33,7 +33,7 @@ def lease_lost(job_id: int, cancelled: bool) -> JobLost:
                    job_ids=(job_id,))
 
 
-class JobStore(abc.ABC):
+class JobStore(abc.ABC, Generic[ConnT]):
     """A dialect's verbs on jobs. ``Q`` maps each query name to its statement."""
 
     #: Whether insert_puts is one statement (group commit may then run it alone, without
@@ -55,46 +55,46 @@ class JobStore(abc.ABC):
         """A list of job ids as one parameter (hold_parents, insert_edges)."""
 
     @abc.abstractmethod
-    def insert_waiting_job(self, conn: Conn, now: int, tube: str, priority: int,
+    def insert_waiting_job(self, conn: ConnT, now: int, tube: str, priority: int,
                            delay_ms: int, ttr_ms: int, body: bytes, unique_key: str | None,
                            waiting_on: int) -> int | None:
         """Insert one job waiting for ``waiting_on`` parents; None if its unique key was
         taken meanwhile (the caller then reads the live job's id)."""
 
     @abc.abstractmethod
-    def insert_job(self, conn: Conn, now: int, tube: str, priority: int, delay_ms: int,
+    def insert_job(self, conn: ConnT, now: int, tube: str, priority: int, delay_ms: int,
                    ttr_ms: int, body: bytes, unique_key: str | None) -> int:
         """Insert one job; with a unique_key already live in the tube, return that
         job's id and insert nothing."""
 
     @abc.abstractmethod
-    def insert_jobs(self, conn: Conn, now: int, tube: str, priority: int, delay_ms: int,
+    def insert_jobs(self, conn: ConnT, now: int, tube: str, priority: int, delay_ms: int,
                     ttr_ms: int, bodies: Sequence[bytes]) -> list[int]:
         """Insert many jobs; return their ids, in order."""
 
-    def insert_puts(self, conn: Conn, now: int,
+    def insert_puts(self, conn: ConnT, now: int,
                     puts: Sequence[tuple[str, int, int, int, bytes]]) -> list[int]:
         """Insert the jobs of several puts, each (tube, priority, delay_ms, ttr_ms, body)
         with its own options (threads' puts sharing one commit); their ids, in order."""
         return [self.insert_job(conn, now, *put, None) for put in puts]
 
     @abc.abstractmethod
-    def total_jobs(self, conn: Conn) -> int:
+    def total_jobs(self, conn: ConnT) -> int:
         """How many ids were ever issued (beanstalkd's total-jobs of the file)."""
 
     @abc.abstractmethod
-    def savepoint(self, conn: Conn) -> contextlib.AbstractContextManager[None]:
+    def savepoint(self, conn: ConnT) -> contextlib.AbstractContextManager[object]:
         """A savepoint on conn: inside a transaction, nested in it; else a transaction
         of its own, committed at the end of the block (rolled back on an exception)."""
 
-    def unique_job_id(self, conn: Conn, tube: str, unique_key: str) -> int | None:
+    def unique_job_id(self, conn: ConnT, tube: str, unique_key: str) -> int | None:
         """The live job holding ``unique_key`` in ``tube``, if any."""
         row = one(conn, self.Q["find_unique_job"], {"tube": tube, "unique_key": unique_key})
         return None if row is None else int(row[0])
 
     # -- a put that replaces (on_conflict="replace"; Store.replace runs the three) -----------
 
-    def replace_job(self, conn: Conn, now: int, tube: str, put: Put, body: bytes, *,
+    def replace_job(self, conn: ConnT, now: int, tube: str, put: Put, body: bytes, *,
                     insert: bool) -> int | None:
         """Give the ready, delayed or waiting job holding ``put.unique_key`` in ``tube``
         the put's body and options (its delay from ``now``), or with ``insert`` put the
@@ -105,7 +105,7 @@ class JobStore(abc.ABC):
         row = one(conn, self.Q["upsert_unique_job"] if insert else self.Q["replace_job"], params)
         return None if row is None else int(row[0])
 
-    def pass_key(self, conn: Conn, tube: str, unique_key: str) -> int | None:
+    def pass_key(self, conn: ConnT, tube: str, unique_key: str) -> int | None:
         """Take ``unique_key`` from the reserved or buried job holding it in ``tube`` (its
         only change, for a replace's follow-up to hold); that job's id, or None."""
         row = one(conn, self.Q["pass_unique_key"], {"tube": tube, "unique_key": unique_key})
@@ -113,7 +113,7 @@ class JobStore(abc.ABC):
 
     # -- lease-checked and by-id verbs -------------------------------------------------------
 
-    def lease_failure(self, conn: Conn, job_id: int, lease: int | None) -> Exception:
+    def lease_failure(self, conn: ConnT, job_id: int, lease: int | None) -> Exception:
         """Why a verb on a reserved job changed nothing.
 
         With a lease the caller held a reservation, and whatever became of the job
@@ -129,12 +129,12 @@ class JobStore(abc.ABC):
             return JobNotFound(f"job {job_id} not found")
         return JobNotFound(f"job {job_id} is not reserved")
 
-    def cancelled_lease(self, conn: Conn, job_id: int) -> int | None:
+    def cancelled_lease(self, conn: ConnT, job_id: int) -> int | None:
         """The lease job_id was cancelled under (recently), or None."""
         row = one(conn, self.Q["cancelled_lease"], {"id": job_id})
         return None if row is None else int(row[0])
 
-    def delete(self, conn: Conn, now: int, job_id: int, lease: int | None,
+    def delete(self, conn: ConnT, now: int, job_id: int, lease: int | None,
                actor: str | None = None, outcome: str = "deleted") -> str:
         """Delete the job (any state without a lease, else only under that live lease);
         return its tube ('' for a job without edges deleted under its lease on SQLite: no
@@ -161,18 +161,18 @@ class JobStore(abc.ABC):
             raise JobNotFound(f"job {job_id} not found")
         raise self.lease_failure(conn, job_id, lease)
 
-    def ended(self, conn: Conn, job_ids: Sequence[int]) -> None:
+    def ended(self, conn: ConnT, job_ids: Sequence[int]) -> None:
         """Remove the jobs whose records the delete's statement just wrote, where that
         statement does not (``ONE_STATEMENT_DELETE`` false)."""
         return None
 
     @abc.abstractmethod
-    def delete_leased(self, conn: Conn, now: int, job_id: int, lease: int
+    def delete_leased(self, conn: ConnT, now: int, job_id: int, lease: int
                       ) -> Sequence[Any] | None:
         """The worker's delete under a live lease and the job's record: a row whose
         first column is the tube, or None (the lease lost, or a job with dependents)."""
 
-    def finished(self, conn: Conn, now: int, job_id: int, tube: str, outcome: str,
+    def finished(self, conn: ConnT, now: int, job_id: int, tube: str, outcome: str,
                  actor: str | None, row: Sequence[Any]) -> None:
         """Write the record of a job delete_linked_job just took, from what it returned
         (state, owner, reservation start, reserves, created_at, unique_key, body's head,
@@ -180,7 +180,7 @@ class JobStore(abc.ABC):
         nothing for a backend whose statement writes it itself."""
         return None
 
-    def delete_linked(self, conn: Conn, now: int, job_id: int, lease: int | None,
+    def delete_linked(self, conn: ConnT, now: int, job_id: int, lease: int | None,
                       actor: str | None = None, outcome: str = "deleted") -> str | None:
         """Delete a job that has dependents or parents (by id, or under its live lease),
         release its children (each one parent less; ready, or delayed from now, at zero)
@@ -202,12 +202,12 @@ class JobStore(abc.ABC):
                 conn.execute(self.Q["forget_child_edges"], {"id": job_id})
             return str(row[0])
 
-    def release_children(self, conn: Conn, now: int, parent: int) -> None:
+    def release_children(self, conn: ConnT, now: int, parent: int) -> None:
         """The children of ``parent``, gone in this transaction: each one parent less; at
         zero, ready, or delayed by its delay from now. The parent's edges go too."""
         conn.execute(self.Q["release_children"], {"id": parent, "now": now})
 
-    def release(self, conn: Conn, now: int, job_id: int, lease: int | None,
+    def release(self, conn: ConnT, now: int, job_id: int, lease: int | None,
                 priority: int | None, delay_ms: int) -> None:
         """Put a reserved job back: ready, or delayed by delay_ms."""
         params = {"id": job_id, "lease": lease, "now": now, "priority": priority,
@@ -215,7 +215,7 @@ class JobStore(abc.ABC):
         if one(conn, self.Q["release_job"], params) is None:
             raise self.lease_failure(conn, job_id, lease)
 
-    def bury(self, conn: Conn, now: int, job_id: int, lease: int | None,
+    def bury(self, conn: ConnT, now: int, job_id: int, lease: int | None,
              priority: int | None, reason: str | None) -> None:
         """Park a reserved job until kicked, keeping reason: its first MESSAGE_LIMIT
         characters or so (model.cap), whoever gives it (a caller, a worker's failure)."""
@@ -224,14 +224,14 @@ class JobStore(abc.ABC):
         if one(conn, self.Q["bury_job"], params) is None:
             raise self.lease_failure(conn, job_id, lease)
 
-    def touch(self, conn: Conn, now: int, job_id: int, lease: int | None) -> int:
+    def touch(self, conn: ConnT, now: int, job_id: int, lease: int | None) -> int:
         """Restart a reservation's TTR; return its new deadline (ms)."""
         row = one(conn, self.Q["touch_job"], {"id": job_id, "lease": lease, "now": now})
         if row is None:
             raise self.lease_failure(conn, job_id, lease)
         return int(row[0])
 
-    def kick(self, conn: Conn, now: int, tube: str, bound: int) -> int:
+    def kick(self, conn: ConnT, now: int, tube: str, bound: int) -> int:
         """Kick up to bound buried jobs in the tube; if there are none, delayed ones."""
         params = {"tube": tube, "bound": bound, "now": now}
         kicked = conn.execute(self.Q["kick_buried"], params).fetchall()
@@ -239,12 +239,12 @@ class JobStore(abc.ABC):
             kicked = conn.execute(self.Q["kick_delayed"], params).fetchall()
         return len(kicked)
 
-    def kick_job(self, conn: Conn, now: int, job_id: int) -> None:
+    def kick_job(self, conn: ConnT, now: int, job_id: int) -> None:
         """Move one buried or delayed job to ready."""
         if one(conn, self.Q["kick_job"], {"id": job_id, "now": now}) is None:
             raise JobNotFound(f"job {job_id} not found or not buried or delayed")
 
-    def postpone(self, conn: Conn, now: int, job_id: int, delay_ms: int) -> None:
+    def postpone(self, conn: ConnT, now: int, job_id: int, delay_ms: int) -> None:
         """Make a ready or delayed job wait ``delay_ms`` from now (0: ready now)."""
         params = {"id": job_id, "delay": delay_ms,
                   "delay_until": now + delay_ms if delay_ms else None}
@@ -253,21 +253,21 @@ class JobStore(abc.ABC):
 
     # -- reads by id -------------------------------------------------------------------------
 
-    def select_job(self, conn: Conn, now: int, job_id: int) -> JobRow | None:
+    def select_job(self, conn: ConnT, now: int, job_id: int) -> JobRow | None:
         """The job as an observer sees it now, or None."""
         row = one(conn, self.Q["select_job"], {"id": job_id, "now": now})
         return JobRow(*row) if row else None
 
-    def peek_id(self, conn: Conn, now: int, which: str, tube: str) -> int | None:
+    def peek_id(self, conn: ConnT, now: int, which: str, tube: str) -> int | None:
         """The id peek_ready/_delayed/_buried (which) would show, or None."""
         row = one(conn, self.Q[f"peek_{which}_id"], {"tube": tube, "now": now})
         return int(row[0]) if row else None
 
-    def change_token(self, conn: Conn) -> tuple[Any, ...]:
+    def change_token(self, conn: ConnT) -> tuple[Any, ...]:
         """A value that differs whenever what this connection reads may have changed
         (another connection committed, or this one wrote) since it was last read."""
         return tuple(one(conn, self.Q["change_token"]))
 
-    def set_trace(self, conn: Conn, ids: Sequence[int], trace: str) -> None:
+    def set_trace(self, conn: ConnT, ids: Sequence[int], trace: str) -> None:
         """Store a traced put's trace context on the jobs it just inserted (core/tracing.py)."""
         conn.execute(self.Q["set_job_trace"], {"ids": self.ids_param(ids), "trace": trace})

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import abc
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
 
 from ...core.allowance import allowance, spent_rate_at
 from ...model import ClaimRow
+from ..conn import ConnT
 from ..sql import one
 from .groups import FairClaim
 
 if TYPE_CHECKING:
-    from ..conn import Conn
     from .claims import ClaimStore
 
 
@@ -29,10 +29,10 @@ class _FairAlone(threading.local):
     alone: str | None = None
 
 
-class LimitStore(abc.ABC):
+class LimitStore(abc.ABC, Generic[ConnT]):
     """A dialect's limits; ``claims`` makes the claims a limit allows."""
 
-    def __init__(self, Q: dict[str, str], claims: ClaimStore) -> None:
+    def __init__(self, Q: dict[str, str], claims: ClaimStore[ConnT]) -> None:
         self.Q = Q
         self.claims = claims
         self._fair = _FairAlone()
@@ -61,11 +61,11 @@ class LimitStore(abc.ABC):
         needed); None if it did not (or was not the last thing asked). Asking forgets it."""
         return None
 
-    def limited_tubes(self, conn: Conn, tubes: Any) -> bool:
+    def limited_tubes(self, conn: ConnT, tubes: Any) -> bool:
         """Whether any of these tubes has limits (a read; the engine remembers it)."""
         return one(conn, self.Q["limited_tubes"], {"tubes": tubes}) is not None
 
-    def claim_limited(self, conn: Conn, now: int, tubes: Any, owner: str | None, n: int
+    def claim_limited(self, conn: ConnT, now: int, tubes: Any, owner: str | None, n: int
                       ) -> tuple[list[ClaimRow], bool]:
         """claim_many for tubes some of which have limits, inside the caller's write
         transaction: up to n jobs, the best first across the tubes, none beyond a limited
@@ -120,7 +120,7 @@ class LimitStore(abc.ABC):
             self.mark_capped(conn, held)
         return rows, True
 
-    def _claim_one(self, conn: Conn, now: int, open_tubes: list[str],
+    def _claim_one(self, conn: ConnT, now: int, open_tubes: list[str],
                    fair: dict[str, FairClaim], owner: str | None) -> ClaimRow | None:
         """One claim of claim_limited's: the most urgent job of the open tubes, a grouped
         tube's the one its FairClaim picks (a plain tube wins a tie of priority only if
@@ -148,19 +148,19 @@ class LimitStore(abc.ABC):
             if row is not None:
                 return row
 
-    def mark_capped(self, conn: Conn, ids: list[int]) -> None:  # noqa: B027 - most need none
+    def mark_capped(self, conn: ConnT, ids: list[int]) -> None:  # noqa: B027 - most need none
         """Mark jobs claim_limited just took under a concurrency cap, if the backend's
         waiters need it: a backend whose worker deletes wake nobody (PostgreSQL) makes
         their deletes wake the waiters the cap holds back. Nothing by default: every
         commit wakes SQLite's."""
 
-    def list_limits(self, conn: Conn, tube: str | None) -> list[LimitRow]:
+    def list_limits(self, conn: ConnT, tube: str | None) -> list[LimitRow]:
         """(tube, concurrency, rate, rate_ms, group_concurrency, group_rate, group_rate_ms)
         of every tube with limits, or of ``tube``."""
         return [(r[0], r[1], r[2], r[3], r[4], r[5], r[6])
                 for r in conn.execute(self.Q["list_limits"], {"tube": tube})]
 
-    def set_limits(self, conn: Conn, tube: str, concurrency: int | None, rate: int | None,
+    def set_limits(self, conn: ConnT, tube: str, concurrency: int | None, rate: int | None,
                    rate_ms: int | None, group_concurrency: int | None = None,
                    group_rate: int | None = None, group_rate_ms: int | None = None) -> None:
         """Write the tube's limits, whole (None: none); a rate set anew starts full."""
@@ -172,7 +172,7 @@ class LimitStore(abc.ABC):
                 and group_rate is None:
             conn.execute(self.Q["drop_limits_row"], {"tube": tube})
 
-    def change_limits(self, conn: Conn, tube: str, new: dict[str, Any]) -> list[LimitRow]:
+    def change_limits(self, conn: ConnT, tube: str, new: dict[str, Any]) -> list[LimitRow]:
         """Set the tube's limits ``new`` names (``concurrency``, ``rate`` as (N, ms),
         ``group_concurrency``, ``group_rate`` as (N, ms); None: none), the others kept as
         they are; the tube's limits after, as :meth:`list_limits` gives them. Nothing is
@@ -193,11 +193,11 @@ class LimitStore(abc.ABC):
             conn.execute(self.Q["forget_group_rates"], {"tube": tube})
         return self.list_limits(conn, tube)
 
-    def pause_tube(self, conn: Conn, now: int, tube: str, pause_ms: int) -> None:
+    def pause_tube(self, conn: ConnT, now: int, tube: str, pause_ms: int) -> None:
         """Reserve nothing from tube until now + pause_ms."""
         conn.execute(self.Q["pause_tube"], {"tube": tube, "now": now, "pause_ms": pause_ms})
 
-    def tube_pause(self, conn: Conn, tube: str) -> tuple[int, int] | None:
+    def tube_pause(self, conn: ConnT, tube: str) -> tuple[int, int] | None:
         """(paused_until, pause_ms) of the tube's last pause, or None."""
         row = one(conn, self.Q["tube_pause"], {"tube": tube})
         return (int(row[0]), int(row[1])) if row else None

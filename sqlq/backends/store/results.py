@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..sql import one
 
@@ -17,7 +17,7 @@ PURGE_BATCH = 64
 class ResultStore:
     """Results; ``jobs`` deletes the job whose result is kept."""
 
-    def __init__(self, Q: dict[str, str], jobs: JobStore) -> None:
+    def __init__(self, Q: dict[str, str], jobs: JobStore[Any]) -> None:
         self.Q = Q
         self.jobs = jobs
 

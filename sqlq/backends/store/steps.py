@@ -9,7 +9,7 @@ the job's next holder runs the step again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...errors import JobTooBig
 from ...steps import CURSOR, STEP
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class StepStore:
     """Steps and cursors; ``jobs`` explains a lost lease and releases a snoozed job."""
 
-    def __init__(self, Q: dict[str, str], jobs: JobStore) -> None:
+    def __init__(self, Q: dict[str, str], jobs: JobStore[Any]) -> None:
         self.Q = Q
         self.jobs = jobs
 
