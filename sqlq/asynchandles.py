@@ -14,6 +14,7 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 from .facade.puts import Transaction
 from .model import JOB_FIELDS, Job
 from .steps import MISSING, STEP, check_name, lease_of
+from .verbs import WAKES
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -39,11 +40,13 @@ class _HoldsSync(Protocol):
     def sync(self) -> Any: ...
 
 
-def sync_verb(verb: Callable[Concatenate[Any, P], R], *, pokes: bool = False
+def sync_verb(verb: Callable[Concatenate[Any, P], R], *, commits: bool = True
                ) -> Callable[Concatenate[_HoldsSync, P], Coroutine[Any, Any, R]]:
     """The verb of a handle's synchronous object (``self.sync``: a Job, a Transaction) as
     a coroutine method of the async handle: the same signature, run in the
-    AsyncQueue's thread (see :func:`awaited`)."""
+    AsyncQueue's thread (see :func:`awaited`). ``commits``: False for a transaction's,
+    whose waking is its commit's."""
+    pokes = commits and bool(WAKES.get(verb.__name__))
 
     @functools.wraps(verb)
     async def call(self: _HoldsSync, /, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -106,14 +109,14 @@ class AsyncJob:
         return self.sync.text()
 
     delete = sync_verb(Job.delete)
-    release = sync_verb(Job.release, pokes=True)
-    bury = sync_verb(Job.bury, pokes=True)
+    release = sync_verb(Job.release)
+    bury = sync_verb(Job.bury)
     touch = sync_verb(Job.touch)
     progress = sync_verb(Job.progress)
-    complete = sync_verb(Job.complete, pokes=True)
+    complete = sync_verb(Job.complete)
     cursor = sync_verb(Job.cursor)
     save_cursor = sync_verb(Job.save_cursor)
-    snooze = sync_verb(Job.snooze, pokes=True)
+    snooze = sync_verb(Job.snooze)
 
     async def step(self, name: str, fn: Callable[..., T], /, *args: Any, conn: Any = None,
                    **kwargs: Any) -> Any:
@@ -165,7 +168,7 @@ class AsyncTransaction:
         """The AsyncQueue (``queue``, as :class:`~sqlq.Transaction` names its Queue)."""
         return self.queue
 
-    execute = sync_verb(Transaction.execute)
-    put = sync_verb(Transaction.put)
-    put_many = sync_verb(Transaction.put_many)
-    publish = sync_verb(Transaction.publish)
+    execute = sync_verb(Transaction.execute, commits=False)
+    put = sync_verb(Transaction.put, commits=False)
+    put_many = sync_verb(Transaction.put_many, commits=False)
+    publish = sync_verb(Transaction.publish, commits=False)

@@ -40,6 +40,7 @@ from .model import (
     check_tubes,
 )
 from .queue import Queue
+from .verbs import WAKES
 from .verbs.operations import ProgressWatch
 from .verbs.views import Views
 from .verbs.waiting import timeout_deadline
@@ -67,13 +68,14 @@ def _tx_executor(aq: AsyncQueue) -> ThreadPoolExecutor | None:
     return tx[1]
 
 
-def awaited(verb: Callable[Concatenate[Any, P], R], *, pokes: bool = False
+def awaited(verb: Callable[Concatenate[Any, P], R]
             ) -> Callable[Concatenate[AsyncQueue, P], Coroutine[Any, Any, R]]:
     """The Queue's ``verb`` as a coroutine method of AsyncQueue: the same signature (the
     one definition, read by ``inspect.signature``, mypy and the docs), run in the
-    AsyncQueue's thread. ``pokes``: the verb may make a job ready or final, so this
-    process's waiters look at once."""
+    AsyncQueue's thread. Whether this process's waiters look at once after it is the
+    verb's record's to say (``verbs.WAKES``)."""
     name = verb.__name__
+    pokes = bool(WAKES.get(name))
 
     @functools.wraps(verb)
     async def call(self: AsyncQueue, /, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -253,9 +255,9 @@ class AsyncQueue:
 
     # -- put ---------------------------------------------------------------------------------
 
-    put = awaited(Queue.put, pokes=True)
-    put_many = awaited(Queue.put_many, pokes=True)
-    publish = awaited(Queue.publish, pokes=True)
+    put = awaited(Queue.put)
+    put_many = awaited(Queue.put_many)
+    publish = awaited(Queue.publish)
 
     async def put_task(self, task: Task[Any, Any, Any] | TaskOptions[Any, Any], /, *args: Any,
                        **kwargs: Any) -> int:
@@ -458,16 +460,16 @@ class AsyncQueue:
 
     reserve_job = awaited_job(Queue.reserve_job)
     delete = awaited(Queue.delete)
-    release = awaited(Queue.release, pokes=True)
-    bury = awaited(Queue.bury, pokes=True)
+    release = awaited(Queue.release)
+    bury = awaited(Queue.bury)
     touch = awaited(Queue.touch)
     cancel = awaited(Queue.cancel)
     progress = awaited(Queue.progress)
-    complete = awaited(Queue.complete, pokes=True)
-    kick = awaited(Queue.kick, pokes=True)
-    kick_job = awaited(Queue.kick_job, pokes=True)
-    postpone = awaited(Queue.postpone, pokes=True)
-    pause_tube = awaited(Queue.pause_tube, pokes=True)
+    complete = awaited(Queue.complete)
+    kick = awaited(Queue.kick)
+    kick_job = awaited(Queue.kick_job)
+    postpone = awaited(Queue.postpone)
+    pause_tube = awaited(Queue.pause_tube)
     backup = awaited(Queue.backup)
     subscribe = awaited(Queue.subscribe)
     unsubscribe = awaited(Queue.unsubscribe)

@@ -186,7 +186,7 @@ class Commands:
         except JobTooBig:
             return Reply.JOB_TOO_BIG
         self.stats.total_jobs += 1
-        self.waiters.poke()
+        self.waiters.after("put")
         return bs.inserted(job_id)
 
     # -- a job by id --
@@ -224,7 +224,7 @@ class Commands:
             del conn.reserved[job_id]
             raise
         del conn.reserved[job_id]
-        self.waiters.freed(held.tube)  # a waiter held back by the tube's cap may claim
+        self.waiters.after("delete", held.tube)
         return Reply.DELETED
 
     def _release(self, conn: Conn, cmd: Command) -> bytes:
@@ -237,7 +237,7 @@ class Commands:
         except (JobLost, JobNotFound):
             return self._lost(conn, job_id)
         del conn.reserved[job_id]
-        self.waiters.poke()
+        self.waiters.after("release")
         return Reply.RELEASED
 
     def _bury(self, conn: Conn, cmd: Command) -> bytes:
@@ -250,7 +250,7 @@ class Commands:
         except (JobLost, JobNotFound):
             return self._lost(conn, job_id)
         del conn.reserved[job_id]
-        self.waiters.freed(held.tube)
+        self.waiters.after("bury", held.tube)
         return Reply.BURIED
 
     def _touch(self, conn: Conn, cmd: Command) -> bytes:
@@ -282,7 +282,7 @@ class Commands:
             self.server.q.kick_job(cmd.ints[0])
         except JobNotFound:
             return Reply.NOT_FOUND
-        self.waiters.poke()
+        self.waiters.after("kick_job")
         return Reply.KICKED
 
     def _stats_job(self, conn: Conn, cmd: Command) -> bytes:
@@ -303,7 +303,7 @@ class Commands:
     def _kick(self, conn: Conn, cmd: Command) -> bytes:
         count = self.server.q.kick(cmd.ints[0], tube=conn.use)
         if count:
-            self.waiters.poke()
+            self.waiters.after("kick")
         return bs.kicked(count)
 
     def _use(self, conn: Conn, cmd: Command) -> bytes:
@@ -336,7 +336,7 @@ class Commands:
             return Reply.NOT_FOUND
         delay = cmd.ints[0]
         self.server.q.pause_tube(cmd.tube, max(delay - self.server.skew, 0.001) if delay else 0)
-        self.waiters.poke()
+        self.waiters.after("pause_tube")
         return Reply.PAUSED
 
     def _stats(self, conn: Conn, cmd: Command) -> bytes:

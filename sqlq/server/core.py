@@ -172,5 +172,5 @@ class Server:
             except Error:
                 pass  # its TTR ran out, or it was deleted meanwhile
             del jobs[job_id]
-        self.waiters.poke()
+        self.waiters.after("release")
         return b""

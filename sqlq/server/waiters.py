@@ -278,14 +278,20 @@ class Waiters:
         self._dirty = self._poked = True
         self._serve_soon(0.0)
 
-    def freed(self, tube: str) -> None:
-        """A connection here deleted or buried a job of ``tube`` it held: a slot of the
-        tube's concurrency cap is free, so the waiters it held back are served on the next
-        turn, as a poke's are. Only when a waiter watches ``tube`` in a list with limits (a
-        set probe): a tube without them costs nothing more, and no waiter is served for
-        nothing. Another process's deletes wake them through the notifier (a NOTIFY on
-        PostgreSQL: migration 0016)."""
-        if tube in self._capped_watch:
+    def after(self, verb: str, tube: str | None = None) -> None:
+        """A connection here ran ``verb`` (on a job of ``tube``): what its commit may give
+        the waiters is the verb's record's to say (``verbs.WAKES``). Something to claim:
+        a poke. A slot of ``tube``'s concurrency cap freed (a held job deleted or buried):
+        the waiters it held back are served on the next turn, as a poke's are, only when a
+        waiter watches ``tube`` in a list with limits (a set probe): a tube without them
+        costs nothing more, and no waiter is served for nothing. Another process's
+        commits wake them through the notifier (a NOTIFY on PostgreSQL: migration 0016)."""
+        # Here, not at the top: the server imports nothing of the library's before it
+        # listens, and a command runs once the queue is attached (loaded by then).
+        from sqlq.verbs import FREES, READIES, WAKES
+
+        wakes = WAKES[verb]
+        if wakes & READIES or (wakes & FREES and tube in self._capped_watch):
             self.poke()
 
     def _serve_soon(self, delay: float) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..backends.group import Batch
 from ..errors import JobLost
 from ..putting import Put
-from .dispatch import READ, SEND, SETTLE, SHARED, WRITE, Dispatcher, Verb
+from .dispatch import FREES, READ, READIES, SEND, SETTLE, SHARED, WRITE, Dispatcher, Verb
 
 if TYPE_CHECKING:
     from ..backends.base import Conn
@@ -32,31 +32,32 @@ if TYPE_CHECKING:
 
 #: A put whose insert is one statement (no unique key, no parents): group commit may
 #: run the puts of several threads as one statement.
-PUT = Verb("put", SEND, SHARED, single=True)
+PUT = Verb("put", SEND, SHARED, single=True, wakes=READIES)
 #: A put that reads first (a unique key held, parents still live).
-PUT_CHECKED = Verb("put", SEND, SHARED)
-PUT_MANY = Verb("put_many", SEND, SHARED)
-PUBLISH = Verb("publish", SEND, SHARED)
+PUT_CHECKED = Verb("put", SEND, SHARED, wakes=READIES)
+PUT_MANY = Verb("put_many", SEND, SHARED, wakes=READIES)
+PUBLISH = Verb("publish", SEND, SHARED, wakes=READIES)
 #: A delete: one statement where the store's is (``JobStore.ONE_STATEMENT_DELETE``; each
 #: Verbs makes its own record with ``single`` set so).
-DELETE = Verb("delete", SETTLE, SHARED, single=True, ack=True)
-RELEASE = Verb("release", SETTLE, WRITE, durable=False, single=True, ack=True)
-BURY = Verb("bury", SETTLE, SHARED, single=True, ack=True)
+DELETE = Verb("delete", SETTLE, SHARED, single=True, ack=True, wakes=FREES)
+RELEASE = Verb("release", SETTLE, WRITE, durable=False, single=True, ack=True,
+               wakes=READIES)
+BURY = Verb("bury", SETTLE, SHARED, single=True, ack=True, wakes=FREES)
 TOUCH = Verb("touch", SETTLE, WRITE, durable=False, single=True, ack=True)
-COMPLETE = Verb("complete", SETTLE, SHARED, ack=True)
+COMPLETE = Verb("complete", SETTLE, SHARED, ack=True, wakes=READIES)
 PROGRESS = Verb("progress", None, WRITE, durable=False, single=True)
 CANCEL = Verb("cancel", None, WRITE)
-KICK = Verb("kick", None, WRITE)
-KICK_JOB = Verb("kick_job", None, SHARED, single=True)
-POSTPONE = Verb("postpone", None, SHARED, single=True)
-GIVE_BACK = Verb("give_back", None, WRITE, durable=False, timed=False)
+KICK = Verb("kick", None, WRITE, wakes=READIES)
+KICK_JOB = Verb("kick_job", None, SHARED, single=True, wakes=READIES)
+POSTPONE = Verb("postpone", None, SHARED, single=True, wakes=READIES)
+GIVE_BACK = Verb("give_back", None, WRITE, durable=False, timed=False, wakes=READIES)
 #: A step's value or a cursor's position recorded under the job's lease (sqlq/steps.py).
 RECORD_STEP = Verb("record_step", None, SHARED)
 #: A step whose work writes in the same transaction (``job.step(conn=)``), on the
 #: application's connection (an OnConnection dispatcher) or in a Queue's transaction.
 RUN_STEP = Verb("run_step", None, WRITE)
 #: A reserved job given back for a while, its claim not counted (``job.snooze``).
-SNOOZE = Verb("snooze", SETTLE, WRITE, durable=False, ack=True)
+SNOOZE = Verb("snooze", SETTLE, WRITE, durable=False, ack=True, wakes=FREES)
 #: After a delete cut off by a lost connection found its job gone: did its first attempt
 #: delete it? (the finished records; see :func:`done_under`).
 DONE_UNDER = Verb("done_under", None, READ, span=False)

@@ -41,6 +41,12 @@ if TYPE_CHECKING:
 SEND, RECEIVE, SETTLE = "send", "receive", "settle"
 #: How a verb's storage call runs: a read, a write, a write sharing its commit.
 READ, WRITE, SHARED = 0, 1, 2
+#: What a verb's commit may give waiters (``Verb.wakes``): READIES, something to claim
+#: (a job made ready, a result made final, a tube unpaused, a cap raised): waiters look;
+#: FREES, a held job's end, which frees a slot of its tube's cap: waiters a cap held back
+#: look. A face whose own process has waiters (AsyncQueue's, ``sqlq serve``'s) has them
+#: look at once; others hear the commit (the notifier), later.
+READIES, FREES = 1, 2
 
 _modules = sys.modules
 _OTEL = "opentelemetry.trace"
@@ -80,6 +86,8 @@ class Verb(NamedTuple):
     #: Its value is the (id, lease) pairs it found lost (a batch's: the other deletes
     #: stand, so they are not raised); made once more, they come back as CutOff.
     lost: bool = False
+    #: What its commit may give waiters: READIES, FREES, or 0 (see READIES).
+    wakes: int = 0
 
 
 def traced() -> bool:

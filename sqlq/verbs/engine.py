@@ -41,7 +41,19 @@ from ..errors import Disconnected, JobLost
 from ..model import Job, cap_reason, check_tubes
 from ..steps import lease_of
 from .contract import done_under
-from .dispatch import CUT_OFF, READ, RECEIVE, SETTLE, SHARED, WRITE, CutOff, Dispatcher, Verb
+from .dispatch import (
+    CUT_OFF,
+    FREES,
+    READ,
+    READIES,
+    RECEIVE,
+    SETTLE,
+    SHARED,
+    WRITE,
+    CutOff,
+    Dispatcher,
+    Verb,
+)
 from .waiting import wait_for
 
 if TYPE_CHECKING:
@@ -69,14 +81,15 @@ TubesParam = Any
 RESERVE_JOB = Verb("reserve_job", RECEIVE, WRITE, durable=False)
 RESERVE_LIMITED = Verb("reserve", RECEIVE, WRITE, durable=False)
 #: A batch's acknowledgement, and the claim after it, in one durable commit.
-SETTLE_AND_RESERVE_LIMITED = Verb("reserve", RECEIVE, WRITE)
+SETTLE_AND_RESERVE_LIMITED = Verb("reserve", RECEIVE, WRITE, wakes=FREES)
 #: One statement where the store's delete is (``JobStore.ONE_STATEMENT_DELETE``: the
 #: engine's own record says).
-DELETE_MANY = Verb("delete_many", SETTLE, SHARED, single=True, ack=True, lost=True)
+DELETE_MANY = Verb("delete_many", SETTLE, SHARED, single=True, ack=True, lost=True,
+                   wakes=FREES)
 #: A failed run's end: released to run again (a lost commit: the job comes back anyway),
 #: or buried (durable), with the attempt kept.
-RETRY = Verb("retry", SETTLE, WRITE, durable=False, ack=True)
-BURY_FAILED = Verb("bury", SETTLE, SHARED, ack=True)
+RETRY = Verb("retry", SETTLE, WRITE, durable=False, ack=True, wakes=READIES)
+BURY_FAILED = Verb("bury", SETTLE, SHARED, ack=True, wakes=FREES)
 KEEP_ATTEMPT = Verb("keep_attempt", None, WRITE, durable=False, timed=False)
 HAS_READY = Verb("has_ready", None, READ, single=True, span=False)
 NEXT_DUE = Verb("next_due", None, READ, span=False, timed=False)  # since the look
@@ -111,11 +124,11 @@ class Engine:
         self.clock = dispatch.clock
         self._make_job = make_job
         # Whether a claim is one statement depends on the backend (Store's flags).
-        self._reserve = Verb("reserve", RECEIVE, WRITE, durable=False,
-                             single=store.claims.CLAIM_OUTSIDE_TRANSACTION)
+        self._reserve = RESERVE_LIMITED._replace(
+            single=store.claims.CLAIM_OUTSIDE_TRANSACTION)
         #: The worker's fast path: a delete and the next claim in one durable commit.
-        self._settle_and_reserve = Verb("reserve", RECEIVE, WRITE,
-                                        single=store.claims.ONE_STATEMENT_CLAIM)
+        self._settle_and_reserve = SETTLE_AND_RESERVE_LIMITED._replace(
+            single=store.claims.ONE_STATEMENT_CLAIM)
         self._delete_many = DELETE_MANY._replace(single=store.jobs.ONE_STATEMENT_DELETE)
         # One notifier per thread: threads waiting on a shared Queue must not
         # consume each other's events.

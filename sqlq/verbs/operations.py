@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import tracing
 from ..core.durations import now_ms
 from ..model import DEFAULT_TUBE, check_tube
-from .dispatch import READ, SEND, WRITE, Dispatcher, Verb, traced
+from .dispatch import READ, READIES, SEND, WRITE, Dispatcher, Verb, traced
 from .views import OVERVIEW
 
 if TYPE_CHECKING:
@@ -39,11 +39,11 @@ _NO_SPAN: AbstractContextManager[None] = nullcontext()
 SUBSCRIBE = Verb("subscribe", None, WRITE, timed=False)
 UNSUBSCRIBE = Verb("unsubscribe", None, WRITE, timed=False)
 SUBSCRIPTIONS = Verb("subscriptions", None, READ, timed=False)
-LIMIT = Verb("limit", None, WRITE, timed=False)
+LIMIT = Verb("limit", None, WRITE, timed=False, wakes=READIES)
 LIMITS = Verb("limits", None, READ, timed=False)
-PAUSE_TUBE = Verb("pause_tube", None, WRITE)
+PAUSE_TUBE = Verb("pause_tube", None, WRITE, wakes=READIES)
 #: A periodic task's job and its slot, in one transaction (a put: its span is a send).
-ENQUEUE_PERIODIC = Verb("enqueue_periodic", SEND, WRITE)
+ENQUEUE_PERIODIC = Verb("enqueue_periodic", SEND, WRITE, wakes=READIES)
 RECORD_DURATIONS = Verb("record_durations", None, WRITE, durable=False, timed=False,
                         span=False)
 BEAT_WORKER = Verb("beat_worker", None, WRITE, durable=False, timed=False, span=False)
