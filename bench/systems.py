@@ -28,6 +28,7 @@ import select
 import time
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 TUBE = "bench"
 DELAY_S = 3600  # "delayed" jobs in the depth workload wait an hour
@@ -283,9 +284,23 @@ UPDATE sqlq_jobs SET state = 2, reserved_until = ?1 + ttr, reserves = reserves +
        lease = abs(random()), owner = ?2
  WHERE id = (SELECT id FROM sqlq_jobs WHERE state = 0 AND tube = (SELECT ?3)
              ORDER BY priority, id LIMIT 1)
-RETURNING id, body
+RETURNING id, body, lease
 """
 RAW_DELETE = "DELETE FROM sqlq_jobs WHERE id = ?"
+
+
+def _record_statement() -> str | None:
+    """sqlq's own statement for a deleted job's record (issue 39: its worker's delete
+    writes it in the delete's transaction, queries.sql delete_leased_job; ?1 id, ?2 lease,
+    ?3 now), so that the floor's delete does the same SQL as sqlq's; None where sqlq does
+    not import (the stand-in schema has no records)."""
+    if sqlq_missing() is not None:
+        return None
+    try:
+        from sqlq.backends.sqlite.store import Q
+    except ImportError:
+        return None
+    return Q.get("delete_leased_job")
 
 # The least a queue with reservations needs: an id, a state, a lease deadline, the
 # body, and the ready jobs in order. Against the floor above it says what sqlq's
@@ -368,6 +383,8 @@ class RawClient(Client):
     def __init__(self, path: Path, durability: str) -> None:
         import apsw
 
+        #: sqlq's record of a deleted job, written before each delete (None: none).
+        self.record = self.record_statement()
         self.conn = apsw.Connection(str(path))
         self.conn.setbusytimeout(10_000)
         self.conn.execute("PRAGMA journal_mode=WAL")
@@ -395,11 +412,20 @@ class RawClient(Client):
     def put_delayed_many(self, bodies: list[bytes]) -> None:
         self.put_many(bodies, 1, _now_ms() + DELAY_S * 1000)
 
+    def record_statement(self) -> str | None:
+        return _record_statement()
+
+    def _delete(self, handle: Any) -> None:
+        """The job's record, then the job, inside the caller's transaction."""
+        if self.record is not None:
+            self.conn.execute(self.record, (handle[0], handle[2], _now_ms()))
+        self.conn.execute(self.delete, (handle[0],))
+
     def _claim(self, prev: object) -> object | None:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             if prev is not None:
-                self.conn.execute(self.delete, (prev[0],))  # type: ignore[index]
+                self._delete(prev)
             row = self.conn.execute(self.claim, self.claim_args()).fetchone()
         except BaseException:
             self.conn.execute("ROLLBACK")
@@ -432,7 +458,16 @@ class RawClient(Client):
                 return row
 
     def finish(self, handle: object) -> None:
-        self.conn.execute(self.delete, (handle[0],))  # type: ignore[index]
+        if self.record is None:
+            self.conn.execute(self.delete, (handle[0],))  # type: ignore[index]
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._delete(handle)
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
 
     def body(self, handle: object) -> bytes:
         return handle[1]  # type: ignore[index,no-any-return]
@@ -485,6 +520,9 @@ class Raw(System):
 
 class MinimalClient(RawClient):
     insert, claim, delete = MINIMAL_INSERT, MINIMAL_CLAIM, MINIMAL_DELETE
+
+    def record_statement(self) -> str | None:
+        return None  # the least a queue needs: no record of finished jobs
 
     def row(self, state: int, delay_until: int | None, body: bytes, now: int) -> tuple[object, ...]:
         return (state, delay_until, body)
