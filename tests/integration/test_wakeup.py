@@ -132,10 +132,10 @@ def test_idle_blocked_reserve_uses_almost_no_cpu(q: Queue,
     """A blocked reserve sleeps: it looks a few times as it starts (the publish race's
     rechecks, within 25 ms), then only when woken or when its wait ends.
 
-    Counted as looks (the engine's verbs, run through the dispatcher) as well as CPU: on a
-    host that pages an idle process's memory out (DAMON's reclaim), the first look after
-    2 s of sleep cost 8-12 ms of page faults alone, and the whole wait 20-60 ms of CPU,
-    with the same looks as anywhere (Dec 7, failing in CI96 at the old 50 ms bound)."""
+    Counted as looks (the engine's verbs, run through the dispatcher) as well as CPU: on
+    one host the first look after 2 s of sleep cost 8-12 ms of CPU (against 0.2 ms hot;
+    its reclaim of idle memory, it seems), and the whole wait 20-60 ms, with the same
+    looks as anywhere (Dec 7, failing in CI96 at the old 50 ms bound)."""
     q.reserve(timeout=0.01)  # set-up cost out of the measurement
     looks: list[str] = []
     run = Dispatcher.run
