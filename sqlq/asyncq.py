@@ -298,8 +298,8 @@ class AsyncQueue:
             # "": a token the looks fetch (and the backend confirms) each time
             return None, q.engine.tubes(tubes), None if detach else ""
 
-        job, tubes_param, owner = await self.call_in_thread(first, claims=True,
-                                                            pokes=delete is not None)
+        job, tubes_param, owner = await self.call_in_thread(
+            first, claims=True, pokes=delete is not None and bool(WAKES["delete"]))
         if job is None and timeout != 0:
             key = ("reserve", tuple(check_tubes(tubes)), owner)
             job = await self._waiting.wait(Waiter(
@@ -327,8 +327,8 @@ class AsyncQueue:
                 return jobs, None, None
             return [], q.engine.tubes(tubes), ""
 
-        jobs, tubes_param, owner = await self.call_in_thread(first, claims=True,
-                                                    pokes=delete is not None)
+        jobs, tubes_param, owner = await self.call_in_thread(
+            first, claims=True, pokes=bool(delete) and bool(WAKES["delete_many"]))
         if not jobs and timeout != 0:
             count = check_batch_size(n)
             key = ("reserve_many", count, tuple(check_tubes(tubes)), owner)

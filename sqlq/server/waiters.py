@@ -90,6 +90,21 @@ class Wait:
         self.deadline = deadline  # time.monotonic() of TIMED_OUT, None: wait for ever
 
 
+#: What Waiters.after does for a verb: poke, or poke if a capped tube's waiter is held back.
+_ALWAYS, _IF_CAPPED = object(), object()
+
+
+def _pokes_by_verb() -> dict[str, object]:
+    """Waiters.after's answer per verb, from what its record says its commit gives
+    waiters (``verbs.WAKES``), made once: ``after`` runs on every command. Imported here,
+    at the first command, not at the top: the server imports nothing of the library's
+    before it listens, and a command runs only once the queue is attached."""
+    from sqlq.verbs import FREES, READIES, WAKES
+
+    return {verb: _ALWAYS if wakes & READIES else _IF_CAPPED if wakes & FREES else None
+            for verb, wakes in WAKES.items()}
+
+
 class Waiters:
     """The connections blocked in a reserve, in arrival order, and the timer that serves them."""
 
@@ -108,8 +123,10 @@ class Waiters:
         self._heard_commit = self._heard_owner = False
         self._pacer: Pacer | None = None  # the re-checks of commit events (with the notifier)
         # Tubes watched by waiters whose watch lists have limits (set by arm): a job of one
-        # of them that this server's connections delete or bury frees a slot (freed).
+        # of them that this server's connections delete or bury frees a slot (after).
         self._capped_watch: frozenset[str] = frozenset()
+        #: What ``after`` does for each verb (_pokes_by_verb), made at the first command.
+        self._pokes: dict[str, object] | None = None
         self._recheck_at: float | None = None  # the pacer's next look (monotonic)
         self._last_pass = 0.0
         self._looked_ms: int | None = None  # when the last pass's looks began (Engine.due)
@@ -286,12 +303,11 @@ class Waiters:
         waiter watches ``tube`` in a list with limits (a set probe): a tube without them
         costs nothing more, and no waiter is served for nothing. Another process's
         commits wake them through the notifier (a NOTIFY on PostgreSQL: migration 0016)."""
-        # Here, not at the top: the server imports nothing of the library's before it
-        # listens, and a command runs once the queue is attached (loaded by then).
-        from sqlq.verbs import FREES, READIES, WAKES
-
-        wakes = WAKES[verb]
-        if wakes & READIES or (wakes & FREES and tube in self._capped_watch):
+        pokes = self._pokes
+        if pokes is None:
+            pokes = self._pokes = _pokes_by_verb()
+        how = pokes[verb]
+        if how is _ALWAYS or (how is _IF_CAPPED and tube in self._capped_watch):
             self.poke()
 
     def _serve_soon(self, delay: float) -> None:

@@ -58,6 +58,7 @@ from ..errors import Disconnected
 from ..model import Job
 from ..queue import Queue
 from ..steps import snoozed
+from ..verbs import WAKES
 from . import runner
 from .cancel import CancelCheck, log_cancelled
 from .handling import JobHandling
@@ -255,7 +256,7 @@ class AsyncWorker:
         jobs: list[Job] = []
         if acks:
             jobs = await aq.call_in_thread(functools.partial(handling.claim, size, 0, acks),
-                                           pokes=True)
+                                           pokes=bool(WAKES["delete_many"]))
         if not jobs and not self.stopping:
             timeout = 0.0 if self.burst else IDLE_CHECK
             if self._running:
