@@ -11,6 +11,7 @@ nothing).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -277,3 +278,71 @@ def test_many_children_released_at_once_cost_a_claim_nothing(q: sqlq.Queue,
     batch = q.reserve_many(50, timeout=0)
     assert [job.id for job in batch] == children[:50]
     assert drain(q, 10) == children[50:60]
+
+
+@pytest.mark.pg_fresh  # ALTER DATABASE … SET track_functions
+def test_a_claim_with_nothing_to_prove_does_not_call_sqlq_floors(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sqlq_floors runs only for a claim that has a ripe candidate or looks for expired
+    leases (queries.sql claim_job): with neither due, every other claim of the worker's
+    loop, the batch loop and the plain reserve answers without it, and takes its jobs
+    in order all the same."""
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        dbname = admin.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
+        admin.execute(f'ALTER DATABASE "{dbname}" SET track_functions = \'pl\'')
+
+    def calls() -> int:
+        with psycopg.connect(pg_url, autocommit=True) as c:
+            row = c.execute("SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions "
+                            "WHERE funcname = 'sqlq_floors'").fetchone()
+            return int(row[0])  # type: ignore[index]
+
+    monkeypatch.setattr(floors, "RIPE_MS", 3_600_000)  # no candidate ripens in this test
+    monkeypatch.setattr(floors, "EXPIRED_EVERY_MS", 3_600_000)
+    with sqlq.Queue(pg_url, durability="normal") as q:
+        ids = q.put_many([b"x"] * 90)
+        taken = []
+        job = q.reserve(timeout=0)  # the first claim looks for expired leases: one call
+        assert job is not None
+        taken.append(job.id)
+        for _ in range(29):
+            job = q.reserve(timeout=0, delete=job)
+            assert job is not None
+            taken.append(job.id)
+        job.delete()
+        for _ in range(3):
+            batch = q.reserve_many(10, timeout=0)
+            taken += [j.id for j in batch]
+            q.delete_many(batch)
+        taken += drain(q, 30)
+        assert taken == ids
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and calls() == 0:
+        time.sleep(0.2)
+    assert 1 <= calls() <= 3, calls()  # the first claim's look, not one per claim (66)
+
+
+def test_the_claim_statements_keep_their_generic_plans(q: sqlq.Queue) -> None:
+    """Every claim statement stays on its generic plan once PostgreSQL has tried five
+    custom ones: a statement whose generic plan is estimated dearer than its custom
+    ones is planned anew at every call (delete_and_claim did, at 13% of a job's server
+    CPU, while its f counted two rows)."""
+    q.put_many([b"x"] * 80)
+    job = q.reserve(timeout=0)
+    for _ in range(12):  # delete_and_claim
+        job = q.reserve(timeout=0, delete=job)
+    job.delete()  # type: ignore[union-attr]
+    batch = q.reserve_many(2, timeout=0)
+    for _ in range(12):  # claim_jobs, then delete_and_claim_jobs
+        q.delete_many(q.reserve_many(2, timeout=0))
+        batch = q.reserve_many(2, timeout=0, delete=batch)
+    q.delete_many(batch)
+    drain(q, 12)  # claim_job
+    conn = q._backend.db._usable()  # type: ignore[attr-defined]
+    plans = conn.execute("SELECT statement, generic_plans, custom_plans "
+                         "FROM pg_prepared_statements WHERE statement LIKE '%sqlq_floors%'"
+                         ).fetchall()
+    assert len(plans) >= 4, plans  # the four claim statements (one per set of types)
+    for statement, generic, custom in plans:
+        assert custom <= 5 and generic >= 1 or custom + generic <= 5, (statement[:200],
+                                                                     generic, custom)

@@ -91,7 +91,7 @@ def _pg_value(name: str) -> object:
     if name in ("ids", "leases", "priorities", "delays", "ttrs", "known", "parents",
                 "children"):
         return [1, 2]
-    if name in ("gone", "capped", "expired_check"):
+    if name in ("gone", "capped", "expired_check", "prove"):
         return False
     if name == "scan_tube":
         return ["a", "a", "a"]

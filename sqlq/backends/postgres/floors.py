@@ -31,6 +31,10 @@ found by a claim that reads every band from its start: at least every
 a job: a wrong one costs time until the next full read, and a claim that takes a
 fresh job below its band's floor drops the band's floor at once.
 
+A claim with nothing to prove (no ripe candidate, no look for expired leases: all but
+one claim in tens) does not call ``sqlq_floors``: its statement answers what the function
+would, from the arguments.
+
 Expired reservations are found from a moving start, too: a claim asks for the
 earliest one at least every :data:`EXPIRED_EVERY_MS` (and after one that found
 nothing), and claims take them from there while there are any; when none are left,
@@ -78,7 +82,7 @@ AGAIN, LIMITED, STATUS, EXPIRED_FROM, XMAX = range(CLAIM_COLUMNS, CLAIM_COLUMNS 
 #: The floors of a statement that claims nothing (a delete_many).
 NO_SCAN: dict[str, Any] = {"scan_tube": [], "scan_lo": [], "scan_hi": [], "scan_from": [],
                            "scan_cand": [], "scan_xmax": [], "expired_from": None,
-                           "expired_check": False}
+                           "expired_check": False, "prove": False}
 
 
 class _Band:
@@ -182,9 +186,12 @@ class ClaimFloors:
             expired_from: int | None = _LOWEST if full else expiry.start
             if not look and not expiry.any:
                 expired_from = None  # none at the last look: the claim skips them
+        # sqlq_floors runs only when it has something to decide (queries.sql claim_job):
+        # a ripe candidate, or a look for expired leases.
+        prove = look or any(c is not None for c in cand)
         params = {"scan_tube": scan_tube, "scan_lo": lo, "scan_hi": hi, "scan_from": start,
                   "scan_cand": cand, "scan_xmax": xmax, "expired_from": expired_from,
-                  "expired_check": look}
+                  "expired_check": look, "prove": prove}
         return Scan(params, bands, full, look, expiry)
 
     def learn(self, scan: Scan, rows: Sequence[Any], now: int) -> None:

@@ -77,14 +77,28 @@ SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 -- machine, runs it (owners.py), so a claim is not cheaper to lose than a put. Each
 -- band is read from its floor (migrations/0017, store.py ClaimFloors): sqlq_floors
 -- decides which floors hold, in the same statement, and says so (scan_from, status,
--- expired_from, xmax: the last four columns). A claim that found nothing gives one row
+-- expired_from, xmax: the last four columns). It runs only when %(prove)s, for a ripe
+-- candidate or a look for expired leases (one claim in tens: floors.py); every other
+-- claim gets the answer sqlq_floors would give it (its floors as they are, status 0,
+-- expired_from as given, the snapshot's xmax) without the call, which cost 12% of a
+-- job's server CPU (bench/bench_pg_claim_ab.py). LIMIT 1 keeps the planner's estimate of
+-- f at one row, as the function's was: with two, a statement that calls a claim function
+-- once per row of f (delete_and_claim) costs its generic plan twice a custom one's, and
+-- PostgreSQL planned it anew at every call. A claim that found nothing gives one row
 -- of NULL job columns, with `limited` true if a watched tube has limits (the claim
 -- skipped it), so the engine need not ask (store.py empty_claim_limited).
 WITH f AS MATERIALIZED (
     SELECT * FROM sqlq_floors(%(tubes)s::text[], %(now)s::bigint, %(scan_tube)s::text[],
                               %(scan_lo)s::bigint[], %(scan_from)s::bigint[],
                               %(scan_cand)s::bigint[], %(scan_xmax)s::xid8[],
-                              %(expired_from)s::bigint, %(expired_check)s::boolean)),
+                              %(expired_from)s::bigint, %(expired_check)s::boolean)
+     WHERE %(prove)s::boolean
+    UNION ALL
+    SELECT %(scan_from)s::bigint[],
+           array_fill(0::smallint, ARRAY[cardinality(%(scan_tube)s::text[])]),
+           %(expired_from)s::bigint, pg_snapshot_xmax(pg_current_snapshot())
+     WHERE NOT %(prove)s::boolean
+    LIMIT 1),
 c AS MATERIALIZED (
     SELECT * FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, 1,
                              %(capped)s::boolean, %(scan_tube)s::text[], %(scan_lo)s::bigint[],
@@ -112,7 +126,14 @@ WITH f AS MATERIALIZED (
     SELECT * FROM sqlq_floors(%(tubes)s::text[], %(now)s::bigint, %(scan_tube)s::text[],
                               %(scan_lo)s::bigint[], %(scan_from)s::bigint[],
                               %(scan_cand)s::bigint[], %(scan_xmax)s::xid8[],
-                              %(expired_from)s::bigint, %(expired_check)s::boolean))
+                              %(expired_from)s::bigint, %(expired_check)s::boolean)
+     WHERE %(prove)s::boolean
+    UNION ALL
+    SELECT %(scan_from)s::bigint[],
+           array_fill(0::smallint, ARRAY[cardinality(%(scan_tube)s::text[])]),
+           %(expired_from)s::bigint, pg_snapshot_xmax(pg_current_snapshot())
+     WHERE NOT %(prove)s::boolean
+    LIMIT 1)
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
        c.trace, c.grp, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
@@ -963,7 +984,14 @@ WITH f AS MATERIALIZED (
     SELECT * FROM sqlq_floors(%(tubes)s::text[], %(now)s::bigint, %(scan_tube)s::text[],
                               %(scan_lo)s::bigint[], %(scan_from)s::bigint[],
                               %(scan_cand)s::bigint[], %(scan_xmax)s::xid8[],
-                              %(expired_from)s::bigint, %(expired_check)s::boolean))
+                              %(expired_from)s::bigint, %(expired_check)s::boolean)
+     WHERE %(prove)s::boolean
+    UNION ALL
+    SELECT %(scan_from)s::bigint[],
+           array_fill(0::smallint, ARRAY[cardinality(%(scan_tube)s::text[])]),
+           %(expired_from)s::bigint, pg_snapshot_xmax(pg_current_snapshot())
+     WHERE NOT %(prove)s::boolean
+    LIMIT 1)
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
        c.trace, c.grp, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
@@ -979,7 +1007,14 @@ WITH f AS MATERIALIZED (
     SELECT * FROM sqlq_floors(%(tubes)s::text[], %(now)s::bigint, %(scan_tube)s::text[],
                               %(scan_lo)s::bigint[], %(scan_from)s::bigint[],
                               %(scan_cand)s::bigint[], %(scan_xmax)s::xid8[],
-                              %(expired_from)s::bigint, %(expired_check)s::boolean))
+                              %(expired_from)s::bigint, %(expired_check)s::boolean)
+     WHERE %(prove)s::boolean
+    UNION ALL
+    SELECT %(scan_from)s::bigint[],
+           array_fill(0::smallint, ARRAY[cardinality(%(scan_tube)s::text[])]),
+           %(expired_from)s::bigint, pg_snapshot_xmax(pg_current_snapshot())
+     WHERE NOT %(prove)s::boolean
+    LIMIT 1)
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
        c.trace, c.grp, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
