@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from .conn import Conn
 
 _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
+#: Where a statement takes a fragment's text (a block named ``_...``) in its place.
+_INCLUDE = re.compile(r"^-- include: (\w+)$", re.MULTILINE)
 #: A statement's pieces for compact(): a quoted string or name (kept as it is), a comment,
 #: a run of blanks, a run of anything else but a quote, a blank or a dash, a dash.
 _PIECE = re.compile(r"'[^']*'|\"[^\"]*\"|--[^\n]*|\s+|[^'\"\s-]+|-")
@@ -29,10 +31,23 @@ def load_queries(path: str | os.PathLike[str], *, comments: bool = False,
     statements' text: about 1k instructions of a 215k reserve+delete cycle (bench/README.md).
     ``tight``: each statement as :func:`compact` writes it, for the same reason (apsw's
     statement cache hashes 8 instructions a byte).
+
+    A block whose name starts with ``_`` is a fragment, not a statement: a line
+    ``-- include: _name`` in a statement is replaced by its text, so that a part several
+    statements share (the claims' floors) is written once.
     """
     with open(path, encoding="utf-8") as f:  # not pathlib: it costs every process an import
         parts = _BLOCK.split(f.read())
-    blocks = {name: sql.strip() for name, sql in zip(parts[1::2], parts[2::2], strict=True)}
+    found = {name: sql.strip() for name, sql in zip(parts[1::2], parts[2::2], strict=True)}
+    fragments = {name: sql for name, sql in found.items() if name.startswith("_")}
+
+    def fragment(match: re.Match[str]) -> str:
+        if match.group(1) not in fragments:
+            raise ValueError(f"{path}: '-- include: {match.group(1)}', but no block is named so")
+        return fragments[match.group(1)]
+
+    blocks = {name: _INCLUDE.sub(fragment, sql) for name, sql in found.items()
+              if name not in fragments}
     if comments:
         return blocks
     if tight:

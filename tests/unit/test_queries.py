@@ -7,6 +7,7 @@ import json
 import pkgutil
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import apsw
@@ -67,6 +68,22 @@ def test_compact_statement_is_the_same_program(q: Queue, name: str) -> None:
         return [row[1:7] for row in conn.execute("EXPLAIN " + sql, params) if row[1] != "Init"]
 
     assert program(run) == program(written)
+
+
+def test_a_fragment_is_written_where_a_statement_includes_it(tmp_path: Path) -> None:
+    """A block named ``_...`` is no statement: its text goes where a statement says
+    ``-- include:`` (before comments are dropped); an include of no block is an error."""
+    path = tmp_path / "queries.sql"
+    path.write_text("-- name: _f\n-- why f\nWITH f AS (SELECT 1 AS x)\n\n"
+                    "-- name: one\n-- include: _f\nSELECT x FROM f;\n\n"
+                    "-- name: two\n-- include: _f\n, g AS (SELECT 2)\nSELECT x FROM f, g;\n")
+    assert load_queries(path) == {"one": "WITH f AS (SELECT 1 AS x)\nSELECT x FROM f;",
+                                  "two": "WITH f AS (SELECT 1 AS x)\n, g AS (SELECT 2)\n"
+                                         "SELECT x FROM f, g;"}
+    assert load_queries(path, comments=True)["one"].startswith("-- why f\nWITH f")
+    path.write_text("-- name: one\n-- include: _g\nSELECT 1;\n")
+    with pytest.raises(ValueError, match="include: _g"):
+        load_queries(path)
 
 
 def test_compact_keeps_quoted_text() -> None:

@@ -67,26 +67,17 @@ SELECT id, pg_notify('sqlq', tube) FROM job;
 -- name: find_unique_job
 SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 
--- name: claim_job
--- dialect: the claim is a function (sqlq_claim, migrations 0003/0007/0015/0017) with SKIP
---   LOCKED inside; tubes are text[]; %(capped)s as the SQLite file's :capped; the floors.
--- The most urgent job ready as of now in the watched, unpaused tubes, due delayed
--- jobs and expired reservations included: see sqlq_claim in migrations/0003. In full
--- durability its commit waits for the WAL flush, as every write's: a claim lost by a
--- server crash would make the job ready again while its holder, alive on another
--- machine, runs it (owners.py), so a claim is not cheaper to lose than a put. Each
--- band is read from its floor (migrations/0017, store.py ClaimFloors): sqlq_floors
--- decides which floors hold, in the same statement, and says so (scan_from, status,
--- expired_from, xmax: the last four columns). It runs only when %(prove)s, for a ripe
--- candidate or a look for expired leases (one claim in tens: floors.py); every other
--- claim gets the answer sqlq_floors would give it (its floors as they are, status 0,
--- expired_from as given, the snapshot's xmax) without the call, which cost 12% of a
--- job's server CPU (bench/bench_pg_claim_ab.py). LIMIT 1 keeps the planner's estimate of
--- f at one row, as the function's was: with two, a statement that calls a claim function
--- once per row of f (delete_and_claim) costs its generic plan twice a custom one's, and
--- PostgreSQL planned it anew at every call. A claim that found nothing gives one row
--- of NULL job columns, with `limited` true if a watched tube has limits (the claim
--- skipped it), so the engine need not ask (store.py empty_claim_limited).
+-- name: _claim_floors
+-- The floors of the four claim statements (claim_job, delete_and_claim, claim_jobs,
+-- delete_and_claim_jobs), as their CTE f: sqlq_floors decides which hold, but only when
+-- %(prove)s, for a ripe candidate or a look for expired leases (one claim in tens:
+-- floors.py); every other claim gets the answer sqlq_floors would give it (its floors as
+-- they are, status 0, expired_from as given, the snapshot's xmax) without the call, which
+-- cost 12% of a job's server CPU (bench/bench_pg_claim_ab.py). LIMIT 1 keeps the
+-- planner's estimate of f at one row, as the function's was: with two, a statement that
+-- calls a claim function once per row of f (delete_and_claim) costs its generic plan twice
+-- a custom one's, and PostgreSQL planned it anew at every call
+-- (test_claim_floors.py checks both).
 WITH f AS MATERIALIZED (
     SELECT * FROM sqlq_floors(%(tubes)s::text[], %(now)s::bigint, %(scan_tube)s::text[],
                               %(scan_lo)s::bigint[], %(scan_from)s::bigint[],
@@ -98,8 +89,23 @@ WITH f AS MATERIALIZED (
            array_fill(0::smallint, ARRAY[cardinality(%(scan_tube)s::text[])]),
            %(expired_from)s::bigint, pg_snapshot_xmax(pg_current_snapshot())
      WHERE NOT %(prove)s::boolean
-    LIMIT 1),
-c AS MATERIALIZED (
+    LIMIT 1)
+
+-- name: claim_job
+-- dialect: the claim is a function (sqlq_claim, migrations 0003/0007/0015/0017) with SKIP
+--   LOCKED inside; tubes are text[]; %(capped)s as the SQLite file's :capped; the floors.
+-- The most urgent job ready as of now in the watched, unpaused tubes, due delayed
+-- jobs and expired reservations included: see sqlq_claim in migrations/0003. In full
+-- durability its commit waits for the WAL flush, as every write's: a claim lost by a
+-- server crash would make the job ready again while its holder, alive on another
+-- machine, runs it (owners.py), so a claim is not cheaper to lose than a put. Each
+-- band is read from its floor (migrations/0017, store.py ClaimFloors): _claim_floors,
+-- in the same statement, says which floors hold (scan_from, status, expired_from, xmax:
+-- the last four columns). A claim that found nothing gives one row
+-- of NULL job columns, with `limited` true if a watched tube has limits (the claim
+-- skipped it), so the engine need not ask (store.py empty_claim_limited).
+-- include: _claim_floors
+, c AS MATERIALIZED (
     SELECT * FROM sqlq_claim(%(tubes)s::text[], %(now)s::bigint, %(owner)s::text, 1,
                              %(capped)s::boolean, %(scan_tube)s::text[], %(scan_lo)s::bigint[],
                              %(scan_hi)s::bigint[], (SELECT scan_from FROM f),
@@ -122,18 +128,7 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
 -- The worker's fast path: delete the job it finished (under its lease) and claim the
 -- next, in one statement (sqlq_delete_and_claim; SQLSTATE SQ001: the lease is lost),
 -- with the floors of claim_job. No row when nothing was claimed.
-WITH f AS MATERIALIZED (
-    SELECT * FROM sqlq_floors(%(tubes)s::text[], %(now)s::bigint, %(scan_tube)s::text[],
-                              %(scan_lo)s::bigint[], %(scan_from)s::bigint[],
-                              %(scan_cand)s::bigint[], %(scan_xmax)s::xid8[],
-                              %(expired_from)s::bigint, %(expired_check)s::boolean)
-     WHERE %(prove)s::boolean
-    UNION ALL
-    SELECT %(scan_from)s::bigint[],
-           array_fill(0::smallint, ARRAY[cardinality(%(scan_tube)s::text[])]),
-           %(expired_from)s::bigint, pg_snapshot_xmax(pg_current_snapshot())
-     WHERE NOT %(prove)s::boolean
-    LIMIT 1)
+-- include: _claim_floors
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
        c.trace, c.grp, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
@@ -980,18 +975,7 @@ SELECT tube, metric, le, count, sum FROM sqlq_durations ORDER BY tube, metric;
 -- dialect: the batch claim is the same function (sqlq_claim with n), with claim_job's floors.
 -- Up to %(n)s of the most urgent jobs ready as of now, each under a lease of its own
 -- (sqlq_claim in migrations/0005: the same claim as claim_job, LIMIT n, as durable).
-WITH f AS MATERIALIZED (
-    SELECT * FROM sqlq_floors(%(tubes)s::text[], %(now)s::bigint, %(scan_tube)s::text[],
-                              %(scan_lo)s::bigint[], %(scan_from)s::bigint[],
-                              %(scan_cand)s::bigint[], %(scan_xmax)s::xid8[],
-                              %(expired_from)s::bigint, %(expired_check)s::boolean)
-     WHERE %(prove)s::boolean
-    UNION ALL
-    SELECT %(scan_from)s::bigint[],
-           array_fill(0::smallint, ARRAY[cardinality(%(scan_tube)s::text[])]),
-           %(expired_from)s::bigint, pg_snapshot_xmax(pg_current_snapshot())
-     WHERE NOT %(prove)s::boolean
-    LIMIT 1)
+-- include: _claim_floors
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
        c.trace, c.grp, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
@@ -1003,18 +987,7 @@ SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.time
 -- Delete jobs under their leases and claim up to %(n)s more (0: none), in one statement
 -- (sqlq_delete_and_claim_many, migrations/0005), with claim_job's floors. A row with a NULL tube names a job and
 -- a lease that was lost; the other deletes stand, and nothing was claimed.
-WITH f AS MATERIALIZED (
-    SELECT * FROM sqlq_floors(%(tubes)s::text[], %(now)s::bigint, %(scan_tube)s::text[],
-                              %(scan_lo)s::bigint[], %(scan_from)s::bigint[],
-                              %(scan_cand)s::bigint[], %(scan_xmax)s::xid8[],
-                              %(expired_from)s::bigint, %(expired_check)s::boolean)
-     WHERE %(prove)s::boolean
-    UNION ALL
-    SELECT %(scan_from)s::bigint[],
-           array_fill(0::smallint, ARRAY[cardinality(%(scan_tube)s::text[])]),
-           %(expired_from)s::bigint, pg_snapshot_xmax(pg_current_snapshot())
-     WHERE NOT %(prove)s::boolean
-    LIMIT 1)
+-- include: _claim_floors
 SELECT c.id, c.tube, c.priority, c.ttr, c.body, c.created_at, c.reserves, c.timeouts,
        c.releases, c.buries, c.kicks, c.lease, c.reserved_until, c.unique_key, c.delay,
        c.trace, c.grp, c.again, NULL::boolean, f.status, f.expired_from, f.xmax::text
