@@ -88,7 +88,7 @@ class LeaseVerbs(StepVerbs, Protocol):
     def release(self, job_id: int, lease: int | None, priority: int | None,
                 delay_ms: int) -> None: ...
 
-    def touch(self, job_id: int, lease: int | None) -> int: ...
+    def touch(self, job_id: int, lease: int | None, lease_end: int | None = None) -> int: ...
 
 
 class Settles(StepsQueue, Protocol):
@@ -290,7 +290,8 @@ class Job(Durable):
                 JobCancelled, a JobLost, if the job was cancelled.
             ValueError: this Job was peeked, not reserved.
         """
-        self.reserved_until = self._queue.verbs.touch(self.id, lease_of(self))
+        self.reserved_until = self._queue.verbs.touch(self.id, lease_of(self),
+                                                      self.reserved_until)
 
     def progress(self, value: float, message: str | None = None) -> None:
         """Say how far the job has got: ``value`` a fraction 0-1 (float) or a count of

@@ -138,6 +138,14 @@ class Backend(abc.ABC):
         own autocommit transaction. Inside :meth:`transaction` on the same thread, fn
         joins it."""
 
+    def write_until(self, give_up_at: float, fn: Callable[[Conn], T], *, durable: bool = True,
+                    single: bool = False) -> T:
+        """:meth:`write` for a call that is pointless after ``give_up_at`` (monotonic
+        seconds: the end of the lease it acts under): a backend that waits for a lost
+        server (PostgreSQL's reconnect) waits no later, then raises
+        :class:`~sqlq.Disconnected`. A backend that never waits for one runs :meth:`write`."""
+        return self.write(fn, durable=durable, single=single)
+
     def write_shared(self, fn: Callable[[Conn], T], *, single: bool = False,
                      batch: Batch | None = None, item: Any = None) -> T:
         """:meth:`write` (durable) for a short write that may share its transaction and

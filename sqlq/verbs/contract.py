@@ -157,14 +157,16 @@ class Verbs:
         """Park a reserved job until kicked, with ``reason``."""
         self.dispatch.run(BURY, self.store.jobs.bury, job_id, lease, priority, reason)
 
-    def touch(self, job_id: int, lease: int | None) -> int:
-        """Restart a reservation's TTR; the new deadline (ms)."""
+    def touch(self, job_id: int, lease: int | None, lease_end: int | None = None) -> int:
+        """Restart a reservation's TTR; the new deadline (ms). ``lease_end``: the holder's
+        (ms): a lost server is waited for no longer (Dispatcher.within)."""
         backend = self.dispatch.backend
         if backend.current_owner() is not None:
             # A heartbeat between reserves: the backend may find its registration lost
             # (the SQLite sidecar deleted) and register again.
             backend.owner_token()
-        deadline: int = self.dispatch.run(TOUCH, self.store.jobs.touch, job_id, lease)
+        dispatch = self.dispatch if lease_end is None else self.dispatch.within(lease_end)
+        deadline: int = dispatch.run(TOUCH, self.store.jobs.touch, job_id, lease)
         return deadline
 
     def complete(self, job_id: int, lease: int | None, result: bytes, ttl_ms: int, *,

@@ -20,13 +20,17 @@ all of them, as Oban's engine runs every callback through one ``with_span``:
   to say the same. Anything else raises :class:`~sqlq.Disconnected`: a put
   is never repeated (it could put twice); a claim's caller waits through the outage
   (``waiting.py``). The backend itself runs a read, or a transaction lost before its
-  COMMIT, once more (``backends/postgres/db.py``): those cannot have committed.
+  COMMIT, once more (``backends/postgres/db.py``): those cannot have committed. A
+  holder's touch waits for a lost server no longer than its lease (:meth:`within`).
 """
 
 from __future__ import annotations
 
+import copy
 import sys
+import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core import tracing
@@ -118,6 +122,17 @@ class Dispatcher:
         if verb.span and traced():
             return tracing.operation(verb, args, self._call, fn, tube)
         return self._call(verb, fn, args)
+
+    def within(self, lease_end: int) -> Dispatcher:
+        """This dispatcher, for a call under a lease that ends at ``lease_end`` (ms, the
+        clock's), after which the call would be refused anyway: its WRITE verbs wait for
+        a lost server no longer (``Backend.write_until``), so that a holder's touch never
+        keeps its worker from stopping the run at the TTR. A copy made per call: the
+        other verbs' path is left as it is."""
+        bounded = copy.copy(self)
+        give_up_at = time.monotonic() + max(lease_end - self.clock(), 0) / 1000
+        bounded._write = partial(self.backend.write_until, give_up_at)
+        return bounded
 
     def run_batched(self, verb: Verb, batch: Batch, fn: Callable[..., Any],
                     *args: Any) -> Any:

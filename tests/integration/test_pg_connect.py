@@ -163,6 +163,36 @@ def test_an_async_worker_stays_up_through_immediate_restarts(
         assert worker.stop() == 0, worker.text()
 
 
+@pytest.mark.slow
+def test_a_holders_touch_waits_for_the_server_no_longer_than_its_lease(
+        pg_server: PgServer, pg_url: str) -> None:
+    """A touch while the server is away gives up when its lease ends (Disconnected), as
+    a worker's heartbeat needs: the loop that makes it must still stop the run at the
+    TTR. Before, it waited RECONNECT_FOR_S (60 s), and then, an acknowledgement, once
+    more: two minutes past a 2 s lease. A touch whose lease has not ended waits on."""
+    with sqlq.Queue(pg_url) as q:
+        q.put(b"x", ttr=2)
+        job = q.reserve(timeout=0)
+        assert job is not None
+        pg_server.stop("immediate")
+        try:
+            began = time.monotonic()
+            with pytest.raises(sqlq.Disconnected):
+                job.touch()
+            took = time.monotonic() - began
+        finally:
+            pg_server.start()
+        assert took < 2 + 5 * SLACK, took
+        q.put(b"y", ttr=60, tube="long")
+        held = q.reserve("long", timeout=0)
+        assert held is not None and held.body == b"y"
+        pg_server.stop("immediate")
+        threading.Timer(2.0, pg_server.start).start()
+        began = time.monotonic()
+        held.touch()  # the server is back before its lease ends: the touch goes through
+        assert time.monotonic() - began >= 1.5
+
+
 def test_an_async_wait_goes_on_when_the_server_goes_between_its_look_and_due_time(
         pg_server: PgServer, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """W4's path: an AsyncQueue waiter's look went through, then the server went away as

@@ -78,6 +78,10 @@ class PostgresBackend(Backend):
               single: bool = False) -> T:
         return self.db.write(fn, durable=durable, single=single)
 
+    def write_until(self, give_up_at: float, fn: Callable[[Conn], T], *, durable: bool = True,
+                    single: bool = False) -> T:
+        return self.db.write(fn, durable=durable, single=single, give_up_at=give_up_at)
+
     def transaction(self, durable: bool = True) -> AbstractContextManager[Conn]:
         return self.db.transaction()  # as write(): durability is the connection's setting
 

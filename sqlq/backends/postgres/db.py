@@ -419,16 +419,19 @@ class Database:
             raise
         self.ledger.settle(self._conn, False)
 
-    def _usable(self) -> Connection:
+    def _usable(self, give_up_at: float | None = None) -> Connection:
         """The connection, made (again) first if there is none yet or the server dropped
         it (a restart, a terminated session), waiting up to RECONNECT_FOR_S for a
-        server that cannot be reached."""
+        server that cannot be reached, and no later than ``give_up_at`` (monotonic
+        seconds: a lease's end, after which the call would be refused anyway)."""
         conn = self._conn
         if conn is not None and not _dropped(conn):
             return conn
         if conn is not None:
             conn.close()
         deadline = time.monotonic() + RECONNECT_FOR_S
+        if give_up_at is not None:
+            deadline = min(deadline, give_up_at)
         delay = 0.05
         while True:
             try:
@@ -437,17 +440,18 @@ class Database:
                     self.reconnects += 1
                 return self._conn
             except Disconnected:
-                if time.monotonic() >= deadline:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     raise
-                time.sleep(delay)
+                time.sleep(min(delay, left))  # one more try at the deadline itself
                 delay = min(delay * 2, 2.0)
 
-    def _once_more(self, attempt: Callable[[Connection], T], committed: Callable[[], bool]
-                   ) -> T:
+    def _once_more(self, attempt: Callable[[Connection], T], committed: Callable[[], bool],
+                   give_up_at: float | None = None) -> T:
         """``attempt(conn)``; if its connection is lost and ``committed()`` says it
         cannot have committed, once more on a new connection (the one place of the
         backend's rule on lost connections: see the class docstring)."""
-        conn = self._usable()
+        conn = self._usable(give_up_at)
         try:
             return attempt(conn)
         except Exception as e:
@@ -458,7 +462,7 @@ class Database:
             log.info("%s: %s; running it again on a new connection", self.location,
                      str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
             self.ledger.discard()  # its claims were not committed
-        return attempt(self._usable())
+        return attempt(self._usable(give_up_at))
 
     def _inside(self) -> bool:
         """Whether a call now joins a transaction open on the connection (this thread's:
@@ -491,10 +495,10 @@ class Database:
             return self._once_more(fn, lambda: False)
 
     def write(self, fn: Callable[[Any], T], *, durable: bool = True,
-              single: bool = False) -> T:
+              single: bool = False, give_up_at: float | None = None) -> T:
         """fn(conn) in one transaction (in autocommit when it is one statement), retried
         whole on a serialization failure or deadlock, and on a lost connection before its
-        COMMIT was sent; inside transaction(), it joins.
+        COMMIT was sent; inside transaction(), it joins. ``give_up_at``: as _usable's.
 
         ``durable`` is the session's: in full durability every commit waits for the
         WAL flush, claims and touches included. On a file such a write may be lost
@@ -506,7 +510,8 @@ class Database:
                 return fn(self._conn)
             if single and not (self.mode == "transaction" and (
                     self._local_sync is not None or self._lock_timeout != "0")):
-                return fn(self._usable())  # its own commit: cut off, it may have committed
+                return fn(self._usable(give_up_at))  # its own commit: cut off, it may have
+                # committed
             committing = False
 
             def attempt(conn: Connection) -> T:
@@ -531,7 +536,7 @@ class Database:
                     time.sleep(delay)
                     delay = min(delay * 2, 0.25)
 
-            return self._once_more(attempt, lambda: committing)
+            return self._once_more(attempt, lambda: committing, give_up_at)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Any]:
