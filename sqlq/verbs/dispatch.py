@@ -126,9 +126,10 @@ class Dispatcher:
     def within(self, lease_end: int) -> Dispatcher:
         """This dispatcher, for a call under a lease that ends at ``lease_end`` (ms, the
         clock's), after which the call would be refused anyway: its WRITE verbs wait for
-        a lost server no longer (``Backend.write_until``), so that a holder's touch never
-        keeps its worker from stopping the run at the TTR. A copy made per call: the
-        other verbs' path is left as it is."""
+        a lost server no longer (``Backend.write_until``): a worker's heartbeat touch
+        must not hold up the rest of its watch (stop requests, cancels, timeouts) for
+        the minutes a reconnect may wait. A copy made per call: the other verbs' path is
+        left as it is."""
         bounded = copy.copy(self)
         give_up_at = time.monotonic() + max(lease_end - self.clock(), 0) / 1000
         bounded._write = partial(self.backend.write_until, give_up_at)

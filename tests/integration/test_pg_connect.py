@@ -167,9 +167,10 @@ def test_an_async_worker_stays_up_through_immediate_restarts(
 def test_a_holders_touch_waits_for_the_server_no_longer_than_its_lease(
         pg_server: PgServer, pg_url: str) -> None:
     """A touch while the server is away gives up when its lease ends (Disconnected), as
-    a worker's heartbeat needs: the loop that makes it must still stop the run at the
-    TTR. Before, it waited RECONNECT_FOR_S (60 s), and then, an acknowledgement, once
-    more: two minutes past a 2 s lease. A touch whose lease has not ended waits on."""
+    a worker's heartbeat needs: the loop that makes it also watches stop requests,
+    cancels and timeouts. Before, it waited RECONNECT_FOR_S (60 s), and then, an
+    acknowledgement, once more: two minutes past a 2 s lease. A touch whose lease has
+    not ended waits on."""
     with sqlq.Queue(pg_url) as q:
         q.put(b"x", ttr=2)
         job = q.reserve(timeout=0)
