@@ -111,7 +111,7 @@ class Heartbeat:
     """
 
     __slots__ = ("clock", "deadline", "job", "keepalive", "name", "next_touch", "stoppable",
-                 "timeout", "_reported")
+                 "timeout", "_reported", "_cut_off")
 
     def __init__(self, job: Job, name: str, keepalive: bool, stoppable: bool, clock: Clock,
                  now: float, timeout: float | None = None) -> None:
@@ -130,6 +130,7 @@ class Heartbeat:
         self.timeout = timeout
         self.deadline = None if timeout is None else now + timeout
         self._reported = False  # the TTR ran out and the log said so: nothing more to do
+        self._cut_off = 0  # touches in a row that failed with Disconnected
 
     def timed_out(self, now: float) -> bool:
         """Whether the run has outlived its task's ``timeout``."""
@@ -199,9 +200,17 @@ class Heartbeat:
             # retry is counted from that ask instead.
             asked = self.next_touch - HEARTBEAT * job.ttr
             self.next_touch = min(self.next_touch, asked + retry)
-            log.warning("job %d %s: could not touch it (%s); trying again in %.2gs", job.id,
-                        name, exc, retry, extra=fields(job, name))
+            # A touch gives up at the lease's end, so an outage brings a try a second:
+            # the first is said, the others only in the debug log.
+            self._cut_off += 1
+            log.log(logging.WARNING if self._cut_off == 1 else logging.DEBUG,
+                    "job %d %s: could not touch it (%s); trying again in %.2gs", job.id,
+                    name, exc, retry, extra=fields(job, name))
         else:
+            if self._cut_off:
+                log.info("job %d %s touched again, after %d tries cut off", job.id, name,
+                         self._cut_off, extra=fields(job, name))
+                self._cut_off = 0
             log.debug("job %d touched", job.id, extra=fields(job, name))
 
     def stop_reason(self, how: str) -> str:

@@ -159,3 +159,24 @@ def test_grace_starts_with_the_stop_request_and_a_hurry_ends_it() -> None:
     hurried = Grace(30)
     hurried.update(1.0, True, True)
     assert hurried.over(1.0)
+
+
+def test_an_outage_says_its_first_cut_off_touch_and_the_touch_that_gets_through(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A touch gives up at its lease's end (Dispatcher.within), so an outage brings a try
+    a second: the first is a warning, the next ones debug lines, and the touch that gets
+    through again says how many were cut off."""
+    caplog.set_level(logging.DEBUG, "sqlq.worker")
+    job = StubJob(10, Disconnected("the database went away"))
+    b = beat(job, Clock(), keepalive=True)
+    for _ in range(5):
+        b.touch()
+    cut = [r for r in caplog.records if "could not touch it" in r.getMessage()]
+    assert [r.levelno for r in cut] == [logging.WARNING] + [logging.DEBUG] * 4
+    job.fail = None
+    b.touch()
+    assert "job 7 task touched again, after 5 tries cut off" in caplog.text
+    job.fail = Disconnected("away again")
+    b.touch()
+    assert [r.levelno for r in caplog.records
+            if "could not touch it (away again)" in r.getMessage()] == [logging.WARNING]
