@@ -86,7 +86,7 @@ class LeaseVerbs(StepVerbs, Protocol):
                  reserves: int | None = None) -> str: ...
 
     def release(self, job_id: int, lease: int | None, priority: int | None,
-                delay_ms: int) -> None: ...
+                delay_ms: int, lease_end: int | None = None) -> None: ...
 
     def touch(self, job_id: int, lease: int | None, lease_end: int | None = None) -> int: ...
 
@@ -264,7 +264,8 @@ class Job(Durable):
         lease = lease_of(self)
         if priority is not None:
             check_priority(priority)
-        self._queue.verbs.release(self.id, lease, priority, seconds_to_ms(delay, "delay"))
+        self._queue.verbs.release(self.id, lease, priority, seconds_to_ms(delay, "delay"),
+                                  self.reserved_until)
         self.state = "delayed" if delay else "ready"
 
     def bury(self, priority: int | None = None, reason: str | None = None) -> None:

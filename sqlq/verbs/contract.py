@@ -148,9 +148,11 @@ class Verbs:
         return done_under(self.dispatch, self.store, reservations)
 
     def release(self, job_id: int, lease: int | None, priority: int | None,
-                delay_ms: int) -> None:
-        """Put a reserved job back: ready, or delayed by ``delay_ms``."""
-        self.dispatch.run(RELEASE, self.store.jobs.release, job_id, lease, priority, delay_ms)
+                delay_ms: int, lease_end: int | None = None) -> None:
+        """Put a reserved job back: ready, or delayed by ``delay_ms``. ``lease_end``: as
+        touch's (a worker giving back its jobs as it stops)."""
+        self._under(lease_end).run(RELEASE, self.store.jobs.release, job_id, lease, priority,
+                                   delay_ms)
 
     def bury(self, job_id: int, lease: int | None, priority: int | None,
              reason: str | None) -> None:
@@ -165,9 +167,13 @@ class Verbs:
             # A heartbeat between reserves: the backend may find its registration lost
             # (the SQLite sidecar deleted) and register again.
             backend.owner_token()
-        dispatch = self.dispatch if lease_end is None else self.dispatch.within(lease_end)
-        deadline: int = dispatch.run(TOUCH, self.store.jobs.touch, job_id, lease)
+        deadline: int = self._under(lease_end).run(TOUCH, self.store.jobs.touch, job_id, lease)
         return deadline
+
+    def _under(self, lease_end: int | None) -> Dispatcher:
+        """The dispatcher for a holder's verb under a lease ending at ``lease_end`` (ms;
+        None: not known), which waits for a lost server no longer (Dispatcher.within)."""
+        return self.dispatch if lease_end is None else self.dispatch.within(lease_end)
 
     def complete(self, job_id: int, lease: int | None, result: bytes, ttl_ms: int, *,
                  reserves: int | None = None) -> str:

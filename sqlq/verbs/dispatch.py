@@ -21,7 +21,8 @@ all of them, as Oban's engine runs every callback through one ``with_span``:
   is never repeated (it could put twice); a claim's caller waits through the outage
   (``waiting.py``). The backend itself runs a read, or a transaction lost before its
   COMMIT, once more (``backends/postgres/db.py``): those cannot have committed. A
-  holder's touch waits for a lost server no longer than its lease (:meth:`within`).
+  holder's touch or release waits for a lost server no longer than its lease
+  (:meth:`within`).
 """
 
 from __future__ import annotations

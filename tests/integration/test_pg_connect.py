@@ -164,26 +164,27 @@ def test_an_async_worker_stays_up_through_immediate_restarts(
 
 
 @pytest.mark.slow
-def test_a_holders_touch_waits_for_the_server_no_longer_than_its_lease(
+def test_a_holders_touch_or_release_waits_for_the_server_no_longer_than_its_lease(
         pg_server: PgServer, pg_url: str) -> None:
-    """A touch while the server is away gives up when its lease ends (Disconnected), as
-    a worker's heartbeat needs: the loop that makes it also watches stop requests,
-    cancels and timeouts. Before, it waited RECONNECT_FOR_S (60 s), and then, an
-    acknowledgement, once more: two minutes past a 2 s lease. A touch whose lease has
-    not ended waits on."""
+    """A touch or a release while the server is away gives up when its lease ends
+    (Disconnected), as a worker's heartbeat needs (the loop that makes it also watches
+    stop requests, cancels and timeouts), and a worker giving its jobs back as it stops.
+    Before, each waited RECONNECT_FOR_S (60 s), and then, an acknowledgement, once more:
+    two minutes past a 2 s lease. A touch whose lease has not ended waits on."""
     with sqlq.Queue(pg_url) as q:
-        q.put(b"x", ttr=2)
-        job = q.reserve(timeout=0)
-        assert job is not None
-        pg_server.stop("immediate")
-        try:
-            began = time.monotonic()
-            with pytest.raises(sqlq.Disconnected):
-                job.touch()
-            took = time.monotonic() - began
-        finally:
-            pg_server.start()
-        assert took < 2 + 5 * SLACK, took
+        for verb in ("touch", "release"):  # the heartbeat's, and a stopping worker's
+            q.put(b"x", ttr=2, tube=verb)
+            job = q.reserve(verb, timeout=0)
+            assert job is not None
+            pg_server.stop("immediate")
+            try:
+                began = time.monotonic()
+                with pytest.raises(sqlq.Disconnected):
+                    getattr(job, verb)()
+                took = time.monotonic() - began
+            finally:
+                pg_server.start()
+            assert took < 2 + 5 * SLACK, (verb, took)
         q.put(b"y", ttr=60, tube="long")
         held = q.reserve("long", timeout=0)
         assert held is not None and held.body == b"y"
