@@ -510,8 +510,8 @@ class Database:
                 return fn(self._conn)
             if single and not (self.mode == "transaction" and (
                     self._local_sync is not None or self._lock_timeout != "0")):
-                return fn(self._usable(give_up_at))  # its own commit: cut off, it may have
-                # committed
+                # Its own commit: cut off, it may have committed.
+                return fn(self._usable(give_up_at))
             committing = False
 
             def attempt(conn: Connection) -> T:

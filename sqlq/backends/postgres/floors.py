@@ -186,7 +186,7 @@ class ClaimFloors:
             expired_from: int | None = _LOWEST if full else expiry.start
             if not look and not expiry.any:
                 expired_from = None  # none at the last look: the claim skips them
-        # sqlq_floors runs only when it has something to decide (queries.sql claim_job):
+        # sqlq_floors runs only when it has something to decide (queries.sql _claim_floors):
         # a ripe candidate, or a look for expired leases.
         prove = look or any(c is not None for c in cand)
         params = {"scan_tube": scan_tube, "scan_lo": lo, "scan_hi": hi, "scan_from": start,
