@@ -183,21 +183,19 @@ CREATE FUNCTION public.sqlq_count_puts() RETURNS trigger
     AS $$
 BEGIN
     IF sqlq_count_later() THEN
-        INSERT INTO sqlq_count_deltas (tube, state, urgent, n)
-        SELECT tube, NULL, false, count(*) FROM sqlq_new_jobs GROUP BY tube
-        UNION ALL
-        SELECT tube, state, state = 0 AND priority < 1024, count(*)
-          FROM sqlq_new_jobs WHERE state IN (0, 1, 3) GROUP BY 1, 2, 3;
+        INSERT INTO sqlq_count_deltas (tube, state, urgent, n, puts)
+        SELECT tube, state, state = 0 AND priority < 1024,
+               count(*) FILTER (WHERE state IN (0, 1, 3)), count(*)
+          FROM sqlq_new_jobs GROUP BY 1, 2, 3;
         RETURN NULL;
     END IF;
-    INSERT INTO sqlq_tube_puts AS p (tube, slot, puts)
-    SELECT tube, pg_backend_pid() % 64, count(*) FROM sqlq_new_jobs GROUP BY tube ORDER BY tube
-    ON CONFLICT (tube, slot) DO UPDATE SET puts = p.puts + excluded.puts;
-    INSERT INTO sqlq_job_counts AS c (tube, state, urgent, slot, n)
-    SELECT tube, state, state = 0 AND priority < 1024, pg_backend_pid() % 64, count(*)
-      FROM sqlq_new_jobs WHERE state IN (0, 1, 3)
+    INSERT INTO sqlq_job_counts AS c (tube, state, urgent, slot, n, puts)
+    SELECT tube, state, state = 0 AND priority < 1024, pg_backend_pid() % 64,
+           count(*) FILTER (WHERE state IN (0, 1, 3)), count(*)
+      FROM sqlq_new_jobs
      GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-    ON CONFLICT (tube, state, urgent, slot) DO UPDATE SET n = c.n + excluded.n;
+    ON CONFLICT (tube, state, urgent, slot)
+    DO UPDATE SET n = c.n + excluded.n, puts = c.puts + excluded.puts;
     RETURN NULL;
 END
 $$;
@@ -346,16 +344,12 @@ BEGIN
         RETURN NULL;
     END IF;
     PERFORM set_config('sqlq.counts', 'c', true);
-    WITH d AS (DELETE FROM sqlq_count_deltas WHERE state IS NULL RETURNING tube, n)
-    INSERT INTO sqlq_tube_puts AS p (tube, slot, puts)
-    SELECT tube, pg_backend_pid() % 64, sum(n) FROM d GROUP BY tube ORDER BY tube
-    ON CONFLICT (tube, slot) DO UPDATE SET puts = p.puts + excluded.puts;
-    WITH d AS (DELETE FROM sqlq_count_deltas WHERE state IS NOT NULL
-               RETURNING tube, state, urgent, n)
-    INSERT INTO sqlq_job_counts AS c (tube, state, urgent, slot, n)
-    SELECT tube, state, urgent, pg_backend_pid() % 64, sum(n)
+    WITH d AS (DELETE FROM sqlq_count_deltas RETURNING tube, state, urgent, n, puts)
+    INSERT INTO sqlq_job_counts AS c (tube, state, urgent, slot, n, puts)
+    SELECT tube, state, urgent, pg_backend_pid() % 64, sum(n), sum(puts)
       FROM d GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-    ON CONFLICT (tube, state, urgent, slot) DO UPDATE SET n = c.n + excluded.n;
+    ON CONFLICT (tube, state, urgent, slot)
+    DO UPDATE SET n = c.n + excluded.n, puts = c.puts + excluded.puts;
     RETURN NULL;
 END
 $$;
@@ -428,7 +422,8 @@ CREATE UNLOGGED TABLE public.sqlq_count_deltas (
     tube text NOT NULL,
     state smallint,
     urgent boolean NOT NULL,
-    n bigint NOT NULL
+    n bigint NOT NULL,
+    puts bigint DEFAULT 0 NOT NULL
 );
 CREATE TABLE public.sqlq_counters (
     tube text NOT NULL,
@@ -475,7 +470,8 @@ CREATE TABLE public.sqlq_job_counts (
     state smallint NOT NULL,
     urgent boolean NOT NULL,
     slot integer NOT NULL,
-    n bigint NOT NULL
+    n bigint NOT NULL,
+    puts bigint DEFAULT 0 NOT NULL
 );
 ALTER TABLE public.sqlq_jobs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.sqlq_jobs_id_seq
@@ -537,11 +533,6 @@ CREATE TABLE public.sqlq_throughput (
     deletes bigint NOT NULL,
     buries bigint NOT NULL
 );
-CREATE TABLE public.sqlq_tube_puts (
-    tube text NOT NULL,
-    slot integer NOT NULL,
-    puts bigint NOT NULL
-);
 CREATE TABLE public.sqlq_tubes (
     name text NOT NULL,
     paused_until bigint NOT NULL,
@@ -601,8 +592,6 @@ ALTER TABLE ONLY public.sqlq_subscriptions
     ADD CONSTRAINT sqlq_subscriptions_pkey PRIMARY KEY (topic, tube);
 ALTER TABLE ONLY public.sqlq_throughput
     ADD CONSTRAINT sqlq_throughput_pkey PRIMARY KEY (minute);
-ALTER TABLE ONLY public.sqlq_tube_puts
-    ADD CONSTRAINT sqlq_tube_puts_pkey PRIMARY KEY (tube, slot);
 ALTER TABLE ONLY public.sqlq_tubes
     ADD CONSTRAINT sqlq_tubes_pkey PRIMARY KEY (name);
 ALTER TABLE ONLY public.sqlq_workers

@@ -106,7 +106,16 @@ def _counter_writes(tx: Any) -> int:
     whose statistics are not sent yet (the current one and maybe some before it)."""
     [(writes,)] = tx.execute(
         "SELECT coalesce(sum(n_tup_ins + n_tup_upd), 0) FROM pg_stat_xact_user_tables"
-        " WHERE relname IN ('sqlq_job_counts', 'sqlq_tube_puts')")
+        " WHERE relname = 'sqlq_job_counts'")
+    return int(writes)
+
+
+def _writes_besides_jobs(tx: Any) -> int:
+    """Rows inserted or updated in every table but the jobs, their edges and the count
+    deltas, by this session's transactions whose statistics are not sent yet."""
+    [(writes,)] = tx.execute(
+        "SELECT coalesce(sum(n_tup_ins + n_tup_upd), 0) FROM pg_stat_xact_user_tables"
+        " WHERE relname NOT IN ('sqlq_jobs', 'sqlq_edges', 'sqlq_count_deltas')")
     return int(writes)
 
 
@@ -142,6 +151,33 @@ def test_postgres_puts_in_one_transaction_rewrite_no_counter_row(db_url: str,
         for job in q.reserve_many(300, "a", timeout=0):
             q.bury(job.id)
         assert q.kick(1000, "a") == 300  # one statement moving 300 jobs
+        check_counts(db_url, clock(), q)
+
+
+@pytest.mark.postgres_only
+def test_postgres_a_put_is_counted_by_one_upsert_whatever_its_state(db_url: str,
+                                                                   clock: FakeClock) -> None:
+    """A put's statement writes one counter row (migration 8: its puts beside its jobs'
+    state; two rows before, sqlq_tube_puts' and sqlq_job_counts'), whatever the state of
+    its jobs: ready, urgent, delayed, waiting on a parent; by put_many and in a
+    transaction's deltas too. A tube's total-jobs is the sum, the kept counts stay exact."""
+    with sqlq.Queue(db_url, durability="normal", clock=clock) as q:
+        parent = q.put(b"p", tube="a")
+        for put in (lambda tx: tx.put(b"ready", tube="a"),
+                    lambda tx: tx.put(b"urgent", tube="a", priority=10),
+                    lambda tx: tx.put(b"delayed", tube="a", delay=60),
+                    lambda tx: tx.put(b"waiting", tube="a", after=parent),
+                    lambda tx: tx.put_many([b"many"] * 3, tube="a", priority=10)):
+            with q.transaction() as tx:
+                before = _writes_besides_jobs(tx)
+                put(tx)
+                assert _writes_besides_jobs(tx) - before == 1
+        with q.transaction() as tx:  # the second counting statement on: deltas, folded
+            tx.put(b"t", tube="a")
+            tx.put(b"w", tube="a", after=parent)
+            tx.put_many([b"d"] * 2, tube="b", delay=60)
+        assert q.stats_tube("a")["total-jobs"] == 10
+        assert q.stats_tube("b")["total-jobs"] == 2
         check_counts(db_url, clock(), q)
 
 

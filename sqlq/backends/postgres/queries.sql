@@ -73,7 +73,7 @@ SELECT id FROM sqlq_jobs WHERE tube = %(tube)s AND unique_key = %(unique_key)s;
 -- %(prove)s, for a ripe candidate or a look for expired leases (one claim in tens:
 -- floors.py); every other claim gets the answer sqlq_floors would give it (its floors as
 -- they are, status 0, expired_from as given, the snapshot's xmax) without the call, which
--- cost 12% of a job's server CPU (bench/bench_pg_claim_ab.py). LIMIT 1 keeps the
+-- cost 12% of a job's server CPU (bench/bench_pg_cpu_ab.py). LIMIT 1 keeps the
 -- planner's estimate of f at one row, as the function's was: with two, a statement that
 -- calls a claim function once per row of f (delete_and_claim) costs its generic plan twice
 -- a custom one's, and PostgreSQL planned it anew at every call
@@ -501,10 +501,11 @@ ON CONFLICT (name) DO UPDATE SET paused_until = excluded.paused_until,
 RETURNING pg_notify('sqlq', %(tube)s);
 
 -- name: tube_totals
--- dialect: puts are counted in sqlq_tube_puts rows (SQLite: runs of ids in sqlq_tube_run).
+-- dialect: puts are counted on the kept counts' rows (migration 8; SQLite: runs of ids in
+--   sqlq_tube_run).
 -- A tube's puts and pauses since the database was created (migration 0010): the sum
--- of its slots' puts.
-SELECT coalesce((SELECT sum(puts) FROM sqlq_tube_puts WHERE tube = %(tube)s), 0)::bigint,
+-- of its rows' puts.
+SELECT coalesce((SELECT sum(puts) FROM sqlq_job_counts WHERE tube = %(tube)s), 0)::bigint,
        coalesce((SELECT pauses FROM sqlq_counters WHERE tube = %(tube)s), 0);
 
 -- name: tube_pause
@@ -849,13 +850,13 @@ UNION SELECT name FROM sqlq_tubes WHERE paused_until > %(now)s
 UNION SELECT tube FROM sqlq_subscriptions;
 
 -- name: known_tubes
--- dialect: puts are counted in sqlq_tube_puts rows (SQLite: sqlq_tube_run).
+-- dialect: puts are counted on the kept counts' rows (migration 8; SQLite: sqlq_tube_run).
 -- Tubes the database remembers though they may hold no job now: those with counters
 -- (migrations 0002, 0010), a pause (even one that ended) or histogram rows. The
 -- dashboard and /metrics list them at zero instead of dropping them (a Prometheus
 -- series would go stale instead of reading 0). O(tubes).
 SELECT tube FROM sqlq_counters
-UNION SELECT DISTINCT tube FROM sqlq_tube_puts
+UNION SELECT DISTINCT tube FROM sqlq_job_counts
 UNION SELECT name FROM sqlq_tubes
 UNION SELECT DISTINCT tube FROM sqlq_durations;
 

@@ -1,15 +1,16 @@
-"""The PostgreSQL server's CPU per job of the worker's two loops, from two checkouts,
-turn and turn about.
+"""The PostgreSQL server's CPU per job of a put and of the worker's two loops, from two
+checkouts, turn and turn about.
 
-    .venv/bin/python bench/bench_pg_claim_ab.py --a /path/to/before [--b .] [--jobs 1000]
-        [--rounds 7] [--loops cycle,fast]
+    .venv/bin/python bench/bench_pg_cpu_ab.py --a /path/to/before [--b .] [--jobs 1000]
+        [--rounds 7] [--loops put,cycle,fast]
 
-``cycle``: ``reserve(timeout=0)`` then ``job.delete()`` (two statements, two commits a
-job); ``fast``: ``reserve(timeout=0, delete=prev)`` (the worker's loop, one). Each run
-is a child process of its own importing one checkout's ``sqlq``, on a fresh database
-of one throwaway server (``tests/pgserver.py``, fsync off: the statements, not the
-disk): it puts jobs + 1, drains one (the session's plans are made), then times the
-drain of the rest. The figure is the backend's CPU (``/proc/<pid>/schedstat``, the
+``put``: ``q.put(body)`` one at a time; ``cycle``: ``reserve(timeout=0)`` then
+``job.delete()`` (two statements, two commits a job); ``fast``: ``reserve(timeout=0,
+delete=prev)`` (the worker's loop, one). Each run is a child process of its own
+importing one checkout's ``sqlq``, on a fresh database of one throwaway server
+(``tests/pgserver.py``, fsync off: the statements, not the disk): it puts jobs + 1,
+drains one (the session's plans are made), then times the rest: the puts of as many
+jobs again, or the drain. The figure is the backend's CPU (``/proc/<pid>/schedstat``, the
 scheduler's account in ns), so the client's Python and the machine's other load fall
 out; the client's own CPU per job is printed beside it. A first on even rounds, B on
 odd ones. Each line: medians over the rounds, then the median of the B/A ratios taken
@@ -40,7 +41,10 @@ with sqlq.Queue(url, durability="normal") as q:
     q.reserve(timeout=0).delete()
     pid = q._backend.db._usable().info.backend_pid
     s0, c0 = cpu(pid), time.process_time()
-    if loop == "cycle":
+    if loop == "put":
+        for _ in range(n):
+            q.put(b"x" * 64)
+    elif loop == "cycle":
         for _ in range(n):
             q.reserve(timeout=0).delete()
     else:
@@ -49,7 +53,7 @@ with sqlq.Queue(url, durability="normal") as q:
             job = q.reserve(timeout=0, delete=job)
         job.delete()
     server, client = (cpu(pid) - s0) / n / 1000, (time.process_time() - c0) / n * 1e6
-    assert q.reserve(timeout=0) is None
+    assert loop == "put" or q.reserve(timeout=0) is None
 print(json.dumps({"server_us": server, "client_us": client}))
 """
 
@@ -60,7 +64,7 @@ def main() -> int:
     parser.add_argument("--b", default=str(HERE.parent), help="the checkout after")
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--loops", default="cycle,fast")
+    parser.add_argument("--loops", default="put,cycle,fast")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE.parent / "tests"))
     from pgserver import PgServer
