@@ -77,7 +77,7 @@ def main() -> int:
         for r in range(args.rounds):
             for loop in loops:
                 for tree in ("A", "B") if r % 2 == 0 else ("B", "A"):
-                    name = f"claim_{tree.lower()}_{loop}_{r}"
+                    name = f"cpu_{tree.lower()}_{loop}_{r}"
                     url = server.create_database(name)
                     out = subprocess.run([sys.executable, "-c", CHILD, trees[tree], url, loop,
                                           str(args.jobs)], capture_output=True, text=True,
