@@ -3,6 +3,7 @@ in others: a count, so it does not depend on how busy the machine is.
 
     .venv/bin/python bench/bench_callgrind.py [--trees . /path/to/baseline]
         [--workloads put,fill,cycle,fast,batch,fanin,chain] [--jobs 1000,3000] [--annotate DIR]
+        [--body 64]
 
 Each (tree, workload, n) runs once in a fresh process under ``valgrind --tool=callgrind``
 (a new file in a temporary directory, durability ``normal``); the figure is
@@ -52,7 +53,8 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
-BODY = b"x" * 64
+#: The jobs' body: 64 bytes, or ``--body N`` (SQLQ_CALLGRIND_BODY to the children).
+BODY = b"x" * int(os.environ.get("SQLQ_CALLGRIND_BODY", "64"))
 GROUPS = 10_000  # the groups of gfill and gfast
 
 
@@ -130,6 +132,9 @@ def main() -> None:
     parser.add_argument("--workloads", default="put,fill,cycle")
     parser.add_argument("--jobs", default="1000,3000")
     parser.add_argument("--annotate", help="keep the callgrind files and annotations here")
+    parser.add_argument("--body", type=int, default=64,
+                        help="the jobs' body in bytes (64: a task's arguments; larger ones "
+                             "show what overflow pages cost)")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -140,12 +145,13 @@ def main() -> None:
             raise SystemExit(f"--trees takes checkouts (directories), not {tree!r}: for a "
                              "commit, `git archive REV | tar -x -C DIR` and pass DIR")
     sizes = [int(n) for n in args.jobs.split(",")]
+    os.environ["SQLQ_CALLGRIND_BODY"] = str(args.body)  # the children's BODY
     high = sizes[-1]
     keep = Path(args.annotate) if args.annotate else None
     if keep:
         keep.mkdir(parents=True, exist_ok=True)
     print(f"instructions per job, (total(n2) - total(n1)) / (n2 - n1) for n in {sizes}, "
-          f"python {sys.version.split()[0]}", flush=True)
+          f"{args.body}-byte bodies, python {sys.version.split()[0]}", flush=True)
     with tempfile.TemporaryDirectory(prefix="sqlq-callgrind-out-") as name:
         where = keep or Path(name)
         for workload in args.workloads.split(","):

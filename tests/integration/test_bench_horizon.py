@@ -19,7 +19,7 @@ import horizon  # noqa: E402
 def _row(db_url: str, holder: str) -> horizon.Result:
     pg = "://" in db_url
     side = horizon.PgSide() if pg else horizon.SqliteSide()
-    # SQLite: enough jobs that the -wal would wrap (its autocheckpoint, ~4 MB) without
+    # SQLite: enough jobs that the -wal would wrap (its autocheckpoint, 1,000 pages: ~2 MB) without
     # a reader; PostgreSQL: a few hundred, each claim then walks the dead entries
     n = 200 if pg else 1000
     return horizon.measure(side, db_url, horizon.Tree.of(str(BENCH.parent)), n, holder,

@@ -38,6 +38,33 @@ def test_fresh_file_gets_every_migration_recorded(db_path: str) -> None:
     conn.close()
 
 
+def test_a_new_file_has_small_pages_and_an_older_one_keeps_its_own(db_path: str,
+                                                                   tmp_path: Path) -> None:
+    """sqlq makes its files with 2 KiB pages (db.PAGE_SIZE: half of what a commit writes
+    at SQLite's default); a file made with other pages (an application's, for ``init``,
+    or one sqlq 0.1.0 made) keeps them and works as before."""
+    from sqlq.backends.sqlite.db import PAGE_SIZE
+
+    def page_size(path: str) -> int:
+        conn = sqlite3.connect(path)
+        try:
+            return int(conn.execute("PRAGMA page_size").fetchone()[0])
+        finally:
+            conn.close()
+
+    sqlq.Queue(db_path).close()
+    assert page_size(db_path) == PAGE_SIZE == 2048
+    app = str(tmp_path / "app.db")
+    _write_with_sqlite3(app, "PRAGMA page_size = 4096", "CREATE TABLE orders (id INTEGER)")
+    with sqlq.Queue(app, init=True) as q:
+        q.put_many([b"x" * 3000] * 50)
+        held = q.reserve_many(50, timeout=0)
+        assert len(held) == 50
+        q.delete_many(held)
+        assert q.stats()["current-jobs-ready"] == 0
+    assert page_size(app) == 4096
+
+
 def test_file_and_sidecars_are_0600(db_path: str) -> None:
     with sqlq.Queue(db_path) as q:
         q.put(b"x")

@@ -105,5 +105,5 @@ def test_a_new_file_gives_its_space_back_after_a_big_drain(fq: sqlq.Queue, db_pa
     gone = fq.prune()
     assert gone["finished"] == 2000 and gone["pages"] > 1000
     fq.backend.maintain()
-    assert os.path.getsize(db_path) < full / 3  # 1024 free pages (4 MB) are kept
+    assert os.path.getsize(db_path) < full / 3  # 1024 free pages (2 MB) are kept
     assert fq.prune()["pages"] == 0  # what is left is kept for the next jobs

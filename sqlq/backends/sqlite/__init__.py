@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: Free pages below which a file keeps them (4 MB at 4 KiB): reused by the next jobs.
+#: Free pages below which a file keeps them (2 MB at the 2 KiB pages of a file sqlq made,
+#: 4 MB at 4 KiB): reused by the next jobs.
 RECLAIM_FROM = 1024
 
 

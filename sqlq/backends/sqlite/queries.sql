@@ -702,7 +702,7 @@ SELECT (SELECT auto_vacuum FROM pragma_auto_vacuum),
        (SELECT freelist_count FROM pragma_freelist_count);
 
 -- name: incremental_vacuum
--- Give up to 500 free pages (2 MB at 4 KiB) back to the file system, the file's end
+-- Give up to 500 free pages (1 MB at 2 KiB) back to the file system, the file's end
 -- moved into them: one short write (about 20 ms measured), repeated by Backend.reclaim.
 PRAGMA incremental_vacuum(500);
 
