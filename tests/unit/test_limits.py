@@ -290,12 +290,17 @@ def test_a_blocked_reserve_wakes_when_a_slot_frees(q: sqlq.Queue, db_url: str) -
 def test_a_blocked_reserve_wakes_when_the_rate_allows(q: sqlq.Queue) -> None:
     fill(q, "a", 3)
     q.limit("a", rate=(1, 0.6))
+    before = time.monotonic()  # the first claim's clock reads no earlier than this
     assert q.reserve("a", timeout=0) is not None  # the one token
     start = time.monotonic()
     job = q.reserve("a", timeout=30)  # woken by the token's due time, not a commit
-    elapsed = time.monotonic() - start
+    end = time.monotonic()
     assert job is not None
-    assert 0.55 <= elapsed < soon(0.6)
+    # Not before the next token (0.6 s after the first claim, so after `before`: measured
+    # from `start`, a busy machine's late return of the first reserve looked like an early
+    # token), and soon after it, not at the 30 s timeout.
+    assert end - before >= 0.55
+    assert end - start < soon(0.6)
 
 
 def test_cli_limit(db_url: str) -> None:
