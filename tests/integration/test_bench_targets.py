@@ -4,12 +4,15 @@ tasks, K greenstalk clients against sqlq-beanstalkd), on real files and processe
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import sys
 from pathlib import Path
 
 import pytest
 
 import sqlq
+from sqlq.backends.sqlite.db import PAGE_SIZE
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -84,6 +87,9 @@ def test_the_floors_put_and_drain(floor: Raw, tmp_path: Path) -> None:
     c.put(wl.body(0))
     c.put_many([wl.body(i) for i in range(1, 5)])
     c.close()
+    # the floors' files have sqlq's pages: a ratio to them measures the code and schema
+    with contextlib.closing(sqlite3.connect(floor.path)) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE
     if isinstance(floor, RawMinimal):
         assert floor.path.name == "minimal.db"
     else:
