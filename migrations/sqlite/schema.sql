@@ -10,7 +10,8 @@ SELECT tube, state, urgent, sum(n) FROM (
  GROUP BY tube, state, urgent;
 
 -- trigger sqlq_count_entered
-CREATE TRIGGER sqlq_count_entered AFTER UPDATE OF state, priority ON sqlq_jobs
+CREATE TRIGGER sqlq_count_entered
+AFTER UPDATE OF priority, delay_until, releases, buries, kicks, timeouts, waiting_on ON sqlq_jobs
 WHEN new.state <> 2 AND new.state <> 4
  AND (old.state <> new.state
       OR old.state = 0 AND (old.priority < 1024) <> (new.priority < 1024))

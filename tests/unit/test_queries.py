@@ -92,6 +92,63 @@ def test_compact_keeps_quoted_text() -> None:
     assert compact(sql) == """SELECT 'a  --  b',"odd  name" FROM t WHERE x='it''s' AND y <=- -1"""
 
 
+_SET_END = frozenset(("WHERE", "RETURNING", "FROM"))
+
+
+def _jobs_set_list(sql: str) -> dict[str, str] | None:
+    """What an UPDATE of sqlq_jobs sets: {column: its expression}; None for a statement
+    that updates no job."""
+    found = re.search(r"\bUPDATE (?:OR IGNORE )?sqlq_jobs\s+SET\s", sql)
+    if found is None:
+        return None
+    depth, parts, part = 0, [], ""
+    for token in re.findall(r"'[^']*'|\w+|[(),]|[^\w\s(),']+|\s+", sql[found.end():]):
+        if depth == 0 and token.upper() in _SET_END:
+            break
+        depth += (token == "(") - (token == ")")
+        if token == "," and depth == 0:
+            parts.append(part)
+            part = ""
+        else:
+            part += token
+    parts.append(part)
+    return {column.strip(): value.strip()
+            for column, _, value in (p.partition("=") for p in parts)}
+
+
+def test_every_move_into_a_counted_state_fires_the_count_of_that_state() -> None:
+    """sqlq_count_entered (migration 0010) fires only for an UPDATE that sets one of its
+    columns, so that a claim (into state 2, not counted) does not run it for nothing.
+    Each statement that moves jobs into another state must therefore set one, or the
+    kept counts drift silently; and the claims the engine runs set none."""
+    schema = (Path(__file__).resolve().parents[2] / "migrations" / "sqlite"
+              / "schema.sql").read_text()
+    match = re.search(r"CREATE TRIGGER sqlq_count_entered\s+AFTER UPDATE OF ([\w, ]+?) ON",
+                      schema)
+    assert match is not None
+    fires = {c.strip() for c in match.group(1).split(",")}
+    assert "state" not in fires
+    moves, claims = [], []
+    for name, sql in load_queries(Path(store.__file__).with_name("queries.sql")).items():
+        columns = _jobs_set_list(sql)
+        if columns is None or "state" not in columns:
+            continue
+        if columns["state"] == "2":
+            claims.append(name)
+            if name != "claim_job_by_id":  # beanstalkd's reserve-job: rare, and it sets
+                # delay_until and timeouts (the trigger runs, its WHEN false)
+                assert not fires & columns.keys(), (name, fires & columns.keys())
+        else:
+            moves.append(name)
+            assert fires & columns.keys(), f"{name} moves jobs but sets none of {fires}"
+    # the parse found them all (a parse that finds nothing would pass)
+    assert {"release_job", "bury_job", "kick_buried", "kick_delayed", "kick_job",
+            "promote_due", "postpone_job", "replace_job", "release_owner",
+            "release_children"} <= set(moves), moves
+    assert {"claim_picked_job", "claim_picked_range", "claim_job_in_tube",
+            "claim_jobs"} <= set(claims), claims
+
+
 #: PostgreSQL statements EXPLAIN cannot take (VACUUM) or that read catalogs, not jobs.
 PG_NOT_PLANNED = {"vacuum_jobs", "table_health"}
 _TEXT_PARAMS = {"tube", "topic", "unique_key", "reason", "owner", "name", "token", "text",

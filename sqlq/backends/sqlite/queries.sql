@@ -540,8 +540,10 @@ SELECT DISTINCT owner FROM sqlq_jobs
 
 -- name: release_owner
 -- A process that died (or closed its queue) gives its reservations back at once,
--- as beanstalkd does for a dropped connection.
-UPDATE sqlq_jobs SET state = 0, reserved_until = NULL, lease = NULL, owner = NULL
+-- as beanstalkd does for a dropped connection. delay_until (NULL already: a held job is
+-- not delayed) is set so that the kept count of ready jobs sees the move (migration 0010).
+UPDATE sqlq_jobs SET state = 0, delay_until = NULL, reserved_until = NULL, lease = NULL,
+       owner = NULL
  WHERE state = 2 AND owner = :owner
 RETURNING id;
 
