@@ -229,15 +229,30 @@ def _retryable(error: BaseException) -> bool:
     return isinstance(error, (pg_errors.SerializationFailure, pg_errors.DeadlockDetected))
 
 
+#: psycopg's words for a statement answered without rows where rows were read.
+_NO_ROWS = "didn't produce records"
+
+
 @contextlib.contextmanager
-def closed_on_error(conn: psycopg.Connection[Any], location: str) -> Iterator[None]:
+def closed_on_error(conn: psycopg.Connection[Any], location: str, *,
+                    rows_answered: bool = False) -> Iterator[None]:
     """Set a new connection up: on any error it is closed, a driver's error translated
-    (a session gone at once, a restart: Disconnected)."""
+    (a session gone at once, a restart: Disconnected).
+
+    ``rows_answered``: every statement the block reads returns a row, so one answered
+    without rows was answered for another statement: the session is out of step with
+    its client, and is dropped as a lost one (Disconnected: the caller connects again).
+    PgBouncer in session mode did this once under the chaos test's restarts and
+    terminated sessions: a new client's ``SELECT pg_backend_pid()`` was answered with
+    ``DISCARD ALL``, the reset query PgBouncer runs on a session a client gave back."""
     try:
         yield
     except psycopg.Error as e:
         error = translate(location, e, conn)
         conn.close()
+        if rows_answered and isinstance(e, psycopg.ProgrammingError) and _NO_ROWS in str(e):
+            error = Disconnected(f"{location}: the session answered another statement "
+                                 f"({str(e).strip()}): connecting again")
         raise error from None
     except BaseException:
         conn.close()
@@ -316,7 +331,7 @@ class Database:
         conn.ledger = self.ledger
         if mode == "session":  # through any pooler: a transaction pool taken for a
             conn.prepare_threshold = None  # session pool would fail prepared statements
-        with closed_on_error(conn, self.location):
+        with closed_on_error(conn, self.location, rows_answered=True):
             if mode is None:  # made as for a transaction pool until known
                 mode = self.mode = pooling.detect(conn, self.url, CONNECT_OPTIONS)
                 if mode == "direct":
