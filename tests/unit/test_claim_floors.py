@@ -1,4 +1,5 @@
-"""PostgreSQL claims from per-band floors (backends/postgres/floors.py, migration 0017).
+"""PostgreSQL claims from per-band floors (backends/postgres/floors.py; sqlq_floors in
+migrations/postgres/0001_initial.sql).
 
 A floor lets a claim skip the rows a held snapshot keeps; it must never cost a job its
 place: every path that makes a job ready under an old id, a put whose transaction

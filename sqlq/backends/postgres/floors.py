@@ -1,6 +1,6 @@
 """Claim floors: where each band's fresh jobs begin, so that a claim does not walk the
-rows a held snapshot keeps (migration 0017; docs/internals.md, "Claims under a held
-snapshot").
+rows a held snapshot keeps (sqlq_floors, migrations/postgres/0001_initial.sql;
+docs/internals.md, "Claims under a held snapshot").
 
 While any transaction on the server holds an old snapshot (a report in REPEATABLE
 READ, ``pg_dump``, a replication slot, a standby's ``hot_standby_feedback``),
@@ -73,7 +73,7 @@ SKEW_MS = 1_000
 
 _LOWEST = -(2**63)
 _HIGHEST = 2**63 - 1
-# The status sqlq_floors gives a candidate (migration 0017).
+# The status sqlq_floors gives a candidate (migrations/postgres/0001_initial.sql).
 _PROVED, _WAITING = 1, 2
 #: A claim statement's row: ClaimRow's columns, then again, limited, status,
 #: expired_from, xmax (claim_job in queries.sql).
