@@ -92,14 +92,15 @@ WITH f AS MATERIALIZED (
     LIMIT 1)
 
 -- name: claim_job
--- dialect: the claim is a function (sqlq_claim, migrations/postgres/0001 and 0003) with SKIP
---   LOCKED inside; tubes are text[]; %(capped)s as the SQLite file's :capped; the floors.
+-- dialect: the claim is a function (sqlq_claim, migrations/postgres/0003_groups.sql) with
+--   SKIP LOCKED inside; tubes are text[]; %(capped)s as the SQLite file's :capped; the floors.
 -- The most urgent job ready as of now in the watched, unpaused tubes, due delayed
--- jobs and expired reservations included: see sqlq_claim in migrations/0003. In full
+-- jobs and expired reservations included: see sqlq_claim. In full
 -- durability its commit waits for the WAL flush, as every write's: a claim lost by a
 -- server crash would make the job ready again while its holder, alive on another
 -- machine, runs it (owners.py), so a claim is not cheaper to lose than a put. Each
--- band is read from its floor (sqlq_floors in migrations/postgres/0001_initial.sql, floors.py ClaimFloors): _claim_floors,
+-- band is read from its floor (sqlq_floors in migrations/postgres/0001_initial.sql,
+-- floors.py ClaimFloors): _claim_floors,
 -- in the same statement, says which floors hold (scan_from, status, expired_from, xmax:
 -- the last four columns). A claim that found nothing gives one row
 -- of NULL job columns, with `limited` true if a watched tube has limits (the claim
