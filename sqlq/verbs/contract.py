@@ -255,4 +255,5 @@ def done_under(dispatch: Dispatcher, store: Store[Any], reservations: Sequence[t
     pruned meanwhile says nothing: that job stays in doubt (``JobLost.cut_off``)."""
     if not reservations:
         return set()
-    return set(dispatch.run(DONE_UNDER, store.finished.done_under, reservations))
+    owner = dispatch.backend.current_owner()  # whose reservations they were
+    return set(dispatch.run(DONE_UNDER, store.finished.done_under, reservations, owner))

@@ -93,6 +93,36 @@ def test_an_acknowledgement_no_record_settles_says_it_was_cut_off(
         assert q.stats_job(job.id)["state"] == "ready"  # it had committed
 
 
+def test_a_cut_off_delete_does_not_take_another_holders_delete_for_its_own(
+        pg_server: PgServer, pg_url: str, proxy: CutProxy) -> None:
+    """A claim a server crash undid (claims do not wait for the WAL flush) gives its
+    reserve count to the next claim, another worker's, whose delete then writes the
+    record the cut-off holder's delete reads: same count, another holder, not done.
+    (CI109's PostgreSQL chaos run through PgBouncer: an async worker's claim of job 193
+    was undone by an immediate restart; a prefetching worker claimed it with the same
+    count and deleted it; the first worker's delete, cut off and made again, read that
+    record and logged 193 done: "completed twice".)"""
+    import psycopg
+
+    with sqlq.Queue(proxy.url(pg_url, pg_server.port)) as q, sqlq.Queue(pg_url) as other:
+        [job] = _held(q, 1)
+        # The crash: the job as it was before the claim (ready, one reserve fewer).
+        other.release(job.id)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("UPDATE sqlq_jobs SET reserves = reserves - 1 WHERE id = %s",
+                         (job.id,))
+        again = other.reserve("t", timeout=0)
+        assert again is not None and again.id == job.id and again.reserves == job.reserves
+        again.delete()
+        proxy.cut_after(b"sqlq_jobs")
+        with pytest.raises(sqlq.JobLost) as info:
+            job.delete()  # before: returned, as if its first attempt had deleted the job
+        assert proxy.cuts == 1
+        assert info.value.cut_off and info.value.job_ids == (job.id,)
+        assert other.verbs.deleted_by([(again.id, again.reserves)]) == {again.id}
+        assert q.verbs.deleted_by([(job.id, job.reserves)]) == set()
+
+
 def test_a_lease_lost_without_a_cut_is_not_called_cut_off(pg_url: str) -> None:
     with sqlq.Queue(pg_url) as q:
         jobs = _held(q, 2)

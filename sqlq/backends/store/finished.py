@@ -28,16 +28,21 @@ class FinishedStore:
         row = one(conn, self.Q["finished_job"], {"id": job_id, "now": now})
         return None if row is None else tuple(row)
 
-    def done_under(self, conn: Conn, now: int, reservations: Sequence[tuple[int, int]]
-                   ) -> list[int]:
+    def done_under(self, conn: Conn, now: int, reservations: Sequence[tuple[int, int]],
+                   owner: str | None) -> list[int]:
         """The ids among (id, reserves) pairs whose record says that reservation deleted
-        the job: outcome ``done``, attempts (its reserves then) the same. Each claim
-        counts one more reserve, so no other reservation's end matches. For an
-        acknowledgement cut off by a lost connection: a rare path, one read a job."""
+        the job: outcome ``done``, attempts (its reserves then) the same, and its holder
+        ``owner`` (this process's token; a detached reservation's record names none).
+        Each claim counts one more reserve, but a claim a server crash undid (claims do
+        not wait for the WAL flush) leaves its count to the next claim, of another
+        worker: the count alone once said "done" for that worker's delete (CI109, a
+        PostgreSQL chaos run). For an acknowledgement cut off by a lost connection: a
+        rare path, one read a job."""
         done = []
         for job_id, reserves in reservations:
             row = one(conn, self.Q["finished_job"], {"id": job_id, "now": now})
-            if row is not None and row[3] == "done" and int(row[8]) == reserves:
+            if (row is not None and row[3] == "done" and int(row[8]) == reserves
+                    and row[5] in (owner, None)):
                 done.append(job_id)
         return done
 
