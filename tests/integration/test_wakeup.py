@@ -397,54 +397,6 @@ def test_a_waiters_look_opens_no_transaction(q: Queue, monkeypatch: pytest.Monke
     assert outside and all(outside)
 
 
-@pytest.mark.sqlite_only
-def test_a_recheck_reads_again_only_after_a_change(db_path: str,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """A waiter's re-checks (the WAL race's, timed: no event) read nothing while nothing
-    changed: no other connection committed, this one changed no row, nothing came due.
-    Each of those makes the next look read again."""
-    Queue(db_path).close()
-    with Queue(db_path, durability="normal") as q, \
-            Queue(db_path, durability="normal") as other:
-        from sqlq.backends.sqlite.due import DueCache
-
-        reads: list[int] = []
-        look = DueCache.look
-        mine = q._store.claims.due
-
-        def counted(self: DueCache, *args: Any) -> bool:
-            if self is mine:
-                reads.append(1)
-            return look(self, *args)
-
-        monkeypatch.setattr(DueCache, "look", counted)
-        looks: list[int] = []
-        has_ready_job = q._store.claims.has_ready_job
-        monkeypatch.setattr(q._store.claims, "has_ready_job",
-                            lambda *args: looks.append(1) or has_ready_job(*args))
-        assert q.reserve("idle", timeout=0.1) is None
-        # the first look, its quick re-checks, one at the deadline: one read
-        assert len(looks) >= 3 and len(reads) == 1, (looks, reads)
-
-        def reads_in_a_wait(change: Any) -> int:
-            assert q.reserve("idle", timeout=0.05) is None  # settled: the answer kept
-            reads.clear()
-            change()
-            assert q.reserve("idle", timeout=0.05) is None
-            return len(reads)
-
-        assert reads_in_a_wait(lambda: None) == 0
-        assert reads_in_a_wait(lambda: other.put(b"x", tube="busy")) >= 1  # committed elsewhere
-        assert reads_in_a_wait(lambda: q.put(b"x", tube="busy")) >= 1  # a row of its own
-        # a time come due: the delayed job is found, though nothing was committed since
-        assert q.reserve("idle", timeout=0.05) is None
-        q.put(b"x", tube="idle", delay=0.2)
-        assert q.reserve("idle", timeout=0.05) is None
-        reads.clear()
-        assert q.reserve("idle", timeout=5) is not None
-        assert reads
-
-
 def test_a_waiter_wakes_for_a_put_through_its_own_connection(q: Queue) -> None:
     """Another thread's put on the same Queue (its connection: PRAGMA data_version does
     not change for it) wakes a waiter as another process's does."""

@@ -274,9 +274,6 @@ class Connection:
         """Rows the last statement changed (its triggers' not counted), as apsw's."""
         return int(self.execute("SELECT changes()").fetchall()[0][0])
 
-    def total_changes(self) -> int:
-        return int(self.conn.total_changes)
-
     def get_autocommit(self) -> bool:
         return not self.conn.in_transaction
 
@@ -361,8 +358,6 @@ class SqliteConn(Conn, Protocol):
     def last_insert_rowid(self) -> int: ...
 
     def changes(self) -> int: ...
-
-    def total_changes(self) -> int: ...
 
     def get_autocommit(self) -> bool: ...
 

@@ -62,14 +62,12 @@ class DueCache:
         due = self.due.get(tubes)
         return due is not None and now < due
 
-    def look(self, conn: SqliteConn, now: int, tubes: str, version: int | None = None) -> bool:
+    def look(self, conn: SqliteConn, now: int, tubes: str) -> bool:
         """Whether a claim in tubes would find a job now (one read); keeps when
-        promote_due can next find something there, if no transaction is open.
-        ``version``: ``PRAGMA data_version`` as the caller just read it."""
+        promote_due can next find something there, if no transaction is open."""
         # The version first: a commit after it, which the look may see, changes it
         # again before the claim reads it (a time kept is then dropped, never wrong).
-        if version is None:
-            version = one(conn, "PRAGMA data_version")[0]
+        version = one(conn, "PRAGMA data_version")[0]
         ready, delayed, reserved = one(conn, self._look_ready, {"tubes": tubes, "now": now})
         times = [t for t in (delayed, reserved) if t is not None]
         if conn.get_autocommit():

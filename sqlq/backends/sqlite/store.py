@@ -35,7 +35,7 @@ from ..sql import load_queries, one
 from ..store import ClaimStore, CopyStore, JobStore, LimitStore, Store
 from ..store.groups import FairClaim, Pick
 from .drivers import SqliteConn, triggers_off
-from .due import DUE_CACHE_SIZE, NEVER, DueCache
+from .due import DUE_CACHE_SIZE, DueCache
 
 if TYPE_CHECKING:
     from ...model import OnProgress
@@ -78,13 +78,6 @@ _NO_TUBE = ("",)
 
 #: set_ready_run's urgency while an import writes: no run of ready puts.
 _SUSPENDED = -1
-
-
-def _stamp(conn: SqliteConn) -> tuple[int, int]:
-    """What changes whenever the rows this connection reads may have changed: ``PRAGMA
-    data_version`` (another connection committed) and ``total_changes()`` (this one
-    changed a row, in any thread, committed or not)."""
-    return conn.hot.execute("PRAGMA data_version").fetchall()[0][0], conn.total_changes()
 
 
 def end_ready_run(conn: SqliteConn, urgent: int | None = None) -> None:
@@ -265,10 +258,6 @@ class SQLiteClaims(ClaimStore[SqliteConn]):
         #: The :tubes parameters made for one tube, and that tube: claim runs
         #: claim_job_in_tube for them (most workers watch one tube).
         self._one_tube: dict[str, str] = {}
-        #: Per :tubes, a look that found nothing: the connection's stamp then
-        #: (:func:`_stamp`) and next_due's time after it (0 until next_due has run at the
-        #: same stamp; NEVER: none). See :meth:`has_ready_job`.
-        self._quiet: dict[str, tuple[tuple[int, int], int]] = {}
 
     def tubes_param(self, tubes: Sequence[str]) -> str:
         import json  # a reserve's (the engine keeps the result): not a put's
@@ -307,39 +296,7 @@ class SQLiteClaims(ClaimStore[SqliteConn]):
             self.due.lower(min(r.reserved_until for r in rows))
 
     def has_ready_job(self, conn: SqliteConn, now: int, tubes: Any) -> bool:
-        """A waiter's look. While no other connection has committed (``PRAGMA
-        data_version``), this one has changed no row (``total_changes()``) and nothing has
-        come due (next_due's time, read at the same stamp after a look that found
-        nothing), the answer cannot have changed: it is given again without the read.
-        That is a re-check of the WAL race (wakeup.py RECHECK_DELAYS), timed, not woken:
-        most of an idle worker's looks when other tubes are busy (an idle waiter beside
-        100 commits a second: 8% of a core, 70% of it re-checks)."""
-        stamp = _stamp(conn)
-        quiet = self._quiet.get(tubes)
-        if quiet is not None and quiet[0] == stamp and now < quiet[1]:
-            return False
-        ready = self.due.look(conn, now, tubes, stamp[0])
-        if ready:
-            self._quiet.pop(tubes, None)
-        else:
-            if len(self._quiet) >= DUE_CACHE_SIZE:
-                self._quiet.clear()
-            self._quiet[tubes] = (stamp, 0)
-        return ready
-
-    def next_due(self, conn: SqliteConn, now: int, tubes: Any) -> int | None:
-        """After a look that found nothing, at ``now`` (when it began): kept with the look
-        while the stamp holds. A time kept is after ``now`` (the look it was read after
-        began earlier), so no other time can have come between: the same answer."""
-        stamp = _stamp(conn)
-        quiet = self._quiet.get(tubes)
-        if quiet is None or quiet[0] != stamp:
-            return super().next_due(conn, now, tubes)
-        if quiet[1] > now:
-            return None if quiet[1] == NEVER else quiet[1]
-        due = super().next_due(conn, now, tubes)
-        self._quiet[tubes] = (stamp, NEVER if due is None else due)
-        return due
+        return self.due.look(conn, now, tubes)
 
     def promote_fair(self, conn: SqliteConn, now: int, tubes: Any) -> None:
         self._promote(conn, now, tubes)
