@@ -33,11 +33,11 @@ class FinishedStore:
         """The ids among (id, reserves) pairs whose record says that reservation deleted
         the job: outcome ``done``, attempts (its reserves then) the same, and its holder
         ``owner`` (this process's token; a detached reservation's record names none).
-        Each claim counts one more reserve, but a claim a server crash undid (claims do
-        not wait for the WAL flush) leaves its count to the next claim, of another
-        worker: the count alone once said "done" for that worker's delete (CI109, a
-        PostgreSQL chaos run). For an acknowledgement cut off by a lost connection: a
-        rare path, one read a job."""
+        Each claim counts one more reserve, but a claim a server crash undid (in normal
+        durability a claim does not wait for the WAL flush) leaves its count to the next
+        claim, of another worker: the count alone once said "done" for that worker's
+        delete (CI109, a PostgreSQL chaos run). For an acknowledgement cut off by a lost
+        connection: a rare path, one read a job."""
         done = []
         for job_id, reserves in reservations:
             row = one(conn, self.Q["finished_job"], {"id": job_id, "now": now})
